@@ -1,0 +1,228 @@
+//! The one error type of the crate.
+//!
+//! Callers match on variants, never on text: every condition a caller may want to handle
+//! (a full disk, a locked store, a damaged file, a bad argument) has a variant of its own.
+
+use std::fmt;
+use std::io;
+use std::path::PathBuf;
+
+/// A `Result` whose error is [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// What is wrong with bytes read from disk.
+///
+/// Produced by the pure decoders in the format module; the store wraps it in
+/// [`Error::Corruption`] together with the segment and offset it was found at.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Corruption {
+    /// A checksum did not match the bytes it covers.
+    ChecksumMismatch {
+        /// The checksum computed over the bytes as read.
+        got: u32,
+        /// The checksum stored on disk.
+        expected: u32,
+    },
+    /// A structure did not start with its magic number.
+    BadMagic {
+        /// Which structure was expected ("record", "footer trailer", ...).
+        structure: &'static str,
+        /// The bytes found where the magic should be.
+        found: [u8; 4],
+    },
+    /// A format version this build does not understand.
+    UnsupportedVersion {
+        /// The version found on disk.
+        found: u32,
+    },
+    /// Fewer bytes were available than the structure needs.
+    Truncated {
+        /// Bytes needed.
+        needed: u64,
+        /// Bytes available.
+        available: u64,
+    },
+    /// A field holds a value that no valid writer produces.
+    InvalidField {
+        /// The field's name.
+        field: &'static str,
+        /// The value found.
+        value: u64,
+    },
+}
+
+impl fmt::Display for Corruption {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Corruption::ChecksumMismatch { got, expected } => {
+                write!(f, "checksum mismatch: computed {got:#010x}, stored {expected:#010x}")
+            }
+            Corruption::BadMagic { structure, found } => {
+                write!(f, "bad magic for {structure}: found {found:02x?}")
+            }
+            Corruption::UnsupportedVersion { found } => {
+                write!(f, "unsupported format version {found}")
+            }
+            Corruption::Truncated { needed, available } => {
+                write!(f, "truncated: needed {needed} bytes, {available} available")
+            }
+            Corruption::InvalidField { field, value } => {
+                write!(f, "invalid value {value} in field {field}")
+            }
+        }
+    }
+}
+
+/// Every error podstore returns.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// An operating-system I/O call failed.
+    Io {
+        /// What the store was doing ("write segment", "open store directory", ...).
+        op: &'static str,
+        /// The file involved, where there is one.
+        path: Option<PathBuf>,
+        /// The underlying error.
+        source: io::Error,
+    },
+    /// The disk is full (ENOSPC or EDQUOT). Nothing acknowledged is lost; the write that hit
+    /// the limit was not acknowledged. The store refuses further writes until it is reopened.
+    StorageFull {
+        /// The file being written.
+        path: Option<PathBuf>,
+    },
+    /// Bytes on disk failed verification. They are never returned as data.
+    Corruption {
+        /// Id of the segment file (its name is `seg-<id as 16 hex digits>.pod`).
+        segment: u64,
+        /// Byte offset in that file where the damaged structure starts.
+        offset: u64,
+        /// What is wrong.
+        kind: Corruption,
+    },
+    /// The key is empty. Keys are 1 to [`MAX_KEY_LEN`](crate::MAX_KEY_LEN) bytes.
+    EmptyKey,
+    /// The key is longer than [`MAX_KEY_LEN`](crate::MAX_KEY_LEN).
+    KeyTooLarge {
+        /// The key's length.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// The value is longer than [`MAX_VALUE_LEN`](crate::MAX_VALUE_LEN).
+    ValueTooLarge {
+        /// The value's length.
+        len: u64,
+        /// The limit.
+        max: u64,
+    },
+    /// A range read asked for bytes outside the value (or a range whose start is past its end).
+    OutOfRange {
+        /// First byte asked for.
+        start: u64,
+        /// One past the last byte asked for.
+        end: u64,
+        /// The value's length.
+        len: u64,
+    },
+    /// Another `Store` (in this process or another) has the directory open.
+    Locked {
+        /// The store directory.
+        path: PathBuf,
+    },
+    /// An earlier write or sync failed, so the state of unsynced data on disk is unknown.
+    /// The store refuses writes until it is reopened; reopening recovers from what is on disk.
+    Poisoned,
+    /// An option is out of its documented range.
+    InvalidOptions(&'static str),
+    /// `IoMode::Direct` was asked for but the file system refuses O_DIRECT.
+    DirectIoUnsupported {
+        /// The store directory.
+        path: PathBuf,
+    },
+}
+
+impl Error {
+    /// Wraps an I/O error, turning ENOSPC/EDQUOT into [`Error::StorageFull`].
+    pub(crate) fn io(op: &'static str, path: Option<PathBuf>, source: io::Error) -> Error {
+        match source.raw_os_error() {
+            Some(code) if code == libc_enospc() || code == libc_edquot() => {
+                Error::StorageFull { path }
+            }
+            _ => Error::Io { op, path, source },
+        }
+    }
+
+    /// True for [`Error::Corruption`].
+    pub fn is_corruption(&self) -> bool {
+        matches!(self, Error::Corruption { .. })
+    }
+}
+
+fn libc_enospc() -> i32 {
+    rustix::io::Errno::NOSPC.raw_os_error()
+}
+
+fn libc_edquot() -> i32 {
+    rustix::io::Errno::DQUOT.raw_os_error()
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Io { op, path, source } => match path {
+                Some(p) => write!(f, "{op} ({}): {source}", p.display()),
+                None => write!(f, "{op}: {source}"),
+            },
+            Error::StorageFull { path } => match path {
+                Some(p) => write!(f, "no space left on device ({})", p.display()),
+                None => write!(f, "no space left on device"),
+            },
+            Error::Corruption {
+                segment,
+                offset,
+                kind,
+            } => write!(
+                f,
+                "corruption in segment {segment:016x} at offset {offset}: {kind}"
+            ),
+            Error::EmptyKey => write!(f, "keys must not be empty"),
+            Error::KeyTooLarge { len, max } => {
+                write!(f, "key of {len} bytes is longer than the limit of {max}")
+            }
+            Error::ValueTooLarge { len, max } => {
+                write!(f, "value of {len} bytes is longer than the limit of {max}")
+            }
+            Error::OutOfRange { start, end, len } => write!(
+                f,
+                "range {start}..{end} is outside the value of {len} bytes"
+            ),
+            Error::Locked { path } => write!(
+                f,
+                "store {} is already open (locked by another Store)",
+                path.display()
+            ),
+            Error::Poisoned => write!(
+                f,
+                "an earlier write or sync failed; reopen the store to recover"
+            ),
+            Error::InvalidOptions(what) => write!(f, "invalid options: {what}"),
+            Error::DirectIoUnsupported { path } => write!(
+                f,
+                "the file system of {} refuses O_DIRECT (use IoMode::Auto or Buffered)",
+                path.display()
+            ),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Io { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}

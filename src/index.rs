@@ -1,0 +1,181 @@
+//! The in-memory index: key → where its value lives. Rebuilt at open from segment footers
+//! (and from the recovery scan of a segment that was not sealed).
+//!
+//! Sharded so that readers and writers of different keys rarely meet on a lock; no lock of the
+//! index is ever held across a syscall.
+//!
+//! Writes become visible through the [`PendingQueue`]: records are queued in log order when
+//! appended and applied to the index in that order, after their fdatasync for durable writes
+//! (so nobody reads a durable write that a crash could still take back) and at once for
+//! buffered ones.
+
+use std::collections::hash_map::RandomState;
+use std::collections::{HashMap, VecDeque};
+use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, RwLock};
+
+/// Where a live value is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IndexEntry {
+    /// Segment id.
+    pub segment: u64,
+    /// Offset of the record in the segment.
+    pub offset: u64,
+    /// Stored value length.
+    pub value_len: u64,
+    /// Sequence number of the record.
+    pub seq: u64,
+    /// Key length (locates the value inside the record).
+    pub key_len: u32,
+    /// Record flags.
+    pub flags: u16,
+}
+
+impl IndexEntry {
+    /// File offset of the first value byte.
+    pub fn value_offset(&self) -> u64 {
+        self.offset + crate::format::record::RECORD_HEADER_LEN as u64 + self.key_len as u64
+    }
+}
+
+type Shard = RwLock<HashMap<Box<[u8]>, IndexEntry>>;
+
+const SHARDS: usize = 64;
+
+/// The sharded key → [`IndexEntry`] map.
+#[derive(Debug)]
+pub struct Index {
+    shards: Box<[Shard]>,
+    hasher: RandomState,
+    len: AtomicU64,
+}
+
+impl Default for Index {
+    fn default() -> Self {
+        Index {
+            shards: (0..SHARDS).map(|_| RwLock::new(HashMap::new())).collect(),
+            hasher: RandomState::new(),
+            len: AtomicU64::new(0),
+        }
+    }
+}
+
+impl Index {
+    fn shard(&self, key: &[u8]) -> &Shard {
+        let h = self.hasher.hash_one(key);
+        &self.shards[(h as usize) % SHARDS]
+    }
+
+    /// The entry of `key`.
+    pub fn get(&self, key: &[u8]) -> Option<IndexEntry> {
+        self.shard(key)
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(key)
+            .copied()
+    }
+
+    /// Sets the entry of `key`.
+    pub fn insert(&self, key: &[u8], entry: IndexEntry) {
+        let mut shard = self.shard(key).write().unwrap_or_else(|p| p.into_inner());
+        match shard.get_mut(key) {
+            Some(e) => *e = entry,
+            None => {
+                shard.insert(key.into(), entry);
+                self.len.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Removes `key`.
+    pub fn remove(&self, key: &[u8]) -> Option<IndexEntry> {
+        let old = self
+            .shard(key)
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(key);
+        if old.is_some() {
+            self.len.fetch_sub(1, Ordering::Relaxed);
+        }
+        old
+    }
+
+    /// Number of live keys.
+    pub fn len(&self) -> u64 {
+        self.len.load(Ordering::Relaxed)
+    }
+
+    /// True when there are no live keys.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Number of shards (for iteration).
+    pub fn shard_count(&self) -> usize {
+        SHARDS
+    }
+
+    /// A snapshot of the keys of shard `i`.
+    pub fn shard_keys(&self, i: usize) -> Vec<Vec<u8>> {
+        self.shards[i]
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .keys()
+            .map(|k| k.to_vec())
+            .collect()
+    }
+}
+
+/// A write waiting to become visible.
+#[derive(Debug)]
+struct Pending {
+    seq: u64,
+    key: Box<[u8]>,
+    /// `None` for a delete.
+    entry: Option<IndexEntry>,
+}
+
+/// Writes appended to the log but not yet applied to the index, in log order.
+#[derive(Debug, Default)]
+pub struct PendingQueue {
+    queue: Mutex<VecDeque<Pending>>,
+}
+
+impl PendingQueue {
+    /// Queues a write (called in log order, under the append lock).
+    pub fn push(&self, seq: u64, key: &[u8], entry: Option<IndexEntry>) {
+        self.queue
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push_back(Pending {
+                seq,
+                key: key.into(),
+                entry,
+            });
+    }
+
+    /// Applies every queued write up to `seq` to `index`, in order.
+    pub fn publish_through(&self, seq: u64, index: &Index) {
+        let mut q = self.queue.lock().unwrap_or_else(|p| p.into_inner());
+        while q.front().is_some_and(|p| p.seq <= seq) {
+            let p = q.pop_front().expect("front exists");
+            match p.entry {
+                Some(e) => index.insert(&p.key, e),
+                None => {
+                    index.remove(&p.key);
+                }
+            }
+        }
+    }
+
+    /// Whether `key` exists once the queued writes are applied: `Some(true/false)` if a queued
+    /// write decides it, `None` if the index does.
+    pub fn pending_state(&self, key: &[u8]) -> Option<bool> {
+        let q = self.queue.lock().unwrap_or_else(|p| p.into_inner());
+        q.iter()
+            .rev()
+            .find(|p| &*p.key == key)
+            .map(|p| p.entry.is_some())
+    }
+}

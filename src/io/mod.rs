@@ -1,0 +1,6 @@
+//! Everything that touches the operating system: aligned buffers, files, the double-buffered
+//! writer. The format module never does I/O; this module never interprets bytes.
+
+pub mod aligned;
+pub mod file;
+pub mod writer;

@@ -1,0 +1,313 @@
+//! Segment files: naming, opening a sealed segment from its footer, recovering one that was not
+//! sealed, and reading verified value ranges.
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use crate::error::{Corruption, Error, Result};
+use crate::format::footer::{FooterEntry, TRAILER_LEN, Trailer, decode_table, encode_footer};
+use crate::format::record::{RecordKind, RecordPlace, chunk_count, verify_chunks};
+use crate::format::scan::{ByteSource, ScanError, scan_segment};
+use crate::format::segment_header::SEGMENT_HEADER_LEN;
+use crate::format::{CHUNK_SIZE, align_up};
+use crate::index::IndexEntry;
+use crate::io::aligned::{AlignedBuf, BufPool};
+use crate::io::file::{IoProfile, SegmentFile, remove_durably};
+
+/// File name of segment `id`.
+pub fn file_name(id: u64) -> String {
+    format!("seg-{id:016x}.pod")
+}
+
+/// The id in a segment file name.
+pub fn parse_file_name(name: &str) -> Option<u64> {
+    let hex = name.strip_prefix("seg-")?.strip_suffix(".pod")?;
+    if hex.len() != 16 {
+        return None;
+    }
+    u64::from_str_radix(hex, 16).ok()
+}
+
+/// Ids of the segment files in `dir`, ascending.
+pub fn list(dir: &Path) -> Result<Vec<u64>> {
+    let mut ids = Vec::new();
+    let rd = fs::read_dir(dir).map_err(|e| Error::io("list store directory", Some(dir.into()), e))?;
+    for ent in rd {
+        let ent = ent.map_err(|e| Error::io("list store directory", Some(dir.into()), e))?;
+        if let Some(id) = ent.file_name().to_str().and_then(parse_file_name) {
+            ids.push(id);
+        }
+    }
+    ids.sort_unstable();
+    Ok(ids)
+}
+
+/// Reads of a segment file through its (possibly direct) file handle.
+pub struct FileSource<'a> {
+    /// The file.
+    pub file: &'a SegmentFile,
+    /// Bounce buffers for direct reads.
+    pub pool: &'a BufPool,
+    /// Direct-read alignment.
+    pub read_align: u64,
+    /// File length.
+    pub len: u64,
+}
+
+impl ByteSource for FileSource<'_> {
+    fn len(&self) -> u64 {
+        self.len
+    }
+    fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        self.file
+            .read_exact_at(offset, buf, self.pool, self.read_align)
+    }
+}
+
+/// How an existing segment was opened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Opened {
+    /// It had a valid footer.
+    Sealed,
+    /// It had none; its records were scanned, the tail after the last whole record cut, and a
+    /// footer written.
+    Recovered {
+        /// One past the last record kept.
+        data_end: u64,
+        /// Where the scan stopped at bytes that were not a whole record (the torn tail).
+        torn_at: Option<u64>,
+    },
+}
+
+/// An opened segment: its file and its entries (last record per key, in file order).
+pub struct LoadedSegment {
+    /// The file, open for reads.
+    pub file: SegmentFile,
+    /// Entries of the footer.
+    pub entries: Vec<FooterEntry>,
+    /// How it was opened.
+    pub opened: Opened,
+}
+
+fn corruption(segment: u64, offset: u64, kind: Corruption) -> Error {
+    Error::Corruption {
+        segment,
+        offset,
+        kind,
+    }
+}
+
+fn read_error(segment: u64, offset: u64, path: &Path, e: io::Error) -> Error {
+    if e.kind() == io::ErrorKind::UnexpectedEof {
+        corruption(
+            segment,
+            offset,
+            Corruption::Truncated {
+                needed: 1,
+                available: 0,
+            },
+        )
+    } else {
+        Error::io("read segment", Some(path.to_path_buf()), e)
+    }
+}
+
+/// Opens segment `id` in `dir`: from its footer if sealed, else by recovery (which seals it).
+/// Returns `None` when the segment held nothing (a crash right after it was created) and was
+/// removed.
+///
+/// `newest` says whether this is the store's newest segment: only the newest can have been
+/// interrupted while its first block was being written, so only there is a missing header
+/// taken for a torn creation rather than damage.
+pub fn open(
+    dir: &Path,
+    id: u64,
+    profile: &IoProfile,
+    pool: &BufPool,
+    newest: bool,
+) -> Result<Option<LoadedSegment>> {
+    let path = dir.join(file_name(id));
+    let file = SegmentFile::open(&path, profile.direct)?;
+    let len = file.len()?;
+    let src = FileSource {
+        file: &file,
+        pool,
+        read_align: profile.read_align,
+        len,
+    };
+    if let Some(entries) = read_footer(&src, id, &path)? {
+        return Ok(Some(LoadedSegment {
+            file,
+            entries,
+            opened: Opened::Sealed,
+        }));
+    }
+    let outcome = match scan_segment(&src, id) {
+        Ok(o) => o,
+        Err(ScanError::Io(e)) => return Err(read_error(id, 0, &path, e)),
+        Err(ScanError::Header(kind)) => {
+            let mut head = [0u8; SEGMENT_HEADER_LEN];
+            let n = (len as usize).min(SEGMENT_HEADER_LEN);
+            src.read_exact_at(0, &mut head[..n])
+                .map_err(|e| read_error(id, 0, &path, e))?;
+            if newest && head[..n].iter().all(|&b| b == 0) {
+                drop(file);
+                remove_durably(dir, &path)?;
+                return Ok(None);
+            }
+            return Err(corruption(id, 0, kind));
+        }
+    };
+    if outcome.records.is_empty() && newest {
+        // Nothing was ever completely written to it, so nothing in it was acknowledged.
+        drop(file);
+        remove_durably(dir, &path)?;
+        return Ok(None);
+    }
+    let entries = last_per_key(outcome.records);
+    let block = outcome.header.block_size;
+    let footer_at = align_up(outcome.data_end, block as u64);
+    let footer = encode_footer(id, outcome.data_end, footer_at, block, &entries);
+    let mut buf = AlignedBuf::zeroed(footer.len(), profile.mem_align);
+    buf.copy_from_slice(&footer);
+    // The footer starts on a block boundary after the last whole record, so the block holding
+    // that record is not rewritten; the length cut comes after, so a crash in between leaves a
+    // file whose trailer is missing and which is simply recovered again, to the same result.
+    file.write_all_at(&buf, footer_at)?;
+    file.set_len(footer_at + footer.len() as u64)?;
+    file.sync_data()?;
+    Ok(Some(LoadedSegment {
+        file,
+        entries,
+        opened: Opened::Recovered {
+            data_end: outcome.data_end,
+            torn_at: outcome.stopped_at.map(|(at, _)| at),
+        },
+    }))
+}
+
+/// Reads and verifies the footer; `None` when there is no valid one (an unsealed segment).
+fn read_footer(src: &FileSource<'_>, id: u64, path: &Path) -> Result<Option<Vec<FooterEntry>>> {
+    let len = src.len;
+    if len < (SEGMENT_HEADER_LEN + TRAILER_LEN) as u64 {
+        return Ok(None);
+    }
+    let mut tail = [0u8; TRAILER_LEN];
+    src.read_exact_at(len - TRAILER_LEN as u64, &mut tail)
+        .map_err(|e| read_error(id, len - TRAILER_LEN as u64, path, e))?;
+    let trailer = match Trailer::decode(&tail, len) {
+        Ok(t) if t.segment == id => t,
+        _ => return Ok(None),
+    };
+    let mut table = vec![0u8; trailer.table_len as usize];
+    src.read_exact_at(trailer.table_offset, &mut table)
+        .map_err(|e| read_error(id, trailer.table_offset, path, e))?;
+    match decode_table(&trailer, &table) {
+        Ok(entries) => Ok(Some(entries)),
+        // A trailer that verifies but a table that does not: the footer write was torn (the
+        // trailer reached the disk, part of the table did not). Treat as unsealed and rescan.
+        Err(_) => Ok(None),
+    }
+}
+
+/// Keeps each key's last record, in file order.
+pub fn last_per_key(records: Vec<FooterEntry>) -> Vec<FooterEntry> {
+    let mut last = std::collections::HashMap::with_capacity(records.len());
+    for (i, r) in records.iter().enumerate() {
+        last.insert(r.key.as_slice(), i);
+    }
+    let keep: Vec<bool> = records
+        .iter()
+        .enumerate()
+        .map(|(i, r)| last[r.key.as_slice()] == i)
+        .collect();
+    drop(last);
+    records
+        .into_iter()
+        .zip(keep)
+        .filter_map(|(r, k)| k.then_some(r))
+        .collect()
+}
+
+/// The index entry for a footer entry of a put.
+pub fn index_entry(segment: u64, e: &FooterEntry) -> Option<IndexEntry> {
+    (e.kind == RecordKind::Put).then_some(IndexEntry {
+        segment,
+        offset: e.offset,
+        value_len: e.value_len,
+        seq: e.seq,
+        key_len: e.key.len() as u32,
+        flags: e.flags,
+    })
+}
+
+/// Reads value bytes `[start, start + dst.len())` of the record `entry` into `dst`, verifying
+/// every chunk it touches. `fetch(offset, buf)` reads file bytes of the entry's segment.
+///
+/// Disk reads are proportional to the range: the covering chunks (4 KiB each) and their crc
+/// table entries, in one read when they lie close together, in two otherwise.
+pub fn read_value(
+    entry: &IndexEntry,
+    start: u64,
+    dst: &mut [u8],
+    mut fetch: impl FnMut(u64, &mut [u8]) -> Result<()>,
+) -> Result<()> {
+    if dst.is_empty() {
+        return Ok(());
+    }
+    let end = start + dst.len() as u64;
+    debug_assert!(end <= entry.value_len);
+    let place = RecordPlace {
+        segment: entry.segment,
+        offset: entry.offset,
+    };
+    let vo = entry.value_offset();
+    let c0 = start / CHUNK_SIZE;
+    let c1 = end.div_ceil(CHUNK_SIZE);
+    let data_start = c0 * CHUNK_SIZE;
+    let data_end = (c1 * CHUNK_SIZE).min(entry.value_len);
+    let table_at = vo + entry.value_len + 4 * c0;
+    let table_len = (4 * (c1 - c0)) as usize;
+    debug_assert_eq!(c1 - c0, chunk_count(data_end - data_start));
+
+    let verify = |data: &[u8], table: &[u8]| {
+        verify_chunks(place, c0, data, table)
+            .map_err(|(chunk, kind)| corruption(entry.segment, vo + chunk * CHUNK_SIZE, kind))
+    };
+    let from = (start - data_start) as usize;
+    let data_len = (data_end - data_start) as usize;
+    // Close together (small values, ranges near the end): one read from the first chunk to the
+    // last table entry. Otherwise the table entries and the chunks separately.
+    const JOIN_GAP: u64 = 16 << 10;
+    let gap = entry.value_len - data_end + 4 * c0;
+    if gap <= JOIN_GAP {
+        let span = (table_at + table_len as u64 - (vo + data_start)) as usize;
+        let mut scratch = vec![0u8; span];
+        fetch(vo + data_start, &mut scratch)?;
+        verify(&scratch[..data_len], &scratch[span - table_len..])?;
+        dst.copy_from_slice(&scratch[from..from + dst.len()]);
+        return Ok(());
+    }
+    let mut table = vec![0u8; table_len];
+    fetch(table_at, &mut table)?;
+    if data_start == start && data_end == end {
+        fetch(vo + data_start, dst)?;
+        return verify(dst, &table);
+    }
+    let mut scratch = vec![0u8; data_len];
+    fetch(vo + data_start, &mut scratch)?;
+    verify(&scratch, &table)?;
+    dst.copy_from_slice(&scratch[from..from + dst.len()]);
+    Ok(())
+}
+
+/// Maps a failed read of segment bytes to the store's error.
+pub fn map_read_error(segment: u64, offset: u64, path: &Path, e: io::Error) -> Error {
+    read_error(segment, offset, path, e)
+}
+
+/// Path of segment `id` in `dir`.
+pub fn path(dir: &Path, id: u64) -> PathBuf {
+    dir.join(file_name(id))
+}

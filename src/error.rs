@@ -56,7 +56,10 @@ impl fmt::Display for Corruption {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Corruption::ChecksumMismatch { got, expected } => {
-                write!(f, "checksum mismatch: computed {got:#010x}, stored {expected:#010x}")
+                write!(
+                    f,
+                    "checksum mismatch: computed {got:#010x}, stored {expected:#010x}"
+                )
             }
             Corruption::BadMagic { structure, found } => {
                 write!(f, "bad magic for {structure}: found {found:02x?}")

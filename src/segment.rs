@@ -32,7 +32,8 @@ pub fn parse_file_name(name: &str) -> Option<u64> {
 /// Ids of the segment files in `dir`, ascending.
 pub fn list(dir: &Path) -> Result<Vec<u64>> {
     let mut ids = Vec::new();
-    let rd = fs::read_dir(dir).map_err(|e| Error::io("list store directory", Some(dir.into()), e))?;
+    let rd =
+        fs::read_dir(dir).map_err(|e| Error::io("list store directory", Some(dir.into()), e))?;
     for ent in rd {
         let ent = ent.map_err(|e| Error::io("list store directory", Some(dir.into()), e))?;
         if let Some(id) = ent.file_name().to_str().and_then(parse_file_name) {

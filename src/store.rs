@@ -349,6 +349,16 @@ impl Store {
         &self.inner.dir
     }
 
+    /// Stops the store the way a crash would, for tests: writes already handed to the flush
+    /// thread finish, but nothing more is flushed, the buffer being filled is dropped and the
+    /// active segment is left unsealed. Durable writes survive it; the next open recovers.
+    #[doc(hidden)]
+    pub fn simulate_crash(mut self) {
+        self.closed = true;
+        self.inner.lock_appender().wb.shut_down();
+        self.inner.join_flusher();
+    }
+
     /// Flushes every write, seals the active segment and releases the directory lock.
     /// Dropping a `Store` does the same but cannot report errors.
     pub fn close(mut self) -> Result<()> {
@@ -486,15 +496,19 @@ impl Inner {
             self.commit(seq)
         })();
         self.lock_appender().wb.shut_down();
-        if let Some(handle) = self
+        self.join_flusher();
+        result
+    }
+
+    fn join_flusher(&self) {
+        let handle = self
             .flusher
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .take()
-        {
+            .take();
+        if let Some(handle) = handle {
             let _ = handle.join();
         }
-        result
     }
 
     fn read_value(&self, entry: &IndexEntry, start: u64, dst: &mut [u8]) -> Result<()> {

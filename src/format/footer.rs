@@ -165,11 +165,14 @@ impl Trailer {
             return invalid("trailer block size", t.block_size as u64);
         }
         if t.table_len < TABLE_HEADER_LEN as u64
-            || t.table_offset.checked_add(t.table_len).is_none_or(|end| end > trailer_start)
+            || t.table_offset
+                .checked_add(t.table_len)
+                .is_none_or(|end| end > trailer_start)
         {
             return invalid("trailer table length", t.table_len);
         }
-        if t.data_end > t.table_offset || t.data_end < super::segment_header::SEGMENT_HEADER_LEN as u64
+        if t.data_end > t.table_offset
+            || t.data_end < super::segment_header::SEGMENT_HEADER_LEN as u64
         {
             return invalid("trailer data end", t.data_end);
         }
@@ -281,8 +284,7 @@ pub fn decode_table(trailer: &Trailer, table: &[u8]) -> Result<Vec<FooterEntry>,
                 value: value_len,
             });
         }
-        if offset < super::segment_header::SEGMENT_HEADER_LEN as u64 || offset >= trailer.data_end
-        {
+        if offset < super::segment_header::SEGMENT_HEADER_LEN as u64 || offset >= trailer.data_end {
             return Err(Corruption::InvalidField {
                 field: "footer record offset",
                 value: offset,

@@ -309,7 +309,10 @@ mod tests {
         for i in 0..bytes.len() {
             let mut bad = bytes.clone();
             bad[i] ^= 0x01;
-            assert!(decode_record(&bad, PLACE).is_err(), "flip at {i} undetected");
+            assert!(
+                decode_record(&bad, PLACE).is_err(),
+                "flip at {i} undetected"
+            );
         }
     }
 

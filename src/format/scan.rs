@@ -108,7 +108,9 @@ pub fn scan_segment<S: ByteSource + ?Sized>(
             break None;
         }
         let block_end = align_up(pos + 1, block);
-        let probe = (RECORD_HEADER_LEN as u64).min(block_end - pos).min(len - pos) as usize;
+        let probe = (RECORD_HEADER_LEN as u64)
+            .min(block_end - pos)
+            .min(len - pos) as usize;
         src.read_exact_at(pos, &mut head[..probe])?;
         if head[..probe].iter().all(|&b| b == 0) {
             if pos.is_multiple_of(block) {
@@ -261,7 +263,10 @@ mod tests {
 
     #[test]
     fn every_cut_keeps_exactly_the_whole_records_before_it() {
-        let (img, ends) = image(&[&[(b"a", b"1"), (b"bb", &[9u8; 5000])], &[(b"c", b"3")]], 512);
+        let (img, ends) = image(
+            &[&[(b"a", b"1"), (b"bb", &[9u8; 5000])], &[(b"c", b"3")]],
+            512,
+        );
         for cut in SEGMENT_HEADER_LEN..=img.len() {
             let out = scan_segment(&img[..cut], 3).unwrap();
             let whole = ends.iter().filter(|&&e| e <= cut as u64).count();

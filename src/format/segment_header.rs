@@ -47,8 +47,7 @@ impl SegmentHeader {
         b[off::VERSION] = FORMAT_VERSION;
         b[off::SEGMENT_ID..off::SEGMENT_ID + 8].copy_from_slice(&self.segment.to_le_bytes());
         b[off::BLOCK_SIZE..off::BLOCK_SIZE + 4].copy_from_slice(&self.block_size.to_le_bytes());
-        b[off::CHUNK_SIZE..off::CHUNK_SIZE + 4]
-            .copy_from_slice(&(CHUNK_SIZE as u32).to_le_bytes());
+        b[off::CHUNK_SIZE..off::CHUNK_SIZE + 4].copy_from_slice(&(CHUNK_SIZE as u32).to_le_bytes());
         let crc = crc32fast::hash(&b[..off::CRC]);
         b[off::CRC..off::CRC + 4].copy_from_slice(&crc.to_le_bytes());
         b

@@ -38,7 +38,6 @@ impl AlignedBuf {
     pub fn len(&self) -> usize {
         self.layout.size()
     }
-
 }
 
 impl Deref for AlignedBuf {

@@ -61,7 +61,11 @@ pub fn probe(dir: &Path, mode: IoMode) -> Result<IoProfile> {
         read_align: if direct {
             // statx reports nothing on some file systems (tmpfs) that still take O_DIRECT:
             // fall back to the block size, which every such file system accepts.
-            if offset == 0 { block_size as u64 } else { offset as u64 }
+            if offset == 0 {
+                block_size as u64
+            } else {
+                offset as u64
+            }
         } else {
             1
         },

@@ -1,38 +1,7 @@
 //! The footer that seals a segment: an entry table, zero padding, and a trailer that ends the
 //! file on a block boundary.
 //!
-//! ```text
-//! table (at `table offset`, right after the last record or at the next block boundary):
-//! offset  size  field
-//!      0     4  magic "PODT"
-//!      4     4  reserved, zero
-//!      8        entries, in record order, one per key (the segment's last record for it):
-//!               +0   8  record offset in the segment
-//!               +8   8  value length
-//!              +16   8  sequence number
-//!              +24   2  key length K
-//!              +26   2  record flags
-//!              +28   1  record kind (1 put, 2 tombstone)
-//!              +29   3  reserved, zero
-//!              +32   K  key
-//!
-//! zero padding, so that the trailer's last byte is the last byte of a block
-//!
-//! trailer (the last 64 bytes of the file):
-//! offset  size  field
-//!      0     4  magic "PODF"
-//!      4     1  format version (1)
-//!      5     3  reserved, zero
-//!      8     8  segment id
-//!     16     8  entry count
-//!     24     8  table offset
-//!     32     8  table length (magic and entries)
-//!     40     8  data end: one past the last record byte
-//!     48     4  table crc: crc32(segment id, table bytes)
-//!     52     4  write block size
-//!     56     4  reserved, zero
-//!     60     4  crc32 of trailer bytes 0..60
-//! ```
+//! Layout: docs/design.md, "Footer" (offsets checked against it by a test).
 //! Opening a sealed segment reads the last block (the trailer), then the table: never records.
 
 use super::record::RecordKind;
@@ -72,6 +41,33 @@ mod entry_off {
     pub const FLAGS: usize = 26;
     pub const KIND: usize = 28;
 }
+
+#[cfg(test)]
+pub(crate) const TRAILER_FIELDS: &[(usize, usize)] = &[
+    (off::MAGIC, 4),
+    (off::VERSION, 1),
+    (off::SEGMENT_ID, 8),
+    (off::ENTRY_COUNT, 8),
+    (off::TABLE_OFFSET, 8),
+    (off::TABLE_LEN, 8),
+    (off::DATA_END, 8),
+    (off::TABLE_CRC, 4),
+    (off::BLOCK_SIZE, 4),
+    (off::CRC, 4),
+];
+
+#[cfg(test)]
+pub(crate) const ENTRY_FIELDS: &[(usize, usize)] = &[
+    (entry_off::OFFSET, 8),
+    (entry_off::VALUE_LEN, 8),
+    (entry_off::SEQ, 8),
+    (entry_off::KEY_LEN, 2),
+    (entry_off::FLAGS, 2),
+    (entry_off::KIND, 1),
+];
+
+#[cfg(test)]
+pub(crate) const TABLE_FIELDS: &[(usize, usize)] = &[(0, 4)];
 
 /// One key's last record in a segment.
 #[derive(Debug, Clone, PartialEq, Eq)]

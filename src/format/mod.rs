@@ -68,3 +68,93 @@ pub(crate) fn check_crc(got: u32, expected: u32) -> Result<(), Corruption> {
         Err(Corruption::ChecksumMismatch { got, expected })
     }
 }
+
+/// The byte diagrams in docs/design.md are the layouts' one description; this test keeps the
+/// code's offsets and the document in step.
+#[cfg(test)]
+mod layout_doc {
+    use std::collections::HashMap;
+
+    const DESIGN: &str = include_str!("../../docs/design.md");
+
+    /// Numeric rows `offset size field` of every `layout:` block.
+    fn doc_layouts() -> HashMap<String, Vec<(usize, usize)>> {
+        let mut out = HashMap::new();
+        let mut current: Option<String> = None;
+        for line in DESIGN.lines() {
+            let t = line.trim();
+            if let Some(name) = t.strip_prefix("layout: ") {
+                current = Some(name.to_string());
+                out.insert(name.to_string(), Vec::new());
+                continue;
+            }
+            if t.starts_with("```") {
+                current = None;
+                continue;
+            }
+            let Some(name) = &current else { continue };
+            let mut cols = t.split_whitespace();
+            let (Some(o), Some(sz)) = (cols.next(), cols.next()) else {
+                continue;
+            };
+            if let (Ok(o), Ok(sz)) = (o.parse::<usize>(), sz.parse::<usize>()) {
+                out.get_mut(name).expect("inserted").push((o, sz));
+            }
+        }
+        out
+    }
+
+    fn check(name: &str, fields: &[(usize, usize)], fixed_len: usize) {
+        let layouts = doc_layouts();
+        let rows = layouts
+            .get(name)
+            .unwrap_or_else(|| panic!("docs/design.md has no `layout: {name}` block"));
+        let mut at = 0;
+        for &(o, sz) in rows {
+            assert_eq!(
+                o, at,
+                "{name}: row at {o} leaves a gap or overlaps (expected {at})"
+            );
+            at = o + sz;
+        }
+        assert_eq!(
+            at, fixed_len,
+            "{name}: rows cover {at} bytes, the code says {fixed_len}"
+        );
+        for f in fields {
+            assert!(
+                rows.contains(f),
+                "{name}: field {f:?} of the code is not in the document"
+            );
+        }
+    }
+
+    #[test]
+    fn design_doc_matches_code() {
+        check(
+            "segment-header",
+            super::segment_header::FIELDS,
+            super::segment_header::SEGMENT_HEADER_LEN,
+        );
+        check(
+            "record",
+            super::record::FIELDS,
+            super::record::RECORD_HEADER_LEN,
+        );
+        check(
+            "footer-table",
+            super::footer::TABLE_FIELDS,
+            super::footer::TABLE_HEADER_LEN,
+        );
+        check(
+            "footer-entry",
+            super::footer::ENTRY_FIELDS,
+            super::footer::ENTRY_FIXED_LEN,
+        );
+        check(
+            "trailer",
+            super::footer::TRAILER_FIELDS,
+            super::footer::TRAILER_LEN,
+        );
+    }
+}

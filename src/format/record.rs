@@ -1,20 +1,6 @@
 //! Records: the unit of the log.
 //!
-//! ```text
-//! offset  size  field
-//!      0     4  magic "PODR"
-//!      4     1  format version (1)
-//!      5     1  kind: 1 = put, 2 = tombstone
-//!      6     2  flags (none defined in version 1; any set bit is rejected)
-//!      8     4  key length K (1 ..= MAX_KEY_LEN)
-//!     12     4  header crc: crc32(segment id, record offset, bytes 0..12, bytes 16..32, key)
-//!     16     8  value length V (0 ..= MAX_VALUE_LEN; 0 for a tombstone)
-//!     24     8  sequence number
-//!     32     K  key
-//!   32+K     V  value
-//! 32+K+V   4·C  chunk crc table: C = ceil(V / 4096) crc32s, chunk i covering value bytes
-//!               [4096·i, min(4096·(i+1), V)), each seeded with (segment id, record offset, i)
-//! ```
+//! Layout: docs/design.md, "Record" (the offsets below are checked against it by a test).
 //!
 //! Seeding every checksum with the segment id and the record's own offset binds the bytes to
 //! their place: a stale record left in a reused file, or a record's bytes found at another
@@ -205,6 +191,18 @@ fn header_crc(place: RecordPlace, header: &[u8], key: &[u8]) -> u32 {
     h.update(key);
     h.finalize()
 }
+
+#[cfg(test)]
+pub(crate) const FIELDS: &[(usize, usize)] = &[
+    (off::MAGIC, 4),
+    (off::VERSION, 1),
+    (off::KIND, 1),
+    (off::FLAGS, 2),
+    (off::KEY_LEN, 4),
+    (off::HEADER_CRC, 4),
+    (off::VALUE_LEN, 8),
+    (off::SEQ, 8),
+];
 
 /// Encodes a whole record into a vector (tests, tools and small writes).
 pub fn encode_record(

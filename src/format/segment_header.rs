@@ -1,16 +1,6 @@
 //! The segment header: the first 64 bytes of every segment file.
 //!
-//! ```text
-//! offset  size  field
-//!      0     4  magic "PODS"
-//!      4     1  format version (1)
-//!      5     3  reserved, zero
-//!      8     8  segment id (also in the file name)
-//!     16     4  write block size: every write to this file starts and ends on a multiple of it
-//!     20     4  chunk size of the value crc tables (4096)
-//!     24    36  reserved, zero
-//!     60     4  crc32 of bytes 0..60
-//! ```
+//! Layout: docs/design.md, "Segment header" (offsets checked against it by a test).
 //! The first record starts at offset 64.
 
 use super::{CHUNK_SIZE, FORMAT_VERSION, check_crc, get_u32, get_u64, magic_at, need};
@@ -29,6 +19,16 @@ mod off {
     pub const CHUNK_SIZE: usize = 20;
     pub const CRC: usize = 60;
 }
+
+#[cfg(test)]
+pub(crate) const FIELDS: &[(usize, usize)] = &[
+    (off::MAGIC, 4),
+    (off::VERSION, 1),
+    (off::SEGMENT_ID, 8),
+    (off::BLOCK_SIZE, 4),
+    (off::CHUNK_SIZE, 4),
+    (off::CRC, 4),
+];
 
 /// Decoded segment header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,0 +1,564 @@
+//! Model-based property tests: random sequences of operations run against a [`Store`] and
+//! against a `HashMap`, and every answer of the store is checked against the map.
+//!
+//! The store is opened with the smallest segments (1 MiB) and write buffers (64 KiB) it accepts,
+//! so that values up to a few hundred KiB roll segments over and cross buffer hand-offs often.
+//!
+//! * With [`Durability::Sync`] every acknowledged write survives a crash: the model is exact
+//!   across clean reopens and simulated crashes alike.
+//! * With [`Durability::Buffered`] a crash may lose writes made after the last flush, but only
+//!   a suffix of them: the recovered state must be the state at the last flush (or close, or
+//!   recovery) with some prefix of the later writes applied.
+//!
+//! Each property runs in both I/O modes. `PROPTEST_CASES` overrides the number of cases;
+//! failures are saved to `tests/model.proptest-regressions` and replayed first on later runs.
+
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+
+use podstore::{Durability, Error, IoMode, MAX_KEY_LEN, Options, Store};
+use proptest::prelude::*;
+use proptest::test_runner::{FileFailurePersistence, TestCaseError};
+
+/// Default number of cases per property (override with `PROPTEST_CASES`).
+const CASES: u32 = 40;
+/// Longest generated operation sequence.
+const MAX_OPS: usize = 80;
+
+// ---------------------------------------------------------------------------------------------
+// Keys and values
+// ---------------------------------------------------------------------------------------------
+
+/// Lengths of the keys of the key space, one per key: from 1 byte to the longest allowed, so
+/// that record headers, keys and values sit at every kind of offset relative to block bounds.
+const KEY_LENS: [usize; 12] = [1, 2, 3, 5, 8, 16, 100, 255, 256, 1000, 4095, MAX_KEY_LEN];
+
+/// The bytes of key number `k`: a distinct first letter, padded to its length.
+fn key(k: u8) -> Vec<u8> {
+    let mut bytes = vec![b'.'; KEY_LENS[k as usize]];
+    bytes[0] = b'A' + k;
+    bytes
+}
+
+/// A short name for a key in failure messages: its letter and length.
+fn key_label(key: &[u8]) -> String {
+    match key.first() {
+        Some(&b) => format!("{}[{}B]", b as char, key.len()),
+        None => "<empty>".into(),
+    }
+}
+
+/// The value written by the put with version `version`: `len` bytes that depend on both the
+/// position and the version, so that misplaced chunks and stale versions are both caught.
+fn value(version: u32, len: usize) -> Vec<u8> {
+    let salt = version.wrapping_mul(0x85EB_CA6B);
+    (0..len as u32)
+        .map(|i| (i.wrapping_mul(0x9E37_79B1).wrapping_add(salt) >> 24) as u8)
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Operations and their strategies
+// ---------------------------------------------------------------------------------------------
+
+/// A position in a value, resolved against the value's length when the operation runs.
+#[derive(Debug, Clone, Copy)]
+enum At {
+    /// This offset (past the end for short values).
+    Abs(u64),
+    /// `len - n`; a negative `n` is past the end, an `n` larger than the length means 0.
+    FromEnd(i64),
+}
+
+impl At {
+    fn resolve(self, len: u64) -> u64 {
+        match self {
+            At::Abs(offset) => offset,
+            At::FromEnd(n) => u64::try_from(len as i64 - n).unwrap_or(0),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    /// Puts a value of `len` bytes (its content comes from a counter of puts).
+    Put {
+        key: u8,
+        len: usize,
+    },
+    /// Checks `get`, `contains` and `value_len`.
+    Get {
+        key: u8,
+    },
+    /// Checks `get_range(key, start..end)`, including empty and out-of-range ranges.
+    GetRange {
+        key: u8,
+        start: At,
+        end: At,
+    },
+    Delete {
+        key: u8,
+    },
+    Flush,
+    /// `close` and open again.
+    Reopen,
+    /// `simulate_crash` (like kill -9) and open again.
+    CrashReopen,
+}
+
+fn key_index() -> impl Strategy<Value = u8> {
+    0..KEY_LENS.len() as u8
+}
+
+/// Value lengths: empty, tiny, around the 4 KiB chunk and block size, around the 64 KiB write
+/// buffer, anything up to 300 KiB, and now and then a value larger than a whole segment.
+fn value_len() -> impl Strategy<Value = usize> {
+    const KIB: usize = 1 << 10;
+    const BUFFER: usize = 64 * KIB;
+    prop_oneof![
+        2 => Just(0),
+        2 => Just(1),
+        4 => 2..200usize,
+        2 => Just(4095),
+        2 => Just(4096),
+        2 => Just(4097),
+        1 => Just(BUFFER),
+        1 => BUFFER - 100..BUFFER + 100,
+        5 => 200..300 * KIB,
+        1 => Just(1024 * KIB + 4097),
+    ]
+}
+
+fn position() -> impl Strategy<Value = At> {
+    prop_oneof![
+        Just(At::Abs(0)),
+        prop_oneof![
+            Just(1u64),
+            Just(4095),
+            Just(4096),
+            Just(4097),
+            0..320u64 << 10
+        ]
+        .prop_map(At::Abs),
+        Just(At::FromEnd(0)),
+        prop_oneof![Just(1i64), Just(-1), -3..3i64, 0..9000i64].prop_map(At::FromEnd),
+    ]
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        30 => (key_index(), value_len()).prop_map(|(key, len)| Op::Put { key, len }),
+        12 => key_index().prop_map(|key| Op::Get { key }),
+        14 => (key_index(), position(), position())
+            .prop_map(|(key, start, end)| Op::GetRange { key, start, end }),
+        10 => key_index().prop_map(|key| Op::Delete { key }),
+        4 => Just(Op::Flush),
+        3 => Just(Op::Reopen),
+        4 => Just(Op::CrashReopen),
+    ]
+}
+
+fn ops() -> impl Strategy<Value = Vec<Op>> {
+    prop::collection::vec(op(), 1..=MAX_OPS)
+}
+
+fn config() -> ProptestConfig {
+    let cases = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(CASES);
+    ProptestConfig {
+        cases,
+        failure_persistence: Some(Box::new(FileFailurePersistence::WithSource(
+            "proptest-regressions",
+        ))),
+        ..ProptestConfig::default()
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The model
+// ---------------------------------------------------------------------------------------------
+
+type Map = HashMap<Vec<u8>, Vec<u8>>;
+
+/// A put (`Some(value)`) or a delete (`None`) of a key.
+type Write = (Vec<u8>, Option<Vec<u8>>);
+
+fn apply(map: &mut Map, (key, value): Write) {
+    match value {
+        Some(v) => map.insert(key, v),
+        None => map.remove(&key),
+    };
+}
+
+/// What the store must hold now, and what it may hold after a crash.
+struct Model {
+    durability: Durability,
+    /// The contents every read must see.
+    live: Map,
+    /// The contents at the last point every write was durable: with `Durability::Sync` after
+    /// every write, with `Durability::Buffered` at the last flush, close or recovery.
+    durable: Map,
+    /// Writes made since `durable`, in order. A crash keeps a prefix of them.
+    unflushed: Vec<Write>,
+}
+
+impl Model {
+    fn new(durability: Durability) -> Model {
+        Model {
+            durability,
+            live: Map::new(),
+            durable: Map::new(),
+            unflushed: Vec::new(),
+        }
+    }
+
+    /// Records an acknowledged write.
+    fn write(&mut self, key: Vec<u8>, value: Option<Vec<u8>>) {
+        apply(&mut self.live, (key.clone(), value.clone()));
+        self.unflushed.push((key, value));
+        if self.durability == Durability::Sync {
+            self.all_durable();
+        }
+    }
+
+    /// Every write so far is durable (a flush or a close returned).
+    fn all_durable(&mut self) {
+        for w in self.unflushed.drain(..) {
+            apply(&mut self.durable, w);
+        }
+    }
+
+    /// After a crash: checks that the store `recovered` the durable state with some prefix of
+    /// the unflushed writes applied, and makes that the model's state. Returns how many of the
+    /// unflushed writes survived.
+    fn crashed(&mut self, recovered: Map) -> Result<usize, String> {
+        let mut candidate = std::mem::take(&mut self.durable);
+        let total = self.unflushed.len();
+        let mut kept = 0;
+        let mut writes = std::mem::take(&mut self.unflushed).into_iter();
+        while candidate != recovered {
+            match writes.next() {
+                Some(w) => {
+                    apply(&mut candidate, w);
+                    kept += 1;
+                }
+                None => {
+                    return Err(format!(
+                        "the recovered state is not the durable state plus a prefix of the \
+                         {total} unflushed writes; against the last write: {}",
+                        diff(&self.live, &recovered),
+                    ));
+                }
+            }
+        }
+        self.durable = candidate;
+        self.live = recovered;
+        Ok(kept)
+    }
+}
+
+/// A short description of how `got` differs from `expected`.
+fn diff(expected: &Map, got: &Map) -> String {
+    let mut lines = Vec::new();
+    for (k, v) in expected {
+        match got.get(k) {
+            None => lines.push(format!(
+                "{} missing (expected {} bytes)",
+                key_label(k),
+                v.len()
+            )),
+            Some(g) if g != v => lines.push(format!("{} {}", key_label(k), value_diff(v, g))),
+            Some(_) => {}
+        }
+    }
+    for (k, g) in got {
+        if !expected.contains_key(k) {
+            lines.push(format!("{} unexpected ({} bytes)", key_label(k), g.len()));
+        }
+    }
+    lines.sort();
+    if lines.is_empty() {
+        "no difference".into()
+    } else {
+        lines.join("; ")
+    }
+}
+
+/// A short description of how value `got` differs from `expected` (values may be large).
+fn value_diff(expected: &[u8], got: &[u8]) -> String {
+    match expected.iter().zip(got).position(|(a, b)| a != b) {
+        _ if expected.len() != got.len() => {
+            format!("has {} bytes, expected {}", got.len(), expected.len())
+        }
+        Some(i) => format!(
+            "differs first at byte {i} of {} (got {:#04x}, expected {:#04x})",
+            expected.len(),
+            got[i],
+            expected[i]
+        ),
+        None => "is equal".into(),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Running a sequence
+// ---------------------------------------------------------------------------------------------
+
+fn open(dir: &Path, io_mode: IoMode, durability: Durability) -> Result<Store, String> {
+    let opts = Options::default()
+        .io_mode(io_mode)
+        .durability(durability)
+        .segment_size(1 << 20)
+        .write_buffer_size(64 << 10);
+    let store = Store::open_with(dir, opts).map_err(|e| format!("open: {e}"))?;
+    if store.io_mode() != io_mode {
+        return Err(format!(
+            "asked for {io_mode:?}, store uses {:?}",
+            store.io_mode()
+        ));
+    }
+    Ok(store)
+}
+
+/// Everything the store holds, read through `keys()` and `get()`.
+fn contents(store: &Store) -> Result<Map, String> {
+    let keys: Vec<Vec<u8>> = store.keys().collect();
+    let distinct: HashSet<&Vec<u8>> = keys.iter().collect();
+    if distinct.len() != keys.len() {
+        return Err(format!(
+            "keys() yields duplicates: {} keys, {} distinct",
+            keys.len(),
+            distinct.len()
+        ));
+    }
+    if store.len() != keys.len() {
+        return Err(format!(
+            "len() is {}, keys() yields {}",
+            store.len(),
+            keys.len()
+        ));
+    }
+    let mut map = Map::new();
+    for k in keys {
+        match store.get(&k) {
+            Ok(Some(v)) => map.insert(k, v),
+            Ok(None) => {
+                return Err(format!(
+                    "keys() yields {}, get() finds nothing",
+                    key_label(&k)
+                ));
+            }
+            Err(e) => return Err(format!("get({}): {e}", key_label(&k))),
+        };
+    }
+    Ok(map)
+}
+
+fn check_contents(store: &Store, expected: &Map) -> Result<(), String> {
+    let got = contents(store)?;
+    if &got != expected {
+        return Err(format!(
+            "contents differ from the model: {}",
+            diff(expected, &got)
+        ));
+    }
+    Ok(())
+}
+
+/// Runs `ops` on a fresh store and on the model, checking every answer. A final clean reopen
+/// checks the contents once more.
+fn run(ops: &[Op], io_mode: IoMode, durability: Durability) -> Result<(), TestCaseError> {
+    let dir = tempfile::Builder::new()
+        .prefix("podstore-model-")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .map_err(|e| TestCaseError::fail(format!("temp dir: {e}")))?;
+    let mut store = open(dir.path(), io_mode, durability).map_err(TestCaseError::fail)?;
+    let mut model = Model::new(durability);
+    let mut puts = 0u32;
+    let final_reopen = Op::Reopen;
+    for (i, op) in ops.iter().chain([&final_reopen]).enumerate() {
+        store = step(store, dir.path(), &mut model, &mut puts, op, io_mode)
+            .map_err(|e| TestCaseError::fail(format!("op #{i} {op:?}: {e}")))?;
+        if store.len() != model.live.len() {
+            return Err(TestCaseError::fail(format!(
+                "after op #{i} {op:?}: len() is {}, the model has {} keys",
+                store.len(),
+                model.live.len()
+            )));
+        }
+    }
+    store
+        .close()
+        .map_err(|e| TestCaseError::fail(format!("final close: {e}")))
+}
+
+/// Runs one operation on the store and the model; returns the store (a new one after a reopen).
+fn step(
+    store: Store,
+    dir: &Path,
+    model: &mut Model,
+    puts: &mut u32,
+    op: &Op,
+    io_mode: IoMode,
+) -> Result<Store, String> {
+    match *op {
+        Op::Put { key: k, len } => {
+            *puts += 1;
+            let v = value(*puts, len);
+            store.put(&key(k), &v).map_err(|e| format!("put: {e}"))?;
+            model.write(key(k), Some(v));
+        }
+        Op::Get { key: k } => {
+            let k = key(k);
+            let expected = model.live.get(&k);
+            let got = store.get(&k).map_err(|e| format!("get: {e}"))?;
+            match (&got, expected) {
+                (None, None) => {}
+                (Some(g), Some(v)) if g == v => {}
+                (Some(g), Some(v)) => return Err(format!("get: value {}", value_diff(v, g))),
+                _ => {
+                    return Err(format!(
+                        "get: got {:?}, expected {:?}",
+                        got.map(|g| g.len()),
+                        expected.map(|v| v.len())
+                    ));
+                }
+            }
+            let contains = store.contains(&k).map_err(|e| format!("contains: {e}"))?;
+            if contains != expected.is_some() {
+                return Err(format!("contains is {contains}"));
+            }
+            let len = store.value_len(&k).map_err(|e| format!("value_len: {e}"))?;
+            if len != expected.map(|v| v.len() as u64) {
+                return Err(format!(
+                    "value_len is {len:?}, expected {:?}",
+                    expected.map(|v| v.len())
+                ));
+            }
+        }
+        Op::GetRange { key: k, start, end } => {
+            let k = key(k);
+            let got = store.get_range(&k, resolve(model.live.get(&k), start, end));
+            check_range(model.live.get(&k), start, end, got)?;
+        }
+        Op::Delete { key: k } => {
+            let k = key(k);
+            let existed = store.delete(&k).map_err(|e| format!("delete: {e}"))?;
+            let expected = model.live.contains_key(&k);
+            if existed != expected {
+                return Err(format!("delete returned {existed}, expected {expected}"));
+            }
+            if existed {
+                model.write(k, None);
+            }
+        }
+        Op::Flush => {
+            store.flush().map_err(|e| format!("flush: {e}"))?;
+            model.all_durable();
+        }
+        Op::Reopen => {
+            store.close().map_err(|e| format!("close: {e}"))?;
+            model.all_durable();
+            let store = open(dir, io_mode, model.durability)?;
+            let report = store.recovery();
+            if !report.recovered.is_empty() || report.removed_segments != 0 {
+                return Err(format!("recovery after a clean close: {report:?}"));
+            }
+            check_contents(&store, &model.live)?;
+            return Ok(store);
+        }
+        Op::CrashReopen => {
+            store.simulate_crash();
+            let store = open(dir, io_mode, model.durability)?;
+            model.crashed(contents(&store)?)?;
+            return Ok(store);
+        }
+    }
+    Ok(store)
+}
+
+/// The range `start..end` resolved against the current value of the key (any range will do
+/// for a missing key).
+fn resolve(value: Option<&Vec<u8>>, start: At, end: At) -> std::ops::Range<u64> {
+    let len = value.map_or(0, |v| v.len() as u64);
+    start.resolve(len)..end.resolve(len)
+}
+
+fn check_range(
+    value: Option<&Vec<u8>>,
+    start: At,
+    end: At,
+    got: podstore::Result<Option<Vec<u8>>>,
+) -> Result<(), String> {
+    let range = resolve(value, start, end);
+    let Some(v) = value else {
+        return match got {
+            Ok(None) => Ok(()),
+            Ok(Some(g)) => Err(format!("missing key: got {} bytes", g.len())),
+            Err(e) => Err(format!("missing key: got error {e}")),
+        };
+    };
+    let len = v.len() as u64;
+    let in_range = range.start <= range.end && range.end <= len;
+    match got {
+        Ok(Some(g)) if in_range => {
+            let expected = &v[range.start as usize..range.end as usize];
+            if g != expected {
+                return Err(format!("{range:?} of {len}: {}", value_diff(expected, &g)));
+            }
+            Ok(())
+        }
+        Err(Error::OutOfRange {
+            start: s,
+            end: e,
+            len: l,
+        }) if !in_range => {
+            if (s, e, l) != (range.start, range.end, len) {
+                return Err(format!(
+                    "{range:?} of {len}: OutOfRange reports {s}..{e} of {l}"
+                ));
+            }
+            Ok(())
+        }
+        Ok(g) => Err(format!(
+            "{range:?} of {len}: got {:?} bytes, expected {}",
+            g.map(|g| g.len()),
+            if in_range { "data" } else { "OutOfRange" }
+        )),
+        Err(e) => Err(format!("{range:?} of {len}: error {e}")),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The properties
+// ---------------------------------------------------------------------------------------------
+
+proptest! {
+    #![proptest_config(config())]
+
+    /// Sync durability, O_DIRECT: the model is exact, across reopens and crashes.
+    #[test]
+    fn sync_direct_matches_model(ops in ops()) {
+        run(&ops, IoMode::Direct, Durability::Sync)?;
+    }
+
+    /// Sync durability, buffered I/O: the model is exact, across reopens and crashes.
+    #[test]
+    fn sync_buffered_io_matches_model(ops in ops()) {
+        run(&ops, IoMode::Buffered, Durability::Sync)?;
+    }
+
+    /// Buffered durability, O_DIRECT: a crash loses at most a suffix of the unflushed writes.
+    #[test]
+    fn buffered_direct_matches_model(ops in ops()) {
+        run(&ops, IoMode::Direct, Durability::Buffered)?;
+    }
+
+    /// Buffered durability, buffered I/O: a crash loses at most a suffix of the unflushed writes.
+    #[test]
+    fn buffered_buffered_io_matches_model(ops in ops()) {
+        run(&ops, IoMode::Buffered, Durability::Buffered)?;
+    }
+}

@@ -1,0 +1,90 @@
+//! Micro-benchmarks of the pure codecs on the hot paths: record encode/decode, chunk checksums,
+//! footer decode. Run: `cargo bench --bench codec`.
+
+use divan::{Bencher, black_box};
+use podstore::format::footer::{FooterEntry, TRAILER_LEN, Trailer, decode_table, encode_footer};
+use podstore::format::record::{
+    RecordKind, RecordPlace, decode_record, encode_record, verify_chunks,
+};
+
+const PLACE: RecordPlace = RecordPlace {
+    segment: 1,
+    offset: 4096,
+};
+
+fn main() {
+    divan::main();
+}
+
+#[divan::bench(args = [0, 1024, 4096, 65536, 1 << 20])]
+fn encode(bencher: Bencher, len: usize) {
+    let value = vec![0x5au8; len];
+    bencher
+        .counter(divan::counter::BytesCount::new(len))
+        .bench(|| {
+            encode_record(
+                PLACE,
+                RecordKind::Put,
+                1,
+                black_box(b"some/key/of/medium/length"),
+                black_box(&value),
+            )
+        });
+}
+
+#[divan::bench(args = [0, 1024, 4096, 65536, 1 << 20])]
+fn decode_and_verify(bencher: Bencher, len: usize) {
+    let bytes = encode_record(
+        PLACE,
+        RecordKind::Put,
+        1,
+        b"some/key/of/medium/length",
+        &vec![0x5au8; len],
+    );
+    bencher
+        .counter(divan::counter::BytesCount::new(len))
+        .bench(|| decode_record(black_box(&bytes), PLACE).unwrap().value.len());
+}
+
+/// Verifying the one chunk that a 4 KiB range read touches.
+#[divan::bench]
+fn verify_one_chunk(bencher: Bencher) {
+    let bytes = encode_record(PLACE, RecordKind::Put, 1, b"k", &vec![1u8; 1 << 20]);
+    let value_at = 32 + 1;
+    let table_at = value_at + (1 << 20);
+    bencher.bench(|| {
+        verify_chunks(
+            PLACE,
+            100,
+            black_box(&bytes[value_at + 100 * 4096..value_at + 101 * 4096]),
+            black_box(&bytes[table_at + 400..table_at + 404]),
+        )
+        .unwrap()
+    });
+}
+
+/// Decoding a footer of n entries: what opening a store does per segment.
+#[divan::bench(args = [1_000, 100_000])]
+fn footer_decode(bencher: Bencher, n: u64) {
+    let entries: Vec<FooterEntry> = (0..n)
+        .map(|i| FooterEntry {
+            key: format!("object/{i:012}").into_bytes(),
+            kind: RecordKind::Put,
+            flags: 0,
+            offset: 64 + i * 1100,
+            value_len: 1024,
+            seq: i + 1,
+        })
+        .collect();
+    let data_end = 64 + n * 1100;
+    let footer = encode_footer(1, data_end, data_end, 4096, &entries);
+    let file_len = data_end + footer.len() as u64;
+    bencher
+        .counter(divan::counter::ItemsCount::new(n as usize))
+        .bench(|| {
+            let t = Trailer::decode(&footer[footer.len() - TRAILER_LEN..], file_len).unwrap();
+            decode_table(&t, black_box(&footer[..t.table_len as usize]))
+                .unwrap()
+                .len()
+        });
+}

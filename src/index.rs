@@ -134,48 +134,105 @@ struct Pending {
     key: Box<[u8]>,
     /// `None` for a delete.
     entry: Option<IndexEntry>,
+    /// Written to a blob file of its own rather than the log: it becomes ready when that file is
+    /// durable, not with the log's syncs.
+    blob: bool,
+    /// May be applied to the index (durable, or buffered and in the write buffer).
+    ready: bool,
 }
 
-/// Writes appended to the log but not yet applied to the index, in log order.
+/// Writes appended but not yet applied to the index, in sequence order.
+///
+/// An entry is applied once it is ready and no earlier entry for the same key is still waiting:
+/// per key, updates land in log order; across keys a slow blob write holds up nobody.
 #[derive(Debug, Default)]
 pub struct PendingQueue {
     queue: Mutex<VecDeque<Pending>>,
 }
 
 impl PendingQueue {
-    /// Queues a write (called in log order, under the append lock).
-    pub fn push(&self, seq: u64, key: &[u8], entry: Option<IndexEntry>) {
-        self.queue
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push_back(Pending {
-                seq,
-                key: key.into(),
-                entry,
-            });
+    fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<Pending>> {
+        self.queue.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Applies every queued write up to `seq` to `index`, in order.
-    pub fn publish_through(&self, seq: u64, index: &Index) {
-        let mut q = self.queue.lock().unwrap_or_else(|p| p.into_inner());
-        while q.front().is_some_and(|p| p.seq <= seq) {
-            let p = q.pop_front().expect("front exists");
+    /// Queues a write (called in sequence order, under the append lock).
+    pub fn push(&self, seq: u64, key: &[u8], entry: Option<IndexEntry>, blob: bool) {
+        let mut q = self.lock();
+        debug_assert!(q.back().is_none_or(|p| p.seq < seq));
+        q.push_back(Pending {
+            seq,
+            key: key.into(),
+            entry,
+            blob,
+            ready: false,
+        });
+    }
+
+    /// Marks every log write up to `seq` ready and applies what can be applied.
+    pub fn ready_through(&self, seq: u64, index: &Index) {
+        let mut q = self.lock();
+        for p in q.iter_mut().take_while(|p| p.seq <= seq) {
+            if !p.blob {
+                p.ready = true;
+            }
+        }
+        apply(&mut q, index);
+    }
+
+    /// Marks the write `seq` ready and applies what can be applied.
+    pub fn ready_one(&self, seq: u64, index: &Index) {
+        let mut q = self.lock();
+        if let Ok(i) = q.binary_search_by_key(&seq, |p| p.seq) {
+            q[i].ready = true;
+        }
+        apply(&mut q, index);
+    }
+
+    /// Drops the write `seq` without applying it (its blob write failed).
+    pub fn abandon(&self, seq: u64, index: &Index) {
+        let mut q = self.lock();
+        if let Ok(i) = q.binary_search_by_key(&seq, |p| p.seq) {
+            q.remove(i);
+        }
+        apply(&mut q, index);
+    }
+
+    /// True while any write with a sequence number in `first..=last` has not been applied.
+    pub fn any_pending(&self, first: u64, last: u64) -> bool {
+        let q = self.lock();
+        let i = q.partition_point(|p| p.seq < first);
+        q.get(i).is_some_and(|p| p.seq <= last)
+    }
+
+    /// Whether `key` exists once the queued writes are applied: `Some(true/false)` if a queued
+    /// write decides it, `None` if the index does.
+    pub fn pending_state(&self, key: &[u8]) -> Option<bool> {
+        self.lock()
+            .iter()
+            .rev()
+            .find(|p| &*p.key == key)
+            .map(|p| p.entry.is_some())
+    }
+}
+
+/// Applies every ready entry not preceded by a waiting entry for the same key.
+fn apply(q: &mut VecDeque<Pending>, index: &Index) {
+    let mut waiting: Vec<Box<[u8]>> = Vec::new();
+    q.retain(|p| {
+        let blocked = waiting.contains(&p.key);
+        if p.ready && !blocked {
             match p.entry {
                 Some(e) => index.insert(&p.key, e),
                 None => {
                     index.remove(&p.key);
                 }
             }
+            false
+        } else {
+            if !blocked {
+                waiting.push(p.key.clone());
+            }
+            true
         }
-    }
-
-    /// Whether `key` exists once the queued writes are applied: `Some(true/false)` if a queued
-    /// write decides it, `None` if the index does.
-    pub fn pending_state(&self, key: &[u8]) -> Option<bool> {
-        let q = self.queue.lock().unwrap_or_else(|p| p.into_inner());
-        q.iter()
-            .rev()
-            .find(|p| &*p.key == key)
-            .map(|p| p.entry.is_some())
-    }
+    });
 }

@@ -21,6 +21,7 @@
 #![deny(missing_docs)]
 #![warn(unsafe_op_in_unsafe_fn)]
 
+mod batch;
 mod error;
 pub mod format;
 mod index;
@@ -29,6 +30,7 @@ mod options;
 mod segment;
 mod store;
 
+pub use batch::Batch;
 pub use error::{Corruption, Error, Result};
 pub use options::{Durability, IoMode, Options};
 pub use store::{Keys, RecoveredSegment, RecoveryReport, Store, ValueReader};

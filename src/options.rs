@@ -1,5 +1,7 @@
 //! Store configuration.
 
+use std::time::Duration;
+
 use crate::error::{Error, Result};
 
 /// How the store talks to the disk.
@@ -52,6 +54,19 @@ pub struct Options {
     /// Size of each of the two write buffers, in bytes (default 1 MiB, 64 KiB to 64 MiB;
     /// rounded up to the write block size). A write larger than a buffer is streamed through both.
     pub write_buffer_size: usize,
+    /// A group commit closes once it holds this many bytes of records (default 8 MiB): its
+    /// writers are synced at once instead of waiting for more to join. Bounds the latency a
+    /// writer can incur from the others in its group.
+    pub max_group_bytes: u64,
+    /// A group commit closes once it holds this many records (default 4096).
+    pub max_group_records: usize,
+    /// Values of at least this many bytes (default 1 MiB) put with [`Durability::Sync`] bypass
+    /// the shared write buffer: the writing thread writes them to a blob file of their own, so
+    /// small writers never wait behind a large copy or its disk write. `u64::MAX` turns it off.
+    pub large_value_threshold: u64,
+    /// With [`Durability::Buffered`], writes are made durable by a background flush at most this
+    /// long after they were made (default 200 ms). `None` leaves it to `flush`/`close`.
+    pub flush_interval: Option<Duration>,
 }
 
 impl Default for Options {
@@ -61,6 +76,10 @@ impl Default for Options {
             io_mode: IoMode::Auto,
             durability: Durability::Sync,
             write_buffer_size: 1 << 20,
+            max_group_bytes: 8 << 20,
+            max_group_records: 4096,
+            large_value_threshold: 1 << 20,
+            flush_interval: Some(Duration::from_millis(200)),
         }
     }
 }
@@ -90,6 +109,30 @@ impl Options {
         self
     }
 
+    /// Sets [`Options::max_group_bytes`].
+    pub fn max_group_bytes(mut self, bytes: u64) -> Self {
+        self.max_group_bytes = bytes;
+        self
+    }
+
+    /// Sets [`Options::max_group_records`].
+    pub fn max_group_records(mut self, records: usize) -> Self {
+        self.max_group_records = records;
+        self
+    }
+
+    /// Sets [`Options::large_value_threshold`].
+    pub fn large_value_threshold(mut self, bytes: u64) -> Self {
+        self.large_value_threshold = bytes;
+        self
+    }
+
+    /// Sets [`Options::flush_interval`].
+    pub fn flush_interval(mut self, interval: Option<Duration>) -> Self {
+        self.flush_interval = interval;
+        self
+    }
+
     pub(crate) fn validate(&self) -> Result<()> {
         if self.segment_size < (1 << 20) {
             return Err(Error::InvalidOptions("segment_size must be at least 1 MiB"));
@@ -98,6 +141,14 @@ impl Options {
             return Err(Error::InvalidOptions(
                 "write_buffer_size must be between 64 KiB and 64 MiB",
             ));
+        }
+        if self.max_group_bytes == 0 || self.max_group_records == 0 {
+            return Err(Error::InvalidOptions(
+                "max_group_bytes and max_group_records must be positive",
+            ));
+        }
+        if self.flush_interval.is_some_and(|d| d.is_zero()) {
+            return Err(Error::InvalidOptions("flush_interval must be positive"));
         }
         Ok(())
     }

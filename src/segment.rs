@@ -7,40 +7,67 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Corruption, Error, Result};
 use crate::format::footer::{FooterEntry, TRAILER_LEN, Trailer, decode_table, encode_footer};
+use crate::format::record::{RecordHeader, chunk_crc};
 use crate::format::record::{RecordKind, RecordPlace, chunk_count, verify_chunks};
 use crate::format::scan::{ByteSource, ScanError, scan_segment};
 use crate::format::segment_header::SEGMENT_HEADER_LEN;
+use crate::format::segment_header::SegmentHeader;
 use crate::format::{CHUNK_SIZE, align_up};
 use crate::index::IndexEntry;
-use crate::io::aligned::{AlignedBuf, BufPool};
-use crate::io::file::{IoProfile, SegmentFile, remove_durably};
+use crate::io::aligned::BufPool;
+use crate::io::file::{IoProfile, SegmentFile, remove_durably, sync_dir};
+use crate::io::stream::AlignedStream;
+
+/// The two kinds of segment file. Both have the same format; they differ in how they are
+/// written, and so in what an unsealed one means at open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SegmentKind {
+    /// `seg-<id>.pod`: the log, written through the shared double buffer.
+    Log,
+    /// `blob-<id>.pod`: one large value, written by its putting thread and sealed before the put
+    /// is acknowledged. One without a valid footer was never acknowledged.
+    Blob,
+}
+
+impl SegmentKind {
+    fn prefix(self) -> &'static str {
+        match self {
+            SegmentKind::Log => "seg-",
+            SegmentKind::Blob => "blob-",
+        }
+    }
+}
 
 /// File name of segment `id`.
-pub fn file_name(id: u64) -> String {
-    format!("seg-{id:016x}.pod")
+pub fn file_name(id: u64, kind: SegmentKind) -> String {
+    format!("{}{id:016x}.pod", kind.prefix())
 }
 
-/// The id in a segment file name.
-pub fn parse_file_name(name: &str) -> Option<u64> {
-    let hex = name.strip_prefix("seg-")?.strip_suffix(".pod")?;
-    if hex.len() != 16 {
-        return None;
-    }
-    u64::from_str_radix(hex, 16).ok()
+/// The id and kind in a segment file name.
+pub fn parse_file_name(name: &str) -> Option<(u64, SegmentKind)> {
+    [SegmentKind::Log, SegmentKind::Blob]
+        .into_iter()
+        .find_map(|kind| {
+            let hex = name.strip_prefix(kind.prefix())?.strip_suffix(".pod")?;
+            if hex.len() != 16 {
+                return None;
+            }
+            u64::from_str_radix(hex, 16).ok().map(|id| (id, kind))
+        })
 }
 
-/// Ids of the segment files in `dir`, ascending.
-pub fn list(dir: &Path) -> Result<Vec<u64>> {
+/// The segment files in `dir`, by ascending id.
+pub fn list(dir: &Path) -> Result<Vec<(u64, SegmentKind)>> {
     let mut ids = Vec::new();
     let rd =
         fs::read_dir(dir).map_err(|e| Error::io("list store directory", Some(dir.into()), e))?;
     for ent in rd {
         let ent = ent.map_err(|e| Error::io("list store directory", Some(dir.into()), e))?;
-        if let Some(id) = ent.file_name().to_str().and_then(parse_file_name) {
-            ids.push(id);
+        if let Some(parsed) = ent.file_name().to_str().and_then(parse_file_name) {
+            ids.push(parsed);
         }
     }
-    ids.sort_unstable();
+    ids.sort_unstable_by_key(|&(id, _)| id);
     Ok(ids)
 }
 
@@ -115,20 +142,19 @@ fn read_error(segment: u64, offset: u64, path: &Path, e: io::Error) -> Error {
 }
 
 /// Opens segment `id` in `dir`: from its footer if sealed, else by recovery (which seals it).
-/// Returns `None` when the segment held nothing (a crash right after it was created) and was
-/// removed.
 ///
-/// `newest` says whether this is the store's newest segment: only the newest can have been
-/// interrupted while its first block was being written, so only there is a missing header
-/// taken for a torn creation rather than damage.
+/// Returns `None` when the segment held nothing that can have been acknowledged, and was
+/// removed: a log segment whose first write never reached the disk (its header is all zero) or
+/// that holds no whole record, or a blob file without a footer (its put was acknowledged only
+/// after the footer was durable).
 pub fn open(
     dir: &Path,
     id: u64,
+    kind: SegmentKind,
     profile: &IoProfile,
     pool: &BufPool,
-    newest: bool,
 ) -> Result<Option<LoadedSegment>> {
-    let path = dir.join(file_name(id));
+    let path = dir.join(file_name(id, kind));
     let file = SegmentFile::open(&path, profile.direct)?;
     let len = file.len()?;
     let src = FileSource {
@@ -144,6 +170,11 @@ pub fn open(
             opened: Opened::Sealed,
         }));
     }
+    if kind == SegmentKind::Blob {
+        drop(file);
+        remove_durably(dir, &path)?;
+        return Ok(None);
+    }
     let outcome = match scan_segment(&src, id) {
         Ok(o) => o,
         Err(ScanError::Io(e)) => return Err(read_error(id, 0, &path, e)),
@@ -152,7 +183,10 @@ pub fn open(
             let n = (len as usize).min(SEGMENT_HEADER_LEN);
             src.read_exact_at(0, &mut head[..n])
                 .map_err(|e| read_error(id, 0, &path, e))?;
-            if newest && head[..n].iter().all(|&b| b == 0) {
+            // All zero: the first write never reached the disk, so no record in the segment was
+            // acknowledged (acknowledgement waits for a sync that covers the header). Anything
+            // else is damage, which is reported, not guessed at.
+            if head[..n].iter().all(|&b| b == 0) {
                 drop(file);
                 remove_durably(dir, &path)?;
                 return Ok(None);
@@ -160,8 +194,8 @@ pub fn open(
             return Err(corruption(id, 0, kind));
         }
     };
-    if outcome.records.is_empty() && newest {
-        // Nothing was ever completely written to it, so nothing in it was acknowledged.
+    if outcome.records.is_empty() {
+        // No whole record: nothing in it was acknowledged.
         drop(file);
         remove_durably(dir, &path)?;
         return Ok(None);
@@ -170,13 +204,19 @@ pub fn open(
     let block = outcome.header.block_size;
     let footer_at = align_up(outcome.data_end, block as u64);
     let footer = encode_footer(id, outcome.data_end, footer_at, block, &entries);
-    let mut buf = AlignedBuf::zeroed(footer.len(), profile.mem_align);
-    buf.copy_from_slice(&footer);
     // The footer starts on a block boundary after the last whole record, so the block holding
     // that record is not rewritten; the length cut comes after, so a crash in between leaves a
     // file whose trailer is missing and which is simply recovered again, to the same result.
-    file.write_all_at(&buf, footer_at)?;
-    file.set_len(footer_at + footer.len() as u64)?;
+    let mut stream = AlignedStream::new(
+        &file,
+        footer_at,
+        footer.len(),
+        profile.mem_align,
+        block as u64,
+    );
+    stream.append(&footer)?;
+    let end = stream.finish()?;
+    file.set_len(end)?;
     file.sync_data()?;
     Ok(Some(LoadedSegment {
         file,
@@ -309,6 +349,101 @@ pub fn map_read_error(segment: u64, offset: u64, path: &Path, e: io::Error) -> E
 }
 
 /// Path of segment `id` in `dir`.
-pub fn path(dir: &Path, id: u64) -> PathBuf {
-    dir.join(file_name(id))
+pub fn path(dir: &Path, id: u64, kind: SegmentKind) -> PathBuf {
+    dir.join(file_name(id, kind))
+}
+
+/// Offset of the record in a blob file.
+pub const BLOB_RECORD_OFFSET: u64 = SEGMENT_HEADER_LEN as u64;
+
+/// Bytes copied per write when streaming a blob file.
+const BLOB_WRITE_CHUNK: usize = 1 << 20;
+
+/// Writes `value` as the one record of a new blob file and makes it durable: file data, then
+/// the directory entry. On error the file is removed (best effort).
+pub fn write_blob(
+    dir: &Path,
+    id: u64,
+    seq: u64,
+    key: &[u8],
+    value: &[u8],
+    profile: &IoProfile,
+) -> Result<SegmentFile> {
+    let path = path(dir, id, SegmentKind::Blob);
+    let file = SegmentFile::create(&path, profile.direct)?;
+    let result = (|| {
+        let block = profile.block_size;
+        let mut stream =
+            AlignedStream::new(&file, 0, BLOB_WRITE_CHUNK, profile.mem_align, block as u64);
+        stream.append(
+            &SegmentHeader {
+                segment: id,
+                block_size: block,
+            }
+            .encode(),
+        )?;
+        let place = RecordPlace {
+            segment: id,
+            offset: BLOB_RECORD_OFFSET,
+        };
+        let header = RecordHeader {
+            kind: RecordKind::Put,
+            flags: 0,
+            key_len: key.len() as u32,
+            value_len: value.len() as u64,
+            seq,
+        };
+        stream.append(&header.encode(place, key))?;
+        stream.append(key)?;
+        stream.append(value)?;
+        append_chunk_table(&mut stream, place, value)?;
+        let data_end = BLOB_RECORD_OFFSET + header.encoded_len();
+        let entry = FooterEntry {
+            key: key.to_vec(),
+            kind: RecordKind::Put,
+            flags: 0,
+            offset: BLOB_RECORD_OFFSET,
+            value_len: value.len() as u64,
+            seq,
+        };
+        stream.append(&encode_footer(id, data_end, data_end, block, &[entry]))?;
+        stream.finish()?;
+        file.sync_data()?;
+        sync_dir(dir)
+    })();
+    match result {
+        Ok(()) => Ok(file),
+        Err(e) => {
+            drop(file);
+            let _ = fs::remove_file(&path);
+            Err(e)
+        }
+    }
+}
+
+/// Something records can be appended to.
+pub trait Append {
+    /// Appends bytes.
+    fn append_bytes(&mut self, bytes: &[u8]) -> Result<()>;
+}
+
+impl Append for AlignedStream<'_> {
+    fn append_bytes(&mut self, bytes: &[u8]) -> Result<()> {
+        self.append(bytes)
+    }
+}
+
+/// Appends the chunk crc table of `value` (a record at `place`).
+pub fn append_chunk_table(out: &mut impl Append, place: RecordPlace, value: &[u8]) -> Result<()> {
+    let mut table = [0u8; 1024];
+    let mut n = 0;
+    for (i, chunk) in value.chunks(CHUNK_SIZE as usize).enumerate() {
+        table[n..n + 4].copy_from_slice(&chunk_crc(place, i as u64, chunk).to_le_bytes());
+        n += 4;
+        if n == table.len() {
+            out.append_bytes(&table)?;
+            n = 0;
+        }
+    }
+    out.append_bytes(&table[..n])
 }

@@ -4,20 +4,21 @@ use std::collections::HashMap;
 use std::io::{self, Read, Seek, SeekFrom};
 use std::ops::{Bound, RangeBounds};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock, Weak};
 use std::thread::JoinHandle;
+use std::time::Duration;
 
+use crate::batch::Batch;
 use crate::error::{Error, Result};
-use crate::format::CHUNK_SIZE;
 use crate::format::footer::{FooterEntry, encode_footer};
-use crate::format::record::{RecordHeader, RecordKind, RecordPlace, chunk_crc};
+use crate::format::record::{FLAG_BATCH_CONTINUES, RecordHeader, RecordKind, RecordPlace};
 use crate::format::segment_header::SegmentHeader;
 use crate::index::{Index, IndexEntry, PendingQueue};
 use crate::io::aligned::BufPool;
 use crate::io::file::{self, DirLock, IoProfile, SegmentFile};
-use crate::io::writer::{self, Progress, WriteBuffer};
+use crate::io::writer::{self, Progress, Tail, WriteBuffer};
 use crate::options::{Durability, IoMode, Options};
-use crate::segment::{self, Opened};
+use crate::segment::{self, Append, Opened, SegmentKind};
 use crate::{MAX_KEY_LEN, MAX_VALUE_LEN};
 
 /// Size of the bounce buffers used by direct reads.
@@ -78,10 +79,18 @@ struct Inner {
     pending: Arc<PendingQueue>,
     segments: RwLock<HashMap<u64, Arc<SegmentFile>>>,
     appender: Mutex<Appender>,
+    tail: Arc<Mutex<Tail>>,
     progress: Arc<Progress>,
     read_pool: BufPool,
     flusher: Mutex<Option<JoinHandle<()>>>,
+    ticker: Mutex<Option<Ticker>>,
     recovery: RecoveryReport,
+}
+
+/// The background flush of buffered writes.
+struct Ticker {
+    stop: Arc<(Mutex<bool>, Condvar)>,
+    handle: JoinHandle<()>,
 }
 
 /// State behind the append lock: the buffer being filled and the segment it belongs to.
@@ -90,7 +99,13 @@ struct Appender {
     active: Option<ActiveSegment>,
     next_segment: u64,
     next_seq: u64,
+    /// Bytes and records appended since the last synced hand-off: the group being formed.
+    group_bytes: u64,
+    group_records: usize,
 }
+
+/// One operation to append: a put (with its value) or a delete.
+type Op<'a> = (&'a [u8], Option<&'a [u8]>);
 
 struct ActiveSegment {
     id: u64,
@@ -130,10 +145,13 @@ impl Store {
         let mut segments = HashMap::new();
         let mut recovery = RecoveryReport::default();
         let mut max_seq = 0;
+        // Blob files interleave with log segments, so the newest record of a key is the one with
+        // the highest sequence number, not the one in the highest segment. Tombstones are
+        // remembered while loading so that an older put read later cannot come back.
+        let mut tombstones: HashMap<Vec<u8>, u64> = HashMap::new();
         let ids = segment::list(&dir)?;
-        for (i, &id) in ids.iter().enumerate() {
-            let newest = i + 1 == ids.len();
-            let Some(loaded) = segment::open(&dir, id, &profile, &read_pool, newest)? else {
+        for &(id, kind) in &ids {
+            let Some(loaded) = segment::open(&dir, id, kind, &profile, &read_pool)? else {
                 recovery.removed_segments += 1;
                 continue;
             };
@@ -148,22 +166,29 @@ impl Store {
                     })
                 }
             }
-            for e in &loaded.entries {
+            for e in loaded.entries {
                 max_seq = max_seq.max(e.seq);
-                match segment::index_entry(id, e) {
+                let newest = index.get(&e.key).map_or(0, |x| x.seq);
+                let newest = newest.max(tombstones.get(&e.key).copied().unwrap_or(0));
+                if e.seq <= newest {
+                    continue;
+                }
+                match segment::index_entry(id, &e) {
                     Some(entry) => index.insert(&e.key, entry),
                     None => {
                         index.remove(&e.key);
+                        tombstones.insert(e.key, e.seq);
                     }
                 }
             }
             segments.insert(id, Arc::new(loaded.file));
         }
-        let next_segment = ids.last().map_or(1, |id| id + 1);
+        drop(tombstones);
+        let next_segment = ids.last().map_or(1, |(id, _)| id + 1);
 
-        let progress = Arc::new(Progress::new(next_segment, max_seq));
+        let progress = Arc::new(Progress::new(max_seq));
         let pending = Arc::new(PendingQueue::default());
-        let (wb, flusher) = {
+        let (wb, tail, flusher) = {
             let pending = pending.clone();
             let index = index.clone();
             writer::start(
@@ -171,9 +196,10 @@ impl Store {
                 profile.mem_align,
                 profile.block_size as u64,
                 progress.clone(),
-                Box::new(move |seq| pending.publish_through(seq, &index)),
+                Box::new(move |seq| pending.ready_through(seq, &index)),
             )?
         };
+        let flush_interval = opts.flush_interval;
         let inner = Inner {
             dir,
             opts,
@@ -186,14 +212,23 @@ impl Store {
                 active: None,
                 next_segment,
                 next_seq: max_seq + 1,
+                group_bytes: 0,
+                group_records: 0,
             }),
+            tail,
             progress,
             read_pool,
             flusher: Mutex::new(Some(flusher)),
+            ticker: Mutex::new(None),
             recovery,
         };
+        let inner = Arc::new(inner);
+        if let Some(interval) = flush_interval {
+            *inner.ticker.lock().unwrap_or_else(|p| p.into_inner()) =
+                Some(start_ticker(Arc::downgrade(&inner), interval)?);
+        }
         Ok(Store {
-            inner: Arc::new(inner),
+            inner,
             closed: false,
             _lock: lock,
         })
@@ -203,28 +238,57 @@ impl Store {
     ///
     /// With [`Durability::Sync`] (the default) it returns once the value is on stable storage;
     /// concurrent calls share one write and one fdatasync. With [`Durability::Buffered`] it
-    /// returns once the value is in the write buffer.
+    /// returns once the value is in the write buffer. Values of at least
+    /// [`Options::large_value_threshold`] put with `Sync` are written to a file of their own by
+    /// the calling thread, beside the shared buffer.
     pub fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
         check_key(key)?;
-        if value.len() as u64 > MAX_VALUE_LEN {
-            return Err(Error::ValueTooLarge {
-                len: value.len() as u64,
-                max: MAX_VALUE_LEN,
-            });
+        check_value(value)?;
+        let durability = self.inner.opts.durability;
+        if durability == Durability::Sync
+            && value.len() as u64 >= self.inner.opts.large_value_threshold
+        {
+            return self.inner.put_blob(key, value);
         }
-        let seq = {
-            let mut app = self.inner.lock_appender();
-            let (seq, entry) = app.append(&self.inner, RecordKind::Put, key, value)?;
-            self.inner.enqueue(seq, key, Some(entry));
-            seq
-        };
-        self.inner.acknowledge(seq)
+        let (first, last) = self.inner.lock_appender().append_ops(
+            &self.inner,
+            &[(key, Some(value))],
+            durability,
+        )?;
+        self.inner.acknowledge(first, last, durability)
+    }
+
+    /// Applies every operation of `batch`, all-or-nothing: after a crash either all of them are
+    /// visible or none is. Durable like [`Store::put`], unless the batch overrides the
+    /// durability. Deleting a missing key in a batch is not an error.
+    pub fn write(&self, batch: &Batch) -> Result<()> {
+        for op in &batch.ops {
+            check_key(&op.key)?;
+            if let Some(v) = &op.value {
+                check_value(v)?;
+            }
+        }
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let durability = batch.durability.unwrap_or(self.inner.opts.durability);
+        let ops: Vec<Op<'_>> = batch
+            .ops
+            .iter()
+            .map(|op| (op.key.as_slice(), op.value.as_deref()))
+            .collect();
+        let (first, last) = self
+            .inner
+            .lock_appender()
+            .append_ops(&self.inner, &ops, durability)?;
+        self.inner.acknowledge(first, last, durability)
     }
 
     /// Deletes `key`; returns whether it existed. Durable like [`Store::put`].
     pub fn delete(&self, key: &[u8]) -> Result<bool> {
         check_key(key)?;
-        let seq = {
+        let durability = self.inner.opts.durability;
+        let (first, last) = {
             let mut app = self.inner.lock_appender();
             let exists = self
                 .inner
@@ -234,11 +298,9 @@ impl Store {
             if !exists {
                 return Ok(false);
             }
-            let (seq, _) = app.append(&self.inner, RecordKind::Tombstone, key, &[])?;
-            self.inner.enqueue(seq, key, None);
-            seq
+            app.append_ops(&self.inner, &[(key, None)], durability)?
         };
-        self.inner.acknowledge(seq)?;
+        self.inner.acknowledge(first, last, durability)?;
         Ok(true)
     }
 
@@ -325,8 +387,7 @@ impl Store {
 
     /// Makes every earlier write durable (those made with [`Durability::Buffered`]).
     pub fn flush(&self) -> Result<()> {
-        let seq = self.inner.lock_appender().next_seq - 1;
-        self.inner.commit(seq)
+        self.inner.flush()
     }
 
     /// The I/O mode in use: [`IoMode::Direct`] or [`IoMode::Buffered`] (what
@@ -355,6 +416,7 @@ impl Store {
     #[doc(hidden)]
     pub fn simulate_crash(mut self) {
         self.closed = true;
+        self.inner.stop_ticker();
         self.inner.lock_appender().wb.shut_down();
         self.inner.join_flusher();
     }
@@ -400,6 +462,47 @@ fn check_key(key: &[u8]) -> Result<()> {
     }
 }
 
+fn check_value(value: &[u8]) -> Result<()> {
+    if value.len() as u64 > MAX_VALUE_LEN {
+        Err(Error::ValueTooLarge {
+            len: value.len() as u64,
+            max: MAX_VALUE_LEN,
+        })
+    } else {
+        Ok(())
+    }
+}
+
+fn start_ticker(inner: Weak<Inner>, interval: Duration) -> Result<Ticker> {
+    let stop = Arc::new((Mutex::new(false), Condvar::new()));
+    let thread_stop = stop.clone();
+    let handle = std::thread::Builder::new()
+        .name("podstore-ticker".into())
+        .spawn(move || {
+            let (flag, cv) = &*thread_stop;
+            let mut stopped = flag.lock().unwrap_or_else(|p| p.into_inner());
+            loop {
+                stopped = cv
+                    .wait_timeout(stopped, interval)
+                    .unwrap_or_else(|p| p.into_inner())
+                    .0;
+                if *stopped {
+                    return;
+                }
+                let Some(inner) = inner.upgrade() else { return };
+                drop(stopped);
+                if inner.has_unflushed() {
+                    // A failure poisons the store and is reported to the next writer.
+                    let _ = inner.flush();
+                }
+                drop(inner);
+                stopped = flag.lock().unwrap_or_else(|p| p.into_inner());
+            }
+        })
+        .map_err(|e| Error::io("start flush ticker", None, e))?;
+    Ok(Ticker { stop, handle })
+}
+
 fn to_usize(n: u64) -> Result<usize> {
     usize::try_from(n).map_err(|_| Error::ValueTooLarge {
         len: n,
@@ -433,40 +536,43 @@ impl Inner {
         self.appender.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Queues a write for the index (under the append lock, so in log order); a buffered write
-    /// is published at once, with everything queued before it.
-    fn enqueue(&self, seq: u64, key: &[u8], entry: Option<IndexEntry>) {
-        self.pending.push(seq, key, entry);
-        if self.opts.durability == Durability::Buffered {
-            self.pending.publish_through(seq, &self.index);
-        }
+    /// Returns once the writes `first..=last` are acknowledged under `durability`: applied to
+    /// the index, and for `Sync` durable.
+    fn acknowledge(&self, first: u64, last: u64, durability: Durability) -> Result<()> {
+        self.wait(first, last, durability == Durability::Sync)
     }
 
-    /// Returns when the write `seq` is acknowledged under the store's durability.
-    fn acknowledge(&self, seq: u64) -> Result<()> {
-        match self.opts.durability {
-            Durability::Sync => self.commit(seq),
-            Durability::Buffered => Ok(()),
-        }
+    /// Makes every write so far durable.
+    fn flush(&self) -> Result<()> {
+        let last = self.lock_appender().next_seq - 1;
+        self.wait(last, last, true)
     }
 
-    /// Waits until record `seq` is durable, leading a group commit when no write is in flight.
+    fn has_unflushed(&self) -> bool {
+        let last = self.lock_appender().next_seq - 1;
+        self.progress.lock().durable_seq < last
+    }
+
+    /// Waits until no write in `first..=last` is pending for the index and, with `durable`,
+    /// until log records up to `last` are on stable storage, leading a group commit when they
+    /// are not and no write is in flight.
     ///
     /// Writers whose records arrive while a write and sync are in flight wait; when it
     /// finishes, the first to wake hands everything appended meanwhile to the flush thread as
     /// one write and one fdatasync. A lone writer finds nothing in flight and syncs at once.
-    fn commit(&self, seq: u64) -> Result<()> {
+    fn wait(&self, first: u64, last: u64, durable: bool) -> Result<()> {
         loop {
             {
                 let mut st = self.progress.lock();
                 loop {
+                    let need_sync = durable && st.durable_seq < last;
+                    if !need_sync && !self.pending.any_pending(first, last) {
+                        return Ok(());
+                    }
                     if let Some(f) = st.failure {
                         return Err(f.to_error());
                     }
-                    if st.durable_seq >= seq {
-                        return Ok(());
-                    }
-                    if st.inflight == 0 {
+                    if need_sync && st.inflight == 0 {
                         break;
                     }
                     st = self.progress.wait(st);
@@ -475,25 +581,74 @@ impl Inner {
             let mut app = self.lock_appender();
             {
                 let st = self.progress.lock();
-                if st.failure.is_some() || st.durable_seq >= seq || st.inflight > 0 {
+                if st.failure.is_some() || st.durable_seq >= last || st.inflight > 0 {
                     continue;
                 }
             }
-            let through = app.next_seq - 1;
-            app.wb.submit(true, through)?;
+            app.submit_group()?;
+        }
+    }
+
+    /// Writes a large value to a blob file of its own, outside the append lock.
+    fn put_blob(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        if let Some(f) = self.progress.lock().failure {
+            return Err(f.to_error());
+        }
+        let (seq, id) = {
+            let mut app = self.lock_appender();
+            let seq = app.next_seq;
+            let id = app.next_segment;
+            app.next_seq += 1;
+            app.next_segment += 1;
+            let entry = IndexEntry {
+                segment: id,
+                offset: segment::BLOB_RECORD_OFFSET,
+                value_len: value.len() as u64,
+                seq,
+                key_len: key.len() as u32,
+                flags: 0,
+            };
+            self.pending.push(seq, key, Some(entry), true);
+            (seq, id)
+        };
+        match segment::write_blob(&self.dir, id, seq, key, value, &self.profile) {
+            Ok(file) => {
+                self.segments
+                    .write()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(id, Arc::new(file));
+                self.pending.ready_one(seq, &self.index);
+                self.progress.notify();
+                self.wait(seq, seq, false)
+            }
+            Err(e) => {
+                self.pending.abandon(seq, &self.index);
+                self.progress.notify();
+                Err(e)
+            }
+        }
+    }
+
+    fn stop_ticker(&self) {
+        let ticker = self.ticker.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(t) = ticker {
+            *t.stop.0.lock().unwrap_or_else(|p| p.into_inner()) = true;
+            t.stop.1.notify_all();
+            let _ = t.handle.join();
         }
     }
 
     fn shut_down(&self) -> Result<()> {
+        self.stop_ticker();
         let result = (|| {
-            let seq = {
+            let last = {
                 let mut app = self.lock_appender();
                 if app.active.is_some() {
                     app.seal()?;
                 }
                 app.next_seq - 1
             };
-            self.commit(seq)
+            self.wait(last, last, true)
         })();
         self.lock_appender().wb.shut_down();
         self.join_flusher();
@@ -517,44 +672,24 @@ impl Inner {
         })
     }
 
-    /// Reads segment bytes `[offset, offset + dst.len())` from wherever they are: on disk, in
-    /// the buffer being filled, or (briefly) in the buffer the flush thread is writing, in
-    /// which case it waits for that write.
+    /// Reads segment bytes `[offset, offset + dst.len())` from wherever they are: the write
+    /// buffers (copied under the tail lock, which is never held across I/O) or the file.
     fn fetch(&self, segment: u64, offset: u64, dst: &mut [u8]) -> Result<()> {
-        let end = offset + dst.len() as u64;
-        let mut pos = offset;
-        while pos < end {
-            let written_to = {
-                let st = self.progress.lock();
-                if Progress::is_written(&st, segment, end) {
-                    end
-                } else if segment == st.written_segment {
-                    st.written_end.min(end)
-                } else {
-                    pos
+        let mut done = 0;
+        while done < dst.len() {
+            let at = offset + done as u64;
+            let found = self
+                .tail
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .copy_out(segment, at, &mut dst[done..]);
+            match found {
+                Ok(n) => done += n,
+                Err(next) => {
+                    let upto = (next - offset) as usize;
+                    self.read_disk(segment, at, &mut dst[done..upto])?;
+                    done = upto;
                 }
-            };
-            if written_to > pos {
-                let at = (pos - offset) as usize;
-                let to = (written_to - offset) as usize;
-                self.read_disk(segment, pos, &mut dst[at..to])?;
-                pos = written_to;
-                continue;
-            }
-            let at = (pos - offset) as usize;
-            if self
-                .lock_appender()
-                .wb
-                .copy_out(segment, pos, &mut dst[at..])
-            {
-                return Ok(());
-            }
-            let mut st = self.progress.lock();
-            while st.failure.is_none() && !Progress::is_written(&st, segment, pos + 1) {
-                st = self.progress.wait(st);
-            }
-            if let Some(f) = st.failure {
-                return Err(f.to_error());
             }
         }
         Ok(())
@@ -581,55 +716,84 @@ impl Inner {
 }
 
 impl Appender {
-    /// Appends one record; returns its sequence number and where it is.
-    fn append(
+    /// Appends `ops` as one group of records: a lone record, or an atomic batch whose records
+    /// all but the last carry [`FLAG_BATCH_CONTINUES`]. Queues their index updates (made ready
+    /// at once for buffered writes) and closes the group commit if it reached its caps.
+    /// Returns the first and last sequence numbers used.
+    fn append_ops(
         &mut self,
         inner: &Inner,
-        kind: RecordKind,
+        ops: &[Op<'_>],
+        durability: Durability,
+    ) -> Result<(u64, u64)> {
+        let total: u64 = ops
+            .iter()
+            .map(|(k, v)| record_header(k, *v, 0, 0).encoded_len())
+            .sum();
+        // A batch never spans segments: recovery must see all of it in one scan.
+        self.make_room(inner, total)?;
+        let first = self.next_seq;
+        for (i, (key, value)) in ops.iter().enumerate() {
+            let flags = if i + 1 < ops.len() {
+                FLAG_BATCH_CONTINUES
+            } else {
+                0
+            };
+            let (seq, entry) = self.append(key, *value, flags)?;
+            inner.pending.push(seq, key, value.map(|_| entry), false);
+        }
+        let last = self.next_seq - 1;
+        self.group_bytes += total;
+        self.group_records += ops.len();
+        if durability == Durability::Buffered {
+            // Visible at once: the caller's next read must see it. Earlier queued log writes
+            // become visible with it, so that per key the log order holds.
+            inner.pending.ready_through(last, &inner.index);
+        }
+        if self.group_bytes >= inner.opts.max_group_bytes
+            || self.group_records >= inner.opts.max_group_records
+        {
+            self.submit_group()?;
+        }
+        Ok((first, last))
+    }
+
+    /// Hands the group being formed to the flush thread with an fdatasync.
+    fn submit_group(&mut self) -> Result<()> {
+        self.group_bytes = 0;
+        self.group_records = 0;
+        self.wb.submit(true, self.next_seq - 1)
+    }
+
+    /// Appends one record to the active segment; returns its sequence number and location.
+    fn append(
+        &mut self,
         key: &[u8],
-        value: &[u8],
+        value: Option<&[u8]>,
+        flags: u16,
     ) -> Result<(u64, IndexEntry)> {
-        let header = RecordHeader {
-            kind,
-            flags: 0,
-            key_len: key.len() as u32,
-            value_len: value.len() as u64,
-            seq: self.next_seq,
-        };
-        self.make_room(inner, header.encoded_len())?;
-        let segment = self.active.as_ref().expect("make_room opened one").id;
+        let active = self.active.as_mut().expect("make_room opened a segment");
+        let segment = active.id;
+        let header = record_header(key, value, flags, self.next_seq);
         let place = RecordPlace {
             segment,
             offset: self.wb.position(),
         };
+        let value = value.unwrap_or(&[]);
         self.wb.append(&header.encode(place, key))?;
         self.wb.append(key)?;
         self.wb.append(value)?;
-        let mut table = [0u8; 1024];
-        let mut n = 0;
-        for (i, chunk) in value.chunks(CHUNK_SIZE as usize).enumerate() {
-            table[n..n + 4].copy_from_slice(&chunk_crc(place, i as u64, chunk).to_le_bytes());
-            n += 4;
-            if n == table.len() {
-                self.wb.append(&table)?;
-                n = 0;
-            }
-        }
-        self.wb.append(&table[..n])?;
+        segment::append_chunk_table(&mut self.wb, place, value)?;
         let seq = self.next_seq;
         self.next_seq += 1;
-        self.active
-            .as_mut()
-            .expect("open")
-            .records
-            .push(FooterEntry {
-                key: key.to_vec(),
-                kind,
-                flags: 0,
-                offset: place.offset,
-                value_len: header.value_len,
-                seq,
-            });
+        active.records.push(FooterEntry {
+            key: key.to_vec(),
+            kind: header.kind,
+            flags,
+            offset: place.offset,
+            value_len: header.value_len,
+            seq,
+        });
         Ok((
             seq,
             IndexEntry {
@@ -638,7 +802,7 @@ impl Appender {
                 value_len: header.value_len,
                 seq,
                 key_len: header.key_len,
-                flags: 0,
+                flags,
             },
         ))
     }
@@ -654,7 +818,7 @@ impl Appender {
         }
         if self.active.is_none() {
             let id = self.next_segment;
-            let path = segment::path(&inner.dir, id);
+            let path = segment::path(&inner.dir, id, SegmentKind::Log);
             let file = Arc::new(SegmentFile::create(&path, inner.profile.direct)?);
             // The new name must be durable before any record in the file is acknowledged.
             file::sync_dir(&inner.dir)?;
@@ -691,7 +855,27 @@ impl Appender {
             &entries,
         );
         self.wb.append(&footer)?;
-        self.wb.submit(true, self.next_seq - 1)
+        self.submit_group()
+    }
+}
+
+impl Append for WriteBuffer {
+    fn append_bytes(&mut self, bytes: &[u8]) -> Result<()> {
+        self.append(bytes)
+    }
+}
+
+fn record_header(key: &[u8], value: Option<&[u8]>, flags: u16, seq: u64) -> RecordHeader {
+    RecordHeader {
+        kind: if value.is_some() {
+            RecordKind::Put
+        } else {
+            RecordKind::Tombstone
+        },
+        flags,
+        key_len: key.len() as u32,
+        value_len: value.map_or(0, |v| v.len() as u64),
+        seq,
     }
 }
 

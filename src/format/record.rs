@@ -16,6 +16,14 @@ pub const RECORD_MAGIC: [u8; 4] = *b"PODR";
 /// Length of the fixed part of a record.
 pub const RECORD_HEADER_LEN: usize = 32;
 
+/// Record flag: the record belongs to an atomic batch and more records of that batch follow.
+/// The batch's last record has the flag clear and so commits the batch: recovery keeps a batch
+/// only if its last record is whole.
+pub const FLAG_BATCH_CONTINUES: u16 = 1;
+
+/// Every flag this version knows; others are rejected.
+pub const KNOWN_FLAGS: u16 = FLAG_BATCH_CONTINUES;
+
 mod off {
     pub const MAGIC: usize = 0;
     pub const VERSION: usize = 4;
@@ -65,7 +73,7 @@ pub struct RecordPlace {
 pub struct RecordHeader {
     /// Put or tombstone.
     pub kind: RecordKind,
-    /// Flag bits (none defined yet).
+    /// Flag bits ([`FLAG_BATCH_CONTINUES`]).
     pub flags: u16,
     /// Key length in bytes.
     pub key_len: u32,
@@ -145,7 +153,7 @@ impl RecordHeader {
         }
         let kind = RecordKind::from_u8(bytes[off::KIND])?;
         let flags = super::get_u16(bytes, off::FLAGS);
-        if flags != 0 {
+        if flags & !KNOWN_FLAGS != 0 {
             return Err(Corruption::InvalidField {
                 field: "record flags",
                 value: flags as u64,
@@ -212,9 +220,21 @@ pub fn encode_record(
     key: &[u8],
     value: &[u8],
 ) -> Vec<u8> {
+    encode_record_with_flags(place, kind, 0, seq, key, value)
+}
+
+/// [`encode_record`] with flags.
+pub fn encode_record_with_flags(
+    place: RecordPlace,
+    kind: RecordKind,
+    flags: u16,
+    seq: u64,
+    key: &[u8],
+    value: &[u8],
+) -> Vec<u8> {
     let header = RecordHeader {
         kind,
-        flags: 0,
+        flags,
         key_len: key.len() as u32,
         value_len: value.len() as u64,
         seq,

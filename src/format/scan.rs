@@ -6,13 +6,19 @@
 //! write groups the writer leaves zero padding up to the next block boundary; a run of zeroes
 //! that starts inside a block is such padding and is skipped, a zero block start is the end.
 //!
+//! Records of an atomic batch are kept only together: a batch whose last record (the one
+//! without [`FLAG_BATCH_CONTINUES`]) is not whole is dropped entirely, and the data end is put
+//! back to where the batch began.
+//!
 //! The scan is generic over [`ByteSource`] so that it runs unchanged on a file and on a byte
 //! slice (tests and the fuzzer).
 
 use std::io;
 
 use super::footer::FooterEntry;
-use super::record::{RECORD_HEADER_LEN, RecordHeader, RecordPlace, verify_chunks};
+use super::record::{
+    FLAG_BATCH_CONTINUES, RECORD_HEADER_LEN, RecordHeader, RecordPlace, verify_chunks,
+};
 use super::segment_header::{SEGMENT_HEADER_LEN, SegmentHeader};
 use super::{CHUNK_SIZE, align_up};
 use crate::error::Corruption;
@@ -65,7 +71,7 @@ pub struct ScanOutcome {
     pub header: SegmentHeader,
     /// Every verified record, in file order.
     pub records: Vec<FooterEntry>,
-    /// One past the last byte of the last verified record (or the header's end).
+    /// One past the last byte of the last verified record that is kept (or the header's end).
     pub data_end: u64,
     /// Where and why the scan stopped, when it stopped at bytes that are not a record
     /// rather than at clean padding or the end of the source.
@@ -98,6 +104,8 @@ pub fn scan_segment<S: ByteSource + ?Sized>(
     }
     let block = header.block_size as u64;
     let mut records = Vec::new();
+    // Records of an atomic batch whose last record has not been seen yet.
+    let mut open_batch = Vec::new();
     let mut pos = SEGMENT_HEADER_LEN as u64;
     let mut data_end = pos;
     let mut head = [0u8; RECORD_HEADER_LEN];
@@ -138,8 +146,13 @@ pub fn scan_segment<S: ByteSource + ?Sized>(
         match verify_record_at(src, place, &head, &mut window, &mut table)? {
             Ok(entry) => {
                 pos += entry_len(&entry);
-                data_end = pos;
-                records.push(entry);
+                if entry.flags & FLAG_BATCH_CONTINUES != 0 {
+                    open_batch.push(entry);
+                } else {
+                    records.append(&mut open_batch);
+                    records.push(entry);
+                    data_end = pos;
+                }
             }
             Err(c) => break Some((pos, c)),
         }
@@ -271,6 +284,48 @@ mod tests {
             let out = scan_segment(&img[..cut], 3).unwrap();
             let whole = ends.iter().filter(|&&e| e <= cut as u64).count();
             assert_eq!(out.records.len(), whole, "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn a_batch_is_kept_whole_or_not_at_all() {
+        use crate::format::record::encode_record_with_flags;
+        let mut img = SegmentHeader {
+            segment: 3,
+            block_size: 512,
+        }
+        .encode()
+        .to_vec();
+        let mut ends = Vec::new();
+        for (i, flags) in [0, FLAG_BATCH_CONTINUES, FLAG_BATCH_CONTINUES, 0]
+            .into_iter()
+            .enumerate()
+        {
+            let place = RecordPlace {
+                segment: 3,
+                offset: img.len() as u64,
+            };
+            img.extend(encode_record_with_flags(
+                place,
+                RecordKind::Put,
+                flags,
+                i as u64 + 1,
+                format!("k{i}").as_bytes(),
+                &[i as u8; 700],
+            ));
+            ends.push(img.len() as u64);
+        }
+        for cut in SEGMENT_HEADER_LEN..=img.len() {
+            let out = scan_segment(&img[..cut], 3).unwrap();
+            let (want, want_end) = if cut as u64 >= ends[3] {
+                (4, ends[3])
+            } else if cut as u64 >= ends[0] {
+                (1, ends[0])
+            } else {
+                (0, SEGMENT_HEADER_LEN as u64)
+            };
+            assert_eq!(out.records.len(), want, "cut at {cut}");
+            assert_eq!(out.data_end, want_end, "cut at {cut}");
         }
     }
 

@@ -3,4 +3,5 @@
 
 pub mod aligned;
 pub mod file;
+pub mod stream;
 pub mod writer;

@@ -1,16 +1,22 @@
 //! The double-buffered writer.
 //!
-//! Two aligned buffers exist per store. The appender (under the store's append lock) copies
-//! records into one; a full buffer, or a partly filled one that a durable write needs on disk,
-//! is handed by value to the flush thread together with its file offset. The flush thread
-//! writes it (and fdatasyncs when asked), then hands the buffer back through a channel. No
-//! buffer is ever shared mutably: ownership moves with the job.
+//! Two aligned buffers exist per store. The appender (one writer at a time, under the store's
+//! append lock) copies records into one; a full buffer, or a partly filled one that a durable
+//! write needs on disk, is handed to the flush thread together with its file offset. The flush
+//! thread writes it, gives the buffer back through a channel, and then fdatasyncs when asked, so
+//! the appender fills one buffer while the other is on its way to disk. No buffer is ever
+//! written by two parties: the appender owns the one it fills, and a handed-off buffer is
+//! read-only until the flush thread returns it.
 //!
 //! Alignment by construction: a buffer always starts at a block-aligned file offset and is
 //! written as a whole number of blocks, so address (the buffer is aligned), offset and length
 //! are all multiples of the block size. A partly filled buffer is zero-padded to the next block
 //! boundary and the next buffer starts after the padding: a block that holds acknowledged data
 //! is never written a second time.
+//!
+//! Readers find bytes that are not on disk yet in the [`Tail`]: the buffer being filled and the
+//! buffers being written. They lock it only to copy, never across I/O, so a reader does not wait
+//! for a writer's disk I/O.
 
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -21,14 +27,11 @@ use super::file::SegmentFile;
 use crate::error::{Error, Result};
 use crate::format::align_up;
 
-/// What the flush thread has done so far; shared with every writer and reader.
+/// What the flush thread has done so far; shared with every writer.
 #[derive(Debug)]
 pub struct ProgressState {
-    /// Every segment with a smaller id is completely written (and sealed or abandoned).
-    pub written_segment: u64,
-    /// Bytes of `written_segment` written so far (to the page cache or, with O_DIRECT, to disk).
-    pub written_end: u64,
-    /// Every record with a sequence number up to this is on stable storage and published.
+    /// Every record appended to the log (not written to a blob file of its own) with a sequence
+    /// number up to this is on stable storage.
     pub durable_seq: u64,
     /// Jobs handed to the flush thread and not yet finished.
     pub inflight: usize,
@@ -53,8 +56,7 @@ impl FailureKind {
         }
     }
 
-    /// The error returned to writers that find the store poisoned. Those whose own write
-    /// failed with a full disk learn so; every later caller gets [`Error::Poisoned`].
+    /// The error returned to writers that find the store poisoned.
     pub fn to_error(self) -> Error {
         match self {
             FailureKind::StorageFull => Error::StorageFull { path: None },
@@ -63,7 +65,8 @@ impl FailureKind {
     }
 }
 
-/// [`ProgressState`] with the condition variable that announces every change of it.
+/// [`ProgressState`] with the condition variable that announces every change of it (and every
+/// publication of index updates).
 #[derive(Debug)]
 pub struct Progress {
     state: Mutex<ProgressState>,
@@ -71,13 +74,10 @@ pub struct Progress {
 }
 
 impl Progress {
-    /// Progress of a store whose existing segments (ids below `next_segment`) are all on disk
-    /// and whose records up to `durable_seq` are durable.
-    pub fn new(next_segment: u64, durable_seq: u64) -> Progress {
+    /// Progress of a store whose records up to `durable_seq` are durable.
+    pub fn new(durable_seq: u64) -> Progress {
         Progress {
             state: Mutex::new(ProgressState {
-                written_segment: next_segment,
-                written_end: 0,
                 durable_seq,
                 inflight: 0,
                 failure: None,
@@ -91,30 +91,80 @@ impl Progress {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Waits for the next change of the state.
+    /// Waits for the next change.
     pub fn wait<'a>(&self, guard: MutexGuard<'a, ProgressState>) -> MutexGuard<'a, ProgressState> {
         self.changed.wait(guard).unwrap_or_else(|p| p.into_inner())
     }
 
-    fn notify(&self) {
+    /// Wakes every waiter (after a change made outside the state, e.g. a publication).
+    pub fn notify(&self) {
+        // Taking the lock orders this notification after any waiter's check-then-wait.
+        drop(self.lock());
         self.changed.notify_all();
     }
+}
 
-    /// True when bytes `[.., end)` of `segment` have been written.
-    pub fn is_written(state: &ProgressState, segment: u64, end: u64) -> bool {
-        segment < state.written_segment
-            || (segment == state.written_segment && end <= state.written_end)
+/// A buffer handed to the flush thread and not written yet.
+struct InFlight {
+    segment: u64,
+    offset: u64,
+    buf: Arc<AlignedBuf>,
+}
+
+/// The bytes of the log that may not be on disk yet, for readers.
+pub struct Tail {
+    active: AlignedBuf,
+    /// Bytes of `active` filled.
+    fill: usize,
+    /// File offset of `active[0]`: always a multiple of the block size.
+    buf_offset: u64,
+    /// The segment being written and its file.
+    target: Option<(u64, Arc<SegmentFile>)>,
+    /// Handed-off buffers, oldest first.
+    inflight: Vec<InFlight>,
+}
+
+impl Tail {
+    /// Copies the longest prefix of `dst` that the buffers hold, starting at `offset` of
+    /// `segment`. Returns `Ok(n)` for n bytes copied, or `Err(next)` when the bytes at `offset`
+    /// are on disk: up to `next`, the first offset after it that a buffer holds.
+    pub fn copy_out(&self, segment: u64, offset: u64, dst: &mut [u8]) -> Result<usize, u64> {
+        let end = offset + dst.len() as u64;
+        let active = self
+            .target
+            .as_ref()
+            .filter(|(s, _)| *s == segment)
+            .map(|_| (self.buf_offset, &self.active[..self.fill]));
+        let regions = self
+            .inflight
+            .iter()
+            .filter(|f| f.segment == segment)
+            .map(|f| (f.offset, &f.buf[..]))
+            .chain(active);
+        let mut next = end;
+        for (start, bytes) in regions {
+            let stop = start + bytes.len() as u64;
+            if start <= offset && offset < stop {
+                let n = (stop.min(end) - offset) as usize;
+                let from = (offset - start) as usize;
+                dst[..n].copy_from_slice(&bytes[from..from + n]);
+                return Ok(n);
+            }
+            if start > offset {
+                next = next.min(start);
+            }
+        }
+        Err(next)
     }
 }
 
 /// A unit of work for the flush thread.
 struct Job {
-    /// The buffer to write (None for a sync without new data).
-    buf: Option<AlignedBuf>,
+    /// The bytes to write (None for a sync without new data); `len` of them.
+    buf: Option<Arc<AlignedBuf>>,
     /// Bytes of `buf` to write: a multiple of the block size.
     len: usize,
     file: Arc<SegmentFile>,
-    segment: u64,
     offset: u64,
     /// fdatasync after the write.
     sync: bool,
@@ -122,54 +172,77 @@ struct Job {
     durable_seq: u64,
 }
 
-/// Called by the flush thread once records up to a sequence number are durable, before waiters
-/// are told: the store publishes them to its index here.
+/// Called by the flush thread once log records up to a sequence number are durable, before
+/// waiters are told: the store publishes them to its index here.
 pub type OnDurable = Box<dyn Fn(u64) + Send>;
 
-/// Starts the flush thread. Returns the appender's end of the double buffer and the thread.
+/// Starts the flush thread. Returns the appender's end of the double buffer, the tail that
+/// readers look into, and the thread.
 pub fn start(
     buffer_size: usize,
     mem_align: usize,
     block_size: u64,
     progress: Arc<Progress>,
     on_durable: OnDurable,
-) -> Result<(WriteBuffer, JoinHandle<()>)> {
+) -> Result<(WriteBuffer, Arc<Mutex<Tail>>, JoinHandle<()>)> {
     let (job_tx, job_rx) = channel::<Job>();
     let (spare_tx, spare_rx) = channel::<AlignedBuf>();
     let size = align_up(buffer_size as u64, block_size) as usize;
     spare_tx
         .send(AlignedBuf::zeroed(size, mem_align))
         .expect("receiver alive");
+    let tail = Arc::new(Mutex::new(Tail {
+        active: AlignedBuf::zeroed(size, mem_align),
+        fill: 0,
+        buf_offset: 0,
+        target: None,
+        inflight: Vec::new(),
+    }));
     let thread_progress = progress.clone();
+    let thread_tail = tail.clone();
     let handle = std::thread::Builder::new()
         .name("podstore-flush".into())
-        .spawn(move || flush_loop(job_rx, spare_tx, thread_progress, on_durable))
+        .spawn(move || flush_loop(job_rx, spare_tx, thread_tail, thread_progress, on_durable))
         .map_err(|e| Error::io("start flush thread", None, e))?;
     Ok((
         WriteBuffer {
-            buf: AlignedBuf::zeroed(size, mem_align),
-            fill: 0,
-            buf_offset: 0,
-            target: None,
+            tail: tail.clone(),
+            capacity: size,
             block: block_size,
             spare_rx,
             job_tx: Some(job_tx),
             progress,
         },
+        tail,
         handle,
     ))
+}
+
+fn lock_tail(tail: &Mutex<Tail>) -> MutexGuard<'_, Tail> {
+    tail.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 fn flush_loop(
     jobs: Receiver<Job>,
     spare: Sender<AlignedBuf>,
+    tail: Arc<Mutex<Tail>>,
     progress: Arc<Progress>,
     on_durable: OnDurable,
 ) {
     for job in jobs {
         let mut result = Ok(());
-        if let Some(buf) = &job.buf {
+        if let Some(buf) = job.buf {
             result = job.file.write_all_at(&buf[..job.len], job.offset);
+            // Written (or failed: the store is poisoned and nothing in it is published): readers
+            // now find these bytes in the file. They only touch in-flight buffers under the tail
+            // lock, so once it is out of the list this Arc is the last one.
+            lock_tail(&tail)
+                .inflight
+                .retain(|f| !Arc::ptr_eq(&f.buf, &buf));
+            if let Ok(buf) = Arc::try_unwrap(buf) {
+                // The appender may be waiting for it; hand it back before the sync.
+                let _ = spare.send(buf);
+            }
         }
         if result.is_ok() && job.sync {
             result = job.file.sync_data();
@@ -177,20 +250,10 @@ fn flush_loop(
         if result.is_ok() && job.sync {
             on_durable(job.durable_seq);
         }
-        if let Some(buf) = job.buf {
-            // The appender may be blocked waiting for this buffer; it must be back before the
-            // job counts as finished.
-            let _ = spare.send(buf);
-        }
         let mut st = progress.lock();
         match result {
-            Ok(()) => {
-                st.written_segment = job.segment;
-                st.written_end = job.offset + job.len as u64;
-                if job.sync {
-                    st.durable_seq = st.durable_seq.max(job.durable_seq);
-                }
-            }
+            Ok(()) if job.sync => st.durable_seq = st.durable_seq.max(job.durable_seq),
+            Ok(()) => {}
             Err(e) => {
                 st.failure.get_or_insert(FailureKind::of(&e));
             }
@@ -201,15 +264,10 @@ fn flush_loop(
     }
 }
 
-/// The appender's side of the double buffer: the buffer being filled and where it goes.
+/// The appender's side of the double buffer.
 pub struct WriteBuffer {
-    buf: AlignedBuf,
-    /// Bytes of `buf` filled.
-    fill: usize,
-    /// File offset of `buf[0]`: always a multiple of the block size.
-    buf_offset: u64,
-    /// The segment being written.
-    target: Option<(u64, Arc<SegmentFile>)>,
+    tail: Arc<Mutex<Tail>>,
+    capacity: usize,
     block: u64,
     spare_rx: Receiver<AlignedBuf>,
     job_tx: Option<Sender<Job>>,
@@ -219,7 +277,8 @@ pub struct WriteBuffer {
 impl WriteBuffer {
     /// File offset the next appended byte goes to.
     pub fn position(&self) -> u64 {
-        self.buf_offset + self.fill as u64
+        let t = lock_tail(&self.tail);
+        t.buf_offset + t.fill as u64
     }
 
     /// Write block size.
@@ -230,62 +289,85 @@ impl WriteBuffer {
     /// Directs further appends to `file` (segment `segment`), starting at offset 0. Everything
     /// appended before must have been submitted.
     pub fn start_segment(&mut self, segment: u64, file: Arc<SegmentFile>) {
-        debug_assert_eq!(self.fill, 0);
-        self.target = Some((segment, file));
-        self.buf_offset = 0;
+        let mut t = lock_tail(&self.tail);
+        debug_assert_eq!(t.fill, 0);
+        t.target = Some((segment, file));
+        t.buf_offset = 0;
     }
 
     /// Appends bytes, handing full buffers to the flush thread.
     pub fn append(&mut self, mut bytes: &[u8]) -> Result<()> {
         while !bytes.is_empty() {
-            if self.fill == self.buf.len() {
+            let mut t = lock_tail(&self.tail);
+            if t.fill == self.capacity {
+                drop(t);
                 self.hand_off(false, 0)?;
+                continue;
             }
-            let n = bytes.len().min(self.buf.len() - self.fill);
-            self.buf[self.fill..self.fill + n].copy_from_slice(&bytes[..n]);
-            self.fill += n;
+            let n = bytes.len().min(self.capacity - t.fill);
+            let fill = t.fill;
+            t.active[fill..fill + n].copy_from_slice(&bytes[..n]);
+            t.fill += n;
             bytes = &bytes[n..];
         }
         Ok(())
     }
 
     /// Hands everything appended so far to the flush thread, zero-padded to the block size, with
-    /// an fdatasync when `sync`; records up to `durable_seq` count as durable once it is done.
-    /// With nothing appended since the last hand-off, sends a sync alone.
+    /// an fdatasync when `sync`; log records up to `durable_seq` count as durable once it is
+    /// done. With nothing appended since the last hand-off, sends a sync alone.
     pub fn submit(&mut self, sync: bool, durable_seq: u64) -> Result<()> {
-        if self.fill == 0 {
-            if !sync {
-                return Ok(());
-            }
-            let (segment, file) = self.target.clone().ok_or(Error::Poisoned)?;
-            return self.send(Job {
-                buf: None,
-                len: 0,
-                file,
-                segment,
-                offset: self.buf_offset,
-                sync,
-                durable_seq,
-            });
+        let (fill, target) = {
+            let t = lock_tail(&self.tail);
+            (t.fill, t.target.clone())
+        };
+        if fill > 0 {
+            return self.hand_off(sync, durable_seq);
         }
-        self.hand_off(sync, durable_seq)
+        if !sync {
+            return Ok(());
+        }
+        let Some((_, file)) = target else {
+            // No log segment was written since open: every log record is already durable.
+            let mut st = self.progress.lock();
+            st.durable_seq = st.durable_seq.max(durable_seq);
+            drop(st);
+            self.progress.notify();
+            return Ok(());
+        };
+        self.send(Job {
+            buf: None,
+            len: 0,
+            file,
+            offset: 0,
+            sync,
+            durable_seq,
+        })
     }
 
     fn hand_off(&mut self, sync: bool, durable_seq: u64) -> Result<()> {
-        let (segment, file) = self.target.clone().ok_or(Error::Poisoned)?;
-        let len = align_up(self.fill as u64, self.block) as usize;
-        // Padding must be zero: recovery reads a zero run inside a block as the end of a group.
-        self.buf[self.fill..len].fill(0);
+        // Wait for the other buffer without holding the tail lock: readers keep going.
         let next = self.spare_rx.recv().map_err(|_| Error::Poisoned)?;
-        let full = std::mem::replace(&mut self.buf, next);
-        let offset = self.buf_offset;
-        self.buf_offset += len as u64;
-        self.fill = 0;
+        let mut t = lock_tail(&self.tail);
+        let (segment, file) = t.target.clone().ok_or(Error::Poisoned)?;
+        let len = align_up(t.fill as u64, self.block) as usize;
+        // Padding must be zero: recovery reads a zero run inside a block as the end of a group.
+        let fill = t.fill;
+        t.active[fill..len].fill(0);
+        let full = Arc::new(std::mem::replace(&mut t.active, next));
+        let offset = t.buf_offset;
+        t.inflight.push(InFlight {
+            segment,
+            offset,
+            buf: full.clone(),
+        });
+        t.buf_offset += len as u64;
+        t.fill = 0;
+        drop(t);
         self.send(Job {
             buf: Some(full),
             len,
             file,
-            segment,
             offset,
             sync,
             durable_seq,
@@ -306,21 +388,6 @@ impl WriteBuffer {
             return Err(Error::Poisoned);
         }
         Ok(())
-    }
-
-    /// Copies bytes `[offset, offset + dst.len())` of `segment` out of the buffer being filled,
-    /// if they are all there.
-    pub fn copy_out(&self, segment: u64, offset: u64, dst: &mut [u8]) -> bool {
-        match &self.target {
-            Some((s, _)) if *s == segment => {}
-            _ => return false,
-        }
-        if offset < self.buf_offset || offset + dst.len() as u64 > self.position() {
-            return false;
-        }
-        let from = (offset - self.buf_offset) as usize;
-        dst.copy_from_slice(&self.buf[from..from + dst.len()]);
-        true
     }
 
     /// Stops the flush thread once the jobs already sent are done; no more can be sent.

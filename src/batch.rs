@@ -1,0 +1,80 @@
+//! Atomic batches of puts and deletes.
+
+use crate::options::Durability;
+
+/// A group of puts and deletes applied all-or-nothing by [`Store::write`](crate::Store::write).
+///
+/// After a crash either every operation of the batch is visible or none is. Within a batch,
+/// later operations on a key win over earlier ones.
+///
+/// ```
+/// # fn main() -> podstore::Result<()> {
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let store = podstore::Store::open(dir.path())?;
+/// let mut batch = podstore::Batch::new();
+/// batch.put(b"manifest", b"v2").put(b"chunk/2", b"...").delete(b"chunk/1");
+/// store.write(&batch)?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct Batch {
+    pub(crate) ops: Vec<BatchOp>,
+    pub(crate) durability: Option<Durability>,
+    pub(crate) bytes: u64,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct BatchOp {
+    pub key: Vec<u8>,
+    /// `None` for a delete.
+    pub value: Option<Vec<u8>>,
+}
+
+impl Batch {
+    /// An empty batch.
+    pub fn new() -> Batch {
+        Batch::default()
+    }
+
+    /// Adds a put.
+    pub fn put(&mut self, key: &[u8], value: &[u8]) -> &mut Batch {
+        self.bytes += (key.len() + value.len()) as u64;
+        self.ops.push(BatchOp {
+            key: key.to_vec(),
+            value: Some(value.to_vec()),
+        });
+        self
+    }
+
+    /// Adds a delete.
+    pub fn delete(&mut self, key: &[u8]) -> &mut Batch {
+        self.bytes += key.len() as u64;
+        self.ops.push(BatchOp {
+            key: key.to_vec(),
+            value: None,
+        });
+        self
+    }
+
+    /// Overrides the store's durability for this batch.
+    pub fn durability(&mut self, durability: Durability) -> &mut Batch {
+        self.durability = Some(durability);
+        self
+    }
+
+    /// Number of operations.
+    pub fn len(&self) -> usize {
+        self.ops.len()
+    }
+
+    /// True when the batch has no operation.
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty()
+    }
+
+    /// Removes every operation (keeps the durability override).
+    pub fn clear(&mut self) {
+        self.ops.clear();
+        self.bytes = 0;
+    }
+}

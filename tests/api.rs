@@ -1,0 +1,1222 @@
+//! Integration tests of the public API of `podstore`, run in both I/O modes and, where it
+//! changes the code path taken, with both durabilities.
+//!
+//! With `Durability::Sync` a value is read back from its segment file; with
+//! `Durability::Buffered` a fresh value is usually still in the write buffer, so reads take the
+//! in-memory path. Reopening a store always reads from disk.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::{ErrorKind, Read, Seek, SeekFrom};
+use std::ops::{Bound, RangeBounds};
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread;
+
+use podstore::{
+    Durability, Error, IoMode, MAX_KEY_LEN, MAX_VALUE_LEN, Options, RecoveryReport, Store,
+};
+use tempfile::TempDir;
+
+const KIB: usize = 1 << 10;
+const MIB: usize = 1 << 20;
+
+/// Value lengths around the 4096-byte checksum chunk, plus empty, tiny and multi-chunk values.
+const VALUE_SIZES: [usize; 6] = [0, 1, 4095, 4096, 4097, 100_000];
+
+/// The live contents a store should have: key -> value.
+type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+
+// ---------------------------------------------------------------------------------------------
+// Helpers
+// ---------------------------------------------------------------------------------------------
+
+fn modes() -> [IoMode; 2] {
+    [IoMode::Direct, IoMode::Buffered]
+}
+
+fn durabilities() -> [Durability; 2] {
+    [Durability::Sync, Durability::Buffered]
+}
+
+/// Default options in every combination of I/O mode and durability.
+fn configs() -> impl Iterator<Item = Options> {
+    modes().into_iter().flat_map(|mode| {
+        durabilities()
+            .into_iter()
+            .map(move |durability| Options::default().io_mode(mode).durability(durability))
+    })
+}
+
+/// Short name of a configuration, for assertion messages.
+fn label(opts: &Options) -> String {
+    format!("{:?}/{:?}", opts.io_mode, opts.durability)
+}
+
+/// A small deterministic pseudo-random generator (xorshift64).
+struct XorShift(u64);
+
+impl XorShift {
+    fn new(seed: u64) -> XorShift {
+        // Any non-zero state works; spread small seeds over the whole word.
+        XorShift(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+
+    fn next_u64(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.0 = x;
+        x
+    }
+
+    /// A number in `0..n` (n > 0).
+    fn below(&mut self, n: usize) -> usize {
+        (self.next_u64() % n as u64) as usize
+    }
+}
+
+/// `len` deterministic pseudo-random bytes; different seeds give different bytes.
+fn pattern(len: usize, seed: u64) -> Vec<u8> {
+    let mut rng = XorShift::new(seed);
+    let mut out = vec![0u8; len];
+    for word in out.chunks_mut(8) {
+        let bytes = rng.next_u64().to_le_bytes();
+        word.copy_from_slice(&bytes[..word.len()]);
+    }
+    out
+}
+
+/// Asserts byte equality without dumping megabytes of bytes when it fails.
+#[track_caller]
+fn assert_bytes_eq(got: &[u8], want: &[u8], what: &str) {
+    if got != want {
+        let first_difference = got.iter().zip(want).position(|(a, b)| a != b);
+        panic!(
+            "{what}: got {} bytes, want {}; first differing byte at {first_difference:?}",
+            got.len(),
+            want.len()
+        );
+    }
+}
+
+/// A temporary store directory and the options it is opened with.
+struct Fixture {
+    dir: TempDir,
+    opts: Options,
+}
+
+impl Fixture {
+    fn new(opts: Options) -> Fixture {
+        Fixture {
+            dir: tempfile::tempdir().expect("create temporary directory"),
+            opts,
+        }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Opens the store, checking that the I/O mode asked for is the one in use.
+    #[track_caller]
+    fn open(&self) -> Store {
+        let store = Store::open_with(self.path(), self.opts.clone())
+            .unwrap_or_else(|e| panic!("open with {}: {e}", label(&self.opts)));
+        assert_eq!(store.io_mode(), self.opts.io_mode, "io_mode()");
+        store
+    }
+
+    /// Closes `store` and opens it again.
+    #[track_caller]
+    fn reopen(&self, store: Store) -> Store {
+        store.close().expect("close");
+        self.open()
+    }
+
+    /// Number of segment files (`seg-<16 hex digits>.pod`) in the store directory.
+    fn segment_files(&self) -> usize {
+        fs::read_dir(self.path())
+            .expect("list store directory")
+            .filter(|entry| {
+                let name = entry.as_ref().expect("directory entry").file_name();
+                let name = name.to_string_lossy();
+                name.starts_with("seg-") && name.ends_with(".pod")
+            })
+            .count()
+    }
+}
+
+/// The value of `key`, which must be present.
+#[track_caller]
+fn get_present(store: &Store, key: &[u8]) -> Vec<u8> {
+    store
+        .get(key)
+        .expect("get")
+        .unwrap_or_else(|| panic!("key {:?} is missing", String::from_utf8_lossy(key)))
+}
+
+/// The whole value of `key` read through a [`podstore::ValueReader`].
+#[track_caller]
+fn read_through_reader(store: &Store, key: &[u8]) -> Vec<u8> {
+    let mut reader = store.reader(key).expect("reader").expect("key present");
+    let mut out = Vec::new();
+    reader.read_to_end(&mut out).expect("read_to_end");
+    assert_eq!(out.len() as u64, reader.len(), "reader.len()");
+    out
+}
+
+/// The next `n` bytes of `reader`, which must have them.
+#[track_caller]
+fn read_n(reader: &mut impl Read, n: usize) -> Vec<u8> {
+    let mut out = vec![0u8; n];
+    reader.read_exact(&mut out).expect("read_exact");
+    out
+}
+
+/// Asserts that `store` holds exactly `model`, through every read method.
+#[track_caller]
+fn assert_contents(store: &Store, model: &Model, what: &str) {
+    assert_eq!(store.len(), model.len(), "{what}: len()");
+    assert_eq!(store.is_empty(), model.is_empty(), "{what}: is_empty()");
+    let mut keys: Vec<Vec<u8>> = store.keys().collect();
+    keys.sort();
+    let want: Vec<Vec<u8>> = model.keys().cloned().collect();
+    assert!(keys == want, "{what}: keys() gave {keys:?}, want {want:?}");
+    for (key, value) in model {
+        let name = String::from_utf8_lossy(&key[..key.len().min(32)]).into_owned();
+        assert!(
+            store.contains(key).expect("contains"),
+            "{what}: contains {name}"
+        );
+        assert_eq!(
+            store.value_len(key).expect("value_len"),
+            Some(value.len() as u64),
+            "{what}: value_len {name}"
+        );
+        assert_bytes_eq(
+            &get_present(store, key),
+            value,
+            &format!("{what}: get {name}"),
+        );
+    }
+}
+
+/// Writes every entry of `model` to `store`.
+#[track_caller]
+fn put_all(store: &Store, model: &Model) {
+    for (key, value) in model {
+        store.put(key, value).expect("put");
+    }
+}
+
+/// `get_range(key, range)` checked against slicing the original value with the same bounds:
+/// where the slice exists the bytes must match, where it does not the store must answer
+/// `OutOfRange` for this value's length.
+#[track_caller]
+fn check_range(store: &Store, key: &[u8], value: &[u8], range: impl RangeBounds<u64>, what: &str) {
+    let range = (range.start_bound().cloned(), range.end_bound().cloned());
+    let to_usize = |x: &u64| usize::try_from(*x).expect("64-bit target");
+    let want = value.get((
+        range.0.as_ref().map(to_usize),
+        range.1.as_ref().map(to_usize),
+    ));
+    match (want, store.get_range(key, range)) {
+        (Some(want), Ok(Some(got))) => {
+            assert_bytes_eq(&got, want, &format!("{what}: get_range {range:?}"))
+        }
+        (None, Err(Error::OutOfRange { len, .. })) => {
+            assert_eq!(
+                len,
+                value.len() as u64,
+                "{what}: OutOfRange len for {range:?}"
+            )
+        }
+        (want, got) => panic!(
+            "{what}: get_range {range:?} of a {}-byte value: want {:?} bytes, got {:?}",
+            value.len(),
+            want.map(<[u8]>::len),
+            got.map(|v| v.map(|v| v.len()))
+        ),
+    }
+}
+
+/// Offsets where a range read changes behaviour: both ends of the value, chunk boundaries and
+/// offsets just past the end.
+fn interesting_offsets(len: u64) -> Vec<u64> {
+    let mut offsets = vec![
+        0,
+        1,
+        4095,
+        4096,
+        4097,
+        8191,
+        8192,
+        8193,
+        len / 2,
+        len.saturating_sub(4097),
+        len.saturating_sub(4096),
+        len.saturating_sub(1),
+        len,
+        len + 1,
+        u64::MAX,
+    ];
+    offsets.retain(|&o| o <= len + 1 || o == u64::MAX);
+    offsets.sort_unstable();
+    offsets.dedup();
+    offsets
+}
+
+/// Every start and end bound built from the interesting offsets.
+fn interesting_bounds(len: u64) -> Vec<Bound<u64>> {
+    let offsets = interesting_offsets(len);
+    let included = offsets.iter().map(|&o| Bound::Included(o));
+    let excluded = offsets.iter().map(|&o| Bound::Excluded(o));
+    std::iter::once(Bound::Unbounded)
+        .chain(included)
+        .chain(excluded)
+        .collect()
+}
+
+/// `get_range` of a present key, for ranges inside its value.
+#[track_caller]
+fn range_of(store: &Store, key: &[u8], range: impl RangeBounds<u64>) -> Vec<u8> {
+    store
+        .get_range(key, range)
+        .expect("get_range")
+        .expect("key present")
+}
+
+#[track_caller]
+fn assert_out_of_range(result: podstore::Result<Option<Vec<u8>>>, start: u64, end: u64, len: u64) {
+    match result {
+        Err(Error::OutOfRange {
+            start: s,
+            end: e,
+            len: l,
+        }) => assert_eq!((s, e, l), (start, end, len), "OutOfRange fields"),
+        other => panic!(
+            "want OutOfRange {{ start: {start}, end: {end}, len: {len} }}, got {:?}",
+            other.map(|v| v.map(|v| v.len()))
+        ),
+    }
+}
+
+/// Calls every method that takes a key with `key` and returns what each one answered
+/// (`None` where the call succeeded).
+fn errors_for_key(store: &Store, key: &[u8]) -> Vec<(&'static str, Option<Error>)> {
+    vec![
+        ("put", store.put(key, b"value").err()),
+        ("get", store.get(key).err()),
+        ("get_range", store.get_range(key, 0..1).err()),
+        ("reader", store.reader(key).err()),
+        ("value_len", store.value_len(key).err()),
+        ("contains", store.contains(key).err()),
+        ("delete", store.delete(key).err()),
+    ]
+}
+
+fn key(i: usize) -> Vec<u8> {
+    format!("key-{i:05}").into_bytes()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Opening, options, locking
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn fresh_store_is_empty() {
+    for opts in configs() {
+        let what = label(&opts);
+        let fx = Fixture::new(opts);
+        let store = fx.open();
+        assert_eq!(store.path(), fx.path(), "{what}");
+        assert_contents(&store, &Model::new(), &what);
+        assert_eq!(store.get(b"k").unwrap(), None, "{what}");
+        assert_eq!(store.get_range(b"k", 0..1).unwrap(), None, "{what}");
+        assert!(store.reader(b"k").unwrap().is_none(), "{what}");
+        assert_eq!(store.recovery(), &RecoveryReport::default(), "{what}");
+        store.flush().unwrap();
+        store.close().unwrap();
+    }
+}
+
+#[test]
+fn open_with_default_options_resolves_auto_io_mode() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    assert_ne!(store.io_mode(), IoMode::Auto);
+    store.put(b"k", b"v").unwrap();
+    let store = {
+        store.close().unwrap();
+        Store::open(dir.path()).unwrap()
+    };
+    assert_eq!(store.get(b"k").unwrap().as_deref(), Some(&b"v"[..]));
+}
+
+#[test]
+fn options_out_of_range_are_rejected() {
+    let dir = tempfile::tempdir().unwrap();
+    let invalid = [
+        Options::default().segment_size((1 << 20) - 1),
+        Options::default().write_buffer_size(64 * KIB - 1),
+        Options::default().write_buffer_size(64 * MIB + 1),
+    ];
+    for opts in invalid {
+        let result = Store::open_with(dir.path(), opts.clone());
+        assert!(
+            matches!(result, Err(Error::InvalidOptions(_))),
+            "{opts:?} gave {result:?}"
+        );
+    }
+    let smallest = Options::default()
+        .segment_size(1 << 20)
+        .write_buffer_size(64 * KIB);
+    let store = Store::open_with(dir.path(), smallest).unwrap();
+    store.put(b"k", b"v").unwrap();
+    assert_eq!(store.get(b"k").unwrap().as_deref(), Some(&b"v"[..]));
+}
+
+#[test]
+fn second_open_of_an_open_store_is_locked() {
+    for mode in modes() {
+        let fx = Fixture::new(Options::default().io_mode(mode));
+        let first = fx.open();
+        first.put(b"k", b"v").unwrap();
+        let attempts = [
+            Store::open_with(fx.path(), fx.opts.clone()),
+            Store::open(fx.path()),
+        ];
+        for attempt in attempts {
+            match attempt {
+                Err(Error::Locked { path }) => assert_eq!(path, fx.path(), "{mode:?}"),
+                other => panic!("{mode:?}: second open gave {other:?}, want Locked"),
+            }
+        }
+        // The failed attempts changed nothing.
+        assert_eq!(first.get(b"k").unwrap().as_deref(), Some(&b"v"[..]));
+
+        first.close().unwrap();
+        let second = fx.open();
+        assert_eq!(second.get(b"k").unwrap().as_deref(), Some(&b"v"[..]));
+        drop(second);
+        let third = fx.open();
+        assert_eq!(third.get(b"k").unwrap().as_deref(), Some(&b"v"[..]));
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Keys and values
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn put_then_read_back_every_value_size() {
+    for opts in configs() {
+        let what = label(&opts);
+        let fx = Fixture::new(opts);
+        let store = fx.open();
+        let model: Model = VALUE_SIZES
+            .iter()
+            .map(|&n| (key(n), pattern(n, n as u64)))
+            .collect();
+        for (key, value) in &model {
+            store.put(key, value).unwrap();
+            assert_bytes_eq(&get_present(&store, key), value, &what);
+            assert_bytes_eq(&read_through_reader(&store, key), value, &what);
+        }
+        assert_contents(&store, &model, &what);
+        let store = fx.reopen(store);
+        assert_contents(&store, &model, &format!("{what} after reopen"));
+        for (key, value) in &model {
+            assert_bytes_eq(&read_through_reader(&store, key), value, &what);
+        }
+    }
+}
+
+#[test]
+fn empty_value() {
+    for opts in configs() {
+        let what = label(&opts);
+        let fx = Fixture::new(opts);
+        let mut store = fx.open();
+        store.put(b"empty", b"").unwrap();
+        for pass in ["before reopen", "after reopen"] {
+            let what = format!("{what} {pass}");
+            assert_eq!(store.get(b"empty").unwrap(), Some(vec![]), "{what}");
+            assert_eq!(store.value_len(b"empty").unwrap(), Some(0), "{what}");
+            assert!(store.contains(b"empty").unwrap(), "{what}");
+            assert_eq!(store.len(), 1, "{what}");
+            assert_eq!(
+                store.get_range(b"empty", 0..0).unwrap(),
+                Some(vec![]),
+                "{what}"
+            );
+            assert_eq!(
+                store.get_range(b"empty", ..).unwrap(),
+                Some(vec![]),
+                "{what}"
+            );
+            assert_out_of_range(store.get_range(b"empty", 0..1), 0, 1, 0);
+            assert_out_of_range(store.get_range(b"empty", 1..), 1, 0, 0);
+
+            let mut reader = store.reader(b"empty").unwrap().expect("present");
+            assert_eq!(reader.len(), 0, "{what}");
+            assert!(reader.is_empty(), "{what}");
+            assert_eq!(reader.read(&mut [0u8; 16]).unwrap(), 0, "{what}");
+            store = fx.reopen(store);
+        }
+    }
+}
+
+#[test]
+fn key_of_max_len_works() {
+    for opts in configs() {
+        let what = label(&opts);
+        let fx = Fixture::new(opts);
+        let store = fx.open();
+        // Arbitrary bytes, zeroes included.
+        let max_key = pattern(MAX_KEY_LEN, 4096);
+        let value = pattern(5000, 1);
+        store.put(&max_key, &value).unwrap();
+        let model = Model::from([(max_key.clone(), value.clone())]);
+        assert_contents(&store, &model, &what);
+        check_range(&store, &max_key, &value, 4000..4200, &what);
+
+        let store = fx.reopen(store);
+        assert_contents(&store, &model, &format!("{what} after reopen"));
+        assert!(store.delete(&max_key).unwrap(), "{what}");
+        assert!(store.is_empty(), "{what}");
+    }
+}
+
+#[test]
+fn empty_and_too_long_keys_are_rejected_by_every_method() {
+    for opts in configs() {
+        let what = label(&opts);
+        let fx = Fixture::new(opts);
+        let store = fx.open();
+        store.put(b"k", b"v").unwrap();
+
+        for (method, err) in errors_for_key(&store, b"") {
+            assert!(
+                matches!(err, Some(Error::EmptyKey)),
+                "{what}: {method} with an empty key gave {err:?}"
+            );
+        }
+        let long = vec![b'x'; MAX_KEY_LEN + 1];
+        for (method, err) in errors_for_key(&store, &long) {
+            assert!(
+                matches!(err, Some(Error::KeyTooLarge { len, max })
+                    if len == MAX_KEY_LEN + 1 && max == MAX_KEY_LEN),
+                "{what}: {method} with a {}-byte key gave {err:?}",
+                long.len()
+            );
+        }
+        // Nothing was written by the rejected calls.
+        let model = Model::from([(b"k".to_vec(), b"v".to_vec())]);
+        assert_contents(&store, &model, &what);
+        let store = fx.reopen(store);
+        assert_contents(&store, &model, &format!("{what} after reopen"));
+    }
+}
+
+#[test]
+fn value_longer_than_max_value_len_is_rejected() {
+    let len = usize::try_from(MAX_VALUE_LEN + 1).expect("64-bit target");
+    // A zeroed allocation is mapped lazily: this costs address space, not memory, as long as
+    // nothing touches the bytes (put must reject the value by its length alone).
+    if Vec::<u8>::new().try_reserve_exact(len).is_err() {
+        eprintln!("skipped: cannot reserve {len} bytes of address space");
+        return;
+    }
+    let value = vec![0u8; len];
+    let fx = Fixture::new(Options::default());
+    let store = Store::open_with(fx.path(), fx.opts.clone()).unwrap();
+    match store.put(b"k", &value) {
+        Err(Error::ValueTooLarge { len: l, max }) => {
+            assert_eq!((l, max), (MAX_VALUE_LEN + 1, MAX_VALUE_LEN))
+        }
+        other => panic!("put of a {len}-byte value gave {other:?}"),
+    }
+    assert!(store.is_empty());
+}
+
+#[test]
+fn overwrite_keeps_the_last_value() {
+    for opts in configs() {
+        let what = label(&opts);
+        let fx = Fixture::new(opts);
+        let store = fx.open();
+        store.put(b"other", b"unchanged").unwrap();
+        let versions = [
+            pattern(10_000, 1),
+            pattern(5, 2),
+            Vec::new(),
+            pattern(4097, 3),
+        ];
+        for value in &versions {
+            store.put(b"k", value).unwrap();
+            assert_bytes_eq(&get_present(&store, b"k"), value, &what);
+            assert_eq!(store.value_len(b"k").unwrap(), Some(value.len() as u64));
+            assert_eq!(store.len(), 2, "{what}: overwriting must not add a key");
+        }
+        let model = Model::from([
+            (b"k".to_vec(), versions.last().unwrap().clone()),
+            (b"other".to_vec(), b"unchanged".to_vec()),
+        ]);
+        assert_contents(&store, &model, &what);
+        let store = fx.reopen(store);
+        assert_contents(&store, &model, &format!("{what} after reopen"));
+    }
+}
+
+#[test]
+fn delete_removes_the_key_and_reports_whether_it_existed() {
+    for opts in configs() {
+        let what = label(&opts);
+        let fx = Fixture::new(opts);
+        let store = fx.open();
+        assert!(
+            !store.delete(b"a").unwrap(),
+            "{what}: delete of a missing key"
+        );
+        assert!(
+            store.is_empty(),
+            "{what}: deleting a missing key must not add it"
+        );
+
+        store.put(b"a", &pattern(9000, 1)).unwrap();
+        store.put(b"b", b"bee").unwrap();
+        assert!(store.delete(b"a").unwrap(), "{what}");
+        assert_eq!(store.get(b"a").unwrap(), None, "{what}");
+        assert_eq!(store.get_range(b"a", 0..1).unwrap(), None, "{what}");
+        assert!(store.reader(b"a").unwrap().is_none(), "{what}");
+        assert_eq!(store.value_len(b"a").unwrap(), None, "{what}");
+        assert!(!store.contains(b"a").unwrap(), "{what}");
+        assert!(!store.delete(b"a").unwrap(), "{what}: second delete");
+        let model = Model::from([(b"b".to_vec(), b"bee".to_vec())]);
+        assert_contents(&store, &model, &what);
+
+        let store = fx.reopen(store);
+        assert_contents(&store, &model, &format!("{what} after reopen"));
+        assert!(!store.delete(b"a").unwrap(), "{what}: delete after reopen");
+
+        store.put(b"a", b"again").unwrap();
+        let model = Model::from([
+            (b"a".to_vec(), b"again".to_vec()),
+            (b"b".to_vec(), b"bee".to_vec()),
+        ]);
+        assert_contents(&store, &model, &what);
+        let store = fx.reopen(store);
+        assert_contents(&store, &model, &format!("{what} after second reopen"));
+    }
+}
+
+#[test]
+fn len_is_empty_contains_and_keys_track_every_operation() {
+    for opts in configs() {
+        let what = label(&opts);
+        let fx = Fixture::new(opts);
+        let store = fx.open();
+        let mut model = Model::new();
+        let mut rng = XorShift::new(42);
+        for step in 0..150 {
+            let key = key(rng.below(20));
+            if rng.below(3) == 0 {
+                let existed = model.remove(&key).is_some();
+                assert_eq!(store.delete(&key).unwrap(), existed, "{what} step {step}");
+            } else {
+                let value = pattern(rng.below(6000), step);
+                store.put(&key, &value).unwrap();
+                model.insert(key, value);
+            }
+            assert_contents(&store, &model, &format!("{what} step {step}"));
+        }
+        let store = fx.reopen(store);
+        assert_contents(&store, &model, &format!("{what} after reopen"));
+
+        for key in model.keys() {
+            assert!(store.delete(key).unwrap(), "{what}");
+        }
+        assert_contents(&store, &Model::new(), &format!("{what} all deleted"));
+        let store = fx.reopen(store);
+        assert_contents(
+            &store,
+            &Model::new(),
+            &format!("{what} all deleted, reopened"),
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// get_range
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn get_range_matches_slices_for_every_bound_combination() {
+    for opts in configs() {
+        let what = label(&opts);
+        let fx = Fixture::new(opts);
+        let store = fx.open();
+        for &size in &VALUE_SIZES {
+            let value = pattern(size, size as u64 + 7);
+            let key = key(size);
+            store.put(&key, &value).unwrap();
+            let bounds = interesting_bounds(size as u64);
+            for &start in &bounds {
+                for &end in &bounds {
+                    check_range(&store, &key, &value, (start, end), &what);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn get_range_examples() {
+    use Bound::{Excluded, Included, Unbounded};
+    for mode in modes() {
+        let fx = Fixture::new(Options::default().io_mode(mode));
+        let store = fx.open();
+        let v = pattern(10_000, 5);
+        let len = v.len() as u64;
+        store.put(b"k", &v).unwrap();
+        let range = |r: (Bound<u64>, Bound<u64>)| range_of(&store, b"k", r);
+
+        assert_eq!(range_of(&store, b"k", ..), v);
+        assert_eq!(range_of(&store, b"k", 0..1), &v[..1]);
+        assert_eq!(range_of(&store, b"k", 0..0), b"");
+        assert_eq!(range_of(&store, b"k", ..0), b"");
+        assert_eq!(range_of(&store, b"k", 5000..5000), b"");
+        assert_eq!(range_of(&store, b"k", len..len), b"");
+        assert_eq!(range_of(&store, b"k", len..), b"");
+        assert_eq!(range_of(&store, b"k", len - 1..len), &v[9999..]);
+        assert_eq!(range_of(&store, b"k", len - 1..), &v[9999..]);
+        assert_eq!(range_of(&store, b"k", ..=len - 1), v);
+        assert_eq!(range_of(&store, b"k", ..4096), &v[..4096]);
+        assert_eq!(range_of(&store, b"k", 4095..4097), &v[4095..4097]);
+        assert_eq!(range_of(&store, b"k", 4096..8192), &v[4096..8192]);
+        assert_eq!(range_of(&store, b"k", 100..=8300), &v[100..=8300]);
+        assert_eq!(range((Excluded(4095), Included(4096))), &v[4096..=4096]);
+        assert_eq!(range((Excluded(4095), Excluded(4097))), &v[4096..4097]);
+        assert_eq!(range((Excluded(8000), Unbounded)), &v[8001..]);
+        assert_eq!(range((Unbounded, Included(0))), &v[..1]);
+    }
+}
+
+#[test]
+fn get_range_outside_the_value_is_out_of_range() {
+    use Bound::{Excluded, Included, Unbounded};
+    for mode in modes() {
+        let fx = Fixture::new(Options::default().io_mode(mode));
+        let store = fx.open();
+        let len = 10_000u64;
+        store.put(b"k", &pattern(len as usize, 1)).unwrap();
+        let range = |r: (Bound<u64>, Bound<u64>)| store.get_range(b"k", r);
+
+        assert_out_of_range(store.get_range(b"k", len..len + 1), len, len + 1, len);
+        assert_out_of_range(store.get_range(b"k", 0..len + 1), 0, len + 1, len);
+        assert_out_of_range(store.get_range(b"k", len - 1..=len), len - 1, len + 1, len);
+        assert_out_of_range(store.get_range(b"k", ..=len), 0, len + 1, len);
+        assert_out_of_range(store.get_range(b"k", len + 1..), len + 1, len, len);
+        assert_out_of_range(store.get_range(b"k", 20_000..30_000), 20_000, 30_000, len);
+        // Start past the end, inside the value.
+        assert_out_of_range(range((Included(5), Excluded(3))), 5, 3, len);
+        assert_out_of_range(range((Included(4097), Excluded(4096))), 4097, 4096, len);
+        // Bounds that overflow u64 once turned into a start..end pair.
+        assert_out_of_range(range((Excluded(u64::MAX), Unbounded)), u64::MAX, len, len);
+        assert_out_of_range(store.get_range(b"k", ..=u64::MAX), 0, u64::MAX, len);
+
+        // A missing key has no value to be out of.
+        assert_eq!(store.get_range(b"missing", len..len + 1).unwrap(), None);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// ValueReader
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn reader_streams_a_64_mib_value_in_odd_sized_reads() {
+    let value = pattern(64 * MIB, 64);
+    let len = value.len() as u64;
+    let read_sizes = [1, 7, 4093, 4097, 65_537, 1_000_003, 12_345];
+    let mut buf = vec![0u8; read_sizes.iter().copied().max().unwrap()];
+    for mode in modes() {
+        // Buffered durability: the value's tail is still in the write buffer while its head is
+        // on disk, so the reader crosses from one to the other.
+        let fx = Fixture::new(
+            Options::default()
+                .io_mode(mode)
+                .durability(Durability::Buffered),
+        );
+        let store = fx.open();
+        store.put(b"big", &value).unwrap();
+        let mut reader = store.reader(b"big").unwrap().expect("present");
+        assert_eq!(reader.len(), len);
+
+        let mut pos = 0;
+        for &size in read_sizes.iter().cycle() {
+            let n = reader.read(&mut buf[..size]).unwrap();
+            if n == 0 {
+                break;
+            }
+            assert!(
+                n <= size,
+                "{mode:?}: read {n} bytes into a {size}-byte buffer"
+            );
+            assert_bytes_eq(
+                &buf[..n],
+                &value[pos..pos + n],
+                &format!("{mode:?} at {pos}"),
+            );
+            pos += n;
+        }
+        assert_eq!(pos, value.len(), "{mode:?}: bytes streamed");
+        assert_eq!(
+            reader.read(&mut buf).unwrap(),
+            0,
+            "{mode:?}: read at the end"
+        );
+
+        let mid = len / 2;
+        for range in [0..1, 4095..4097, mid - 1..mid + 4097, len - 5000..len] {
+            check_range(&store, b"big", &value, range, &format!("{mode:?}"));
+        }
+    }
+}
+
+#[test]
+fn reader_seeks_from_start_end_and_current() {
+    let value = pattern(100_000, 9);
+    let len = value.len() as u64;
+    for opts in configs() {
+        let what = label(&opts);
+        let fx = Fixture::new(opts);
+        let store = fx.open();
+        store.put(b"k", &value).unwrap();
+        let mut r = store.reader(b"k").unwrap().expect("present");
+
+        assert_eq!(r.seek(SeekFrom::Start(4090)).unwrap(), 4090, "{what}");
+        assert_bytes_eq(&read_n(&mut r, 10), &value[4090..4100], &what);
+        assert_eq!(r.stream_position().unwrap(), 4100, "{what}");
+
+        assert_eq!(r.seek(SeekFrom::Current(-100)).unwrap(), 4000, "{what}");
+        assert_bytes_eq(&read_n(&mut r, 200), &value[4000..4200], &what);
+        assert_eq!(r.seek(SeekFrom::Current(50_000)).unwrap(), 54_200, "{what}");
+        assert_bytes_eq(&read_n(&mut r, 8192), &value[54_200..62_392], &what);
+
+        assert_eq!(r.seek(SeekFrom::End(-1)).unwrap(), len - 1, "{what}");
+        let mut tail = Vec::new();
+        r.read_to_end(&mut tail).unwrap();
+        assert_eq!(tail, &value[value.len() - 1..], "{what}");
+        assert_eq!(
+            r.read(&mut [0u8; 10]).unwrap(),
+            0,
+            "{what}: read at the end"
+        );
+
+        assert_eq!(r.seek(SeekFrom::End(0)).unwrap(), len, "{what}");
+        assert_eq!(r.read(&mut [0u8; 10]).unwrap(), 0, "{what}: read at End(0)");
+        assert_eq!(
+            r.seek(SeekFrom::Start(len + 100)).unwrap(),
+            len + 100,
+            "{what}"
+        );
+        assert_eq!(
+            r.read(&mut [0u8; 10]).unwrap(),
+            0,
+            "{what}: read past the end"
+        );
+        assert_eq!(r.seek(SeekFrom::End(100)).unwrap(), len + 100, "{what}");
+        assert_eq!(
+            r.read(&mut [0u8; 10]).unwrap(),
+            0,
+            "{what}: read past the end"
+        );
+
+        // Seeking before the start fails and leaves the cursor where it was.
+        assert_eq!(r.seek(SeekFrom::Start(10)).unwrap(), 10);
+        let before_start = [SeekFrom::Current(-11), SeekFrom::End(-(len as i64) - 1)];
+        for target in before_start {
+            let err = r.seek(target).unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::InvalidInput, "{what}: {target:?}");
+            assert_eq!(r.stream_position().unwrap(), 10, "{what}: after {target:?}");
+        }
+        assert_eq!(r.seek(SeekFrom::End(-(len as i64))).unwrap(), 0, "{what}");
+        assert_bytes_eq(&read_n(&mut r, 5000), &value[..5000], &what);
+
+        // Positional reads ignore and keep the cursor.
+        let mut at = [0u8; 10];
+        r.read_exact_at(99_990, &mut at).unwrap();
+        assert_eq!(at, value[99_990..], "{what}");
+        assert_eq!(r.stream_position().unwrap(), 5000, "{what}");
+        match r.read_exact_at(99_995, &mut at) {
+            Err(Error::OutOfRange { start, end, len: l }) => {
+                assert_eq!((start, end, l), (99_995, 100_005, len), "{what}")
+            }
+            other => panic!("{what}: read_exact_at past the end gave {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn reader_keeps_reading_the_value_it_was_opened_on() {
+    let old = pattern(100_000, 1);
+    let new = pattern(7000, 2);
+    for opts in configs() {
+        let what = label(&opts);
+        let fx = Fixture::new(opts);
+        let store = fx.open();
+        store.put(b"k", &old).unwrap();
+        let mut before_overwrite = store.reader(b"k").unwrap().expect("present");
+        store.put(b"k", &new).unwrap();
+        let mut before_delete = store.reader(b"k").unwrap().expect("present");
+        assert!(store.delete(b"k").unwrap());
+        assert!(store.reader(b"k").unwrap().is_none(), "{what}");
+
+        let mut got = Vec::new();
+        before_overwrite.read_to_end(&mut got).unwrap();
+        assert_bytes_eq(
+            &got,
+            &old,
+            &format!("{what}: reader opened before the overwrite"),
+        );
+        got.clear();
+        before_delete.read_to_end(&mut got).unwrap();
+        assert_bytes_eq(
+            &got,
+            &new,
+            &format!("{what}: reader opened before the delete"),
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Large values, segments, reopening
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn values_larger_than_the_write_buffer() {
+    let big = pattern(3 * MIB, 3);
+    for opts in configs() {
+        let opts = opts.write_buffer_size(64 * KIB);
+        let what = label(&opts);
+        let fx = Fixture::new(opts);
+        let store = fx.open();
+        let model = Model::from([
+            (b"a-before".to_vec(), pattern(100, 1)),
+            (b"big".to_vec(), big.clone()),
+            (b"z-after".to_vec(), pattern(70_000, 2)),
+        ]);
+        put_all(&store, &model);
+        let check = |store: &Store, what: &str| {
+            assert_contents(store, &model, what);
+            assert_bytes_eq(&read_through_reader(store, b"big"), &big, what);
+            let buffer = 64 * KIB as u64;
+            for range in [
+                buffer - 10..buffer + 10,
+                5 * buffer - 1..7 * buffer + 1,
+                0..3 * MIB as u64,
+            ] {
+                check_range(store, b"big", &big, range, what);
+            }
+        };
+        check(&store, &what);
+        let store = fx.reopen(store);
+        check(&store, &format!("{what} after reopen"));
+    }
+}
+
+#[test]
+fn segments_roll_and_everything_survives_reopen() {
+    for opts in configs() {
+        let opts = opts.segment_size(1 << 20);
+        let what = label(&opts);
+        let fx = Fixture::new(opts);
+        let store = fx.open();
+        let mut model: Model = (0..40)
+            .map(|i| (key(i), pattern(100_000, i as u64)))
+            .collect();
+        // Larger than a whole segment.
+        model.insert(b"huge".to_vec(), pattern(5 * MIB / 2, 1000));
+        put_all(&store, &model);
+        // Overwrite and delete keys whose first records are in earlier segments.
+        model.insert(key(0), pattern(3000, 2000));
+        store.put(&key(0), &model[&key(0)]).unwrap();
+        model.remove(&key(1));
+        assert!(store.delete(&key(1)).unwrap());
+        assert_contents(&store, &model, &what);
+
+        let store = fx.reopen(store);
+        let segments = fx.segment_files();
+        assert!(
+            segments >= 5,
+            "{what}: only {segments} segment files for ~6.5 MiB"
+        );
+        let report = store.recovery();
+        assert_eq!(report.sealed_segments, segments, "{what}: {report:?}");
+        assert!(report.recovered.is_empty(), "{what}: {report:?}");
+        assert_eq!(report.removed_segments, 0, "{what}: {report:?}");
+        assert_contents(&store, &model, &format!("{what} after reopen"));
+
+        // Writing continues in new segments after a reopen.
+        for i in 40..60 {
+            let value = pattern(100_000, i as u64);
+            store.put(&key(i), &value).unwrap();
+            model.insert(key(i), value);
+        }
+        assert!(store.delete(&key(2)).unwrap());
+        model.remove(&key(2));
+        let store = fx.reopen(store);
+        assert!(
+            fx.segment_files() > segments,
+            "{what}: no new segment after reopen"
+        );
+        assert_contents(&store, &model, &format!("{what} after second reopen"));
+    }
+}
+
+#[test]
+fn reopen_after_close_and_after_drop() {
+    for opts in configs() {
+        let what = label(&opts);
+        let fx = Fixture::new(opts);
+        let mut model: Model = (0..20)
+            .map(|i| (key(i), pattern(i * 1500, i as u64)))
+            .collect();
+
+        let store = fx.open();
+        put_all(&store, &model);
+        for i in [3, 7, 11] {
+            assert!(store.delete(&key(i)).unwrap());
+            model.remove(&key(i));
+        }
+        store.close().unwrap();
+
+        let store = fx.open();
+        assert_contents(&store, &model, &format!("{what} after close"));
+        assert!(
+            store.recovery().recovered.is_empty(),
+            "{what}: {:?}",
+            store.recovery()
+        );
+        for i in 20..30 {
+            let value = pattern(i * 700, i as u64);
+            store.put(&key(i), &value).unwrap();
+            model.insert(key(i), value);
+        }
+        assert!(store.delete(&key(0)).unwrap());
+        model.remove(&key(0));
+        drop(store);
+
+        let store = fx.open();
+        assert_contents(&store, &model, &format!("{what} after drop"));
+        assert!(
+            store.recovery().recovered.is_empty(),
+            "{what}: {:?}",
+            store.recovery()
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Durability::Buffered
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn buffered_writes_are_readable_before_flush_and_durable_after_it() {
+    for mode in modes() {
+        let opts = Options::default()
+            .io_mode(mode)
+            .durability(Durability::Buffered)
+            .write_buffer_size(MIB);
+        let what = label(&opts);
+        let fx = Fixture::new(opts);
+        let store = fx.open();
+        let model = Model::from([
+            (b"small".to_vec(), pattern(100, 1)),
+            (b"medium".to_vec(), pattern(200_000, 2)),
+            // Larger than the write buffer: part handed to the flush thread, part still buffered.
+            (b"spanning".to_vec(), pattern(3 * MIB / 2, 3)),
+        ]);
+        put_all(&store, &model);
+        store.put(b"gone", b"deleted before the flush").unwrap();
+        assert!(store.delete(b"gone").unwrap());
+
+        let check = |store: &Store, what: &str| {
+            assert_contents(store, &model, what);
+            for (key, value) in &model {
+                assert_bytes_eq(&read_through_reader(store, key), value, what);
+                let len = value.len() as u64;
+                check_range(store, key, value, len / 3..len, what);
+            }
+            assert_eq!(store.get(b"gone").unwrap(), None, "{what}");
+        };
+        check(&store, &format!("{what} before flush"));
+        store.flush().unwrap();
+        check(&store, &format!("{what} after flush"));
+
+        // Stop without closing: only what flush() made durable is there after reopening.
+        store.simulate_crash();
+        let store = fx.open();
+        assert_eq!(
+            store.recovery().recovered.len(),
+            1,
+            "{:?}",
+            store.recovery()
+        );
+        check(&store, &format!("{what} after crash and reopen"));
+    }
+}
+
+#[test]
+fn buffered_writes_lost_in_a_crash_are_a_suffix() {
+    const FLUSHED: usize = 10;
+    const TOTAL: usize = 300;
+    for mode in modes() {
+        let opts = Options::default()
+            .io_mode(mode)
+            .durability(Durability::Buffered)
+            .write_buffer_size(64 * KIB);
+        let what = label(&opts);
+        let fx = Fixture::new(opts);
+        let store = fx.open();
+        let value = |i: usize| pattern(1000 + i, i as u64);
+        for i in 0..TOTAL {
+            store.put(&key(i), &value(i)).unwrap();
+            if i + 1 == FLUSHED {
+                store.flush().unwrap();
+            }
+        }
+        store.simulate_crash();
+
+        let store = fx.open();
+        let present: Vec<bool> = (0..TOTAL)
+            .map(|i| store.contains(&key(i)).unwrap())
+            .collect();
+        let kept = present.iter().position(|&p| !p).unwrap_or(TOTAL);
+        assert!(
+            kept >= FLUSHED,
+            "{what}: flushed writes lost, only {kept} kept"
+        );
+        assert!(
+            present[kept..].iter().all(|&p| !p),
+            "{what}: writes after the first lost one survived: {present:?}"
+        );
+        for i in 0..kept {
+            assert_bytes_eq(&get_present(&store, &key(i)), &value(i), &what);
+        }
+        assert_eq!(store.len(), kept, "{what}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Concurrency
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn concurrent_writers_read_their_own_writes() {
+    const THREADS: usize = 8;
+    const PER_THREAD: usize = 40;
+    let key_of = |t: usize, i: usize| format!("thread-{t}/key-{i}").into_bytes();
+    let value_of = |t: usize, i: usize| {
+        let n = t * PER_THREAD + i;
+        pattern(n * 1009 % 20_000, n as u64)
+    };
+    for opts in configs() {
+        let what = label(&opts);
+        let fx = Fixture::new(opts);
+        let store = Arc::new(fx.open());
+        let writers: Vec<_> = (0..THREADS)
+            .map(|t| {
+                let store = Arc::clone(&store);
+                let what = what.clone();
+                thread::spawn(move || {
+                    for i in 0..PER_THREAD {
+                        let (key, value) = (key_of(t, i), value_of(t, i));
+                        store.put(&key, &value).unwrap();
+                        assert_bytes_eq(&get_present(&store, &key), &value, &what);
+                        let half = value.len() as u64 / 2;
+                        check_range(&store, &key, &value, half.., &what);
+                    }
+                })
+            })
+            .collect();
+        for writer in writers {
+            writer.join().expect("writer thread panicked");
+        }
+        let model: Model = (0..THREADS)
+            .flat_map(|t| (0..PER_THREAD).map(move |i| (key_of(t, i), value_of(t, i))))
+            .collect();
+        assert_contents(&store, &model, &what);
+
+        let store = Arc::into_inner(store).expect("threads are done");
+        let store = fx.reopen(store);
+        assert_contents(&store, &model, &format!("{what} after reopen"));
+    }
+}
+
+#[test]
+fn range_reads_run_while_other_keys_are_written() {
+    const WRITERS: usize = 4;
+    const PER_WRITER: usize = 25;
+    const MIN_READS: usize = 200;
+    let hot = Arc::new(pattern(300_000, 99));
+    let value_of = |w: usize, i: usize| pattern(20_000 + (w * PER_WRITER + i) * 1500, i as u64);
+    for opts in configs() {
+        // Small buffers and segments: the writers hand off buffers and roll segments while
+        // the reader reads.
+        let opts = opts.segment_size(1 << 20).write_buffer_size(64 * KIB);
+        let what = label(&opts);
+        let fx = Fixture::new(opts);
+        let store = Arc::new(fx.open());
+        store.put(b"hot", &hot).unwrap();
+        let done = Arc::new(AtomicBool::new(false));
+
+        let reader = {
+            let (store, hot, done, what) = (store.clone(), hot.clone(), done.clone(), what.clone());
+            thread::spawn(move || {
+                let mut rng = XorShift::new(7);
+                let mut reads = 0;
+                while !done.load(Ordering::Acquire) || reads < MIN_READS {
+                    let start = rng.below(hot.len() + 1);
+                    let end = start + rng.below(hot.len() - start + 1);
+                    let got = store.get_range(b"hot", start as u64..end as u64).unwrap();
+                    let got = got.expect("hot key present");
+                    assert_bytes_eq(&got, &hot[start..end], &format!("{what} {start}..{end}"));
+                    reads += 1;
+                }
+                reads
+            })
+        };
+        let writers: Vec<_> = (0..WRITERS)
+            .map(|w| {
+                let store = store.clone();
+                thread::spawn(move || {
+                    for i in 0..PER_WRITER {
+                        store
+                            .put(&key(w * PER_WRITER + i), &value_of(w, i))
+                            .unwrap();
+                    }
+                })
+            })
+            .collect();
+        for writer in writers {
+            writer.join().expect("writer thread panicked");
+        }
+        done.store(true, Ordering::Release);
+        let reads = reader.join().expect("reader thread panicked");
+        assert!(reads >= MIN_READS);
+
+        let mut model: Model = (0..WRITERS)
+            .flat_map(|w| (0..PER_WRITER).map(move |i| (key(w * PER_WRITER + i), value_of(w, i))))
+            .collect();
+        model.insert(b"hot".to_vec(), hot.to_vec());
+        assert_contents(&store, &model, &what);
+        let store = fx.reopen(Arc::into_inner(store).expect("threads are done"));
+        assert_contents(&store, &model, &format!("{what} after reopen"));
+    }
+}

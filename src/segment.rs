@@ -105,6 +105,8 @@ pub enum Opened {
         data_end: u64,
         /// Where the scan stopped at bytes that were not a whole record (the torn tail).
         torn_at: Option<u64>,
+        /// Offsets of records kept although their values failed verification.
+        damaged: Vec<u64>,
     },
 }
 
@@ -202,11 +204,13 @@ pub fn open(
     }
     let entries = last_per_key(outcome.records);
     let block = outcome.header.block_size;
-    let footer_at = align_up(outcome.data_end, block as u64);
+    // The footer goes after everything the file holds, on a block boundary: recovery never
+    // writes over or cuts off bytes that are already there. The torn tail stays on disk, outside
+    // the records the footer names (and so outside the index), where `data_end` ends them. A
+    // crash while the footer is written leaves a file without a valid trailer, which is simply
+    // recovered again, to the same records.
+    let footer_at = align_up(len.max(outcome.data_end), block as u64);
     let footer = encode_footer(id, outcome.data_end, footer_at, block, &entries);
-    // The footer starts on a block boundary after the last whole record, so the block holding
-    // that record is not rewritten; the length cut comes after, so a crash in between leaves a
-    // file whose trailer is missing and which is simply recovered again, to the same result.
     let mut stream = AlignedStream::new(
         &file,
         footer_at,
@@ -215,8 +219,7 @@ pub fn open(
         block as u64,
     );
     stream.append(&footer)?;
-    let end = stream.finish()?;
-    file.set_len(end)?;
+    stream.finish()?;
     file.sync_data()?;
     Ok(Some(LoadedSegment {
         file,
@@ -224,6 +227,7 @@ pub fn open(
         opened: Opened::Recovered {
             data_end: outcome.data_end,
             torn_at: outcome.stopped_at.map(|(at, _)| at),
+            damaged: outcome.damaged.iter().map(|(at, _)| *at).collect(),
         },
     }))
 }

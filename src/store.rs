@@ -67,8 +67,13 @@ pub struct RecoveredSegment {
     pub entries: usize,
     /// One past the last byte of the last whole record: the records before it were kept.
     pub data_end: u64,
-    /// Offset of the first bytes that were not a whole record (the torn tail), if any.
+    /// Offset of the first bytes that were not a whole record (the torn tail), if any. They
+    /// stay in the file, outside the records its new footer names.
     pub torn_at: Option<u64>,
+    /// Offsets of records whose values failed verification but which were kept because the log
+    /// goes on after them (damage, not a torn write): reads of them return
+    /// [`Error::Corruption`].
+    pub damaged_records: Vec<u64>,
 }
 
 struct Inner {
@@ -109,6 +114,9 @@ type Op<'a> = (&'a [u8], Option<&'a [u8]>);
 
 struct ActiveSegment {
     id: u64,
+    /// One past the last byte of the last record appended (the write position may be further,
+    /// past the padding of a synced group).
+    data_end: u64,
     /// Every record appended, for the footer.
     records: Vec<FooterEntry>,
 }
@@ -157,14 +165,17 @@ impl Store {
             };
             match loaded.opened {
                 Opened::Sealed => recovery.sealed_segments += 1,
-                Opened::Recovered { data_end, torn_at } => {
-                    recovery.recovered.push(RecoveredSegment {
-                        segment: id,
-                        entries: loaded.entries.len(),
-                        data_end,
-                        torn_at,
-                    })
-                }
+                Opened::Recovered {
+                    data_end,
+                    torn_at,
+                    damaged,
+                } => recovery.recovered.push(RecoveredSegment {
+                    segment: id,
+                    entries: loaded.entries.len(),
+                    data_end,
+                    torn_at,
+                    damaged_records: damaged,
+                }),
             }
             for e in loaded.entries {
                 max_seq = max_seq.max(e.seq);
@@ -786,6 +797,8 @@ impl Appender {
         segment::append_chunk_table(&mut self.wb, place, value)?;
         let seq = self.next_seq;
         self.next_seq += 1;
+        let active = self.active.as_mut().expect("open");
+        active.data_end = self.wb.position();
         active.records.push(FooterEntry {
             key: key.to_vec(),
             kind: header.kind,
@@ -836,6 +849,7 @@ impl Appender {
             self.wb.append(&header.encode())?;
             self.active = Some(ActiveSegment {
                 id,
+                data_end: self.wb.position(),
                 records: Vec::new(),
             });
         }
@@ -845,12 +859,12 @@ impl Appender {
     /// Appends the footer of the active segment and submits it with an fdatasync.
     fn seal(&mut self) -> Result<()> {
         let active = self.active.take().expect("an active segment");
-        let data_end = self.wb.position();
+        let table_offset = self.wb.position();
         let entries = segment::last_per_key(active.records);
         let footer = encode_footer(
             active.id,
-            data_end,
-            data_end,
+            active.data_end,
+            table_offset,
             self.wb.block_size() as u32,
             &entries,
         );

@@ -15,7 +15,7 @@
 
 use std::io;
 
-use super::footer::FooterEntry;
+use super::footer::{FooterEntry, TABLE_MAGIC};
 use super::record::{
     FLAG_BATCH_CONTINUES, RECORD_HEADER_LEN, RecordHeader, RecordPlace, verify_chunks,
 };
@@ -76,6 +76,10 @@ pub struct ScanOutcome {
     /// Where and why the scan stopped, when it stopped at bytes that are not a record
     /// rather than at clean padding or the end of the source.
     pub stopped_at: Option<(u64, Corruption)>,
+    /// Records kept although their values failed verification. Only in a segment that had been
+    /// sealed (the scan reached its footer table), where no write can have been torn: damage
+    /// there must not cost the records after it. Reads of them report the corruption.
+    pub damaged: Vec<(u64, Corruption)>,
 }
 
 /// Bytes of value data verified per read while scanning.
@@ -106,6 +110,11 @@ pub fn scan_segment<S: ByteSource + ?Sized>(
     let mut records = Vec::new();
     // Records of an atomic batch whose last record has not been seen yet.
     let mut open_batch = Vec::new();
+    // Records whose values fail verification, and the state before the first of them.
+    let mut damaged = Vec::new();
+    let mut cut = (0, 0, 0);
+    // The scan reached a footer table: the segment had been sealed, its trailer is what is lost.
+    let mut sealed = false;
     let mut pos = SEGMENT_HEADER_LEN as u64;
     let mut data_end = pos;
     let mut head = [0u8; RECORD_HEADER_LEN];
@@ -144,7 +153,7 @@ pub fn scan_segment<S: ByteSource + ?Sized>(
             offset: pos,
         };
         match verify_record_at(src, place, &head, &mut window, &mut table)? {
-            Ok(entry) => {
+            Verdict::Whole(entry) => {
                 pos += entry_len(&entry);
                 if entry.flags & FLAG_BATCH_CONTINUES != 0 {
                     open_batch.push(entry);
@@ -154,14 +163,45 @@ pub fn scan_segment<S: ByteSource + ?Sized>(
                     data_end = pos;
                 }
             }
-            Err(c) => break Some((pos, c)),
+            Verdict::ValueDamaged(entry, c) => {
+                // Torn write or damage? Only the end of the log tells: keep going, and decide
+                // once the scan is over.
+                if damaged.is_empty() {
+                    cut = (data_end, records.len(), pos);
+                }
+                damaged.push((pos, c));
+                pos += entry_len(&entry);
+                if entry.flags & FLAG_BATCH_CONTINUES != 0 {
+                    open_batch.push(entry);
+                } else {
+                    records.append(&mut open_batch);
+                    records.push(entry);
+                    data_end = pos;
+                }
+            }
+            Verdict::Bad(c) => break Some((pos, c)),
+            Verdict::FooterTable => {
+                sealed = true;
+                break None;
+            }
         }
     };
+    let mut stopped_at = stopped_at;
+    if !damaged.is_empty() && !sealed {
+        // The log was not sealed: the first damaged record is where an interrupted write tore
+        // it, and nothing from there on was acknowledged. Cut there.
+        let (end, count, at) = cut;
+        stopped_at = Some((at, damaged.swap_remove(0).1));
+        damaged.clear();
+        records.truncate(count);
+        data_end = end;
+    }
     Ok(ScanOutcome {
         header,
         records,
         data_end,
         stopped_at,
+        damaged,
     })
 }
 
@@ -176,22 +216,37 @@ fn entry_len(e: &FooterEntry) -> u64 {
     .encoded_len()
 }
 
-/// Verifies the whole record at `place`, given its first `RECORD_HEADER_LEN` bytes. The outer
-/// result carries I/O errors, the inner one what is wrong with the record.
+/// What is at a record position.
+enum Verdict {
+    /// A whole, verified record.
+    Whole(FooterEntry),
+    /// A record whose header and key verify, whose length fits the file, but some of whose
+    /// value chunks do not.
+    ValueDamaged(FooterEntry, Corruption),
+    /// Not a record.
+    Bad(Corruption),
+    /// The footer table of a sealed segment.
+    FooterTable,
+}
+
+/// Verifies the whole record at `place`, given its first `RECORD_HEADER_LEN` bytes.
 fn verify_record_at<S: ByteSource + ?Sized>(
     src: &S,
     place: RecordPlace,
     head: &[u8; RECORD_HEADER_LEN],
     window: &mut Vec<u8>,
     table: &mut Vec<u8>,
-) -> io::Result<Result<FooterEntry, Corruption>> {
+) -> io::Result<Verdict> {
+    if head[..4] == TABLE_MAGIC {
+        return Ok(Verdict::FooterTable);
+    }
     let header = match RecordHeader::decode(head) {
         Ok(h) => h,
-        Err(c) => return Ok(Err(c)),
+        Err(c) => return Ok(Verdict::Bad(c)),
     };
     let available = src.len() - place.offset;
     if header.encoded_len() > available {
-        return Ok(Err(Corruption::Truncated {
+        return Ok(Verdict::Bad(Corruption::Truncated {
             needed: header.encoded_len(),
             available,
         }));
@@ -199,8 +254,16 @@ fn verify_record_at<S: ByteSource + ?Sized>(
     let mut key = vec![0u8; header.key_len as usize];
     src.read_exact_at(place.offset + header.key_offset(), &mut key)?;
     if let Err(c) = RecordHeader::verify(head, place, &key) {
-        return Ok(Err(c));
+        return Ok(Verdict::Bad(c));
     }
+    let entry = FooterEntry {
+        key,
+        kind: header.kind,
+        flags: header.flags,
+        offset: place.offset,
+        value_len: header.value_len,
+        seq: header.seq,
+    };
     let table_len = (header.encoded_len() - header.table_offset()) as usize;
     table.resize(table_len, 0);
     src.read_exact_at(place.offset + header.table_offset(), table)?;
@@ -212,18 +275,11 @@ fn verify_record_at<S: ByteSource + ?Sized>(
         let first_chunk = done / CHUNK_SIZE;
         let t = &table[(first_chunk * 4) as usize..];
         if let Err((_, c)) = verify_chunks(place, first_chunk, window, t) {
-            return Ok(Err(c));
+            return Ok(Verdict::ValueDamaged(entry, c));
         }
         done += n;
     }
-    Ok(Ok(FooterEntry {
-        key,
-        kind: header.kind,
-        flags: header.flags,
-        offset: place.offset,
-        value_len: header.value_len,
-        seq: header.seq,
-    }))
+    Ok(Verdict::Whole(entry))
 }
 
 #[cfg(test)]
@@ -327,6 +383,30 @@ mod tests {
             assert_eq!(out.records.len(), want, "cut at {cut}");
             assert_eq!(out.data_end, want_end, "cut at {cut}");
         }
+    }
+
+    #[test]
+    fn damage_cuts_an_unsealed_log_but_not_a_sealed_one() {
+        let (mut img, ends) = image(
+            &[&[(b"a", &[1u8; 5000]), (b"b", &[2u8; 5000]), (b"c", b"3")]],
+            512,
+        );
+        let victim_value = ends[0] as usize + 32 + 1 + 100;
+        img[victim_value] ^= 0x40;
+        // Unsealed: the damaged record is taken for a torn write; the log ends before it.
+        let out = scan_segment(&img[..], 3).unwrap();
+        assert_eq!(out.records.len(), 1);
+        assert_eq!(out.data_end, ends[0]);
+        assert_eq!(out.stopped_at.as_ref().map(|s| s.0), Some(ends[0]));
+        assert!(out.damaged.is_empty());
+        // Sealed (a footer table follows the records): damage, kept and reported.
+        img.extend_from_slice(&TABLE_MAGIC);
+        img.resize(align_up(img.len() as u64, 512) as usize, 0);
+        let out = scan_segment(&img[..], 3).unwrap();
+        assert_eq!(out.records.len(), 3);
+        assert_eq!(out.damaged.len(), 1);
+        assert_eq!(out.damaged[0].0, ends[0]);
+        assert!(out.stopped_at.is_none());
     }
 
     #[test]

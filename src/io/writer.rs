@@ -108,6 +108,8 @@ impl Progress {
 struct InFlight {
     segment: u64,
     offset: u64,
+    /// Bytes of `buf` being written; the rest of it is stale.
+    len: usize,
     buf: Arc<AlignedBuf>,
 }
 
@@ -139,7 +141,7 @@ impl Tail {
             .inflight
             .iter()
             .filter(|f| f.segment == segment)
-            .map(|f| (f.offset, &f.buf[..]))
+            .map(|f| (f.offset, &f.buf[..f.len]))
             .chain(active);
         let mut next = end;
         for (start, bytes) in regions {
@@ -359,6 +361,7 @@ impl WriteBuffer {
         t.inflight.push(InFlight {
             segment,
             offset,
+            len,
             buf: full.clone(),
         });
         t.buf_offset += len as u64;

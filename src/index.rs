@@ -204,14 +204,13 @@ impl PendingQueue {
         q.get(i).is_some_and(|p| p.seq <= last)
     }
 
-    /// Whether `key` exists once the queued writes are applied: `Some(true/false)` if a queued
-    /// write decides it, `None` if the index does.
-    pub fn pending_state(&self, key: &[u8]) -> Option<bool> {
+    /// The last queued write of `key`, if any: whether it is a put, and its sequence number.
+    pub fn last_queued(&self, key: &[u8]) -> Option<(bool, u64)> {
         self.lock()
             .iter()
             .rev()
             .find(|p| &*p.key == key)
-            .map(|p| p.entry.is_some())
+            .map(|p| (p.entry.is_some(), p.seq))
     }
 }
 

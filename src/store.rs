@@ -206,6 +206,7 @@ impl Store {
                 opts.write_buffer_size,
                 profile.mem_align,
                 profile.block_size as u64,
+                opts.segment_size,
                 progress.clone(),
                 Box::new(move |seq| pending.ready_through(seq, &index)),
             )?
@@ -299,18 +300,21 @@ impl Store {
     pub fn delete(&self, key: &[u8]) -> Result<bool> {
         check_key(key)?;
         let durability = self.inner.opts.durability;
-        let (first, last) = {
-            let mut app = self.inner.lock_appender();
-            let exists = self
-                .inner
-                .pending
-                .pending_state(key)
-                .unwrap_or_else(|| self.inner.index.get(key).is_some());
-            if !exists {
+        let mut app = self.inner.lock_appender();
+        match self.inner.pending.last_queued(key) {
+            Some((false, seq)) => {
+                // Another writer's delete of the key is on its way. Answer "absent" only once it
+                // is acknowledged, like a delete of our own, so that no later read of ours can
+                // still see the old value.
+                drop(app);
+                self.inner.acknowledge(seq, seq, durability)?;
                 return Ok(false);
             }
-            app.append_ops(&self.inner, &[(key, None)], durability)?
-        };
+            None if self.inner.index.get(key).is_none() => return Ok(false),
+            Some((true, _)) | None => {}
+        }
+        let (first, last) = app.append_ops(&self.inner, &[(key, None)], durability)?;
+        drop(app);
         self.inner.acknowledge(first, last, durability)?;
         Ok(true)
     }
@@ -869,7 +873,9 @@ impl Appender {
             &entries,
         );
         self.wb.append(&footer)?;
-        self.submit_group()
+        self.group_bytes = 0;
+        self.group_records = 0;
+        self.wb.submit_seal(self.next_seq - 1)
     }
 }
 

@@ -178,6 +178,13 @@ impl SegmentFile {
             .map_err(|e| self.err("sync segment", e))
     }
 
+    /// Sets the file length (the seal cuts off the zeroes written ahead of the data).
+    pub fn set_len(&self, len: u64) -> Result<()> {
+        self.file
+            .set_len(len)
+            .map_err(|e| self.err("truncate segment", e))
+    }
+
     /// Reads exactly `dst.len()` bytes at `offset`. With O_DIRECT the read is widened to the
     /// alignment and bounced through `pool`'s buffers, so it reads only the aligned blocks that
     /// cover the range. A read past the end of the file fails with `UnexpectedEof`.

@@ -18,7 +18,7 @@
 //! buffers being written. They lock it only to copy, never across I/O, so a reader does not wait
 //! for a writer's disk I/O.
 
-use std::sync::mpsc::{Receiver, Sender, channel};
+use std::sync::mpsc::{Receiver, Sender, TryRecvError, channel};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
@@ -172,6 +172,9 @@ struct Job {
     sync: bool,
     /// With `sync`: every record up to this sequence number is complete in this or an earlier job.
     durable_seq: u64,
+    /// The job ends the segment (its footer): cut the file to the job's end, dropping the zeroes
+    /// written ahead, so that the trailer is the file's last bytes.
+    seals: bool,
 }
 
 /// Called by the flush thread once log records up to a sequence number are durable, before
@@ -184,6 +187,7 @@ pub fn start(
     buffer_size: usize,
     mem_align: usize,
     block_size: u64,
+    segment_size: u64,
     progress: Arc<Progress>,
     on_durable: OnDurable,
 ) -> Result<(WriteBuffer, Arc<Mutex<Tail>>, JoinHandle<()>)> {
@@ -202,9 +206,19 @@ pub fn start(
     }));
     let thread_progress = progress.clone();
     let thread_tail = tail.clone();
+    let zero = ZeroAhead::new(mem_align, segment_size);
     let handle = std::thread::Builder::new()
         .name("podstore-flush".into())
-        .spawn(move || flush_loop(job_rx, spare_tx, thread_tail, thread_progress, on_durable))
+        .spawn(move || {
+            flush_loop(
+                job_rx,
+                spare_tx,
+                thread_tail,
+                thread_progress,
+                on_durable,
+                zero,
+            )
+        })
         .map_err(|e| Error::io("start flush thread", None, e))?;
     Ok((
         WriteBuffer {
@@ -224,16 +238,118 @@ fn lock_tail(tail: &Mutex<Tail>) -> MutexGuard<'_, Tail> {
     tail.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// Bytes zeroed per step of the zero-ahead.
+const ZERO_CHUNK: u64 = 1 << 20;
+/// How far ahead of the written end the zero-ahead goes.
+const ZERO_WINDOW: u64 = 4 << 20;
+
+/// Preallocation of the active log segment by writing zeroes ahead of its end, while the flush
+/// thread is idle.
+///
+/// An fdatasync after a write into blocks that already exist and were written costs about half
+/// of one after a write that allocates blocks or grows the file, because the latter must also
+/// commit extent and size metadata (measured: docs/benchmarks.md). Zeroes written (and synced)
+/// ahead turn a lone writer's syncs into the cheap kind. Only the flush thread writes them, in
+/// the same sequence as the data, so zeroes never land on data; the recovery scan reads a zero
+/// block start as the end of the log, and the seal cuts the file back to its footer.
+struct ZeroAhead {
+    file: Option<Arc<SegmentFile>>,
+    /// End of the data written to `file`.
+    written_end: u64,
+    /// Everything below this offset of `file` is written (data or zeroes).
+    frontier: u64,
+    /// Zeroes go no further than this (the segment size).
+    limit: u64,
+    zeroes: Option<AlignedBuf>,
+    mem_align: usize,
+}
+
+impl ZeroAhead {
+    fn new(mem_align: usize, limit: u64) -> ZeroAhead {
+        ZeroAhead {
+            file: None,
+            written_end: 0,
+            frontier: 0,
+            limit,
+            zeroes: None,
+            mem_align,
+        }
+    }
+
+    /// Takes note of a data write.
+    fn wrote(&mut self, job: &Job) {
+        let end = job.offset + job.len as u64;
+        let same = self
+            .file
+            .as_ref()
+            .is_some_and(|f| Arc::ptr_eq(f, &job.file));
+        if job.seals {
+            self.file = None;
+        } else if !same {
+            self.file = Some(job.file.clone());
+            self.frontier = end;
+        }
+        self.written_end = end;
+        self.frontier = self.frontier.max(end);
+    }
+
+    /// Zeroes one more chunk ahead if there is a reason to; returns whether it did anything.
+    /// A failed zero write (a full disk, say) just stops the zero-ahead for this segment: no
+    /// data is involved. A failed sync is reported, because it may concern data written before.
+    fn step(&mut self) -> Result<bool> {
+        let Some(file) = &self.file else {
+            return Ok(false);
+        };
+        let want = (self.written_end + ZERO_WINDOW).min(self.limit);
+        if self.frontier >= want {
+            return Ok(false);
+        }
+        let n = ZERO_CHUNK.min(want - self.frontier) as usize;
+        let mem_align = self.mem_align;
+        let zeroes = self
+            .zeroes
+            .get_or_insert_with(|| AlignedBuf::zeroed(ZERO_CHUNK as usize, mem_align));
+        if file.write_all_at(&zeroes[..n], self.frontier).is_err() {
+            self.file = None;
+            return Ok(false);
+        }
+        file.sync_data()?;
+        self.frontier += n as u64;
+        Ok(true)
+    }
+}
+
 fn flush_loop(
     jobs: Receiver<Job>,
     spare: Sender<AlignedBuf>,
     tail: Arc<Mutex<Tail>>,
     progress: Arc<Progress>,
     on_durable: OnDurable,
+    mut zero: ZeroAhead,
 ) {
-    for job in jobs {
+    loop {
+        let mut job = match jobs.try_recv() {
+            Ok(job) => job,
+            Err(TryRecvError::Disconnected) => return,
+            Err(TryRecvError::Empty) => {
+                // Idle: zero ahead, a chunk at a time so that a new job waits for one at most.
+                match zero.step() {
+                    Ok(true) => continue,
+                    Ok(false) => {}
+                    Err(e) => {
+                        progress.lock().failure.get_or_insert(FailureKind::of(&e));
+                        progress.notify();
+                        zero.file = None;
+                    }
+                }
+                match jobs.recv() {
+                    Ok(job) => job,
+                    Err(_) => return,
+                }
+            }
+        };
         let mut result = Ok(());
-        if let Some(buf) = job.buf {
+        if let Some(buf) = job.buf.take() {
             result = job.file.write_all_at(&buf[..job.len], job.offset);
             // Written (or failed: the store is poisoned and nothing in it is published): readers
             // now find these bytes in the file. They only touch in-flight buffers under the tail
@@ -246,6 +362,10 @@ fn flush_loop(
                 let _ = spare.send(buf);
             }
         }
+        if result.is_ok() && job.seals {
+            result = job.file.set_len(job.offset + job.len as u64);
+        }
+        zero.wrote(&job);
         if result.is_ok() && job.sync {
             result = job.file.sync_data();
         }
@@ -303,7 +423,7 @@ impl WriteBuffer {
             let mut t = lock_tail(&self.tail);
             if t.fill == self.capacity {
                 drop(t);
-                self.hand_off(false, 0)?;
+                self.hand_off(false, 0, false)?;
                 continue;
             }
             let n = bytes.len().min(self.capacity - t.fill);
@@ -315,6 +435,12 @@ impl WriteBuffer {
         Ok(())
     }
 
+    /// Hands the segment's last bytes (its footer, which ends on a block boundary) to the flush
+    /// thread with an fdatasync; the file is cut to their end.
+    pub fn submit_seal(&mut self, durable_seq: u64) -> Result<()> {
+        self.hand_off(true, durable_seq, true)
+    }
+
     /// Hands everything appended so far to the flush thread, zero-padded to the block size, with
     /// an fdatasync when `sync`; log records up to `durable_seq` count as durable once it is
     /// done. With nothing appended since the last hand-off, sends a sync alone.
@@ -324,7 +450,7 @@ impl WriteBuffer {
             (t.fill, t.target.clone())
         };
         if fill > 0 {
-            return self.hand_off(sync, durable_seq);
+            return self.hand_off(sync, durable_seq, false);
         }
         if !sync {
             return Ok(());
@@ -344,10 +470,11 @@ impl WriteBuffer {
             offset: 0,
             sync,
             durable_seq,
+            seals: false,
         })
     }
 
-    fn hand_off(&mut self, sync: bool, durable_seq: u64) -> Result<()> {
+    fn hand_off(&mut self, sync: bool, durable_seq: u64, seals: bool) -> Result<()> {
         // Wait for the other buffer without holding the tail lock: readers keep going.
         let next = self.spare_rx.recv().map_err(|_| Error::Poisoned)?;
         let mut t = lock_tail(&self.tail);
@@ -374,6 +501,7 @@ impl WriteBuffer {
             offset,
             sync,
             durable_seq,
+            seals,
         })
     }
 

@@ -257,13 +257,10 @@ fn sync_cost_4k(bencher: Bencher, layout: &str) {
                 .open(dir.0.join(format!("f{round}")))
                 .unwrap();
             match layout {
-                "fallocate" => rustix::fs::fallocate(
-                    &file,
-                    rustix::fs::FallocateFlags::empty(),
-                    0,
-                    file_len,
-                )
-                .unwrap(),
+                "fallocate" => {
+                    rustix::fs::fallocate(&file, rustix::fs::FallocateFlags::empty(), 0, file_len)
+                        .unwrap()
+                }
                 "zeroed" => {
                     for off in (0..file_len).step_by(buf.len()) {
                         let n = (file_len - off).min(buf.len() as u64) as usize;

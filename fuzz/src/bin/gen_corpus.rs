@@ -1,0 +1,182 @@
+//! Writes seed corpora built from valid encoded structures into `<dir>/<target>/seed-*`
+//! (default dir: fuzz/corpus), so that fuzzing starts from valid records, footers, headers and
+//! segments rather than from nothing. Deterministic; rerunning overwrites the same files.
+//!
+//! By hand, from fuzz/: `cargo run --no-default-features --bin gen_corpus [DIR]`. fuzz/run.sh
+//! runs the copy that `cargo fuzz build` builds with the targets.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use podstore::format::record::{RecordKind, RecordPlace, encode_record};
+use podstore::format::segment_header::SegmentHeader;
+use podstore_fuzz::{BLOCK_SIZES, Rec, seal, segment_image};
+
+fn main() -> std::io::Result<()> {
+    let dir = std::env::args_os().nth(1).map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus"),
+        PathBuf::from,
+    );
+    let mut total = 0;
+    for (target, seeds) in [
+        ("record", record_seeds()),
+        ("footer", footer_seeds()),
+        ("segment_header", header_seeds()),
+        ("scan", scan_seeds()),
+    ] {
+        let d = dir.join(target);
+        fs::create_dir_all(&d)?;
+        for (i, seed) in seeds.iter().enumerate() {
+            fs::write(d.join(format!("seed-{i:02}")), seed)?;
+        }
+        println!(
+            "{:>16}: {:>3} seeds in {}",
+            target,
+            seeds.len(),
+            d.display()
+        );
+        total += seeds.len();
+    }
+    println!("{total} seeds written");
+    Ok(())
+}
+
+/// A deterministic byte pattern (xorshift), for values and for unstructured seeds.
+fn pattern(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+fn put(key: &[u8], value_len: usize, seed: u64) -> Rec {
+    Rec {
+        kind: RecordKind::Put,
+        key: key.to_vec(),
+        value: pattern(seed, value_len),
+    }
+}
+
+fn tombstone(key: &[u8]) -> Rec {
+    Rec {
+        kind: RecordKind::Tombstone,
+        key: key.to_vec(),
+        value: Vec::new(),
+    }
+}
+
+/// Segment contents used for the footer and scan seeds: (segment id, block size, groups).
+fn segments() -> Vec<(u64, u32, Vec<Vec<Rec>>)> {
+    vec![
+        (1, 512, vec![vec![put(b"a", 1, 1)]]),
+        (
+            3,
+            512,
+            vec![
+                vec![put(b"a", 1, 2), put(b"bb", 5000, 3)],
+                vec![put(b"c", 0, 4)],
+                vec![tombstone(b"a"), put(b"d", 4, 5)],
+            ],
+        ),
+        (
+            7,
+            4096,
+            vec![
+                vec![put(b"photo/1", 100, 6), put(b"photo/2", 4096, 7)],
+                vec![put(b"photo/1", 8193, 8), tombstone(b"photo/2")],
+            ],
+        ),
+        (
+            0x0123_4567_89ab_cdef,
+            1024,
+            (0..6)
+                .map(|g| vec![put(format!("key-{g}").as_bytes(), 3 * g, g as u64)])
+                .collect(),
+        ),
+        (
+            9,
+            512,
+            vec![vec![put(&[0xff; 64], 4095, 9), put(b"z", 4097, 10)]],
+        ),
+    ]
+}
+
+fn record_seeds() -> Vec<Vec<u8>> {
+    let cases: &[(u64, u64, RecordKind, &[u8], usize)] = &[
+        (1, 64, RecordKind::Put, b"k", 0),
+        (1, 64, RecordKind::Put, b"key", 1),
+        (7, 4096, RecordKind::Put, b"some-key", 100),
+        (7, 4096, RecordKind::Tombstone, b"gone", 0),
+        (3, 100_000, RecordKind::Put, b"chunk", 4096),
+        (3, 100_000, RecordKind::Put, b"chunks", 4097),
+        (u64::MAX, u64::MAX - 1, RecordKind::Put, &[0xAB; 64], 9000),
+    ];
+    let mut seeds: Vec<Vec<u8>> = cases
+        .iter()
+        .enumerate()
+        .map(|(i, &(segment, offset, kind, key, len))| {
+            let place = RecordPlace { segment, offset };
+            let mut s = Vec::new();
+            s.extend_from_slice(&segment.to_le_bytes());
+            s.extend_from_slice(&offset.to_le_bytes());
+            s.extend(encode_record(
+                place,
+                kind,
+                1000 + i as u64,
+                key,
+                &pattern(i as u64, len),
+            ));
+            s
+        })
+        .collect();
+    seeds.extend((0..4).map(|i| pattern(100 + i, 16 + 40 * i as usize)));
+    seeds
+}
+
+fn footer_seeds() -> Vec<Vec<u8>> {
+    let mut seeds: Vec<Vec<u8>> = segments()
+        .iter()
+        .map(|(id, block, groups)| seal(*id, *block, &segment_image(*id, *block, 1, groups)))
+        .collect();
+    // The same trailer behind an explicit file length (the target's second reading).
+    let last = seeds[1].clone();
+    let mut s = (last.len() as u64).to_le_bytes().to_vec();
+    s.extend_from_slice(&last[last.len() - 64..]);
+    seeds.push(s);
+    seeds.extend((0..4).map(|i| pattern(200 + i, 32 + 64 * i as usize)));
+    seeds
+}
+
+fn header_seeds() -> Vec<Vec<u8>> {
+    BLOCK_SIZES
+        .iter()
+        .enumerate()
+        .map(|(i, &block_size)| {
+            SegmentHeader {
+                segment: [0, 1, 42, u64::MAX][i % 4],
+                block_size,
+            }
+            .encode()
+            .to_vec()
+        })
+        .collect()
+}
+
+fn scan_seeds() -> Vec<Vec<u8>> {
+    let mut seeds = Vec::new();
+    for (id, block, groups) in segments() {
+        let image = segment_image(id, block, 1, &groups);
+        // Unsealed, torn in the middle of the last record, and sealed.
+        let torn = image.written.last().map_or(64, |w| (w.offset + w.end) / 2);
+        seeds.push(image.bytes[..torn as usize].to_vec());
+        seeds.push(seal(id, block, &image));
+        seeds.push(image.bytes);
+    }
+    seeds.extend((0..4).map(|i| pattern(300 + i, 64 + 300 * i as usize)));
+    seeds
+}

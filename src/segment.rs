@@ -394,6 +394,7 @@ pub fn write_blob(
             kind: RecordKind::Put,
             flags: 0,
             key_len: key.len() as u32,
+            pad_before: 0,
             value_len: value.len() as u64,
             seq,
         };

@@ -743,7 +743,7 @@ impl Appender {
     ) -> Result<(u64, u64)> {
         let total: u64 = ops
             .iter()
-            .map(|(k, v)| record_header(k, *v, 0, 0).encoded_len())
+            .map(|(k, v)| record_header(k, *v, 0, 0, 0).encoded_len())
             .sum();
         // A batch never spans segments: recovery must see all of it in one scan.
         self.make_room(inner, total)?;
@@ -789,7 +789,7 @@ impl Appender {
     ) -> Result<(u64, IndexEntry)> {
         let active = self.active.as_mut().expect("make_room opened a segment");
         let segment = active.id;
-        let header = record_header(key, value, flags, self.next_seq);
+        let header = record_header(key, value, flags, self.wb.take_pad(), self.next_seq);
         let place = RecordPlace {
             segment,
             offset: self.wb.position(),
@@ -885,8 +885,15 @@ impl Append for WriteBuffer {
     }
 }
 
-fn record_header(key: &[u8], value: Option<&[u8]>, flags: u16, seq: u64) -> RecordHeader {
+fn record_header(
+    key: &[u8],
+    value: Option<&[u8]>,
+    flags: u16,
+    pad_before: u16,
+    seq: u64,
+) -> RecordHeader {
     RecordHeader {
+        pad_before,
         kind: if value.is_some() {
             RecordKind::Put
         } else {

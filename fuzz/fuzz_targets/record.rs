@@ -11,7 +11,7 @@ use libfuzzer_sys::fuzz_target;
 use podstore::format::CHUNK_SIZE;
 use podstore::format::record::{
     RECORD_HEADER_LEN, RecordHeader, RecordKind, RecordPlace, chunk_count, decode_record,
-    encode_record,
+    encode_record, encode_record_as,
 };
 use podstore::{Corruption, MAX_KEY_LEN, MAX_VALUE_LEN};
 use podstore_fuzz::{Unstructured, arb_key, arb_value_len, arbitrary, fill, u64_at};
@@ -54,7 +54,7 @@ fn raw(data: &[u8]) {
     // The encoding is canonical: every header byte is a checked field or covered by the crc,
     // so a record that verifies is exactly what the encoder produces for its contents.
     assert_eq!(
-        encode_record(place, h.kind, h.seq, rec.key, rec.value),
+        encode_record_as(&h, place, rec.key, rec.value),
         &bytes[..total],
         "decoded record does not re-encode to its own bytes"
     );

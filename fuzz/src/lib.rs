@@ -4,7 +4,7 @@
 
 use podstore::format::align_up;
 use podstore::format::footer::FooterEntry;
-use podstore::format::record::{RecordKind, RecordPlace, encode_record};
+use podstore::format::record::{RecordHeader, RecordKind, RecordPlace, encode_record_as};
 use podstore::format::segment_header::SegmentHeader;
 
 pub use libfuzzer_sys::arbitrary::{self, Unstructured};
@@ -177,13 +177,23 @@ pub fn segment_image(segment: u64, block: u32, first_seq: u64, groups: &[Vec<Rec
     let mut written = Vec::new();
     let mut group_starts = Vec::new();
     let mut seq = first_seq;
+    // Zero padding that ended the previous group: the next record declares it.
+    let mut pad = 0u16;
     for (g, group) in groups.iter().enumerate() {
         // The header shares the first write with the first group.
         group_starts.push(if g == 0 { 0 } else { bytes.len() as u64 });
         for r in group {
             let offset = bytes.len() as u64;
             let place = RecordPlace { segment, offset };
-            bytes.extend(encode_record(place, r.kind, seq, &r.key, &r.value));
+            let header = RecordHeader {
+                kind: r.kind,
+                flags: 0,
+                key_len: r.key.len() as u32,
+                pad_before: std::mem::take(&mut pad),
+                value_len: r.value.len() as u64,
+                seq,
+            };
+            bytes.extend(encode_record_as(&header, place, &r.key, &r.value));
             written.push(Written {
                 offset,
                 end: bytes.len() as u64,
@@ -194,7 +204,9 @@ pub fn segment_image(segment: u64, block: u32, first_seq: u64, groups: &[Vec<Rec
             });
             seq = seq.wrapping_add(1);
         }
-        bytes.resize(align_up(bytes.len() as u64, block as u64) as usize, 0);
+        let padded = align_up(bytes.len() as u64, block as u64) as usize;
+        pad = (padded - bytes.len()) as u16;
+        bytes.resize(padded, 0);
     }
     Image {
         bytes,

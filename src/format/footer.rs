@@ -4,7 +4,7 @@
 //! Layout: docs/design.md, "Footer" (offsets checked against it by a test).
 //! Opening a sealed segment reads the last block (the trailer), then the table: never records.
 
-use super::record::RecordKind;
+use super::record::{KNOWN_FLAGS, RecordKind};
 use super::{FORMAT_VERSION, align_up, check_crc, get_u16, get_u32, get_u64, magic_at, need};
 use crate::MAX_KEY_LEN;
 use crate::error::Corruption;
@@ -146,6 +146,11 @@ impl Trailer {
                 found: bytes[off::VERSION] as u32,
             });
         }
+        reserved_zero(
+            &bytes[off::VERSION + 1..off::SEGMENT_ID],
+            "trailer reserved",
+        )?;
+        reserved_zero(&bytes[off::BLOCK_SIZE + 4..off::CRC], "trailer reserved")?;
         let t = Trailer {
             segment: get_u64(bytes, off::SEGMENT_ID),
             entry_count: get_u64(bytes, off::ENTRY_COUNT),
@@ -177,6 +182,17 @@ impl Trailer {
             return invalid("trailer entry count", t.entry_count);
         }
         Ok(t)
+    }
+}
+
+/// Reserved bytes must be zero: a writer of this version never sets them.
+pub(crate) fn reserved_zero(bytes: &[u8], field: &'static str) -> Result<(), Corruption> {
+    match bytes.iter().position(|&b| b != 0) {
+        None => Ok(()),
+        Some(i) => Err(Corruption::InvalidField {
+            field,
+            value: bytes[i] as u64,
+        }),
     }
 }
 
@@ -244,6 +260,12 @@ pub fn encode_footer(
 /// Decodes and verifies the entry table described by `trailer`.
 pub fn decode_table(trailer: &Trailer, table: &[u8]) -> Result<Vec<FooterEntry>, Corruption> {
     need(table, trailer.table_len as usize)?;
+    if trailer.table_len < TABLE_HEADER_LEN as u64 {
+        return Err(Corruption::InvalidField {
+            field: "footer table length",
+            value: trailer.table_len,
+        });
+    }
     let table = &table[..trailer.table_len as usize];
     check_crc(table_crc(trailer.segment, table), trailer.table_crc)?;
     let magic = magic_at(table, 0);
@@ -253,6 +275,7 @@ pub fn decode_table(trailer: &Trailer, table: &[u8]) -> Result<Vec<FooterEntry>,
             found: magic,
         });
     }
+    reserved_zero(&table[4..TABLE_HEADER_LEN], "footer table reserved")?;
     // entry_count was bounded by the table length in Trailer::decode, so this cannot
     // over-allocate; cap again for callers that built the trailer themselves.
     let cap = trailer
@@ -272,7 +295,24 @@ pub fn decode_table(trailer: &Trailer, table: &[u8]) -> Result<Vec<FooterEntry>,
         }
         need(e, ENTRY_FIXED_LEN + key_len)?;
         let kind = RecordKind::from_u8(e[entry_off::KIND])?;
+        reserved_zero(
+            &e[entry_off::KIND + 1..ENTRY_FIXED_LEN],
+            "footer entry reserved",
+        )?;
+        let flags = get_u16(e, entry_off::FLAGS);
+        if flags & !KNOWN_FLAGS != 0 {
+            return Err(Corruption::InvalidField {
+                field: "footer entry flags",
+                value: flags as u64,
+            });
+        }
         let value_len = get_u64(e, entry_off::VALUE_LEN);
+        if kind == RecordKind::Tombstone && value_len != 0 {
+            return Err(Corruption::InvalidField {
+                field: "footer tombstone value length",
+                value: value_len,
+            });
+        }
         let offset = get_u64(e, entry_off::OFFSET);
         if value_len > crate::MAX_VALUE_LEN {
             return Err(Corruption::InvalidField {
@@ -289,7 +329,7 @@ pub fn decode_table(trailer: &Trailer, table: &[u8]) -> Result<Vec<FooterEntry>,
         entries.push(FooterEntry {
             key: e[ENTRY_FIXED_LEN..ENTRY_FIXED_LEN + key_len].to_vec(),
             kind,
-            flags: get_u16(e, entry_off::FLAGS),
+            flags,
             offset,
             value_len,
             seq: get_u64(e, entry_off::SEQ),
@@ -367,6 +407,22 @@ mod tests {
                 decode_table(&t, &footer[..cut]),
                 Err(Corruption::Truncated { .. })
             ));
+        }
+    }
+
+    #[test]
+    fn a_table_shorter_than_its_header_is_rejected() {
+        let (footer, file_len) = sealed(600);
+        let t = Trailer::decode(&footer[footer.len() - TRAILER_LEN..], file_len).unwrap();
+        for table_len in 0..TABLE_HEADER_LEN as u64 {
+            for entry_count in [0, 1] {
+                let short = Trailer {
+                    table_len,
+                    entry_count,
+                    ..t
+                };
+                assert!(decode_table(&short, &footer).is_err());
+            }
         }
     }
 

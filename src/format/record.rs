@@ -30,6 +30,7 @@ mod off {
     pub const KIND: usize = 5;
     pub const FLAGS: usize = 6;
     pub const KEY_LEN: usize = 8;
+    pub const PAD_BEFORE: usize = 10;
     pub const HEADER_CRC: usize = 12;
     pub const VALUE_LEN: usize = 16;
     pub const SEQ: usize = 24;
@@ -77,6 +78,10 @@ pub struct RecordHeader {
     pub flags: u16,
     /// Key length in bytes.
     pub key_len: u32,
+    /// Zero bytes between the end of the previous record and this one: the padding that ended
+    /// the previous write group. Recovery checks that the zeroes it skipped are exactly these,
+    /// so a lost sector that happens to look like padding is not skipped over.
+    pub pad_before: u16,
     /// Stored value length in bytes.
     pub value_len: u64,
     /// Sequence number: strictly increasing over the store's life.
@@ -127,7 +132,8 @@ impl RecordHeader {
         b[off::VERSION] = FORMAT_VERSION;
         b[off::KIND] = self.kind as u8;
         b[off::FLAGS..off::FLAGS + 2].copy_from_slice(&self.flags.to_le_bytes());
-        b[off::KEY_LEN..off::KEY_LEN + 4].copy_from_slice(&self.key_len.to_le_bytes());
+        b[off::KEY_LEN..off::KEY_LEN + 2].copy_from_slice(&(self.key_len as u16).to_le_bytes());
+        b[off::PAD_BEFORE..off::PAD_BEFORE + 2].copy_from_slice(&self.pad_before.to_le_bytes());
         b[off::VALUE_LEN..off::VALUE_LEN + 8].copy_from_slice(&self.value_len.to_le_bytes());
         b[off::SEQ..off::SEQ + 8].copy_from_slice(&self.seq.to_le_bytes());
         let crc = header_crc(place, &b, key);
@@ -159,7 +165,7 @@ impl RecordHeader {
                 value: flags as u64,
             });
         }
-        let key_len = get_u32(bytes, off::KEY_LEN);
+        let key_len = super::get_u16(bytes, off::KEY_LEN) as u32;
         if key_len == 0 || key_len as usize > MAX_KEY_LEN {
             return Err(Corruption::InvalidField {
                 field: "record key length",
@@ -177,6 +183,7 @@ impl RecordHeader {
             kind,
             flags,
             key_len,
+            pad_before: super::get_u16(bytes, off::PAD_BEFORE),
             value_len,
             seq: get_u64(bytes, off::SEQ),
         })
@@ -206,7 +213,8 @@ pub(crate) const FIELDS: &[(usize, usize)] = &[
     (off::VERSION, 1),
     (off::KIND, 1),
     (off::FLAGS, 2),
-    (off::KEY_LEN, 4),
+    (off::KEY_LEN, 2),
+    (off::PAD_BEFORE, 2),
     (off::HEADER_CRC, 4),
     (off::VALUE_LEN, 8),
     (off::SEQ, 8),
@@ -236,9 +244,22 @@ pub fn encode_record_with_flags(
         kind,
         flags,
         key_len: key.len() as u32,
+        pad_before: 0,
         value_len: value.len() as u64,
         seq,
     };
+    encode_record_as(&header, place, key, value)
+}
+
+/// Encodes a whole record with every header field as given (`key_len` and `value_len` must be
+/// the lengths of `key` and `value`).
+pub fn encode_record_as(
+    header: &RecordHeader,
+    place: RecordPlace,
+    key: &[u8],
+    value: &[u8],
+) -> Vec<u8> {
+    debug_assert_eq!(header.value_len, value.len() as u64);
     let mut out = Vec::with_capacity(header.encoded_len() as usize);
     out.extend_from_slice(&header.encode(place, key));
     out.extend_from_slice(key);

@@ -120,6 +120,8 @@ pub fn scan_segment<S: ByteSource + ?Sized>(
     let mut head = [0u8; RECORD_HEADER_LEN];
     let mut window = Vec::new();
     let mut table = Vec::new();
+    // Zero bytes skipped since the last record: the next record must declare exactly these.
+    let mut gap: u64 = 0;
     let stopped_at = loop {
         if pos >= len {
             break None;
@@ -130,10 +132,22 @@ pub fn scan_segment<S: ByteSource + ?Sized>(
             .min(len - pos) as usize;
         src.read_exact_at(pos, &mut head[..probe])?;
         if head[..probe].iter().all(|&b| b == 0) {
-            if pos.is_multiple_of(block) {
+            if pos.is_multiple_of(block) || gap > 0 {
                 break None; // a zero block start: nothing was written here
             }
-            pos = block_end; // padding after a write group
+            // Padding after a write group runs to the end of the block; the next record
+            // declares its length, which is checked when it is decoded.
+            if !zero_to(src, pos, block_end.min(len), &mut window)? {
+                break Some((
+                    pos,
+                    Corruption::InvalidField {
+                        field: "padding",
+                        value: pos,
+                    },
+                ));
+            }
+            gap = block_end - pos;
+            pos = block_end;
             continue;
         }
         if probe < RECORD_HEADER_LEN {
@@ -152,7 +166,21 @@ pub fn scan_segment<S: ByteSource + ?Sized>(
             segment: expected_segment,
             offset: pos,
         };
-        match verify_record_at(src, place, &head, &mut window, &mut table)? {
+        let verdict = match verify_record_at(src, place, &head, &mut window, &mut table)? {
+            // A record after zeroes that it does not declare: a lost sector, not padding.
+            Verdict::Whole(_) | Verdict::ValueDamaged(..) if declared_pad(&head) != gap => {
+                Verdict::Bad(pad_mismatch(declared_pad(&head), gap))
+            }
+            Verdict::FooterTable if !footer_table_matches(src, pos, &records)? => {
+                Verdict::Bad(Corruption::BadMagic {
+                    structure: "record",
+                    found: TABLE_MAGIC,
+                })
+            }
+            v => v,
+        };
+        gap = 0;
+        match verdict {
             Verdict::Whole(entry) => {
                 pos += entry_len(&entry);
                 if entry.flags & FLAG_BATCH_CONTINUES != 0 {
@@ -205,11 +233,65 @@ pub fn scan_segment<S: ByteSource + ?Sized>(
     })
 }
 
+/// The `pad_before` field of a record header (before it is decoded).
+fn declared_pad(head: &[u8; RECORD_HEADER_LEN]) -> u64 {
+    u16::from_le_bytes([head[10], head[11]]) as u64
+}
+
+fn pad_mismatch(declared: u64, skipped: u64) -> Corruption {
+    Corruption::InvalidField {
+        field: "record pad_before",
+        value: declared.abs_diff(skipped),
+    }
+}
+
+/// True when bytes `[from, to)` are all zero.
+fn zero_to<S: ByteSource + ?Sized>(
+    src: &S,
+    from: u64,
+    to: u64,
+    buf: &mut Vec<u8>,
+) -> io::Result<bool> {
+    buf.resize((to - from) as usize, 0);
+    src.read_exact_at(from, buf)?;
+    Ok(buf.iter().all(|&b| b == 0))
+}
+
+/// Whether the `PODT` at `pos` starts the footer table of these records: its first entry must
+/// name one of them (offset, sequence number and key). Four magic bytes alone could be a bit
+/// flip of a record magic, or value bytes of a torn write.
+fn footer_table_matches<S: ByteSource + ?Sized>(
+    src: &S,
+    pos: u64,
+    records: &[FooterEntry],
+) -> io::Result<bool> {
+    use super::footer::{ENTRY_FIXED_LEN, TABLE_HEADER_LEN};
+    let at = pos + TABLE_HEADER_LEN as u64;
+    if records.is_empty() || at + ENTRY_FIXED_LEN as u64 > src.len() {
+        return Ok(false);
+    }
+    let mut fixed = [0u8; ENTRY_FIXED_LEN];
+    src.read_exact_at(at, &mut fixed)?;
+    let offset = u64::from_le_bytes(fixed[0..8].try_into().expect("8 bytes"));
+    let seq = u64::from_le_bytes(fixed[16..24].try_into().expect("8 bytes"));
+    let key_len = u16::from_le_bytes([fixed[24], fixed[25]]) as u64;
+    let Some(rec) = records.iter().find(|r| r.offset == offset && r.seq == seq) else {
+        return Ok(false);
+    };
+    if rec.key.len() as u64 != key_len || at + (ENTRY_FIXED_LEN as u64) + key_len > src.len() {
+        return Ok(false);
+    }
+    let mut key = vec![0u8; rec.key.len()];
+    src.read_exact_at(at + ENTRY_FIXED_LEN as u64, &mut key)?;
+    Ok(key == rec.key)
+}
+
 fn entry_len(e: &FooterEntry) -> u64 {
     RecordHeader {
         kind: e.kind,
         flags: e.flags,
         key_len: e.key.len() as u32,
+        pad_before: 0,
         value_len: e.value_len,
         seq: e.seq,
     }
@@ -285,7 +367,7 @@ fn verify_record_at<S: ByteSource + ?Sized>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::format::record::{RecordKind, encode_record};
+    use crate::format::record::{RecordKind, encode_record_as};
 
     /// Builds a segment image the way the writer lays it out: header, then groups of records,
     /// each group padded with zeroes to the next block boundary.
@@ -298,17 +380,28 @@ mod tests {
         .to_vec();
         let mut ends = Vec::new();
         let mut seq = 1;
+        let mut pad = 0;
         for group in groups {
             for (k, v) in group.iter() {
                 let place = RecordPlace {
                     segment: 3,
                     offset: out.len() as u64,
                 };
-                out.extend(encode_record(place, RecordKind::Put, seq, k, v));
+                let header = RecordHeader {
+                    kind: RecordKind::Put,
+                    flags: 0,
+                    key_len: k.len() as u32,
+                    pad_before: std::mem::take(&mut pad),
+                    value_len: v.len() as u64,
+                    seq,
+                };
+                out.extend(encode_record_as(&header, place, k, v));
                 ends.push(out.len() as u64);
                 seq += 1;
             }
-            out.resize(align_up(out.len() as u64, block) as usize, 0);
+            let padded = align_up(out.len() as u64, block) as usize;
+            pad = (padded - out.len()) as u16;
+            out.resize(padded, 0);
         }
         (out, ends)
     }
@@ -400,13 +493,67 @@ mod tests {
         assert_eq!(out.stopped_at.as_ref().map(|s| s.0), Some(ends[0]));
         assert!(out.damaged.is_empty());
         // Sealed (a footer table follows the records): damage, kept and reported.
-        img.extend_from_slice(&TABLE_MAGIC);
-        img.resize(align_up(img.len() as u64, 512) as usize, 0);
+        let (clean, _) = image(
+            &[&[(b"a", &[1u8; 5000]), (b"b", &[2u8; 5000]), (b"c", b"3")]],
+            512,
+        );
+        let entries = scan_segment(&clean[..], 3).unwrap().records;
+        let table_at = img.len() as u64;
+        img.extend(crate::format::footer::encode_footer(
+            3, ends[2], table_at, 512, &entries,
+        ));
+        // A footer table that does not name these records is no proof of sealing.
+        let mut forged = img.clone();
+        forged[table_at as usize + 8] ^= 1;
+        assert_eq!(scan_segment(&forged[..], 3).unwrap().records.len(), 1);
         let out = scan_segment(&img[..], 3).unwrap();
         assert_eq!(out.records.len(), 3);
         assert_eq!(out.damaged.len(), 1);
         assert_eq!(out.damaged[0].0, ends[0]);
         assert!(out.stopped_at.is_none());
+    }
+
+    #[test]
+    fn a_lost_sector_is_not_taken_for_padding() {
+        // One write group of three records, the second ending on the block boundary.
+        let block = 4096u64;
+        let first = (500 - 64 - 32 - 1) as usize; // record 1 spans 64..~500
+        let (img, ends) = image(&[&[(b"a", &vec![1u8; first])]], block);
+        assert!(ends[0] < 512);
+        // Rebuild with record 2 filling the block exactly, record 3 after it, no padding.
+        let mut img = img[..ends[0] as usize].to_vec();
+        let fill_to = |img: &[u8]| block - img.len() as u64 - 32 - 1 - 4;
+        let v2 = vec![2u8; fill_to(&img) as usize];
+        for (seq, key, value) in [(2u64, b"b", v2), (3, b"c", vec![3u8; 100])] {
+            let place = RecordPlace {
+                segment: 3,
+                offset: img.len() as u64,
+            };
+            let header = RecordHeader {
+                kind: RecordKind::Put,
+                flags: 0,
+                key_len: 1,
+                pad_before: 0,
+                value_len: value.len() as u64,
+                seq,
+            };
+            img.extend(encode_record_as(&header, place, key, &value));
+        }
+        assert_eq!(scan_segment(&img[..], 3).unwrap().records.len(), 3);
+        // The sector holding record 2's start is lost (zero): nothing after it may be kept, not
+        // even record 3, which verifies on its own.
+        let mut torn = img.clone();
+        torn[512..1024].fill(0);
+        let rec2 = ends[0] as usize;
+        torn[rec2..1024].fill(0);
+        assert_eq!(scan_segment(&torn[..], 3).unwrap().records.len(), 1);
+        // The block's last sector lost: record 2 is torn, and record 3 after it, whole as it is,
+        // was part of the same unacknowledged write: not kept either.
+        let mut torn2 = img.clone();
+        torn2[3584..4096].fill(0);
+        let out = scan_segment(&torn2[..], 3).unwrap();
+        assert_eq!(out.records.len(), 1);
+        assert_eq!(out.stopped_at.map(|s| s.0), Some(ends[0]));
     }
 
     #[test]

@@ -72,6 +72,11 @@ impl SegmentHeader {
                 found: bytes[off::VERSION] as u32,
             });
         }
+        super::footer::reserved_zero(
+            &bytes[off::VERSION + 1..off::SEGMENT_ID],
+            "segment reserved",
+        )?;
+        super::footer::reserved_zero(&bytes[off::CHUNK_SIZE + 4..off::CRC], "segment reserved")?;
         let block_size = get_u32(bytes, off::BLOCK_SIZE);
         if !block_size.is_power_of_two() || !(512..=65536).contains(&block_size) {
             return Err(Corruption::InvalidField {

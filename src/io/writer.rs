@@ -223,6 +223,7 @@ pub fn start(
     Ok((
         WriteBuffer {
             tail: tail.clone(),
+            pad: 0,
             capacity: size,
             block: block_size,
             spare_rx,
@@ -389,6 +390,8 @@ fn flush_loop(
 /// The appender's side of the double buffer.
 pub struct WriteBuffer {
     tail: Arc<Mutex<Tail>>,
+    /// Zero padding that ended the last hand-off, not yet declared by a record.
+    pad: u16,
     capacity: usize,
     block: u64,
     spare_rx: Receiver<AlignedBuf>,
@@ -408,9 +411,16 @@ impl WriteBuffer {
         self.block
     }
 
+    /// The zero padding between the last byte appended and the next one (left by a partial
+    /// hand-off), to be declared in the next record's header; resets it.
+    pub fn take_pad(&mut self) -> u16 {
+        std::mem::take(&mut self.pad)
+    }
+
     /// Directs further appends to `file` (segment `segment`), starting at offset 0. Everything
     /// appended before must have been submitted.
     pub fn start_segment(&mut self, segment: u64, file: Arc<SegmentFile>) {
+        self.pad = 0;
         let mut t = lock_tail(&self.tail);
         debug_assert_eq!(t.fill, 0);
         t.target = Some((segment, file));
@@ -480,8 +490,10 @@ impl WriteBuffer {
         let mut t = lock_tail(&self.tail);
         let (segment, file) = t.target.clone().ok_or(Error::Poisoned)?;
         let len = align_up(t.fill as u64, self.block) as usize;
-        // Padding must be zero: recovery reads a zero run inside a block as the end of a group.
+        // Padding must be zero: recovery reads a zero run to the end of a block as the end of a
+        // group, and checks its length against the next record's `pad_before`.
         let fill = t.fill;
+        self.pad = (len - fill) as u16;
         t.active[fill..len].fill(0);
         let full = Arc::new(std::mem::replace(&mut t.active, next));
         let offset = t.buf_offset;

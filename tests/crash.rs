@@ -1,6 +1,9 @@
 //! Crash-safety tests.
 //!
-//! - kill -9 of a process writing from several threads, round after round on one directory;
+//! - kill -9 of a process writing from several threads, round after round on one directory:
+//!   single puts and deletes; then also atomic batches (all-or-nothing) and large values in blob
+//!   files. `PODSTORE_CRASH_SEED` and `PODSTORE_CRASH_ROUNDS` vary them for long runs
+//!   (scripts/crash-loop.sh);
 //! - a second process refused by the directory lock until the holder dies;
 //! - torn tails (truncations) and torn blocks (zeroes, garbage) in the segment being written,
 //!   with the recovered store reopened again;
@@ -23,7 +26,7 @@ use std::time::Duration;
 
 use podstore::format::footer::{TRAILER_LEN, Trailer};
 use podstore::format::record::{
-    RECORD_HEADER_LEN, RecordHeader, RecordKind, RecordPlace, decode_record,
+    FLAG_BATCH_CONTINUES, RECORD_HEADER_LEN, RecordHeader, RecordKind, RecordPlace, decode_record,
 };
 use podstore::format::scan::scan_segment;
 use podstore::format::segment_header::SEGMENT_HEADER_LEN;
@@ -128,18 +131,44 @@ fn segment_name(id: u64) -> String {
     format!("seg-{id:016x}.pod")
 }
 
-/// Ids of the segment files in `dir`, ascending.
-fn segment_ids(dir: &Path) -> Vec<u64> {
-    let mut ids: Vec<u64> = std::fs::read_dir(dir)
+/// The two kinds of store file: log segments (`seg-`) and blob files (`blob-`, one large value).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FileKind {
+    Log,
+    Blob,
+}
+
+fn store_file_name(id: u64, kind: FileKind) -> String {
+    match kind {
+        FileKind::Log => segment_name(id),
+        FileKind::Blob => format!("blob-{id:016x}.pod"),
+    }
+}
+
+/// The store files in `dir` (log segments and blob files), by ascending id.
+fn store_files(dir: &Path) -> Vec<(u64, FileKind)> {
+    let mut files: Vec<(u64, FileKind)> = std::fs::read_dir(dir)
         .unwrap()
         .filter_map(|e| {
             let name = e.unwrap().file_name().into_string().ok()?;
-            let hex = name.strip_prefix("seg-")?.strip_suffix(".pod")?;
-            u64::from_str_radix(hex, 16).ok()
+            let (kind, rest) = match name.strip_prefix("seg-") {
+                Some(rest) => (FileKind::Log, rest),
+                None => (FileKind::Blob, name.strip_prefix("blob-")?),
+            };
+            let hex = rest.strip_suffix(".pod")?;
+            Some((u64::from_str_radix(hex, 16).ok()?, kind))
         })
         .collect();
-    ids.sort_unstable();
-    ids
+    files.sort_unstable_by_key(|f| f.0);
+    files
+}
+
+/// Ids of the log segment files in `dir`, ascending.
+fn segment_ids(dir: &Path) -> Vec<u64> {
+    store_files(dir)
+        .into_iter()
+        .filter_map(|(id, kind)| (kind == FileKind::Log).then_some(id))
+        .collect()
 }
 
 /// Every segment file of `dir` with its bytes, by ascending id.
@@ -159,10 +188,15 @@ fn store_with<'a>(files: impl IntoIterator<Item = (u64, &'a [u8])>) -> TempDir {
     dir
 }
 
-/// A copy of the segment files of `dir` (what the next opener of `dir` would find).
+/// A copy of the store files of `dir`, log segments and blob files (what the next opener of
+/// `dir` would find).
 fn copy_store(dir: &Path) -> TempDir {
-    let segments = read_segments(dir);
-    store_with(segments.iter().map(|(id, b)| (*id, &b[..])))
+    let copy = TempDir::new().unwrap();
+    for (id, kind) in store_files(dir) {
+        let name = store_file_name(id, kind);
+        std::fs::copy(dir.join(&name), copy.path().join(&name)).unwrap();
+    }
+    copy
 }
 
 fn show_key(key: &[u8]) -> String {
@@ -315,17 +349,23 @@ fn crash_child() {
     let job = std::env::var(CHILD_JOB_VAR).expect("job of the crash child");
     match job.split_whitespace().collect::<Vec<_>>()[..] {
         ["hold", mode] => hold_child(Path::new(&dir), parse_mode(mode)),
-        ["workload", mode, round] => {
-            workload_child(Path::new(&dir), parse_mode(mode), round.parse().unwrap())
-        }
+        ["workload", mix, mode, seed, round] => workload_child(
+            Path::new(&dir),
+            Mix::parse(mix),
+            parse_mode(mode),
+            seed.parse().unwrap(),
+            round.parse().unwrap(),
+        ),
         _ => panic!("unknown crash child job {job:?}"),
     }
 }
 
-/// Sends one message line to the parent, flushed before returning.
+/// Sends one message line to the parent, flushed before returning, in one write (a pipe takes
+/// it whole): a kill cannot leave half of it.
 fn emit(msg: &str) {
+    let line = format!("{MARK}{msg}\n");
     let mut out = std::io::stdout().lock();
-    writeln!(out, "{MARK}{msg}")
+    out.write_all(line.as_bytes())
         .and_then(|()| out.flush())
         .expect("write to the parent");
 }
@@ -362,8 +402,16 @@ impl ChildProc {
         let stdin = child.stdin.take().unwrap();
         let (tx, messages) = mpsc::channel();
         std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
+            let mut out = BufReader::new(stdout);
+            let mut line = Vec::new();
+            loop {
+                line.clear();
+                // A line without its newline was cut by the kill: it was never sent.
+                match out.read_until(b'\n', &mut line) {
+                    Ok(_) if line.last() == Some(&b'\n') => {}
+                    _ => break,
+                }
+                let line = String::from_utf8_lossy(&line[..line.len() - 1]);
                 // libtest may print "test crash_child ... " in front of the first message.
                 if let Some(at) = line.find(MARK)
                     && tx.send(line[at + MARK.len()..].to_string()).is_err()
@@ -405,22 +453,124 @@ impl Drop for ChildProc {
 }
 
 // ---------------------------------------------------------------------------------------------
-// kill -9 during concurrent durable writes.
+// kill -9 during concurrent durable writes: single puts and deletes, then also atomic batches
+// and large values written to blob files.
 // ---------------------------------------------------------------------------------------------
 
 const THREADS: usize = 4;
+/// Rounds of each kill -9 test (one child, one kill each, all on one directory).
 const ROUNDS: u64 = 5;
+/// Overrides [`ROUNDS`] (for long runs: scripts/crash-loop.sh).
+const ROUNDS_VAR: &str = "PODSTORE_CRASH_ROUNDS";
+/// Varies the workloads and kill points of the kill -9 tests; 0, the default, is the fixed seed
+/// they always run with.
+const SEED_VAR: &str = "PODSTORE_CRASH_SEED";
 /// Each round's child is killed after a number of acknowledged operations in this range.
 const KILL_AFTER: (u64, u64) = (1, 250);
 /// Operations per child thread if it is never killed (it always is, long before).
 const CHILD_MAX_OPS: usize = 100_000;
+/// `Options::large_value_threshold` of the mixed workload, below its large values.
+const LARGE_THRESHOLD: u64 = 96 << 10;
+/// Length range of the mixed workload's large values: a blob file each when put alone.
+const LARGE_LEN: (u64, u64) = (100 << 10, 300 << 10);
+
+fn env_u64(var: &str, default: u64) -> u64 {
+    match std::env::var(var) {
+        Ok(s) => s
+            .trim()
+            .parse()
+            .unwrap_or_else(|e| panic!("{var}={s:?}: {e}")),
+        Err(_) => default,
+    }
+}
+
+/// `base` varied by the crash seed; seed 0 leaves it unchanged.
+fn seeded(base: u64, seed: u64) -> u64 {
+    base ^ seed.wrapping_mul(0x9E37_79B9_7F4A_7C15)
+}
+
+/// What the threads of a kill -9 child do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mix {
+    /// Single puts (up to 160 KiB, all through the log) and deletes of the round's own keys.
+    Plain,
+    /// Single puts and deletes, atomic batches of 2 to 6 puts and deletes, and large values put
+    /// alone (blob files) or in batches (through the log). Keys of earlier rounds are
+    /// overwritten and deleted, deleted keys are written again.
+    Batches,
+}
+
+impl Mix {
+    fn name(self) -> &'static str {
+        match self {
+            Mix::Plain => "plain",
+            Mix::Batches => "batches",
+        }
+    }
+
+    fn parse(name: &str) -> Mix {
+        [Mix::Plain, Mix::Batches]
+            .into_iter()
+            .find(|m| m.name() == name)
+            .unwrap_or_else(|| panic!("unknown workload mix {name}"))
+    }
+
+    fn options(self, mode: IoMode) -> Options {
+        let opts = options(mode, Durability::Sync);
+        match self {
+            Mix::Plain => opts,
+            Mix::Batches => opts.large_value_threshold(LARGE_THRESHOLD),
+        }
+    }
+
+    /// Names the test in messages and seeds its kill points.
+    fn label(self, mode: IoMode) -> String {
+        match self {
+            Mix::Plain => mode_name(mode).to_string(),
+            Mix::Batches => format!("batches {}", mode_name(mode)),
+        }
+    }
+}
+
+fn open_mix(dir: &Path, mix: Mix, mode: IoMode) -> Store {
+    Store::open_with(dir, mix.options(mode))
+        .unwrap_or_else(|e| panic!("open {} ({}): {e}", dir.display(), mix.label(mode)))
+}
 
 /// The state of a key: `Some((version, len))` for a value, `None` when absent.
 type KeyState = Option<(u64, usize)>;
 
+/// The value of `key` at `version` in the kill -9 workloads: [`value_for`] with the version in
+/// its first 8 bytes (when it has them), so that a value read back names the write it came from.
+fn op_value(key: &[u8], version: u64, len: usize) -> Vec<u8> {
+    let mut value = value_for(key, version, len);
+    let n = len.min(8);
+    value[..n].copy_from_slice(&version.to_le_bytes()[..n]);
+    value
+}
+
+fn expected_value(key: &str, state: KeyState) -> Option<Vec<u8>> {
+    state.map(|(version, len)| op_value(key.as_bytes(), version, len))
+}
+
+/// A value read back, with the version it claims.
+fn describe_found(found: Option<&[u8]>) -> String {
+    match found {
+        Some(v) if v.len() >= 8 => format!(
+            "{} (stamped version {})",
+            describe(found),
+            u64::from_le_bytes(v[..8].try_into().unwrap())
+        ),
+        _ => describe(found),
+    }
+}
+
+/// One operation of a batch: a put of a value of this length (`Some`) or a delete (`None`).
+type BatchOp = (String, Option<usize>);
+
 /// One operation of a child thread. Each thread owns its keys and runs its operations in order,
 /// so at the kill every key is in the state after the thread's last acknowledged operation or,
-/// for the key of the one operation that may have been in flight, after that operation.
+/// for the keys of the one operation that may have been in flight, after that operation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Op {
     Put {
@@ -431,20 +581,31 @@ enum Op {
     Delete {
         key: String,
     },
+    /// An atomic batch: every value it puts carries its version.
+    Batch {
+        version: u64,
+        ops: Vec<BatchOp>,
+    },
 }
 
 impl Op {
-    fn key(&self) -> &str {
+    /// The state of every key the operation writes, after it (a batch's later write of a key
+    /// wins), in the order of first write.
+    fn effects(&self) -> Vec<(String, KeyState)> {
         match self {
-            Op::Put { key, .. } | Op::Delete { key } => key,
-        }
-    }
-
-    /// The key's state after the operation.
-    fn result(&self) -> KeyState {
-        match self {
-            Op::Put { version, len, .. } => Some((*version, *len)),
-            Op::Delete { .. } => None,
+            Op::Put { key, version, len } => vec![(key.clone(), Some((*version, *len)))],
+            Op::Delete { key } => vec![(key.clone(), None)],
+            Op::Batch { version, ops } => {
+                let mut out: Vec<(String, KeyState)> = Vec::new();
+                for (key, len) in ops {
+                    let state = len.map(|len| (*version, len));
+                    match out.iter_mut().find(|(k, _)| k == key) {
+                        Some(e) => e.1 = state,
+                        None => out.push((key.clone(), state)),
+                    }
+                }
+                out
+            }
         }
     }
 
@@ -453,38 +614,99 @@ impl Op {
         match self {
             Op::Put { key, version, len } => format!("put {key} {version} {len}"),
             Op::Delete { key } => format!("del {key}"),
+            Op::Batch { version, ops } => {
+                let mut s = format!("batch {version}");
+                for (key, len) in ops {
+                    match len {
+                        Some(len) => s += &format!(" {key}={len}"),
+                        None => s += &format!(" {key}=del"),
+                    }
+                }
+                s
+            }
         }
     }
 
     fn run(&self, store: &Store) -> podstore::Result<()> {
         match self {
             Op::Put { key, version, len } => {
-                store.put(key.as_bytes(), &value_for(key.as_bytes(), *version, *len))
+                store.put(key.as_bytes(), &op_value(key.as_bytes(), *version, *len))
             }
             Op::Delete { key } => match store.delete(key.as_bytes())? {
                 true => Ok(()),
                 false => Err(Error::InvalidOptions("delete of a live key found nothing")),
             },
+            Op::Batch { version, ops } => {
+                let mut batch = podstore::Batch::new();
+                for (key, len) in ops {
+                    match len {
+                        Some(len) => {
+                            batch.put(key.as_bytes(), &op_value(key.as_bytes(), *version, *len))
+                        }
+                        None => batch.delete(key.as_bytes()),
+                    };
+                }
+                store.write(&batch)
+            }
         }
     }
 }
 
-/// The deterministic operations of thread `thread` in round `round`: new keys, overwrites of
-/// live keys, deletes of live keys (a deleted key is never written again).
+/// The thread that owns `key` (`r<round>-t<thread>-<n>`).
+fn key_owner(key: &str) -> usize {
+    key.split('-')
+        .nth(1)
+        .and_then(|t| t.strip_prefix('t'))
+        .and_then(|t| t.parse().ok())
+        .unwrap_or_else(|| panic!("key {key:?} names no owner thread"))
+}
+
+/// The live keys a round's threads start from, per thread, sorted: those of earlier rounds for
+/// [`Mix::Batches`] (the child reads them from the store, the parent from its model), none for
+/// [`Mix::Plain`].
+fn inherited_keys(mix: Mix, live: impl Iterator<Item = String>) -> Vec<Vec<String>> {
+    let mut out = vec![Vec::new(); THREADS];
+    if mix == Mix::Batches {
+        for key in live {
+            out[key_owner(&key)].push(key);
+        }
+        for keys in &mut out {
+            keys.sort_unstable();
+        }
+    }
+    out
+}
+
+/// The deterministic operations of thread `thread` in round `round`.
+///
+/// [`Mix::Plain`]: new keys, overwrites of live keys, deletes of live keys (a deleted key is
+/// never written again); versions count per key.
+///
+/// [`Mix::Batches`]: the same over the thread's keys of this and earlier rounds, deleted keys
+/// written again, large values, and batches; versions are unique in the directory's history
+/// (round and operation number), so a value read back names the operation that wrote it.
 struct Workload {
+    mix: Mix,
     rng: Rng,
     prefix: String,
     next_key: u64,
+    /// Live keys, with the version of the next overwrite (used by [`Mix::Plain`]).
     live: Vec<(String, u64)>,
+    /// Keys deleted in this round ([`Mix::Batches`]).
+    dead: Vec<String>,
+    next_version: u64,
 }
 
 impl Workload {
-    fn new(round: u64, thread: usize) -> Workload {
+    fn new(mix: Mix, seed: u64, round: u64, thread: usize, inherited: Vec<String>) -> Workload {
         Workload {
-            rng: Rng::new(round << 8 | thread as u64),
+            mix,
+            rng: Rng::new(seeded(round << 8 | thread as u64, seed)),
             prefix: format!("r{round}-t{thread}"),
             next_key: 0,
-            live: Vec::new(),
+            live: inherited.into_iter().map(|k| (k, 0)).collect(),
+            dead: Vec::new(),
+            next_version: round << 32,
         }
     }
 
@@ -496,16 +718,17 @@ impl Workload {
             _ => self.rng.below(40 << 10),
         }) as usize
     }
-}
 
-impl Iterator for Workload {
-    type Item = Op;
+    fn new_key(&mut self) -> String {
+        let key = format!("{}-{}", self.prefix, self.next_key);
+        self.next_key += 1;
+        key
+    }
 
-    fn next(&mut self) -> Option<Op> {
+    fn plain(&mut self) -> Op {
         let roll = self.rng.below(100);
-        let op = if self.live.is_empty() || roll < 65 {
-            let key = format!("{}-{}", self.prefix, self.next_key);
-            self.next_key += 1;
+        if self.live.is_empty() || roll < 65 {
+            let key = self.new_key();
             self.live.push((key.clone(), 0));
             Op::Put {
                 key,
@@ -526,20 +749,143 @@ impl Iterator for Workload {
             Op::Delete {
                 key: self.live.swap_remove(i).0,
             }
+        }
+    }
+
+    /// A value that goes through the log: mostly small, some empty, some larger than the 64 KiB
+    /// write buffer, all below the large value threshold.
+    fn small_len(&mut self) -> usize {
+        (match self.rng.below(20) {
+            0 => self.rng.below(16),
+            1 => self.rng.between(64 << 10, LARGE_THRESHOLD),
+            _ => self.rng.below(24 << 10),
+        }) as usize
+    }
+
+    fn large_len(&mut self) -> usize {
+        self.rng.between(LARGE_LEN.0, LARGE_LEN.1) as usize
+    }
+
+    /// A value in a batch: batches also hold values that span write buffers and large ones
+    /// (which a batch writes through the log).
+    fn batch_len(&mut self) -> usize {
+        match self.rng.below(30) {
+            0 => self.large_len(),
+            1..=3 => self.rng.between(64 << 10, 160 << 10) as usize,
+            _ => self.rng.below(8 << 10) as usize,
+        }
+    }
+
+    fn pick(&mut self, keys: usize) -> usize {
+        self.rng.below(keys as u64) as usize
+    }
+
+    /// A key to put: a deleted one written again, a live one overwritten, or a new one.
+    fn put_key(&mut self) -> String {
+        let roll = self.rng.below(100);
+        if !self.dead.is_empty() && roll < 10 {
+            let i = self.pick(self.dead.len());
+            self.dead[i].clone()
+        } else if !self.live.is_empty() && roll < 55 {
+            let i = self.pick(self.live.len());
+            self.live[i].0.clone()
+        } else {
+            self.new_key()
+        }
+    }
+
+    /// A key for a batch to delete: mostly a live one, sometimes one that is absent.
+    fn batch_delete_key(&mut self) -> String {
+        if !self.live.is_empty() && self.rng.below(4) != 0 {
+            let i = self.pick(self.live.len());
+            self.live[i].0.clone()
+        } else if !self.dead.is_empty() && self.rng.below(2) == 0 {
+            let i = self.pick(self.dead.len());
+            self.dead[i].clone()
+        } else {
+            self.new_key()
+        }
+    }
+
+    fn batches(&mut self) -> Op {
+        let version = self.next_version;
+        self.next_version += 1;
+        let roll = self.rng.below(100);
+        let op = if roll < 30 || (roll < 60 && self.live.is_empty()) {
+            Op::Put {
+                key: self.put_key(),
+                version,
+                len: self.small_len(),
+            }
+        } else if roll < 45 {
+            Op::Put {
+                key: self.put_key(),
+                version,
+                len: self.large_len(),
+            }
+        } else if roll < 60 {
+            let i = self.pick(self.live.len());
+            Op::Delete {
+                key: self.live[i].0.clone(),
+            }
+        } else {
+            let n = self.rng.between(2, 7) as usize;
+            let mut ops: Vec<BatchOp> = Vec::with_capacity(n);
+            for _ in 0..n {
+                let put = self.rng.below(10) < 7;
+                let key = if !ops.is_empty() && self.rng.below(8) == 0 {
+                    // The same key again: the later operation wins.
+                    let i = self.pick(ops.len());
+                    ops[i].0.clone()
+                } else if put {
+                    self.put_key()
+                } else {
+                    self.batch_delete_key()
+                };
+                let len = if put { Some(self.batch_len()) } else { None };
+                ops.push((key, len));
+            }
+            Op::Batch { version, ops }
         };
-        Some(op)
+        for (key, state) in op.effects() {
+            self.live.retain(|(k, _)| *k != key);
+            self.dead.retain(|k| *k != key);
+            match state {
+                Some(_) => self.live.push((key, 0)),
+                None => self.dead.push(key),
+            }
+        }
+        op
+    }
+}
+
+impl Iterator for Workload {
+    type Item = Op;
+
+    fn next(&mut self) -> Option<Op> {
+        Some(match self.mix {
+            Mix::Plain => self.plain(),
+            Mix::Batches => self.batches(),
+        })
     }
 }
 
 /// Runs the workload of `round` from `THREADS` threads, acknowledging every completed
 /// operation, until killed.
-fn workload_child(dir: &Path, mode: IoMode, round: u64) {
-    let store = open(dir, mode);
+fn workload_child(dir: &Path, mix: Mix, mode: IoMode, seed: u64, round: u64) {
+    let store = open_mix(dir, mix, mode);
+    let inherited = inherited_keys(
+        mix,
+        store
+            .keys()
+            .map(|k| String::from_utf8(k).expect("utf-8 key")),
+    );
     std::thread::scope(|s| {
-        for t in 0..THREADS {
+        for (t, keys) in inherited.into_iter().enumerate() {
             let store = &store;
             s.spawn(move || {
-                for (i, op) in Workload::new(round, t).take(CHILD_MAX_OPS).enumerate() {
+                let ops = Workload::new(mix, seed, round, t, keys);
+                for (i, op) in ops.take(CHILD_MAX_OPS).enumerate() {
                     match op.run(store) {
                         Ok(()) => emit(&format!("ack {t} {i} {}", op.describe())),
                         Err(e) => {
@@ -591,51 +937,116 @@ fn run_until_killed(dir: &Path, job: &str, kill_after: usize) -> Vec<Vec<String>
 
 /// Asserts the state of one key of the kill -9 workload.
 fn assert_key_state(store: &Store, key: &str, state: KeyState, ctx: &str) {
-    let expected = state.map(|(version, len)| value_for(key.as_bytes(), version, len));
-    assert_reads(store, key.as_bytes(), expected.as_deref(), ctx);
+    let got = store
+        .get(key.as_bytes())
+        .unwrap_or_else(|e| panic!("{ctx}: get {key}: {e}"));
+    let expected = expected_value(key, state);
+    assert!(
+        got == expected,
+        "{ctx}: key {key}: got {}, expected {state:?}: {}",
+        describe_found(got.as_deref()),
+        describe(expected.as_deref())
+    );
 }
 
-/// Checks the keys of thread `t` in `round` against its acknowledged operations and records
-/// what was found in `model`.
+/// What the kill -9 rounds of one test checked.
+#[derive(Debug, Default)]
+struct KillStats {
+    rounds: u64,
+    acks: usize,
+    /// In-flight operations found applied, found not applied, or that read the same either way.
+    in_flight_applied: usize,
+    in_flight_absent: usize,
+    in_flight_either: usize,
+    /// In-flight batches found whole, found absent.
+    batches_applied: usize,
+    batches_absent: usize,
+    /// Recovered segments that held the first records of a batch after their last whole one:
+    /// batches cut by the kill, which recovery dropped.
+    torn_batches: usize,
+    recovered_segments: usize,
+    removed_blobs: usize,
+}
+
+/// Checks the keys of thread `t` against its acknowledged operations `acks` (replayed from
+/// `ops`), and the all-or-nothing of the operation after them; records what was found in `model`.
 fn verify_thread(
     store: &Store,
-    round: u64,
+    mut ops: Workload,
     t: usize,
     acks: &[String],
     model: &mut HashMap<String, KeyState>,
+    stats: &mut KillStats,
     ctx: &str,
 ) {
-    let mut ops = Workload::new(round, t);
     let mut state: HashMap<String, KeyState> = HashMap::new();
     for (i, ack) in acks.iter().enumerate() {
         let op = ops.next().unwrap();
-        assert_eq!(&op.describe(), ack, "{ctx}: thread {t} op {i}");
-        state.insert(op.key().to_string(), op.result());
+        assert_eq!(
+            &op.describe(),
+            ack,
+            "{ctx}: thread {t} op {i}: the child acknowledged another operation than the replay \
+             (different keys inherited from earlier rounds?)"
+        );
+        state.extend(op.effects());
     }
     let in_flight = ops.next().unwrap();
+    let effects = in_flight.effects();
     for (key, s) in &state {
-        if key != in_flight.key() {
+        if !effects.iter().any(|(k, _)| k == key) {
             assert_key_state(store, key, *s, ctx);
             model.insert(key.clone(), *s);
         }
     }
-    // The operation after the last acknowledged one may or may not have happened.
-    let key = in_flight.key();
-    let before = state.get(key).copied().flatten();
-    let got = store
-        .get(key.as_bytes())
-        .unwrap_or_else(|e| panic!("{ctx}: get {key}: {e}"));
-    let found = [before, in_flight.result()]
-        .into_iter()
-        .find(|s| got == s.map(|(v, len)| value_for(key.as_bytes(), v, len)))
-        .unwrap_or_else(|| {
-            panic!(
-                "{ctx}: in-flight key {key}: got {}, expected {before:?} or {:?}",
-                describe(got.as_deref()),
-                in_flight.result()
-            )
-        });
-    model.insert(key.to_string(), found);
+    // The operation after the last acknowledged one may have happened: all of it, or none.
+    let keys: Vec<(&str, KeyState, KeyState, Option<Vec<u8>>)> = effects
+        .iter()
+        .map(|(key, after)| {
+            let before = state.get(key).or_else(|| model.get(key)).copied().flatten();
+            let got = store
+                .get(key.as_bytes())
+                .unwrap_or_else(|e| panic!("{ctx}: get {key}: {e}"));
+            (key.as_str(), before, *after, got)
+        })
+        .collect();
+    let none = keys
+        .iter()
+        .all(|(key, before, _, got)| *got == expected_value(key, *before));
+    let all = keys
+        .iter()
+        .all(|(key, _, after, got)| *got == expected_value(key, *after));
+    assert!(
+        none || all,
+        "{ctx}: thread {t}: in-flight `{}` {}:{}",
+        in_flight.describe(),
+        if keys.len() > 1 {
+            "is neither whole nor absent"
+        } else {
+            "left its key in another state"
+        },
+        keys.iter()
+            .map(|(key, before, after, got)| format!(
+                "\n  {key}: got {}; before {before:?}, after {after:?}",
+                describe_found(got.as_deref())
+            ))
+            .collect::<String>()
+    );
+    let batch = matches!(in_flight, Op::Batch { .. });
+    match (none, all) {
+        (true, true) => stats.in_flight_either += 1,
+        (true, false) => {
+            stats.in_flight_absent += 1;
+            stats.batches_absent += batch as usize;
+        }
+        _ => {
+            stats.in_flight_applied += 1;
+            stats.batches_applied += batch as usize;
+        }
+    }
+    for (key, before, after, _) in keys {
+        model.insert(key.to_string(), if all { after } else { before });
+    }
+    stats.acks += acks.len();
 }
 
 /// Checks every key ever written, and that the store holds no other key.
@@ -643,11 +1054,7 @@ fn verify_model(store: &Store, model: &HashMap<String, KeyState>, ctx: &str) {
     for (key, s) in model {
         assert_key_state(store, key, *s, ctx);
     }
-    let live: HashSet<String> = model
-        .iter()
-        .filter(|(_, s)| s.is_some())
-        .map(|(k, _)| k.clone())
-        .collect();
+    let live = live_keys(model);
     let keys: HashSet<String> = store
         .keys()
         .map(|k| String::from_utf8(k).unwrap())
@@ -656,65 +1063,177 @@ fn verify_model(store: &Store, model: &HashMap<String, KeyState>, ctx: &str) {
     assert_eq!(store.len(), live.len(), "{ctx}: len");
 }
 
-/// At most one segment is left unsealed by a kill (the footer of the previous one is written
-/// before anything of the next one) and at most one empty one; both are new in this round.
-fn check_kill_report(store: &Store, before: &[u64], files: usize, ctx: &str) {
+fn live_keys(model: &HashMap<String, KeyState>) -> HashSet<String> {
+    model
+        .iter()
+        .filter(|(_, s)| s.is_some())
+        .map(|(k, _)| k.clone())
+        .collect()
+}
+
+/// Whether the whole records of a batch follow the last record recovery kept in segment
+/// `segment` (bytes as the kill left them): records of a batch whose last one never reached the
+/// file, which recovery dropped.
+fn batch_cut_after(segment: u64, bytes: &[u8], data_end: u64) -> bool {
+    let mut at = data_end as usize;
+    let boundary = (data_end.div_ceil(BLOCK) * BLOCK) as usize;
+    if bytes.len() >= boundary && bytes[at..boundary].iter().all(|&b| b == 0) {
+        at = boundary; // the padding after a write group
+    }
+    let place = RecordPlace {
+        segment,
+        offset: at as u64,
+    };
+    bytes.get(at..).is_some_and(|rest| {
+        decode_record(rest, place).is_ok_and(|r| r.header.flags & FLAG_BATCH_CONTINUES != 0)
+    })
+}
+
+/// What opening a killed store may find and do, all in files new in this round: at most one log
+/// segment left unsealed (the footer of the previous one is written before anything of the next
+/// one), recovered; at most one log segment without a whole record and one unsealed blob file
+/// per writing thread, removed. `before`: the files when the round started; `found`: when the
+/// store was opened; `after`: once it was.
+fn check_kill_report(
+    store: &Store,
+    before: &[(u64, FileKind)],
+    found: &[(u64, FileKind)],
+    after: &[(u64, FileKind)],
+    stats: &mut KillStats,
+    ctx: &str,
+) {
     let report = store.recovery();
-    let newest_before = before.last().copied().unwrap_or(0);
+    let newest_before = before.last().map_or(0, |f| f.0);
     assert!(report.recovered.len() <= 1, "{ctx}: {report:?}");
-    assert!(report.removed_segments <= 1, "{ctx}: {report:?}");
     for r in &report.recovered {
+        assert!(
+            found.contains(&(r.segment, FileKind::Log)),
+            "{ctx}: recovered a file that is no log segment: {report:?}"
+        );
         assert!(
             r.segment > newest_before,
             "{ctx}: old segment recovered: {report:?}"
         );
         assert!(r.data_end >= SEGMENT_HEADER_LEN as u64, "{ctx}: {report:?}");
     }
+    let removed: Vec<(u64, FileKind)> = found
+        .iter()
+        .filter(|f| !after.contains(f))
+        .copied()
+        .collect();
+    assert!(
+        after.iter().all(|f| found.contains(f)),
+        "{ctx}: open created files: found {found:?}, after {after:?}"
+    );
+    assert!(
+        removed.iter().all(|f| f.0 > newest_before),
+        "{ctx}: old files removed: {removed:?}"
+    );
+    let removed_blobs = removed.iter().filter(|f| f.1 == FileKind::Blob).count();
+    assert!(
+        removed.len() - removed_blobs <= 1 && removed_blobs <= THREADS,
+        "{ctx}: removed {removed:?}"
+    );
+    assert_eq!(report.removed_segments, removed.len(), "{ctx}: {report:?}");
     assert_eq!(
         report.sealed_segments + report.recovered.len() + report.removed_segments,
-        files,
+        found.len(),
         "{ctx}: {report:?}"
     );
+    stats.recovered_segments += report.recovered.len();
+    stats.removed_blobs += removed_blobs;
 }
 
-fn kill9_rounds(mode: IoMode) {
+/// `ROUNDS` rounds on one directory: a child writes with `mix` until killed at a random
+/// acknowledgement; a copy of the directory is opened and checked against every acknowledged
+/// operation, the next child recovers the directory itself. Prints a `crash-summary` line
+/// (totalled by scripts/crash-loop.sh).
+fn kill9_rounds(mix: Mix, mode: IoMode) {
+    let seed = env_u64(SEED_VAR, 0);
+    let rounds = env_u64(ROUNDS_VAR, ROUNDS);
+    let label = mix.label(mode);
+    let started = std::time::Instant::now();
     let dir = TempDir::new().unwrap();
-    let mut rng = Rng::new(fnv1a(mode_name(mode).as_bytes()));
+    let mut rng = Rng::new(seeded(fnv1a(label.as_bytes()), seed));
     let mut model: HashMap<String, KeyState> = HashMap::new();
-    for round in 0..ROUNDS {
-        let before = segment_ids(dir.path());
+    let mut stats = KillStats::default();
+    for round in 0..rounds {
+        let before = store_files(dir.path());
+        let inherited = inherited_keys(mix, live_keys(&model).into_iter());
         let kill_after = rng.between(KILL_AFTER.0, KILL_AFTER.1) as usize;
-        let job = format!("workload {} {round}", mode_name(mode));
+        let job = format!("workload {} {} {seed} {round}", mix.name(), mode_name(mode));
         let acked = run_until_killed(dir.path(), &job, kill_after);
         let ctx = format!(
-            "{} round {round} (killed after {} acks)",
-            mode_name(mode),
+            "{label} seed {seed} round {round} (killed after {} acks)",
             acked.iter().map(Vec::len).sum::<usize>()
         );
         // Check a copy, so that the next round's child recovers the crashed directory itself.
         let copy = copy_store(dir.path());
-        let files = segment_ids(copy.path()).len();
-        let store = open(copy.path(), mode);
-        check_kill_report(&store, &before, files, &ctx);
-        eprintln!("{ctx}: {} segment files, {:?}", files, store.recovery());
-        for (t, acks) in acked.iter().enumerate() {
-            verify_thread(&store, round, t, acks, &mut model, &ctx);
+        let found = store_files(copy.path());
+        let images = read_segments(copy.path());
+        let store = open_mix(copy.path(), mix, mode);
+        for r in &store.recovery().recovered {
+            let (_, bytes) = images.iter().find(|(id, _)| *id == r.segment).unwrap();
+            stats.torn_batches += batch_cut_after(r.segment, bytes, r.data_end) as usize;
+        }
+        check_kill_report(
+            &store,
+            &before,
+            &found,
+            &store_files(copy.path()),
+            &mut stats,
+            &ctx,
+        );
+        eprintln!("{ctx}: {} files, {:?}", found.len(), store.recovery());
+        for (t, (acks, keys)) in acked.iter().zip(inherited).enumerate() {
+            let ops = Workload::new(mix, seed, round, t, keys);
+            verify_thread(&store, ops, t, acks, &mut model, &mut stats, &ctx);
         }
         verify_model(&store, &model, &ctx);
+        stats.rounds += 1;
     }
-    let store = open(dir.path(), mode);
-    verify_model(&store, &model, &format!("{} final reopen", mode_name(mode)));
+    let store = open_mix(dir.path(), mix, mode);
+    verify_model(&store, &model, &format!("{label} seed {seed} final reopen"));
     store.close().unwrap();
+    println!(
+        "crash-summary: test={} seed={seed} rounds={} kills={} acks={} in_flight_applied={} \
+         in_flight_absent={} in_flight_either={} batches_applied={} batches_absent={} \
+         torn_batches={} recovered_segments={} removed_blobs={} live_keys={} secs={:.1}",
+        label.replace(' ', "-"),
+        stats.rounds,
+        stats.rounds,
+        stats.acks,
+        stats.in_flight_applied,
+        stats.in_flight_absent,
+        stats.in_flight_either,
+        stats.batches_applied,
+        stats.batches_absent,
+        stats.torn_batches,
+        stats.recovered_segments,
+        stats.removed_blobs,
+        live_keys(&model).len(),
+        started.elapsed().as_secs_f64()
+    );
 }
 
 #[test]
 fn kill9_during_concurrent_sync_writes_direct() {
-    kill9_rounds(IoMode::Direct);
+    kill9_rounds(Mix::Plain, IoMode::Direct);
 }
 
 #[test]
 fn kill9_during_concurrent_sync_writes_buffered() {
-    kill9_rounds(IoMode::Buffered);
+    kill9_rounds(Mix::Plain, IoMode::Buffered);
+}
+
+#[test]
+fn kill9_during_concurrent_batches_and_large_values_direct() {
+    kill9_rounds(Mix::Batches, IoMode::Direct);
+}
+
+#[test]
+fn kill9_during_concurrent_batches_and_large_values_buffered() {
+    kill9_rounds(Mix::Batches, IoMode::Buffered);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ use podstore::format::footer::{
     ENTRY_FIXED_LEN, FooterEntry, TABLE_HEADER_LEN, TRAILER_LEN, Trailer, decode_table,
     encode_footer,
 };
-use podstore::format::record::RecordKind;
+use podstore::format::record::{KNOWN_FLAGS, RecordKind};
 use podstore::format::segment_header::SEGMENT_HEADER_LEN;
 use podstore::{Corruption, MAX_KEY_LEN, MAX_VALUE_LEN};
 use podstore_fuzz::{BLOCK_SIZES, Unstructured, arb_key, arbitrary, u64_at};
@@ -171,16 +171,21 @@ fn round_trip(u: &mut Unstructured<'_>) -> arbitrary::Result<()> {
     for _ in 0..n {
         let long = u.ratio(1u8, 16)?;
         let key = arb_key(u, if long { MAX_KEY_LEN } else { 64 })?;
+        // Only what a writer produces: known flags, tombstones without a value.
+        let kind = if u.arbitrary()? {
+            RecordKind::Put
+        } else {
+            RecordKind::Tombstone
+        };
         entries.push(FooterEntry {
             key,
-            kind: if u.arbitrary()? {
-                RecordKind::Put
-            } else {
-                RecordKind::Tombstone
-            },
-            flags: u.arbitrary()?,
+            kind,
+            flags: u.arbitrary::<u16>()? & KNOWN_FLAGS,
             offset: u.int_in_range(64..=data_end - 1)?,
-            value_len: u.int_in_range(0..=MAX_VALUE_LEN)?,
+            value_len: match kind {
+                RecordKind::Put => u.int_in_range(0..=MAX_VALUE_LEN)?,
+                RecordKind::Tombstone => 0,
+            },
             seq: u.arbitrary()?,
         });
     }

@@ -10,8 +10,8 @@
 use libfuzzer_sys::fuzz_target;
 use podstore::format::CHUNK_SIZE;
 use podstore::format::record::{
-    RECORD_HEADER_LEN, RecordHeader, RecordKind, RecordPlace, chunk_count, decode_record,
-    encode_record, encode_record_as,
+    KNOWN_FLAGS, RECORD_HEADER_LEN, RecordHeader, RecordKind, RecordPlace, chunk_count,
+    decode_record, encode_record, encode_record_as,
 };
 use podstore::{Corruption, MAX_KEY_LEN, MAX_VALUE_LEN};
 use podstore_fuzz::{Unstructured, arb_key, arb_value_len, arbitrary, fill, u64_at};
@@ -33,7 +33,7 @@ fn raw(data: &[u8]) {
         assert!(h.key_len >= 1 && h.key_len as usize <= MAX_KEY_LEN);
         assert!(h.value_len <= MAX_VALUE_LEN);
         assert!(h.kind == RecordKind::Put || h.value_len == 0);
-        assert_eq!(h.flags, 0);
+        assert_eq!(h.flags & !KNOWN_FLAGS, 0);
         assert_eq!(
             h.encoded_len(),
             RECORD_HEADER_LEN as u64

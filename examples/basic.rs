@@ -1,8 +1,8 @@
-//! The basics: open, put, get, overwrite, delete, iterate, close, reopen.
+//! The basics: open, put, get, overwrite, delete, an atomic batch, iterate, close, reopen.
 //!
 //! Run: `cargo run --example basic [DIR]` (default: a fresh directory under the system temp dir).
 
-use podstore::{Options, Store};
+use podstore::{Batch, Options, Store};
 
 fn main() -> podstore::Result<()> {
     let dir = std::env::args()
@@ -31,6 +31,16 @@ fn main() -> podstore::Result<()> {
     println!("deleted banana: {}", store.delete(b"fruit/banana")?);
     println!("deleted banana again: {}", store.delete(b"fruit/banana")?);
     println!("missing key gives {:?}", store.get(b"fruit/cherry")?);
+
+    // Several changes at once, all-or-nothing even across a crash.
+    let mut batch = Batch::new();
+    batch
+        .put(b"fruit/cherry", b"dark red")
+        .put(b"fruit/date", b"brown")
+        .delete(b"fruit/apple");
+    store.write(&batch)?;
+    println!("after the batch: {} key(s)", store.len());
+    store.put(b"fruit/apple", b"green")?;
 
     for key in store.keys() {
         println!("live key: {}", String::from_utf8_lossy(&key));

@@ -363,10 +363,37 @@ pub const BLOB_RECORD_OFFSET: u64 = SEGMENT_HEADER_LEN as u64;
 /// Bytes copied per write when streaming a blob file.
 const BLOB_WRITE_CHUNK: usize = 1 << 20;
 
-/// Writes `value` as the one record of a new blob file and makes it durable: file data, then
-/// the directory entry. On error the file is removed (best effort).
+/// Creates empty blob files for `ids` and makes their names durable with one directory fsync.
+/// A blob file is created ahead of its put, so that the put itself needs no directory fsync;
+/// one that is never written has no footer and is removed at the next open.
+pub fn create_blob_files(
+    dir: &Path,
+    ids: std::ops::Range<u64>,
+    profile: &IoProfile,
+) -> Result<Vec<(u64, SegmentFile)>> {
+    let mut files = Vec::new();
+    for id in ids {
+        let path = path(dir, id, SegmentKind::Blob);
+        match SegmentFile::create(&path, profile.direct) {
+            Ok(f) => files.push((id, f)),
+            Err(e) => {
+                for (id, f) in files {
+                    drop(f);
+                    let _ = fs::remove_file(self::path(dir, id, SegmentKind::Blob));
+                }
+                return Err(e);
+            }
+        }
+    }
+    sync_dir(dir)?;
+    Ok(files)
+}
+
+/// Writes `value` as the one record of the blob file `file` (created, name durable, by
+/// [`create_blob_files`]) and makes it durable. On error the file is removed (best effort).
 pub fn write_blob(
     dir: &Path,
+    file: SegmentFile,
     id: u64,
     seq: u64,
     key: &[u8],
@@ -374,7 +401,6 @@ pub fn write_blob(
     profile: &IoProfile,
 ) -> Result<SegmentFile> {
     let path = path(dir, id, SegmentKind::Blob);
-    let file = SegmentFile::create(&path, profile.direct)?;
     let result = (|| {
         let block = profile.block_size;
         let mut stream =
@@ -413,8 +439,7 @@ pub fn write_blob(
         };
         stream.append(&encode_footer(id, data_end, data_end, block, &[entry]))?;
         stream.finish()?;
-        file.sync_data()?;
-        sync_dir(dir)
+        file.sync_data()
     })();
     match result {
         Ok(()) => Ok(file),

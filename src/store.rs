@@ -89,8 +89,13 @@ struct Inner {
     read_pool: BufPool,
     flusher: Mutex<Option<JoinHandle<()>>>,
     ticker: Mutex<Option<Ticker>>,
+    /// Blob files created ahead (empty, names durable), for large puts to come.
+    spare_blobs: Mutex<Vec<(u64, SegmentFile)>>,
     recovery: RecoveryReport,
 }
+
+/// Blob files created per directory fsync when none is spare.
+const BLOB_FILES_PER_CREATE: u64 = 8;
 
 /// The background flush of buffered writes.
 struct Ticker {
@@ -232,6 +237,7 @@ impl Store {
             read_pool,
             flusher: Mutex::new(Some(flusher)),
             ticker: Mutex::new(None),
+            spare_blobs: Mutex::new(Vec::new()),
             recovery,
         };
         let inner = Arc::new(inner);
@@ -609,12 +615,19 @@ impl Inner {
         if let Some(f) = self.progress.lock().failure {
             return Err(f.to_error());
         }
-        let (seq, id) = {
+        let (seq, id, spare, new_ids) = {
             let mut app = self.lock_appender();
             let seq = app.next_seq;
-            let id = app.next_segment;
             app.next_seq += 1;
-            app.next_segment += 1;
+            let spare = self.lock_spare_blobs().pop();
+            let (id, new_ids) = match &spare {
+                Some((id, _)) => (*id, 0..0),
+                None => {
+                    let ids = app.next_segment..app.next_segment + BLOB_FILES_PER_CREATE;
+                    app.next_segment = ids.end;
+                    (ids.start, ids)
+                }
+            };
             let entry = IndexEntry {
                 segment: id,
                 offset: segment::BLOB_RECORD_OFFSET,
@@ -624,9 +637,21 @@ impl Inner {
                 flags: 0,
             };
             self.pending.push(seq, key, Some(entry), true);
-            (seq, id)
+            (seq, id, spare, new_ids)
         };
-        match segment::write_blob(&self.dir, id, seq, key, value, &self.profile) {
+        let file = match spare {
+            Some((_, file)) => Ok(file),
+            // None spare: create a few, with one directory fsync, and keep the others.
+            None => segment::create_blob_files(&self.dir, new_ids, &self.profile).map(|mut f| {
+                let mine = f.remove(0).1;
+                self.lock_spare_blobs().extend(f);
+                mine
+            }),
+        };
+        let written = file.and_then(|file| {
+            segment::write_blob(&self.dir, file, id, seq, key, value, &self.profile)
+        });
+        match written {
             Ok(file) => {
                 self.segments
                     .write()
@@ -642,6 +667,25 @@ impl Inner {
                 Err(e)
             }
         }
+    }
+
+    fn lock_spare_blobs(&self) -> MutexGuard<'_, Vec<(u64, SegmentFile)>> {
+        self.spare_blobs.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Removes the blob files created ahead and not used.
+    fn remove_spare_blobs(&self) -> Result<()> {
+        let spares = std::mem::take(&mut *self.lock_spare_blobs());
+        if spares.is_empty() {
+            return Ok(());
+        }
+        for (id, file) in spares {
+            drop(file);
+            let path = segment::path(&self.dir, id, SegmentKind::Blob);
+            std::fs::remove_file(&path)
+                .map_err(|e| Error::io("remove spare blob file", Some(path), e))?;
+        }
+        file::sync_dir(&self.dir)
     }
 
     fn stop_ticker(&self) {
@@ -667,7 +711,7 @@ impl Inner {
         })();
         self.lock_appender().wb.shut_down();
         self.join_flusher();
-        result
+        result.and(self.remove_spare_blobs())
     }
 
     fn join_flusher(&self) {

@@ -261,6 +261,9 @@ pub struct DirLock {
     _file: File,
 }
 
+/// Retries of a refused lock, 2 ms apart, before `Error::Locked`.
+const LOCK_RETRIES: u32 = 25;
+
 /// Name of the lock file inside the store directory.
 pub const LOCK_NAME: &str = "LOCK";
 
@@ -275,12 +278,21 @@ impl DirLock {
             .truncate(false)
             .open(&path)
             .map_err(|e| Error::io("open lock file", Some(path.clone()), e))?;
-        match rustix::fs::flock(&file, FlockOperation::NonBlockingLockExclusive) {
-            Ok(()) => Ok(DirLock { _file: file }),
-            Err(rustix::io::Errno::WOULDBLOCK) => Err(Error::Locked {
-                path: dir.to_path_buf(),
-            }),
-            Err(e) => Err(Error::io("lock store directory", Some(path), e.into())),
+        // A child process forked by any thread holds a copy of every descriptor until it execs
+        // (close-on-exec), and with it the lock of a store that was just closed. That lasts
+        // microseconds: retry briefly before calling the directory locked.
+        for attempt in 0..=LOCK_RETRIES {
+            match rustix::fs::flock(&file, FlockOperation::NonBlockingLockExclusive) {
+                Ok(()) => return Ok(DirLock { _file: file }),
+                Err(rustix::io::Errno::WOULDBLOCK) if attempt < LOCK_RETRIES => {
+                    std::thread::sleep(std::time::Duration::from_millis(2));
+                }
+                Err(rustix::io::Errno::WOULDBLOCK) => break,
+                Err(e) => return Err(Error::io("lock store directory", Some(path), e.into())),
+            }
         }
+        Err(Error::Locked {
+            path: dir.to_path_buf(),
+        })
     }
 }

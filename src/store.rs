@@ -209,6 +209,7 @@ impl Store {
             let index = index.clone();
             writer::start(
                 opts.write_buffer_size,
+                profile.direct,
                 profile.mem_align,
                 profile.block_size as u64,
                 opts.segment_size,

@@ -185,6 +185,7 @@ pub type OnDurable = Box<dyn Fn(u64) + Send>;
 /// readers look into, and the thread.
 pub fn start(
     buffer_size: usize,
+    direct: bool,
     mem_align: usize,
     block_size: u64,
     segment_size: u64,
@@ -206,7 +207,7 @@ pub fn start(
     }));
     let thread_progress = progress.clone();
     let thread_tail = tail.clone();
-    let zero = ZeroAhead::new(mem_align, segment_size);
+    let zero = ZeroAhead::new(direct, mem_align, segment_size);
     let handle = std::thread::Builder::new()
         .name("podstore-flush".into())
         .spawn(move || {
@@ -243,6 +244,10 @@ fn lock_tail(tail: &Mutex<Tail>) -> MutexGuard<'_, Tail> {
 const ZERO_CHUNK: u64 = 1 << 20;
 /// How far ahead of the written end the zero-ahead goes.
 const ZERO_WINDOW: u64 = 4 << 20;
+/// Zero-ahead follows only synced writes of at most this many bytes: the latency-bound pattern
+/// it helps. Large or unsynced writes are bandwidth-bound, and zeroes ahead of them would only
+/// double the bytes written.
+const ZERO_AFTER_SYNC_OF_AT_MOST: usize = 64 << 10;
 
 /// Preallocation of the active log segment by writing zeroes ahead of its end, while the flush
 /// thread is idle.
@@ -254,6 +259,10 @@ const ZERO_WINDOW: u64 = 4 << 20;
 /// the same sequence as the data, so zeroes never land on data; the recovery scan reads a zero
 /// block start as the end of the log, and the seal cuts the file back to its footer.
 struct ZeroAhead {
+    /// Off for buffered I/O, where the page cache already absorbs allocation.
+    enabled: bool,
+    /// The last write was a small synced one.
+    wanted: bool,
     file: Option<Arc<SegmentFile>>,
     /// End of the data written to `file`.
     written_end: u64,
@@ -266,8 +275,10 @@ struct ZeroAhead {
 }
 
 impl ZeroAhead {
-    fn new(mem_align: usize, limit: u64) -> ZeroAhead {
+    fn new(enabled: bool, mem_align: usize, limit: u64) -> ZeroAhead {
         ZeroAhead {
+            enabled,
+            wanted: false,
             file: None,
             written_end: 0,
             frontier: 0,
@@ -277,8 +288,12 @@ impl ZeroAhead {
         }
     }
 
-    /// Takes note of a data write.
+    /// Takes note of a job.
     fn wrote(&mut self, job: &Job) {
+        if job.len == 0 {
+            return; // a sync alone
+        }
+        self.wanted = job.sync && job.len <= ZERO_AFTER_SYNC_OF_AT_MOST;
         let end = job.offset + job.len as u64;
         let same = self
             .file
@@ -298,7 +313,7 @@ impl ZeroAhead {
     /// A failed zero write (a full disk, say) just stops the zero-ahead for this segment: no
     /// data is involved. A failed sync is reported, because it may concern data written before.
     fn step(&mut self) -> Result<bool> {
-        let Some(file) = &self.file else {
+        let Some(file) = self.file.as_ref().filter(|_| self.enabled && self.wanted) else {
             return Ok(false);
         };
         let want = (self.written_end + ZERO_WINDOW).min(self.limit);

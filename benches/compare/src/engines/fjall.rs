@@ -1,0 +1,73 @@
+//! fjall (LSM tree) with key-value separation.
+
+use fjall::{Database, Keyspace, KeyspaceCreateOptions, KvSeparationOptions, PersistMode};
+
+use super::{Engine, OpenSpec, Res};
+
+pub struct Fjall {
+    db: Database,
+    ks: Keyspace,
+    durable: bool,
+}
+
+impl Fjall {
+    pub fn open(spec: &OpenSpec) -> Res<Fjall> {
+        let db = Database::builder(&spec.dir).open()?;
+        let ks = db.keyspace("blobs", || {
+            KeyspaceCreateOptions::default()
+                .with_kv_separation(Some(KvSeparationOptions::default()))
+        })?;
+        Ok(Fjall {
+            db,
+            ks,
+            durable: spec.durable,
+        })
+    }
+}
+
+impl Engine for Fjall {
+    fn put(&self, key: &[u8], value: &[u8]) -> Res<()> {
+        self.ks.insert(key, value)?;
+        if self.durable {
+            self.db.persist(PersistMode::SyncData)?;
+        }
+        Ok(())
+    }
+
+    fn sync(&self) -> Res<()> {
+        Ok(self.db.persist(PersistMode::SyncAll)?)
+    }
+
+    fn settle(&self) -> Res<()> {
+        // A doc(hidden) fjall API: rotates the memtable and waits for its flush.
+        Ok(self.ks.rotate_memtable_and_wait()?)
+    }
+
+    fn get(&self, key: &[u8]) -> Res<Option<Vec<u8>>> {
+        Ok(self.ks.get(key)?.map(|v| v.to_vec()))
+    }
+
+    fn get_range(&self, key: &[u8], off: u64, len: u64) -> Res<Option<Vec<u8>>> {
+        let Some(v) = self.ks.get(key)? else {
+            return Ok(None);
+        };
+        let end = off + len;
+        if end > v.len() as u64 {
+            return Err(format!("range {off}+{len} outside a value of {} bytes", v.len()).into());
+        }
+        Ok(Some(v[off as usize..end as usize].to_vec()))
+    }
+
+    fn close(self: Box<Self>) -> Res<()> {
+        self.db.persist(PersistMode::SyncAll)?;
+        drop(self.ks);
+        drop(self.db);
+        Ok(())
+    }
+
+    fn reopen(self: Box<Self>, spec: &OpenSpec, between: &mut dyn FnMut()) -> Res<Box<dyn Engine>> {
+        self.close()?;
+        between();
+        Ok(Box::new(Fjall::open(spec)?))
+    }
+}

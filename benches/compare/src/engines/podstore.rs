@@ -1,0 +1,57 @@
+//! podstore, with O_DIRECT or buffered I/O.
+
+use podstore::{Durability, IoMode, Options, Store};
+
+use super::{Engine, OpenSpec, Res};
+
+pub struct Pod {
+    store: Store,
+    mode: IoMode,
+}
+
+impl Pod {
+    pub fn open(spec: &OpenSpec, mode: IoMode) -> Res<Pod> {
+        let durability = if spec.durable {
+            Durability::Sync
+        } else {
+            Durability::Buffered
+        };
+        let store = Store::open_with(
+            &spec.dir,
+            Options::default().io_mode(mode).durability(durability),
+        )?;
+        if store.io_mode() != mode {
+            return Err(format!("asked for {mode:?}, store runs {:?}", store.io_mode()).into());
+        }
+        Ok(Pod { store, mode })
+    }
+}
+
+impl Engine for Pod {
+    fn put(&self, key: &[u8], value: &[u8]) -> Res<()> {
+        Ok(self.store.put(key, value)?)
+    }
+
+    fn sync(&self) -> Res<()> {
+        Ok(self.store.flush()?)
+    }
+
+    fn get(&self, key: &[u8]) -> Res<Option<Vec<u8>>> {
+        Ok(self.store.get(key)?)
+    }
+
+    fn get_range(&self, key: &[u8], off: u64, len: u64) -> Res<Option<Vec<u8>>> {
+        Ok(self.store.get_range(key, off..off + len)?)
+    }
+
+    fn close(self: Box<Self>) -> Res<()> {
+        Ok(self.store.close()?)
+    }
+
+    fn reopen(self: Box<Self>, spec: &OpenSpec, between: &mut dyn FnMut()) -> Res<Box<dyn Engine>> {
+        let mode = self.mode;
+        self.close()?;
+        between();
+        Ok(Box::new(Pod::open(spec, mode)?))
+    }
+}

@@ -1,0 +1,145 @@
+//! `compare`: podstore against other embedded stores and the raw-I/O floor.
+//!
+//! ```text
+//! compare run --engine E --workload W [--dir D] [params]   one run, one JSON line on stdout
+//! compare suite [--quick] [--out FILE] [--dir D] [--reps N] [--engines a,b] [--workloads x,y]
+//! compare engines                                          engines compiled in, and settings
+//! ```
+//!
+//! See benches/compare/README.md.
+
+mod engines;
+mod suite;
+mod sys;
+mod values;
+mod workloads;
+
+use std::collections::HashMap;
+use std::process::ExitCode;
+
+const USAGE: &str = "\
+usage:
+  compare run --engine ENGINE --workload WORKLOAD [--dir DIR] [params...]
+      workloads and their params (sizes take K/M/G suffixes, binary):
+        put      --size 4K --threads 16 [--ops 20000] [--max-bytes 256M] [--secs 1.5]
+        get      --size 1K --threads 16 --cache cold|warm [--dataset 128M] [--ops 20000] [--secs 1]
+        range    --size 1M --range whole|OFF+LEN (OFF may be end-4K) [--ops 12] [--keys N] [--secs 3]
+        seqwrite --size 256K [--total 2G] [--secs 20]
+        reopen   [--keys 1000000] [--size 100]
+      common: [--load-threads 16] [--seed 1] [--keep]
+  compare suite [--quick] [--out FILE] [--jsonl FILE] [--dir DIR] [--reps N]
+                [--engines a,b,...] [--workloads put,get,range,seqwrite,reopen]
+  compare engines
+
+  DIR defaults to $PODSTORE_BENCH_DIR, else /tmp; it must be on a real disk (not tmpfs).
+  engines: podstore podstore-buffered fjall redb heed files raw";
+
+/// `--key value` pairs and bare `--flag`s.
+#[derive(Debug, Default, Clone)]
+pub struct Args {
+    pub map: HashMap<String, String>,
+    pub flags: Vec<String>,
+}
+
+/// Flags that take no value.
+const BARE: &[&str] = &["quick", "keep", "help"];
+
+impl Args {
+    pub fn parse(items: &[String]) -> Result<Args, String> {
+        let mut a = Args::default();
+        let mut it = items.iter();
+        while let Some(s) = it.next() {
+            let Some(name) = s.strip_prefix("--") else {
+                return Err(format!("unexpected argument {s:?}"));
+            };
+            if let Some((k, v)) = name.split_once('=') {
+                a.map.insert(k.to_string(), v.to_string());
+            } else if BARE.contains(&name) {
+                a.flags.push(name.to_string());
+            } else {
+                let v = it.next().ok_or_else(|| format!("--{name} needs a value"))?;
+                a.map.insert(name.to_string(), v.clone());
+            }
+        }
+        Ok(a)
+    }
+
+    pub fn flag(&self, name: &str) -> bool {
+        self.flags.iter().any(|f| f == name)
+    }
+
+    pub fn str(&self, name: &str) -> Option<&str> {
+        self.map.get(name).map(String::as_str)
+    }
+
+    pub fn need(&self, name: &str) -> Result<&str, String> {
+        self.str(name)
+            .ok_or_else(|| format!("--{name} is required"))
+    }
+
+    pub fn size(&self, name: &str, default: u64) -> Result<u64, String> {
+        self.str(name).map_or(Ok(default), sys::parse_size)
+    }
+
+    pub fn num(&self, name: &str, default: u64) -> Result<u64, String> {
+        self.str(name).map_or(Ok(default), |s| {
+            s.parse()
+                .map_err(|_| format!("--{name}: not a number: {s:?}"))
+        })
+    }
+
+    pub fn secs(&self, name: &str, default: f64) -> Result<f64, String> {
+        self.str(name).map_or(Ok(default), |s| {
+            s.parse()
+                .map_err(|_| format!("--{name}: not a number: {s:?}"))
+        })
+    }
+}
+
+fn main() -> ExitCode {
+    let argv: Vec<String> = std::env::args().collect();
+    let Some(cmd) = argv.get(1) else {
+        eprintln!("{USAGE}");
+        return ExitCode::from(2);
+    };
+    let args = match Args::parse(&argv[2..]) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("compare: {e}\n\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    if args.flag("help") {
+        println!("{USAGE}");
+        return ExitCode::SUCCESS;
+    }
+    let result = match cmd.as_str() {
+        "run" => workloads::run(&args).map(|line| println!("{line}")),
+        "probe-open" => workloads::probe_open(&args).map(|line| println!("{line}")),
+        "suite" => suite::suite(&args, &argv),
+        "engines" => {
+            for e in engines::ALL {
+                let state = if engines::available(e) {
+                    "built"
+                } else {
+                    "not compiled in"
+                };
+                println!("{e} ({state}): {}\n", engines::settings(e));
+            }
+            println!("podstore defaults: {}", engines::podstore_defaults());
+            Ok(())
+        }
+        "help" | "-h" | "--help" => {
+            println!("{USAGE}");
+            Ok(())
+        }
+        other => Err(format!("unknown command {other:?}\n\n{USAGE}")),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("compare: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

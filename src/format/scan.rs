@@ -16,8 +16,10 @@
 use std::io;
 
 use super::footer::{FooterEntry, TABLE_MAGIC};
+use super::frames::{FRAME_TABLE_HEADER_LEN, FrameTableHeader, decode_table as decode_frame_table};
 use super::record::{
-    FLAG_BATCH_CONTINUES, RECORD_HEADER_LEN, RecordHeader, RecordPlace, verify_chunks,
+    FLAG_BATCH_CONTINUES, FLAG_COMPRESSED, RECORD_HEADER_LEN, RecordHeader, RecordPlace,
+    verify_chunks,
 };
 use super::segment_header::{SEGMENT_HEADER_LEN, SegmentHeader};
 use super::{CHUNK_SIZE, align_up};
@@ -210,7 +212,7 @@ fn entry_len(e: &FooterEntry) -> u64 {
         kind: e.kind,
         flags: e.flags,
         key_len: e.key.len() as u32,
-        value_len: e.value_len,
+        value_len: e.stored_len,
         seq: e.seq,
     }
     .encoded_len()
@@ -256,11 +258,12 @@ fn verify_record_at<S: ByteSource + ?Sized>(
     if let Err(c) = RecordHeader::verify(head, place, &key) {
         return Ok(Verdict::Bad(c));
     }
-    let entry = FooterEntry {
+    let mut entry = FooterEntry {
         key,
         kind: header.kind,
         flags: header.flags,
         offset: place.offset,
+        stored_len: header.value_len,
         value_len: header.value_len,
         seq: header.seq,
     };
@@ -275,11 +278,48 @@ fn verify_record_at<S: ByteSource + ?Sized>(
         let first_chunk = done / CHUNK_SIZE;
         let t = &table[(first_chunk * 4) as usize..];
         if let Err((_, c)) = verify_chunks(place, first_chunk, window, t) {
+            if header.flags & FLAG_COMPRESSED != 0 {
+                // Keep the length if the frame table header (which has its own crc) survived:
+                // reads of the frames that are intact still work.
+                let (fh, _) = check_frame_table(src, place, &header, window)?;
+                entry.value_len = fh.map_or(0, |h| h.value_len);
+            }
             return Ok(Verdict::ValueDamaged(entry, c));
         }
         done += n;
     }
+    if header.flags & FLAG_COMPRESSED != 0 {
+        // The stored bytes verified; the frame table must also be one a writer produces.
+        let (fh, checked) = check_frame_table(src, place, &header, window)?;
+        entry.value_len = fh.map_or(0, |h| h.value_len);
+        if let Err(c) = checked {
+            return Ok(Verdict::ValueDamaged(entry, c));
+        }
+    }
     Ok(Verdict::Whole(entry))
+}
+
+/// Reads and checks the frame table of the compressed record at `place`: its header if that
+/// decodes, and whether the whole table checks out.
+fn check_frame_table<S: ByteSource + ?Sized>(
+    src: &S,
+    place: RecordPlace,
+    header: &RecordHeader,
+    buf: &mut Vec<u8>,
+) -> io::Result<(Option<FrameTableHeader>, Result<(), Corruption>)> {
+    let at = place.offset + header.value_offset();
+    // The record header guarantees a compressed value holds at least a table header.
+    buf.resize(FRAME_TABLE_HEADER_LEN, 0);
+    src.read_exact_at(at, buf)?;
+    let fh = match FrameTableHeader::decode(buf, header.value_len) {
+        Ok(fh) => fh,
+        Err(c) => return Ok((None, Err(c))),
+    };
+    // Bounded by the stored length, which lies inside the source.
+    buf.resize(fh.table_len() as usize, 0);
+    src.read_exact_at(at, buf)?;
+    let checked = decode_frame_table(buf, header.value_len).map(|_| ());
+    Ok((Some(fh), checked))
 }
 
 #[cfg(test)]

@@ -404,6 +404,51 @@ mod tests {
     }
 
     #[test]
+    fn inconsistent_lengths_and_flags_are_rejected() {
+        let check = |edit: &dyn Fn(&mut FooterEntry)| {
+            let mut e = entries();
+            edit(&mut e[0]);
+            let footer = encode_footer(9, 600, 600, 4096, &e);
+            let file_len = 600 + footer.len() as u64;
+            let t = Trailer::decode(&footer[footer.len() - TRAILER_LEN..], file_len).unwrap();
+            decode_table(&t, &footer[..t.table_len as usize])
+        };
+        assert!(check(&|_| {}).is_ok());
+        // A compressed entry may have any value length up to the limit.
+        assert!(
+            check(&|e| {
+                e.flags = FLAG_COMPRESSED;
+                e.value_len = crate::MAX_VALUE_LEN;
+            })
+            .is_ok()
+        );
+        let bad: [&dyn Fn(&mut FooterEntry); 5] = [
+            &|e| e.value_len = 51,
+            &|e| e.flags = 4,
+            &|e| {
+                e.flags = FLAG_COMPRESSED;
+                e.value_len = crate::MAX_VALUE_LEN + 1;
+            },
+            &|e| {
+                e.kind = RecordKind::Tombstone;
+                e.stored_len = 0;
+                e.value_len = 0;
+                e.flags = FLAG_COMPRESSED;
+            },
+            &|e| {
+                e.stored_len = crate::MAX_VALUE_LEN + 1;
+                e.value_len = crate::MAX_VALUE_LEN + 1;
+            },
+        ];
+        for (i, edit) in bad.iter().enumerate() {
+            assert!(
+                matches!(check(edit), Err(Corruption::InvalidField { .. })),
+                "case {i}"
+            );
+        }
+    }
+
+    #[test]
     fn trailer_pointing_outside_file_rejected() {
         let (footer, file_len) = sealed(600);
         let tail = &footer[footer.len() - TRAILER_LEN..];

@@ -385,6 +385,43 @@ mod tests {
     }
 
     #[test]
+    fn compressed_flag_rules() {
+        let stored = vec![1u8; MIN_COMPRESSED_LEN as usize];
+        let ok = encode_record_with_flags(PLACE, RecordKind::Put, 3, 1, b"k", &stored);
+        assert_eq!(RecordHeader::decode(&ok).unwrap().flags, 3);
+        // Too short to hold a frame table.
+        let short = encode_record_with_flags(
+            PLACE,
+            RecordKind::Put,
+            FLAG_COMPRESSED,
+            1,
+            b"k",
+            &stored[1..],
+        );
+        assert!(matches!(
+            RecordHeader::decode(&short),
+            Err(Corruption::InvalidField {
+                field: "record value length",
+                ..
+            })
+        ));
+        // A tombstone is never compressed; an unknown flag is rejected.
+        for (kind, flags) in [
+            (RecordKind::Tombstone, FLAG_COMPRESSED),
+            (RecordKind::Put, 4),
+        ] {
+            let bad = encode_record_with_flags(PLACE, kind, flags, 1, b"k", b"");
+            assert!(matches!(
+                RecordHeader::decode(&bad),
+                Err(Corruption::InvalidField {
+                    field: "record flags",
+                    ..
+                })
+            ));
+        }
+    }
+
+    #[test]
     fn invalid_fields_are_typed() {
         let good = encode_record(PLACE, RecordKind::Tombstone, 1, b"k", b"");
         let mut bad = good.clone();

@@ -325,7 +325,7 @@ fn check_frame_table<S: ByteSource + ?Sized>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::format::record::{RecordKind, encode_record};
+    use crate::format::record::{FLAG_COMPRESSED, RecordKind, encode_record};
 
     /// Builds a segment image the way the writer lays it out: header, then groups of records,
     /// each group padded with zeroes to the next block boundary.
@@ -447,6 +447,132 @@ mod tests {
         assert_eq!(out.damaged.len(), 1);
         assert_eq!(out.damaged[0].0, ends[0]);
         assert!(out.stopped_at.is_none());
+    }
+
+    /// A segment image holding `values` (key, value, compressed?) in one write group, and the
+    /// record offsets.
+    fn compressed_image(values: &[(&[u8], &[u8], bool)]) -> (Vec<u8>, Vec<u64>) {
+        use crate::format::frames::encode_framed;
+        use crate::format::record::encode_record_with_flags;
+        let mut img = SegmentHeader {
+            segment: 3,
+            block_size: 512,
+        }
+        .encode()
+        .to_vec();
+        let mut offsets = Vec::new();
+        for (i, (k, v, compressed)) in values.iter().enumerate() {
+            let place = RecordPlace {
+                segment: 3,
+                offset: img.len() as u64,
+            };
+            offsets.push(place.offset);
+            let (flags, stored) = if *compressed {
+                (FLAG_COMPRESSED, encode_framed(v, 4096))
+            } else {
+                (0, v.to_vec())
+            };
+            img.extend(encode_record_with_flags(
+                place,
+                RecordKind::Put,
+                flags,
+                i as u64 + 1,
+                k,
+                &stored,
+            ));
+        }
+        (img, offsets)
+    }
+
+    fn text(len: usize) -> Vec<u8> {
+        (0..len).map(|i| b"abcdefgh"[(i * i / 7) % 8]).collect()
+    }
+
+    #[test]
+    fn compressed_records_report_their_uncompressed_length() {
+        let t = text(3 * 4096 + 10);
+        let (img, offsets) = compressed_image(&[(b"a", &t, true), (b"b", b"raw", false)]);
+        let out = scan_segment(&img[..], 3).unwrap();
+        assert!(out.stopped_at.is_none() && out.damaged.is_empty());
+        assert_eq!(out.records.len(), 2);
+        let a = &out.records[0];
+        assert_eq!(a.flags, FLAG_COMPRESSED);
+        assert_eq!(a.value_len, t.len() as u64);
+        assert!(a.stored_len < a.value_len);
+        assert_eq!(out.records[1].offset, offsets[0] + entry_len(a));
+        assert_eq!(out.records[1].value_len, 3);
+    }
+
+    /// Rewrites the record at `offset` with its stored value changed by `f` (and every checksum
+    /// recomputed), so that only the frame table is wrong.
+    fn with_stored(img: &[u8], offset: u64, f: impl FnOnce(&mut Vec<u8>)) -> Vec<u8> {
+        use crate::format::record::{decode_record, encode_record_with_flags};
+        let place = RecordPlace { segment: 3, offset };
+        let rec = decode_record(&img[offset as usize..], place).unwrap();
+        let end = offset + rec.header.encoded_len();
+        let mut stored = rec.value.to_vec();
+        f(&mut stored);
+        let mut out = img[..offset as usize].to_vec();
+        out.extend(encode_record_with_flags(
+            place,
+            rec.header.kind,
+            rec.header.flags,
+            rec.header.seq,
+            rec.key,
+            &stored,
+        ));
+        assert_eq!(out.len() as u64, end, "same length");
+        out.extend_from_slice(&img[end as usize..]);
+        out
+    }
+
+    #[test]
+    fn a_compressed_record_with_a_bad_frame_table_is_damaged() {
+        let t = text(3 * 4096 + 10);
+        let (img, offsets) = compressed_image(&[
+            (b"a", b"first", false),
+            (b"b", &t, true),
+            (b"c", b"last", false),
+        ]);
+        // An entry whose offset is wrong (crc-valid stored bytes, so only the table check can
+        // see it), and a header that does not decode.
+        let bad_entry = with_stored(&img, offsets[1], |s| s[24] ^= 1);
+        let bad_header = with_stored(&img, offsets[1], |s| s[0] = b'X');
+        for (bad, value_len) in [(bad_entry, t.len() as u64), (bad_header, 0)] {
+            // Unsealed: taken for the torn tail.
+            let out = scan_segment(&bad[..], 3).unwrap();
+            assert_eq!(out.records.len(), 1);
+            assert_eq!(out.stopped_at.as_ref().map(|s| s.0), Some(offsets[1]));
+            // Sealed: kept and reported, the record after it too.
+            let mut sealed = bad.clone();
+            sealed.extend_from_slice(&TABLE_MAGIC);
+            sealed.resize(align_up(sealed.len() as u64, 512) as usize, 0);
+            let out = scan_segment(&sealed[..], 3).unwrap();
+            assert_eq!(out.records.len(), 3);
+            assert_eq!(out.damaged.len(), 1);
+            assert_eq!(out.damaged[0].0, offsets[1]);
+            assert_eq!(out.records[1].value_len, value_len);
+        }
+    }
+
+    #[test]
+    fn a_damaged_frame_keeps_the_length_from_the_table_header() {
+        let t = text(4 * 4096);
+        let (mut img, offsets) = compressed_image(&[(b"b", &t, true), (b"c", b"last", false)]);
+        let stored_at = offsets[0] as usize + RECORD_HEADER_LEN + 1;
+        let stored_len = out_stored_len(&img, offsets[0]);
+        img[stored_at + stored_len as usize - 3] ^= 0x20; // in the last frame
+        img.extend_from_slice(&TABLE_MAGIC);
+        img.resize(align_up(img.len() as u64, 512) as usize, 0);
+        let out = scan_segment(&img[..], 3).unwrap();
+        assert_eq!(out.damaged.len(), 1);
+        assert_eq!(out.records[0].value_len, t.len() as u64);
+    }
+
+    fn out_stored_len(img: &[u8], offset: u64) -> u64 {
+        RecordHeader::decode(&img[offset as usize..])
+            .unwrap()
+            .value_len
     }
 
     #[test]

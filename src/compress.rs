@@ -5,6 +5,8 @@
 //! holds the policy and the I/O around them.
 
 use std::borrow::Cow;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use crate::MAX_VALUE_LEN;
 use crate::error::{Corruption, Error, Result};
@@ -126,9 +128,80 @@ pub struct FrameCache {
 }
 
 impl FrameCache {
+    /// True once the value's frame table header is known.
+    pub fn has_table(&self) -> bool {
+        self.header.is_some()
+    }
+
     fn entries_cover(&self, frames: &std::ops::Range<u64>) -> bool {
         let end = self.entries_first + (self.entries.len() / FRAME_ENTRY_LEN) as u64;
         frames.start >= self.entries_first && frames.end <= end
+    }
+}
+
+/// Verified frame table bytes of one value, as kept by a [`TableCache`].
+#[derive(Debug)]
+struct CachedTable {
+    header: FrameTableHeader,
+    entries_first: u64,
+    entries: Vec<u8>,
+}
+
+/// Frame tables of recently read compressed values, shared by all readers of a store, so that a
+/// range read of a value read before goes straight to its frames: without it, every range read
+/// first reads the value's first 4 KiB chunk (two disk reads with direct I/O: the chunk and its
+/// checksum at the end of the stored bytes).
+///
+/// Keyed by (segment, record offset, sequence number): a record never changes, and a sequence
+/// number is never reused, so an entry can never describe another value. It holds what was
+/// verified when it was read: the table header and at most one 4 KiB chunk of entries per value,
+/// for at most [`TableCache::CAPACITY`] values (about 1 MiB).
+#[derive(Debug, Default)]
+pub struct TableCache {
+    tables: Mutex<HashMap<(u64, u64, u64), Arc<CachedTable>>>,
+}
+
+impl TableCache {
+    /// Values whose tables are kept; when full, an arbitrary one is dropped.
+    pub const CAPACITY: usize = 256;
+
+    fn key(entry: &IndexEntry) -> (u64, u64, u64) {
+        (entry.segment, entry.offset, entry.seq)
+    }
+
+    /// Fills `cache` with what is kept for `entry`; returns whether there was anything.
+    pub fn seed(&self, entry: &IndexEntry, cache: &mut FrameCache) -> bool {
+        let found = self
+            .tables
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&Self::key(entry))
+            .cloned();
+        if let Some(t) = found {
+            cache.header = Some(t.header);
+            cache.entries_first = t.entries_first;
+            cache.entries.clear();
+            cache.entries.extend_from_slice(&t.entries);
+            return true;
+        }
+        false
+    }
+
+    /// Keeps what `cache` learned about `entry`'s table.
+    pub fn remember(&self, entry: &IndexEntry, cache: &FrameCache) {
+        let Some(header) = cache.header else { return };
+        let table = Arc::new(CachedTable {
+            header,
+            entries_first: cache.entries_first,
+            entries: cache.entries.clone(),
+        });
+        let mut tables = self.tables.lock().unwrap_or_else(|p| p.into_inner());
+        if tables.len() >= Self::CAPACITY
+            && let Some(k) = tables.keys().next().copied()
+        {
+            tables.remove(&k);
+        }
+        tables.insert(Self::key(entry), table);
     }
 }
 

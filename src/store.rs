@@ -9,7 +9,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crate::batch::Batch;
-use crate::compress::{self, FrameCache, StoredValue};
+use crate::compress::{self, FrameCache, StoredValue, TableCache};
 use crate::error::{Error, Result};
 use crate::format::footer::{FooterEntry, encode_footer};
 use crate::format::record::{FLAG_BATCH_CONTINUES, RecordHeader, RecordKind, RecordPlace};
@@ -88,6 +88,8 @@ struct Inner {
     tail: Arc<Mutex<Tail>>,
     progress: Arc<Progress>,
     read_pool: BufPool,
+    /// Frame tables of recently read compressed values.
+    frame_tables: TableCache,
     flusher: Mutex<Option<JoinHandle<()>>>,
     ticker: Mutex<Option<Ticker>>,
     recovery: RecoveryReport,
@@ -230,6 +232,7 @@ impl Store {
             tail,
             progress,
             read_pool,
+            frame_tables: TableCache::default(),
             flusher: Mutex::new(Some(flusher)),
             ticker: Mutex::new(None),
             recovery,
@@ -718,12 +721,14 @@ impl Inner {
         if !entry.is_compressed() {
             return read_stored(start, dst);
         }
-        match cache {
-            Some(cache) => compress::read_framed(entry, start, dst, cache, read_stored),
-            None => {
-                compress::read_framed(entry, start, dst, &mut FrameCache::default(), read_stored)
-            }
+        let mut one_off = FrameCache::default();
+        let cache = cache.unwrap_or(&mut one_off);
+        let known = cache.has_table() || self.frame_tables.seed(entry, cache);
+        let result = compress::read_framed(entry, start, dst, cache, read_stored);
+        if !known && result.is_ok() {
+            self.frame_tables.remember(entry, cache);
         }
+        result
     }
 
     /// Reads segment bytes `[offset, offset + dst.len())` from wherever they are: the write

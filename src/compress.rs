@@ -498,6 +498,32 @@ mod tests {
     }
 
     #[test]
+    fn the_table_cache_skips_the_first_chunk_and_stays_bounded() {
+        let f = MIN_FRAME_SIZE as u64;
+        let value = text(40 * f as usize);
+        let fx = Fixture::new(&value, MIN_FRAME_SIZE);
+        let tables = TableCache::default();
+        let mut cache = FrameCache::default();
+        assert!(!tables.seed(&fx.entry, &mut cache));
+        let (_, cold) = fx.read(20 * f, 10, &mut cache);
+        tables.remember(&fx.entry, &cache);
+        let mut cache = FrameCache::default();
+        assert!(tables.seed(&fx.entry, &mut cache));
+        let (got, warm) = fx.read(20 * f, 10, &mut cache);
+        assert_eq!(got.unwrap(), &value[20 * f as usize..20 * f as usize + 10]);
+        assert_eq!(cold - warm, 4096, "the first chunk is not read again");
+        // Another record (or the same place with another sequence number) is not served.
+        let mut other = fx.entry;
+        other.seq += 1;
+        assert!(!tables.seed(&other, &mut FrameCache::default()));
+        for seq in 0..TableCache::CAPACITY as u64 * 2 {
+            other.seq = 1000 + seq;
+            tables.remember(&other, &cache);
+        }
+        assert_eq!(tables.tables.lock().unwrap().len(), TableCache::CAPACITY);
+    }
+
+    #[test]
     fn auto_estimates() {
         assert!(estimated_saving(&text(1 << 20), 65536) > 0.4);
         assert!(estimated_saving(&random(1 << 20), 65536) < 0.0);

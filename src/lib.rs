@@ -14,7 +14,7 @@
 //! # Ok(()) }
 //! ```
 //!
-//! The architecture is in the module tree: [`format`] holds the pure codecs of every on-disk
+//! The architecture is in the module tree: [`format`](mod@format) holds the pure codecs of every on-disk
 //! structure, `io` the aligned buffers, files and the writer, `segment` segment files,
 //! `index` the in-memory key map, and [`Store`] the public API. docs/design.md draws every byte
 //! and argues why each step of writing, sealing and recovering is crash-safe.

@@ -347,7 +347,9 @@ impl Store {
     /// Bytes `range` of the value of `key`.
     ///
     /// Reads from disk only the 4 KiB chunks that hold the range (and their checksums), whatever
-    /// the size of the value. A range that is not inside the value fails with
+    /// the size of the value. For a compressed value, it reads and decompresses only the frames
+    /// that hold the range (and the frame table's header and entries, unless the store has them
+    /// from an earlier read). A range that is not inside the value fails with
     /// [`Error::OutOfRange`]; an empty range inside it gives an empty vector.
     ///
     /// ```

@@ -1008,7 +1008,9 @@ impl Read for ValueReader {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let left = self.entry.value_len.saturating_sub(self.pos);
         let n = (buf.len() as u64).min(left) as usize;
-        if n == 0 {
+        // A compressed value is never empty, except for a damaged one whose length could not be
+        // recovered: read its frame table so that the damage is reported, not an empty value.
+        if n == 0 && !(self.entry.is_compressed() && self.entry.value_len == 0) {
             return Ok(0);
         }
         self.inner

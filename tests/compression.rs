@@ -627,3 +627,43 @@ fn a_torn_compressed_record_is_cut_at_recovery() {
         assert_eq!(store.get(b"last").unwrap(), None);
     }
 }
+
+#[test]
+fn a_sealed_segment_rescanned_keeps_a_damaged_compressed_record_and_reports_it() {
+    for mode in modes() {
+        let dir = tempfile::tempdir().unwrap();
+        let o = opts(mode, Compression::Lz4);
+        let store = Store::open_with(dir.path(), o.clone()).unwrap();
+        let a = text(6 * F, 1);
+        let b = text(9 * F, 2);
+        let c = text(3 * F, 3);
+        store.put(b"a", &a).unwrap();
+        store.put(b"b", &b).unwrap();
+        store.put(b"c", &c).unwrap();
+        let b_stored = store.stored_len(b"b").unwrap().unwrap();
+        store.close().unwrap();
+        // Damage b's frame table header (its first chunk) and the segment's trailer: the open
+        // rescans the segment, which reaches the footer table, so nothing can be torn: b is kept
+        // as damaged, without a length, and a and c as written.
+        let (path, at) = find_stored(dir.path(), b_stored);
+        flip(&path, at + 9);
+        let len = fs::metadata(&path).unwrap().len() as usize;
+        flip(&path, len - 1);
+        let store = Store::open_with(dir.path(), o).unwrap();
+        let report = &store.recovery().recovered;
+        assert_eq!(report.len(), 1, "{mode:?}: {report:?}");
+        assert_eq!(report[0].damaged_records.len(), 1, "{report:?}");
+        check_value(&store, b"a", &a, "before the damaged record");
+        check_value(&store, b"c", &c, "after the damaged record");
+        assert_eq!(store.value_len(b"b").unwrap(), Some(0));
+        assert!(store.get(b"b").unwrap_err().is_corruption());
+        assert!(store.get_range(b"b", 0..0).unwrap_err().is_corruption());
+        let err = store
+            .reader(b"b")
+            .unwrap()
+            .unwrap()
+            .read_to_end(&mut Vec::new())
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidData, "{mode:?}");
+    }
+}

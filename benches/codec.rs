@@ -72,6 +72,7 @@ fn footer_decode(bencher: Bencher, n: u64) {
             kind: RecordKind::Put,
             flags: 0,
             offset: 64 + i * 1100,
+            stored_len: 1024,
             value_len: 1024,
             seq: i + 1,
         })

@@ -50,6 +50,11 @@ pub enum Corruption {
         /// The value found.
         value: u64,
     },
+    /// A frame of a compressed value is not a valid lz4 block of its length.
+    Decompression {
+        /// Index of the frame within the value.
+        frame: u64,
+    },
 }
 
 impl fmt::Display for Corruption {
@@ -72,6 +77,9 @@ impl fmt::Display for Corruption {
             }
             Corruption::InvalidField { field, value } => {
                 write!(f, "invalid value {value} in field {field}")
+            }
+            Corruption::Decompression { frame } => {
+                write!(f, "frame {frame} does not decompress to its length")
             }
         }
     }

@@ -22,8 +22,11 @@ pub struct IndexEntry {
     pub segment: u64,
     /// Offset of the record in the segment.
     pub offset: u64,
-    /// Stored value length.
+    /// Length of the value as put (uncompressed): what readers see.
     pub value_len: u64,
+    /// Length of the value bytes in the record: `value_len` unless the value is compressed
+    /// ([`FLAG_COMPRESSED`](crate::format::record::FLAG_COMPRESSED) in `flags`).
+    pub stored_len: u64,
     /// Sequence number of the record.
     pub seq: u64,
     /// Key length (locates the value inside the record).
@@ -33,6 +36,11 @@ pub struct IndexEntry {
 }
 
 impl IndexEntry {
+    /// True when the value is stored compressed (as a frame table and lz4 frames).
+    pub fn is_compressed(&self) -> bool {
+        self.flags & crate::format::record::FLAG_COMPRESSED != 0
+    }
+
     /// File offset of the first value byte.
     pub fn value_offset(&self) -> u64 {
         self.offset + crate::format::record::RECORD_HEADER_LEN as u64 + self.key_len as u64

@@ -22,6 +22,7 @@
 #![warn(unsafe_op_in_unsafe_fn)]
 
 mod batch;
+mod compress;
 mod error;
 pub mod format;
 mod index;
@@ -32,7 +33,7 @@ mod store;
 
 pub use batch::Batch;
 pub use error::{Corruption, Error, Result};
-pub use options::{Durability, IoMode, Options};
+pub use options::{Compression, Durability, IoMode, Options};
 pub use store::{Keys, RecoveredSegment, RecoveryReport, Store, ValueReader};
 
 /// Longest key, in bytes. Keys are 1 to `MAX_KEY_LEN` bytes; others get

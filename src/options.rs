@@ -32,6 +32,34 @@ pub enum Durability {
     Buffered,
 }
 
+/// Whether values are compressed when they are written.
+///
+/// A compressed value is stored as independent lz4 frames of
+/// [`Options::compression_frame_size`] uncompressed bytes and a small frame table, so that range
+/// reads and [`ValueReader`](crate::ValueReader) decompress only the frames they touch. Reads
+/// handle compressed and raw values alike whatever this option says: it only decides how new
+/// values are written, and can be changed at every open.
+///
+/// The default is [`Compression::None`]: blobs are often compressed already (images, video,
+/// archives), where lz4 costs CPU on every put and saves nothing; and a compressed value's range
+/// read fetches and decompresses whole frames (64 KiB of value by default) instead of the 4 KiB
+/// chunks a raw value's read fetches. Turn it on ([`Compression::Auto`] is the safe choice) for
+/// text-like values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Compression {
+    /// Values are stored as they are.
+    #[default]
+    None,
+    /// Every non-empty value is stored compressed (a frame that lz4 does not shrink is kept raw
+    /// inside it, so incompressible data costs a frame table of 16 bytes per frame plus 24).
+    Lz4,
+    /// A value is stored compressed only when that pays: lz4 is first run on a sample of the
+    /// value (up to 8 slices of 4 KiB spread over it), and the value is stored raw when the
+    /// estimated saving is below [`Options::compression_min_saving`]. When the sample passes,
+    /// the value is compressed and still stored raw if the real saving falls short.
+    Auto,
+}
+
 /// Options for [`Store::open_with`](crate::Store::open_with).
 ///
 /// ```
@@ -67,6 +95,16 @@ pub struct Options {
     /// With [`Durability::Buffered`], writes are made durable by a background flush at most this
     /// long after they were made (default 200 ms). `None` leaves it to `flush`/`close`.
     pub flush_interval: Option<Duration>,
+    /// Whether new values are compressed (default [`Compression::None`]; see there why).
+    pub compression: Compression,
+    /// Uncompressed bytes per lz4 frame of a compressed value (default 64 KiB, 4 KiB to 4 MiB).
+    /// A range read of a compressed value reads and decompresses whole frames: smaller frames
+    /// make small range reads cheaper, larger ones compress a little better.
+    pub compression_frame_size: u32,
+    /// With [`Compression::Auto`], the fraction of a value's size that compression must save for
+    /// the value to be stored compressed (default 0.125, i.e. at least 1/8 smaller; 0.0 to below
+    /// 1.0). Below it, the CPU of decompressing every read is not worth the space.
+    pub compression_min_saving: f64,
 }
 
 impl Default for Options {
@@ -80,6 +118,9 @@ impl Default for Options {
             max_group_records: 4096,
             large_value_threshold: 1 << 20,
             flush_interval: Some(Duration::from_millis(200)),
+            compression: Compression::None,
+            compression_frame_size: crate::format::frames::DEFAULT_FRAME_SIZE,
+            compression_min_saving: 0.125,
         }
     }
 }
@@ -133,7 +174,36 @@ impl Options {
         self
     }
 
+    /// Sets [`Options::compression`].
+    pub fn compression(mut self, compression: Compression) -> Self {
+        self.compression = compression;
+        self
+    }
+
+    /// Sets [`Options::compression_frame_size`].
+    pub fn compression_frame_size(mut self, bytes: u32) -> Self {
+        self.compression_frame_size = bytes;
+        self
+    }
+
+    /// Sets [`Options::compression_min_saving`].
+    pub fn compression_min_saving(mut self, fraction: f64) -> Self {
+        self.compression_min_saving = fraction;
+        self
+    }
+
     pub(crate) fn validate(&self) -> Result<()> {
+        use crate::format::frames::{MAX_FRAME_SIZE, MIN_FRAME_SIZE};
+        if !(MIN_FRAME_SIZE..=MAX_FRAME_SIZE).contains(&self.compression_frame_size) {
+            return Err(Error::InvalidOptions(
+                "compression_frame_size must be between 4 KiB and 4 MiB",
+            ));
+        }
+        if !(0.0..1.0).contains(&self.compression_min_saving) {
+            return Err(Error::InvalidOptions(
+                "compression_min_saving must be at least 0.0 and below 1.0",
+            ));
+        }
         if self.segment_size < (1 << 20) {
             return Err(Error::InvalidOptions("segment_size must be at least 1 MiB"));
         }

@@ -5,6 +5,7 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
+use crate::compress::StoredValue;
 use crate::error::{Corruption, Error, Result};
 use crate::format::footer::{FooterEntry, TRAILER_LEN, Trailer, decode_table, encode_footer};
 use crate::format::record::{RecordHeader, chunk_crc};
@@ -281,14 +282,17 @@ pub fn index_entry(segment: u64, e: &FooterEntry) -> Option<IndexEntry> {
         segment,
         offset: e.offset,
         value_len: e.value_len,
+        stored_len: e.stored_len,
         seq: e.seq,
         key_len: e.key.len() as u32,
         flags: e.flags,
     })
 }
 
-/// Reads value bytes `[start, start + dst.len())` of the record `entry` into `dst`, verifying
-/// every chunk it touches. `fetch(offset, buf)` reads file bytes of the entry's segment.
+/// Reads stored value bytes `[start, start + dst.len())` of the record `entry` into `dst`,
+/// verifying every chunk it touches. `fetch(offset, buf)` reads file bytes of the entry's
+/// segment. For a compressed value these are the stored (compressed) bytes:
+/// [`crate::compress::read_framed`] decodes them.
 ///
 /// Disk reads are proportional to the range: the covering chunks (4 KiB each) and their crc
 /// table entries, in one read when they lie close together, in two otherwise.
@@ -302,7 +306,8 @@ pub fn read_value(
         return Ok(());
     }
     let end = start + dst.len() as u64;
-    debug_assert!(end <= entry.value_len);
+    debug_assert!(end <= entry.stored_len);
+    let stored_len = entry.stored_len;
     let place = RecordPlace {
         segment: entry.segment,
         offset: entry.offset,
@@ -311,8 +316,8 @@ pub fn read_value(
     let c0 = start / CHUNK_SIZE;
     let c1 = end.div_ceil(CHUNK_SIZE);
     let data_start = c0 * CHUNK_SIZE;
-    let data_end = (c1 * CHUNK_SIZE).min(entry.value_len);
-    let table_at = vo + entry.value_len + 4 * c0;
+    let data_end = (c1 * CHUNK_SIZE).min(stored_len);
+    let table_at = vo + stored_len + 4 * c0;
     let table_len = (4 * (c1 - c0)) as usize;
     debug_assert_eq!(c1 - c0, chunk_count(data_end - data_start));
 
@@ -325,7 +330,7 @@ pub fn read_value(
     // Close together (small values, ranges near the end): one read from the first chunk to the
     // last table entry. Otherwise the table entries and the chunks separately.
     const JOIN_GAP: u64 = 16 << 10;
-    let gap = entry.value_len - data_end + 4 * c0;
+    let gap = stored_len - data_end + 4 * c0;
     if gap <= JOIN_GAP {
         let span = (table_at + table_len as u64 - (vo + data_start)) as usize;
         let mut scratch = vec![0u8; span];
@@ -389,15 +394,16 @@ pub fn create_blob_files(
     Ok(files)
 }
 
-/// Writes `value` as the one record of the blob file `file` (created, name durable, by
-/// [`create_blob_files`]) and makes it durable. On error the file is removed (best effort).
+/// Writes `value` (compressed or not) as the one record of the blob file `file` (created, name
+/// durable, by [`create_blob_files`]) and makes it durable. On error the file is removed (best
+/// effort).
 pub fn write_blob(
     dir: &Path,
     file: SegmentFile,
     id: u64,
     seq: u64,
     key: &[u8],
-    value: &[u8],
+    value: &StoredValue<'_>,
     profile: &IoProfile,
 ) -> Result<SegmentFile> {
     let path = path(dir, id, SegmentKind::Blob);
@@ -416,25 +422,27 @@ pub fn write_blob(
             segment: id,
             offset: BLOB_RECORD_OFFSET,
         };
+        let stored: &[u8] = &value.bytes;
         let header = RecordHeader {
             kind: RecordKind::Put,
-            flags: 0,
+            flags: value.flags(),
             key_len: key.len() as u32,
             pad_before: 0,
-            value_len: value.len() as u64,
+            value_len: stored.len() as u64,
             seq,
         };
         stream.append(&header.encode(place, key))?;
         stream.append(key)?;
-        stream.append(value)?;
-        append_chunk_table(&mut stream, place, value)?;
+        stream.append(stored)?;
+        append_chunk_table(&mut stream, place, stored)?;
         let data_end = BLOB_RECORD_OFFSET + header.encoded_len();
         let entry = FooterEntry {
             key: key.to_vec(),
             kind: RecordKind::Put,
-            flags: 0,
+            flags: value.flags(),
             offset: BLOB_RECORD_OFFSET,
-            value_len: value.len() as u64,
+            stored_len: stored.len() as u64,
+            value_len: value.value_len,
             seq,
         };
         stream.append(&encode_footer(id, data_end, data_end, block, &[entry]))?;

@@ -9,6 +9,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crate::batch::Batch;
+use crate::compress::{self, FrameCache, StoredValue, TableCache};
 use crate::error::{Error, Result};
 use crate::format::footer::{FooterEntry, encode_footer};
 use crate::format::record::{FLAG_BATCH_CONTINUES, RecordHeader, RecordKind, RecordPlace};
@@ -87,6 +88,8 @@ struct Inner {
     tail: Arc<Mutex<Tail>>,
     progress: Arc<Progress>,
     read_pool: BufPool,
+    /// Frame tables of recently read compressed values.
+    frame_tables: TableCache,
     flusher: Mutex<Option<JoinHandle<()>>>,
     ticker: Mutex<Option<Ticker>>,
     /// Blob files created ahead (empty, names durable), for large puts to come.
@@ -114,8 +117,8 @@ struct Appender {
     group_records: usize,
 }
 
-/// One operation to append: a put (with its value) or a delete.
-type Op<'a> = (&'a [u8], Option<&'a [u8]>);
+/// One operation to append: a put (with its value, as stored) or a delete.
+type Op<'a> = (&'a [u8], Option<&'a StoredValue<'a>>);
 
 struct ActiveSegment {
     id: u64,
@@ -236,6 +239,7 @@ impl Store {
             tail,
             progress,
             read_pool,
+            frame_tables: TableCache::default(),
             flusher: Mutex::new(Some(flusher)),
             ticker: Mutex::new(None),
             spare_blobs: Mutex::new(Vec::new()),
@@ -260,18 +264,22 @@ impl Store {
     /// returns once the value is in the write buffer. Values of at least
     /// [`Options::large_value_threshold`] put with `Sync` are written to a file of their own by
     /// the calling thread, beside the shared buffer.
+    ///
+    /// With [`Options::compression`] set, the value is compressed (by the calling thread, before
+    /// it takes any lock) when the options say it pays.
     pub fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
         check_key(key)?;
         check_value(value)?;
         let durability = self.inner.opts.durability;
+        let stored = StoredValue::encode(value, &self.inner.opts);
         if durability == Durability::Sync
             && value.len() as u64 >= self.inner.opts.large_value_threshold
         {
-            return self.inner.put_blob(key, value);
+            return self.inner.put_blob(key, &stored);
         }
         let (first, last) = self.inner.lock_appender().append_ops(
             &self.inner,
-            &[(key, Some(value))],
+            &[(key, Some(&stored))],
             durability,
         )?;
         self.inner.acknowledge(first, last, durability)
@@ -291,10 +299,20 @@ impl Store {
             return Ok(());
         }
         let durability = batch.durability.unwrap_or(self.inner.opts.durability);
+        let values: Vec<Option<StoredValue<'_>>> = batch
+            .ops
+            .iter()
+            .map(|op| {
+                op.value
+                    .as_deref()
+                    .map(|v| StoredValue::encode(v, &self.inner.opts))
+            })
+            .collect();
         let ops: Vec<Op<'_>> = batch
             .ops
             .iter()
-            .map(|op| (op.key.as_slice(), op.value.as_deref()))
+            .zip(&values)
+            .map(|(op, v)| (op.key.as_slice(), v.as_ref()))
             .collect();
         let (first, last) = self
             .inner
@@ -333,14 +351,16 @@ impl Store {
             return Ok(None);
         };
         let mut out = vec![0u8; to_usize(entry.value_len)?];
-        self.inner.read_value(&entry, 0, &mut out)?;
+        self.inner.read_value(&entry, 0, &mut out, None)?;
         Ok(Some(out))
     }
 
     /// Bytes `range` of the value of `key`.
     ///
     /// Reads from disk only the 4 KiB chunks that hold the range (and their checksums), whatever
-    /// the size of the value. A range that is not inside the value fails with
+    /// the size of the value. For a compressed value, it reads and decompresses only the frames
+    /// that hold the range (and the frame table's header and entries, unless the store has them
+    /// from an earlier read). A range that is not inside the value fails with
     /// [`Error::OutOfRange`]; an empty range inside it gives an empty vector.
     ///
     /// ```
@@ -360,7 +380,7 @@ impl Store {
         };
         let (start, end) = resolve_range(&range, entry.value_len)?;
         let mut out = vec![0u8; to_usize(end - start)?];
-        self.inner.read_value(&entry, start, &mut out)?;
+        self.inner.read_value(&entry, start, &mut out, None)?;
         Ok(Some(out))
     }
 
@@ -372,13 +392,23 @@ impl Store {
             inner: self.inner.clone(),
             entry,
             pos: 0,
+            cache: FrameCache::default(),
         }))
     }
 
-    /// The length of the value of `key`.
+    /// The length of the value of `key` (as it was put, whether or not it is stored
+    /// compressed).
     pub fn value_len(&self, key: &[u8]) -> Result<Option<u64>> {
         check_key(key)?;
         Ok(self.inner.index.get(key).map(|e| e.value_len))
+    }
+
+    /// How many bytes the value of `key` takes in its record: its length if it is stored raw,
+    /// the length of its frame table and lz4 frames if it is stored compressed (see
+    /// [`Options::compression`]). The record's header, key and checksums come on top.
+    pub fn stored_len(&self, key: &[u8]) -> Result<Option<u64>> {
+        check_key(key)?;
+        Ok(self.inner.index.get(key).map(|e| e.stored_len))
     }
 
     /// Whether `key` has a value.
@@ -612,7 +642,7 @@ impl Inner {
     }
 
     /// Writes a large value to a blob file of its own, outside the append lock.
-    fn put_blob(&self, key: &[u8], value: &[u8]) -> Result<()> {
+    fn put_blob(&self, key: &[u8], value: &StoredValue<'_>) -> Result<()> {
         if let Some(f) = self.progress.lock().failure {
             return Err(f.to_error());
         }
@@ -632,10 +662,11 @@ impl Inner {
             let entry = IndexEntry {
                 segment: id,
                 offset: segment::BLOB_RECORD_OFFSET,
-                value_len: value.len() as u64,
+                value_len: value.value_len,
+                stored_len: value.stored_len(),
                 seq,
                 key_len: key.len() as u32,
-                flags: 0,
+                flags: value.flags(),
             };
             self.pending.push(seq, key, Some(entry), true);
             (seq, id, spare, new_ids)
@@ -726,10 +757,29 @@ impl Inner {
         }
     }
 
-    fn read_value(&self, entry: &IndexEntry, start: u64, dst: &mut [u8]) -> Result<()> {
-        segment::read_value(entry, start, dst, |off, buf| {
-            self.fetch(entry.segment, off, buf)
-        })
+    /// Reads value bytes `[start, start + dst.len())` of `entry`, verified; for a compressed
+    /// value, decompresses the frames they are in, keeping what `cache` allows across reads.
+    fn read_value(
+        &self,
+        entry: &IndexEntry,
+        start: u64,
+        dst: &mut [u8],
+        cache: Option<&mut FrameCache>,
+    ) -> Result<()> {
+        let read_stored = |off: u64, buf: &mut [u8]| {
+            segment::read_value(entry, off, buf, |o, b| self.fetch(entry.segment, o, b))
+        };
+        if !entry.is_compressed() {
+            return read_stored(start, dst);
+        }
+        let mut one_off = FrameCache::default();
+        let cache = cache.unwrap_or(&mut one_off);
+        let known = cache.has_table() || self.frame_tables.seed(entry, cache);
+        let result = compress::read_framed(entry, start, dst, cache, read_stored);
+        if !known && result.is_ok() {
+            self.frame_tables.remember(entry, cache);
+        }
+        result
     }
 
     /// Reads segment bytes `[offset, offset + dst.len())` from wherever they are: the write
@@ -829,21 +879,23 @@ impl Appender {
     fn append(
         &mut self,
         key: &[u8],
-        value: Option<&[u8]>,
+        value: Option<&StoredValue<'_>>,
         flags: u16,
     ) -> Result<(u64, IndexEntry)> {
         let active = self.active.as_mut().expect("make_room opened a segment");
         let segment = active.id;
         let header = record_header(key, value, flags, self.wb.take_pad(), self.next_seq);
+        let flags = header.flags;
+        let value_len = value.map_or(0, |v| v.value_len);
         let place = RecordPlace {
             segment,
             offset: self.wb.position(),
         };
-        let value = value.unwrap_or(&[]);
+        let stored: &[u8] = value.map_or(&[], |v| &v.bytes);
         self.wb.append(&header.encode(place, key))?;
         self.wb.append(key)?;
-        self.wb.append(value)?;
-        segment::append_chunk_table(&mut self.wb, place, value)?;
+        self.wb.append(stored)?;
+        segment::append_chunk_table(&mut self.wb, place, stored)?;
         let seq = self.next_seq;
         self.next_seq += 1;
         let active = self.active.as_mut().expect("open");
@@ -853,7 +905,8 @@ impl Appender {
             kind: header.kind,
             flags,
             offset: place.offset,
-            value_len: header.value_len,
+            stored_len: header.value_len,
+            value_len,
             seq,
         });
         Ok((
@@ -861,7 +914,8 @@ impl Appender {
             IndexEntry {
                 segment,
                 offset: place.offset,
-                value_len: header.value_len,
+                value_len,
+                stored_len: header.value_len,
                 seq,
                 key_len: header.key_len,
                 flags,
@@ -930,9 +984,11 @@ impl Append for WriteBuffer {
     }
 }
 
+/// The header of the record of `key` and `value` (`None`: a tombstone); `flags` gets
+/// [`FLAG_COMPRESSED`](crate::format::record::FLAG_COMPRESSED) for a compressed value.
 fn record_header(
     key: &[u8],
-    value: Option<&[u8]>,
+    value: Option<&StoredValue<'_>>,
     flags: u16,
     pad_before: u16,
     seq: u64,
@@ -944,9 +1000,9 @@ fn record_header(
         } else {
             RecordKind::Tombstone
         },
-        flags,
+        flags: flags | value.map_or(0, |v| v.flags()),
         key_len: key.len() as u32,
-        value_len: value.map_or(0, |v| v.len() as u64),
+        value_len: value.map_or(0, |v| v.stored_len()),
         seq,
     }
 }
@@ -955,10 +1011,15 @@ fn record_header(
 ///
 /// Every read verifies the checksums of the 4 KiB chunks it touches; damaged bytes give an
 /// `io::Error` of kind `InvalidData` wrapping [`Error::Corruption`].
+///
+/// For a compressed value, every read decompresses the frames it touches; the reader keeps the
+/// last frame it decompressed (and the frame table entries it read), so a stream of small
+/// `read` calls reads and decompresses each frame once.
 pub struct ValueReader {
     inner: Arc<Inner>,
     entry: IndexEntry,
     pos: u64,
+    cache: FrameCache,
 }
 
 impl ValueReader {
@@ -983,7 +1044,7 @@ impl ValueReader {
                 len: self.entry.value_len,
             })?;
         debug_assert!(end >= offset);
-        self.inner.read_value(&self.entry, offset, buf)
+        self.inner.read_value(&self.entry, offset, buf, None)
     }
 }
 
@@ -1000,11 +1061,13 @@ impl Read for ValueReader {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let left = self.entry.value_len.saturating_sub(self.pos);
         let n = (buf.len() as u64).min(left) as usize;
-        if n == 0 {
+        // A compressed value is never empty, except for a damaged one whose length could not be
+        // recovered: read its frame table so that the damage is reported, not an empty value.
+        if n == 0 && !(self.entry.is_compressed() && self.entry.value_len == 0) {
             return Ok(0);
         }
         self.inner
-            .read_value(&self.entry, self.pos, &mut buf[..n])
+            .read_value(&self.entry, self.pos, &mut buf[..n], Some(&mut self.cache))
             .map_err(|e| match e {
                 Error::Io { source, .. } => source,
                 other => io::Error::new(io::ErrorKind::InvalidData, other),

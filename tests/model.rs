@@ -10,13 +10,14 @@
 //!   a suffix of them: the recovered state must be the state at the last flush (or close, or
 //!   recovery) with some prefix of the later writes applied.
 //!
-//! Each property runs in both I/O modes. `PROPTEST_CASES` overrides the number of cases;
+//! Each property runs in both I/O modes; one more runs with every value compressed (lz4, in
+//! frames of 4 KiB so that values span many frames). `PROPTEST_CASES` overrides the number of cases;
 //! failures are saved to `tests/model.proptest-regressions` and replayed first on later runs.
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
-use podstore::{Durability, Error, IoMode, MAX_KEY_LEN, Options, Store};
+use podstore::{Compression, Durability, Error, IoMode, MAX_KEY_LEN, Options, Store};
 use proptest::prelude::*;
 use proptest::test_runner::{FileFailurePersistence, TestCaseError};
 
@@ -302,12 +303,19 @@ fn value_diff(expected: &[u8], got: &[u8]) -> String {
 // Running a sequence
 // ---------------------------------------------------------------------------------------------
 
-fn open(dir: &Path, io_mode: IoMode, durability: Durability) -> Result<Store, String> {
+fn open(
+    dir: &Path,
+    io_mode: IoMode,
+    durability: Durability,
+    compression: Compression,
+) -> Result<Store, String> {
     let opts = Options::default()
         .io_mode(io_mode)
         .durability(durability)
         .segment_size(1 << 20)
-        .write_buffer_size(64 << 10);
+        .write_buffer_size(64 << 10)
+        .compression(compression)
+        .compression_frame_size(4096);
     let store = Store::open_with(dir, opts).map_err(|e| format!("open: {e}"))?;
     if store.io_mode() != io_mode {
         return Err(format!(
@@ -365,18 +373,31 @@ fn check_contents(store: &Store, expected: &Map) -> Result<(), String> {
 
 /// Runs `ops` on a fresh store and on the model, checking every answer. A final clean reopen
 /// checks the contents once more.
-fn run(ops: &[Op], io_mode: IoMode, durability: Durability) -> Result<(), TestCaseError> {
+fn run(
+    ops: &[Op],
+    io_mode: IoMode,
+    durability: Durability,
+    compression: Compression,
+) -> Result<(), TestCaseError> {
     let dir = tempfile::Builder::new()
         .prefix("podstore-model-")
         .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
         .map_err(|e| TestCaseError::fail(format!("temp dir: {e}")))?;
-    let mut store = open(dir.path(), io_mode, durability).map_err(TestCaseError::fail)?;
+    let mut store =
+        open(dir.path(), io_mode, durability, compression).map_err(TestCaseError::fail)?;
     let mut model = Model::new(durability);
     let mut puts = 0u32;
     let final_reopen = Op::Reopen;
     for (i, op) in ops.iter().chain([&final_reopen]).enumerate() {
-        store = step(store, dir.path(), &mut model, &mut puts, op, io_mode)
-            .map_err(|e| TestCaseError::fail(format!("op #{i} {op:?}: {e}")))?;
+        store = step(
+            store,
+            dir.path(),
+            &mut model,
+            &mut puts,
+            op,
+            (io_mode, compression),
+        )
+        .map_err(|e| TestCaseError::fail(format!("op #{i} {op:?}: {e}")))?;
         if store.len() != model.live.len() {
             return Err(TestCaseError::fail(format!(
                 "after op #{i} {op:?}: len() is {}, the model has {} keys",
@@ -397,7 +418,7 @@ fn step(
     model: &mut Model,
     puts: &mut u32,
     op: &Op,
-    io_mode: IoMode,
+    (io_mode, compression): (IoMode, Compression),
 ) -> Result<Store, String> {
     match *op {
         Op::Put { key: k, len } => {
@@ -457,7 +478,7 @@ fn step(
         Op::Reopen => {
             store.close().map_err(|e| format!("close: {e}"))?;
             model.all_durable();
-            let store = open(dir, io_mode, model.durability)?;
+            let store = open(dir, io_mode, model.durability, compression)?;
             let report = store.recovery();
             if !report.recovered.is_empty() || report.removed_segments != 0 {
                 return Err(format!("recovery after a clean close: {report:?}"));
@@ -467,7 +488,7 @@ fn step(
         }
         Op::CrashReopen => {
             store.simulate_crash();
-            let store = open(dir, io_mode, model.durability)?;
+            let store = open(dir, io_mode, model.durability, compression)?;
             model.crashed(contents(&store)?)?;
             return Ok(store);
         }
@@ -537,24 +558,31 @@ proptest! {
     /// Sync durability, O_DIRECT: the model is exact, across reopens and crashes.
     #[test]
     fn sync_direct_matches_model(ops in ops()) {
-        run(&ops, IoMode::Direct, Durability::Sync)?;
+        run(&ops, IoMode::Direct, Durability::Sync, Compression::None)?;
+    }
+
+    /// Sync durability, O_DIRECT, every value compressed: the model is exact, across reopens
+    /// and crashes.
+    #[test]
+    fn sync_direct_lz4_matches_model(ops in ops()) {
+        run(&ops, IoMode::Direct, Durability::Sync, Compression::Lz4)?;
     }
 
     /// Sync durability, buffered I/O: the model is exact, across reopens and crashes.
     #[test]
     fn sync_buffered_io_matches_model(ops in ops()) {
-        run(&ops, IoMode::Buffered, Durability::Sync)?;
+        run(&ops, IoMode::Buffered, Durability::Sync, Compression::None)?;
     }
 
     /// Buffered durability, O_DIRECT: a crash loses at most a suffix of the unflushed writes.
     #[test]
     fn buffered_direct_matches_model(ops in ops()) {
-        run(&ops, IoMode::Direct, Durability::Buffered)?;
+        run(&ops, IoMode::Direct, Durability::Buffered, Compression::None)?;
     }
 
     /// Buffered durability, buffered I/O: a crash loses at most a suffix of the unflushed writes.
     #[test]
     fn buffered_buffered_io_matches_model(ops in ops()) {
-        run(&ops, IoMode::Buffered, Durability::Buffered)?;
+        run(&ops, IoMode::Buffered, Durability::Buffered, Compression::None)?;
     }
 }

@@ -18,7 +18,7 @@ use podstore::format::footer::{
     ENTRY_FIXED_LEN, FooterEntry, TABLE_HEADER_LEN, TRAILER_LEN, Trailer, decode_table,
     encode_footer,
 };
-use podstore::format::record::{KNOWN_FLAGS, RecordKind};
+use podstore::format::record::{FLAG_COMPRESSED, KNOWN_FLAGS, RecordKind};
 use podstore::format::segment_header::SEGMENT_HEADER_LEN;
 use podstore::{Corruption, MAX_KEY_LEN, MAX_VALUE_LEN};
 use podstore_fuzz::{BLOCK_SIZES, Unstructured, arb_key, arbitrary, u64_at};
@@ -177,15 +177,29 @@ fn round_trip(u: &mut Unstructured<'_>) -> arbitrary::Result<()> {
         } else {
             RecordKind::Tombstone
         };
+        let mut flags = u.arbitrary::<u16>()? & KNOWN_FLAGS;
+        let (stored_len, value_len) = match kind {
+            RecordKind::Put => {
+                let stored = u.int_in_range(0..=MAX_VALUE_LEN)?;
+                let value = if flags & FLAG_COMPRESSED != 0 {
+                    u.int_in_range(0..=MAX_VALUE_LEN)?
+                } else {
+                    stored
+                };
+                (stored, value)
+            }
+            RecordKind::Tombstone => {
+                flags &= !FLAG_COMPRESSED;
+                (0, 0)
+            }
+        };
         entries.push(FooterEntry {
             key,
             kind,
-            flags: u.arbitrary::<u16>()? & KNOWN_FLAGS,
+            flags,
             offset: u.int_in_range(64..=data_end - 1)?,
-            value_len: match kind {
-                RecordKind::Put => u.int_in_range(0..=MAX_VALUE_LEN)?,
-                RecordKind::Tombstone => 0,
-            },
+            stored_len,
+            value_len,
             seq: u.arbitrary()?,
         });
     }

@@ -225,6 +225,7 @@ pub fn footer_entries(written: &[Written]) -> Vec<FooterEntry> {
             kind: w.kind,
             flags: 0,
             offset: w.offset,
+            stored_len: w.value_len,
             value_len: w.value_len,
             seq: w.seq,
         });

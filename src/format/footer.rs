@@ -4,7 +4,7 @@
 //! Layout: docs/design.md, "Footer" (offsets checked against it by a test).
 //! Opening a sealed segment reads the last block (the trailer), then the table: never records.
 
-use super::record::{KNOWN_FLAGS, RecordKind};
+use super::record::{FLAG_COMPRESSED, KNOWN_FLAGS, RecordKind};
 use super::{FORMAT_VERSION, align_up, check_crc, get_u16, get_u32, get_u64, magic_at, need};
 use crate::MAX_KEY_LEN;
 use crate::error::Corruption;
@@ -18,7 +18,7 @@ pub const TRAILER_LEN: usize = 64;
 /// Length of the table's own header (magic and reserved word).
 pub const TABLE_HEADER_LEN: usize = 8;
 /// Length of the fixed part of a table entry.
-pub const ENTRY_FIXED_LEN: usize = 32;
+pub const ENTRY_FIXED_LEN: usize = 40;
 
 mod off {
     pub const MAGIC: usize = 0;
@@ -35,11 +35,12 @@ mod off {
 
 mod entry_off {
     pub const OFFSET: usize = 0;
-    pub const VALUE_LEN: usize = 8;
+    pub const STORED_LEN: usize = 8;
     pub const SEQ: usize = 16;
     pub const KEY_LEN: usize = 24;
     pub const FLAGS: usize = 26;
     pub const KIND: usize = 28;
+    pub const VALUE_LEN: usize = 32;
 }
 
 #[cfg(test)]
@@ -59,11 +60,12 @@ pub(crate) const TRAILER_FIELDS: &[(usize, usize)] = &[
 #[cfg(test)]
 pub(crate) const ENTRY_FIELDS: &[(usize, usize)] = &[
     (entry_off::OFFSET, 8),
-    (entry_off::VALUE_LEN, 8),
+    (entry_off::STORED_LEN, 8),
     (entry_off::SEQ, 8),
     (entry_off::KEY_LEN, 2),
     (entry_off::FLAGS, 2),
     (entry_off::KIND, 1),
+    (entry_off::VALUE_LEN, 8),
 ];
 
 #[cfg(test)]
@@ -80,7 +82,11 @@ pub struct FooterEntry {
     pub flags: u16,
     /// Record offset in the segment.
     pub offset: u64,
-    /// Stored value length.
+    /// Length of the value bytes in the record (after compression).
+    pub stored_len: u64,
+    /// Length of the value as put: `stored_len` unless the record's flags say
+    /// [`FLAG_COMPRESSED`], then the uncompressed length from the value's frame table (0 for a
+    /// damaged compressed record whose frame table could not be read).
     pub value_len: u64,
     /// Sequence number.
     pub seq: u64,
@@ -227,6 +233,8 @@ pub fn encode_footer(
         debug_assert!(!e.key.is_empty() && e.key.len() <= MAX_KEY_LEN);
         let mut fixed = [0u8; ENTRY_FIXED_LEN];
         fixed[entry_off::OFFSET..entry_off::OFFSET + 8].copy_from_slice(&e.offset.to_le_bytes());
+        fixed[entry_off::STORED_LEN..entry_off::STORED_LEN + 8]
+            .copy_from_slice(&e.stored_len.to_le_bytes());
         fixed[entry_off::VALUE_LEN..entry_off::VALUE_LEN + 8]
             .copy_from_slice(&e.value_len.to_le_bytes());
         fixed[entry_off::SEQ..entry_off::SEQ + 8].copy_from_slice(&e.seq.to_le_bytes());
@@ -296,25 +304,31 @@ pub fn decode_table(trailer: &Trailer, table: &[u8]) -> Result<Vec<FooterEntry>,
         need(e, ENTRY_FIXED_LEN + key_len)?;
         let kind = RecordKind::from_u8(e[entry_off::KIND])?;
         reserved_zero(
-            &e[entry_off::KIND + 1..ENTRY_FIXED_LEN],
+            &e[entry_off::KIND + 1..entry_off::VALUE_LEN],
             "footer entry reserved",
         )?;
+        let stored_len = get_u64(e, entry_off::STORED_LEN);
+        let value_len = get_u64(e, entry_off::VALUE_LEN);
         let flags = get_u16(e, entry_off::FLAGS);
-        if flags & !KNOWN_FLAGS != 0 {
+        let offset = get_u64(e, entry_off::OFFSET);
+        if flags & !KNOWN_FLAGS != 0
+            || (kind == RecordKind::Tombstone && flags & FLAG_COMPRESSED != 0)
+        {
             return Err(Corruption::InvalidField {
-                field: "footer entry flags",
+                field: "footer record flags",
                 value: flags as u64,
             });
         }
-        let value_len = get_u64(e, entry_off::VALUE_LEN);
-        if kind == RecordKind::Tombstone && value_len != 0 {
+        if stored_len > crate::MAX_VALUE_LEN || (kind == RecordKind::Tombstone && stored_len != 0) {
             return Err(Corruption::InvalidField {
-                field: "footer tombstone value length",
-                value: value_len,
+                field: "footer stored length",
+                value: stored_len,
             });
         }
-        let offset = get_u64(e, entry_off::OFFSET);
-        if value_len > crate::MAX_VALUE_LEN {
+        // Only a compressed value has a length of its own; it is bounded like any value.
+        if value_len > crate::MAX_VALUE_LEN
+            || (flags & FLAG_COMPRESSED == 0 && value_len != stored_len)
+        {
             return Err(Corruption::InvalidField {
                 field: "footer value length",
                 value: value_len,
@@ -331,6 +345,7 @@ pub fn decode_table(trailer: &Trailer, table: &[u8]) -> Result<Vec<FooterEntry>,
             kind,
             flags,
             offset,
+            stored_len,
             value_len,
             seq: get_u64(e, entry_off::SEQ),
         });
@@ -358,9 +373,14 @@ mod tests {
                 } else {
                     RecordKind::Put
                 },
-                flags: 0,
+                flags: if i == 4 { FLAG_COMPRESSED } else { 0 },
                 offset: 64 + i * 100,
-                value_len: if i == 3 { 0 } else { 50 },
+                stored_len: if i == 3 { 0 } else { 50 },
+                value_len: match i {
+                    3 => 0,
+                    4 => 5000,
+                    _ => 50,
+                },
                 seq: 10 + i,
             })
             .collect()
@@ -423,6 +443,51 @@ mod tests {
                 };
                 assert!(decode_table(&short, &footer).is_err());
             }
+        }
+    }
+
+    #[test]
+    fn inconsistent_lengths_and_flags_are_rejected() {
+        let check = |edit: &dyn Fn(&mut FooterEntry)| {
+            let mut e = entries();
+            edit(&mut e[0]);
+            let footer = encode_footer(9, 600, 600, 4096, &e);
+            let file_len = 600 + footer.len() as u64;
+            let t = Trailer::decode(&footer[footer.len() - TRAILER_LEN..], file_len).unwrap();
+            decode_table(&t, &footer[..t.table_len as usize])
+        };
+        assert!(check(&|_| {}).is_ok());
+        // A compressed entry may have any value length up to the limit.
+        assert!(
+            check(&|e| {
+                e.flags = FLAG_COMPRESSED;
+                e.value_len = crate::MAX_VALUE_LEN;
+            })
+            .is_ok()
+        );
+        let bad: [&dyn Fn(&mut FooterEntry); 5] = [
+            &|e| e.value_len = 51,
+            &|e| e.flags = 4,
+            &|e| {
+                e.flags = FLAG_COMPRESSED;
+                e.value_len = crate::MAX_VALUE_LEN + 1;
+            },
+            &|e| {
+                e.kind = RecordKind::Tombstone;
+                e.stored_len = 0;
+                e.value_len = 0;
+                e.flags = FLAG_COMPRESSED;
+            },
+            &|e| {
+                e.stored_len = crate::MAX_VALUE_LEN + 1;
+                e.value_len = crate::MAX_VALUE_LEN + 1;
+            },
+        ];
+        for (i, edit) in bad.iter().enumerate() {
+            assert!(
+                matches!(check(edit), Err(Corruption::InvalidField { .. })),
+                "case {i}"
+            );
         }
     }
 

@@ -7,6 +7,7 @@
 //! All integers are little-endian.
 
 pub mod footer;
+pub mod frames;
 pub mod record;
 pub mod scan;
 pub mod segment_header;
@@ -150,6 +151,16 @@ mod layout_doc {
             "footer-entry",
             super::footer::ENTRY_FIELDS,
             super::footer::ENTRY_FIXED_LEN,
+        );
+        check(
+            "frame-table",
+            super::frames::HEADER_FIELDS,
+            super::frames::FRAME_TABLE_HEADER_LEN,
+        );
+        check(
+            "frame-entry",
+            super::frames::ENTRY_FIELDS,
+            super::frames::FRAME_ENTRY_LEN,
         );
         check(
             "trailer",

@@ -21,8 +21,17 @@ pub const RECORD_HEADER_LEN: usize = 32;
 /// only if its last record is whole.
 pub const FLAG_BATCH_CONTINUES: u16 = 1;
 
+/// Record flag: the value is compressed. Its stored bytes are a frame table and lz4 frames
+/// ([`super::frames`]); the record's value length is the stored length, the frame table holds the
+/// uncompressed one.
+pub const FLAG_COMPRESSED: u16 = 2;
+
 /// Every flag this version knows; others are rejected.
-pub const KNOWN_FLAGS: u16 = FLAG_BATCH_CONTINUES;
+pub const KNOWN_FLAGS: u16 = FLAG_BATCH_CONTINUES | FLAG_COMPRESSED;
+
+/// The shortest stored value of a compressed record: a frame table of one frame and one byte.
+const MIN_COMPRESSED_LEN: u64 =
+    (super::frames::FRAME_TABLE_HEADER_LEN + super::frames::FRAME_ENTRY_LEN + 1) as u64;
 
 mod off {
     pub const MAGIC: usize = 0;
@@ -74,7 +83,7 @@ pub struct RecordPlace {
 pub struct RecordHeader {
     /// Put or tombstone.
     pub kind: RecordKind,
-    /// Flag bits ([`FLAG_BATCH_CONTINUES`]).
+    /// Flag bits ([`FLAG_BATCH_CONTINUES`], [`FLAG_COMPRESSED`]).
     pub flags: u16,
     /// Key length in bytes.
     pub key_len: u32,
@@ -82,7 +91,7 @@ pub struct RecordHeader {
     /// the previous write group. Recovery checks that the zeroes it skipped are exactly these,
     /// so a lost sector that happens to look like padding is not skipped over.
     pub pad_before: u16,
-    /// Stored value length in bytes.
+    /// Stored value length in bytes (after compression, for a [`FLAG_COMPRESSED`] record).
     pub value_len: u64,
     /// Sequence number: strictly increasing over the store's life.
     pub seq: u64,
@@ -172,8 +181,17 @@ impl RecordHeader {
                 value: key_len as u64,
             });
         }
+        if flags & FLAG_COMPRESSED != 0 && kind == RecordKind::Tombstone {
+            return Err(Corruption::InvalidField {
+                field: "record flags",
+                value: flags as u64,
+            });
+        }
         let value_len = get_u64(bytes, off::VALUE_LEN);
-        if value_len > MAX_VALUE_LEN || (kind == RecordKind::Tombstone && value_len != 0) {
+        if value_len > MAX_VALUE_LEN
+            || (kind == RecordKind::Tombstone && value_len != 0)
+            || (flags & FLAG_COMPRESSED != 0 && value_len < MIN_COMPRESSED_LEN)
+        {
             return Err(Corruption::InvalidField {
                 field: "record value length",
                 value: value_len,
@@ -385,6 +403,43 @@ mod tests {
             decode_record(&bytes, other_segment),
             Err(Corruption::ChecksumMismatch { .. })
         ));
+    }
+
+    #[test]
+    fn compressed_flag_rules() {
+        let stored = vec![1u8; MIN_COMPRESSED_LEN as usize];
+        let ok = encode_record_with_flags(PLACE, RecordKind::Put, 3, 1, b"k", &stored);
+        assert_eq!(RecordHeader::decode(&ok).unwrap().flags, 3);
+        // Too short to hold a frame table.
+        let short = encode_record_with_flags(
+            PLACE,
+            RecordKind::Put,
+            FLAG_COMPRESSED,
+            1,
+            b"k",
+            &stored[1..],
+        );
+        assert!(matches!(
+            RecordHeader::decode(&short),
+            Err(Corruption::InvalidField {
+                field: "record value length",
+                ..
+            })
+        ));
+        // A tombstone is never compressed; an unknown flag is rejected.
+        for (kind, flags) in [
+            (RecordKind::Tombstone, FLAG_COMPRESSED),
+            (RecordKind::Put, 4),
+        ] {
+            let bad = encode_record_with_flags(PLACE, kind, flags, 1, b"k", b"");
+            assert!(matches!(
+                RecordHeader::decode(&bad),
+                Err(Corruption::InvalidField {
+                    field: "record flags",
+                    ..
+                })
+            ));
+        }
     }
 
     #[test]

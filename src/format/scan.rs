@@ -16,8 +16,10 @@
 use std::io;
 
 use super::footer::{FooterEntry, TABLE_MAGIC};
+use super::frames::{FRAME_TABLE_HEADER_LEN, FrameTableHeader, decode_table as decode_frame_table};
 use super::record::{
-    FLAG_BATCH_CONTINUES, RECORD_HEADER_LEN, RecordHeader, RecordPlace, verify_chunks,
+    FLAG_BATCH_CONTINUES, FLAG_COMPRESSED, RECORD_HEADER_LEN, RecordHeader, RecordPlace,
+    verify_chunks,
 };
 use super::segment_header::{SEGMENT_HEADER_LEN, SegmentHeader};
 use super::{CHUNK_SIZE, align_up};
@@ -292,7 +294,7 @@ fn entry_len(e: &FooterEntry) -> u64 {
         flags: e.flags,
         key_len: e.key.len() as u32,
         pad_before: 0,
-        value_len: e.value_len,
+        value_len: e.stored_len,
         seq: e.seq,
     }
     .encoded_len()
@@ -338,11 +340,12 @@ fn verify_record_at<S: ByteSource + ?Sized>(
     if let Err(c) = RecordHeader::verify(head, place, &key) {
         return Ok(Verdict::Bad(c));
     }
-    let entry = FooterEntry {
+    let mut entry = FooterEntry {
         key,
         kind: header.kind,
         flags: header.flags,
         offset: place.offset,
+        stored_len: header.value_len,
         value_len: header.value_len,
         seq: header.seq,
     };
@@ -357,17 +360,54 @@ fn verify_record_at<S: ByteSource + ?Sized>(
         let first_chunk = done / CHUNK_SIZE;
         let t = &table[(first_chunk * 4) as usize..];
         if let Err((_, c)) = verify_chunks(place, first_chunk, window, t) {
+            if header.flags & FLAG_COMPRESSED != 0 {
+                // Keep the length if the frame table header (which has its own crc) survived:
+                // reads of the frames that are intact still work.
+                let (fh, _) = check_frame_table(src, place, &header, window)?;
+                entry.value_len = fh.map_or(0, |h| h.value_len);
+            }
             return Ok(Verdict::ValueDamaged(entry, c));
         }
         done += n;
     }
+    if header.flags & FLAG_COMPRESSED != 0 {
+        // The stored bytes verified; the frame table must also be one a writer produces.
+        let (fh, checked) = check_frame_table(src, place, &header, window)?;
+        entry.value_len = fh.map_or(0, |h| h.value_len);
+        if let Err(c) = checked {
+            return Ok(Verdict::ValueDamaged(entry, c));
+        }
+    }
     Ok(Verdict::Whole(entry))
+}
+
+/// Reads and checks the frame table of the compressed record at `place`: its header if that
+/// decodes, and whether the whole table checks out.
+fn check_frame_table<S: ByteSource + ?Sized>(
+    src: &S,
+    place: RecordPlace,
+    header: &RecordHeader,
+    buf: &mut Vec<u8>,
+) -> io::Result<(Option<FrameTableHeader>, Result<(), Corruption>)> {
+    let at = place.offset + header.value_offset();
+    // The record header guarantees a compressed value holds at least a table header.
+    buf.resize(FRAME_TABLE_HEADER_LEN, 0);
+    src.read_exact_at(at, buf)?;
+    let fh = match FrameTableHeader::decode(buf, header.value_len) {
+        Ok(fh) => fh,
+        Err(c) => return Ok((None, Err(c))),
+    };
+    // Bounded by the stored length, which lies inside the source.
+    buf.resize(fh.table_len() as usize, 0);
+    src.read_exact_at(at, buf)?;
+    let checked = decode_frame_table(buf, header.value_len).map(|_| ());
+    Ok((Some(fh), checked))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::format::record::{RecordKind, encode_record_as};
+    use crate::format::record::{FLAG_COMPRESSED, RecordKind, encode_record_as};
 
     /// Builds a segment image the way the writer lays it out: header, then groups of records,
     /// each group padded with zeroes to the next block boundary.
@@ -511,6 +551,147 @@ mod tests {
         assert_eq!(out.damaged.len(), 1);
         assert_eq!(out.damaged[0].0, ends[0]);
         assert!(out.stopped_at.is_none());
+    }
+
+    /// A segment image holding `values` (key, value, compressed?) in one write group, and the
+    /// record offsets.
+    fn compressed_image(values: &[(&[u8], &[u8], bool)]) -> (Vec<u8>, Vec<u64>) {
+        use crate::format::frames::encode_framed;
+        use crate::format::record::encode_record_with_flags;
+        let mut img = SegmentHeader {
+            segment: 3,
+            block_size: 512,
+        }
+        .encode()
+        .to_vec();
+        let mut offsets = Vec::new();
+        for (i, (k, v, compressed)) in values.iter().enumerate() {
+            let place = RecordPlace {
+                segment: 3,
+                offset: img.len() as u64,
+            };
+            offsets.push(place.offset);
+            let (flags, stored) = if *compressed {
+                (FLAG_COMPRESSED, encode_framed(v, 4096))
+            } else {
+                (0, v.to_vec())
+            };
+            img.extend(encode_record_with_flags(
+                place,
+                RecordKind::Put,
+                flags,
+                i as u64 + 1,
+                k,
+                &stored,
+            ));
+        }
+        (img, offsets)
+    }
+
+    fn text(len: usize) -> Vec<u8> {
+        (0..len).map(|i| b"abcdefgh"[(i * i / 7) % 8]).collect()
+    }
+
+    #[test]
+    fn compressed_records_report_their_uncompressed_length() {
+        let t = text(3 * 4096 + 10);
+        let (img, offsets) = compressed_image(&[(b"a", &t, true), (b"b", b"raw", false)]);
+        let out = scan_segment(&img[..], 3).unwrap();
+        assert!(out.stopped_at.is_none() && out.damaged.is_empty());
+        assert_eq!(out.records.len(), 2);
+        let a = &out.records[0];
+        assert_eq!(a.flags, FLAG_COMPRESSED);
+        assert_eq!(a.value_len, t.len() as u64);
+        assert!(a.stored_len < a.value_len);
+        assert_eq!(out.records[1].offset, offsets[0] + entry_len(a));
+        assert_eq!(out.records[1].value_len, 3);
+    }
+
+    /// Rewrites the record at `offset` with its stored value changed by `f` (and every checksum
+    /// recomputed), so that only the frame table is wrong.
+    fn with_stored(img: &[u8], offset: u64, f: impl FnOnce(&mut Vec<u8>)) -> Vec<u8> {
+        use crate::format::record::{decode_record, encode_record_with_flags};
+        let place = RecordPlace { segment: 3, offset };
+        let rec = decode_record(&img[offset as usize..], place).unwrap();
+        let end = offset + rec.header.encoded_len();
+        let mut stored = rec.value.to_vec();
+        f(&mut stored);
+        let mut out = img[..offset as usize].to_vec();
+        out.extend(encode_record_with_flags(
+            place,
+            rec.header.kind,
+            rec.header.flags,
+            rec.header.seq,
+            rec.key,
+            &stored,
+        ));
+        assert_eq!(out.len() as u64, end, "same length");
+        out.extend_from_slice(&img[end as usize..]);
+        out
+    }
+
+    #[test]
+    fn a_compressed_record_with_a_bad_frame_table_is_damaged() {
+        let t = text(3 * 4096 + 10);
+        let (img, offsets) = compressed_image(&[
+            (b"a", b"first", false),
+            (b"b", &t, true),
+            (b"c", b"last", false),
+        ]);
+        // An entry whose offset is wrong (crc-valid stored bytes, so only the table check can
+        // see it), and a header that does not decode.
+        let bad_entry = with_stored(&img, offsets[1], |s| s[24] ^= 1);
+        let bad_header = with_stored(&img, offsets[1], |s| s[0] = b'X');
+        for (bad, value_len) in [(bad_entry, t.len() as u64), (bad_header, 0)] {
+            // Unsealed: taken for the torn tail.
+            let out = scan_segment(&bad[..], 3).unwrap();
+            assert_eq!(out.records.len(), 1);
+            assert_eq!(out.stopped_at.as_ref().map(|s| s.0), Some(offsets[1]));
+            // Sealed: kept and reported, the record after it too.
+            let sealed = sealed_with_table_of(&img, &bad);
+            let out = scan_segment(&sealed[..], 3).unwrap();
+            assert_eq!(out.records.len(), 3);
+            assert_eq!(out.damaged.len(), 1);
+            assert_eq!(out.damaged[0].0, offsets[1]);
+            assert_eq!(out.records[1].value_len, value_len);
+        }
+    }
+
+    #[test]
+    fn a_damaged_frame_keeps_the_length_from_the_table_header() {
+        let t = text(4 * 4096);
+        let (mut img, offsets) = compressed_image(&[(b"b", &t, true), (b"c", b"last", false)]);
+        let clean = img.clone();
+        let stored_at = offsets[0] as usize + RECORD_HEADER_LEN + 1;
+        let stored_len = out_stored_len(&img, offsets[0]);
+        img[stored_at + stored_len as usize - 3] ^= 0x20; // in the last frame
+        let img = sealed_with_table_of(&clean, &img);
+        let out = scan_segment(&img[..], 3).unwrap();
+        assert_eq!(out.damaged.len(), 1);
+        assert_eq!(out.records[0].value_len, t.len() as u64);
+    }
+
+    /// `damaged` followed by the footer table that sealing `clean` (the same records, undamaged)
+    /// would have written: what a sealed segment whose trailer is lost looks like.
+    fn sealed_with_table_of(clean: &[u8], damaged: &[u8]) -> Vec<u8> {
+        let scan = scan_segment(clean, 3).unwrap();
+        let mut out = damaged.to_vec();
+        out.resize(align_up(out.len() as u64, 512) as usize, 0);
+        let at = out.len() as u64;
+        out.extend(crate::format::footer::encode_footer(
+            3,
+            scan.data_end,
+            at,
+            512,
+            &scan.records,
+        ));
+        out
+    }
+
+    fn out_stored_len(img: &[u8], offset: u64) -> u64 {
+        RecordHeader::decode(&img[offset as usize..])
+            .unwrap()
+            .value_len
     }
 
     #[test]

@@ -23,6 +23,7 @@ fn main() -> std::io::Result<()> {
         ("footer", footer_seeds()),
         ("segment_header", header_seeds()),
         ("scan", scan_seeds()),
+        ("frames", frames_seeds()),
     ] {
         let d = dir.join(target);
         fs::create_dir_all(&d)?;
@@ -179,4 +180,30 @@ fn scan_seeds() -> Vec<Vec<u8>> {
     }
     seeds.extend((0..4).map(|i| pattern(300 + i, 64 + 300 * i as usize)));
     seeds
+}
+
+/// Stored bytes of compressed values (text and random), for the frame decoders.
+fn frames_seeds() -> Vec<Vec<u8>> {
+    use podstore::format::frames::encode_framed;
+    let mut out = Vec::new();
+    for (len, frame) in [
+        (1usize, 4096u32),
+        (4095, 4096),
+        (4097, 4096),
+        (20_000, 4096),
+        (70_000, 65536),
+    ] {
+        let text: Vec<u8> = (0..len).map(|i| b"the quick brown fox "[i % 20]).collect();
+        let random: Vec<u8> = (0..len as u64)
+            .map(|i| (i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56) as u8)
+            .collect();
+        for value in [text, random] {
+            let stored = encode_framed(&value, frame);
+            let mut seed = (stored.len() as u64).to_le_bytes().to_vec();
+            seed.extend_from_slice(&(1u64 << 16 | 0).to_le_bytes()); // frames 0..1
+            seed.extend_from_slice(&stored);
+            out.push(seed);
+        }
+    }
+    out
 }

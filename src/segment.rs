@@ -244,7 +244,13 @@ fn read_footer(src: &FileSource<'_>, id: u64, path: &Path) -> Result<Option<Vec<
         .map_err(|e| read_error(id, len - TRAILER_LEN as u64, path, e))?;
     let trailer = match Trailer::decode(&tail, len) {
         Ok(t) if t.segment == id => t,
-        _ => return Ok(None),
+        // No trailer, a torn one, or another segment's: not sealed (or its seal was lost).
+        Ok(_) | Err(Corruption::BadMagic { .. } | Corruption::ChecksumMismatch { .. }) => {
+            return Ok(None);
+        }
+        // A whole trailer (its crc verifies) that this build cannot use: refuse to guess, as
+        // rescanning would, for a blob file, remove it.
+        Err(kind) => return Err(corruption(id, len - TRAILER_LEN as u64, kind)),
     };
     let mut table = vec![0u8; trailer.table_len as usize];
     src.read_exact_at(trailer.table_offset, &mut table)
@@ -253,7 +259,10 @@ fn read_footer(src: &FileSource<'_>, id: u64, path: &Path) -> Result<Option<Vec<
         Ok(entries) => Ok(Some(entries)),
         // A trailer that verifies but a table that does not: the footer write was torn (the
         // trailer reached the disk, part of the table did not). Treat as unsealed and rescan.
-        Err(_) => Ok(None),
+        Err(Corruption::ChecksumMismatch { .. }) => Ok(None),
+        // A table whose crc verifies but which does not decode was written whole, by a writer
+        // of another format: an error, not a torn footer.
+        Err(kind) => Err(corruption(id, trailer.table_offset, kind)),
     }
 }
 

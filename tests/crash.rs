@@ -2231,3 +2231,48 @@ fn zeroed_block_inside_a_big_value_fails_get_and_reader() {
         );
     }
 }
+
+/// A footer whose crcs verify but which this build cannot decode was written whole, by another
+/// writer: opening refuses with Corruption rather than taking the file for unsealed (which, for a
+/// blob file, would remove it).
+#[test]
+fn a_whole_footer_that_does_not_decode_refuses_to_open() {
+    use podstore::format::footer::{decode_table, encode_footer};
+    let dir = TempDir::new().unwrap();
+    let opts = options(IoMode::Direct, Durability::Sync).large_value_threshold(64 << 10);
+    let store = Store::open_with(dir.path(), opts.clone()).unwrap();
+    store.put(b"big", &vec![9u8; 100 << 10]).unwrap();
+    store.close().unwrap();
+    let blob = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("blob-")
+        })
+        .expect("the large value has a blob file");
+    let mut bytes = std::fs::read(&blob).unwrap();
+    let len = bytes.len() as u64;
+    let t = Trailer::decode(&bytes[bytes.len() - TRAILER_LEN..], len).unwrap();
+    let table = &bytes[t.table_offset as usize..(t.table_offset + t.table_len) as usize];
+    let mut entries = decode_table(&t, table).unwrap();
+    entries[0].flags = 0x8000; // a flag no writer of this version sets
+    let footer = encode_footer(
+        t.segment,
+        t.data_end,
+        t.table_offset,
+        t.block_size,
+        &entries,
+    );
+    assert_eq!(t.table_offset + footer.len() as u64, len);
+    bytes[t.table_offset as usize..].copy_from_slice(&footer);
+    std::fs::write(&blob, &bytes).unwrap();
+
+    match Store::open_with(dir.path(), opts) {
+        Err(Error::Corruption { segment, .. }) => assert_eq!(segment, t.segment),
+        other => panic!("expected Corruption, got {other:?}"),
+    }
+    assert!(blob.exists(), "the blob file must not be removed");
+}

@@ -4,6 +4,7 @@ use std::collections::HashMap;
 use std::io::{self, Read, Seek, SeekFrom};
 use std::ops::{Bound, RangeBounds};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock, Weak};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -94,6 +95,8 @@ struct Inner {
     ticker: Mutex<Option<Ticker>>,
     /// Blob files created ahead (empty, names durable), for large puts to come.
     spare_blobs: Mutex<Vec<(u64, SegmentFile)>>,
+    /// A large put is creating spare blob files: the others create only their own.
+    creating_blobs: std::sync::atomic::AtomicBool,
     recovery: RecoveryReport,
 }
 
@@ -243,6 +246,7 @@ impl Store {
             flusher: Mutex::new(Some(flusher)),
             ticker: Mutex::new(None),
             spare_blobs: Mutex::new(Vec::new()),
+            creating_blobs: std::sync::atomic::AtomicBool::new(false),
             recovery,
         };
         let inner = Arc::new(inner);
@@ -654,7 +658,14 @@ impl Inner {
             let (id, new_ids) = match &spare {
                 Some((id, _)) => (*id, 0..0),
                 None => {
-                    let ids = app.next_segment..app.next_segment + BLOB_FILES_PER_CREATE;
+                    // One creator of spares at a time; under a burst of large puts the others
+                    // create just their own file (their directory fsyncs share a journal commit).
+                    let count = if self.creating_blobs.swap(true, Ordering::AcqRel) {
+                        1
+                    } else {
+                        BLOB_FILES_PER_CREATE
+                    };
+                    let ids = app.next_segment..app.next_segment + count;
                     app.next_segment = ids.end;
                     (ids.start, ids)
                 }
@@ -674,11 +685,18 @@ impl Inner {
         let file = match spare {
             Some((_, file)) => Ok(file),
             // None spare: create a few, with one directory fsync, and keep the others.
-            None => segment::create_blob_files(&self.dir, new_ids, &self.profile).map(|mut f| {
-                let mine = f.remove(0).1;
-                self.lock_spare_blobs().extend(f);
-                mine
-            }),
+            None => {
+                let spares = new_ids.end - new_ids.start > 1;
+                let created = segment::create_blob_files(&self.dir, new_ids, &self.profile);
+                if spares {
+                    self.creating_blobs.store(false, Ordering::Release);
+                }
+                created.map(|mut f| {
+                    let mine = f.remove(0).1;
+                    self.lock_spare_blobs().extend(f);
+                    mine
+                })
+            }
         };
         let written = file.and_then(|file| {
             segment::write_blob(&self.dir, file, id, seq, key, value, &self.profile)

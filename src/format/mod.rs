@@ -132,40 +132,34 @@ mod layout_doc {
 
     #[test]
     fn design_doc_matches_code() {
-        check(
-            "segment-header",
-            super::segment_header::FIELDS,
-            super::segment_header::SEGMENT_HEADER_LEN,
-        );
-        check(
-            "record",
-            super::record::FIELDS,
-            super::record::RECORD_HEADER_LEN,
-        );
-        check(
-            "footer-table",
-            super::footer::TABLE_FIELDS,
-            super::footer::TABLE_HEADER_LEN,
-        );
-        check(
-            "footer-entry",
-            super::footer::ENTRY_FIELDS,
-            super::footer::ENTRY_FIXED_LEN,
-        );
-        check(
-            "frame-table",
-            super::frames::HEADER_FIELDS,
-            super::frames::FRAME_TABLE_HEADER_LEN,
-        );
-        check(
-            "frame-entry",
-            super::frames::ENTRY_FIELDS,
-            super::frames::FRAME_ENTRY_LEN,
-        );
-        check(
-            "trailer",
-            super::footer::TRAILER_FIELDS,
-            super::footer::TRAILER_LEN,
-        );
+        use super::{footer, frames, record, segment_header};
+        let layouts: [(&str, &[(usize, usize)], usize); 7] = [
+            (
+                "segment-header",
+                segment_header::FIELDS,
+                segment_header::SEGMENT_HEADER_LEN,
+            ),
+            ("record", record::FIELDS, record::RECORD_HEADER_LEN),
+            (
+                "footer-table",
+                footer::TABLE_FIELDS,
+                footer::TABLE_HEADER_LEN,
+            ),
+            (
+                "footer-entry",
+                footer::ENTRY_FIELDS,
+                footer::ENTRY_FIXED_LEN,
+            ),
+            ("trailer", footer::TRAILER_FIELDS, footer::TRAILER_LEN),
+            (
+                "frame-table",
+                frames::HEADER_FIELDS,
+                frames::FRAME_TABLE_HEADER_LEN,
+            ),
+            ("frame-entry", frames::ENTRY_FIELDS, frames::FRAME_ENTRY_LEN),
+        ];
+        for (name, fields, len) in layouts {
+            check(name, fields, len);
+        }
     }
 }

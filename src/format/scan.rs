@@ -182,17 +182,8 @@ pub fn scan_segment<S: ByteSource + ?Sized>(
             v => v,
         };
         gap = 0;
-        match verdict {
-            Verdict::Whole(entry) => {
-                pos += entry_len(&entry);
-                if entry.flags & FLAG_BATCH_CONTINUES != 0 {
-                    open_batch.push(entry);
-                } else {
-                    records.append(&mut open_batch);
-                    records.push(entry);
-                    data_end = pos;
-                }
-            }
+        let entry = match verdict {
+            Verdict::Whole(entry) => entry,
             Verdict::ValueDamaged(entry, c) => {
                 // Torn write or damage? Only the end of the log tells: keep going, and decide
                 // once the scan is over.
@@ -200,20 +191,21 @@ pub fn scan_segment<S: ByteSource + ?Sized>(
                     cut = (data_end, records.len(), pos);
                 }
                 damaged.push((pos, c));
-                pos += entry_len(&entry);
-                if entry.flags & FLAG_BATCH_CONTINUES != 0 {
-                    open_batch.push(entry);
-                } else {
-                    records.append(&mut open_batch);
-                    records.push(entry);
-                    data_end = pos;
-                }
+                entry
             }
             Verdict::Bad(c) => break Some((pos, c)),
             Verdict::FooterTable => {
                 sealed = true;
                 break None;
             }
+        };
+        pos += entry_len(&entry);
+        if entry.flags & FLAG_BATCH_CONTINUES != 0 {
+            open_batch.push(entry);
+        } else {
+            records.append(&mut open_batch);
+            records.push(entry);
+            data_end = pos;
         }
     };
     let mut stopped_at = stopped_at;

@@ -133,7 +133,9 @@ mod layout_doc {
     #[test]
     fn design_doc_matches_code() {
         use super::{footer, frames, record, segment_header};
-        let layouts: [(&str, &[(usize, usize)], usize); 7] = [
+        // (name of the `layout:` block, the code's (offset, size) fields, fixed length)
+        type Layout = (&'static str, &'static [(usize, usize)], usize);
+        let layouts: [Layout; 7] = [
             (
                 "segment-header",
                 segment_header::FIELDS,

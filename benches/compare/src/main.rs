@@ -3,12 +3,15 @@
 //! ```text
 //! compare run --engine E --workload W [--dir D] [params]   one run, one JSON line on stdout
 //! compare suite [--quick] [--out FILE] [--dir D] [--reps N] [--engines a,b] [--workloads x,y]
+//! compare report --from FILE.jsonl [--out FILE.md] [--charts-dir DIR]   rebuild a suite's report
 //! compare engines                                          engines compiled in, and settings
 //! ```
 //!
 //! See benches/compare/README.md.
 
+mod charts;
 mod engines;
+mod report;
 mod suite;
 mod sys;
 mod values;
@@ -27,8 +30,12 @@ usage:
         seqwrite --size 256K [--total 2G] [--secs 20]
         reopen   [--keys 1000000] [--size 100]
       common: [--load-threads 16] [--seed 1] [--keep]
-  compare suite [--quick] [--out FILE] [--jsonl FILE] [--dir DIR] [--reps N]
+  compare suite [--quick] [--out FILE] [--jsonl FILE] [--charts-dir DIR] [--dir DIR] [--reps N]
                 [--engines a,b,...] [--workloads put,get,range,seqwrite,reopen]
+  compare report --from FILE.jsonl [--out FILE.md] [--charts-dir DIR]
+      rebuilds a suite's markdown report and SVG charts from the .jsonl it saved; --out
+      defaults to FILE.md. Charts go to --charts-dir, else docs/charts/ when the report is
+      under ./docs/, else charts/ next to the report.
   compare engines
 
   DIR defaults to $PODSTORE_BENCH_DIR, else /tmp; it must be on a real disk (not tmpfs).
@@ -117,6 +124,7 @@ fn main() -> ExitCode {
         "run" => workloads::run(&args).map(|line| println!("{line}")),
         "probe-open" => workloads::probe_open(&args).map(|line| println!("{line}")),
         "suite" => suite::suite(&args, &argv),
+        "report" => report::report(&args, &argv),
         "engines" => {
             for e in engines::ALL {
                 let state = if engines::available(e) {

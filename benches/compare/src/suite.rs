@@ -1,8 +1,6 @@
 //! `compare suite`: the workload matrix over the engines, each configuration in its own child
 //! process (`compare run`), repeated; medians and spread into a markdown report.
 
-use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::io::{Read, Write as _};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -12,23 +10,51 @@ use serde_json::Value;
 
 use crate::Args;
 use crate::engines;
+use crate::report::{self, Meta, Source, SuiteRun, fmt_bytes, fmt_us};
 use crate::sys::{self, fmt_size};
 
-const WORKLOADS: &[&str] = &["put", "get", "range", "seqwrite", "reopen"];
+pub const WORKLOADS: &[&str] = &["put", "get", "range", "seqwrite", "reopen"];
 
 /// One configuration: one `compare run` command line.
-struct Config {
-    workload: &'static str,
-    engine: &'static str,
+pub struct Config {
+    pub workload: &'static str,
+    pub engine: &'static str,
     /// `--name value` pairs handed to `compare run`.
-    params: Vec<(&'static str, String)>,
+    pub params: Vec<(&'static str, String)>,
     /// Label columns of its table row (the same for every engine of one group).
-    label: Vec<String>,
+    pub label: Vec<String>,
 }
 
 impl Config {
-    fn group(&self) -> (&'static str, Vec<String>) {
+    pub fn group(&self) -> (&'static str, Vec<String>) {
         (self.workload, self.label.clone())
+    }
+
+    /// The value of `--name` handed to `compare run`.
+    pub fn param(&self, name: &str) -> Option<&str> {
+        self.params
+            .iter()
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// A numeric `--name` (sizes may have a unit: `4KiB`).
+    pub fn num(&self, name: &str) -> Option<u64> {
+        sys::parse_size(self.param(name)?).ok()
+    }
+
+    /// Whether the JSON line `run` is a run of this configuration: same workload and engine,
+    /// and every parameter of `compare run` that the line's `params` echoes under the same
+    /// name (size, threads, cache, range, total, keys) has the same value.
+    pub fn matches(&self, run: &Value) -> bool {
+        run["workload"] == self.workload
+            && run["engine"] == self.engine
+            && self.params.iter().all(|(k, v)| match &run["params"][*k] {
+                Value::Null => true,
+                Value::String(s) => s == v,
+                n @ Value::Number(_) => n.as_u64().is_some() && n.as_u64() == self.num(k),
+                _ => false,
+            })
     }
 
     fn args(&self, dir: &Path) -> Vec<String> {
@@ -49,8 +75,34 @@ impl Config {
     }
 }
 
-/// The sizes, thread counts and limits of one suite.
-struct Scale {
+/// Declares [`Scale`] once, with its JSON form (the suite's header line records it, so that
+/// `compare report` describes a saved suite with the limits it ran with).
+macro_rules! scale {
+    ($($field:ident: $ty:ty,)*) => {
+        /// The sizes, thread counts and limits of one suite.
+        #[derive(Debug, Clone, PartialEq)]
+        pub struct Scale {
+            $(pub $field: $ty,)*
+        }
+
+        impl Scale {
+            pub fn to_json(&self) -> Value {
+                let mut m = serde_json::Map::new();
+                $(m.insert(stringify!($field).into(), serde_json::json!(self.$field));)*
+                Value::Object(m)
+            }
+
+            /// Takes every field `v` has (fields it lacks keep their value).
+            pub fn update_from_json(&mut self, v: &Value) {
+                $(if let Some(x) = FromJson::from_json(&v[stringify!($field)]) {
+                    self.$field = x;
+                })*
+            }
+        }
+    };
+}
+
+scale! {
     reps: usize,
     put_sizes: Vec<u64>,
     put_threads: Vec<u64>,
@@ -71,11 +123,114 @@ struct Scale {
     reopen_keys: u64,
 }
 
+trait FromJson: Sized {
+    fn from_json(v: &Value) -> Option<Self>;
+}
+
+impl FromJson for u64 {
+    fn from_json(v: &Value) -> Option<u64> {
+        v.as_u64()
+    }
+}
+
+impl FromJson for usize {
+    fn from_json(v: &Value) -> Option<usize> {
+        v.as_u64()?.try_into().ok()
+    }
+}
+
+impl FromJson for f64 {
+    fn from_json(v: &Value) -> Option<f64> {
+        v.as_f64()
+    }
+}
+
+impl FromJson for Vec<u64> {
+    fn from_json(v: &Value) -> Option<Vec<u64>> {
+        v.as_array()?.iter().map(Value::as_u64).collect()
+    }
+}
+
+/// For a `.jsonl` written before the suite recorded its scale: the preset (quick or full) whose
+/// sizes and thread counts match the runs best, with every figure the runs do record (sizes,
+/// thread counts, time limits, `seqwrite` totals, `reopen` keys, repetitions) taken from them.
+/// Returns the scale and whether it is the quick preset.
+pub fn infer_scale(runs: &[&Value]) -> (Scale, bool) {
+    let of = |wl: &str, key: &str| -> Vec<u64> {
+        let mut v: Vec<u64> = runs
+            .iter()
+            .filter(|r| r["workload"] == wl)
+            .filter_map(|r| r["params"][key].as_u64())
+            .collect();
+        v.sort_unstable();
+        v.dedup();
+        v
+    };
+    let secs = |wl: &str| {
+        runs.iter()
+            .filter(|r| r["workload"] == wl)
+            .find_map(|r| r["params"]["secs_limit"].as_f64())
+    };
+    let observed: [(&str, Vec<u64>); 8] = [
+        ("put_sizes", of("put", "size")),
+        ("put_threads", of("put", "threads")),
+        ("get_sizes", of("get", "size")),
+        ("get_threads", of("get", "threads")),
+        ("range_sizes", of("range", "size")),
+        ("seq_sizes", of("seqwrite", "size")),
+        ("seq_total", of("seqwrite", "total")),
+        ("reopen_keys", of("reopen", "keys")),
+    ];
+    let score = |sc: &Scale| {
+        let j = sc.to_json();
+        observed
+            .iter()
+            .filter(|(k, v)| {
+                !v.is_empty()
+                    && (j[*k]
+                        .as_array()
+                        .is_some_and(|a| a.iter().filter_map(Value::as_u64).eq(v.iter().copied()))
+                        || (v.len() == 1 && j[*k].as_u64() == Some(v[0])))
+            })
+            .count()
+    };
+    let quick = score(&scale(true)) > score(&scale(false));
+    let mut sc = scale(quick);
+    let mut rec = serde_json::Map::new();
+    for (k, v) in &observed {
+        match v.as_slice() {
+            [] => {}
+            [one] if matches!(*k, "seq_total" | "reopen_keys") => {
+                rec.insert(k.to_string(), (*one).into());
+            }
+            _ if matches!(*k, "seq_total" | "reopen_keys") => {}
+            _ => {
+                rec.insert(k.to_string(), v.clone().into());
+            }
+        }
+    }
+    for (k, wl) in [
+        ("put_secs", "put"),
+        ("get_secs", "get"),
+        ("seq_secs", "seqwrite"),
+    ] {
+        if let Some(x) = secs(wl) {
+            rec.insert(k.into(), x.into());
+        }
+    }
+    let reps = runs.iter().filter_map(|r| r["rep"].as_u64()).max();
+    if let Some(r) = reps {
+        rec.insert("reps".into(), (r + 1).into());
+    }
+    sc.update_from_json(&Value::Object(rec));
+    (sc, quick)
+}
+
 const K: u64 = 1 << 10;
 const M: u64 = 1 << 20;
 const G: u64 = 1 << 30;
 
-fn scale(quick: bool) -> Scale {
+pub fn scale(quick: bool) -> Scale {
     if quick {
         Scale {
             reps: 1,
@@ -123,11 +278,11 @@ fn scale(quick: bool) -> Scale {
 
 const RANGES: &[&str] = &["whole", "1K+1K", "1M+4K", "end-4K+4K"];
 
-fn short(n: u64) -> String {
+pub fn short(n: u64) -> String {
     fmt_size(n).replace(' ', "")
 }
 
-fn matrix(s: &Scale, engines: &[&'static str], workloads: &[&'static str]) -> Vec<Config> {
+pub fn matrix(s: &Scale, engines: &[&'static str], workloads: &[&'static str]) -> Vec<Config> {
     let mut out = Vec::new();
     let mut add = |w: &'static str, params: Vec<(&'static str, String)>, label: Vec<String>| {
         for &e in engines {
@@ -223,7 +378,7 @@ fn matrix(s: &Scale, engines: &[&'static str], workloads: &[&'static str]) -> Ve
     out
 }
 
-fn range_label(r: &str) -> String {
+pub fn range_label(r: &str) -> String {
     match r {
         "whole" => "whole value".into(),
         "1K+1K" => "1 KiB at 1 KiB".into(),
@@ -289,23 +444,6 @@ fn run_child(exe: &Path, args: &[String], timeout: Duration) -> Result<Value, St
             serde_json::from_str(line).map_err(|e| format!("bad JSON line ({e}): {line}"))
         }
     }
-}
-
-/// Median, and (max − min) / median.
-fn median_spread(mut v: Vec<f64>) -> Option<(f64, Option<f64>)> {
-    v.retain(|x| x.is_finite());
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    let med = if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    };
-    let spread = (n > 1 && med != 0.0).then(|| (v[n - 1] - v[0]) / med);
-    Some((med, spread))
 }
 
 pub fn suite(args: &Args, argv: &[String]) -> Result<(), String> {
@@ -375,29 +513,42 @@ pub fn suite(args: &Args, argv: &[String]) -> Result<(), String> {
     let configs = matrix(&sc, &engines_run, &workloads);
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let timeout = Duration::from_secs(args.num("timeout", 900)?);
+    let charts_dir = args.str("charts-dir").map(PathBuf::from);
     let mut jsonl =
         std::fs::File::create(&jsonl_path).map_err(|e| format!("{}: {e}", jsonl_path.display()))?;
-    let started = sys::utc_now();
-    let t_all = Instant::now();
     let total = configs.len() * sc.reps;
+    let mut run = SuiteRun {
+        meta: Meta::of_this_run(argv, quick, &base, mount, &not_built),
+        results: vec![Vec::new(); configs.len()],
+        sc,
+        engines_run,
+        workloads,
+        configs,
+        failures: Vec::new(),
+        wall: None,
+        jsonl: jsonl_path.clone(),
+        source: Source::Live,
+    };
+    // The header line: everything `compare report` needs besides the runs.
+    let _ = writeln!(jsonl, "{}", report::header_record(&run));
+    let t_all = Instant::now();
     eprintln!(
         "compare suite: {} configurations × {} repetition(s) = {total} runs in {}",
-        configs.len(),
-        sc.reps,
+        run.configs.len(),
+        run.sc.reps,
         base.display()
     );
-    let mut results: Vec<Vec<Value>> = vec![Vec::new(); configs.len()];
-    let mut failures: Vec<(usize, usize, String)> = Vec::new();
     let mut done = 0;
-    for rep in 0..sc.reps {
-        for (ci, c) in configs.iter().enumerate() {
+    for rep in 0..run.sc.reps {
+        for ci in 0..run.configs.len() {
+            let c = &run.configs[ci];
             done += 1;
             let t = Instant::now();
             let r = run_child(&exe, &c.args(&base), timeout);
             let label = format!(
                 "[{done:>4}/{total}] rep {}/{} {} {} {}",
                 rep + 1,
-                sc.reps,
+                run.sc.reps,
                 c.workload,
                 c.label.join(" "),
                 c.engine
@@ -411,41 +562,27 @@ pub fn suite(args: &Args, argv: &[String]) -> Result<(), String> {
                     );
                     v["rep"] = rep.into();
                     let _ = writeln!(jsonl, "{v}");
-                    results[ci].push(v);
+                    run.results[ci].push(v);
                 }
                 Err(e) => {
                     eprintln!("{label}: FAILED: {e}");
-                    failures.push((ci, rep, e));
+                    let _ = writeln!(jsonl, "{}", report::failure_record(c, rep, &e));
+                    run.failures.push((ci, rep, e));
                 }
             }
         }
     }
     let wall = t_all.elapsed().as_secs_f64();
-    let report = render(&Render {
-        args: argv,
-        sc: &sc,
-        quick,
-        base: &base,
-        mount,
-        started,
-        wall,
-        configs: &configs,
-        results: &results,
-        failures: &failures,
-        engines_run: &engines_run,
-        not_built: &not_built,
-        workloads: &workloads,
-        jsonl: &jsonl_path,
-    });
-    if let Some(parent) = out_path.parent().filter(|p| !p.as_os_str().is_empty()) {
-        std::fs::create_dir_all(parent).map_err(|e| e.to_string())?;
-    }
-    std::fs::write(&out_path, report).map_err(|e| format!("{}: {e}", out_path.display()))?;
+    run.wall = Some(wall);
+    let _ = writeln!(jsonl, "{}", report::end_record(wall));
+    drop(jsonl);
+    let charts = report::write_report(&run, &out_path, charts_dir.as_deref())?;
     eprintln!(
-        "compare suite: {total} runs, {} failed, {:.0} s; report in {}, raw lines in {}",
-        failures.len(),
+        "compare suite: {total} runs, {} failed, {:.0} s; report in {}{}, raw lines in {}",
+        run.failures.len(),
         wall,
         out_path.display(),
+        report::charts_note(&charts),
         jsonl_path.display()
     );
     Ok(())
@@ -475,649 +612,9 @@ fn headline(workload: &str, v: &Value) -> String {
     }
 }
 
-fn fmt_num(x: f64) -> String {
-    if !x.is_finite() {
-        "–".into()
-    } else if x.abs() >= 100.0 {
-        format!("{x:.0}")
-    } else if x.abs() >= 10.0 {
-        format!("{x:.1}")
-    } else {
-        format!("{x:.2}")
-    }
-}
-
-fn fmt_us(us: f64) -> String {
-    if !us.is_finite() {
-        "–".into()
-    } else if us < 10.0 {
-        format!("{us:.1} µs")
-    } else if us < 1000.0 {
-        format!("{us:.0} µs")
-    } else if us < 1e6 {
-        format!("{:.1} ms", us / 1e3)
-    } else {
-        format!("{:.2} s", us / 1e6)
-    }
-}
-
-fn fmt_bytes(b: f64) -> String {
-    if !b.is_finite() {
-        "–".into()
-    } else if b < 1024.0 {
-        format!("{b:.0} B")
-    } else if b < 1024.0 * 1024.0 {
-        format!("{:.1} KiB", b / 1024.0)
-    } else if b < 1024.0 * 1024.0 * 1024.0 {
-        format!("{:.1} MiB", b / 1048576.0)
-    } else {
-        format!("{:.2} GiB", b / 1073741824.0)
-    }
-}
-
-fn fmt_spread(s: Option<f64>) -> String {
-    s.map_or("–".into(), |s| format!("±{:.0}%", s * 50.0))
-}
-
-fn fmt_ratio(x: Option<f64>) -> String {
-    match x {
-        Some(x) if x.is_finite() => {
-            if x >= 10.0 {
-                format!("{x:.0}×")
-            } else if x >= 0.1 {
-                format!("{x:.2}×")
-            } else {
-                format!("{x:.3}×")
-            }
-        }
-        _ => "–".into(),
-    }
-}
-
-struct Render<'a> {
-    args: &'a [String],
-    sc: &'a Scale,
-    quick: bool,
-    base: &'a Path,
-    mount: sys::MountInfo,
-    started: String,
-    wall: f64,
-    configs: &'a [Config],
-    results: &'a [Vec<Value>],
-    failures: &'a [(usize, usize, String)],
-    engines_run: &'a [&'static str],
-    not_built: &'a [&'a str],
-    workloads: &'a [&'static str],
-    jsonl: &'a Path,
-}
-
-/// One column of a results table.
-struct Col {
-    head: &'static str,
-    key: &'static str,
-    fmt: fn(f64) -> String,
-}
-
-/// The metric each workload is ranked by, and whether higher is better.
-fn primary(workload: &str) -> (&'static str, &'static str, bool) {
-    match workload {
-        "seqwrite" => ("mib_per_sec", "MiB/s", true),
-        "reopen" => ("open_secs", "open time", false),
-        _ => ("ops_per_sec", "ops/s", true),
-    }
-}
-
-fn columns(workload: &str) -> (Vec<&'static str>, Vec<Col>) {
-    let c = |head, key, fmt| Col { head, key, fmt };
-    let us = fmt_us as fn(f64) -> String;
-    let num = fmt_num as fn(f64) -> String;
-    let bytes = fmt_bytes as fn(f64) -> String;
-    match workload {
-        "put" => (
-            vec!["value", "threads"],
-            vec![
-                c("MiB/s", "mib_per_sec", num),
-                c("p50", "p50_us", us),
-                c("p99", "p99_us", us),
-                c("disk write/op", "disk_write_bytes_per_op", bytes),
-            ],
-        ),
-        "get" => (
-            vec!["value", "threads", "cache"],
-            vec![
-                c("MiB/s", "mib_per_sec", num),
-                c("p50", "p50_us", us),
-                c("p99", "p99_us", us),
-                c("disk read/op", "disk_read_bytes_per_op", bytes),
-            ],
-        ),
-        "range" => (
-            vec!["value", "range"],
-            vec![
-                c("p50", "p50_us", us),
-                c("p99", "p99_us", us),
-                c("disk read/op", "disk_read_bytes_per_op", bytes),
-            ],
-        ),
-        "seqwrite" => (
-            vec!["value", "total"],
-            vec![
-                c("disk write/value", "disk_write_bytes_per_op", bytes),
-                c("batch p50", "batch_p50_us", us),
-                c("batch p99", "batch_p99_us", us),
-            ],
-        ),
-        "reopen" => (
-            vec!["keys", "value"],
-            vec![
-                c("read by open", "open_read_bytes", bytes),
-                c("RSS/key (B)", "rss_bytes_per_key", num),
-                c("first get", "first_get_us", us),
-                c("load (s)", "load_secs", num),
-            ],
-        ),
-        _ => (vec![], vec![]),
-    }
-}
-
-fn metric(results: &[Value], key: &str) -> Option<(f64, Option<f64>)> {
-    median_spread(results.iter().filter_map(|v| v[key].as_f64()).collect())
-}
-
-fn render(r: &Render) -> String {
-    let mut s = String::new();
-    let m = sys::machine();
-    let w = |s: &mut String, t: &str| {
-        s.push_str(t);
-        s.push('\n');
-    };
-    w(&mut s, "# podstore compared with other embedded stores");
-    w(&mut s, "");
-    let _ = writeln!(
-        s,
-        "Generated by `benches/compare` on {} ({} suite, {} repetition(s) of every \
-         configuration, {:.0} s in all).",
-        r.started,
-        if r.quick { "quick" } else { "full" },
-        r.sc.reps,
-        r.wall
-    );
-    w(&mut s, "");
-    let _ = writeln!(s, "Command: `{}`", shell_join(r.args));
-    w(&mut s, "");
-    let _ = writeln!(
-        s,
-        "Every run's JSON line is in `{}`; to repeat one row, run `compare run` with the \
-         parameters given under each workload below.",
-        r.jsonl.display()
-    );
-    w(&mut s, "");
-    w(&mut s, "## Machine");
-    w(&mut s, "");
-    w(&mut s, "| | |");
-    w(&mut s, "| --- | --- |");
-    let _ = writeln!(s, "| cores (nproc) | {} |", m.nproc);
-    let _ = writeln!(s, "| memory | {} |", m.mem_total);
-    let _ = writeln!(s, "| CPU | {} |", m.cpu);
-    let _ = writeln!(s, "| kernel | {} |", m.kernel);
-    let _ = writeln!(
-        s,
-        "| benchmark directory | `{}`: {} on `{}` mounted at `{}` ({}) |",
-        r.base.display(),
-        r.mount.fstype,
-        r.mount.source,
-        r.mount.mount_point,
-        r.mount.options
-    );
-    let dropped: Vec<bool> = r
-        .results
-        .iter()
-        .flatten()
-        .filter_map(|v| v["params"]["page_cache_dropped"].as_bool())
-        .collect();
-    let drop_text = if dropped.is_empty() {
-        "not needed by the workloads run".to_string()
-    } else if dropped.iter().all(|&d| d) {
-        "yes: `sync; echo 3 > /proc/sys/vm/drop_caches` worked (root), so cold rows are cold"
-            .to_string()
-    } else if dropped.iter().all(|&d| !d) {
-        "**no** (not root): rows marked cold only had a fresh process and a reopened engine; \
-         the page cache was not dropped"
-            .to_string()
-    } else {
-        "only in some runs (see the JSON lines)".to_string()
-    };
-    let _ = writeln!(s, "| page cache dropped for cold reads | {drop_text} |");
-    let _ = writeln!(s, "| podstore | {} |", podstore_version());
-    let _ = writeln!(s, "| compiler | {} |", rustc_version());
-    let _ = writeln!(s, "| other engines | {} |", crate_versions());
-    w(&mut s, "");
-    w(
-        &mut s,
-        "The machine is shared with other work and its virtual disk is noisy: read \
-               the spread column before reading much into a ratio, and compare rows of one \
-               run rather than figures across runs.",
-    );
-    w(&mut s, "");
-
-    w(&mut s, "## How the figures are made");
-    w(&mut s, "");
-    let _ = writeln!(
-        s,
-        "- Every configuration runs {} time(s), each time as a separate `compare run` process \
-         (started by `compare suite` through `std::env::current_exe()`) in a fresh directory \
-         under the benchmark directory, removed afterwards. Repetitions are interleaved: the \
-         whole matrix runs once, then again.",
-        r.sc.reps
-    );
-    w(
-        &mut s,
-        "- A figure is the median of the repetitions; `±` is half the range \
-               ((max − min) / 2) over the median, for the primary metric of the table.",
-    );
-    w(
-        &mut s,
-        "- `vs podstore` and `vs raw` divide the engine's median by podstore's and by the \
-               raw floor's median of the same row group: above 1 is faster for throughputs, \
-               and for `reopen` (a time) above 1 is slower.",
-    );
-    w(
-        &mut s,
-        "- Latencies are per operation, timed around the engine call on the calling \
-               thread; p50/p99 are nearest-rank percentiles over all the operations of a run \
-               (medians over repetitions).",
-    );
-    w(
-        &mut s,
-        "- `disk read/op` and `disk write/op` are the deltas of `read_bytes` and \
-               `write_bytes` in `/proc/self/io` over the measured phase, divided by the \
-               operations: bytes the process made the block layer move (page-cache misses, \
-               readahead, O_DIRECT). Buffered writes are counted when they dirty the cache.",
-    );
-    w(
-        &mut s,
-        "- Values are deterministic pseudo-random (incompressible) bytes; keys are 16 \
-               ASCII bytes `key-NNNNNNNNNNNN`.",
-    );
-    w(&mut s, "");
-
-    w(&mut s, "## Engines");
-    w(&mut s, "");
-    for e in r.engines_run {
-        let _ = writeln!(s, "- **{e}**: {}", engines::settings(e));
-    }
-    let _ = writeln!(
-        s,
-        "\npodstore's defaults in this build: `{}`.\n",
-        engines::podstore_defaults()
-    );
-    for e in r.not_built {
-        let _ = writeln!(
-            s,
-            "- **{e}**: not compiled in (cargo feature `{e}` off): no figures."
-        );
-    }
-    w(&mut s, "");
-    w(
-        &mut s,
-        "Durable means: the write is on stable storage when the call returns. Bulk \
-               (loading data sets, `seqwrite`) means: each engine's fastest write mode that is \
-               made durable by one final sync, which is timed in `seqwrite`.",
-    );
-    w(&mut s, "");
-
-    for &wl in r.workloads {
-        workload_section(&mut s, r, wl);
-    }
-
-    if !r.failures.is_empty() {
-        w(&mut s, "## Failed runs");
-        w(&mut s, "");
-        w(
-            &mut s,
-            "| workload | parameters | engine | repetition | error |",
-        );
-        w(&mut s, "| --- | --- | --- | --- | --- |");
-        for (ci, rep, e) in r.failures {
-            let c = &r.configs[*ci];
-            let _ = writeln!(
-                s,
-                "| {} | {} | {} | {} | {} |",
-                c.workload,
-                c.label.join(", "),
-                c.engine,
-                rep + 1,
-                e.replace('|', "\\|")
-            );
-        }
-        w(&mut s, "");
-    }
-    let skipped: Vec<String> = r
-        .engines_run
-        .iter()
-        .flat_map(|&e| {
-            r.workloads
-                .iter()
-                .filter_map(move |&wl| engines::skip_reason(e, wl).map(|why| (e, wl, why)))
-        })
-        .map(|(e, wl, why)| format!("- {e} in {wl}: {why}."))
-        .collect();
-    if !skipped.is_empty() {
-        w(&mut s, "## Not run");
-        w(&mut s, "");
-        for l in skipped {
-            w(&mut s, &l);
-        }
-        w(&mut s, "");
-    }
-    s
-}
-
-fn workload_text(r: &Render, wl: &str) -> String {
-    let sc = r.sc;
-    let list = |v: &[u64]| {
-        v.iter()
-            .map(|&x| fmt_size(x))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    let nums = |v: &[u64]| v.iter().map(u64::to_string).collect::<Vec<_>>().join(", ");
-    match wl {
-        "put" => format!(
-            "Durable puts of fresh keys (each engine in its durable mode), values of {} from {} \
-             threads. A run stops after {} operations, {} of values or {} s, whichever comes \
-             first (operations under way finish). ops/s counts completed puts over the wall \
-             time of the phase. Example: `compare run --engine podstore --workload put --size 4K \
-             --threads 16 --secs {} --ops {} --max-bytes {}`.",
-            list(&sc.put_sizes),
-            nums(&sc.put_threads),
-            sc.put_max_ops,
-            fmt_size(sc.put_max_bytes),
-            sc.put_secs,
-            sc.put_secs,
-            sc.put_max_ops,
-            short(sc.put_max_bytes)
-        ),
-        "get" => format!(
-            "A data set of about {} (N = {} / value size keys, clamped to 64..{}) is loaded \
-             in bulk by 16 threads, synced, and the engine is closed and opened again. **cold**: \
-             the page cache is dropped while the engine is closed, then every key is read at \
-             most once, in a random order. **warm**: every key is read once (untimed), then keys are drawn at random \
-             with replacement. Gets of whole values from {} threads, values of {}; at most \
-             20 000 gets or {} s. Example: `compare run --engine podstore --workload get \
-             --size 1K --threads 16 --cache cold --dataset {} --max-keys {} --secs {}`.",
-            fmt_size(sc.get_dataset),
-            fmt_size(sc.get_dataset),
-            sc.get_max_keys,
-            nums(&sc.get_threads),
-            list(&sc.get_sizes),
-            sc.get_secs,
-            short(sc.get_dataset),
-            sc.get_max_keys,
-            sc.get_secs
-        ),
-        "range" => format!(
-            "One value per read (at most 128 MiB of values, at least one value) of {} is \
-             loaded in bulk. Then {} single-threaded reads (fewer if {} s have passed), each \
-             preceded (untimed) by closing the engine, dropping the page cache and opening the \
-             engine again, so every read is cold (what the open itself read is not counted: \
-             LMDB's open faults in the first pages of its file, which can hold the start of the \
-             first value): the whole value \
-             (`get`), 1 KiB at offset 1 KiB, 4 KiB at offset 1 MiB, and the last 4 KiB \
-             (`get_range` where the engine has partial reads; fjall and redb read the whole \
-             value and slice it). Ranges outside the value are left out. ops/s is 1 / mean \
-             latency. Example: `compare run --engine podstore --workload range --size 100M \
-             --range 1M+4K --ops {}` (`--range` is `whole` or `OFF+LEN`, OFF may be \
-             `end-4K`).",
-            list(&sc.range_sizes),
-            sc.range_ops,
-            sc.range_secs,
-            sc.range_ops
-        ),
-        "seqwrite" => format!(
-            "One writer streams {} of values of {} in bulk mode, handing the engine 16 MiB \
-             batches (redb and heed: one write transaction per batch; the others: one put per \
-             value), then syncs once; MiB/s covers everything up to the end of that sync. A run \
-             stops issuing batches after {} s. Batch latencies are in the table. Example: \
-             `compare run --engine podstore --workload seqwrite --size 4M --total {}`.",
-            fmt_size(sc.seq_total),
-            list(&sc.seq_sizes),
-            sc.seq_secs,
-            short(sc.seq_total)
-        ),
-        "reopen" => format!(
-            "{} values of 100 B are loaded in bulk by 16 threads (batches of 10 000 keys), \
-             synced, settled and the store closed; the page cache is dropped, then a new process \
-             (`compare probe-open`) opens the store: open time, bytes the open read from \
-             disk, and VmRSS growth over the open divided by the number of keys; then it times \
-             one get. Example: `compare run --engine podstore --workload reopen --keys {}`.",
-            sc.reopen_keys, sc.reopen_keys
-        ),
-        _ => String::new(),
-    }
-}
-
-fn workload_section(s: &mut String, r: &Render, wl: &str) {
-    let (pkey, pname, higher_better) = primary(wl);
-    let (labels, cols) = columns(wl);
-    let _ = writeln!(s, "## {wl}\n");
-    let _ = writeln!(s, "{}\n", workload_text(r, wl));
-    // Groups in matrix order.
-    let mut groups: Vec<Vec<String>> = Vec::new();
-    let mut by: BTreeMap<(Vec<String>, &str), &[Value]> = BTreeMap::new();
-    for (ci, c) in r.configs.iter().enumerate() {
-        if c.workload != wl {
-            continue;
-        }
-        let (_, g) = c.group();
-        if !groups.contains(&g) {
-            groups.push(g.clone());
-        }
-        by.insert((g, c.engine), &r.results[ci]);
-    }
-    if groups.is_empty() {
-        return;
-    }
-    let engines_here: Vec<&str> = r
-        .engines_run
-        .iter()
-        .copied()
-        .filter(|e| engines::skip_reason(e, wl).is_none())
-        .collect();
-    let med = |g: &Vec<String>, e: &str| {
-        by.get(&(g.clone(), e))
-            .and_then(|res| metric(res, pkey))
-            .map(|(m, _)| m)
-    };
-
-    // Summary: the primary metric's ratio to podstore.
-    if engines_here.contains(&"podstore") && engines_here.len() > 1 {
-        let _ = writeln!(
-            s,
-            "Summary: median {pname} relative to podstore ({}).\n",
-            if higher_better {
-                "above 1 = faster than podstore"
-            } else {
-                "above 1 = slower than podstore"
-            }
-        );
-        let _ = writeln!(
-            s,
-            "| {} | podstore {pname} | {} |",
-            labels.join(" | "),
-            engines_here
-                .iter()
-                .filter(|&&e| e != "podstore")
-                .copied()
-                .collect::<Vec<_>>()
-                .join(" | ")
-        );
-        let _ = writeln!(s, "|{}", " --- |".repeat(labels.len() + engines_here.len()));
-        for g in &groups {
-            let pod = med(g, "podstore");
-            let podtxt = match pod {
-                Some(p) if pkey == "open_secs" => fmt_us(p * 1e6),
-                Some(p) => fmt_num(p),
-                None => "–".into(),
-            };
-            let mut row = format!("| {} | {podtxt} |", g.join(" | "));
-            for &e in engines_here.iter().filter(|&&e| e != "podstore") {
-                let ratio = match (med(g, e), pod) {
-                    (Some(x), Some(p)) if p > 0.0 => Some(x / p),
-                    _ => None,
-                };
-                let _ = write!(row, " {} |", fmt_ratio(ratio));
-            }
-            let _ = writeln!(s, "{row}");
-        }
-        s.push('\n');
-    }
-
-    // Detail.
-    let _ = writeln!(
-        s,
-        "| {} | engine | {pname} | ± | {} | vs podstore | vs raw |",
-        labels.join(" | "),
-        cols.iter().map(|c| c.head).collect::<Vec<_>>().join(" | ")
-    );
-    let _ = writeln!(s, "|{}", " --- |".repeat(labels.len() + 5 + cols.len()));
-    for g in &groups {
-        let pod = med(g, "podstore");
-        let raw = med(g, "raw");
-        for &e in &engines_here {
-            let Some(res) = by.get(&(g.clone(), e)) else {
-                continue;
-            };
-            let prim = metric(res, pkey);
-            let primtxt = match prim {
-                None => "failed".into(),
-                Some((p, _)) if pkey == "open_secs" => fmt_us(p * 1e6),
-                Some((p, _)) => fmt_num(p),
-            };
-            let ratio = |base: Option<f64>| match (prim, base) {
-                (Some((x, _)), Some(b)) if b > 0.0 => Some(x / b),
-                _ => None,
-            };
-            let mut row = format!(
-                "| {} | {e} | {primtxt} | {} |",
-                g.join(" | "),
-                fmt_spread(prim.and_then(|p| p.1))
-            );
-            for c in &cols {
-                let v = metric(res, c.key).map_or("–".into(), |(m, _)| (c.fmt)(m));
-                let _ = write!(row, " {v} |");
-            }
-            let _ = write!(
-                row,
-                " {} | {} |",
-                if e == "podstore" {
-                    "1×".into()
-                } else {
-                    fmt_ratio(ratio(pod))
-                },
-                if e == "raw" {
-                    "1×".into()
-                } else {
-                    fmt_ratio(ratio(raw))
-                }
-            );
-            let _ = writeln!(s, "{row}");
-        }
-    }
-    s.push('\n');
-}
-
-fn shell_join(args: &[String]) -> String {
-    args.iter()
-        .map(|a| {
-            if !a.is_empty()
-                && a.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "-_./=,:+@%".contains(c))
-            {
-                a.clone()
-            } else {
-                format!("'{}'", a.replace('\'', "'\\''"))
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
-fn git(args: &[&str]) -> Option<String> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(root)
-        .args(args)
-        .output()
-        .ok()?;
-    out.status
-        .success()
-        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
-}
-
-fn podstore_version() -> String {
-    match git(&["rev-parse", "--short", "HEAD"]) {
-        Some(c) => {
-            let dirty = git(&["status", "--porcelain", "--", "src", "Cargo.toml"])
-                .is_some_and(|s| !s.is_empty());
-            format!(
-                "commit `{c}`{}",
-                if dirty {
-                    " with uncommitted changes in `src/` or `Cargo.toml`"
-                } else {
-                    ""
-                }
-            )
-        }
-        None => "unknown commit (no git)".into(),
-    }
-}
-
-fn rustc_version() -> String {
-    Command::new("rustc")
-        .arg("--version")
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .unwrap_or_else(|| "unknown".into())
-}
-
-/// Versions of the other engines' crates, from this package's Cargo.lock.
-fn crate_versions() -> String {
-    let lock = include_str!("../Cargo.lock");
-    let version = |name: &str| -> Option<String> {
-        let needle = format!("name = \"{name}\"\nversion = \"");
-        let at = lock.find(&needle)? + needle.len();
-        Some(lock[at..].split('"').next()?.to_string())
-    };
-    let mut parts = Vec::new();
-    for (name, feature) in [
-        ("fjall", cfg!(feature = "fjall")),
-        ("lsm-tree", cfg!(feature = "fjall")),
-        ("redb", cfg!(feature = "redb")),
-        ("heed", cfg!(feature = "heed")),
-        ("lmdb-master-sys", cfg!(feature = "heed")),
-        ("rustix", true),
-    ] {
-        if let (true, Some(v)) = (feature, version(name)) {
-            parts.push(format!("{name} {v}"));
-        }
-    }
-    parts.join(", ")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn median_and_spread() {
-        assert_eq!(median_spread(vec![3.0, 1.0, 2.0]), Some((2.0, Some(1.0))));
-        assert_eq!(median_spread(vec![5.0]), Some((5.0, None)));
-        assert_eq!(median_spread(vec![]), None);
-    }
 
     #[test]
     fn quick_matrix_skips_outside_ranges() {
@@ -1128,7 +625,49 @@ mod tests {
     }
 
     #[test]
-    fn lock_has_versions() {
-        assert!(crate_versions().contains("rustix"));
+    fn scale_round_trips_through_json() {
+        for quick in [true, false] {
+            let sc = scale(quick);
+            let mut other = scale(!quick);
+            other.update_from_json(&sc.to_json());
+            assert_eq!(other, sc);
+        }
+    }
+
+    #[test]
+    fn configs_match_their_own_runs_only() {
+        let sc = scale(false);
+        let m = matrix(&sc, &["podstore", "raw"], WORKLOADS);
+        let run = serde_json::json!({"workload": "get", "engine": "raw",
+            "params": {"size": 1024, "threads": 16, "cache": "warm", "keys": 8192}});
+        let hits: Vec<&Config> = m.iter().filter(|c| c.matches(&run)).collect();
+        assert_eq!(hits.len(), 1);
+        assert_eq!(hits[0].label, ["1 KiB", "16", "warm"]);
+        let run = serde_json::json!({"workload": "range", "engine": "podstore",
+            "params": {"size": 1 << 20, "range": "end-4K+4K", "offset": 1044480, "len": 4096}});
+        assert_eq!(m.iter().filter(|c| c.matches(&run)).count(), 1);
+    }
+
+    #[test]
+    fn infers_the_preset_from_runs() {
+        let sc = scale(true);
+        let m = matrix(&sc, &["podstore"], &["put", "seqwrite"]);
+        let runs: Vec<serde_json::Value> = m
+            .iter()
+            .map(|c| {
+                let params = match c.workload {
+                    "put" => serde_json::json!({"size": c.num("size"), "threads": c.num("threads"),
+                        "secs_limit": sc.put_secs}),
+                    _ => serde_json::json!({"size": c.num("size"), "total": c.num("total"),
+                        "secs_limit": sc.seq_secs}),
+                };
+                serde_json::json!({"workload": c.workload, "engine": c.engine, "rep": 0,
+                    "params": params})
+            })
+            .collect();
+        let refs: Vec<&serde_json::Value> = runs.iter().collect();
+        let (got, quick) = infer_scale(&refs);
+        assert!(quick);
+        assert_eq!(got, sc);
     }
 }

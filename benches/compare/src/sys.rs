@@ -118,6 +118,7 @@ impl Drop for AlignedBuf {
 }
 
 /// Facts about the machine, for the report.
+#[derive(Debug, Clone)]
 pub struct Machine {
     pub nproc: usize,
     pub mem_total: String,

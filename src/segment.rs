@@ -129,7 +129,9 @@ fn corruption(segment: u64, offset: u64, kind: Corruption) -> Error {
     }
 }
 
-fn read_error(segment: u64, offset: u64, path: &Path, e: io::Error) -> Error {
+/// Maps a failed read of segment bytes to the store's error: reading past the end of the file
+/// means the file is shorter than its index says.
+pub(crate) fn read_error(segment: u64, offset: u64, path: &Path, e: io::Error) -> Error {
     if e.kind() == io::ErrorKind::UnexpectedEof {
         corruption(
             segment,
@@ -359,11 +361,6 @@ pub fn read_value(
     verify(&scratch, &table)?;
     dst.copy_from_slice(&scratch[from..from + dst.len()]);
     Ok(())
-}
-
-/// Maps a failed read of segment bytes to the store's error.
-pub fn map_read_error(segment: u64, offset: u64, path: &Path, e: io::Error) -> Error {
-    read_error(segment, offset, path, e)
 }
 
 /// Path of segment `id` in `dir`.

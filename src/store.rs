@@ -839,7 +839,7 @@ impl Inner {
                 },
             })?;
         file.read_exact_at(offset, dst, &self.read_pool, self.profile.read_align)
-            .map_err(|e| segment::map_read_error(segment, offset, file.path(), e))
+            .map_err(|e| segment::read_error(segment, offset, file.path(), e))
     }
 }
 
@@ -1053,15 +1053,16 @@ impl ValueReader {
 
     /// Reads exactly `buf.len()` bytes at `offset` of the value, without moving the cursor.
     pub fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
-        let end = offset
+        let inside = offset
             .checked_add(buf.len() as u64)
-            .filter(|&e| e <= self.entry.value_len)
-            .ok_or(Error::OutOfRange {
+            .is_some_and(|end| end <= self.entry.value_len);
+        if !inside {
+            return Err(Error::OutOfRange {
                 start: offset,
                 end: offset.saturating_add(buf.len() as u64),
                 len: self.entry.value_len,
-            })?;
-        debug_assert!(end >= offset);
+            });
+        }
         self.inner.read_value(&self.entry, offset, buf, None)
     }
 }

@@ -5,6 +5,8 @@
 //! `Durability::Buffered` a fresh value is usually still in the write buffer, so reads take the
 //! in-memory path. Reopening a store always reads from disk.
 
+mod common;
+use common::XorShift;
 use std::collections::BTreeMap;
 use std::fs;
 use std::io::{ErrorKind, Read, Seek, SeekFrom};
@@ -52,30 +54,6 @@ fn configs() -> impl Iterator<Item = Options> {
 /// Short name of a configuration, for assertion messages.
 fn label(opts: &Options) -> String {
     format!("{:?}/{:?}", opts.io_mode, opts.durability)
-}
-
-/// A small deterministic pseudo-random generator (xorshift64).
-struct XorShift(u64);
-
-impl XorShift {
-    fn new(seed: u64) -> XorShift {
-        // Any non-zero state works; spread small seeds over the whole word.
-        XorShift(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
-    }
-
-    fn next_u64(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.0 = x;
-        x
-    }
-
-    /// A number in `0..n` (n > 0).
-    fn below(&mut self, n: usize) -> usize {
-        (self.next_u64() % n as u64) as usize
-    }
 }
 
 /// `len` deterministic pseudo-random bytes; different seeds give different bytes.

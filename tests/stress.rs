@@ -9,6 +9,9 @@
 //!
 //! The work is bounded by operation counts, never by time, and nothing asserts on timing.
 
+mod common;
+use common::XorShift;
+use common::splitmix64;
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
 use std::sync::Arc;
@@ -32,50 +35,6 @@ const MIN_VALUE_LEN: usize = 2 * BLOCK;
 
 /// Shortest range read: wherever it starts, it holds a whole block.
 const MIN_RANGE_LEN: usize = 2 * BLOCK - 1;
-
-// ---------------------------------------------------------------------------------------------
-// Deterministic randomness
-// ---------------------------------------------------------------------------------------------
-
-fn splitmix64(x: u64) -> u64 {
-    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
-/// A small deterministic pseudo-random generator (xorshift64), one per thread.
-struct XorShift(u64);
-
-impl XorShift {
-    fn new(seed: u64) -> XorShift {
-        XorShift(splitmix64(seed) | 1)
-    }
-
-    fn next_u64(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.0 = x;
-        x
-    }
-
-    /// A number in `0..n` (n > 0).
-    fn below(&mut self, n: usize) -> usize {
-        (self.next_u64() % n as u64) as usize
-    }
-
-    /// A number in `range` (not empty).
-    fn in_range(&mut self, range: Range<usize>) -> usize {
-        range.start + self.below(range.len())
-    }
-
-    /// True with probability `percent` / 100.
-    fn chance(&mut self, percent: usize) -> bool {
-        self.below(100) < percent
-    }
-}
 
 // ---------------------------------------------------------------------------------------------
 // Self-describing values

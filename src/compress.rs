@@ -333,29 +333,10 @@ fn copy_overlap(header: &FrameTableHeader, index: u64, frame: &[u8], start: u64,
 mod tests {
     use super::*;
     use crate::format::frames::MIN_FRAME_SIZE;
-
-    fn text(len: usize) -> Vec<u8> {
-        let words = ["alpha ", "beta ", "gamma ", "delta ", "epsilon ", "zeta "];
-        let mut out = Vec::with_capacity(len + 8);
-        let mut x = 7u32;
-        while out.len() < len {
-            x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
-            out.extend_from_slice(words[(x >> 16) as usize % words.len()].as_bytes());
-        }
-        out.truncate(len);
-        out
-    }
+    use crate::format::frames::test_data::{self, text};
 
     fn random(len: usize) -> Vec<u8> {
-        let mut x = 0x1234_5678_9abc_def1u64;
-        (0..len)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                (x >> 24) as u8
-            })
-            .collect()
+        test_data::random(len, 0x1234_5678_9abc_def1)
     }
 
     /// A stored value in memory, read the way the store reads one, counting reads.

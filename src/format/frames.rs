@@ -394,14 +394,11 @@ pub fn decode_value(stored: &[u8]) -> Result<Vec<u8>, Corruption> {
     Ok(out)
 }
 
+/// Values for the unit tests of the compression code (here, `compress`, the scan).
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const F: u32 = MIN_FRAME_SIZE;
-
+pub(crate) mod test_data {
     /// Text-like bytes: compressible, but not trivially.
-    fn text(len: usize) -> Vec<u8> {
+    pub fn text(len: usize) -> Vec<u8> {
         let words = [
             "store ", "frame ", "value ", "range ", "chunk ", "crc ", "lz4 ", "disk ",
         ];
@@ -415,7 +412,8 @@ mod tests {
         out
     }
 
-    fn random(len: usize, seed: u64) -> Vec<u8> {
+    /// Incompressible bytes (xorshift).
+    pub fn random(len: usize, seed: u64) -> Vec<u8> {
         let mut x = seed | 1;
         (0..len)
             .map(|_| {
@@ -426,6 +424,14 @@ mod tests {
             })
             .collect()
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::test_data::{random, text};
+    use super::*;
+
+    const F: u32 = MIN_FRAME_SIZE;
 
     fn sizes() -> Vec<usize> {
         let f = F as usize;

@@ -580,9 +580,7 @@ mod tests {
         (img, offsets)
     }
 
-    fn text(len: usize) -> Vec<u8> {
-        (0..len).map(|i| b"abcdefgh"[(i * i / 7) % 8]).collect()
-    }
+    use crate::format::frames::test_data::text;
 
     #[test]
     fn compressed_records_report_their_uncompressed_length() {

@@ -45,6 +45,20 @@ impl IndexEntry {
     pub fn value_offset(&self) -> u64 {
         self.offset + crate::format::record::RECORD_HEADER_LEN as u64 + self.key_len as u64
     }
+
+    /// Bytes of the whole record (header, key, stored value, chunk checksums).
+    pub fn record_len(&self) -> u64 {
+        crate::format::record::record_len(self.key_len as u64, self.stored_len)
+    }
+}
+
+/// What the live entries of one segment take: the figures compaction chooses by.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SegmentUsage {
+    /// Bytes of the records of live values (header, key, value, checksums).
+    pub live_bytes: u64,
+    /// Number of live values.
+    pub live_records: u64,
 }
 
 type Shard = RwLock<HashMap<Box<[u8]>, IndexEntry>>;
@@ -57,6 +71,11 @@ pub struct Index {
     shards: Box<[Shard]>,
     hasher: RandomState,
     len: AtomicU64,
+    /// Sum of the lengths of the live keys.
+    key_bytes: AtomicU64,
+    /// Per segment, what its live entries take. Updated under the shard lock of the key that
+    /// changes, so that the accounting of one key is never applied out of order.
+    usage: Mutex<HashMap<u64, SegmentUsage>>,
 }
 
 impl Default for Index {
@@ -65,6 +84,8 @@ impl Default for Index {
             shards: (0..SHARDS).map(|_| RwLock::new(HashMap::new())).collect(),
             hasher: RandomState::new(),
             len: AtomicU64::new(0),
+            key_bytes: AtomicU64::new(0),
+            usage: Mutex::new(HashMap::new()),
         }
     }
 }
@@ -87,26 +108,96 @@ impl Index {
     /// Sets the entry of `key`.
     pub fn insert(&self, key: &[u8], entry: IndexEntry) {
         let mut shard = self.shard(key).write().unwrap_or_else(|p| p.into_inner());
-        match shard.get_mut(key) {
-            Some(e) => *e = entry,
+        let old = match shard.get_mut(key) {
+            Some(e) => Some(std::mem::replace(e, entry)),
             None => {
                 shard.insert(key.into(), entry);
                 self.len.fetch_add(1, Ordering::Relaxed);
+                self.key_bytes
+                    .fetch_add(key.len() as u64, Ordering::Relaxed);
+                None
             }
-        }
+        };
+        self.account(old.as_ref(), Some(&entry));
     }
 
     /// Removes `key`.
     pub fn remove(&self, key: &[u8]) -> Option<IndexEntry> {
-        let old = self
-            .shard(key)
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(key);
+        let mut shard = self.shard(key).write().unwrap_or_else(|p| p.into_inner());
+        let old = shard.remove(key);
         if old.is_some() {
             self.len.fetch_sub(1, Ordering::Relaxed);
+            self.key_bytes
+                .fetch_sub(key.len() as u64, Ordering::Relaxed);
+            self.account(old.as_ref(), None);
         }
         old
+    }
+
+    /// Points `key` at `new` if it still points at `expected` (a value moved by compaction);
+    /// returns whether it did. A key written or deleted since keeps its newer state.
+    pub fn replace_if(&self, key: &[u8], expected: &IndexEntry, new: IndexEntry) -> bool {
+        let mut shard = self.shard(key).write().unwrap_or_else(|p| p.into_inner());
+        match shard.get_mut(key) {
+            Some(e) if e == expected => {
+                *e = new;
+                self.account(Some(expected), Some(&new));
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Moves the bytes of `old` out of, and those of `new` into, their segments' usage.
+    fn account(&self, old: Option<&IndexEntry>, new: Option<&IndexEntry>) {
+        let mut usage = self.usage.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(o) = old
+            && let Some(u) = usage.get_mut(&o.segment)
+        {
+            u.live_bytes -= o.record_len();
+            u.live_records -= 1;
+            if u.live_records == 0 {
+                usage.remove(&o.segment);
+            }
+        }
+        if let Some(n) = new {
+            let u = usage.entry(n.segment).or_default();
+            u.live_bytes += n.record_len();
+            u.live_records += 1;
+        }
+    }
+
+    /// What the live entries of `segment` take.
+    pub fn usage(&self, segment: u64) -> SegmentUsage {
+        self.usage
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&segment)
+            .copied()
+            .unwrap_or_default()
+    }
+
+    /// Usage of every segment that holds a live entry.
+    pub fn usage_all(&self) -> HashMap<u64, SegmentUsage> {
+        self.usage.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Sum of the lengths of the live keys.
+    pub fn key_bytes(&self) -> u64 {
+        self.key_bytes.load(Ordering::Relaxed)
+    }
+
+    /// Estimated heap bytes of the index: per entry the key, the entry, the boxed key's pointer
+    /// and length, and the hash table's control byte, over a table at most 7/8 full.
+    pub fn memory_bytes(&self) -> u64 {
+        let per_entry = (std::mem::size_of::<IndexEntry>() + std::mem::size_of::<Box<[u8]>>() + 1)
+            as u64;
+        let capacity: u64 = self
+            .shards
+            .iter()
+            .map(|s| s.read().unwrap_or_else(|p| p.into_inner()).capacity() as u64)
+            .sum();
+        capacity * per_entry + self.key_bytes()
     }
 
     /// Number of live keys.
@@ -210,6 +301,19 @@ impl PendingQueue {
         let q = self.lock();
         let i = q.partition_point(|p| p.seq < first);
         q.get(i).is_some_and(|p| p.seq <= last)
+    }
+
+    /// Smallest sequence number of a write not yet applied (a blob put still being written can
+    /// hold an old one), if any.
+    pub fn min_seq(&self) -> Option<u64> {
+        self.lock().front().map(|p| p.seq)
+    }
+
+    /// True when a queued write points into `segment`.
+    pub fn references(&self, segment: u64) -> bool {
+        self.lock()
+            .iter()
+            .any(|p| p.entry.is_some_and(|e| e.segment == segment))
     }
 
     /// The last queued write of `key`, if any: whether it is a put, and its sequence number.

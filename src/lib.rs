@@ -34,7 +34,9 @@ mod store;
 pub use batch::Batch;
 pub use error::{Corruption, Error, Result};
 pub use options::{Compression, Durability, IoMode, Options};
-pub use store::{Keys, RecoveredSegment, RecoveryReport, Store, ValueReader};
+pub use store::{
+    CompactionReport, Keys, RecoveredSegment, RecoveryReport, Stats, Store, ValueReader,
+};
 
 /// Longest key, in bytes. Keys are 1 to `MAX_KEY_LEN` bytes; others get
 /// [`Error::EmptyKey`] or [`Error::KeyTooLarge`].

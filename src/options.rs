@@ -105,6 +105,20 @@ pub struct Options {
     /// the value to be stored compressed (default 0.125, i.e. at least 1/8 smaller; 0.0 to below
     /// 1.0). Below it, the CPU of decompressing every read is not worth the space.
     pub compression_min_saving: f64,
+    /// A sealed segment is compacted once at least this fraction of its bytes is dead:
+    /// overwritten or deleted values, and padding (default 0.5; above 0.0, at most 1.0).
+    /// Lower keeps less dead data on disk (at most about `1 / (1 - threshold)` times the live
+    /// data, plus the active segment) at the cost of copying more: each compaction copies the
+    /// live `1 - threshold` of a segment or less to free the rest. See
+    /// [`Store::compact`](crate::Store::compact).
+    pub compaction_threshold: f64,
+    /// Compact in a background thread, checking about twice a second (default `true`). With
+    /// `false`, space is given back only by [`Store::compact`](crate::Store::compact).
+    pub background_compaction: bool,
+    /// Bytes per second that background compaction may copy (default 64 MiB/s; `None`: no
+    /// limit). Bounds the disk bandwidth it takes from foreground reads and writes.
+    /// [`Store::compact`](crate::Store::compact) runs unthrottled.
+    pub compaction_rate: Option<u64>,
 }
 
 impl Default for Options {
@@ -121,6 +135,9 @@ impl Default for Options {
             compression: Compression::None,
             compression_frame_size: crate::format::frames::DEFAULT_FRAME_SIZE,
             compression_min_saving: 0.125,
+            compaction_threshold: 0.5,
+            background_compaction: true,
+            compaction_rate: Some(64 << 20),
         }
     }
 }
@@ -192,6 +209,24 @@ impl Options {
         self
     }
 
+    /// Sets [`Options::compaction_threshold`].
+    pub fn compaction_threshold(mut self, fraction: f64) -> Self {
+        self.compaction_threshold = fraction;
+        self
+    }
+
+    /// Sets [`Options::background_compaction`].
+    pub fn background_compaction(mut self, on: bool) -> Self {
+        self.background_compaction = on;
+        self
+    }
+
+    /// Sets [`Options::compaction_rate`].
+    pub fn compaction_rate(mut self, bytes_per_second: Option<u64>) -> Self {
+        self.compaction_rate = bytes_per_second;
+        self
+    }
+
     pub(crate) fn validate(&self) -> Result<()> {
         use crate::format::frames::{MAX_FRAME_SIZE, MIN_FRAME_SIZE};
         if !(MIN_FRAME_SIZE..=MAX_FRAME_SIZE).contains(&self.compression_frame_size) {
@@ -202,6 +237,16 @@ impl Options {
         if !(0.0..1.0).contains(&self.compression_min_saving) {
             return Err(Error::InvalidOptions(
                 "compression_min_saving must be at least 0.0 and below 1.0",
+            ));
+        }
+        if !(self.compaction_threshold > 0.0 && self.compaction_threshold <= 1.0) {
+            return Err(Error::InvalidOptions(
+                "compaction_threshold must be above 0.0 and at most 1.0",
+            ));
+        }
+        if self.compaction_rate == Some(0) {
+            return Err(Error::InvalidOptions(
+                "compaction_rate must be positive (None for no limit)",
             ));
         }
         if self.segment_size < (1 << 20) {

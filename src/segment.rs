@@ -235,6 +235,31 @@ pub fn open(
     }))
 }
 
+/// The entries of the footer of the sealed segment `id` (`file`, `len` bytes long).
+pub fn read_sealed_entries(
+    file: &SegmentFile,
+    id: u64,
+    len: u64,
+    profile: &IoProfile,
+    pool: &BufPool,
+) -> Result<Vec<FooterEntry>> {
+    let src = FileSource {
+        file,
+        pool,
+        read_align: profile.read_align,
+        len,
+    };
+    read_footer(&src, id, file.path())?.ok_or(corruption(
+        id,
+        len.saturating_sub(TRAILER_LEN as u64),
+        // A footer this process wrote (or open verified) no longer verifies.
+        Corruption::InvalidField {
+            field: "footer of a sealed segment (file length)",
+            value: len,
+        },
+    ))
+}
+
 /// Reads and verifies the footer; `None` when there is no valid one (an unsealed segment).
 fn read_footer(src: &FileSource<'_>, id: u64, path: &Path) -> Result<Option<Vec<FooterEntry>>> {
     let len = src.len;
@@ -268,18 +293,26 @@ fn read_footer(src: &FileSource<'_>, id: u64, path: &Path) -> Result<Option<Vec<
     }
 }
 
-/// Keeps each key's last record, in file order.
+/// Keeps each key's newest record (highest sequence number; of equal ones, the later in the
+/// file), in file order.
+///
+/// Newest is not always last: a record copied forward by compaction keeps its old sequence
+/// number, and may land after a newer write of its key that was appended first.
 pub fn last_per_key(records: Vec<FooterEntry>) -> Vec<FooterEntry> {
-    let mut last = std::collections::HashMap::with_capacity(records.len());
+    let mut newest: std::collections::HashMap<&[u8], usize> =
+        std::collections::HashMap::with_capacity(records.len());
     for (i, r) in records.iter().enumerate() {
-        last.insert(r.key.as_slice(), i);
+        let slot = newest.entry(r.key.as_slice()).or_insert(i);
+        if records[*slot].seq <= r.seq {
+            *slot = i;
+        }
     }
     let keep: Vec<bool> = records
         .iter()
         .enumerate()
-        .map(|(i, r)| last[r.key.as_slice()] == i)
+        .map(|(i, r)| newest[r.key.as_slice()] == i)
         .collect();
-    drop(last);
+    drop(newest);
     records
         .into_iter()
         .zip(keep)

@@ -13,7 +13,9 @@ use crate::batch::Batch;
 use crate::compress::{self, FrameCache, StoredValue, TableCache};
 use crate::error::{Error, Result};
 use crate::format::footer::{FooterEntry, encode_footer};
-use crate::format::record::{FLAG_BATCH_CONTINUES, RecordHeader, RecordKind, RecordPlace};
+use crate::format::record::{
+    FLAG_BATCH_CONTINUES, RecordHeader, RecordKind, RecordPlace, record_len,
+};
 use crate::format::segment_header::SegmentHeader;
 use crate::index::{Index, IndexEntry, PendingQueue};
 use crate::io::aligned::BufPool;
@@ -22,6 +24,10 @@ use crate::io::writer::{self, Progress, Tail, WriteBuffer};
 use crate::options::{Durability, IoMode, Options};
 use crate::segment::{self, Append, Opened, SegmentKind};
 use crate::{MAX_KEY_LEN, MAX_VALUE_LEN};
+
+mod compact;
+
+pub use compact::{CompactionReport, Stats};
 
 /// Size of the bounce buffers used by direct reads.
 const READ_BUFFER_SIZE: usize = 1 << 20;
@@ -84,7 +90,7 @@ struct Inner {
     profile: IoProfile,
     index: Arc<Index>,
     pending: Arc<PendingQueue>,
-    segments: RwLock<HashMap<u64, Arc<SegmentFile>>>,
+    segments: RwLock<HashMap<u64, SegmentHandle>>,
     appender: Mutex<Appender>,
     tail: Arc<Mutex<Tail>>,
     progress: Arc<Progress>,
@@ -98,12 +104,51 @@ struct Inner {
     /// A large put is creating spare blob files: the others create only their own.
     creating_blobs: std::sync::atomic::AtomicBool,
     recovery: RecoveryReport,
+    /// Byte counters since open, for [`Stats`].
+    counters: Counters,
+    /// Held by the one compaction that runs at a time.
+    compacting: Mutex<compact::CompactorState>,
+    /// The background compaction thread.
+    compactor: Mutex<Option<Ticker>>,
+}
+
+/// A segment file open for reads, and what compaction needs to know of it.
+struct SegmentHandle {
+    file: Arc<SegmentFile>,
+    kind: SegmentKind,
+    /// The sync ticket ([`WriteBuffer::sync_ticket`]) after which its footer is on stable
+    /// storage: `Some(0)` for files found at open and blob files; `None` for the active log
+    /// segment, which is being written.
+    sealed_at: Option<u64>,
+    /// Smallest sequence number of a put its footer names (`u64::MAX` if none; for the active
+    /// segment, see [`ActiveSegment::min_put_seq`]). A tombstone older than this cannot hide
+    /// anything in this file.
+    min_put_seq: u64,
+    /// Bytes of the tombstone records its footer names.
+    tombstone_bytes: u64,
+    /// Number of those tombstones.
+    tombstones: u64,
+}
+
+/// Byte counters since open.
+#[derive(Default)]
+struct Counters {
+    /// Record bytes appended by puts, deletes and batches (padding not counted).
+    user_bytes: std::sync::atomic::AtomicU64,
+    /// Record bytes copied forward by compaction.
+    compaction_bytes: std::sync::atomic::AtomicU64,
+    /// Segment and blob files removed by compaction.
+    files_removed: std::sync::atomic::AtomicU64,
+    /// Log segments compacted (copied forward and removed).
+    segments_compacted: std::sync::atomic::AtomicU64,
+    /// Tombstones dropped by compaction (nothing older was left for them to hide).
+    tombstones_dropped: std::sync::atomic::AtomicU64,
 }
 
 /// Blob files created per directory fsync when none is spare.
 const BLOB_FILES_PER_CREATE: u64 = 8;
 
-/// The background flush of buffered writes.
+/// A background thread (flush ticker, compactor) and the flag that stops it.
 struct Ticker {
     stop: Arc<(Mutex<bool>, Condvar)>,
     handle: JoinHandle<()>,
@@ -125,6 +170,11 @@ type Op<'a> = (&'a [u8], Option<&'a StoredValue<'a>>);
 
 struct ActiveSegment {
     id: u64,
+    /// Smallest sequence number of a put appended (copies keep their old ones).
+    min_put_seq: u64,
+    /// Tombstone records appended: bytes and count.
+    tombstone_bytes: u64,
+    tombstones: u64,
     /// One past the last byte of the last record appended (the write position may be further,
     /// past the padding of a synced group).
     data_end: u64,
@@ -188,8 +238,22 @@ impl Store {
                     damaged_records: damaged,
                 }),
             }
+            let mut handle = SegmentHandle {
+                file: Arc::new(loaded.file),
+                kind,
+                sealed_at: Some(0),
+                min_put_seq: u64::MAX,
+                tombstone_bytes: 0,
+                tombstones: 0,
+            };
             for e in loaded.entries {
                 max_seq = max_seq.max(e.seq);
+                if e.kind == RecordKind::Put {
+                    handle.min_put_seq = handle.min_put_seq.min(e.seq);
+                } else {
+                    handle.tombstone_bytes += record_len(e.key.len() as u64, e.stored_len);
+                    handle.tombstones += 1;
+                }
                 let newest = index.get(&e.key).map_or(0, |x| x.seq);
                 let newest = newest.max(tombstones.get(&e.key).copied().unwrap_or(0));
                 if e.seq <= newest {
@@ -203,7 +267,7 @@ impl Store {
                     }
                 }
             }
-            segments.insert(id, Arc::new(loaded.file));
+            segments.insert(id, handle);
         }
         drop(tombstones);
         let next_segment = ids.last().map_or(1, |(id, _)| id + 1);
@@ -248,11 +312,18 @@ impl Store {
             spare_blobs: Mutex::new(Vec::new()),
             creating_blobs: std::sync::atomic::AtomicBool::new(false),
             recovery,
+            counters: Counters::default(),
+            compacting: Mutex::new(compact::CompactorState::default()),
+            compactor: Mutex::new(None),
         };
         let inner = Arc::new(inner);
         if let Some(interval) = flush_interval {
             *inner.ticker.lock().unwrap_or_else(|p| p.into_inner()) =
                 Some(start_ticker(Arc::downgrade(&inner), interval)?);
+        }
+        if inner.opts.background_compaction {
+            *inner.compactor.lock().unwrap_or_else(|p| p.into_inner()) =
+                Some(compact::start_compactor(Arc::downgrade(&inner))?);
         }
         Ok(Store {
             inner,
@@ -279,7 +350,7 @@ impl Store {
         if durability == Durability::Sync
             && value.len() as u64 >= self.inner.opts.large_value_threshold
         {
-            return self.inner.put_blob(key, &stored);
+            return self.inner.put_blob(self.inner.lock_appender(), key, &stored);
         }
         let (first, last) = self.inner.lock_appender().append_ops(
             &self.inner,
@@ -287,6 +358,55 @@ impl Store {
             durability,
         )?;
         self.inner.acknowledge(first, last, durability)
+    }
+
+    /// Inserts `key` only if it has no value; returns whether it did. Durable like
+    /// [`Store::put`].
+    ///
+    /// Made for content-addressed data, where a key names its value and "already there" is
+    /// success: the existing value is kept, not compared. When another writer's put of `key` is
+    /// on its way, this waits until that put is acknowledged and returns `false`. Concurrent
+    /// calls for one key insert it once.
+    ///
+    /// ```
+    /// # fn main() -> podstore::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = podstore::Store::open(dir.path())?;
+    /// assert!(store.put_if_absent(b"sha256:ab12", b"blob bytes")?);
+    /// assert!(!store.put_if_absent(b"sha256:ab12", b"other bytes")?);
+    /// assert_eq!(store.get(b"sha256:ab12")?.unwrap(), b"blob bytes");
+    /// # Ok(()) }
+    /// ```
+    pub fn put_if_absent(&self, key: &[u8], value: &[u8]) -> Result<bool> {
+        check_key(key)?;
+        check_value(value)?;
+        // Cheap answer for the common case, before compressing anything.
+        if self.inner.index.get(key).is_some() && self.inner.pending.last_queued(key).is_none() {
+            return Ok(false);
+        }
+        let durability = self.inner.opts.durability;
+        let stored = StoredValue::encode(value, &self.inner.opts);
+        let large = durability == Durability::Sync
+            && value.len() as u64 >= self.inner.opts.large_value_threshold;
+        loop {
+            let mut app = self.inner.lock_appender();
+            match self.inner.presence(key) {
+                Presence::Present => return Ok(false),
+                Presence::Pending(seq) => {
+                    drop(app);
+                    // Its outcome decides: acknowledged, the key is present; failed, look again.
+                    self.inner.wait(seq, seq, durability == Durability::Sync)?;
+                    continue;
+                }
+                Presence::Absent => {}
+            }
+            if large {
+                return self.inner.put_blob(app, key, &stored).map(|()| true);
+            }
+            let (first, last) = app.append_ops(&self.inner, &[(key, Some(&stored))], durability)?;
+            drop(app);
+            return self.inner.acknowledge(first, last, durability).map(|()| true);
+        }
     }
 
     /// Applies every operation of `batch`, all-or-nothing: after a crash either all of them are
@@ -351,11 +471,11 @@ impl Store {
     /// The value of `key`.
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         check_key(key)?;
-        let Some(entry) = self.inner.index.get(key) else {
+        let Some(found) = self.inner.locate(key)? else {
             return Ok(None);
         };
-        let mut out = vec![0u8; to_usize(entry.value_len)?];
-        self.inner.read_value(&entry, 0, &mut out, None)?;
+        let mut out = vec![0u8; to_usize(found.entry.value_len)?];
+        self.inner.read_value(&found, 0, &mut out, None)?;
         Ok(Some(out))
     }
 
@@ -379,22 +499,23 @@ impl Store {
     /// ```
     pub fn get_range(&self, key: &[u8], range: impl RangeBounds<u64>) -> Result<Option<Vec<u8>>> {
         check_key(key)?;
-        let Some(entry) = self.inner.index.get(key) else {
+        let Some(found) = self.inner.locate(key)? else {
             return Ok(None);
         };
-        let (start, end) = resolve_range(&range, entry.value_len)?;
+        let (start, end) = resolve_range(&range, found.entry.value_len)?;
         let mut out = vec![0u8; to_usize(end - start)?];
-        self.inner.read_value(&entry, start, &mut out, None)?;
+        self.inner.read_value(&found, start, &mut out, None)?;
         Ok(Some(out))
     }
 
     /// A reader that streams the value of `key` with positional reads, without loading it
-    /// whole. It reads the value as it was when `reader` was called.
+    /// whole. It reads the value as it was when `reader` was called, even if it is overwritten,
+    /// deleted or moved by compaction meanwhile (it keeps its file open).
     pub fn reader(&self, key: &[u8]) -> Result<Option<ValueReader>> {
         check_key(key)?;
-        Ok(self.inner.index.get(key).map(|entry| ValueReader {
+        Ok(self.inner.locate(key)?.map(|found| ValueReader {
             inner: self.inner.clone(),
-            entry,
+            found,
             pos: 0,
             cache: FrameCache::default(),
         }))
@@ -645,13 +766,28 @@ impl Inner {
         }
     }
 
-    /// Writes a large value to a blob file of its own, outside the append lock.
-    fn put_blob(&self, key: &[u8], value: &StoredValue<'_>) -> Result<()> {
+    /// Whether `key` has a value, as the next write will find it (call under the append lock).
+    fn presence(&self, key: &[u8]) -> Presence {
+        match self.pending.last_queued(key) {
+            Some((true, seq)) => Presence::Pending(seq),
+            Some((false, _)) => Presence::Absent,
+            None if self.index.get(key).is_some() => Presence::Present,
+            None => Presence::Absent,
+        }
+    }
+
+    /// Writes a large value to a blob file of its own. Takes the append lock (held by the
+    /// caller, who may have checked something under it) only to number the write.
+    fn put_blob(
+        &self,
+        mut app: MutexGuard<'_, Appender>,
+        key: &[u8],
+        value: &StoredValue<'_>,
+    ) -> Result<()> {
         if let Some(f) = self.progress.lock().failure {
             return Err(f.to_error());
         }
         let (seq, id, spare, new_ids) = {
-            let mut app = self.lock_appender();
             let seq = app.next_seq;
             app.next_seq += 1;
             let spare = self.lock_spare_blobs().pop();
@@ -680,6 +816,7 @@ impl Inner {
                 flags: value.flags(),
             };
             self.pending.push(seq, key, Some(entry), true);
+            drop(app);
             (seq, id, spare, new_ids)
         };
         let file = match spare {
@@ -703,10 +840,21 @@ impl Inner {
         });
         match written {
             Ok(file) => {
-                self.segments
-                    .write()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .insert(id, Arc::new(file));
+                self.counters.user_bytes.fetch_add(
+                    record_len(key.len() as u64, value.stored_len()),
+                    Ordering::Relaxed,
+                );
+                self.segments.write().unwrap_or_else(|p| p.into_inner()).insert(
+                    id,
+                    SegmentHandle {
+                        file: Arc::new(file),
+                        kind: SegmentKind::Blob,
+                        sealed_at: Some(0),
+                        min_put_seq: seq,
+                        tombstone_bytes: 0,
+                        tombstones: 0,
+                    },
+                );
                 self.pending.ready_one(seq, &self.index);
                 self.progress.notify();
                 self.wait(seq, seq, false)
@@ -738,12 +886,16 @@ impl Inner {
         file::sync_dir(&self.dir)
     }
 
+    /// Stops the background threads: the compactor (which leaves a compaction it is in the
+    /// middle of unfinished, harmlessly) and the flush ticker.
     fn stop_ticker(&self) {
-        let ticker = self.ticker.lock().unwrap_or_else(|p| p.into_inner()).take();
-        if let Some(t) = ticker {
-            *t.stop.0.lock().unwrap_or_else(|p| p.into_inner()) = true;
-            t.stop.1.notify_all();
-            let _ = t.handle.join();
+        for slot in [&self.compactor, &self.ticker] {
+            let ticker = slot.lock().unwrap_or_else(|p| p.into_inner()).take();
+            if let Some(t) = ticker {
+                *t.stop.0.lock().unwrap_or_else(|p| p.into_inner()) = true;
+                t.stop.1.notify_all();
+                let _ = t.handle.join();
+            }
         }
     }
 
@@ -753,7 +905,7 @@ impl Inner {
             let last = {
                 let mut app = self.lock_appender();
                 if app.active.is_some() {
-                    app.seal()?;
+                    app.seal(self)?;
                 }
                 app.next_seq - 1
             };
@@ -775,17 +927,50 @@ impl Inner {
         }
     }
 
-    /// Reads value bytes `[start, start + dst.len())` of `entry`, verified; for a compressed
+    /// The index entry of `key` and the file it points into. A value moved by compaction between
+    /// the index lookup and the file lookup is looked up again.
+    fn locate(&self, key: &[u8]) -> Result<Option<Located>> {
+        loop {
+            let Some(entry) = self.index.get(key) else {
+                return Ok(None);
+            };
+            if let Some(h) = self
+                .segments
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(&entry.segment)
+            {
+                return Ok(Some(Located {
+                    entry,
+                    file: h.file.clone(),
+                }));
+            }
+            if self.index.get(key) == Some(entry) {
+                // Not moved: the index names a file the store does not have.
+                return Err(Error::Corruption {
+                    segment: entry.segment,
+                    offset: entry.offset,
+                    kind: crate::error::Corruption::InvalidField {
+                        field: "index segment id",
+                        value: entry.segment,
+                    },
+                });
+            }
+        }
+    }
+
+    /// Reads value bytes `[start, start + dst.len())` of `found`, verified; for a compressed
     /// value, decompresses the frames they are in, keeping what `cache` allows across reads.
     fn read_value(
         &self,
-        entry: &IndexEntry,
+        found: &Located,
         start: u64,
         dst: &mut [u8],
         cache: Option<&mut FrameCache>,
     ) -> Result<()> {
+        let entry = &found.entry;
         let read_stored = |off: u64, buf: &mut [u8]| {
-            segment::read_value(entry, off, buf, |o, b| self.fetch(entry.segment, o, b))
+            segment::read_value(entry, off, buf, |o, b| self.fetch(found, o, b))
         };
         if !entry.is_compressed() {
             return read_stored(start, dst);
@@ -800,47 +985,54 @@ impl Inner {
         result
     }
 
-    /// Reads segment bytes `[offset, offset + dst.len())` from wherever they are: the write
-    /// buffers (copied under the tail lock, which is never held across I/O) or the file.
-    fn fetch(&self, segment: u64, offset: u64, dst: &mut [u8]) -> Result<()> {
+    /// Reads bytes `[offset, offset + dst.len())` of the segment of `found` from wherever they
+    /// are: the write buffers (copied under the tail lock, which is never held across I/O) or
+    /// the file.
+    fn fetch(&self, found: &Located, offset: u64, dst: &mut [u8]) -> Result<()> {
+        let segment = found.entry.segment;
         let mut done = 0;
         while done < dst.len() {
             let at = offset + done as u64;
-            let found = self
+            let in_buffers = self
                 .tail
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .copy_out(segment, at, &mut dst[done..]);
-            match found {
+            match in_buffers {
                 Ok(n) => done += n,
                 Err(next) => {
                     let upto = (next - offset) as usize;
-                    self.read_disk(segment, at, &mut dst[done..upto])?;
+                    found
+                        .file
+                        .read_exact_at(
+                            at,
+                            &mut dst[done..upto],
+                            &self.read_pool,
+                            self.profile.read_align,
+                        )
+                        .map_err(|e| segment::read_error(segment, at, found.file.path(), e))?;
                     done = upto;
                 }
             }
         }
         Ok(())
     }
+}
 
-    fn read_disk(&self, segment: u64, offset: u64, dst: &mut [u8]) -> Result<()> {
-        let file = self
-            .segments
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&segment)
-            .cloned()
-            .ok_or(Error::Corruption {
-                segment,
-                offset,
-                kind: crate::error::Corruption::InvalidField {
-                    field: "index segment id",
-                    value: segment,
-                },
-            })?;
-        file.read_exact_at(offset, dst, &self.read_pool, self.profile.read_align)
-            .map_err(|e| segment::read_error(segment, offset, file.path(), e))
-    }
+/// Whether a key has a value, counting writes not yet applied to the index.
+enum Presence {
+    /// No value, or a delete on its way.
+    Absent,
+    /// A value in the index and nothing on its way.
+    Present,
+    /// A put on its way, with this sequence number.
+    Pending(u64),
+}
+
+/// An index entry and the file it points into, held open for the read.
+struct Located {
+    entry: IndexEntry,
+    file: Arc<SegmentFile>,
 }
 
 impl Appender {
@@ -867,10 +1059,11 @@ impl Appender {
             } else {
                 0
             };
-            let (seq, entry) = self.append(key, *value, flags)?;
+            let (seq, entry) = self.append(key, *value, flags, None)?;
             inner.pending.push(seq, key, value.map(|_| entry), false);
         }
         let last = self.next_seq - 1;
+        inner.counters.user_bytes.fetch_add(total, Ordering::Relaxed);
         self.group_bytes += total;
         self.group_records += ops.len();
         if durability == Durability::Buffered {
@@ -894,15 +1087,19 @@ impl Appender {
     }
 
     /// Appends one record to the active segment; returns its sequence number and location.
+    /// The record takes the next sequence number, or `copy_of`, the one of the record it is a
+    /// copy of (compaction).
     fn append(
         &mut self,
         key: &[u8],
         value: Option<&StoredValue<'_>>,
         flags: u16,
+        copy_of: Option<u64>,
     ) -> Result<(u64, IndexEntry)> {
         let active = self.active.as_mut().expect("make_room opened a segment");
         let segment = active.id;
-        let header = record_header(key, value, flags, self.wb.take_pad(), self.next_seq);
+        let seq = copy_of.unwrap_or(self.next_seq);
+        let header = record_header(key, value, flags, self.wb.take_pad(), seq);
         let flags = header.flags;
         let value_len = value.map_or(0, |v| v.value_len);
         let place = RecordPlace {
@@ -914,10 +1111,17 @@ impl Appender {
         self.wb.append(key)?;
         self.wb.append(stored)?;
         segment::append_chunk_table(&mut self.wb, place, stored)?;
-        let seq = self.next_seq;
-        self.next_seq += 1;
+        if copy_of.is_none() {
+            self.next_seq += 1;
+        }
         let active = self.active.as_mut().expect("open");
         active.data_end = self.wb.position();
+        if value.is_some() {
+            active.min_put_seq = active.min_put_seq.min(seq);
+        } else {
+            active.tombstone_bytes += header.encoded_len();
+            active.tombstones += 1;
+        }
         active.records.push(FooterEntry {
             key: key.to_vec(),
             kind: header.kind,
@@ -948,7 +1152,7 @@ impl Appender {
             && !active.records.is_empty()
             && self.wb.position() + len > inner.opts.segment_size
         {
-            self.seal()?;
+            self.seal(inner)?;
         }
         if self.active.is_none() {
             let id = self.next_segment;
@@ -957,11 +1161,17 @@ impl Appender {
             // The new name must be durable before any record in the file is acknowledged.
             file::sync_dir(&inner.dir)?;
             self.next_segment += 1;
-            inner
-                .segments
-                .write()
-                .unwrap_or_else(|p| p.into_inner())
-                .insert(id, file.clone());
+            inner.segments.write().unwrap_or_else(|p| p.into_inner()).insert(
+                id,
+                SegmentHandle {
+                    file: file.clone(),
+                    kind: SegmentKind::Log,
+                    sealed_at: None,
+                    min_put_seq: u64::MAX,
+                    tombstone_bytes: 0,
+                    tombstones: 0,
+                },
+            );
             self.wb.start_segment(id, file);
             let header = SegmentHeader {
                 segment: id,
@@ -970,6 +1180,9 @@ impl Appender {
             self.wb.append(&header.encode())?;
             self.active = Some(ActiveSegment {
                 id,
+                min_put_seq: u64::MAX,
+                tombstone_bytes: 0,
+                tombstones: 0,
                 data_end: self.wb.position(),
                 records: Vec::new(),
             });
@@ -978,8 +1191,10 @@ impl Appender {
     }
 
     /// Appends the footer of the active segment and submits it with an fdatasync.
-    fn seal(&mut self) -> Result<()> {
+    fn seal(&mut self, inner: &Inner) -> Result<()> {
         let active = self.active.take().expect("an active segment");
+        let (id, min_put_seq) = (active.id, active.min_put_seq);
+        let (tombstone_bytes, tombstones) = (active.tombstone_bytes, active.tombstones);
         let table_offset = self.wb.position();
         let entries = segment::last_per_key(active.records);
         let footer = encode_footer(
@@ -992,7 +1207,20 @@ impl Appender {
         self.wb.append(&footer)?;
         self.group_bytes = 0;
         self.group_records = 0;
-        self.wb.submit_seal(self.next_seq - 1)
+        self.wb.submit_seal(self.next_seq - 1)?;
+        let ticket = self.wb.sync_ticket();
+        if let Some(h) = inner
+            .segments
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_mut(&id)
+        {
+            h.sealed_at = Some(ticket);
+            h.min_put_seq = min_put_seq;
+            h.tombstone_bytes = tombstone_bytes;
+            h.tombstones = tombstones;
+        }
+        Ok(())
     }
 }
 
@@ -1035,7 +1263,7 @@ fn record_header(
 /// `read` calls reads and decompresses each frame once.
 pub struct ValueReader {
     inner: Arc<Inner>,
-    entry: IndexEntry,
+    found: Located,
     pos: u64,
     cache: FrameCache,
 }
@@ -1043,34 +1271,34 @@ pub struct ValueReader {
 impl ValueReader {
     /// The value's length.
     pub fn len(&self) -> u64 {
-        self.entry.value_len
+        self.found.entry.value_len
     }
 
     /// True for an empty value.
     pub fn is_empty(&self) -> bool {
-        self.entry.value_len == 0
+        self.found.entry.value_len == 0
     }
 
     /// Reads exactly `buf.len()` bytes at `offset` of the value, without moving the cursor.
     pub fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
         let inside = offset
             .checked_add(buf.len() as u64)
-            .is_some_and(|end| end <= self.entry.value_len);
+            .is_some_and(|end| end <= self.found.entry.value_len);
         if !inside {
             return Err(Error::OutOfRange {
                 start: offset,
                 end: offset.saturating_add(buf.len() as u64),
-                len: self.entry.value_len,
+                len: self.found.entry.value_len,
             });
         }
-        self.inner.read_value(&self.entry, offset, buf, None)
+        self.inner.read_value(&self.found, offset, buf, None)
     }
 }
 
 impl std::fmt::Debug for ValueReader {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ValueReader")
-            .field("len", &self.entry.value_len)
+            .field("len", &self.found.entry.value_len)
             .field("pos", &self.pos)
             .finish()
     }
@@ -1078,15 +1306,15 @@ impl std::fmt::Debug for ValueReader {
 
 impl Read for ValueReader {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let left = self.entry.value_len.saturating_sub(self.pos);
+        let left = self.found.entry.value_len.saturating_sub(self.pos);
         let n = (buf.len() as u64).min(left) as usize;
         // A compressed value is never empty, except for a damaged one whose length could not be
         // recovered: read its frame table so that the damage is reported, not an empty value.
-        if n == 0 && !(self.entry.is_compressed() && self.entry.value_len == 0) {
+        if n == 0 && !(self.found.entry.is_compressed() && self.found.entry.value_len == 0) {
             return Ok(0);
         }
         self.inner
-            .read_value(&self.entry, self.pos, &mut buf[..n], Some(&mut self.cache))
+            .read_value(&self.found, self.pos, &mut buf[..n], Some(&mut self.cache))
             .map_err(|e| match e {
                 Error::Io { source, .. } => source,
                 other => io::Error::new(io::ErrorKind::InvalidData, other),
@@ -1100,7 +1328,7 @@ impl Seek for ValueReader {
     fn seek(&mut self, pos: SeekFrom) -> io::Result<u64> {
         let target = match pos {
             SeekFrom::Start(p) => Some(p),
-            SeekFrom::End(d) => self.entry.value_len.checked_add_signed(d),
+            SeekFrom::End(d) => self.found.entry.value_len.checked_add_signed(d),
             SeekFrom::Current(d) => self.pos.checked_add_signed(d),
         };
         match target {

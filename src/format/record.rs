@@ -102,6 +102,12 @@ pub fn chunk_count(value_len: u64) -> u64 {
     value_len.div_ceil(CHUNK_SIZE)
 }
 
+/// Encoded length of a record with a key of `key_len` bytes and `value_len` stored value bytes:
+/// header, key, value and chunk crc table.
+pub fn record_len(key_len: u64, value_len: u64) -> u64 {
+    RECORD_HEADER_LEN as u64 + key_len + value_len + 4 * chunk_count(value_len)
+}
+
 /// The crc32 of chunk `index` of the value of the record at `place`.
 pub fn chunk_crc(place: RecordPlace, index: u64, chunk: &[u8]) -> u32 {
     let mut h = crc32fast::Hasher::new();
@@ -130,7 +136,7 @@ impl RecordHeader {
 
     /// Total encoded length of the record.
     pub fn encoded_len(&self) -> u64 {
-        self.table_offset() + 4 * chunk_count(self.value_len)
+        record_len(self.key_len as u64, self.value_len)
     }
 
     /// Encodes the fixed part, with the header crc over it and `key`.

@@ -37,6 +37,8 @@ pub struct ProgressState {
     pub inflight: usize,
     /// The first failed write or sync: the store is poisoned from then on.
     pub failure: Option<FailureKind>,
+    /// Jobs with an fdatasync completed so far (see [`WriteBuffer::sync_ticket`]).
+    pub syncs_done: u64,
 }
 
 /// The kind of the failure that poisoned the store, kept to answer later callers.
@@ -81,6 +83,7 @@ impl Progress {
                 durable_seq,
                 inflight: 0,
                 failure: None,
+                syncs_done: 0,
             }),
             changed: Condvar::new(),
         }
@@ -230,6 +233,7 @@ pub fn start(
             spare_rx,
             job_tx: Some(job_tx),
             progress,
+            syncs_sent: 0,
         },
         tail,
         handle,
@@ -390,7 +394,10 @@ fn flush_loop(
         }
         let mut st = progress.lock();
         match result {
-            Ok(()) if job.sync => st.durable_seq = st.durable_seq.max(job.durable_seq),
+            Ok(()) if job.sync => {
+                st.durable_seq = st.durable_seq.max(job.durable_seq);
+                st.syncs_done += 1;
+            }
             Ok(()) => {}
             Err(e) => {
                 st.failure.get_or_insert(FailureKind::of(&e));
@@ -412,6 +419,8 @@ pub struct WriteBuffer {
     spare_rx: Receiver<AlignedBuf>,
     job_tx: Option<Sender<Job>>,
     progress: Arc<Progress>,
+    /// Jobs with an fdatasync sent so far.
+    syncs_sent: u64,
 }
 
 impl WriteBuffer {
@@ -541,11 +550,23 @@ impl WriteBuffer {
             }
             st.inflight += 1;
         }
+        let sync = job.sync;
         if tx.send(job).is_err() {
             self.progress.lock().inflight -= 1;
             return Err(Error::Poisoned);
         }
+        if sync {
+            self.syncs_sent += 1;
+        }
         Ok(())
+    }
+
+    /// The number of synced jobs sent so far: once [`ProgressState::syncs_done`] reaches it,
+    /// every byte appended before the last synced hand-off is on stable storage (jobs run in
+    /// order). Unlike `durable_seq`, this also covers records that reuse an old sequence
+    /// number (copies made by compaction).
+    pub fn sync_ticket(&self) -> u64 {
+        self.syncs_sent
     }
 
     /// Stops the flush thread once the jobs already sent are done; no more can be sent.

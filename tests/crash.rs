@@ -498,6 +498,9 @@ enum Mix {
     /// alone (blob files) or in batches (through the log). Keys of earlier rounds are
     /// overwritten and deleted, deleted keys are written again.
     Batches,
+    /// [`Mix::Batches`] while the store compacts: a low threshold, the background compactor
+    /// unthrottled, and one more thread calling `Store::compact` in a loop.
+    Compact,
 }
 
 impl Mix {
@@ -505,11 +508,12 @@ impl Mix {
         match self {
             Mix::Plain => "plain",
             Mix::Batches => "batches",
+            Mix::Compact => "compact",
         }
     }
 
     fn parse(name: &str) -> Mix {
-        [Mix::Plain, Mix::Batches]
+        [Mix::Plain, Mix::Batches, Mix::Compact]
             .into_iter()
             .find(|m| m.name() == name)
             .unwrap_or_else(|| panic!("unknown workload mix {name}"))
@@ -520,6 +524,10 @@ impl Mix {
         match self {
             Mix::Plain => opts,
             Mix::Batches => opts.large_value_threshold(LARGE_THRESHOLD),
+            Mix::Compact => opts
+                .large_value_threshold(LARGE_THRESHOLD)
+                .compaction_threshold(0.25)
+                .compaction_rate(None),
         }
     }
 
@@ -528,6 +536,7 @@ impl Mix {
         match self {
             Mix::Plain => mode_name(mode).to_string(),
             Mix::Batches => format!("batches {}", mode_name(mode)),
+            Mix::Compact => format!("compact {}", mode_name(mode)),
         }
     }
 }
@@ -666,7 +675,7 @@ fn key_owner(key: &str) -> usize {
 /// [`Mix::Plain`].
 fn inherited_keys(mix: Mix, live: impl Iterator<Item = String>) -> Vec<Vec<String>> {
     let mut out = vec![Vec::new(); THREADS];
-    if mix == Mix::Batches {
+    if mix != Mix::Plain {
         for key in live {
             out[key_owner(&key)].push(key);
         }
@@ -865,7 +874,7 @@ impl Iterator for Workload {
     fn next(&mut self) -> Option<Op> {
         Some(match self.mix {
             Mix::Plain => self.plain(),
-            Mix::Batches => self.batches(),
+            Mix::Batches | Mix::Compact => self.batches(),
         })
     }
 }
@@ -880,7 +889,28 @@ fn workload_child(dir: &Path, mix: Mix, mode: IoMode, seed: u64, round: u64) {
             .keys()
             .map(|k| String::from_utf8(k).expect("utf-8 key")),
     );
+    let writing = std::sync::atomic::AtomicBool::new(true);
     std::thread::scope(|s| {
+        if mix == Mix::Compact {
+            let (store, writing) = (&store, &writing);
+            s.spawn(move || {
+                while writing.load(Ordering::Relaxed) {
+                    match store.compact() {
+                        Ok(r) if r.segments_compacted + r.blob_files_removed > 0 => emit(&format!(
+                            "compacted {} {}",
+                            r.segments_compacted, r.blob_files_removed
+                        )),
+                        Ok(_) => {}
+                        Err(e) => {
+                            emit(&format!("fail compaction: {e}"));
+                            return;
+                        }
+                    }
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+            });
+        }
+        let writing = &writing;
         for (t, keys) in inherited.into_iter().enumerate() {
             let store = &store;
             s.spawn(move || {
@@ -890,10 +920,11 @@ fn workload_child(dir: &Path, mix: Mix, mode: IoMode, seed: u64, round: u64) {
                         Ok(()) => emit(&format!("ack {t} {i} {}", op.describe())),
                         Err(e) => {
                             emit(&format!("fail thread {t} op {i} ({}): {e}", op.describe()));
-                            return;
+                            break;
                         }
                     }
                 }
+                writing.store(false, Ordering::Relaxed);
             });
         }
     });
@@ -902,8 +933,13 @@ fn workload_child(dir: &Path, mix: Mix, mode: IoMode, seed: u64, round: u64) {
 
 /// Runs one round's child and kills it after `kill_after` acknowledgements; returns every
 /// acknowledgement it sent (also those sent between the count being reached and the kill),
-/// per thread, in order.
-fn run_until_killed(dir: &Path, job: &str, kill_after: usize) -> Vec<Vec<String>> {
+/// per thread, in order. Counts the compactions it reported in `stats`.
+fn run_until_killed(
+    dir: &Path,
+    job: &str,
+    kill_after: usize,
+    stats: &mut KillStats,
+) -> Vec<Vec<String>> {
     let mut child = ChildProc::spawn(dir, job);
     let mut acked = vec![Vec::new(); THREADS];
     let mut count = 0;
@@ -911,6 +947,12 @@ fn run_until_killed(dir: &Path, job: &str, kill_after: usize) -> Vec<Vec<String>
     while let Some(msg) = child.next_message() {
         if let Some(fail) = msg.strip_prefix("fail ") {
             panic!("{job}: child failed: {fail}");
+        }
+        if let Some(counts) = msg.strip_prefix("compacted ") {
+            let mut n = counts.split(' ').map(|n| n.parse::<usize>().unwrap());
+            stats.segments_compacted += n.next().unwrap();
+            stats.blobs_removed_by_compaction += n.next().unwrap();
+            continue;
         }
         let rest = msg
             .strip_prefix("ack ")
@@ -966,6 +1008,9 @@ struct KillStats {
     torn_batches: usize,
     recovered_segments: usize,
     removed_blobs: usize,
+    /// Log segments compacted and dead blob files removed by the child ([`Mix::Compact`]).
+    segments_compacted: usize,
+    blobs_removed_by_compaction: usize,
 }
 
 /// Checks the keys of thread `t` against its acknowledged operations `acks` (replayed from
@@ -1165,7 +1210,7 @@ fn kill9_rounds(mix: Mix, mode: IoMode) {
         let inherited = inherited_keys(mix, live_keys(&model).into_iter());
         let kill_after = rng.between(KILL_AFTER.0, KILL_AFTER.1) as usize;
         let job = format!("workload {} {} {seed} {round}", mix.name(), mode_name(mode));
-        let acked = run_until_killed(dir.path(), &job, kill_after);
+        let acked = run_until_killed(dir.path(), &job, kill_after, &mut stats);
         let ctx = format!(
             "{label} seed {seed} round {round} (killed after {} acks)",
             acked.iter().map(Vec::len).sum::<usize>()
@@ -1198,10 +1243,18 @@ fn kill9_rounds(mix: Mix, mode: IoMode) {
     let store = open_mix(dir.path(), mix, mode);
     verify_model(&store, &model, &format!("{label} seed {seed} final reopen"));
     store.close().unwrap();
+    if mix == Mix::Compact {
+        // Otherwise the kills tested nothing of compaction.
+        assert!(
+            stats.segments_compacted > 0 && stats.blobs_removed_by_compaction > 0,
+            "{label}: the children compacted nothing before their kills: {stats:?}"
+        );
+    }
     println!(
         "crash-summary: test={} seed={seed} rounds={} kills={} acks={} in_flight_applied={} \
          in_flight_absent={} in_flight_either={} batches_applied={} batches_absent={} \
-         torn_batches={} recovered_segments={} removed_blobs={} live_keys={} secs={:.1}",
+         torn_batches={} recovered_segments={} removed_blobs={} segments_compacted={} \
+         blobs_removed_by_compaction={} live_keys={} secs={:.1}",
         label.replace(' ', "-"),
         stats.rounds,
         stats.rounds,
@@ -1214,6 +1267,8 @@ fn kill9_rounds(mix: Mix, mode: IoMode) {
         stats.torn_batches,
         stats.recovered_segments,
         stats.removed_blobs,
+        stats.segments_compacted,
+        stats.blobs_removed_by_compaction,
         live_keys(&model).len(),
         started.elapsed().as_secs_f64()
     );
@@ -1237,6 +1292,16 @@ fn kill9_during_concurrent_batches_and_large_values_direct() {
 #[test]
 fn kill9_during_concurrent_batches_and_large_values_buffered() {
     kill9_rounds(Mix::Batches, IoMode::Buffered);
+}
+
+#[test]
+fn kill9_during_compaction_direct() {
+    kill9_rounds(Mix::Compact, IoMode::Direct);
+}
+
+#[test]
+fn kill9_during_compaction_buffered() {
+    kill9_rounds(Mix::Compact, IoMode::Buffered);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -24,6 +24,7 @@
 mod batch;
 mod compress;
 mod error;
+mod failpoint;
 pub mod format;
 mod index;
 mod io;
@@ -33,6 +34,8 @@ mod store;
 
 pub use batch::Batch;
 pub use error::{Corruption, Error, Result};
+#[doc(hidden)]
+pub use failpoint::{COMPACTION_FAILPOINTS, arm_failpoint};
 pub use options::{Compression, Durability, IoMode, Options};
 pub use store::{
     CompactionReport, Keys, RecoveredSegment, RecoveryReport, Stats, Store, ValueReader,

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use super::{Inner, Located, SegmentHandle, Store, Ticker};
 use crate::compress::StoredValue;
 use crate::error::{Error, Result};
+use crate::failpoint;
 use crate::format::footer::FooterEntry;
 use crate::format::record::{RecordKind, record_len};
 use crate::index::IndexEntry;
@@ -183,12 +184,7 @@ impl Inner {
                 SegmentKind::Blob => blob_files += 1,
             }
         }
-        let live_bytes: u64 = self
-            .index
-            .usage_all()
-            .values()
-            .map(|u| u.live_bytes)
-            .sum();
+        let live_bytes: u64 = self.index.usage_all().values().map(|u| u.live_bytes).sum();
         let c = &self.counters;
         Stats {
             live_keys: self.index.len(),
@@ -276,7 +272,9 @@ impl Inner {
             self.sync_log()?;
             for (id, handle) in dead_blobs {
                 let len = handle.file.len()?;
+                failpoint::hit("compact:blob-before-remove");
                 self.remove_file(id, &handle)?;
+                failpoint::hit("compact:blob-removed");
                 report.blob_files_removed += 1;
                 report.bytes_freed += len;
             }
@@ -345,13 +343,8 @@ impl Inner {
         report: &mut CompactionReport,
     ) -> Result<()> {
         let len = handle.file.len()?;
-        let entries = segment::read_sealed_entries(
-            &handle.file,
-            id,
-            len,
-            &self.profile,
-            &self.read_pool,
-        )?;
+        let entries =
+            segment::read_sealed_entries(&handle.file, id, len, &self.profile, &self.read_pool)?;
         // A tombstone older than every put in every other file (and every write still on its
         // way) hides nothing that can come back: it is dropped. Copies made below keep their
         // sequence numbers, so they never make this unsafe.
@@ -402,19 +395,23 @@ impl Inner {
                 .fetch_add(written, Ordering::Relaxed);
             throttle(rate, report.bytes_copied, started, stop);
         }
+        failpoint::hit("compact:copied");
         // The copies, and every write that made a record of this segment dead, are made durable
         // before the index points at the copies and before the file goes.
         self.sync_log()?;
+        failpoint::hit("compact:synced");
         for (key, old, new) in &moved {
             // A key written meanwhile keeps its newer value; the copy is dead on arrival.
             self.index.replace_if(key, old, *new);
         }
+        failpoint::hit("compact:switched");
         if self.pending.references(id) || self.index.usage(id).live_records > 0 {
             // Not expected: every live entry was copied and switched. Keep the file.
             log::warn!("podstore: segment {id} still has live values after compaction; kept");
             return Ok(());
         }
         self.remove_file(id, handle)?;
+        failpoint::hit("compact:removed");
         report.segments_compacted += 1;
         report.records_copied += copied;
         report.tombstones_copied += tombstones_copied;

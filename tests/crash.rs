@@ -483,7 +483,7 @@ fn fp_key(i: u64) -> String {
 }
 
 fn fp_len(i: u64, version: u64) -> usize {
-    if i % 10 == 0 {
+    if i.is_multiple_of(10) {
         (LARGE_LEN.0 + i * 97) as usize
     } else {
         ((i * 131 + version * 7919) % (12 << 10)) as usize

@@ -10,6 +10,9 @@
 //!   a suffix of them: the recovered state must be the state at the last flush (or close, or
 //!   recovery) with some prefix of the later writes applied.
 //!
+//! Sequences also hold `put_if_absent` and `compact` (at a low threshold, so that values move
+//! often; the background compactor is off to keep runs reproducible).
+//!
 //! Each property runs in both I/O modes; one more runs with every value compressed (lz4, in
 //! frames of 4 KiB so that values span many frames). `PROPTEST_CASES` overrides the number of cases;
 //! failures are saved to `tests/model.proptest-regressions` and replayed first on later runs.
@@ -101,6 +104,13 @@ enum Op {
         key: u8,
     },
     Flush,
+    /// `put_if_absent` of a value of `len` bytes.
+    PutIfAbsent {
+        key: u8,
+        len: usize,
+    },
+    /// `compact` (which makes every earlier write durable), then a check of the contents.
+    Compact,
     /// `close` and open again.
     Reopen,
     /// `simulate_crash` (like kill -9) and open again.
@@ -152,6 +162,8 @@ fn op() -> impl Strategy<Value = Op> {
             .prop_map(|(key, start, end)| Op::GetRange { key, start, end }),
         10 => key_index().prop_map(|key| Op::Delete { key }),
         4 => Just(Op::Flush),
+        4 => (key_index(), value_len()).prop_map(|(key, len)| Op::PutIfAbsent { key, len }),
+        5 => Just(Op::Compact),
         3 => Just(Op::Reopen),
         4 => Just(Op::CrashReopen),
     ]
@@ -315,7 +327,11 @@ fn open(
         .segment_size(1 << 20)
         .write_buffer_size(64 << 10)
         .compression(compression)
-        .compression_frame_size(4096);
+        .compression_frame_size(4096)
+        // Compaction runs when the sequence says (deterministic); at a low threshold, so that
+        // it moves values often.
+        .background_compaction(false)
+        .compaction_threshold(0.2);
     let store = Store::open_with(dir, opts).map_err(|e| format!("open: {e}"))?;
     if store.io_mode() != io_mode {
         return Err(format!(
@@ -474,6 +490,28 @@ fn step(
         Op::Flush => {
             store.flush().map_err(|e| format!("flush: {e}"))?;
             model.all_durable();
+        }
+        Op::PutIfAbsent { key: k, len } => {
+            *puts += 1;
+            let v = value(*puts, len);
+            let k = key(k);
+            let inserted = store
+                .put_if_absent(&k, &v)
+                .map_err(|e| format!("put_if_absent: {e}"))?;
+            let expected = !model.live.contains_key(&k);
+            if inserted != expected {
+                return Err(format!(
+                    "put_if_absent returned {inserted}, expected {expected}"
+                ));
+            }
+            if inserted {
+                model.write(k, Some(v));
+            }
+        }
+        Op::Compact => {
+            store.compact().map_err(|e| format!("compact: {e}"))?;
+            model.all_durable();
+            check_contents(&store, &model.live)?;
         }
         Op::Reopen => {
             store.close().map_err(|e| format!("close: {e}"))?;

@@ -77,9 +77,11 @@ pub struct Stats {
     /// Number of those tombstones.
     pub tombstones: u64,
     /// Bytes on disk that are neither: overwritten and deleted values, padding, segment
-    /// headers, footers, and the zeroed space written ahead of the active segment's end.
-    /// `disk_bytes - live_bytes - tombstone_bytes`.
+    /// headers and footers. `disk_bytes - preallocated_bytes - live_bytes - tombstone_bytes`.
     pub dead_bytes: u64,
+    /// Zeroed space written ahead of the active segment's end, for the writes to come (see
+    /// docs/design.md, "Zero-ahead").
+    pub preallocated_bytes: u64,
     /// Length of all segment and blob files.
     pub disk_bytes: u64,
     /// Log segment files (the active one included).
@@ -159,24 +161,34 @@ impl Inner {
     }
 
     pub(super) fn stats(&self) -> Stats {
-        let handles: Vec<(SegmentKind, Arc<SegmentFile>, u64, u64)> = self
+        #[allow(clippy::type_complexity)]
+        let handles: Vec<(u64, SegmentKind, Arc<SegmentFile>, u64, u64)> = self
             .segments
             .read()
             .unwrap_or_else(|p| p.into_inner())
-            .values()
-            .map(|h| (h.kind, h.file.clone(), h.tombstone_bytes, h.tombstones))
+            .iter()
+            .map(|(&id, h)| (id, h.kind, h.file.clone(), h.tombstone_bytes, h.tombstones))
             .collect();
-        let active = {
+        let (active, active_tombstones) = {
             let app = self.lock_appender();
-            app.active
-                .as_ref()
-                .map_or((0, 0), |a| (a.tombstone_bytes, a.tombstones))
+            app.active.as_ref().map_or((None, (0, 0)), |a| {
+                (
+                    Some((a.id, app.wb.position())),
+                    (a.tombstone_bytes, a.tombstones),
+                )
+            })
         };
-        let mut disk_bytes = 0;
+        let (mut disk_bytes, mut preallocated_bytes) = (0, 0);
         let (mut log_segments, mut blob_files) = (0, 0);
-        let (mut tombstone_bytes, mut tombstones) = active;
-        for (kind, file, tb, tn) in &handles {
-            disk_bytes += file.len().unwrap_or(0);
+        let (mut tombstone_bytes, mut tombstones) = active_tombstones;
+        for (id, kind, file, tb, tn) in &handles {
+            let len = file.len().unwrap_or(0);
+            disk_bytes += len;
+            if let Some((active_id, written)) = active
+                && active_id == *id
+            {
+                preallocated_bytes += len.saturating_sub(written);
+            }
             tombstone_bytes += tb;
             tombstones += tn;
             match kind {
@@ -191,7 +203,9 @@ impl Inner {
             live_bytes,
             tombstone_bytes,
             tombstones,
-            dead_bytes: disk_bytes.saturating_sub(live_bytes + tombstone_bytes),
+            dead_bytes: disk_bytes
+                .saturating_sub(preallocated_bytes + live_bytes + tombstone_bytes),
+            preallocated_bytes,
             disk_bytes,
             log_segments,
             blob_files,

@@ -1,0 +1,529 @@
+//! Deletes that give space back: accounting (`Store::stats`), compaction (`Store::compact` and
+//! the background compactor), the tombstone rule, the space bound, readers during compaction,
+//! and `put_if_absent`.
+
+mod common;
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use common::XorShift;
+use podstore::format::record::record_len;
+use podstore::{Compression, Durability, IoMode, Options, Stats, Store};
+use tempfile::TempDir;
+
+const SEGMENT: u64 = 1 << 20;
+
+fn opts() -> Options {
+    Options::default()
+        .segment_size(SEGMENT)
+        .write_buffer_size(64 << 10)
+        .background_compaction(false)
+        .compaction_threshold(0.25)
+}
+
+fn value(key: &[u8], version: u32, len: usize) -> Vec<u8> {
+    let seed = key.iter().fold(u64::from(version) << 32, |h, &b| {
+        h.wrapping_mul(31) ^ b as u64
+    });
+    let mut rng = XorShift::new(seed | 1);
+    (0..len).map(|_| rng.next_u64() as u8).collect()
+}
+
+fn key(i: usize) -> Vec<u8> {
+    format!("key-{i:06}").into_bytes()
+}
+
+/// Segment and blob files in the store directory.
+fn files(dir: &Path) -> (usize, usize) {
+    let (mut logs, mut blobs) = (0, 0);
+    for e in std::fs::read_dir(dir).unwrap() {
+        let name = e.unwrap().file_name().into_string().unwrap();
+        if name.starts_with("seg-") {
+            logs += 1;
+        } else if name.starts_with("blob-") {
+            blobs += 1;
+        }
+    }
+    (logs, blobs)
+}
+
+fn check_all(store: &Store, model: &HashMap<Vec<u8>, Vec<u8>>, ctx: &str) {
+    assert_eq!(store.len(), model.len(), "{ctx}: live keys");
+    for (k, v) in model {
+        let got = store.get(k).unwrap_or_else(|e| panic!("{ctx}: get: {e}"));
+        assert!(
+            got.as_deref() == Some(v.as_slice()),
+            "{ctx}: key {} wrong",
+            String::from_utf8_lossy(k)
+        );
+    }
+}
+
+#[test]
+fn stats_account_live_dead_and_tombstone_bytes() {
+    let dir = TempDir::new().unwrap();
+    let store = Store::open_with(dir.path(), opts()).unwrap();
+    let empty = store.stats();
+    assert_eq!(
+        (empty.live_keys, empty.live_bytes, empty.tombstones),
+        (0, 0, 0)
+    );
+
+    let len = 10_000usize;
+    for i in 0..100 {
+        store.put(&key(i), &value(&key(i), 0, len)).unwrap();
+    }
+    let one = record_len(key(0).len() as u64, len as u64);
+    let s = store.stats();
+    assert_eq!(s.live_keys, 100);
+    assert_eq!(s.index_entries, 100);
+    assert_eq!(s.live_bytes, 100 * one);
+    assert_eq!(s.user_bytes_written, 100 * one);
+    assert!(s.index_bytes >= 100 * key(0).len() as u64, "{s:?}");
+    assert_eq!(
+        s.disk_bytes,
+        s.live_bytes + s.dead_bytes + s.tombstone_bytes + s.preallocated_bytes
+    );
+    let dead_before = s.dead_bytes;
+
+    // Overwrite half with shorter values, delete ten.
+    for i in 0..50 {
+        store.put(&key(i), &value(&key(i), 1, 100)).unwrap();
+    }
+    for i in 90..100 {
+        assert!(store.delete(&key(i)).unwrap());
+    }
+    let s = store.stats();
+    let short = record_len(key(0).len() as u64, 100);
+    let tombstone = record_len(key(0).len() as u64, 0);
+    assert_eq!(s.live_keys, 90);
+    assert_eq!(s.live_bytes, 50 * short + 40 * one);
+    assert_eq!((s.tombstones, s.tombstone_bytes), (10, 10 * tombstone));
+    assert_eq!(
+        s.user_bytes_written,
+        100 * one + 50 * short + 10 * tombstone
+    );
+    assert!(
+        s.dead_bytes >= dead_before + 50 * one + 10 * one,
+        "overwritten and deleted values count as dead: {s:?}"
+    );
+    assert_eq!(s.compaction_bytes_written, 0);
+    assert_eq!(s.write_amplification(), 0.0);
+    assert_eq!(s.io_mode, store.io_mode());
+
+    // The same figures after a reopen (rebuilt from footers).
+    store.close().unwrap();
+    let store = Store::open_with(dir.path(), opts()).unwrap();
+    let r = store.stats();
+    assert_eq!(
+        (r.live_keys, r.live_bytes, r.tombstones, r.tombstone_bytes),
+        (s.live_keys, s.live_bytes, s.tombstones, s.tombstone_bytes)
+    );
+    assert_eq!(r.user_bytes_written, 0, "counters start at open");
+}
+
+/// The space bound of the issue: after writing, then deleting or overwriting 90% of it and
+/// compacting, bytes on disk are at most 1.2 × live bytes plus one segment.
+#[test]
+fn compaction_gives_space_back_within_the_bound() {
+    for mode in [IoMode::Direct, IoMode::Buffered] {
+        let dir = TempDir::new().unwrap();
+        let segment = 8u64 << 20;
+        let o = opts()
+            .io_mode(mode)
+            .segment_size(segment)
+            .durability(Durability::Buffered)
+            .flush_interval(None)
+            .compaction_threshold(0.5);
+        let store = Store::open_with(dir.path(), o.clone()).unwrap();
+        let mut rng = XorShift::new(7);
+        let mut model = HashMap::new();
+        let n = 2048; // 64 KiB values: 128 MiB
+        for i in 0..n {
+            let v = value(&key(i), 0, 64 << 10);
+            store.put(&key(i), &v).unwrap();
+            model.insert(key(i), v);
+        }
+        store.flush().unwrap();
+        let written = store.stats().disk_bytes;
+        // 90% of what was written becomes dead: half of it deleted, half overwritten.
+        let mut order: Vec<usize> = (0..n).collect();
+        for i in (1..n).rev() {
+            order.swap(i, rng.below(i + 1));
+        }
+        for (j, &i) in order.iter().take(n * 9 / 10).enumerate() {
+            if j % 2 == 0 {
+                store.delete(&key(i)).unwrap();
+                model.remove(&key(i));
+            } else {
+                let v = value(&key(i), 1, 64 << 10);
+                store.put(&key(i), &v).unwrap();
+                model.insert(key(i), v);
+            }
+        }
+        store.flush().unwrap();
+        let before = store.stats();
+        let report = store.compact().unwrap();
+        let after = store.stats();
+        let bound = after.live_bytes as f64 * 1.2 + segment as f64;
+        assert!(
+            (after.disk_bytes as f64) <= bound,
+            "{mode:?}: {} bytes on disk, bound {bound:.0} (live {}), before compaction {}, \
+             written {written}; {report:?}",
+            after.disk_bytes,
+            after.live_bytes,
+            before.disk_bytes
+        );
+        assert!(report.segments_compacted > 0, "{report:?}");
+        assert_eq!(
+            after.live_bytes, before.live_bytes,
+            "compaction changes no live data"
+        );
+        assert!(after.compaction_bytes_written > 0);
+        assert_eq!(after.compaction_bytes_written, report.bytes_copied);
+        check_all(&store, &model, &format!("{mode:?} after compaction"));
+        store.close().unwrap();
+        let store = Store::open_with(dir.path(), o).unwrap();
+        check_all(&store, &model, &format!("{mode:?} after reopen"));
+        assert!(store.stats().disk_bytes <= after.disk_bytes + segment);
+    }
+}
+
+/// A tombstone is copied forward while an older file may hold a value of its key, and
+/// dropped once none can: the key never comes back, across compactions and reopens.
+#[test]
+fn deleted_keys_stay_deleted_and_tombstones_go_once_nothing_older_is_left() {
+    let dir = TempDir::new().unwrap();
+    let o = opts();
+    let mut store = Store::open_with(dir.path(), o.clone()).unwrap();
+    let filler = |store: &Store, prefix: &str, n: usize| {
+        for i in 0..n {
+            let k = format!("{prefix}-{i}");
+            store
+                .put(k.as_bytes(), &value(k.as_bytes(), 0, 40 << 10))
+                .unwrap();
+        }
+    };
+    // Segment A: the victim key among live filler (A stays mostly live, so it is not compacted).
+    store.put(b"victim", b"old value").unwrap();
+    filler(&store, "a", 30);
+    // Segment B and later: the delete, among filler that is deleted too (so B is compacted).
+    assert!(store.delete(b"victim").unwrap());
+    filler(&store, "b", 30);
+    for i in 0..30 {
+        store.delete(format!("b-{i}").as_bytes()).unwrap();
+    }
+    filler(&store, "c", 30); // seals B
+    let r1 = store.compact().unwrap();
+    assert!(r1.segments_compacted > 0, "{r1:?}");
+    assert!(
+        r1.tombstones_copied > 0,
+        "the victim's tombstone must be kept while A exists: {r1:?}"
+    );
+    assert_eq!(store.get(b"victim").unwrap(), None);
+    store.close().unwrap();
+    store = Store::open_with(dir.path(), o.clone()).unwrap();
+    assert_eq!(
+        store.get(b"victim").unwrap(),
+        None,
+        "resurrected after reopen"
+    );
+
+    // Now make everything older dead: A goes, and so can the tombstones.
+    for i in 0..30 {
+        store.delete(format!("a-{i}").as_bytes()).unwrap();
+        store.delete(format!("c-{i}").as_bytes()).unwrap();
+    }
+    filler(&store, "d", 60);
+    let mut dropped = 0;
+    for _ in 0..4 {
+        let r = store.compact().unwrap();
+        dropped += r.tombstones_dropped;
+        assert_eq!(store.get(b"victim").unwrap(), None);
+        store.close().unwrap();
+        store = Store::open_with(dir.path(), o.clone()).unwrap();
+        assert_eq!(
+            store.get(b"victim").unwrap(),
+            None,
+            "resurrected after reopen"
+        );
+    }
+    assert!(dropped > 0, "no tombstone was ever dropped");
+    assert_eq!(store.len(), 60);
+    let s = store.stats();
+    assert!(
+        s.tombstones < 30,
+        "tombstones with nothing left to hide remain: {s:?}"
+    );
+}
+
+#[test]
+fn dead_blob_files_are_removed() {
+    let dir = TempDir::new().unwrap();
+    let o = opts().large_value_threshold(256 << 10);
+    let store = Store::open_with(dir.path(), o).unwrap();
+    for i in 0..12 {
+        store.put(&key(i), &value(&key(i), 0, 300 << 10)).unwrap();
+    }
+    let (_, blobs) = files(dir.path());
+    assert!(blobs >= 12, "{blobs} blob files");
+    assert_eq!(store.stats().blob_files, 12);
+    for i in 0..6 {
+        store.delete(&key(i)).unwrap();
+    }
+    for i in 6..9 {
+        store.put(&key(i), &value(&key(i), 1, 10)).unwrap(); // now in the log
+    }
+    let r = store.compact().unwrap();
+    assert_eq!(r.blob_files_removed, 9, "{r:?}");
+    assert_eq!(store.stats().blob_files, 3);
+    for i in 6..12 {
+        let expected = value(
+            &key(i),
+            if i < 9 { 1 } else { 0 },
+            if i < 9 { 10 } else { 300 << 10 },
+        );
+        assert_eq!(store.get(&key(i)).unwrap().unwrap(), expected);
+    }
+    drop(store);
+    // Spare blob files (created ahead, never used) are removed at close.
+    assert_eq!(files(dir.path()).1, 3);
+}
+
+#[test]
+fn compressed_values_move_compressed() {
+    let dir = TempDir::new().unwrap();
+    let o = opts().compression(Compression::Lz4);
+    let store = Store::open_with(dir.path(), o).unwrap();
+    let text: Vec<u8> = b"podstore keeps blobs; ".repeat(2000);
+    for i in 0..60 {
+        store.put(&key(i), &text).unwrap();
+        store
+            .put(&key(1000 + i), &value(&key(i), 0, 30 << 10))
+            .unwrap();
+    }
+    let stored = store.stored_len(&key(0)).unwrap().unwrap();
+    assert!(stored < text.len() as u64 / 4);
+    for i in 0..60 {
+        store.delete(&key(1000 + i)).unwrap();
+    }
+    let r = store.compact().unwrap();
+    assert!(r.records_copied > 0, "{r:?}");
+    for i in 0..60 {
+        assert_eq!(store.get(&key(i)).unwrap().unwrap(), text);
+        assert_eq!(store.stored_len(&key(i)).unwrap(), Some(stored));
+        assert_eq!(
+            store.get_range(&key(i), 30_000..30_010).unwrap().unwrap(),
+            &text[30_000..30_010]
+        );
+    }
+}
+
+/// Readers and writers run on while values move: gets never fail or see a wrong value, and a
+/// reader opened before the move reads on after the old file is removed.
+#[test]
+fn reads_and_writes_go_on_while_values_move() {
+    let dir = TempDir::new().unwrap();
+    let store = Arc::new(Store::open_with(dir.path(), opts()).unwrap());
+    let stable: Vec<(Vec<u8>, Vec<u8>)> = (0..40)
+        .map(|i| {
+            let k = format!("stable-{i}").into_bytes();
+            let v = value(&k, 0, 20 << 10);
+            (k, v)
+        })
+        .collect();
+    for (k, v) in &stable {
+        store.put(k, v).unwrap();
+    }
+    let mut reader = store.reader(&stable[0].0).unwrap().unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let reads = Arc::new(AtomicUsize::new(0));
+    let mut threads = Vec::new();
+    for t in 0..2 {
+        let (store, stable, stop, reads) =
+            (store.clone(), stable.clone(), stop.clone(), reads.clone());
+        threads.push(std::thread::spawn(move || {
+            let mut rng = XorShift::new(t + 1);
+            while !stop.load(Ordering::Relaxed) {
+                let (k, v) = &stable[rng.below(stable.len())];
+                assert_eq!(store.get(k).unwrap().as_ref(), Some(v));
+                assert_eq!(
+                    store.get_range(k, 5000..5100).unwrap().unwrap(),
+                    &v[5000..5100]
+                );
+                reads.fetch_add(1, Ordering::Relaxed);
+            }
+        }));
+    }
+    {
+        let (store, stop) = (store.clone(), stop.clone());
+        threads.push(std::thread::spawn(move || {
+            let mut i = 0u32;
+            while !stop.load(Ordering::Relaxed) {
+                let k = format!("churn-{}", i % 50).into_bytes();
+                store.put(&k, &value(&k, i, 30 << 10)).unwrap();
+                i += 1;
+            }
+        }));
+    }
+    let mut compacted = 0;
+    let started = Instant::now();
+    while compacted < 6 && started.elapsed() < Duration::from_secs(60) {
+        compacted += store.compact().unwrap().segments_compacted;
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    stop.store(true, Ordering::Relaxed);
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert!(compacted >= 6, "only {compacted} segments compacted");
+    assert!(reads.load(Ordering::Relaxed) > 0);
+    // The first stable value was moved (its segment was compacted); the reader still reads it.
+    let mut all = Vec::new();
+    std::io::Read::read_to_end(&mut reader, &mut all).unwrap();
+    assert_eq!(all, stable[0].1);
+}
+
+fn wait_for(mut cond: impl FnMut() -> bool, limit: Duration) -> bool {
+    let started = Instant::now();
+    while started.elapsed() < limit {
+        if cond() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    false
+}
+
+fn churn(store: &Store) -> Stats {
+    for i in 0..120 {
+        store.put(&key(i), &value(&key(i), 0, 20 << 10)).unwrap();
+    }
+    for i in 0..110 {
+        store.delete(&key(i)).unwrap();
+    }
+    for i in 200..260 {
+        store.put(&key(i), &value(&key(i), 0, 20 << 10)).unwrap();
+    }
+    store.stats()
+}
+
+#[test]
+fn background_compaction_runs_unless_turned_off() {
+    let dir = TempDir::new().unwrap();
+    let store = Store::open_with(dir.path(), opts().background_compaction(true)).unwrap();
+    let before = churn(&store);
+    assert!(
+        wait_for(
+            || store.stats().segments_compacted > 0,
+            Duration::from_secs(30)
+        ),
+        "the background compactor did nothing: {before:?}"
+    );
+    // It may have run during the churn already: compare with what was written.
+    let after = store.stats();
+    assert!(
+        after.disk_bytes - after.preallocated_bytes < after.user_bytes_written,
+        "{after:?}"
+    );
+    assert_eq!(store.len(), 70);
+
+    let dir = TempDir::new().unwrap();
+    let store = Store::open_with(dir.path(), opts()).unwrap();
+    let before = churn(&store);
+    std::thread::sleep(Duration::from_millis(1500));
+    let after = store.stats();
+    assert_eq!(after.segments_compacted, 0);
+    assert_eq!(after.disk_bytes, before.disk_bytes);
+}
+
+#[test]
+fn background_compaction_respects_its_rate() {
+    let dir = TempDir::new().unwrap();
+    let rate = 256u64 << 10; // 256 KiB/s
+    let o = opts()
+        .background_compaction(true)
+        .compaction_rate(Some(rate));
+    // The churn with the compactor off; then reopened with it on, so that the clock starts
+    // before it can copy anything.
+    churn(&Store::open_with(dir.path(), opts()).unwrap());
+    let store = Store::open_with(dir.path(), o).unwrap();
+    // Live data to copy: 10 values of 20 KiB in the first segments, at most ~1.3 MiB in all.
+    let started = Instant::now();
+    assert!(wait_for(
+        || store.stats().segments_compacted > 0,
+        Duration::from_secs(60)
+    ));
+    let s = store.stats();
+    let floor = Duration::from_secs_f64(s.compaction_bytes_written as f64 / rate as f64 * 0.8);
+    assert!(
+        started.elapsed() >= floor,
+        "{} bytes copied in {:?}, faster than the rate allows",
+        s.compaction_bytes_written,
+        started.elapsed()
+    );
+}
+
+#[test]
+fn put_if_absent_inserts_once() {
+    let dir = TempDir::new().unwrap();
+    let o = opts().large_value_threshold(128 << 10);
+    let store = Store::open_with(dir.path(), o).unwrap();
+    assert!(store.put_if_absent(b"k", b"first").unwrap());
+    assert!(!store.put_if_absent(b"k", b"second").unwrap());
+    assert_eq!(store.get(b"k").unwrap().unwrap(), b"first");
+    assert!(store.delete(b"k").unwrap());
+    assert!(store.put_if_absent(b"k", b"third").unwrap());
+    assert_eq!(store.get(b"k").unwrap().unwrap(), b"third");
+
+    // Many threads race for the same keys (small values and blob-file ones): each key is
+    // inserted once, and its value is the winner's.
+    let winners: Vec<Vec<(usize, usize)>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..8)
+            .map(|t| {
+                let store = &store;
+                s.spawn(move || {
+                    let mut won = Vec::new();
+                    for i in 0..40 {
+                        let len = if i % 8 == 0 { 200 << 10 } else { 3000 };
+                        let v = value(&key(i), t as u32, len);
+                        if store.put_if_absent(&key(i), &v).unwrap() {
+                            won.push((i, t));
+                        }
+                    }
+                    won
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let mut won: Vec<(usize, usize)> = winners.into_iter().flatten().collect();
+    won.sort();
+    assert_eq!(won.len(), 40, "each key inserted exactly once: {won:?}");
+    for (i, t) in won {
+        let len = if i % 8 == 0 { 200 << 10 } else { 3000 };
+        assert_eq!(
+            store.get(&key(i)).unwrap().unwrap(),
+            value(&key(i), t as u32, len)
+        );
+    }
+}
+
+#[test]
+fn compaction_options_are_checked() {
+    let dir = TempDir::new().unwrap();
+    for bad in [
+        opts().compaction_threshold(0.0),
+        opts().compaction_threshold(1.5),
+        opts().compaction_rate(Some(0)),
+    ] {
+        assert!(matches!(
+            Store::open_with(dir.path(), bad),
+            Err(podstore::Error::InvalidOptions(_))
+        ));
+    }
+}

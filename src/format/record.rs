@@ -93,7 +93,8 @@ pub struct RecordHeader {
     pub pad_before: u16,
     /// Stored value length in bytes (after compression, for a [`FLAG_COMPRESSED`] record).
     pub value_len: u64,
-    /// Sequence number: strictly increasing over the store's life.
+    /// Sequence number: the order of writes over the store's life (a copy made by compaction
+    /// keeps the number of the record it copies).
     pub seq: u64,
 }
 

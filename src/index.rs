@@ -190,8 +190,8 @@ impl Index {
     /// Estimated heap bytes of the index: per entry the key, the entry, the boxed key's pointer
     /// and length, and the hash table's control byte, over a table at most 7/8 full.
     pub fn memory_bytes(&self) -> u64 {
-        let per_entry = (std::mem::size_of::<IndexEntry>() + std::mem::size_of::<Box<[u8]>>() + 1)
-            as u64;
+        let per_entry =
+            (std::mem::size_of::<IndexEntry>() + std::mem::size_of::<Box<[u8]>>() + 1) as u64;
         let capacity: u64 = self
             .shards
             .iter()

@@ -108,6 +108,8 @@ struct Inner {
     counters: Counters,
     /// Held by the one compaction that runs at a time.
     compacting: Mutex<compact::CompactorState>,
+    /// Calls of [`Store::compact`] waiting for `compacting`: the background compactor yields.
+    compact_waiting: std::sync::atomic::AtomicUsize,
     /// The background compaction thread.
     compactor: Mutex<Option<Ticker>>,
 }
@@ -314,6 +316,7 @@ impl Store {
             recovery,
             counters: Counters::default(),
             compacting: Mutex::new(compact::CompactorState::default()),
+            compact_waiting: std::sync::atomic::AtomicUsize::new(0),
             compactor: Mutex::new(None),
         };
         let inner = Arc::new(inner);
@@ -350,7 +353,9 @@ impl Store {
         if durability == Durability::Sync
             && value.len() as u64 >= self.inner.opts.large_value_threshold
         {
-            return self.inner.put_blob(self.inner.lock_appender(), key, &stored);
+            return self
+                .inner
+                .put_blob(self.inner.lock_appender(), key, &stored);
         }
         let (first, last) = self.inner.lock_appender().append_ops(
             &self.inner,
@@ -405,7 +410,10 @@ impl Store {
             }
             let (first, last) = app.append_ops(&self.inner, &[(key, Some(&stored))], durability)?;
             drop(app);
-            return self.inner.acknowledge(first, last, durability).map(|()| true);
+            return self
+                .inner
+                .acknowledge(first, last, durability)
+                .map(|()| true);
         }
     }
 
@@ -844,17 +852,20 @@ impl Inner {
                     record_len(key.len() as u64, value.stored_len()),
                     Ordering::Relaxed,
                 );
-                self.segments.write().unwrap_or_else(|p| p.into_inner()).insert(
-                    id,
-                    SegmentHandle {
-                        file: Arc::new(file),
-                        kind: SegmentKind::Blob,
-                        sealed_at: Some(0),
-                        min_put_seq: seq,
-                        tombstone_bytes: 0,
-                        tombstones: 0,
-                    },
-                );
+                self.segments
+                    .write()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(
+                        id,
+                        SegmentHandle {
+                            file: Arc::new(file),
+                            kind: SegmentKind::Blob,
+                            sealed_at: Some(0),
+                            min_put_seq: seq,
+                            tombstone_bytes: 0,
+                            tombstones: 0,
+                        },
+                    );
                 self.pending.ready_one(seq, &self.index);
                 self.progress.notify();
                 self.wait(seq, seq, false)
@@ -1063,7 +1074,10 @@ impl Appender {
             inner.pending.push(seq, key, value.map(|_| entry), false);
         }
         let last = self.next_seq - 1;
-        inner.counters.user_bytes.fetch_add(total, Ordering::Relaxed);
+        inner
+            .counters
+            .user_bytes
+            .fetch_add(total, Ordering::Relaxed);
         self.group_bytes += total;
         self.group_records += ops.len();
         if durability == Durability::Buffered {
@@ -1161,17 +1175,21 @@ impl Appender {
             // The new name must be durable before any record in the file is acknowledged.
             file::sync_dir(&inner.dir)?;
             self.next_segment += 1;
-            inner.segments.write().unwrap_or_else(|p| p.into_inner()).insert(
-                id,
-                SegmentHandle {
-                    file: file.clone(),
-                    kind: SegmentKind::Log,
-                    sealed_at: None,
-                    min_put_seq: u64::MAX,
-                    tombstone_bytes: 0,
-                    tombstones: 0,
-                },
-            );
+            inner
+                .segments
+                .write()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(
+                    id,
+                    SegmentHandle {
+                        file: file.clone(),
+                        kind: SegmentKind::Log,
+                        sealed_at: None,
+                        min_put_seq: u64::MAX,
+                        tombstone_bytes: 0,
+                        tombstones: 0,
+                    },
+                );
             self.wb.start_segment(id, file);
             let header = SegmentHeader {
                 segment: id,

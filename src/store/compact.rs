@@ -123,7 +123,7 @@ impl Store {
     /// every sealed log segment whose dead fraction is at least
     /// [`Options::compaction_threshold`](crate::Options::compaction_threshold). Writes made
     /// before the call are made durable first. Reads and writes go on meanwhile; a background
-    /// compaction in progress finishes first.
+    /// compaction in progress stops at its next record and leaves the rest to this call.
     ///
     /// ```
     /// # fn main() -> podstore::Result<()> {
@@ -144,7 +144,11 @@ impl Store {
     /// # Ok(()) }
     /// ```
     pub fn compact(&self) -> Result<CompactionReport> {
+        // A throttled background compaction yields (between records) rather than make this
+        // call wait for it at its rate.
+        self.inner.compact_waiting.fetch_add(1, Ordering::SeqCst);
         let mut state = self.inner.lock_compacting();
+        self.inner.compact_waiting.fetch_sub(1, Ordering::SeqCst);
         self.inner.compact(&mut state, None, &|| false, true)
     }
 
@@ -575,11 +579,12 @@ impl Inner {
         let Ok(mut state) = self.compacting.try_lock() else {
             return Ok(());
         };
+        let stop = || stop() || self.compact_waiting.load(Ordering::Relaxed) > 0;
         let (dead_blobs, victims) = self.choose(&state, false)?;
         if dead_blobs.is_empty() && victims.is_empty() {
             return Ok(());
         }
-        self.compact(&mut state, self.opts.compaction_rate, stop, false)
+        self.compact(&mut state, self.opts.compaction_rate, &stop, false)
             .map(|_| ())
     }
 }

@@ -6,7 +6,7 @@
 #
 # usage: scripts/crash-loop.sh [RUNS] [TEST_FILTER]
 #   RUNS                   number of runs (default 20)
-#   TEST_FILTER            libtest filter (default kill9_: all four kill -9 tests)
+#   TEST_FILTER            libtest filter (default kill9_: all six kill -9 tests, compaction too)
 # environment:
 #   PODSTORE_CRASH_SEED    seed of the first run (default: random); run i uses seed + i
 #   PODSTORE_CRASH_ROUNDS  rounds (kills) per test and run (default: the tests' own, 5)

@@ -316,6 +316,14 @@ impl PendingQueue {
             .any(|p| p.entry.is_some_and(|e| e.segment == segment))
     }
 
+    /// The segments that queued writes point into.
+    pub fn referenced_segments(&self) -> std::collections::HashSet<u64> {
+        self.lock()
+            .iter()
+            .filter_map(|p| p.entry.map(|e| e.segment))
+            .collect()
+    }
+
     /// The last queued write of `key`, if any: whether it is a put, and its sequence number.
     pub fn last_queued(&self, key: &[u8]) -> Option<(bool, u64)> {
         self.lock()

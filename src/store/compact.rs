@@ -319,14 +319,11 @@ impl Inner {
         let threshold = self.opts.compaction_threshold;
         let mut dead_blobs = Vec::new();
         let mut victims = Vec::new();
+        // A queued write (its index update not applied yet) may point into a file: leave it for
+        // next time. Asked before the index, so that an update applied in between is seen there.
+        let referenced = self.pending.referenced_segments();
         for (id, h) in handles {
-            if !retry_damaged && state.damaged.contains(&id) {
-                continue;
-            }
-            // A queued write (its index update not applied yet) may point into the file: leave
-            // it for next time. Asked before the index, so that an update applied in between is
-            // seen there.
-            if self.pending.references(id) {
+            if (!retry_damaged && state.damaged.contains(&id)) || referenced.contains(&id) {
                 continue;
             }
             let usage = self.index.usage(id);

@@ -178,6 +178,14 @@ fn compaction_gives_space_back_within_the_bound() {
             after.live_bytes,
             before.disk_bytes
         );
+        eprintln!(
+            "{mode:?}: written {written}, before compaction {} on disk, after {} ({:.3} x live \
+             {}), bound {bound:.0}; {report:?}",
+            before.disk_bytes,
+            after.disk_bytes,
+            after.disk_bytes as f64 / after.live_bytes as f64,
+            after.live_bytes
+        );
         assert!(report.segments_compacted > 0, "{report:?}");
         assert_eq!(
             after.live_bytes, before.live_bytes,

@@ -169,7 +169,9 @@ fn main() {
         return;
     }
     let modes = std::env::var("CHURN_MODES").unwrap_or_else(|_| "on,off".into());
-    let root = std::env::var("CHURN_DIR").map(std::path::PathBuf::from).ok();
+    let root = std::env::var("CHURN_DIR")
+        .map(std::path::PathBuf::from)
+        .ok();
     println!(
         "churn: live set {} MiB of {} KiB values, {} passes, {} threads",
         env("CHURN_LIVE_MIB", 1024),
@@ -210,7 +212,10 @@ fn main() {
     }
     for r in &runs {
         println!();
-        println!("disk usage over time, compaction {} (s: disk MiB / live MiB):", r.mode);
+        println!(
+            "disk usage over time, compaction {} (s: disk MiB / live MiB):",
+            r.mode
+        );
         let step = (r.samples.len() / 24).max(1);
         let line: Vec<String> = r
             .samples

@@ -9,9 +9,7 @@
 //! (so nobody reads a durable write that a crash could still take back) and at once for
 //! buffered ones.
 
-use std::collections::hash_map::RandomState;
-use std::collections::{HashMap, VecDeque};
-use std::hash::BuildHasher;
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, RwLock};
 
@@ -69,31 +67,86 @@ const SHARDS: usize = 64;
 #[derive(Debug)]
 pub struct Index {
     shards: Box<[Shard]>,
-    hasher: RandomState,
     len: AtomicU64,
     /// Sum of the lengths of the live keys.
     key_bytes: AtomicU64,
     /// Per segment, what its live entries take. Updated under the shard lock of the key that
     /// changes, so that the accounting of one key is never applied out of order.
-    usage: Mutex<HashMap<u64, SegmentUsage>>,
+    usage: Mutex<BTreeMap<u64, SegmentUsage>>,
 }
 
 impl Default for Index {
     fn default() -> Self {
         Index {
-            shards: (0..SHARDS).map(|_| RwLock::new(HashMap::new())).collect(),
-            hasher: RandomState::new(),
+            shards: (0..SHARDS)
+                .map(|_| RwLock::new(HashMap::default()))
+                .collect(),
             len: AtomicU64::new(0),
             key_bytes: AtomicU64::new(0),
-            usage: Mutex::new(HashMap::new()),
+            usage: Mutex::new(BTreeMap::new()),
         }
     }
 }
 
 impl Index {
     fn shard(&self, key: &[u8]) -> &Shard {
-        let h = self.hasher.hash_one(key);
-        &self.shards[(h as usize) % SHARDS]
+        // The shard is chosen by crc32 (hardware-accelerated, unkeyed): keys crafted to collide
+        // could crowd one shard's lock, but not slow its map, whose hasher is keyed per process.
+        &self.shards[crc32fast::hash(key) as usize % SHARDS]
+    }
+
+    /// Makes room for `additional` more keys, spread over the shards (at open, before a
+    /// segment's entries are loaded, so that the maps do not grow, and rehash, step by step).
+    pub fn reserve(&self, additional: usize) {
+        for shard in self.shards.iter() {
+            shard
+                .write()
+                .unwrap_or_else(|p| p.into_inner())
+                .reserve(additional / SHARDS + 1);
+        }
+    }
+
+    /// Sets the entry of `key` to `entry` unless the key has an entry with a higher or equal
+    /// sequence number (loading footers at open). Returns whether it did. One lookup, and the
+    /// key's allocation is reused.
+    pub fn insert_if_newer(&self, key: Vec<u8>, entry: IndexEntry) -> bool {
+        let key = key.into_boxed_slice();
+        let key_len = key.len() as u64;
+        let mut shard = self.shard(&key).write().unwrap_or_else(|p| p.into_inner());
+        let old = match shard.entry(key) {
+            std::collections::hash_map::Entry::Occupied(mut o) => {
+                if o.get().seq >= entry.seq {
+                    return false;
+                }
+                Some(std::mem::replace(o.get_mut(), entry))
+            }
+            std::collections::hash_map::Entry::Vacant(v) => {
+                v.insert(entry);
+                self.len.fetch_add(1, Ordering::Relaxed);
+                self.key_bytes.fetch_add(key_len, Ordering::Relaxed);
+                None
+            }
+        };
+        self.account(old.as_ref(), Some(&entry));
+        true
+    }
+
+    /// Removes `key` if its entry is older than `seq` (a tombstone loaded at open). Returns
+    /// false when the key has a newer entry, which the tombstone does not touch.
+    pub fn remove_if_older(&self, key: &[u8], seq: u64) -> bool {
+        let mut shard = self.shard(key).write().unwrap_or_else(|p| p.into_inner());
+        match shard.get(key) {
+            Some(e) if e.seq >= seq => false,
+            Some(_) => {
+                let old = shard.remove(key);
+                self.len.fetch_sub(1, Ordering::Relaxed);
+                self.key_bytes
+                    .fetch_sub(key.len() as u64, Ordering::Relaxed);
+                self.account(old.as_ref(), None);
+                true
+            }
+            None => true,
+        }
     }
 
     /// The entry of `key`.
@@ -178,7 +231,7 @@ impl Index {
     }
 
     /// Usage of every segment that holds a live entry.
-    pub fn usage_all(&self) -> HashMap<u64, SegmentUsage> {
+    pub fn usage_all(&self) -> BTreeMap<u64, SegmentUsage> {
         self.usage.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 

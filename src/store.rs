@@ -248,6 +248,7 @@ impl Store {
                 tombstone_bytes: 0,
                 tombstones: 0,
             };
+            index.reserve(loaded.entries.len());
             for e in loaded.entries {
                 max_seq = max_seq.max(e.seq);
                 if e.kind == RecordKind::Put {
@@ -256,16 +257,20 @@ impl Store {
                     handle.tombstone_bytes += record_len(e.key.len() as u64, e.stored_len);
                     handle.tombstones += 1;
                 }
-                let newest = index.get(&e.key).map_or(0, |x| x.seq);
-                let newest = newest.max(tombstones.get(&e.key).copied().unwrap_or(0));
-                if e.seq <= newest {
+                // One lookup per entry in the common case (no tombstones loaded yet).
+                if !tombstones.is_empty()
+                    && tombstones.get(&e.key).is_some_and(|&t| t >= e.seq)
+                {
                     continue;
                 }
                 match segment::index_entry(id, &e) {
-                    Some(entry) => index.insert(&e.key, entry),
+                    Some(entry) => {
+                        index.insert_if_newer(e.key, entry);
+                    }
                     None => {
-                        index.remove(&e.key);
-                        tombstones.insert(e.key, e.seq);
+                        if index.remove_if_older(&e.key, e.seq) {
+                            tombstones.insert(e.key, e.seq);
+                        }
                     }
                 }
             }

@@ -30,11 +30,13 @@ mod io;
 mod options;
 mod segment;
 mod store;
+mod verify;
 
 pub use batch::Batch;
 pub use error::{Corruption, Error, Result};
 pub use options::{Compression, Durability, IoMode, Options};
 pub use store::{Keys, RecoveredSegment, RecoveryReport, Store, ValueReader};
+pub use verify::{Damage, Structure, VerifyReport};
 
 /// Longest key, in bytes. Keys are 1 to `MAX_KEY_LEN` bytes; others get
 /// [`Error::EmptyKey`] or [`Error::KeyTooLarge`].

@@ -21,6 +21,7 @@ use crate::io::file::{self, DirLock, IoProfile, SegmentFile};
 use crate::io::writer::{self, Progress, Tail, WriteBuffer};
 use crate::options::{Durability, IoMode, Options};
 use crate::segment::{self, Append, Opened, SegmentKind};
+use crate::verify::{self, VerifyReport};
 use crate::{MAX_KEY_LEN, MAX_VALUE_LEN};
 
 /// Size of the bounce buffers used by direct reads.
@@ -444,6 +445,47 @@ impl Store {
     /// Makes every earlier write durable (those made with [`Durability::Buffered`]).
     pub fn flush(&self) -> Result<()> {
         self.inner.flush()
+    }
+
+    /// Reads every segment file and checks every checksum, and every footer against the
+    /// records; returns what is damaged and which live keys cannot be read because of it.
+    ///
+    /// It streams values a window at a time (never one whole), and decompresses a compressed
+    /// value one frame at a time. It first makes every earlier write durable (like
+    /// [`Store::flush`]) and then checks what is on disk, up to the last record written before
+    /// the call. Reads and writes go on meanwhile; segments and keys written after the call
+    /// started may or may not be checked.
+    ///
+    /// An I/O error while reading is returned as an error; damage is not an error but the
+    /// contents of the [`VerifyReport`]. Docs: docs/reliability.md.
+    pub fn verify(&self) -> Result<VerifyReport> {
+        let (active, last) = {
+            let app = self.inner.lock_appender();
+            let active = app.active.as_ref().map(|a| verify::ActiveBound {
+                id: a.id,
+                data_end: a.data_end,
+            });
+            (active, app.next_seq - 1)
+        };
+        self.inner.wait(last, last, true)?;
+        let mut segments: Vec<(u64, Arc<SegmentFile>)> = self
+            .inner
+            .segments
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .map(|(id, f)| (*id, f.clone()))
+            .collect();
+        segments.sort_unstable_by_key(|(id, _)| *id);
+        verify::run(
+            &segments,
+            active,
+            &self.inner.read_pool,
+            self.inner.profile.read_align,
+            self.inner.profile.block_size,
+            &|key| self.inner.index.get(key),
+            &mut self.keys(),
+        )
     }
 
     /// The I/O mode in use: [`IoMode::Direct`] or [`IoMode::Buffered`] (what

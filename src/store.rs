@@ -12,6 +12,7 @@ use std::time::Duration;
 use crate::batch::Batch;
 use crate::compress::{self, FrameCache, StoredValue, TableCache};
 use crate::error::{Error, Result};
+use crate::format::align_up;
 use crate::format::footer::{FooterEntry, encode_footer};
 use crate::format::record::{FLAG_BATCH_CONTINUES, RecordHeader, RecordKind, RecordPlace};
 use crate::format::segment_header::SegmentHeader;
@@ -1022,6 +1023,10 @@ impl Appender {
     /// Appends the footer of the active segment and submits it with an fdatasync.
     fn seal(&mut self) -> Result<()> {
         let active = self.active.take().expect("an active segment");
+        // The footer starts on a block of its own (after zero padding, which recovery skips):
+        // one lost block cannot take both the last records and the start of the footer table.
+        let pad = align_up(self.wb.position(), self.wb.block_size()) - self.wb.position();
+        self.wb.append(&vec![0u8; pad as usize])?;
         let table_offset = self.wb.position();
         let entries = segment::last_per_key(active.records);
         let footer = encode_footer(

@@ -31,6 +31,7 @@ mod io;
 mod options;
 mod segment;
 mod store;
+mod verify;
 
 pub use batch::Batch;
 pub use error::{Corruption, Error, Result};
@@ -40,6 +41,7 @@ pub use options::{Compression, Durability, IoMode, Options};
 pub use store::{
     CompactionReport, Keys, RecoveredSegment, RecoveryReport, Stats, Store, ValueReader,
 };
+pub use verify::{Damage, Structure, VerifyReport};
 
 /// Longest key, in bytes. Keys are 1 to `MAX_KEY_LEN` bytes; others get
 /// [`Error::EmptyKey`] or [`Error::KeyTooLarge`].

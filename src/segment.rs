@@ -150,8 +150,9 @@ pub(crate) fn read_error(segment: u64, offset: u64, path: &Path, e: io::Error) -
 ///
 /// Returns `None` when the segment held nothing that can have been acknowledged, and was
 /// removed: a log segment whose first write never reached the disk (its header is all zero) or
-/// that holds no whole record, or a blob file without a footer (its put was acknowledged only
-/// after the footer was durable).
+/// that holds no whole record, or a blob file without a valid footer whose record is not whole
+/// either (its put was acknowledged only after the whole file was durable). A blob file whose
+/// footer is damaged but whose record verifies is sealed again, like a recovered log segment.
 pub fn open(
     dir: &Path,
     id: u64,
@@ -175,12 +176,20 @@ pub fn open(
             opened: Opened::Sealed,
         }));
     }
+    let scanned = scan_segment(&src, id);
     if kind == SegmentKind::Blob {
-        drop(file);
-        remove_durably(dir, &path)?;
-        return Ok(None);
+        // A blob file without a valid footer was either torn by a crash before its put was
+        // acknowledged, or damaged after. Its one record tells: whole and verified, it is kept
+        // (sealed again below; at worst an unacknowledged put whose bytes all reached the disk
+        // becomes visible whole). Anything else is removed: a torn put was never acknowledged.
+        let whole = matches!(&scanned, Ok(o) if o.records.len() == 1 && o.damaged.is_empty());
+        if !whole {
+            drop(file);
+            remove_durably(dir, &path)?;
+            return Ok(None);
+        }
     }
-    let outcome = match scan_segment(&src, id) {
+    let outcome = match scanned {
         Ok(o) => o,
         Err(ScanError::Io(e)) => return Err(read_error(id, 0, &path, e)),
         Err(ScanError::Header(kind)) => {
@@ -475,6 +484,10 @@ pub fn write_blob(
         stream.append(stored)?;
         append_chunk_table(&mut stream, place, stored)?;
         let data_end = BLOB_RECORD_OFFSET + header.encoded_len();
+        // The footer starts on a block of its own: one lost block cannot take both the end of
+        // the value and the footer, which would make the file look like a torn put.
+        let table_offset = align_up(data_end, block as u64);
+        stream.append(&vec![0u8; (table_offset - data_end) as usize])?;
         let entry = FooterEntry {
             key: key.to_vec(),
             kind: RecordKind::Put,
@@ -484,7 +497,7 @@ pub fn write_blob(
             value_len: value.value_len,
             seq,
         };
-        stream.append(&encode_footer(id, data_end, data_end, block, &[entry]))?;
+        stream.append(&encode_footer(id, data_end, table_offset, block, &[entry]))?;
         stream.finish()?;
         file.sync_data()
     })();

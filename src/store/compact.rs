@@ -230,7 +230,7 @@ impl Inner {
 
     /// Makes every byte appended so far durable, copies included (which `flush` would not
     /// wait for: they reuse old sequence numbers), and applies the index updates it covers.
-    fn sync_log(&self) -> Result<()> {
+    pub(super) fn sync_log(&self) -> Result<()> {
         let ticket = {
             let mut app = self.lock_appender();
             app.submit_group()?;

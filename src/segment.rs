@@ -1,7 +1,6 @@
 //! Segment files: naming, opening a sealed segment from its footer, recovering one that was not
 //! sealed, and reading verified value ranges.
 
-use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -16,7 +15,7 @@ use crate::format::segment_header::SegmentHeader;
 use crate::format::{CHUNK_SIZE, align_up};
 use crate::index::IndexEntry;
 use crate::io::aligned::BufPool;
-use crate::io::file::{IoProfile, SegmentFile, remove_durably, sync_dir};
+use crate::io::file::{IoProfile, SegmentFile, list_dir, remove_durably, remove_file, sync_dir};
 use crate::io::stream::AlignedStream;
 
 /// The two kinds of segment file. Both have the same format; they differ in how they are
@@ -58,13 +57,10 @@ pub fn parse_file_name(name: &str) -> Option<(u64, SegmentKind)> {
 }
 
 /// The segment files in `dir`, by ascending id.
-pub fn list(dir: &Path) -> Result<Vec<(u64, SegmentKind)>> {
+pub fn list(profile: &IoProfile, dir: &Path) -> Result<Vec<(u64, SegmentKind)>> {
     let mut ids = Vec::new();
-    let rd =
-        fs::read_dir(dir).map_err(|e| Error::io("list store directory", Some(dir.into()), e))?;
-    for ent in rd {
-        let ent = ent.map_err(|e| Error::io("list store directory", Some(dir.into()), e))?;
-        if let Some(parsed) = ent.file_name().to_str().and_then(parse_file_name) {
+    for name in list_dir(profile, dir)? {
+        if let Some(parsed) = parse_file_name(&name) {
             ids.push(parsed);
         }
     }
@@ -160,7 +156,7 @@ pub fn open(
     pool: &BufPool,
 ) -> Result<Option<LoadedSegment>> {
     let path = dir.join(file_name(id, kind));
-    let file = SegmentFile::open(&path, profile.direct)?;
+    let file = SegmentFile::open(&path, profile)?;
     let len = file.len()?;
     let src = FileSource {
         file: &file,
@@ -177,7 +173,7 @@ pub fn open(
     }
     if kind == SegmentKind::Blob {
         drop(file);
-        remove_durably(dir, &path)?;
+        remove_durably(profile, dir, &path)?;
         return Ok(None);
     }
     let outcome = match scan_segment(&src, id) {
@@ -193,7 +189,7 @@ pub fn open(
             // else is damage, which is reported, not guessed at.
             if head[..n].iter().all(|&b| b == 0) {
                 drop(file);
-                remove_durably(dir, &path)?;
+                remove_durably(profile, dir, &path)?;
                 return Ok(None);
             }
             return Err(corruption(id, 0, kind));
@@ -202,7 +198,7 @@ pub fn open(
     if outcome.records.is_empty() {
         // No whole record: nothing in it was acknowledged.
         drop(file);
-        remove_durably(dir, &path)?;
+        remove_durably(profile, dir, &path)?;
         return Ok(None);
     }
     let entries = last_per_key(outcome.records);
@@ -385,18 +381,18 @@ pub fn create_blob_files(
     let mut files = Vec::new();
     for id in ids {
         let path = path(dir, id, SegmentKind::Blob);
-        match SegmentFile::create(&path, profile.direct) {
+        match SegmentFile::create(&path, profile) {
             Ok(f) => files.push((id, f)),
             Err(e) => {
                 for (id, f) in files {
                     drop(f);
-                    let _ = fs::remove_file(self::path(dir, id, SegmentKind::Blob));
+                    let _ = remove_file(profile, &self::path(dir, id, SegmentKind::Blob));
                 }
                 return Err(e);
             }
         }
     }
-    sync_dir(dir)?;
+    sync_dir(profile, dir)?;
     Ok(files)
 }
 
@@ -459,7 +455,7 @@ pub fn write_blob(
         Ok(()) => Ok(file),
         Err(e) => {
             drop(file);
-            let _ = fs::remove_file(&path);
+            let _ = remove_file(profile, &path);
             Err(e)
         }
     }

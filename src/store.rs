@@ -18,6 +18,7 @@ use crate::format::segment_header::SegmentHeader;
 use crate::index::{Index, IndexEntry, PendingQueue};
 use crate::io::aligned::BufPool;
 use crate::io::file::{self, DirLock, IoProfile, SegmentFile};
+use crate::io::storage::{RealStorage, Storage};
 use crate::io::writer::{self, Progress, Tail, WriteBuffer};
 use crate::options::{Durability, IoMode, Options};
 use crate::segment::{self, Append, Opened, SegmentKind};
@@ -146,12 +147,22 @@ impl Store {
     ///
     /// Fails with [`Error::Locked`] if another `Store` has the directory open.
     pub fn open_with(dir: impl AsRef<Path>, opts: Options) -> Result<Store> {
+        Store::open_with_storage(dir.as_ref(), opts, Arc::new(RealStorage))
+    }
+
+    /// [`Store::open_with`] on another storage backend (tests: power loss, I/O errors).
+    pub(crate) fn open_with_storage(
+        dir: &Path,
+        opts: Options,
+        storage: Arc<dyn Storage>,
+    ) -> Result<Store> {
         opts.validate()?;
-        let dir = dir.as_ref().to_path_buf();
-        std::fs::create_dir_all(&dir)
+        let dir = dir.to_path_buf();
+        storage
+            .create_dir_all(&dir)
             .map_err(|e| Error::io("create store directory", Some(dir.clone()), e))?;
-        let lock = DirLock::acquire(&dir)?;
-        let profile = file::probe(&dir, opts.io_mode)?;
+        let lock = DirLock::acquire(&*storage, &dir)?;
+        let profile = file::probe(storage, &dir, opts.io_mode)?;
         if opts.io_mode == IoMode::Auto && !profile.direct {
             log::warn!(
                 "podstore: O_DIRECT refused in {}; using buffered I/O",
@@ -168,7 +179,7 @@ impl Store {
         // the highest sequence number, not the one in the highest segment. Tombstones are
         // remembered while loading so that an older put read later cannot come back.
         let mut tombstones: HashMap<Vec<u8>, u64> = HashMap::new();
-        let ids = segment::list(&dir)?;
+        let ids = segment::list(&profile, &dir)?;
         for &(id, kind) in &ids {
             let Some(loaded) = segment::open(&dir, id, kind, &profile, &read_pool)? else {
                 recovery.removed_segments += 1;
@@ -732,10 +743,9 @@ impl Inner {
         for (id, file) in spares {
             drop(file);
             let path = segment::path(&self.dir, id, SegmentKind::Blob);
-            std::fs::remove_file(&path)
-                .map_err(|e| Error::io("remove spare blob file", Some(path), e))?;
+            file::remove_file(&self.profile, &path)?;
         }
-        file::sync_dir(&self.dir)
+        file::sync_dir(&self.profile, &self.dir)
     }
 
     fn stop_ticker(&self) {
@@ -953,9 +963,9 @@ impl Appender {
         if self.active.is_none() {
             let id = self.next_segment;
             let path = segment::path(&inner.dir, id, SegmentKind::Log);
-            let file = Arc::new(SegmentFile::create(&path, inner.profile.direct)?);
+            let file = Arc::new(SegmentFile::create(&path, &inner.profile)?);
             // The new name must be durable before any record in the file is acknowledged.
-            file::sync_dir(&inner.dir)?;
+            file::sync_dir(&inner.profile, &inner.dir)?;
             self.next_segment += 1;
             inner
                 .segments

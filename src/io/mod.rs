@@ -3,5 +3,6 @@
 
 pub mod aligned;
 pub mod file;
+pub mod storage;
 pub mod stream;
 pub mod writer;

@@ -864,6 +864,10 @@ impl Appender {
         ops: &[Op<'_>],
         durability: Durability,
     ) -> Result<(u64, u64)> {
+        // A poisoned store takes no more writes, buffered ones included, until it is reopened.
+        if let Some(e) = self.wb.failure() {
+            return Err(e);
+        }
         let total: u64 = ops
             .iter()
             .map(|(k, v)| record_header(k, *v, 0, 0, 0).encoded_len())

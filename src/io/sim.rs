@@ -1008,7 +1008,7 @@ mod tests {
                 "f",
             )
             .unwrap();
-            assert!(c.len() >= 3 * 4096 && c.len() < 4 * 4096 && c.len() % 512 == 0);
+            assert!(c.len() >= 3 * 4096 && c.len() < 4 * 4096 && c.len().is_multiple_of(512));
             // Random sectors: each sector is either its data or zero.
             let c = content(&sim.after_crash(Survival::RandomSectors, seed), "f").unwrap();
             for (i, s) in c.chunks(SECTOR).enumerate() {

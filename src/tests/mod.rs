@@ -2,6 +2,7 @@
 //! loss at every kind of I/O ([`powerloss`]) and I/O errors at every I/O site ([`faults`]).
 //! They reach the store through `Store::open_with_storage`, which is not public.
 
+mod faults;
 mod powerloss;
 
 use std::collections::BTreeMap;
@@ -66,16 +67,33 @@ pub fn key(k: u8) -> Vec<u8> {
     bytes
 }
 
+/// Random bytes that values are cut from (generated once: building values byte by byte is
+/// slow in debug builds).
+fn pattern() -> &'static [u8] {
+    static PATTERN: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+    PATTERN.get_or_init(|| {
+        let mut rng = crate::io::sim::Rng::new(0x5EED);
+        let mut v = Vec::with_capacity(PATTERN_LEN);
+        while v.len() < PATTERN_LEN {
+            v.extend_from_slice(&rng.next_u64().to_le_bytes());
+        }
+        v
+    })
+}
+
+const PATTERN_LEN: usize = 1 << 20;
+
 /// The value of version `version` (unique per put) of `len` bytes: it starts with the version
-/// number, and the rest depends on version and position, so that another version's or another
-/// key's bytes never match it, nor do bytes moved within it.
+/// number, and the rest is random bytes from a place that depends on the version, so that
+/// another version's or another key's bytes never match it, nor do bytes moved within it.
 pub fn value(version: u32, len: usize) -> Vec<u8> {
-    let salt = version.wrapping_mul(0x85EB_CA6B) ^ 0x2545_F491;
     let mut v: Vec<u8> = version.to_le_bytes().into_iter().take(len).collect();
-    v.extend(
-        (4..len.max(4) as u32)
-            .map(|i| (i.wrapping_mul(0x9E37_79B1).wrapping_add(salt) >> 24) as u8),
-    );
+    let mut at = (version as usize).wrapping_mul(2_654_435_761) % PATTERN_LEN;
+    while v.len() < len {
+        let n = (len - v.len()).min(PATTERN_LEN - at);
+        v.extend_from_slice(&pattern()[at..at + n]);
+        at = 0;
+    }
     v
 }
 

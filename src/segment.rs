@@ -209,6 +209,10 @@ pub fn open(
     // crash while the footer is written leaves a file without a valid trailer, which is simply
     // recovered again, to the same records.
     let footer_at = align_up(len.max(outcome.data_end), block as u64);
+    // What the scan read may not be durable yet (the process died, the machine did not): make
+    // it so before a footer names it, or a power loss during this recovery could keep the
+    // footer and lose records it names.
+    file.sync_data()?;
     let footer = encode_footer(id, outcome.data_end, footer_at, block, &entries);
     let mut stream = AlignedStream::new(
         &file,
@@ -447,7 +451,21 @@ pub fn write_blob(
             value_len: value.value_len,
             seq,
         };
-        stream.append(&encode_footer(id, data_end, data_end, block, &[entry]))?;
+        // The record is durable before a footer names it: the blocks of unsynced writes reach
+        // the disk in any order, and a footer that did while a record block did not would
+        // make a put that was never acknowledged a sealed, damaged value that hides the key's
+        // acknowledged one.
+        let footer_at = stream.finish()?;
+        file.sync_data()?;
+        let footer = encode_footer(id, data_end, footer_at, block, &[entry]);
+        let mut stream = AlignedStream::new(
+            &file,
+            footer_at,
+            footer.len(),
+            profile.mem_align,
+            block as u64,
+        );
+        stream.append(&footer)?;
         stream.finish()?;
         file.sync_data()
     })();

@@ -993,6 +993,10 @@ impl Appender {
 
     /// Appends the footer of the active segment and submits it with an fdatasync.
     fn seal(&mut self) -> Result<()> {
+        // Records first, with a sync of their own: the blocks of one write reach the disk in
+        // any order, so a footer written together with unsynced records could survive a crash
+        // that they do not, and name them as sealed. (The footer then starts at the next block.)
+        self.wb.submit(true, self.next_seq - 1)?;
         let active = self.active.take().expect("an active segment");
         let table_offset = self.wb.position();
         let entries = segment::last_per_key(active.records);

@@ -678,6 +678,26 @@ impl Sim {
         }
     }
 
+    /// The file system that a kill of the process (not of the machine) now leaves: everything
+    /// as it is, unsynced writes still pending (in the page cache), no lock held, no crash point
+    /// and no faults.
+    pub fn after_process_kill(&self) -> Sim {
+        let s = self.lock();
+        let state = State {
+            config: s.config,
+            inodes: s.inodes.clone(),
+            durable_dir: s.durable_dir.clone(),
+            live_dir: s.live_dir.clone(),
+            pending_dir: s.pending_dir.clone(),
+            dirs: s.dirs.clone(),
+            next_issue: s.next_issue,
+            ..State::default()
+        };
+        Sim {
+            state: Arc::new(Mutex::new(state)),
+        }
+    }
+
     fn new_file(&self, path: &Path, direct: bool) -> io::Result<Box<dyn StorageFile>> {
         let mut s = self.lock();
         if let Gate::Fail(e) = s.gate(OpKind::Create, Some(path)) {

@@ -411,7 +411,11 @@ fn run_case(case: &Case) -> Result<(), TestCaseError> {
     }
     t.recovery_crashes += recovery_crash.is_some() as u64;
     t.process_kills += case.kill_first as u64;
-    *t.by_mode.entry(format!("{:?}", case.survival)).or_default() += 1;
+    let mode = match case.survival {
+        Survival::TearLast { tear_align } => format!("TearLast{tear_align}"),
+        other => format!("{other:?}"),
+    };
+    *t.by_mode.entry(mode).or_default() += 1;
     t.commits += model.commits.len() as u64;
     t.durable_commits += model.mark as u64;
     t.ios += ios;

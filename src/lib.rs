@@ -51,11 +51,4 @@ pub const MAX_KEY_LEN: usize = 4096;
 pub const MAX_VALUE_LEN: u64 = 1 << 32;
 
 #[cfg(test)]
-mod tests {
-    #[test]
-    fn store_is_send_and_sync() {
-        fn assert_send_sync<T: Send + Sync>() {}
-        assert_send_sync::<crate::Store>();
-        assert_send_sync::<crate::ValueReader>();
-    }
-}
+mod tests;

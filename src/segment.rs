@@ -1,7 +1,6 @@
 //! Segment files: naming, opening a sealed segment from its footer, recovering one that was not
 //! sealed, and reading verified value ranges.
 
-use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -16,7 +15,7 @@ use crate::format::segment_header::SegmentHeader;
 use crate::format::{CHUNK_SIZE, align_up};
 use crate::index::IndexEntry;
 use crate::io::aligned::BufPool;
-use crate::io::file::{IoProfile, SegmentFile, remove_durably, sync_dir};
+use crate::io::file::{IoProfile, SegmentFile, list_dir, remove_durably, remove_file, sync_dir};
 use crate::io::stream::AlignedStream;
 
 /// The two kinds of segment file. Both have the same format; they differ in how they are
@@ -58,13 +57,10 @@ pub fn parse_file_name(name: &str) -> Option<(u64, SegmentKind)> {
 }
 
 /// The segment files in `dir`, by ascending id.
-pub fn list(dir: &Path) -> Result<Vec<(u64, SegmentKind)>> {
+pub fn list(profile: &IoProfile, dir: &Path) -> Result<Vec<(u64, SegmentKind)>> {
     let mut ids = Vec::new();
-    let rd =
-        fs::read_dir(dir).map_err(|e| Error::io("list store directory", Some(dir.into()), e))?;
-    for ent in rd {
-        let ent = ent.map_err(|e| Error::io("list store directory", Some(dir.into()), e))?;
-        if let Some(parsed) = ent.file_name().to_str().and_then(parse_file_name) {
+    for name in list_dir(profile, dir)? {
+        if let Some(parsed) = parse_file_name(&name) {
             ids.push(parsed);
         }
     }
@@ -161,7 +157,7 @@ pub fn open(
     pool: &BufPool,
 ) -> Result<Option<LoadedSegment>> {
     let path = dir.join(file_name(id, kind));
-    let file = SegmentFile::open(&path, profile.direct)?;
+    let file = SegmentFile::open(&path, profile)?;
     let len = file.len()?;
     let src = FileSource {
         file: &file,
@@ -185,7 +181,7 @@ pub fn open(
         let whole = matches!(&scanned, Ok(o) if o.records.len() == 1 && o.damaged.is_empty());
         if !whole {
             drop(file);
-            remove_durably(dir, &path)?;
+            remove_durably(profile, dir, &path)?;
             return Ok(None);
         }
     }
@@ -202,7 +198,7 @@ pub fn open(
             // else is damage, which is reported, not guessed at.
             if head[..n].iter().all(|&b| b == 0) {
                 drop(file);
-                remove_durably(dir, &path)?;
+                remove_durably(profile, dir, &path)?;
                 return Ok(None);
             }
             return Err(corruption(id, 0, kind));
@@ -211,7 +207,7 @@ pub fn open(
     if outcome.records.is_empty() {
         // No whole record: nothing in it was acknowledged.
         drop(file);
-        remove_durably(dir, &path)?;
+        remove_durably(profile, dir, &path)?;
         return Ok(None);
     }
     let entries = last_per_key(outcome.records);
@@ -222,6 +218,10 @@ pub fn open(
     // crash while the footer is written leaves a file without a valid trailer, which is simply
     // recovered again, to the same records.
     let footer_at = align_up(len.max(outcome.data_end), block as u64);
+    // What the scan read may not be durable yet (the process died, the machine did not): make
+    // it so before a footer names it, or a power loss during this recovery could keep the
+    // footer and lose records it names.
+    file.sync_data()?;
     let footer = encode_footer(id, outcome.data_end, footer_at, block, &entries);
     let mut stream = AlignedStream::new(
         &file,
@@ -427,18 +427,18 @@ pub fn create_blob_files(
     let mut files = Vec::new();
     for id in ids {
         let path = path(dir, id, SegmentKind::Blob);
-        match SegmentFile::create(&path, profile.direct) {
+        match SegmentFile::create(&path, profile) {
             Ok(f) => files.push((id, f)),
             Err(e) => {
                 for (id, f) in files {
                     drop(f);
-                    let _ = fs::remove_file(self::path(dir, id, SegmentKind::Blob));
+                    let _ = remove_file(profile, &self::path(dir, id, SegmentKind::Blob));
                 }
                 return Err(e);
             }
         }
     }
-    sync_dir(dir)?;
+    sync_dir(profile, dir)?;
     Ok(files)
 }
 
@@ -484,10 +484,6 @@ pub fn write_blob(
         stream.append(stored)?;
         append_chunk_table(&mut stream, place, stored)?;
         let data_end = BLOB_RECORD_OFFSET + header.encoded_len();
-        // The footer starts on a block of its own: one lost block cannot take both the end of
-        // the value and the footer, which would make the file look like a torn put.
-        let table_offset = align_up(data_end, block as u64);
-        stream.append(&vec![0u8; (table_offset - data_end) as usize])?;
         let entry = FooterEntry {
             key: key.to_vec(),
             kind: RecordKind::Put,
@@ -497,7 +493,23 @@ pub fn write_blob(
             value_len: value.value_len,
             seq,
         };
-        stream.append(&encode_footer(id, data_end, table_offset, block, &[entry]))?;
+        // The record is durable before a footer names it: the blocks of unsynced writes reach
+        // the disk in any order, and a footer that did while a record block did not would
+        // make a put that was never acknowledged a sealed, damaged value that hides the key's
+        // acknowledged one. The footer starts on a block of its own (`finish` pads to one): one
+        // lost block cannot take both the end of the value and the footer, which would make the
+        // file look like a torn put.
+        let footer_at = stream.finish()?;
+        file.sync_data()?;
+        let footer = encode_footer(id, data_end, footer_at, block, &[entry]);
+        let mut stream = AlignedStream::new(
+            &file,
+            footer_at,
+            footer.len(),
+            profile.mem_align,
+            block as u64,
+        );
+        stream.append(&footer)?;
         stream.finish()?;
         file.sync_data()
     })();
@@ -505,7 +517,7 @@ pub fn write_blob(
         Ok(()) => Ok(file),
         Err(e) => {
             drop(file);
-            let _ = fs::remove_file(&path);
+            let _ = remove_file(profile, &path);
             Err(e)
         }
     }

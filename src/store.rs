@@ -12,7 +12,6 @@ use std::time::Duration;
 use crate::batch::Batch;
 use crate::compress::{self, FrameCache, StoredValue, TableCache};
 use crate::error::{Error, Result};
-use crate::format::align_up;
 use crate::format::footer::{FooterEntry, encode_footer};
 use crate::format::record::{
     FLAG_BATCH_CONTINUES, RecordHeader, RecordKind, RecordPlace, record_len,
@@ -21,6 +20,7 @@ use crate::format::segment_header::SegmentHeader;
 use crate::index::{Index, IndexEntry, PendingQueue};
 use crate::io::aligned::BufPool;
 use crate::io::file::{self, DirLock, IoProfile, SegmentFile};
+use crate::io::storage::{RealStorage, Storage};
 use crate::io::writer::{self, Progress, Tail, WriteBuffer};
 use crate::options::{Durability, IoMode, Options};
 use crate::segment::{self, Append, Opened, SegmentKind};
@@ -110,6 +110,9 @@ struct Inner {
     counters: Counters,
     /// Held by the one compaction that runs at a time.
     compacting: Mutex<compact::CompactorState>,
+    /// Smallest sequence number of a blob put that failed in this process (`u64::MAX`: none):
+    /// its file may still be on disk, or come back after a crash, with a whole record.
+    abandoned_blob_seq: std::sync::atomic::AtomicU64,
     /// Calls of [`Store::compact`] waiting for `compacting`: the background compactor yields.
     compact_waiting: std::sync::atomic::AtomicUsize,
     /// The background compaction thread.
@@ -200,12 +203,22 @@ impl Store {
     ///
     /// Fails with [`Error::Locked`] if another `Store` has the directory open.
     pub fn open_with(dir: impl AsRef<Path>, opts: Options) -> Result<Store> {
+        Store::open_with_storage(dir.as_ref(), opts, Arc::new(RealStorage))
+    }
+
+    /// [`Store::open_with`] on another storage backend (tests: power loss, I/O errors).
+    pub(crate) fn open_with_storage(
+        dir: &Path,
+        opts: Options,
+        storage: Arc<dyn Storage>,
+    ) -> Result<Store> {
         opts.validate()?;
-        let dir = dir.as_ref().to_path_buf();
-        std::fs::create_dir_all(&dir)
+        let dir = dir.to_path_buf();
+        storage
+            .create_dir_all(&dir)
             .map_err(|e| Error::io("create store directory", Some(dir.clone()), e))?;
-        let lock = DirLock::acquire(&dir)?;
-        let profile = file::probe(&dir, opts.io_mode)?;
+        let lock = DirLock::acquire(&*storage, &dir)?;
+        let profile = file::probe(storage, &dir, opts.io_mode)?;
         if opts.io_mode == IoMode::Auto && !profile.direct {
             log::warn!(
                 "podstore: O_DIRECT refused in {}; using buffered I/O",
@@ -222,7 +235,7 @@ impl Store {
         // the highest sequence number, not the one in the highest segment. Tombstones are
         // remembered while loading so that an older put read later cannot come back.
         let mut tombstones: HashMap<Vec<u8>, u64> = HashMap::new();
-        let ids = segment::list(&dir)?;
+        let ids = segment::list(&profile, &dir)?;
         for &(id, kind) in &ids {
             let Some(loaded) = segment::open(&dir, id, kind, &profile, &read_pool)? else {
                 recovery.removed_segments += 1;
@@ -260,9 +273,7 @@ impl Store {
                     handle.tombstones += 1;
                 }
                 // One lookup per entry in the common case (no tombstones loaded yet).
-                if !tombstones.is_empty()
-                    && tombstones.get(&e.key).is_some_and(|&t| t >= e.seq)
-                {
+                if !tombstones.is_empty() && tombstones.get(&e.key).is_some_and(|&t| t >= e.seq) {
                     continue;
                 }
                 match segment::index_entry(id, &e) {
@@ -324,6 +335,7 @@ impl Store {
             counters: Counters::default(),
             compacting: Mutex::new(compact::CompactorState::default()),
             compact_waiting: std::sync::atomic::AtomicUsize::new(0),
+            abandoned_blob_seq: std::sync::atomic::AtomicU64::new(u64::MAX),
             compactor: Mutex::new(None),
         };
         let inner = Arc::new(inner);
@@ -923,6 +935,10 @@ impl Inner {
                 self.wait(seq, seq, false)
             }
             Err(e) => {
+                // Its file may outlive the failure (removal is best effort and not made durable),
+                // and a blob file whose record is whole is kept at open: until then, tombstones
+                // older than this put must stay.
+                self.abandoned_blob_seq.fetch_min(seq, Ordering::Relaxed);
                 self.pending.abandon(seq, &self.index);
                 self.progress.notify();
                 Err(e)
@@ -943,10 +959,9 @@ impl Inner {
         for (id, file) in spares {
             drop(file);
             let path = segment::path(&self.dir, id, SegmentKind::Blob);
-            std::fs::remove_file(&path)
-                .map_err(|e| Error::io("remove spare blob file", Some(path), e))?;
+            file::remove_file(&self.profile, &path)?;
         }
-        file::sync_dir(&self.dir)
+        file::sync_dir(&self.profile, &self.dir)
     }
 
     /// Stops the background threads: the compactor (which leaves a compaction it is in the
@@ -1109,6 +1124,10 @@ impl Appender {
         ops: &[Op<'_>],
         durability: Durability,
     ) -> Result<(u64, u64)> {
+        // A poisoned store takes no more writes, buffered ones included, until it is reopened.
+        if let Some(e) = self.wb.failure() {
+            return Err(e);
+        }
         let total: u64 = ops
             .iter()
             .map(|(k, v)| record_header(k, *v, 0, 0, 0).encoded_len())
@@ -1223,9 +1242,9 @@ impl Appender {
         if self.active.is_none() {
             let id = self.next_segment;
             let path = segment::path(&inner.dir, id, SegmentKind::Log);
-            let file = Arc::new(SegmentFile::create(&path, inner.profile.direct)?);
+            let file = Arc::new(SegmentFile::create(&path, &inner.profile)?);
             // The new name must be durable before any record in the file is acknowledged.
-            file::sync_dir(&inner.dir)?;
+            file::sync_dir(&inner.profile, &inner.dir)?;
             self.next_segment += 1;
             inner
                 .segments
@@ -1262,13 +1281,16 @@ impl Appender {
 
     /// Appends the footer of the active segment and submits it with an fdatasync.
     fn seal(&mut self, inner: &Inner) -> Result<()> {
+        // Records first, with a sync of their own: the blocks of one write reach the disk in
+        // any order, so a footer written together with unsynced records could survive a crash
+        // that they do not, and name them as sealed. The footer then starts at the next block,
+        // on a block of its own: one lost block cannot take both the last records and the start
+        // of the footer table.
+        self.wb.submit(true, self.next_seq - 1)?;
         let active = self.active.take().expect("an active segment");
         let (id, min_put_seq) = (active.id, active.min_put_seq);
         let (tombstone_bytes, tombstones) = (active.tombstone_bytes, active.tombstones);
-        // The footer starts on a block of its own (after zero padding, which recovery skips):
-        // one lost block cannot take both the last records and the start of the footer table.
-        let pad = align_up(self.wb.position(), self.wb.block_size()) - self.wb.position();
-        self.wb.append(&vec![0u8; pad as usize])?;
+        debug_assert_eq!(self.wb.position() % self.wb.block_size(), 0);
         let table_offset = self.wb.position();
         let entries = segment::last_per_key(active.records);
         let footer = encode_footer(

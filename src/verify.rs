@@ -567,7 +567,14 @@ impl<S: ByteSource + ?Sized> SegmentCheck<'_, S> {
             }
             pos += header.encoded_len();
             gap = 0;
-            last.insert(entry.key.clone(), entry);
+            // Each key's newest record (highest seq; of equal ones the later), as the footer
+            // keeps it: a copy made by compaction keeps an old seq and may follow a newer write.
+            match last.get(&entry.key) {
+                Some(prev) if prev.seq > entry.seq => {}
+                _ => {
+                    last.insert(entry.key.clone(), entry);
+                }
+            }
         }
         Ok(last)
     }
@@ -644,7 +651,7 @@ impl<S: ByteSource + ?Sized> SegmentCheck<'_, S> {
         Ok((limit < end).then_some(limit))
     }
 
-    /// Checks the footer entries against the records walked (`last`: each key's last record).
+    /// Checks the footer entries against the records walked (`last`: each key's newest record).
     fn cross_check(
         &mut self,
         entries: &[FooterEntry],

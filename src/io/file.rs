@@ -1,22 +1,24 @@
 //! File operations: opening segments with or without O_DIRECT, finding the direct-I/O
 //! alignment, positional reads and writes, syncs, the directory lock.
 //!
-//! Every syscall the store makes on its files goes through this module.
+//! Every call the store makes on its files goes through this module, and from here through the
+//! storage seam ([`Storage`], carried in [`IoProfile`]): nothing else in the crate touches the
+//! file system.
 
-use std::fs::{self, File, OpenOptions};
+use std::fmt;
 use std::io;
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-use rustix::fs::{AtFlags, FlockOperation, OFlags, StatxFlags};
-
-use super::aligned::{AlignedBuf, BufPool};
+use super::aligned::BufPool;
+use super::storage::{LockGuard, OpenMode, Storage, StorageFile, probe_block};
 use crate::error::{Error, Result};
 use crate::format::{align_down, align_up};
 use crate::options::IoMode;
 
-/// What the file system of the store directory supports, found once at open.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What the file system of the store directory supports, found once at open, and the storage
+/// backend every file operation goes through.
+#[derive(Clone)]
 pub struct IoProfile {
     /// O_DIRECT in use.
     pub direct: bool,
@@ -28,28 +30,29 @@ pub struct IoProfile {
     /// direct-I/O offset alignment and the file system block size, so that no block that holds
     /// acknowledged data is ever written again (see docs/design.md, "The write path").
     pub block_size: u32,
+    /// The file system (the operating system's, or a test's simulation).
+    pub storage: Arc<dyn Storage>,
 }
 
-const PROBE_NAME: &str = ".podstore-probe";
+impl fmt::Debug for IoProfile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("IoProfile")
+            .field("direct", &self.direct)
+            .field("mem_align", &self.mem_align)
+            .field("read_align", &self.read_align)
+            .field("block_size", &self.block_size)
+            .finish_non_exhaustive()
+    }
+}
 
 /// Finds out whether O_DIRECT works in `dir` and with which alignment.
-pub fn probe(dir: &Path, mode: IoMode) -> Result<IoProfile> {
-    let path = dir.join(PROBE_NAME);
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(&path)
-        .map_err(|e| Error::io("create probe file", Some(path.clone()), e))?;
-    let (mem, offset, fs_block) = dio_alignment(&file);
-    drop(file);
-    let block_size = offset.max(fs_block).clamp(512, 65536).next_power_of_two();
-    let direct = match mode {
-        IoMode::Buffered => false,
-        IoMode::Auto | IoMode::Direct => direct_write_works(&path, block_size as usize),
-    };
-    let _ = fs::remove_file(&path);
+pub fn probe(storage: Arc<dyn Storage>, dir: &Path, mode: IoMode) -> Result<IoProfile> {
+    let found = storage
+        .probe_direct(dir, mode != IoMode::Buffered)
+        .map_err(|e| Error::io("probe direct I/O", Some(dir.to_path_buf()), e))?;
+    let offset = found.offset_align;
+    let block_size = probe_block(offset, found.fs_block);
+    let direct = found.direct_works && mode != IoMode::Buffered;
     if mode == IoMode::Direct && !direct {
         return Err(Error::DirectIoUnsupported {
             path: dir.to_path_buf(),
@@ -57,7 +60,7 @@ pub fn probe(dir: &Path, mode: IoMode) -> Result<IoProfile> {
     }
     Ok(IoProfile {
         direct,
-        mem_align: (mem as usize).max(4096).next_power_of_two(),
+        mem_align: (found.mem_align as usize).max(4096).next_power_of_two(),
         read_align: if direct {
             // statx reports nothing on some file systems (tmpfs) that still take O_DIRECT:
             // fall back to the block size, which every such file system accepts.
@@ -70,83 +73,42 @@ pub fn probe(dir: &Path, mode: IoMode) -> Result<IoProfile> {
             1
         },
         block_size,
+        storage,
     })
-}
-
-/// (memory alignment, offset alignment, file system block size) as statx reports them; zeroes
-/// where the kernel or file system does not say.
-fn dio_alignment(file: &File) -> (u32, u32, u32) {
-    match rustix::fs::statx(
-        file,
-        "",
-        AtFlags::EMPTY_PATH,
-        StatxFlags::DIOALIGN | StatxFlags::BASIC_STATS,
-    ) {
-        Ok(st) => {
-            let has_dio = StatxFlags::from_bits_retain(st.stx_mask).contains(StatxFlags::DIOALIGN);
-            let (mem, off) = if has_dio {
-                (st.stx_dio_mem_align, st.stx_dio_offset_align)
-            } else {
-                (0, 0)
-            };
-            (mem, off, st.stx_blksize)
-        }
-        Err(_) => (0, 0, 4096),
-    }
-}
-
-fn direct_write_works(path: &Path, block: usize) -> bool {
-    let Ok(file) = OpenOptions::new()
-        .write(true)
-        .custom_flags(OFlags::DIRECT.bits() as i32)
-        .open(path)
-    else {
-        return false;
-    };
-    let buf = AlignedBuf::zeroed(block, block.max(4096));
-    file.write_all_at(&buf, 0).is_ok()
 }
 
 /// One segment file, opened for positional reads and writes.
 #[derive(Debug)]
 pub struct SegmentFile {
-    file: File,
+    file: Box<dyn StorageFile>,
     path: PathBuf,
     direct: bool,
 }
 
 impl SegmentFile {
-    fn options(direct: bool) -> OpenOptions {
-        let mut o = OpenOptions::new();
-        o.read(true).write(true);
-        if direct {
-            o.custom_flags(OFlags::DIRECT.bits() as i32);
-        }
-        o
-    }
-
     /// Creates a new file; fails if it exists.
-    pub fn create(path: &Path, direct: bool) -> Result<SegmentFile> {
-        let file = Self::options(direct)
-            .create_new(true)
-            .open(path)
+    pub fn create(path: &Path, profile: &IoProfile) -> Result<SegmentFile> {
+        let file = profile
+            .storage
+            .open(path, OpenMode::CreateNew, profile.direct)
             .map_err(|e| Error::io("create segment", Some(path.to_path_buf()), e))?;
         Ok(SegmentFile {
             file,
             path: path.to_path_buf(),
-            direct,
+            direct: profile.direct,
         })
     }
 
     /// Opens an existing file.
-    pub fn open(path: &Path, direct: bool) -> Result<SegmentFile> {
-        let file = Self::options(direct)
-            .open(path)
+    pub fn open(path: &Path, profile: &IoProfile) -> Result<SegmentFile> {
+        let file = profile
+            .storage
+            .open(path, OpenMode::Existing, profile.direct)
             .map_err(|e| Error::io("open segment", Some(path.to_path_buf()), e))?;
         Ok(SegmentFile {
             file,
             path: path.to_path_buf(),
-            direct,
+            direct: profile.direct,
         })
     }
 
@@ -157,18 +119,27 @@ impl SegmentFile {
 
     /// Current length of the file.
     pub fn len(&self) -> Result<u64> {
-        self.file
-            .metadata()
-            .map(|m| m.len())
-            .map_err(|e| self.err("stat segment", e))
+        self.file.len().map_err(|e| self.err("stat segment", e))
     }
 
     /// Writes all of `data` at `offset`. With O_DIRECT, `data`'s address, length and `offset`
-    /// must be aligned (the writer guarantees it by construction).
-    pub fn write_all_at(&self, data: &[u8], offset: u64) -> Result<()> {
-        self.file
-            .write_all_at(data, offset)
-            .map_err(|e| self.err("write segment", e))
+    /// must be aligned (the writer guarantees it by construction). A short write is continued
+    /// where it stopped.
+    pub fn write_all_at(&self, mut data: &[u8], mut offset: u64) -> Result<()> {
+        while !data.is_empty() {
+            match self.file.write_at(data, offset) {
+                Ok(0) => {
+                    return Err(self.err("write segment", io::ErrorKind::WriteZero.into()));
+                }
+                Ok(n) => {
+                    data = &data[n..];
+                    offset += n as u64;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(self.err("write segment", e)),
+            }
+        }
+        Ok(())
     }
 
     /// fdatasync.
@@ -196,7 +167,10 @@ impl SegmentFile {
         read_align: u64,
     ) -> io::Result<()> {
         if !self.direct {
-            return self.file.read_exact_at(dst, offset);
+            return match read_full(&*self.file, dst, offset)? {
+                n if n == dst.len() => Ok(()),
+                _ => Err(io::ErrorKind::UnexpectedEof.into()),
+            };
         }
         let end = offset + dst.len() as u64;
         let mut pos = offset;
@@ -206,7 +180,7 @@ impl SegmentFile {
             let start = align_down(pos, read_align);
             let stop = align_up(end, read_align).min(start + cap);
             let want = (stop - start) as usize;
-            let got = read_full(&self.file, &mut bounce[..want], start)?;
+            let got = read_full(&*self.file, &mut bounce[..want], start)?;
             let avail_end = start + got as u64;
             let take_end = end.min(stop).min(avail_end);
             if take_end <= pos {
@@ -227,7 +201,7 @@ impl SegmentFile {
 }
 
 /// Reads until `buf` is full or the file ends; returns the bytes read.
-fn read_full(file: &File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+fn read_full(file: &dyn StorageFile, buf: &mut [u8], offset: u64) -> io::Result<usize> {
     let mut done = 0;
     while done < buf.len() {
         match file.read_at(&mut buf[done..], offset + done as u64) {
@@ -241,24 +215,46 @@ fn read_full(file: &File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
 }
 
 /// fsync of a directory, making creations and removals of its entries durable.
-pub fn sync_dir(dir: &Path) -> Result<()> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
+pub fn sync_dir(profile: &IoProfile, dir: &Path) -> Result<()> {
+    profile
+        .storage
+        .sync_dir(dir)
         .map_err(|e| Error::io("sync store directory", Some(dir.to_path_buf()), e))
 }
 
+/// Removes a file (durable after the next [`sync_dir`]).
+pub fn remove_file(profile: &IoProfile, path: &Path) -> Result<()> {
+    profile
+        .storage
+        .remove_file(path)
+        .map_err(|e| Error::io("remove segment", Some(path.to_path_buf()), e))
+}
+
 /// Removes a file and makes the removal durable.
-pub fn remove_durably(dir: &Path, path: &Path) -> Result<()> {
-    fs::remove_file(path).map_err(|e| Error::io("remove segment", Some(path.to_path_buf()), e))?;
-    sync_dir(dir)
+pub fn remove_durably(profile: &IoProfile, dir: &Path, path: &Path) -> Result<()> {
+    remove_file(profile, path)?;
+    sync_dir(profile, dir)
+}
+
+/// The names of the entries of `dir`.
+pub fn list_dir(profile: &IoProfile, dir: &Path) -> Result<Vec<String>> {
+    profile
+        .storage
+        .list_dir(dir)
+        .map_err(|e| Error::io("list store directory", Some(dir.to_path_buf()), e))
 }
 
 /// An exclusive lock on a store directory, held for the life of a `Store` (flock on `LOCK`).
 /// flock locks belong to the open file description, so a second `Store` in the same process is
 /// refused just like one in another process.
-#[derive(Debug)]
 pub struct DirLock {
-    _file: File,
+    _guard: LockGuard,
+}
+
+impl fmt::Debug for DirLock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DirLock").finish_non_exhaustive()
+    }
 }
 
 /// Retries of a refused lock, 2 ms apart, before `Error::Locked`.
@@ -269,26 +265,19 @@ pub const LOCK_NAME: &str = "LOCK";
 
 impl DirLock {
     /// Takes the lock or fails with [`Error::Locked`].
-    pub fn acquire(dir: &Path) -> Result<DirLock> {
+    pub fn acquire(storage: &dyn Storage, dir: &Path) -> Result<DirLock> {
         let path = dir.join(LOCK_NAME);
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
-            .map_err(|e| Error::io("open lock file", Some(path.clone()), e))?;
         // A child process forked by any thread holds a copy of every descriptor until it execs
         // (close-on-exec), and with it the lock of a store that was just closed. That lasts
         // microseconds: retry briefly before calling the directory locked.
         for attempt in 0..=LOCK_RETRIES {
-            match rustix::fs::flock(&file, FlockOperation::NonBlockingLockExclusive) {
-                Ok(()) => return Ok(DirLock { _file: file }),
-                Err(rustix::io::Errno::WOULDBLOCK) if attempt < LOCK_RETRIES => {
+            match storage.try_lock(&path) {
+                Ok(Some(guard)) => return Ok(DirLock { _guard: guard }),
+                Ok(None) if attempt < LOCK_RETRIES => {
                     std::thread::sleep(std::time::Duration::from_millis(2));
                 }
-                Err(rustix::io::Errno::WOULDBLOCK) => break,
-                Err(e) => return Err(Error::io("lock store directory", Some(path), e.into())),
+                Ok(None) => break,
+                Err(e) => return Err(Error::io("lock store directory", Some(path), e)),
             }
         }
         Err(Error::Locked {

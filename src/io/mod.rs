@@ -3,5 +3,8 @@
 
 pub mod aligned;
 pub mod file;
+#[cfg(test)]
+pub mod sim;
+pub mod storage;
 pub mod stream;
 pub mod writer;

@@ -353,7 +353,8 @@ fn flush_loop(
             Err(TryRecvError::Disconnected) => return,
             Err(TryRecvError::Empty) => {
                 // Idle: zero ahead, a chunk at a time so that a new job waits for one at most.
-                match zero.step() {
+                let failed = progress.lock().failure.is_some();
+                match if failed { Ok(false) } else { zero.step() } {
                     Ok(true) => continue,
                     Ok(false) => {}
                     Err(e) => {
@@ -368,19 +369,40 @@ fn flush_loop(
                 }
             }
         };
+        // After a failure nothing more is written, synced or published: a later job's sync
+        // must not acknowledge records whose bytes were in a job that failed.
+        let failed = progress.lock().failure.is_some();
         let mut result = Ok(());
         if let Some(buf) = job.buf.take() {
-            result = job.file.write_all_at(&buf[..job.len], job.offset);
-            // Written (or failed: the store is poisoned and nothing in it is published): readers
-            // now find these bytes in the file. They only touch in-flight buffers under the tail
-            // lock, so once it is out of the list this Arc is the last one.
-            lock_tail(&tail)
-                .inflight
-                .retain(|f| !Arc::ptr_eq(&f.buf, &buf));
-            if let Ok(buf) = Arc::try_unwrap(buf) {
-                // The appender may be waiting for it; hand it back before the sync.
-                let _ = spare.send(buf);
+            if !failed {
+                result = job.file.write_all_at(&buf[..job.len], job.offset);
             }
+            if failed || result.is_err() {
+                // Not written: the store is poisoned. The bytes stay in the tail, where readers
+                // find the buffered writes that were already visible, and the appender gets a
+                // new buffer (a poisoned store appends nothing more, so this happens at most
+                // once per buffer).
+                let _ = spare.send(AlignedBuf::zeroed(buf.len(), zero.mem_align));
+            } else {
+                // Written: readers now find these bytes in the file. They only touch in-flight
+                // buffers under the tail lock, so once it is out of the list this Arc is the
+                // last one.
+                lock_tail(&tail)
+                    .inflight
+                    .retain(|f| !Arc::ptr_eq(&f.buf, &buf));
+                if let Ok(buf) = Arc::try_unwrap(buf) {
+                    // The appender may be waiting for it; hand it back before the sync.
+                    let _ = spare.send(buf);
+                }
+            }
+        }
+        if failed {
+            zero.file = None;
+            let mut st = progress.lock();
+            st.inflight -= 1;
+            drop(st);
+            progress.notify();
+            continue;
         }
         if result.is_ok() && job.seals {
             result = job.file.set_len(job.offset + job.len as u64);
@@ -541,15 +563,15 @@ impl WriteBuffer {
         })
     }
 
+    /// Sends a job. On a poisoned store the job is still sent, so that the flush thread hands
+    /// its buffer back (it writes nothing after a failure), and the failure is returned.
     fn send(&mut self, job: Job) -> Result<()> {
         let tx = self.job_tx.as_ref().ok_or(Error::Poisoned)?;
-        {
+        let failure = {
             let mut st = self.progress.lock();
-            if let Some(f) = st.failure {
-                return Err(f.to_error());
-            }
             st.inflight += 1;
-        }
+            st.failure
+        };
         let sync = job.sync;
         if tx.send(job).is_err() {
             self.progress.lock().inflight -= 1;
@@ -558,7 +580,15 @@ impl WriteBuffer {
         if sync {
             self.syncs_sent += 1;
         }
-        Ok(())
+        match failure {
+            Some(f) => Err(f.to_error()),
+            None => Ok(()),
+        }
+    }
+
+    /// The failure that poisoned the store, as the error to return to a writer.
+    pub fn failure(&self) -> Option<Error> {
+        self.progress.lock().failure.map(FailureKind::to_error)
     }
 
     /// The number of synced jobs sent so far: once [`ProgressState::syncs_done`] reaches it,

@@ -468,8 +468,8 @@ impl Inner {
         Ok(Some((new, len)))
     }
 
-    /// The smallest sequence number of a put in any file but `except`, or of a write not yet
-    /// applied.
+    /// The smallest sequence number of a put in any file but `except`, of a write not yet
+    /// applied, or of a blob put that failed (its file may linger).
     fn oldest_put_except(&self, except: u64) -> u64 {
         // Under the append lock, so that no segment is sealed between the two looks.
         let app = self.lock_appender();
@@ -485,7 +485,8 @@ impl Inner {
             .unwrap_or(u64::MAX);
         drop(app);
         let pending = self.pending.min_seq().unwrap_or(u64::MAX);
-        active.min(files).min(pending)
+        let abandoned = self.abandoned_blob_seq.load(Ordering::Relaxed);
+        active.min(files).min(pending).min(abandoned)
     }
 
     /// Removes file `id` durably (unlink, then directory fsync), then forgets it. Readers that
@@ -494,7 +495,7 @@ impl Inner {
         let path = handle.file.path().to_path_buf();
         // Forgotten only once the removal is durable: until then the file still counts for the
         // tombstone rule (`oldest_put_except`), since a crash could bring it back.
-        file::remove_durably(&self.dir, &path)?;
+        file::remove_durably(&self.profile, &self.dir, &path)?;
         self.segments
             .write()
             .unwrap_or_else(|p| p.into_inner())

@@ -1,0 +1,1099 @@
+//! A simulated file system for tests: in memory, it models what a power loss keeps, injects I/O
+//! errors, and checks the alignment of direct I/O. It implements the storage seam
+//! ([`Storage`]), so a [`Store`](crate::Store) runs on it unchanged
+//! (`Store::open_with_storage`).
+//!
+//! # The model of a crash (conservative ext4)
+//!
+//! * **File data.** Each file (inode) has its *durable* content, as of its last fdatasync, and
+//!   the writes and truncations made since (*pending*), in order. Readers see the *live* content:
+//!   the durable content with every pending operation applied. fdatasync makes the live content
+//!   durable.
+//! * **Directory entries.** Creations, removals and renames are pending until an fsync of their
+//!   directory; an fdatasync of a file does not make its name durable. A file whose creation is
+//!   lost is lost with its content, synced or not; a file whose removal is lost comes back with
+//!   its durable content (and whatever of its pending writes survived).
+//! * **A crash** is chosen by the test: after the Nth mutating operation ([`CrashOn::Mutation`]:
+//!   write, set_len, fdatasync, create, remove, rename, directory fsync) or the Nth sync
+//!   ([`CrashOn::Sync`]). From then on the simulation is frozen: every call fails with EIO and
+//!   changes nothing. [`Sim::after_crash`] then builds the surviving file system, on which a new
+//!   store is opened, from the durable state and the pending operations (all of them, files and
+//!   directories, in the one order they were issued) according to a [`Survival`] mode.
+//! * **A failed fdatasync** (an injected fault) loses the file's pending writes or not, at
+//!   random, sector by sector (the kernel may have dropped the dirty pages): the store must not
+//!   trust anything it wrote since its last successful sync of that file.
+//!
+//! # Direct I/O
+//!
+//! A file opened with O_DIRECT accepts only writes whose offset and length are multiples of the
+//! write block size and reads whose offset and length are multiples of the direct-I/O alignment,
+//! from buffers aligned to the memory alignment. A violation fails the call with EINVAL, as the
+//! kernel would, and is recorded: [`Sim::violations`] must be empty at the end of every test.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fmt;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use super::storage::{DirectProbe, LockGuard, OpenMode, Storage, StorageFile};
+
+/// Sector size of the simulated device: the granularity of torn and partly kept writes.
+pub const SECTOR: usize = 512;
+
+/// The kinds of calls through the seam, for counting, crashes and faults.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum OpKind {
+    /// open of an existing file.
+    Open,
+    /// creation of a new file.
+    Create,
+    /// pread.
+    Read,
+    /// pwrite.
+    Write,
+    /// fdatasync.
+    Sync,
+    /// ftruncate.
+    SetLen,
+    /// fstat.
+    Len,
+    /// unlink.
+    Remove,
+    /// rename.
+    Rename,
+    /// fsync of a directory.
+    SyncDir,
+    /// listing of a directory.
+    List,
+    /// the directory lock.
+    Lock,
+    /// the direct-I/O probe.
+    Probe,
+    /// mkdir -p.
+    CreateDir,
+}
+
+impl OpKind {
+    /// Whether the call changes the file system.
+    pub fn mutates(self) -> bool {
+        matches!(
+            self,
+            OpKind::Create
+                | OpKind::Write
+                | OpKind::Sync
+                | OpKind::SetLen
+                | OpKind::Remove
+                | OpKind::Rename
+                | OpKind::SyncDir
+        )
+    }
+}
+
+/// Which calls count towards a crash point.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CrashOn {
+    /// Every call that changes the file system.
+    Mutation,
+    /// fdatasync and directory fsync only.
+    Sync,
+}
+
+/// What survives a crash of the pending (unsynced) operations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Survival {
+    /// Nothing: only what was synced.
+    DropAll,
+    /// The first k pending operations, in issue order (k random, 0 to all).
+    Prefix,
+    /// Every pending operation, but the last write is torn: only a random prefix of its
+    /// sectors (a multiple of `tear_align` bytes, 512 or 4096) reaches the disk.
+    TearLast {
+        /// Granularity of the tear.
+        tear_align: usize,
+    },
+    /// Each sector of each pending write, and each pending truncation and directory operation,
+    /// survives or not at random, independently: the device reorders freely.
+    RandomSectors,
+}
+
+impl Survival {
+    /// Every mode, for tests that pick one.
+    pub const ALL: [Survival; 5] = [
+        Survival::DropAll,
+        Survival::Prefix,
+        Survival::TearLast { tear_align: 512 },
+        Survival::TearLast { tear_align: 4096 },
+        Survival::RandomSectors,
+    ];
+}
+
+/// The error an injected fault returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum FaultError {
+    /// EIO.
+    Eio,
+    /// ENOSPC.
+    Enospc,
+    /// A short transfer: a read or write moves only part of its bytes (aligned to the direct
+    /// I/O block where that applies) and succeeds. Other calls are not affected.
+    Short,
+}
+
+/// One injected fault: the `nth` call (counting from 0) of kind `kind` fails with `error`;
+/// with `sticky`, every later call of that kind too, until [`Sim::clear_faults`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fault {
+    /// The kind of call.
+    pub kind: OpKind,
+    /// Which one.
+    pub nth: u64,
+    /// What it returns.
+    pub error: FaultError,
+    /// And all later ones.
+    pub sticky: bool,
+}
+
+/// Shape of the simulated device and file system.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SimConfig {
+    /// O_DIRECT works.
+    pub direct: bool,
+    /// Direct-I/O offset and length alignment (statx DIOALIGN).
+    pub dio_align: u32,
+    /// File system block size.
+    pub fs_block: u32,
+    /// Direct-I/O memory alignment.
+    pub mem_align: u32,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig {
+            direct: true,
+            dio_align: 512,
+            fs_block: 4096,
+            mem_align: 512,
+        }
+    }
+}
+
+/// A small deterministic generator (xorshift64*), so that a crash is reproducible from a seed.
+#[derive(Debug, Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    /// A generator from `seed` (any value).
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+    /// The next value.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    /// Uniform in `0..n` (n > 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n
+    }
+    /// A fair coin.
+    pub fn coin(&mut self) -> bool {
+        self.next_u64() & (1 << 40) != 0
+    }
+}
+
+#[derive(Debug, Clone)]
+enum FileOp {
+    Write { offset: u64, data: Vec<u8> },
+    SetLen(u64),
+}
+
+#[derive(Debug, Clone)]
+enum DirOp {
+    Create(PathBuf, usize),
+    Remove(PathBuf),
+    Rename(PathBuf, PathBuf),
+}
+
+#[derive(Debug, Clone, Default)]
+struct Inode {
+    durable: Vec<u8>,
+    live: Vec<u8>,
+    /// Operations since the last fdatasync, with their global issue numbers.
+    pending: Vec<(u64, FileOp)>,
+}
+
+/// Counters of a simulation, for reports.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SimStats {
+    /// Calls made, by kind.
+    pub calls: BTreeMap<OpKind, u64>,
+    /// Faults that fired, by kind of call and error.
+    pub faults: BTreeMap<(OpKind, FaultError), u64>,
+    /// Whether the crash point was reached.
+    pub crashed: bool,
+    /// Every fault that fired, in order: kind of call, error, name of the file (for calls on
+    /// an open file or a path).
+    pub fired_at: Vec<(OpKind, FaultError, Option<String>)>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    config: Option<SimConfig>,
+    inodes: Vec<Inode>,
+    durable_dir: BTreeMap<PathBuf, usize>,
+    live_dir: BTreeMap<PathBuf, usize>,
+    pending_dir: Vec<(u64, DirOp)>,
+    dirs: BTreeSet<PathBuf>,
+    locks: BTreeSet<PathBuf>,
+    /// Issue number of the next pending operation.
+    next_issue: u64,
+    counts: HashMap<OpKind, u64>,
+    crash: Option<(CrashOn, u64)>,
+    /// Calls that counted towards the crash point so far.
+    crash_count: u64,
+    crashed: bool,
+    faults: Vec<Fault>,
+    fired: BTreeMap<(OpKind, FaultError), u64>,
+    /// Where each fault fired: the kind of call and the file's name (when on a file).
+    fired_at: Vec<(OpKind, FaultError, Option<String>)>,
+    violations: Vec<String>,
+    /// Random source for failed syncs.
+    rng: Option<Rng>,
+}
+
+/// What the checks before a call decided.
+enum Gate {
+    Go,
+    Fail(io::Error),
+    Short,
+}
+
+fn errno(e: rustix::io::Errno) -> io::Error {
+    io::Error::from_raw_os_error(e.raw_os_error())
+}
+
+fn powered_off() -> io::Error {
+    io::Error::other("simulated power loss: the machine is off")
+}
+
+impl State {
+    fn config(&self) -> SimConfig {
+        self.config.expect("configured")
+    }
+
+    fn block(&self) -> u64 {
+        let c = self.config();
+        super::storage::probe_block(c.dio_align, c.fs_block) as u64
+    }
+
+    /// Counts a call and decides whether it runs, fails or is short.
+    fn gate(&mut self, kind: OpKind, at: Option<&Path>) -> Gate {
+        if self.crashed {
+            return Gate::Fail(powered_off());
+        }
+        let counts_for_crash = match self.crash {
+            Some((CrashOn::Mutation, _)) => kind.mutates(),
+            Some((CrashOn::Sync, _)) => matches!(kind, OpKind::Sync | OpKind::SyncDir),
+            None => false,
+        };
+        if counts_for_crash {
+            if self.crash.is_some_and(|(_, n)| self.crash_count >= n) {
+                self.crashed = true;
+                return Gate::Fail(powered_off());
+            }
+            self.crash_count += 1;
+        }
+        let n = self.counts.entry(kind).or_insert(0);
+        let nth = *n;
+        *n += 1;
+        let fault = self
+            .faults
+            .iter()
+            .find(|f| f.kind == kind && (f.nth == nth || (f.sticky && nth > f.nth)))
+            .copied();
+        match fault {
+            None => Gate::Go,
+            Some(f) => {
+                let name = at.and_then(|p| p.file_name()?.to_str().map(str::to_string));
+                self.fired_at.push((kind, f.error, name));
+                self.fault_gate(kind, f)
+            }
+        }
+    }
+
+    fn fault_gate(&mut self, kind: OpKind, f: Fault) -> Gate {
+        match f.error {
+            FaultError::Eio => {
+                *self.fired.entry((kind, f.error)).or_default() += 1;
+                Gate::Fail(errno(rustix::io::Errno::IO))
+            }
+            FaultError::Enospc => {
+                *self.fired.entry((kind, f.error)).or_default() += 1;
+                Gate::Fail(errno(rustix::io::Errno::NOSPC))
+            }
+            // Counted where it applies.
+            FaultError::Short => Gate::Short,
+        }
+    }
+
+    fn issue(&mut self) -> u64 {
+        self.next_issue += 1;
+        self.next_issue
+    }
+
+    fn violation(&mut self, what: String) -> io::Error {
+        self.violations.push(what);
+        errno(rustix::io::Errno::INVAL)
+    }
+
+    fn check_parent(&self, path: &Path) -> io::Result<()> {
+        match path.parent() {
+            Some(p) if self.dirs.contains(p) => Ok(()),
+            _ => Err(errno(rustix::io::Errno::NOENT)),
+        }
+    }
+
+    fn write(&mut self, f: &SimFile, buf: &[u8], offset: u64) -> io::Result<usize> {
+        let (ino, direct) = (f.ino, f.direct);
+        let gate = self.gate(OpKind::Write, Some(&f.path));
+        if let Gate::Fail(e) = gate {
+            return Err(e);
+        }
+        let block = self.block();
+        let mem = self.config().mem_align as usize;
+        if direct
+            && (!offset.is_multiple_of(block)
+                || !(buf.len() as u64).is_multiple_of(block)
+                || !(buf.as_ptr() as usize).is_multiple_of(mem))
+        {
+            return Err(self.violation(format!(
+                "unaligned direct write: offset {offset}, length {}, address {:#x} (block {block}, memory {mem})",
+                buf.len(),
+                buf.as_ptr() as usize
+            )));
+        }
+        let mut n = buf.len();
+        if let Gate::Short = gate {
+            let unit = if direct { block as usize } else { 1 };
+            let short = (n / 2) / unit * unit;
+            if short > 0 {
+                *self
+                    .fired
+                    .entry((OpKind::Write, FaultError::Short))
+                    .or_default() += 1;
+                n = short;
+            }
+        }
+        let issue = self.issue();
+        let data = buf[..n].to_vec();
+        let inode = &mut self.inodes[ino];
+        apply_write(&mut inode.live, offset, &data);
+        inode.pending.push((issue, FileOp::Write { offset, data }));
+        Ok(n)
+    }
+
+    fn read(&mut self, f: &SimFile, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        let (ino, direct) = (f.ino, f.direct);
+        let gate = self.gate(OpKind::Read, Some(&f.path));
+        if let Gate::Fail(e) = gate {
+            return Err(e);
+        }
+        let c = self.config();
+        let align = c.dio_align as u64;
+        let mem = c.mem_align as usize;
+        if direct
+            && (!offset.is_multiple_of(align)
+                || !(buf.len() as u64).is_multiple_of(align)
+                || !(buf.as_ptr() as usize).is_multiple_of(mem))
+        {
+            return Err(self.violation(format!(
+                "unaligned direct read: offset {offset}, length {}, address {:#x} (alignment {align}, memory {mem})",
+                buf.len(),
+                buf.as_ptr() as usize
+            )));
+        }
+        let live = &self.inodes[ino].live;
+        let start = (offset as usize).min(live.len());
+        let mut n = (live.len() - start).min(buf.len());
+        if let Gate::Short = gate {
+            let unit = if direct { align as usize } else { 1 };
+            let short = (n / 2) / unit * unit;
+            if short > 0 {
+                *self
+                    .fired
+                    .entry((OpKind::Read, FaultError::Short))
+                    .or_default() += 1;
+                n = short;
+            }
+        }
+        buf[..n].copy_from_slice(&live[start..start + n]);
+        Ok(n)
+    }
+
+    fn sync(&mut self, f: &SimFile) -> io::Result<()> {
+        let ino = f.ino;
+        match self.gate(OpKind::Sync, Some(&f.path)) {
+            Gate::Fail(e) => {
+                if !self.crashed {
+                    // A failed fdatasync: the dirty data may or may not have been written,
+                    // and the kernel forgets it either way.
+                    let mut rng = self.rng.take().unwrap_or_else(|| Rng::new(7));
+                    let inode = &mut self.inodes[ino];
+                    let pending = std::mem::take(&mut inode.pending);
+                    let mut content = inode.durable.clone();
+                    for (_, op) in &pending {
+                        apply_partly(&mut content, op, Survival::RandomSectors, false, &mut rng);
+                    }
+                    inode.durable = content.clone();
+                    inode.live = content;
+                    self.rng = Some(rng);
+                }
+                Err(e)
+            }
+            Gate::Go | Gate::Short => {
+                let inode = &mut self.inodes[ino];
+                inode.durable = inode.live.clone();
+                inode.pending.clear();
+                Ok(())
+            }
+        }
+    }
+}
+
+fn apply_write(content: &mut Vec<u8>, offset: u64, data: &[u8]) {
+    let end = offset as usize + data.len();
+    if content.len() < end {
+        content.resize(end, 0);
+    }
+    content[offset as usize..end].copy_from_slice(data);
+}
+
+/// Applies what survives of `op` to `content`. `last_write` marks the write that
+/// [`Survival::TearLast`] tears.
+fn apply_partly(
+    content: &mut Vec<u8>,
+    op: &FileOp,
+    mode: Survival,
+    last_write: bool,
+    rng: &mut Rng,
+) {
+    match op {
+        FileOp::SetLen(len) => {
+            if mode != Survival::RandomSectors || rng.coin() {
+                content.resize(*len as usize, 0);
+            }
+        }
+        FileOp::Write { offset, data } => match mode {
+            Survival::TearLast { tear_align } if last_write => {
+                let units = data.len() / tear_align;
+                // Strictly less than the whole write (when it has more than one unit).
+                let keep = if units == 0 {
+                    0
+                } else {
+                    rng.below(units as u64) as usize * tear_align
+                };
+                if keep > 0 {
+                    apply_write(content, *offset, &data[..keep]);
+                }
+            }
+            Survival::RandomSectors => {
+                for (i, sector) in data.chunks(SECTOR).enumerate() {
+                    if rng.coin() {
+                        let at = *offset + (i * SECTOR) as u64;
+                        // A sector past the end of the file extends it; the hole reads zero.
+                        apply_write(content, at, sector);
+                    }
+                }
+            }
+            _ => apply_write(content, *offset, data),
+        },
+    }
+}
+
+/// The simulated file system: shared by the stores opened on it and their files.
+#[derive(Clone, Default)]
+pub struct Sim {
+    state: Arc<Mutex<State>>,
+}
+
+impl fmt::Debug for Sim {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Sim").finish_non_exhaustive()
+    }
+}
+
+impl Sim {
+    /// An empty file system.
+    pub fn new(config: SimConfig) -> Sim {
+        let sim = Sim::default();
+        sim.lock().config = Some(config);
+        sim
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Crashes at the `n`th (from 0) call of the kinds `on` names: it and every later call fail.
+    pub fn crash_at(&self, on: CrashOn, n: u64) {
+        let mut s = self.lock();
+        s.crash = Some((on, n));
+        s.crash_count = 0;
+    }
+
+    /// Crashes now.
+    pub fn crash_now(&self) {
+        self.lock().crashed = true;
+    }
+
+    /// Whether the crash point was reached.
+    pub fn crashed(&self) -> bool {
+        self.lock().crashed
+    }
+
+    /// Adds a fault.
+    pub fn inject(&self, fault: Fault) {
+        self.lock().faults.push(fault);
+    }
+
+    /// Removes every fault ("the space was freed", "the cable was reseated").
+    pub fn clear_faults(&self) {
+        self.lock().faults.clear();
+    }
+
+    /// Seeds the random choices of failed syncs.
+    pub fn seed(&self, seed: u64) {
+        self.lock().rng = Some(Rng::new(seed));
+    }
+
+    /// Alignment violations of direct I/O seen so far.
+    pub fn violations(&self) -> Vec<String> {
+        self.lock().violations.clone()
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> SimStats {
+        let s = self.lock();
+        SimStats {
+            calls: s.counts.iter().map(|(k, v)| (*k, *v)).collect(),
+            faults: s.fired.clone(),
+            crashed: s.crashed,
+            fired_at: s.fired_at.clone(),
+        }
+    }
+
+    /// Live content of the file at `path`, if it exists (for tests that damage or inspect).
+    pub fn file_names(&self, dir: &Path) -> Vec<String> {
+        let s = self.lock();
+        s.live_dir
+            .keys()
+            .filter(|p| p.parent() == Some(dir))
+            .filter_map(|p| p.file_name()?.to_str().map(str::to_string))
+            .collect()
+    }
+
+    /// The file system that a power loss now leaves: a new simulation holding only what
+    /// survives under `mode` (random choices from `seed`), with nothing pending, no lock held,
+    /// no crash point and no faults. Works whether or not the crash point was reached; this
+    /// simulation is left as it is.
+    pub fn after_crash(&self, mode: Survival, seed: u64) -> Sim {
+        let s = self.lock();
+        let mut rng = Rng::new(seed);
+        // Every pending operation, in issue order.
+        enum Item<'a> {
+            File(usize, &'a FileOp),
+            Dir(&'a DirOp),
+        }
+        let mut items: Vec<(u64, Item<'_>)> = Vec::new();
+        for (ino, inode) in s.inodes.iter().enumerate() {
+            items.extend(
+                inode
+                    .pending
+                    .iter()
+                    .map(|(i, op)| (*i, Item::File(ino, op))),
+            );
+        }
+        items.extend(s.pending_dir.iter().map(|(i, op)| (*i, Item::Dir(op))));
+        items.sort_by_key(|(i, _)| *i);
+        let keep_upto = match mode {
+            Survival::Prefix => rng.below(items.len() as u64 + 1) as usize,
+            Survival::DropAll => 0,
+            _ => items.len(),
+        };
+        let last_write = items
+            .iter()
+            .rposition(|(_, it)| matches!(it, Item::File(_, FileOp::Write { .. })));
+        let mut contents: Vec<Vec<u8>> = s.inodes.iter().map(|i| i.durable.clone()).collect();
+        let mut dir = s.durable_dir.clone();
+        for (pos, (_, item)) in items.iter().enumerate().take(keep_upto) {
+            match item {
+                Item::File(ino, op) => apply_partly(
+                    &mut contents[*ino],
+                    op,
+                    mode,
+                    Some(pos) == last_write,
+                    &mut rng,
+                ),
+                Item::Dir(op) => {
+                    if mode == Survival::RandomSectors && !rng.coin() {
+                        continue;
+                    }
+                    match op {
+                        DirOp::Create(path, ino) => {
+                            dir.insert(path.clone(), *ino);
+                        }
+                        DirOp::Remove(path) => {
+                            dir.remove(path);
+                        }
+                        DirOp::Rename(from, to) => {
+                            if let Some(ino) = dir.remove(from) {
+                                dir.insert(to.clone(), ino);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        let inodes = contents
+            .into_iter()
+            .map(|c| Inode {
+                durable: c.clone(),
+                live: c,
+                pending: Vec::new(),
+            })
+            .collect();
+        let state = State {
+            config: s.config,
+            inodes,
+            live_dir: dir.clone(),
+            durable_dir: dir,
+            dirs: s.dirs.clone(),
+            ..State::default()
+        };
+        Sim {
+            state: Arc::new(Mutex::new(state)),
+        }
+    }
+
+    /// The file system that a kill of the process (not of the machine) now leaves: everything
+    /// as it is, unsynced writes still pending (in the page cache), no lock held, no crash point
+    /// and no faults.
+    pub fn after_process_kill(&self) -> Sim {
+        let s = self.lock();
+        let state = State {
+            config: s.config,
+            inodes: s.inodes.clone(),
+            durable_dir: s.durable_dir.clone(),
+            live_dir: s.live_dir.clone(),
+            pending_dir: s.pending_dir.clone(),
+            dirs: s.dirs.clone(),
+            next_issue: s.next_issue,
+            ..State::default()
+        };
+        Sim {
+            state: Arc::new(Mutex::new(state)),
+        }
+    }
+
+    fn new_file(&self, path: &Path, direct: bool) -> io::Result<Box<dyn StorageFile>> {
+        let mut s = self.lock();
+        if let Gate::Fail(e) = s.gate(OpKind::Create, Some(path)) {
+            return Err(e);
+        }
+        s.check_parent(path)?;
+        if s.live_dir.contains_key(path) {
+            return Err(errno(rustix::io::Errno::EXIST));
+        }
+        let ino = s.inodes.len();
+        s.inodes.push(Inode::default());
+        s.live_dir.insert(path.to_path_buf(), ino);
+        let issue = s.issue();
+        s.pending_dir
+            .push((issue, DirOp::Create(path.to_path_buf(), ino)));
+        Ok(Box::new(SimFile {
+            sim: self.clone(),
+            path: path.to_path_buf(),
+            ino,
+            direct,
+        }))
+    }
+}
+
+impl Storage for Sim {
+    fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
+        let mut s = self.lock();
+        if let Gate::Fail(e) = s.gate(OpKind::CreateDir, None) {
+            return Err(e);
+        }
+        for a in dir.ancestors() {
+            s.dirs.insert(a.to_path_buf());
+        }
+        Ok(())
+    }
+
+    fn open(&self, path: &Path, mode: OpenMode, direct: bool) -> io::Result<Box<dyn StorageFile>> {
+        if mode == OpenMode::CreateNew {
+            return self.new_file(path, direct);
+        }
+        let mut s = self.lock();
+        if let Gate::Fail(e) = s.gate(OpKind::Open, Some(path)) {
+            return Err(e);
+        }
+        let ino = *s
+            .live_dir
+            .get(path)
+            .ok_or_else(|| errno(rustix::io::Errno::NOENT))?;
+        Ok(Box::new(SimFile {
+            sim: self.clone(),
+            path: path.to_path_buf(),
+            ino,
+            direct,
+        }))
+    }
+
+    fn remove_file(&self, path: &Path) -> io::Result<()> {
+        let mut s = self.lock();
+        if let Gate::Fail(e) = s.gate(OpKind::Remove, Some(path)) {
+            return Err(e);
+        }
+        s.live_dir
+            .remove(path)
+            .ok_or_else(|| errno(rustix::io::Errno::NOENT))?;
+        let issue = s.issue();
+        s.pending_dir
+            .push((issue, DirOp::Remove(path.to_path_buf())));
+        Ok(())
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        let mut s = self.lock();
+        if let Gate::Fail(e) = s.gate(OpKind::Rename, Some(from)) {
+            return Err(e);
+        }
+        s.check_parent(to)?;
+        let ino = s
+            .live_dir
+            .remove(from)
+            .ok_or_else(|| errno(rustix::io::Errno::NOENT))?;
+        s.live_dir.insert(to.to_path_buf(), ino);
+        let issue = s.issue();
+        s.pending_dir
+            .push((issue, DirOp::Rename(from.to_path_buf(), to.to_path_buf())));
+        Ok(())
+    }
+
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        let mut s = self.lock();
+        if let Gate::Fail(e) = s.gate(OpKind::SyncDir, None) {
+            return Err(e);
+        }
+        if !s.dirs.contains(dir) {
+            return Err(errno(rustix::io::Errno::NOENT));
+        }
+        let pending = std::mem::take(&mut s.pending_dir);
+        let mut rest = Vec::new();
+        for (issue, op) in pending {
+            let in_dir = |p: &PathBuf| p.parent() == Some(dir);
+            match &op {
+                DirOp::Create(p, ino) if in_dir(p) => {
+                    s.durable_dir.insert(p.clone(), *ino);
+                }
+                DirOp::Remove(p) if in_dir(p) => {
+                    s.durable_dir.remove(p);
+                }
+                DirOp::Rename(from, to) if in_dir(from) && in_dir(to) => {
+                    if let Some(ino) = s.durable_dir.remove(from) {
+                        s.durable_dir.insert(to.clone(), ino);
+                    }
+                }
+                _ => rest.push((issue, op)),
+            }
+        }
+        s.pending_dir = rest;
+        Ok(())
+    }
+
+    fn list_dir(&self, dir: &Path) -> io::Result<Vec<String>> {
+        let mut s = self.lock();
+        if let Gate::Fail(e) = s.gate(OpKind::List, None) {
+            return Err(e);
+        }
+        if !s.dirs.contains(dir) {
+            return Err(errno(rustix::io::Errno::NOENT));
+        }
+        drop(s);
+        Ok(self.file_names(dir))
+    }
+
+    fn try_lock(&self, path: &Path) -> io::Result<Option<LockGuard>> {
+        let mut s = self.lock();
+        if let Gate::Fail(e) = s.gate(OpKind::Lock, None) {
+            return Err(e);
+        }
+        s.check_parent(path)?;
+        if !s.locks.insert(path.to_path_buf()) {
+            return Ok(None);
+        }
+        Ok(Some(Box::new(SimLock {
+            sim: self.clone(),
+            path: path.to_path_buf(),
+        })))
+    }
+
+    fn probe_direct(&self, dir: &Path, try_direct: bool) -> io::Result<DirectProbe> {
+        let mut s = self.lock();
+        if let Gate::Fail(e) = s.gate(OpKind::Probe, None) {
+            return Err(e);
+        }
+        if !s.dirs.contains(dir) {
+            return Err(errno(rustix::io::Errno::NOENT));
+        }
+        let c = s.config();
+        Ok(DirectProbe {
+            mem_align: c.mem_align,
+            offset_align: c.dio_align,
+            fs_block: c.fs_block,
+            direct_works: try_direct && c.direct,
+        })
+    }
+}
+
+struct SimLock {
+    sim: Sim,
+    path: PathBuf,
+}
+
+impl Drop for SimLock {
+    fn drop(&mut self) {
+        self.sim.lock().locks.remove(&self.path);
+    }
+}
+
+/// An open file of a [`Sim`].
+struct SimFile {
+    sim: Sim,
+    /// The path it was opened by (for reports).
+    path: PathBuf,
+    ino: usize,
+    direct: bool,
+}
+
+impl fmt::Debug for SimFile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SimFile")
+            .field("ino", &self.ino)
+            .field("direct", &self.direct)
+            .finish()
+    }
+}
+
+impl StorageFile for SimFile {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        self.sim.lock().read(self, buf, offset)
+    }
+
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<usize> {
+        self.sim.lock().write(self, buf, offset)
+    }
+
+    fn sync_data(&self) -> io::Result<()> {
+        self.sim.lock().sync(self)
+    }
+
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        let mut s = self.sim.lock();
+        if let Gate::Fail(e) = s.gate(OpKind::SetLen, Some(&self.path)) {
+            return Err(e);
+        }
+        let issue = s.issue();
+        let inode = &mut s.inodes[self.ino];
+        inode.live.resize(len as usize, 0);
+        inode.pending.push((issue, FileOp::SetLen(len)));
+        Ok(())
+    }
+
+    fn len(&self) -> io::Result<u64> {
+        let mut s = self.sim.lock();
+        if let Gate::Fail(e) = s.gate(OpKind::Len, Some(&self.path)) {
+            return Err(e);
+        }
+        Ok(s.inodes[self.ino].live.len() as u64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::aligned::AlignedBuf;
+
+    const DIR: &str = "/sim";
+
+    fn sim() -> Sim {
+        let sim = Sim::new(SimConfig::default());
+        sim.create_dir_all(Path::new(DIR)).unwrap();
+        sim
+    }
+
+    fn block(fill: u8) -> AlignedBuf {
+        let mut b = AlignedBuf::zeroed(4096, 4096);
+        b.fill(fill);
+        b
+    }
+
+    fn content(sim: &Sim, name: &str) -> Option<Vec<u8>> {
+        let f = sim
+            .open(&Path::new(DIR).join(name), OpenMode::Existing, false)
+            .ok()?;
+        let mut buf = vec![0u8; f.len().unwrap() as usize];
+        assert_eq!(f.read_at(&mut buf, 0).unwrap(), buf.len());
+        Some(buf)
+    }
+
+    #[test]
+    fn synced_data_and_names_survive_and_unsynced_do_not() {
+        let sim = sim();
+        let dir = Path::new(DIR);
+        let a = sim.open(&dir.join("a"), OpenMode::CreateNew, true).unwrap();
+        a.write_at(&block(1), 0).unwrap();
+        a.sync_data().unwrap();
+        // Synced data, but the name was never made durable: lost with the file.
+        assert_eq!(content(&sim.after_crash(Survival::DropAll, 1), "a"), None);
+        sim.sync_dir(dir).unwrap();
+        a.write_at(&block(2), 4096).unwrap();
+        let after = sim.after_crash(Survival::DropAll, 1);
+        assert_eq!(content(&after, "a").unwrap(), vec![1u8; 4096]);
+        // Everything pending kept: the live state.
+        let all = sim.after_crash(Survival::TearLast { tear_align: 4096 }, 1);
+        assert_eq!(
+            content(&all, "a").unwrap().len(),
+            4096,
+            "the only pending write is torn"
+        );
+        // A removal is undone by a crash until the directory is synced.
+        sim.remove_file(&dir.join("a")).unwrap();
+        assert!(content(&sim, "a").is_none());
+        assert_eq!(
+            content(&sim.after_crash(Survival::DropAll, 1), "a").unwrap(),
+            vec![1u8; 4096]
+        );
+        sim.sync_dir(dir).unwrap();
+        assert_eq!(content(&sim.after_crash(Survival::DropAll, 1), "a"), None);
+    }
+
+    #[test]
+    fn rename_is_durable_after_the_directory_sync() {
+        let sim = sim();
+        let dir = Path::new(DIR);
+        let f = sim
+            .open(&dir.join("t"), OpenMode::CreateNew, false)
+            .unwrap();
+        f.write_at(b"x", 0).unwrap();
+        f.sync_data().unwrap();
+        sim.sync_dir(dir).unwrap();
+        sim.rename(&dir.join("t"), &dir.join("u")).unwrap();
+        let lost = sim.after_crash(Survival::DropAll, 1);
+        assert_eq!(content(&lost, "t").unwrap(), b"x");
+        assert_eq!(content(&lost, "u"), None);
+        sim.sync_dir(dir).unwrap();
+        let kept = sim.after_crash(Survival::DropAll, 1);
+        assert_eq!(content(&kept, "u").unwrap(), b"x");
+        assert_eq!(content(&kept, "t"), None);
+    }
+
+    #[test]
+    fn modes_keep_what_they_say() {
+        let sim = sim();
+        let dir = Path::new(DIR);
+        let f = sim.open(&dir.join("f"), OpenMode::CreateNew, true).unwrap();
+        sim.sync_dir(dir).unwrap();
+        for i in 0..4u8 {
+            f.write_at(&block(i + 1), i as u64 * 4096).unwrap();
+        }
+        let mut seen_prefixes = BTreeSet::new();
+        let mut seen_partial = false;
+        for seed in 0..64 {
+            // Prefix: whole writes, in order, and nothing after a missing one.
+            let c = content(&sim.after_crash(Survival::Prefix, seed), "f").unwrap();
+            assert!(c.len().is_multiple_of(4096));
+            for (i, b) in c.chunks(4096).enumerate() {
+                assert_eq!(b, &*block(i as u8 + 1));
+            }
+            seen_prefixes.insert(c.len());
+            // Torn: the first three whole, the fourth a 512-byte multiple short of whole.
+            let c = content(
+                &sim.after_crash(Survival::TearLast { tear_align: 512 }, seed),
+                "f",
+            )
+            .unwrap();
+            assert!(c.len() >= 3 * 4096 && c.len() < 4 * 4096 && c.len().is_multiple_of(512));
+            // Random sectors: each sector is either its data or zero.
+            let c = content(&sim.after_crash(Survival::RandomSectors, seed), "f").unwrap();
+            for (i, s) in c.chunks(SECTOR).enumerate() {
+                let want = (i * SECTOR / 4096) as u8 + 1;
+                assert!(s.iter().all(|&b| b == want) || s.iter().all(|&b| b == 0));
+                seen_partial |= s[0] == 0;
+            }
+        }
+        assert_eq!(seen_prefixes.len(), 5, "0 to 4 writes kept");
+        assert!(seen_partial);
+    }
+
+    #[test]
+    fn unaligned_direct_io_is_refused_and_recorded() {
+        let sim = sim();
+        let f = sim
+            .open(&Path::new(DIR).join("d"), OpenMode::CreateNew, true)
+            .unwrap();
+        let b = block(1);
+        assert!(f.write_at(&b[..4096], 512).is_err(), "offset");
+        assert!(f.write_at(&b[..512], 0).is_err(), "length below the block");
+        assert!(f.write_at(&b[1..4097 - 512], 0).is_err());
+        let mut r = AlignedBuf::zeroed(8192, 4096);
+        assert!(f.read_at(&mut r[1..513], 0).is_err(), "address");
+        assert_eq!(sim.violations().len(), 4);
+        f.write_at(&b, 0).unwrap();
+        assert_eq!(f.read_at(&mut r[..512], 512).unwrap(), 512);
+        assert_eq!(sim.violations().len(), 4);
+    }
+
+    #[test]
+    fn crash_point_freezes_and_faults_fire_once_or_stick() {
+        let sim = sim();
+        let f = sim
+            .open(&Path::new(DIR).join("f"), OpenMode::CreateNew, false)
+            .unwrap();
+        sim.inject(Fault {
+            kind: OpKind::Write,
+            nth: 1,
+            error: FaultError::Enospc,
+            sticky: false,
+        });
+        f.write_at(b"a", 0).unwrap();
+        let e = f.write_at(b"b", 1).unwrap_err();
+        assert_eq!(
+            e.raw_os_error(),
+            Some(rustix::io::Errno::NOSPC.raw_os_error())
+        );
+        f.write_at(b"c", 1).unwrap();
+        sim.inject(Fault {
+            kind: OpKind::Write,
+            nth: 3,
+            error: FaultError::Short,
+            sticky: true,
+        });
+        assert_eq!(f.write_at(b"dddd", 2).unwrap(), 2);
+        assert_eq!(f.write_at(b"eeee", 4).unwrap(), 2);
+        sim.clear_faults();
+        assert_eq!(f.write_at(b"ffff", 6).unwrap(), 4);
+        sim.crash_at(CrashOn::Sync, 1);
+        f.sync_data().unwrap();
+        assert!(f.sync_data().is_err());
+        assert!(sim.crashed());
+        assert!(f.write_at(b"g", 0).is_err());
+        let after = sim.after_crash(Survival::DropAll, 0);
+        assert_eq!(content(&after, "f"), None, "the name was never synced");
+    }
+}

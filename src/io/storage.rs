@@ -1,0 +1,240 @@
+//! The storage seam: every file-system call the store makes goes through [`Storage`] (directory
+//! level: open, create, remove, rename, list, directory fsync, the lock, the direct-I/O probe)
+//! and [`StorageFile`] (one open file: positional read and write, fdatasync, length, set_len).
+//!
+//! [`RealStorage`] is the operating system (std and rustix). Tests substitute an in-memory
+//! backend that simulates power loss and injects I/O errors (`crate::io::sim`). The seam
+//! speaks `io::Error`: the callers in `io::file` wrap errors into the store's [`Error`]
+//! (so that ENOSPC becomes [`Error::StorageFull`] whatever the backend).
+//!
+//! [`Error`]: crate::Error
+//! [`Error::StorageFull`]: crate::Error::StorageFull
+
+use std::any::Any;
+use std::fmt;
+use std::fs::{self, File, OpenOptions};
+use std::io;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::Path;
+
+use rustix::fs::{AtFlags, FlockOperation, OFlags, StatxFlags};
+
+use super::aligned::AlignedBuf;
+
+/// How [`Storage::open`] opens a file. Files are always opened for reading and writing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpenMode {
+    /// The file must exist.
+    Existing,
+    /// The file must not exist (O_CREAT | O_EXCL).
+    CreateNew,
+}
+
+/// What the direct-I/O probe found in a directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DirectProbe {
+    /// Required alignment of buffer addresses for O_DIRECT (0: not reported).
+    pub mem_align: u32,
+    /// Required alignment of offsets and lengths for O_DIRECT (0: not reported).
+    pub offset_align: u32,
+    /// File system block size.
+    pub fs_block: u32,
+    /// An aligned O_DIRECT write of `block` bytes worked (false when not tried).
+    pub direct_works: bool,
+}
+
+/// A held directory lock; released when dropped.
+pub type LockGuard = Box<dyn Any + Send + Sync>;
+
+/// Directory-level file-system operations. Paths are absolute or relative to the process's
+/// working directory, as the store was given them.
+pub trait Storage: Send + Sync + fmt::Debug {
+    /// `mkdir -p`.
+    fn create_dir_all(&self, dir: &Path) -> io::Result<()>;
+    /// Opens (or creates) a file for reading and writing, with O_DIRECT when `direct`.
+    fn open(&self, path: &Path, mode: OpenMode, direct: bool) -> io::Result<Box<dyn StorageFile>>;
+    /// Removes a directory entry (durable after [`Storage::sync_dir`]).
+    fn remove_file(&self, path: &Path) -> io::Result<()>;
+    /// Renames a file, replacing `to` (durable after [`Storage::sync_dir`]).
+    // Not called by the store yet (compaction will replace files by renaming them); the
+    // simulation implements and tests it.
+    #[allow(dead_code)]
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
+    /// fsync of a directory: makes the creations, removals and renames in it durable.
+    fn sync_dir(&self, dir: &Path) -> io::Result<()>;
+    /// The names of the entries of a directory (names that are not UTF-8 are left out).
+    fn list_dir(&self, dir: &Path) -> io::Result<Vec<String>>;
+    /// Tries to take an exclusive lock on `path` (created if missing) without blocking:
+    /// `Ok(None)` when another holder has it.
+    fn try_lock(&self, path: &Path) -> io::Result<Option<LockGuard>>;
+    /// Finds out the direct-I/O alignment in `dir`, and, when `try_direct`, whether an aligned
+    /// O_DIRECT write of `block(probe)` bytes works there. Leaves no file behind.
+    fn probe_direct(&self, dir: &Path, try_direct: bool) -> io::Result<DirectProbe>;
+}
+
+/// One open file. Every method is positional: the handle has no cursor, so it is shared between
+/// threads (`&self`).
+pub trait StorageFile: Send + Sync + fmt::Debug {
+    /// pread: reads up to `buf.len()` bytes at `offset`; fewer at the end of the file (0 past
+    /// it) or on a short read.
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize>;
+    /// pwrite: writes up to `buf.len()` bytes at `offset`, returns how many (a short write is
+    /// possible).
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<usize>;
+    /// fdatasync.
+    fn sync_data(&self) -> io::Result<()>;
+    /// ftruncate.
+    fn set_len(&self, len: u64) -> io::Result<()>;
+    /// The file's length (fstat).
+    fn len(&self) -> io::Result<u64>;
+}
+
+/// The block size the probe's direct write uses: the larger of the offset alignment and the
+/// file system block, at least 512 and at most 64 KiB, a power of two.
+pub fn probe_block(offset_align: u32, fs_block: u32) -> u32 {
+    offset_align
+        .max(fs_block)
+        .clamp(512, 65536)
+        .next_power_of_two()
+}
+
+/// The operating system's file system.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RealStorage;
+
+const PROBE_NAME: &str = ".podstore-probe";
+
+impl Storage for RealStorage {
+    fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
+        fs::create_dir_all(dir)
+    }
+
+    fn open(&self, path: &Path, mode: OpenMode, direct: bool) -> io::Result<Box<dyn StorageFile>> {
+        let mut o = OpenOptions::new();
+        o.read(true).write(true);
+        if direct {
+            o.custom_flags(OFlags::DIRECT.bits() as i32);
+        }
+        if mode == OpenMode::CreateNew {
+            o.create_new(true);
+        }
+        Ok(Box::new(RealFile(o.open(path)?)))
+    }
+
+    fn remove_file(&self, path: &Path) -> io::Result<()> {
+        fs::remove_file(path)
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        fs::rename(from, to)
+    }
+
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        File::open(dir)?.sync_all()
+    }
+
+    fn list_dir(&self, dir: &Path) -> io::Result<Vec<String>> {
+        let mut names = Vec::new();
+        for ent in fs::read_dir(dir)? {
+            if let Ok(name) = ent?.file_name().into_string() {
+                names.push(name);
+            }
+        }
+        Ok(names)
+    }
+
+    fn try_lock(&self, path: &Path) -> io::Result<Option<LockGuard>> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)?;
+        match rustix::fs::flock(&file, FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => Ok(Some(Box::new(file))),
+            Err(rustix::io::Errno::WOULDBLOCK) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    fn probe_direct(&self, dir: &Path, try_direct: bool) -> io::Result<DirectProbe> {
+        let path = dir.join(PROBE_NAME);
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)?;
+        let (mem_align, offset_align, fs_block) = dio_alignment(&file);
+        drop(file);
+        let direct_works =
+            try_direct && direct_write_works(&path, probe_block(offset_align, fs_block) as usize);
+        let _ = fs::remove_file(&path);
+        Ok(DirectProbe {
+            mem_align,
+            offset_align,
+            fs_block,
+            direct_works,
+        })
+    }
+}
+
+/// (memory alignment, offset alignment, file system block size) as statx reports them; zeroes
+/// where the kernel or file system does not say.
+fn dio_alignment(file: &File) -> (u32, u32, u32) {
+    match rustix::fs::statx(
+        file,
+        "",
+        AtFlags::EMPTY_PATH,
+        StatxFlags::DIOALIGN | StatxFlags::BASIC_STATS,
+    ) {
+        Ok(st) => {
+            let has_dio = StatxFlags::from_bits_retain(st.stx_mask).contains(StatxFlags::DIOALIGN);
+            let (mem, off) = if has_dio {
+                (st.stx_dio_mem_align, st.stx_dio_offset_align)
+            } else {
+                (0, 0)
+            };
+            (mem, off, st.stx_blksize)
+        }
+        Err(_) => (0, 0, 4096),
+    }
+}
+
+fn direct_write_works(path: &Path, block: usize) -> bool {
+    let Ok(file) = OpenOptions::new()
+        .write(true)
+        .custom_flags(OFlags::DIRECT.bits() as i32)
+        .open(path)
+    else {
+        return false;
+    };
+    let buf = AlignedBuf::zeroed(block, block.max(4096));
+    file.write_all_at(&buf, 0).is_ok()
+}
+
+/// A file of [`RealStorage`].
+#[derive(Debug)]
+struct RealFile(File);
+
+impl StorageFile for RealFile {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        self.0.read_at(buf, offset)
+    }
+
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<usize> {
+        self.0.write_at(buf, offset)
+    }
+
+    fn sync_data(&self) -> io::Result<()> {
+        self.0.sync_data()
+    }
+
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        self.0.set_len(len)
+    }
+
+    fn len(&self) -> io::Result<u64> {
+        self.0.metadata().map(|m| m.len())
+    }
+}

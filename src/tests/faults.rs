@@ -1,0 +1,455 @@
+//! I/O errors at every I/O site: a fixed workload runs once without faults to count its calls
+//! through the storage seam, by kind; then once per call of each kind, with that call failing
+//! (EIO, ENOSPC, or a short transfer for reads and writes).
+//!
+//! Every run checks: no panic (a panic fails the test); the failing operation returns a typed
+//! error (ENOSPC as `Error::StorageFull`, never `Corruption`); a short transfer is no error at
+//! all; after a failed write or sync of the log the store refuses writes until it is reopened;
+//! and after the fault is removed ("space freed"), a reopened store holds every acknowledged
+//! write intact, takes new writes, and still does after a power loss that drops everything
+//! unsynced.
+
+use std::collections::BTreeMap;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use super::{KEYS, LARGE, Seen, key, new_sim, observe, observe_typed, open, options, value};
+use crate::io::sim::{Fault, FaultError, OpKind, Sim, SimConfig, Survival};
+use crate::{Batch, Durability, Error, Store};
+
+/// A write of the workload and what became of it.
+#[derive(Debug, Clone)]
+struct Write {
+    /// (key, Some((version, len)) | None for a delete).
+    ops: Vec<(u8, Option<(u32, usize)>)>,
+    acked: bool,
+}
+
+/// The writes made so far, in order.
+#[derive(Debug, Default)]
+struct Log {
+    writes: Vec<Write>,
+    version: u32,
+}
+
+impl Log {
+    fn version(&mut self) -> u32 {
+        self.version += 1;
+        self.version
+    }
+
+    /// Checks what the store holds: per key, the value of the last acknowledged write of it, or
+    /// of a failed (unacknowledged) write after that one; a failed batch is all there or not.
+    fn check(&self, seen: &BTreeMap<u8, Seen>) -> Result<(), String> {
+        for k in 0..KEYS {
+            let mut allowed: Vec<Option<Seen>> = vec![None];
+            for w in &self.writes {
+                for &(wk, cell) in &w.ops {
+                    if wk != k {
+                        continue;
+                    }
+                    let s = cell.map(Seen::of);
+                    if w.acked {
+                        allowed = vec![s];
+                    } else {
+                        allowed.push(s);
+                    }
+                }
+            }
+            let got = seen.get(&k).cloned();
+            if !allowed.contains(&got) {
+                return Err(format!(
+                    "key {k}: holds {got:?}, allowed {allowed:?}; writes {:?}",
+                    self.writes
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// How a workload step ended.
+enum Step {
+    Ok,
+    /// The operation failed with this error.
+    Failed(Error),
+}
+
+fn record(log: &mut Log, ops: Vec<(u8, Option<(u32, usize)>)>, r: crate::Result<()>) -> Step {
+    let acked = r.is_ok();
+    log.writes.push(Write { ops, acked });
+    match r {
+        Ok(()) => Step::Ok,
+        Err(e) => Step::Failed(e),
+    }
+}
+
+fn put(store: &Store, log: &mut Log, k: u8, len: usize) -> Step {
+    let v = log.version();
+    let r = store.put(&key(k), &value(v, len));
+    record(log, vec![(k, Some((v, len)))], r)
+}
+
+fn delete(store: &Store, log: &mut Log, k: u8) -> Step {
+    let r = store.delete(&key(k)).map(|_| ());
+    record(log, vec![(k, None)], r)
+}
+
+fn batch(store: &Store, log: &mut Log, items: &[(u8, Option<usize>)]) -> Step {
+    let mut b = Batch::new();
+    let mut ops = Vec::new();
+    for &(k, len) in items {
+        match len {
+            Some(len) => {
+                let v = log.version();
+                b.put(&key(k), &value(v, len));
+                ops.push((k, Some((v, len))));
+            }
+            None => {
+                b.delete(&key(k));
+                ops.push((k, None));
+            }
+        }
+    }
+    let r = store.write(&b);
+    record(log, ops, r)
+}
+
+/// The workload: small and large puts, overwrites, deletes, a batch larger than a write buffer
+/// (a hand-off without sync, then one with), a blob file, a segment rollover, a flush, a clean
+/// reopen, and reads of everything. Stops at the first failed step and returns its error with
+/// the store (if one is open). Wrong data read back fails the test at once.
+fn workload(sim: &Sim, log: &mut Log) -> (Option<Error>, Option<Store>) {
+    let opts = options(Durability::Sync);
+    let mut store = match open(sim, opts.clone()) {
+        Ok(s) => s,
+        Err(e) => return (Some(e), None),
+    };
+    type StepFn = fn(&Store, &mut Log) -> Step;
+    let steps: &[StepFn] = &[
+        |s, l| put(s, l, 0, 100),
+        |s, l| put(s, l, 1, 5000),
+        |s, l| batch(s, l, &[(2, Some(40_000)), (3, Some(40_000)), (0, None)]),
+        |s, l| put(s, l, 4, LARGE + 9000),
+        |s, l| delete(s, l, 1),
+        |s, l| put(s, l, 5, 3),
+        |s, l| put(s, l, 4, 700),
+        // 950 KB in one batch: fills the 1 MiB segment, so the next write rolls over.
+        |s, l| batch(s, l, &[(6, Some(500_000)), (7, Some(450_000))]),
+        |s, l| put(s, l, 2, 20_000),
+        |s, l| put(s, l, 3, LARGE),
+        |s, _| match s.flush() {
+            Ok(()) => Step::Ok,
+            Err(e) => Step::Failed(e),
+        },
+    ];
+    for (i, step) in steps.iter().enumerate() {
+        if let Step::Failed(e) = step(&store, log) {
+            return (Some(e), Some(store));
+        }
+        if i == 5 {
+            // A clean reopen halfway: close seals, open reads footers.
+            if let Err(e) = store.close() {
+                return (Some(e), None);
+            }
+            store = match open(sim, opts.clone()) {
+                Ok(s) => s,
+                Err(e) => return (Some(e), None),
+            };
+        }
+    }
+    match observe_typed(&store) {
+        Err(e) => return (Some(e), Some(store)),
+        Ok(Err(wrong)) => panic!("the store read back wrong data: {wrong}"),
+        Ok(Ok(seen)) => {
+            if let Err(e) = log.check(&seen) {
+                panic!("the store answers wrong while running: {e}");
+            }
+        }
+    }
+    (store.close().err(), None)
+}
+
+/// Counters over all runs, for the summary line.
+#[derive(Debug, Default)]
+struct Totals {
+    runs: u64,
+    fired: BTreeMap<(OpKind, FaultError), u64>,
+    errors: BTreeMap<String, u64>,
+    refused_after: u64,
+}
+
+/// Runs `f` on another thread and fails if it does not finish within a minute (a deadlock).
+fn within_a_minute<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    match rx.recv_timeout(Duration::from_secs(60)) {
+        Ok(v) => v,
+        Err(mpsc::RecvTimeoutError::Timeout) => panic!("{what}: no answer in 60 s (deadlock)"),
+        Err(mpsc::RecvTimeoutError::Disconnected) => panic!("{what}: panicked"),
+    }
+}
+
+/// Whether a fault fired on a write or sync of a log segment: then the store must be poisoned.
+fn hit_the_log(fired: &[(OpKind, FaultError, Option<String>)]) -> bool {
+    fired.iter().any(|(kind, error, name)| {
+        matches!(kind, OpKind::Write | OpKind::Sync | OpKind::SetLen)
+            && *error != FaultError::Short
+            && name.as_deref().is_some_and(|n| n.starts_with("seg-"))
+    })
+}
+
+/// One run with `fault`.
+fn run_with(config: SimConfig, fault: Fault, totals: &mut Totals) {
+    let sim = new_sim(config);
+    sim.seed(fault.nth ^ ((fault.kind as u64) << 20));
+    sim.inject(fault);
+    let what = format!("{fault:?}");
+    let (log, err, refused) = {
+        let sim = sim.clone();
+        within_a_minute(&what.clone(), move || {
+            let mut log = Log::default();
+            let (err, store) = workload(&sim, &mut log);
+            // After a failure, the same store: does it still take writes?
+            let refused = store.map(|store| {
+                let mut results = Vec::new();
+                for _ in 0..2 {
+                    let v = log.version();
+                    let r = store.put(&key(5), &value(v, 10));
+                    log.writes.push(Write {
+                        ops: vec![(5, Some((v, 10)))],
+                        acked: r.is_ok(),
+                    });
+                    results.push(r.err());
+                }
+                let second = results.pop().expect("two");
+                (results.pop().expect("two"), second)
+            });
+            (log, err, refused)
+        })
+    };
+    let stats = sim.stats();
+    totals.runs += 1;
+    for (k, n) in &stats.faults {
+        *totals.fired.entry(*k).or_default() += n;
+    }
+    if let Some(e) = &err {
+        *totals.errors.entry(error_kind(e)).or_default() += 1;
+        assert!(
+            !stats.fired_at.is_empty(),
+            "{what}: the workload failed without a fault firing: {e}"
+        );
+        assert!(
+            !e.is_corruption(),
+            "{what}: an I/O error read as corruption: {e}"
+        );
+        match fault.error {
+            FaultError::Enospc => assert!(
+                matches!(e, Error::StorageFull { .. }),
+                "{what}: ENOSPC surfaced as {e:?}"
+            ),
+            FaultError::Eio => assert!(
+                matches!(e, Error::Io { .. } | Error::Poisoned),
+                "{what}: EIO surfaced as {e:?}"
+            ),
+            FaultError::Short => panic!("{what}: a short transfer failed the workload: {e}"),
+        }
+    }
+    if let Some((first, second)) = &refused {
+        if hit_the_log(&stats.fired_at) {
+            // The store is poisoned: both later writes fail, with the kind of the first failure.
+            for e in [first, second] {
+                let ok = matches!(
+                    (fault.error, e),
+                    (FaultError::Enospc, Some(Error::StorageFull { .. }))
+                        | (FaultError::Eio, Some(Error::Poisoned))
+                );
+                assert!(ok, "{what}: a write after a failed log write/sync: {e:?}");
+            }
+        }
+        if first.is_some() {
+            totals.refused_after += 1;
+        }
+    }
+    assert!(
+        sim.violations().is_empty(),
+        "{what}: {:?}",
+        sim.violations()
+    );
+
+    // Space freed: reopen, check, write, then lose power and check again.
+    sim.clear_faults();
+    let store = open(&sim, options(Durability::Sync))
+        .unwrap_or_else(|e| panic!("{what}: reopen after the fault: {e}"));
+    let seen = observe(&store).unwrap_or_else(|e| panic!("{what}: after reopen: {e}"));
+    log.check(&seen)
+        .unwrap_or_else(|e| panic!("{what}: after reopen: {e}"));
+    let mut log = log;
+    let v = log.version();
+    store
+        .put(&key(1), &value(v, 999))
+        .unwrap_or_else(|e| panic!("{what}: put after reopen: {e}"));
+    log.writes.push(Write {
+        ops: vec![(1, Some((v, 999)))],
+        acked: true,
+    });
+    drop(store);
+    let after_crash = sim.after_crash(Survival::DropAll, 1);
+    let store = open(&after_crash, options(Durability::Sync))
+        .unwrap_or_else(|e| panic!("{what}: open after power loss: {e}"));
+    let seen = observe(&store).unwrap_or_else(|e| panic!("{what}: after power loss: {e}"));
+    log.check(&seen)
+        .unwrap_or_else(|e| panic!("{what}: after power loss: {e}"));
+    assert!(after_crash.violations().is_empty());
+}
+
+fn error_kind(e: &Error) -> String {
+    match e {
+        Error::Io { op, .. } => format!("Io({op})"),
+        Error::StorageFull { .. } => "StorageFull".into(),
+        Error::Poisoned => "Poisoned".into(),
+        other => format!("{other:?}"),
+    }
+}
+
+/// Kinds of calls the workload makes, and how many of each, in a run without faults.
+fn fault_free_counts(config: SimConfig) -> BTreeMap<OpKind, u64> {
+    let sim = new_sim(config);
+    let mut log = Log::default();
+    if let (Some(e), _) = workload(&sim, &mut log) {
+        panic!("the workload fails without faults: {e}");
+    }
+    assert!(sim.violations().is_empty(), "{:?}", sim.violations());
+    sim.stats().calls
+}
+
+#[test]
+fn every_io_site_fails_in_turn_without_losing_acknowledged_data() {
+    let config = SimConfig::default();
+    let counts = fault_free_counts(config);
+    let mut totals = Totals::default();
+    for (&kind, &n) in &counts {
+        // A few more than the fault-free run made: the flush thread's zero-ahead makes the
+        // count vary slightly from run to run.
+        let n = n + 2;
+        // Reads are many (every get); a spread of them is enough.
+        let step = if kind == OpKind::Read {
+            (n / 60).max(1)
+        } else {
+            1
+        };
+        let errors: &[FaultError] = match kind {
+            OpKind::Read | OpKind::Write => {
+                &[FaultError::Eio, FaultError::Enospc, FaultError::Short]
+            }
+            _ => &[FaultError::Eio, FaultError::Enospc],
+        };
+        for nth in (0..n).step_by(step as usize) {
+            for &error in errors {
+                let fault = Fault {
+                    kind,
+                    nth,
+                    error,
+                    sticky: false,
+                };
+                run_with(config, fault, &mut totals);
+            }
+        }
+    }
+    let fired: Vec<String> = totals
+        .fired
+        .iter()
+        .map(|((k, e), n)| format!("{k:?}/{e:?}:{n}"))
+        .collect();
+    let errors: Vec<String> = totals
+        .errors
+        .iter()
+        .map(|(e, n)| format!("{e}:{n}"))
+        .collect();
+    println!(
+        "faults-summary: runs={} faults_fired={} refused_writes_after={} lost_acknowledged=0 \
+         fired=[{}] errors=[{}] calls={:?}",
+        totals.runs,
+        totals.fired.values().sum::<u64>(),
+        totals.refused_after,
+        fired.join(" "),
+        errors.join(" "),
+        counts
+    );
+    // Every kind of call the workload makes, other than those whose failure is best effort,
+    // was failed at least once and answered with an error.
+    for kind in [
+        OpKind::Write,
+        OpKind::Sync,
+        OpKind::Create,
+        OpKind::SyncDir,
+        OpKind::Read,
+    ] {
+        assert!(
+            totals.fired.keys().any(|(k, _)| *k == kind),
+            "no fault fired on {kind:?}"
+        );
+    }
+}
+
+/// The policy after a failed write: the store refuses every later write, buffered ones too,
+/// with the kind of the first failure, until it is reopened; reads keep working; closing does
+/// not hang. Once the space is freed a reopened store holds every acknowledged write.
+#[test]
+fn a_full_disk_poisons_the_store_until_it_is_reopened_with_space() {
+    let sim = new_sim(SimConfig::default());
+    let store = open(&sim, options(Durability::Sync)).unwrap();
+    store.put(&key(0), &value(1, 3000)).unwrap();
+    let mut b = Batch::new();
+    b.put(&key(1), &value(2, 100_000))
+        .durability(Durability::Buffered);
+    store.write(&b).unwrap();
+    let writes_so_far = sim.stats().calls[&OpKind::Write];
+    sim.inject(Fault {
+        kind: OpKind::Write,
+        nth: writes_so_far,
+        error: FaultError::Enospc,
+        sticky: true,
+    });
+    let (sim2, store) = (sim.clone(), store);
+    within_a_minute("writes on a full disk", move || {
+        let e = store.put(&key(2), &value(3, 10)).unwrap_err();
+        assert!(matches!(e, Error::StorageFull { .. }), "{e:?}");
+        for i in 0..4 {
+            // Buffered writes too (each would fill a buffer), and deletes.
+            let mut b = Batch::new();
+            b.put(&key(3), &value(10 + i, 70_000))
+                .durability(Durability::Buffered);
+            let e = store.write(&b).unwrap_err();
+            assert!(matches!(e, Error::StorageFull { .. }), "{e:?}");
+            let e = store.delete(&key(0)).unwrap_err();
+            assert!(matches!(e, Error::StorageFull { .. }), "{e:?}");
+        }
+        assert!(store.flush().is_err());
+        // Reads keep working, the buffered write's included (it never reached the disk).
+        assert_eq!(store.get(&key(0)).unwrap().unwrap(), value(1, 3000));
+        assert_eq!(store.get(&key(1)).unwrap().unwrap(), value(2, 100_000));
+        assert!(store.get(&key(2)).unwrap().is_none());
+        assert!(matches!(store.close(), Err(Error::StorageFull { .. })));
+        // Still full: opening may fail, but only with StorageFull.
+        match open(&sim2, options(Durability::Sync)) {
+            Ok(s) => drop(s),
+            Err(e) => assert!(matches!(e, Error::StorageFull { .. }), "{e:?}"),
+        }
+    });
+    assert!(sim.stats().faults[&(OpKind::Write, FaultError::Enospc)] >= 1);
+    // Space freed.
+    sim.clear_faults();
+    let store = open(&sim, options(Durability::Sync)).unwrap();
+    assert_eq!(store.get(&key(0)).unwrap().unwrap(), value(1, 3000));
+    assert!(store.get(&key(2)).unwrap().is_none());
+    store.put(&key(4), &value(20, 5000)).unwrap();
+    store.close().unwrap();
+    let after = sim.after_crash(Survival::DropAll, 3);
+    let store = open(&after, options(Durability::Sync)).unwrap();
+    assert_eq!(store.get(&key(0)).unwrap().unwrap(), value(1, 3000));
+    assert_eq!(store.get(&key(4)).unwrap().unwrap(), value(20, 5000));
+    assert!(sim.violations().is_empty() && after.violations().is_empty());
+}

@@ -27,8 +27,8 @@ pub const DIR: &str = "/sim/store";
 pub const LARGE: usize = 48 << 10;
 
 /// Small segments (1 MiB) and write buffers (64 KiB), so that a short workload rolls segments
-/// over and hands off full buffers; blob files from 48 KiB; no background flush (the tests
-/// decide when data becomes durable).
+/// over and hands off full buffers; blob files from 48 KiB; no background flush or compaction
+/// (the tests decide when data becomes durable and when it moves).
 pub fn options(durability: Durability) -> Options {
     Options::default()
         .segment_size(1 << 20)
@@ -36,6 +36,10 @@ pub fn options(durability: Durability) -> Options {
         .large_value_threshold(LARGE as u64)
         .flush_interval(None)
         .durability(durability)
+        // Compaction when the test says (`Store::compact`), at a low threshold so that it
+        // rewrites segments even in short workloads.
+        .background_compaction(false)
+        .compaction_threshold(0.05)
 }
 
 /// Opens the store of a simulation.

@@ -31,9 +31,9 @@ const CASES: u32 = 48;
 
 /// One operation of a workload.
 ///
-/// Compaction joins this list as a variant of its own when `Store::compact` lands: it changes
-/// no key, so its model step is nothing (like `Flush` without the durable mark), and a crash
-/// during it must leave a state the model allows like any other.
+/// `Compact` changes no key; it makes every earlier write durable first (so, done, it moves the
+/// durable mark like `Flush`), and a crash during it must leave a state the model allows like
+/// any other.
 #[derive(Debug, Clone)]
 enum Op {
     /// Put a value of this length (at least [`LARGE`]: a blob file with `Sync`).
@@ -44,6 +44,8 @@ enum Op {
     Batch(Vec<(u8, Option<usize>)>),
     /// `Store::flush`.
     Flush,
+    /// `Store::compact` (at the low threshold of the test options).
+    Compact,
     /// `Store::close` and open again (a clean reopen).
     Reopen,
 }
@@ -82,6 +84,7 @@ fn op_strategy() -> impl Strategy<Value = Op> {
         2 => prop::collection::vec((0..KEYS, prop::option::weighted(0.75, 0usize..20_000)), 1..6)
             .prop_map(Op::Batch),
         1 => Just(Op::Flush),
+        2 => Just(Op::Compact),
         1 => Just(Op::Reopen),
     ]
 }
@@ -303,6 +306,18 @@ fn run_workload(case: &Case, sim: &Sim) -> Result<(Model, bool), TestCaseError> 
                 Ok(()) => model.mark = model.commits.len(),
                 Err(e) => {
                     expect_crashed(sim, "flush", e)?;
+                    break;
+                }
+            },
+            Op::Compact => match s.compact() {
+                Ok(_) => {
+                    model.mark = model.commits.len();
+                    for k in 0..KEYS {
+                        check_read(sim, s, &model, k)?;
+                    }
+                }
+                Err(e) => {
+                    expect_crashed(sim, "compact", e)?;
                     break;
                 }
             },

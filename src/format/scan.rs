@@ -113,7 +113,7 @@ pub fn scan_segment<S: ByteSource + ?Sized>(
     // Records of an atomic batch whose last record has not been seen yet.
     let mut open_batch = Vec::new();
     // Records whose values fail verification, and the state before the first of them.
-    let mut damaged = Vec::new();
+    let mut damaged: Vec<(u64, Corruption)> = Vec::new();
     let mut cut = (0, 0, 0);
     // The scan reached a footer table: the segment had been sealed, its trailer is what is lost.
     let mut sealed = false;
@@ -173,7 +173,9 @@ pub fn scan_segment<S: ByteSource + ?Sized>(
             Verdict::Whole(_) | Verdict::ValueDamaged(..) if declared_pad(&head) != gap => {
                 Verdict::Bad(pad_mismatch(declared_pad(&head), gap))
             }
-            Verdict::FooterTable if !footer_table_matches(src, pos, &records)? => {
+            Verdict::FooterTable
+                if !footer_table_matches(src, pos, &records, damaged.first().map(|d| d.0))? =>
+            {
                 Verdict::Bad(Corruption::BadMagic {
                     structure: "record",
                     found: TABLE_MAGIC,
@@ -254,30 +256,49 @@ fn zero_to<S: ByteSource + ?Sized>(
 /// Whether the `PODT` at `pos` starts the footer table of these records: its first entry must
 /// name one of them (offset, sequence number and key). Four magic bytes alone could be a bit
 /// flip of a record magic, or value bytes of a torn write.
+///
+/// With `damaged_from` (the offset of the first record whose value failed verification), the
+/// table must also name that record or a later one: only then was it written by a seal that had
+/// the damaged record in its log, which proves the log went on after it (damage, to be kept and
+/// reported). A table written by an earlier recovery names only the records before the torn
+/// write it cut, and proves nothing about the torn record: the scan must cut there again, or a
+/// torn, unacknowledged write would be kept and hide its key's acknowledged value.
 fn footer_table_matches<S: ByteSource + ?Sized>(
     src: &S,
     pos: u64,
     records: &[FooterEntry],
+    damaged_from: Option<u64>,
 ) -> io::Result<bool> {
     use super::footer::{ENTRY_FIXED_LEN, TABLE_HEADER_LEN};
-    let at = pos + TABLE_HEADER_LEN as u64;
-    if records.is_empty() || at + ENTRY_FIXED_LEN as u64 > src.len() {
-        return Ok(false);
+    let mut at = pos + TABLE_HEADER_LEN as u64;
+    // Entries name distinct records: more than `records` of them cannot all match.
+    for _ in 0..records.len() {
+        if at + ENTRY_FIXED_LEN as u64 > src.len() {
+            return Ok(false);
+        }
+        let mut fixed = [0u8; ENTRY_FIXED_LEN];
+        src.read_exact_at(at, &mut fixed)?;
+        let offset = u64::from_le_bytes(fixed[0..8].try_into().expect("8 bytes"));
+        let seq = u64::from_le_bytes(fixed[16..24].try_into().expect("8 bytes"));
+        let key_len = u16::from_le_bytes([fixed[24], fixed[25]]) as u64;
+        let Some(rec) = records.iter().find(|r| r.offset == offset && r.seq == seq) else {
+            return Ok(false);
+        };
+        let key_at = at + ENTRY_FIXED_LEN as u64;
+        if rec.key.len() as u64 != key_len || key_at + key_len > src.len() {
+            return Ok(false);
+        }
+        let mut key = vec![0u8; rec.key.len()];
+        src.read_exact_at(key_at, &mut key)?;
+        if key != rec.key {
+            return Ok(false);
+        }
+        match damaged_from {
+            Some(d) if offset < d => at = key_at + key_len,
+            _ => return Ok(true),
+        }
     }
-    let mut fixed = [0u8; ENTRY_FIXED_LEN];
-    src.read_exact_at(at, &mut fixed)?;
-    let offset = u64::from_le_bytes(fixed[0..8].try_into().expect("8 bytes"));
-    let seq = u64::from_le_bytes(fixed[16..24].try_into().expect("8 bytes"));
-    let key_len = u16::from_le_bytes([fixed[24], fixed[25]]) as u64;
-    let Some(rec) = records.iter().find(|r| r.offset == offset && r.seq == seq) else {
-        return Ok(false);
-    };
-    if rec.key.len() as u64 != key_len || at + (ENTRY_FIXED_LEN as u64) + key_len > src.len() {
-        return Ok(false);
-    }
-    let mut key = vec![0u8; rec.key.len()];
-    src.read_exact_at(at + ENTRY_FIXED_LEN as u64, &mut key)?;
-    Ok(key == rec.key)
+    Ok(false)
 }
 
 fn entry_len(e: &FooterEntry) -> u64 {
@@ -543,6 +564,60 @@ mod tests {
         assert_eq!(out.damaged.len(), 1);
         assert_eq!(out.damaged[0].0, ends[0]);
         assert!(out.stopped_at.is_none());
+    }
+
+    /// A torn last record followed by the footer an interrupted recovery wrote (naming only the
+    /// records before the tear, which it had cut): still a torn write, cut again. Keeping it as
+    /// damage would let an unacknowledged, torn write hide its key's acknowledged value (found by
+    /// the power-loss model test: a crash during recovery that left part of that footer).
+    #[test]
+    fn a_footer_naming_only_records_before_the_damage_proves_nothing() {
+        let (mut img, ends) = image(
+            &[&[
+                (b"a", &[1u8; 5000]),
+                (b"b", &[2u8; 5000]),
+                (b"a", &[3u8; 900]),
+            ]],
+            512,
+        );
+        // The last record's chunk crc table lost (zeroes): a torn write.
+        let torn = ends[1] as usize;
+        let table = ends[2] as usize - 4;
+        img[table..table + 4].fill(0);
+        let before = scan_segment(&img[..], 3).unwrap();
+        assert_eq!(before.stopped_at.as_ref().map(|s| s.0), Some(torn as u64));
+        // What recovery writes after the file's end: a footer of the records before the tear.
+        let table_at = img.len() as u64;
+        img.extend(crate::format::footer::encode_footer(
+            3,
+            before.data_end,
+            table_at,
+            512,
+            &before.records,
+        ));
+        let out = scan_segment(&img[..], 3).unwrap();
+        assert_eq!(out.records.len(), 2, "{:?}", out.damaged);
+        assert!(out.damaged.is_empty());
+        assert_eq!(out.stopped_at.as_ref().map(|s| s.0), Some(torn as u64));
+        assert_eq!(out.data_end, before.data_end);
+        // A seal's footer names the damaged record (or one after it): damage, kept.
+        let (clean, _) = image(
+            &[&[
+                (b"a", &[1u8; 5000]),
+                (b"b", &[2u8; 5000]),
+                (b"a", &[3u8; 900]),
+            ]],
+            512,
+        );
+        let all = scan_segment(&clean[..], 3).unwrap().records;
+        let mut sealed = img[..table_at as usize].to_vec();
+        sealed.extend(crate::format::footer::encode_footer(
+            3, ends[2], table_at, 512, &all,
+        ));
+        let out = scan_segment(&sealed[..], 3).unwrap();
+        assert_eq!(out.records.len(), 3);
+        assert_eq!(out.damaged.len(), 1);
+        assert_eq!(out.damaged[0].0, torn as u64);
     }
 
     /// A segment image holding `values` (key, value, compressed?) in one write group, and the

@@ -34,6 +34,7 @@ usage:
                  (durable puts alternating with gets from the oldest 5 % of the keys)
         reopen   [--keys 1000000] [--size 100]
       common: [--load-threads 16] [--seed 1] [--keep]
+              [--write-buffer SIZE] (podstore engines: Options::write_buffer_size, for experiments)
   compare suite [--quick] [--out FILE] [--jsonl FILE] [--charts-dir DIR] [--dir DIR] [--reps N]
                 [--engines a,b,...] [--workloads put,get,range,seqwrite,mix,oldest,reopen]
   compare report --from FILE.jsonl [--out FILE.md] [--charts-dir DIR]

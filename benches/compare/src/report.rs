@@ -1224,23 +1224,26 @@ fn workload_text(r: &SuiteRun, wl: &str) -> String {
             "A data set of about {} (N = {} / value size keys, clamped to 64..{}) is loaded \
              in bulk by {} threads (batches of at most 8 MiB, split so that every thread has \
              some), synced, and the engine is closed and opened again. **cold** (from {} \
-             threads): the page cache is dropped while the engine is closed, then every key is \
-             read at most once, in a random order. **warm** (from {} threads): every key is read \
-             once (untimed), then keys are drawn at random with replacement. Gets of whole \
-             values of {}; at most 20 000 gets or {} s. Example: `compare run --engine podstore \
-             --workload get --size 4K --threads 16 --cache cold --dataset {} --max-keys {} \
-             --load-threads {} --secs {}`.",
+             threads): the page cache is dropped while the engine is closed, then at most {} \
+             keys (a small part of the data set when values are small, so that readahead \
+             cannot bring the rest in) are read, each once, in a random order. **warm** (from {} \
+             threads): every key is read once (untimed), then keys are drawn at random with \
+             replacement, at most 20 000 gets. Gets of whole values of {}; a run stops after {} \
+             s. Example: `compare run --engine podstore --workload get --size 4K --threads 16 \
+             --cache cold --dataset {} --max-keys {} --load-threads {} --ops {} --secs {}`.",
             fmt_size(sc.get_dataset),
             fmt_size(sc.get_dataset),
             sc.get_max_keys,
             sc.get_load_threads,
             nums(&sc.get_threads),
+            sc.get_cold_ops,
             nums(&sc.get_warm_threads),
             list(&sc.get_sizes),
             sc.get_secs,
             short(sc.get_dataset),
             sc.get_max_keys,
             sc.get_load_threads,
+            sc.get_cold_ops,
             sc.get_secs
         ),
         "range" => format!(

@@ -115,6 +115,7 @@ scale! {
     get_dataset: u64,
     get_max_keys: u64,
     get_load_threads: u64,
+    get_cold_ops: u64,
     get_secs: f64,
     range_sizes: Vec<u64>,
     range_ops: u64,
@@ -253,6 +254,7 @@ pub fn scale(quick: bool) -> Scale {
             get_dataset: 2 * M,
             get_max_keys: 2048,
             get_load_threads: 16,
+            get_cold_ops: 500,
             get_secs: 0.5,
             range_sizes: vec![4 * K, 100 * M],
             range_ops: 3,
@@ -279,9 +281,10 @@ pub fn scale(quick: bool) -> Scale {
             get_sizes: vec![K, 4 * K, 100 * K, M],
             get_threads: vec![1, 16, 64],
             get_warm_threads: vec![16],
-            get_dataset: 64 * M,
-            get_max_keys: 10_000,
+            get_dataset: 128 * M,
+            get_max_keys: 20_000,
             get_load_threads: 100,
+            get_cold_ops: 2_000,
             get_secs: 0.5,
             range_sizes: vec![4 * K, M, 10 * M, 100 * M],
             range_ops: 4,
@@ -346,6 +349,13 @@ pub fn matrix(s: &Scale, engines: &[&'static str], workloads: &[&'static str]) -
                     let runs = s.get_threads.iter().map(|&t| (t, "cold"));
                     let warm = s.get_warm_threads.iter().map(|&t| (t, "warm"));
                     for (t, cache) in runs.chain(warm) {
+                        // Cold reads touch a small part of the data set (as random reads of a
+                        // large one would), so that readahead cannot fetch it all.
+                        let ops = if cache == "cold" {
+                            s.get_cold_ops
+                        } else {
+                            20_000
+                        };
                         add(
                             w,
                             vec![
@@ -355,6 +365,7 @@ pub fn matrix(s: &Scale, engines: &[&'static str], workloads: &[&'static str]) -
                                 ("dataset", short(s.get_dataset)),
                                 ("max-keys", s.get_max_keys.to_string()),
                                 ("load-threads", s.get_load_threads.to_string()),
+                                ("ops", ops.to_string()),
                                 ("secs", s.get_secs.to_string()),
                             ],
                             vec![fmt_size(size), t.to_string(), cache.to_string()],

@@ -233,7 +233,14 @@ fn run_inner(args: &Args) -> Res<String> {
         "dir": base.display().to_string(),
         "fs": sys::mount_of(&base).fstype,
     });
-    let (params, fields) = match workload.as_str() {
+    if let Some(size) = args.str("write-buffer") {
+        if !engine.starts_with("podstore") {
+            return Err("--write-buffer is for the podstore engines".into());
+        }
+        let size = sys::parse_size(size)? as usize;
+        let _ = engines::podstore::WRITE_BUFFER.set(size);
+    }
+    let (mut params, fields) = match workload.as_str() {
         "put" => put(args, &engine, &dir.path, seed)?,
         "get" => get(args, &engine, &dir.path, seed, load_threads)?,
         "range" => range(args, &engine, &dir.path, seed)?,
@@ -242,6 +249,9 @@ fn run_inner(args: &Args) -> Res<String> {
         "mix" | "oldest" => mixed(args, &engine, &workload, &dir.path, seed, load_threads)?,
         other => return Err(format!("unknown workload {other:?}").into()),
     };
+    if let Some(&size) = engines::podstore::WRITE_BUFFER.get() {
+        params["write_buffer"] = json!(size);
+    }
     out["params"] = params;
     merge(&mut out, fields);
     Ok(out.to_string())

@@ -7,7 +7,7 @@ mod files;
 mod fjall;
 #[cfg(feature = "heed")]
 mod heed;
-mod podstore;
+pub mod podstore;
 mod raw;
 #[cfg(feature = "redb")]
 mod redb;

@@ -588,7 +588,11 @@ fn bar_chart(
     let n_eng = data[0].1.len().max(1) as f64;
     let n_groups = data.len() as f64;
     let (left, right, top, bottom) = (72.0, 170.0, 62.0, 72.0);
-    let plot_w = (n_groups * (n_eng * 11.0 + 20.0)).max(500.0);
+    // Wide enough for the subtitle (12 px text, about 6.5 px a character) when there are few
+    // groups (the warm chart).
+    let plot_w = (n_groups * (n_eng * 11.0 + 20.0))
+        .max(500.0)
+        .max(subtitle.chars().count() as f64 * 6.5 + 10.0 - right);
     let (w, h) = (left + plot_w + right, 440.0);
     let (x0, x1, y0, y1) = (left, left + plot_w, top, h - bottom);
     let y = LogScale {

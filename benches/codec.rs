@@ -1,10 +1,12 @@
 //! Micro-benchmarks of the pure codecs on the hot paths: record encode/decode, chunk checksums,
-//! footer decode. Run: `cargo bench --bench codec`.
+//! footer decode. Run: `cargo bench --bench codec`. (Index lookups and the copy into the write
+//! buffer are in `benches/store.rs`.)
 
 use divan::{Bencher, black_box};
+use podstore::format::CHUNK_SIZE;
 use podstore::format::footer::{FooterEntry, TRAILER_LEN, Trailer, decode_table, encode_footer};
 use podstore::format::record::{
-    RecordKind, RecordPlace, decode_record, encode_record, verify_chunks,
+    RecordKind, RecordPlace, chunk_crc, decode_record, encode_record, verify_chunks,
 };
 
 const PLACE: RecordPlace = RecordPlace {
@@ -61,6 +63,21 @@ fn verify_one_chunk(bencher: Bencher) {
         )
         .unwrap()
     });
+}
+
+/// The checksums alone: the crc32 of every 4 KiB chunk of a value, as a put computes them for
+/// its chunk table and a whole-value get verifies them.
+#[divan::bench(args = [4096, 1 << 20])]
+fn chunk_checksums(bencher: Bencher, len: usize) {
+    let value = vec![0x5au8; len];
+    bencher
+        .counter(divan::counter::BytesCount::new(len))
+        .bench(|| {
+            black_box(&value)
+                .chunks(CHUNK_SIZE as usize)
+                .enumerate()
+                .fold(0u32, |acc, (i, c)| acc ^ chunk_crc(PLACE, i as u64, c))
+        });
 }
 
 /// Decoding a footer of n entries: what opening a store does per segment.

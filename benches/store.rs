@@ -98,6 +98,44 @@ fn get_4k(bencher: Bencher) {
     });
 }
 
+/// An index lookup: `value_len` answers from the in-memory index alone (no I/O), for a key
+/// present and a key absent among the 10 001 keys of the shared store.
+#[divan::bench(args = [true, false])]
+fn index_lookup(bencher: Bencher, present: bool) {
+    let store = &LOADED.store;
+    let mut i = 0u32;
+    bencher.bench_local(|| {
+        i = (i + 7919) % 10_000;
+        let k = if present { i } else { i + 1_000_000 };
+        store.value_len(black_box(&k.to_le_bytes())).unwrap()
+    });
+}
+
+/// The copy into the write buffer: a put with `Durability::Buffered` returns once the record
+/// (header, key, value, chunk crcs) is in the shared aligned buffer; the flush thread writes
+/// full buffers (1 MiB) in the background, here through the page cache.
+#[divan::bench(consts = [4096, 65536], sample_count = 50, sample_size = 64)]
+fn put_buffered<const LEN: usize>(bencher: Bencher) {
+    let dir = bench_dir("put-buffered");
+    let store = Store::open_with(
+        &dir,
+        Options::default()
+            .io_mode(IoMode::Buffered)
+            .durability(Durability::Buffered),
+    )
+    .unwrap();
+    let value = vec![7u8; LEN];
+    let mut i = 0u64;
+    bencher
+        .counter(divan::counter::BytesCount::new(LEN))
+        .bench_local(|| {
+            i += 1;
+            store.put(&i.to_le_bytes(), black_box(&value)).unwrap()
+        });
+    drop(store);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Reopening a store of 100 000 small values: reads one footer per segment.
 #[divan::bench(sample_count = 10, sample_size = 1)]
 fn reopen_100k(bencher: Bencher) {

@@ -63,15 +63,25 @@ impl Drop for AlignedBuf {
     }
 }
 
-/// A small pool of equal-sized aligned buffers, for reads.
+/// A small pool of aligned buffers, for reads: full-size buffers, and small ones for the many
+/// short reads (a small value, a 4 KiB range) so that they neither zero nor map a full-size
+/// buffer each when more readers than [`POOL_KEEP`] are at work.
 pub struct BufPool {
     size: usize,
     align: usize,
     free: Mutex<Vec<AlignedBuf>>,
+    small: Mutex<Vec<AlignedBuf>>,
 }
 
-/// How many idle buffers a pool keeps; more concurrent readers allocate and free their own.
+/// How many idle full-size buffers a pool keeps; more concurrent readers allocate and free
+/// their own.
 const POOL_KEEP: usize = 16;
+
+/// Size of the small buffers (when below the pool's size).
+pub const SMALL_BUF: usize = 64 << 10;
+
+/// How many idle small buffers a pool keeps (8 MiB).
+const SMALL_KEEP: usize = 128;
 
 impl BufPool {
     /// A pool of `size`-byte buffers aligned to `align`.
@@ -80,17 +90,32 @@ impl BufPool {
             size,
             align,
             free: Mutex::new(Vec::new()),
+            small: Mutex::new(Vec::new()),
         }
     }
 
-    /// Borrows a buffer; it returns to the pool when dropped.
+    /// Borrows a full-size buffer; it returns to the pool when dropped.
     pub fn get(&self) -> PooledBuf<'_> {
-        let buf = self
-            .free
+        self.take(&self.free, self.size)
+    }
+
+    /// Borrows a buffer for a read of `len` bytes: a small one when `len` fits in
+    /// [`SMALL_BUF`] (and that is smaller than the pool's size), else a full-size one (a longer
+    /// read goes in several steps).
+    pub fn get_for(&self, len: usize) -> PooledBuf<'_> {
+        if len <= SMALL_BUF && SMALL_BUF < self.size {
+            self.take(&self.small, SMALL_BUF)
+        } else {
+            self.get()
+        }
+    }
+
+    fn take(&self, list: &Mutex<Vec<AlignedBuf>>, size: usize) -> PooledBuf<'_> {
+        let buf = list
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .pop()
-            .unwrap_or_else(|| AlignedBuf::zeroed(self.size, self.align));
+            .unwrap_or_else(|| AlignedBuf::zeroed(size, self.align));
         PooledBuf {
             pool: self,
             buf: Some(buf),
@@ -120,8 +145,13 @@ impl DerefMut for PooledBuf<'_> {
 impl Drop for PooledBuf<'_> {
     fn drop(&mut self) {
         if let Some(buf) = self.buf.take() {
-            let mut free = self.pool.free.lock().unwrap_or_else(|p| p.into_inner());
-            if free.len() < POOL_KEEP {
+            let (list, keep) = if buf.len() == self.pool.size {
+                (&self.pool.free, POOL_KEEP)
+            } else {
+                (&self.pool.small, SMALL_KEEP)
+            };
+            let mut free = list.lock().unwrap_or_else(|p| p.into_inner());
+            if free.len() < keep {
                 free.push(buf);
             }
         }
@@ -152,5 +182,23 @@ mod tests {
         };
         let b = pool.get();
         assert_eq!(b.as_ptr() as usize, first);
+    }
+
+    #[test]
+    fn short_reads_get_small_buffers_and_each_size_returns_to_its_list() {
+        let pool = BufPool::new(1 << 20, 4096);
+        let (small, big) = {
+            let s = pool.get_for(4608);
+            let b = pool.get_for(SMALL_BUF + 1);
+            assert_eq!(s.len(), SMALL_BUF);
+            assert_eq!(s.as_ptr() as usize % 4096, 0);
+            assert_eq!(b.len(), 1 << 20);
+            (s.as_ptr() as usize, b.as_ptr() as usize)
+        };
+        assert_eq!(pool.get_for(SMALL_BUF).as_ptr() as usize, small);
+        assert_eq!(pool.get().as_ptr() as usize, big);
+        // A pool whose buffers are no larger than a small one hands out its own size.
+        let tiny = BufPool::new(4096, 4096);
+        assert_eq!(tiny.get_for(100).len(), 4096);
     }
 }

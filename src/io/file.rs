@@ -174,7 +174,8 @@ impl SegmentFile {
         }
         let end = offset + dst.len() as u64;
         let mut pos = offset;
-        let mut bounce = pool.get();
+        let span = align_up(end, read_align) - align_down(offset, read_align);
+        let mut bounce = pool.get_for(usize::try_from(span).unwrap_or(usize::MAX));
         let cap = bounce.len() as u64;
         while pos < end {
             let start = align_down(pos, read_align);

@@ -51,10 +51,11 @@ pub fn colour(engine: &str) -> &'static str {
         "fjall" => "#E69F00",
         "redb" => "#D55E00",
         "heed" => "#009E73",
+        "rocksdb" => "#8C564B",
         "files" => "#CC79A7",
         "raw" => "#404040",
         other => {
-            const SPARE: [&str; 4] = ["#8C564B", "#BCBD22", "#17BECF", "#7F7F7F"];
+            const SPARE: [&str; 3] = ["#BCBD22", "#17BECF", "#7F7F7F"];
             SPARE[other.bytes().map(usize::from).sum::<usize>() % SPARE.len()]
         }
     }
@@ -545,14 +546,13 @@ fn get_charts(run: &SuiteRun) -> Vec<Chart> {
         .collect();
     let mut out = Vec::new();
     for cache in ["cold", "warm"] {
+        // Only the groups this cache state was run for (warm rows are a subset).
         let data: Vec<Group> = groups
             .iter()
             .map(|&g| (g, engines.iter().map(|&e| (e, bar(cache, g, e))).collect()))
+            .filter(|(_, v): &Group| v.iter().any(|(_, b)| !matches!(b, Bar::Absent)))
             .collect();
-        if !data
-            .iter()
-            .any(|(_, v)| v.iter().any(|(_, b)| !matches!(b, Bar::Absent)))
-        {
+        if data.is_empty() {
             continue;
         }
         let how = match cache {
@@ -588,7 +588,11 @@ fn bar_chart(
     let n_eng = data[0].1.len().max(1) as f64;
     let n_groups = data.len() as f64;
     let (left, right, top, bottom) = (72.0, 170.0, 62.0, 72.0);
-    let plot_w = (n_groups * (n_eng * 11.0 + 20.0)).max(500.0);
+    // Wide enough for the subtitle (12 px text, about 6.5 px a character) when there are few
+    // groups (the warm chart).
+    let plot_w = (n_groups * (n_eng * 11.0 + 20.0))
+        .max(500.0)
+        .max(subtitle.chars().count() as f64 * 6.5 + 10.0 - right);
     let (w, h) = (left + plot_w + right, 440.0);
     let (x0, x1, y0, y1) = (left, left + plot_w, top, h - bottom);
     let y = LogScale {

@@ -28,10 +28,15 @@ usage:
         get      --size 1K --threads 16 --cache cold|warm [--dataset 128M] [--ops 20000] [--secs 1]
         range    --size 1M --range whole|OFF+LEN (OFF may be end-4K) [--ops 12] [--keys N] [--secs 3]
         seqwrite --size 256K [--total 2G] [--secs 20]
+        mix      --size 1M --threads 16 [--dataset 512M] [--ops 600] [--secs 10]
+                 (50 % durable puts of fresh keys, 50 % gets of random loaded keys)
+        oldest   --size 1M --threads 16 [--dataset 512M] [--ops 600] [--oldest-pct 5]
+                 (durable puts alternating with gets from the oldest 5 % of the keys)
         reopen   [--keys 1000000] [--size 100]
       common: [--load-threads 16] [--seed 1] [--keep]
+              [--write-buffer SIZE] (podstore engines: Options::write_buffer_size, for experiments)
   compare suite [--quick] [--out FILE] [--jsonl FILE] [--charts-dir DIR] [--dir DIR] [--reps N]
-                [--engines a,b,...] [--workloads put,get,range,seqwrite,reopen]
+                [--engines a,b,...] [--workloads put,get,range,seqwrite,mix,oldest,reopen]
   compare report --from FILE.jsonl [--out FILE.md] [--charts-dir DIR]
       rebuilds a suite's markdown report and SVG charts from the .jsonl it saved; --out
       defaults to FILE.md. Charts go to --charts-dir, else docs/charts/ when the report is
@@ -39,7 +44,8 @@ usage:
   compare engines
 
   DIR defaults to $PODSTORE_BENCH_DIR, else /tmp; it must be on a real disk (not tmpfs).
-  engines: podstore podstore-buffered fjall redb heed files raw";
+  engines: podstore podstore-buffered fjall redb heed rocksdb files raw
+  (rocksdb only when built with --features rocksdb)";
 
 /// `--key value` pairs and bare `--flag`s.
 #[derive(Debug, Default, Clone)]

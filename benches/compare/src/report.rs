@@ -8,7 +8,7 @@
 //!   workloads and [`Scale`] (see [`header_record`]);
 //! - every run's line as `compare run` printed it, plus `"rep"`;
 //! - `{"failure": {...}}` for every run that failed (workload, engine, label, rep, error);
-//! - `{"suite_end": {"wall_secs": ...}}` when the suite finished.
+//! - `{"suite_end": {"wall_secs": ..., "loadavg_end": ...}}` when the suite finished.
 //!
 //! Files written before the header existed hold run lines only; `compare report` still reads
 //! them, infers the scale from the runs ([`infer_scale`]) and says in the report what it could
@@ -32,6 +32,8 @@ pub struct Meta {
     /// The suite's command line (`None`: not recorded).
     pub command: Option<Vec<String>>,
     pub started: Option<String>,
+    /// The load averages (1, 5, 15 min) when the suite started (`None`: not recorded).
+    pub load_start: Option<String>,
     pub quick: bool,
     pub base: String,
     pub mount: MountInfo,
@@ -59,6 +61,7 @@ impl Meta {
         let mut m = Meta::of_this_machine(quick, base, mount);
         m.command = Some(argv.to_vec());
         m.started = Some(sys::utc_now());
+        m.load_start = Some(sys::loadavg());
         m.podstore = Some(podstore_version());
         m.not_built = not_built.iter().map(|s| s.to_string()).collect();
         m
@@ -69,6 +72,7 @@ impl Meta {
         Meta {
             command: None,
             started: None,
+            load_start: None,
             quick,
             base: base.display().to_string(),
             mount,
@@ -122,6 +126,8 @@ pub struct SuiteRun {
     pub failures: Vec<(usize, usize, String)>,
     /// The suite's wall time (`None`: not recorded).
     pub wall: Option<f64>,
+    /// The load averages when the suite ended (`None`: not recorded).
+    pub load_end: Option<String>,
     /// The `.jsonl` holding every run's line.
     pub jsonl: PathBuf,
     pub source: Source,
@@ -169,6 +175,7 @@ pub fn header_record(run: &SuiteRun) -> Value {
         "format": 1,
         "command": m.command,
         "started": m.started,
+        "loadavg_start": m.load_start,
         "quick": m.quick,
         "base": m.base,
         "mount": mount_json(&m.mount),
@@ -198,8 +205,8 @@ pub fn failure_record(c: &Config, rep: usize, error: &str) -> Value {
 }
 
 /// The `.jsonl`'s last line: `{"suite_end": {...}}`.
-pub fn end_record(wall: f64) -> Value {
-    json!({"suite_end": {"wall_secs": wall}})
+pub fn end_record(wall: f64, load_end: Option<&str>) -> Value {
+    json!({"suite_end": {"wall_secs": wall, "loadavg_end": load_end}})
 }
 
 /// `name` as one of `known`'s `&'static str`s; a name this build does not know (a saved file
@@ -229,6 +236,7 @@ pub fn load(path: &Path, command: &[String]) -> Result<SuiteRun, String> {
     let mut runs: Vec<Value> = Vec::new();
     let mut failed: Vec<Value> = Vec::new();
     let mut wall = None;
+    let mut load_end = None;
     for (i, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
@@ -257,6 +265,7 @@ pub fn load(path: &Path, command: &[String]) -> Result<SuiteRun, String> {
             failed.push(v["failure"].clone());
         } else if let Some(w) = v["suite_end"]["wall_secs"].as_f64() {
             wall = Some(w);
+            load_end = v["suite_end"]["loadavg_end"].as_str().map(str::to_string);
         } else if v["workload"].is_string() && v["engine"].is_string() {
             runs.push(v);
         } else {
@@ -298,6 +307,7 @@ pub fn load(path: &Path, command: &[String]) -> Result<SuiteRun, String> {
             let meta = Meta {
                 command: h["command"].is_array().then(|| strings(&h["command"])),
                 started: h["started"].as_str().map(str::to_string),
+                load_start: h["loadavg_start"].as_str().map(str::to_string),
                 quick,
                 base,
                 mount: mount_from(&h["mount"]),
@@ -400,6 +410,7 @@ pub fn load(path: &Path, command: &[String]) -> Result<SuiteRun, String> {
         results,
         failures,
         wall,
+        load_end,
         jsonl: path.to_path_buf(),
         source: Source::Saved {
             command: command.to_vec(),
@@ -572,6 +583,20 @@ pub fn fmt_us(us: f64) -> String {
     }
 }
 
+pub fn fmt_secs(secs: f64) -> String {
+    fmt_us(secs * 1e6)
+}
+
+fn fmt_pct(fraction: f64) -> String {
+    if !fraction.is_finite() {
+        "–".into()
+    } else if fraction < 0.001 {
+        format!("{:.3} %", fraction * 100.0)
+    } else {
+        format!("{:.1} %", fraction * 100.0)
+    }
+}
+
 pub fn fmt_bytes(b: f64) -> String {
     if !b.is_finite() {
         "–".into()
@@ -661,10 +686,28 @@ fn columns(workload: &str) -> (Vec<&'static str>, Vec<Col>) {
                 c("batch p99", "batch_p99_us", us),
             ],
         ),
+        "mix" | "oldest" => (
+            vec!["value", "threads", "ops"],
+            vec![
+                c("total time", "seconds", fmt_secs as fn(f64) -> String),
+                c("put p50", "put_p50_us", us),
+                c("put p90", "put_p90_us", us),
+                c("put p99", "put_p99_us", us),
+                c("get p50", "get_p50_us", us),
+                c("get p90", "get_p90_us", us),
+                c("get p99", "get_p99_us", us),
+            ],
+        ),
         "reopen" => (
             vec!["keys", "value"],
             vec![
                 c("read by open", "open_read_bytes", bytes),
+                c("store on disk", "store_bytes", bytes),
+                c(
+                    "read / stored",
+                    "open_read_fraction",
+                    fmt_pct as fn(f64) -> String,
+                ),
                 c("RSS/key (B)", "rss_bytes_per_key", num),
                 c("first get", "first_get_us", us),
                 c("load (s)", "load_secs", num),
@@ -796,14 +839,23 @@ pub fn render(r: &SuiteRun, charts: &[ChartLink]) -> String {
     );
     let _ = writeln!(s, "| compiler | {}{dag} |", m.rustc);
     let _ = writeln!(s, "| other engines | {}{dag} |", m.crates);
+    let _ = writeln!(
+        s,
+        "| load average (1, 5, 15 min) at start / at end | {} / {} |",
+        m.load_start.as_deref().unwrap_or("not recorded"),
+        r.load_end.as_deref().unwrap_or("not recorded")
+    );
     w(&mut s, "");
     w(
         &mut s,
-        "The machine is shared with other work and its virtual disk is noisy: read \
-               the spread column before reading much into a ratio, and compare rows of one \
+        "The machine is shared with other work (other developers compile on it while a suite \
+               runs: see the load averages against its cores) and its virtual disk is noisy: \
+               read the spread column before reading much into a ratio, and compare rows of one \
                run rather than figures across runs.",
     );
     w(&mut s, "");
+
+    targets_section(&mut s, r);
 
     w(&mut s, "## How the figures are made");
     w(&mut s, "");
@@ -918,6 +970,231 @@ pub fn render(r: &SuiteRun, charts: &[ChartLink]) -> String {
     s
 }
 
+/// The median of `key` over the runs of the configuration of `workload` and `engine` that
+/// `pick` accepts (the first such configuration).
+fn figure(
+    r: &SuiteRun,
+    workload: &str,
+    engine: &str,
+    key: &str,
+    pick: &dyn Fn(&Config) -> bool,
+) -> Option<f64> {
+    let ci = r
+        .configs
+        .iter()
+        .position(|c| c.workload == workload && c.engine == engine && pick(c))?;
+    metric(&r.results[ci], key).map(|(m, _)| m)
+}
+
+/// One target of issue #6: what it asks, the figures, and whether they meet it.
+struct Target {
+    what: String,
+    figures: String,
+    /// `None`: no data (a workload or engine was not run, or its runs failed).
+    met: Option<bool>,
+    /// By how much it is missed, when it is.
+    short_by: String,
+}
+
+/// `x` as "0.61×".
+fn times(x: f64) -> String {
+    fmt_ratio(Some(x))
+}
+
+/// The targets of issue #6, each met or not, from the suite's medians.
+fn targets(r: &SuiteRun) -> Vec<Target> {
+    let size_is = |n: u64| move |c: &Config| c.num("size") == Some(n);
+    let mut out = Vec::new();
+    // A ratio target: podstore's `key` over `other`'s at least `min`.
+    let mut ratio = |what: String,
+                     wl: &str,
+                     other: &str,
+                     key: &str,
+                     min: f64,
+                     pick: &dyn Fn(&Config) -> bool,
+                     unit: &str| {
+        let pod = figure(r, wl, "podstore", key, pick);
+        let oth = figure(r, wl, other, key, pick);
+        let (figures, met, short_by) = match (pod, oth) {
+            (Some(p), Some(o)) if o > 0.0 => {
+                let x = p / o;
+                (
+                    format!(
+                        "podstore {} {unit}, {other} {} {unit}: **{}**",
+                        fmt_num(p),
+                        fmt_num(o),
+                        times(x)
+                    ),
+                    Some(x >= min),
+                    format!("{} of the {} asked", times(x), times(min)),
+                )
+            }
+            _ => ("no data".into(), None, String::new()),
+        };
+        out.push(Target {
+            what,
+            figures,
+            met,
+            short_by,
+        });
+    };
+    const K: u64 = 1024;
+    const M: u64 = 1 << 20;
+    for size in [256 * K, 4 * M] {
+        ratio(
+            format!(
+                "sequential write of {} values ≥ 90 % of raw's MiB/s",
+                fmt_size(size)
+            ),
+            "seqwrite",
+            "raw",
+            "mib_per_sec",
+            0.9,
+            &size_is(size),
+            "MiB/s",
+        );
+    }
+    let put = |t: u64| move |c: &Config| c.num("size") == Some(K) && c.num("threads") == Some(t);
+    ratio(
+        "durable 1 KiB puts, 64 threads: ≥ 10× files".into(),
+        "put",
+        "files",
+        "ops_per_sec",
+        10.0,
+        &put(64),
+        "ops/s",
+    );
+    ratio(
+        "durable 1 KiB puts, 64 threads: ≥ 5× fjall".into(),
+        "put",
+        "fjall",
+        "ops_per_sec",
+        5.0,
+        &put(64),
+        "ops/s",
+    );
+    ratio(
+        "durable 1 KiB puts, 1 thread: ≥ 0.8× raw".into(),
+        "put",
+        "raw",
+        "ops_per_sec",
+        0.8,
+        &put(1),
+        "ops/s",
+    );
+    let cold4k = |t: u64| {
+        move |c: &Config| {
+            c.num("size") == Some(4 * K)
+                && c.num("threads") == Some(t)
+                && c.param("cache") == Some("cold")
+        }
+    };
+    ratio(
+        "cold 4 KiB gets, 1 thread: ≥ 0.8× raw".into(),
+        "get",
+        "raw",
+        "ops_per_sec",
+        0.8,
+        &cold4k(1),
+        "ops/s",
+    );
+    for other in ["fjall", "redb", "heed"] {
+        ratio(
+            format!("cold 4 KiB gets, 16 threads: ahead of {other}"),
+            "get",
+            other,
+            "ops_per_sec",
+            1.0,
+            &cold4k(16),
+            "ops/s",
+        );
+    }
+    // Absolute targets.
+    for size in [10 * M, 100 * M] {
+        for range in ["1M+4K", "end-4K+4K"] {
+            let pick =
+                move |c: &Config| c.num("size") == Some(size) && c.param("range") == Some(range);
+            let read = figure(r, "range", "podstore", "disk_read_bytes_per_op", &pick);
+            out.push(Target {
+                what: format!(
+                    "a 4 KiB range ({}) of a {} value reads ≤ 8 KiB from disk",
+                    crate::suite::range_label(range),
+                    fmt_size(size)
+                ),
+                figures: read.map_or("no data".into(), |b| {
+                    format!("podstore: **{}** read per op", fmt_bytes(b))
+                }),
+                met: read.map(|b| b <= 8192.0),
+                short_by: read.map_or(String::new(), |b| format!("{} over", fmt_bytes(b - 8192.0))),
+            });
+        }
+    }
+    let any = |_: &Config| true;
+    let open = figure(r, "reopen", "podstore", "open_secs", &any);
+    let frac = figure(r, "reopen", "podstore", "open_read_fraction", &any);
+    let read = figure(r, "reopen", "podstore", "open_read_bytes", &any);
+    let stored = figure(r, "reopen", "podstore", "store_bytes", &any);
+    let keys = r.sc.reopen_keys;
+    out.push(Target {
+        what: format!("reopen of {keys} values under 1 s"),
+        figures: open.map_or("no data".into(), |t| {
+            format!("podstore: **{}**", fmt_secs(t))
+        }),
+        met: open.map(|t| t < 1.0),
+        short_by: open.map_or(String::new(), |t| format!("{:.2}× the time allowed", t)),
+    });
+    out.push(Target {
+        what: format!("reopen of {keys} values reads under 2 % of the stored bytes"),
+        figures: match (frac, read, stored) {
+            (Some(f), Some(rd), Some(st)) => format!(
+                "podstore: {} read of {} on disk: **{}**",
+                fmt_bytes(rd),
+                fmt_bytes(st),
+                fmt_pct(f)
+            ),
+            _ => "no data".into(),
+        },
+        met: frac.map(|f| f < 0.02),
+        short_by: frac.map_or(String::new(), |f| {
+            format!("{:.0}× the fraction allowed", f / 0.02)
+        }),
+    });
+    out
+}
+
+fn targets_section(s: &mut String, r: &SuiteRun) {
+    let t = targets(r);
+    if t.iter().all(|t| t.met.is_none()) {
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "## Targets\n\nThe targets of issue #6, from the medians of this run (podstore with \
+         direct I/O). How each figure is measured is under its workload below.\n"
+    );
+    let _ = writeln!(s, "| target | figures | |");
+    let _ = writeln!(s, "| --- | --- | --- |");
+    for t in &t {
+        let verdict = match t.met {
+            None => "no data".to_string(),
+            Some(true) => "met".to_string(),
+            Some(false) => format!("**not met** ({})", t.short_by),
+        };
+        let _ = writeln!(s, "| {} | {} | {verdict} |", t.what, t.figures);
+    }
+    let met = t.iter().filter(|t| t.met == Some(true)).count();
+    let missed = t.iter().filter(|t| t.met == Some(false)).count();
+    let _ = writeln!(
+        s,
+        "\n{met} met, {missed} not met{}. Why the missed ones are missed, and what would fix \
+         them: docs/benchmarks.md, \"Targets\".\n",
+        match t.iter().filter(|t| t.met.is_none()).count() {
+            0 => String::new(),
+            n => format!(", {n} without data"),
+        }
+    );
+}
+
 fn workload_text(r: &SuiteRun, wl: &str) -> String {
     let sc = &r.sc;
     let list = |v: &[u64]| {
@@ -945,20 +1222,28 @@ fn workload_text(r: &SuiteRun, wl: &str) -> String {
         ),
         "get" => format!(
             "A data set of about {} (N = {} / value size keys, clamped to 64..{}) is loaded \
-             in bulk by 16 threads, synced, and the engine is closed and opened again. **cold**: \
-             the page cache is dropped while the engine is closed, then every key is read at \
-             most once, in a random order. **warm**: every key is read once (untimed), then keys are drawn at random \
-             with replacement. Gets of whole values from {} threads, values of {}; at most \
-             20 000 gets or {} s. Example: `compare run --engine podstore --workload get \
-             --size 1K --threads 16 --cache cold --dataset {} --max-keys {} --secs {}`.",
+             in bulk by {} threads (batches of at most 8 MiB, split so that every thread has \
+             some), synced, and the engine is closed and opened again. **cold** (from {} \
+             threads): the page cache is dropped while the engine is closed, then at most {} \
+             keys (a small part of the data set when values are small, so that readahead \
+             cannot bring the rest in) are read, each once, in a random order. **warm** (from {} \
+             threads): every key is read once (untimed), then keys are drawn at random with \
+             replacement, at most 20 000 gets. Gets of whole values of {}; a run stops after {} \
+             s. Example: `compare run --engine podstore --workload get --size 4K --threads 16 \
+             --cache cold --dataset {} --max-keys {} --load-threads {} --ops {} --secs {}`.",
             fmt_size(sc.get_dataset),
             fmt_size(sc.get_dataset),
             sc.get_max_keys,
+            sc.get_load_threads,
             nums(&sc.get_threads),
+            sc.get_cold_ops,
+            nums(&sc.get_warm_threads),
             list(&sc.get_sizes),
             sc.get_secs,
             short(sc.get_dataset),
             sc.get_max_keys,
+            sc.get_load_threads,
+            sc.get_cold_ops,
             sc.get_secs
         ),
         "range" => format!(
@@ -990,12 +1275,48 @@ fn workload_text(r: &SuiteRun, wl: &str) -> String {
             sc.seq_secs,
             short(sc.seq_total)
         ),
+        "mix" | "oldest" => format!(
+            "The single-file engine workloads. A data set of {} of {} values ({} keys) is \
+             loaded in bulk (16 threads), synced and settled; the engine is closed, the page \
+             cache dropped, and the engine opened again in its durable mode. Then {} threads \
+             run {} operations (a run stops issuing them after {} s): {} Puts are durable puts \
+             of fresh keys. The table gives the total time of the operations, ops/s (both \
+             kinds), and p50/p90/p99 latency of each kind. Example: `compare run --engine \
+             podstore --workload {wl} --size {} --threads {} --dataset {} --ops {}{}`.",
+            fmt_size(sc.mix_dataset),
+            fmt_size(sc.mix_size),
+            sc.mix_dataset / sc.mix_size.max(1),
+            sc.mix_threads,
+            sc.mix_ops,
+            sc.mix_secs,
+            if wl == "mix" {
+                "each is at random (half and half) a put or a get of a random loaded key."
+                    .to_string()
+            } else {
+                format!(
+                    "puts and gets alternate; a get reads a random key among the oldest {} % \
+                     of the loaded keys ({} keys: the first written).",
+                    sc.oldest_pct,
+                    (sc.mix_dataset / sc.mix_size.max(1) * sc.oldest_pct / 100).max(1)
+                )
+            },
+            short(sc.mix_size),
+            sc.mix_threads,
+            short(sc.mix_dataset),
+            sc.mix_ops,
+            if wl == "oldest" {
+                format!(" --oldest-pct {}", sc.oldest_pct)
+            } else {
+                String::new()
+            }
+        ),
         "reopen" => format!(
             "{} values of 100 B are loaded in bulk by 16 threads (batches of 10 000 keys), \
              synced, settled and the store closed; the page cache is dropped, then a new process \
              (`compare probe-open`) opens the store: open time, bytes the open read from \
-             disk, and VmRSS growth over the open divided by the number of keys; then it times \
-             one get. Example: `compare run --engine podstore --workload reopen --keys {}`.",
+             disk (also as a fraction of the store's size on disk: the sizes of its files after \
+             closing), and VmRSS growth over the open divided by the number of keys; then it \
+             times one get. Example: `compare run --engine podstore --workload reopen --keys {}`.",
             sc.reopen_keys, sc.reopen_keys
         ),
         _ => String::new(),
@@ -1202,6 +1523,8 @@ fn crate_versions() -> String {
         ("redb", cfg!(feature = "redb")),
         ("heed", cfg!(feature = "heed")),
         ("lmdb-master-sys", cfg!(feature = "heed")),
+        ("rocksdb", cfg!(feature = "rocksdb")),
+        ("librocksdb-sys", cfg!(feature = "rocksdb")),
         ("rustix", true),
     ] {
         if let (true, Some(v)) = (feature, version(name)) {
@@ -1295,6 +1618,7 @@ mod tests {
             results,
             failures,
             wall: Some(12.0),
+            load_end: Some("1.50 1.20 0.90".into()),
             jsonl: PathBuf::from("/tmp/x.jsonl"),
             source: Source::Live,
         }
@@ -1316,7 +1640,7 @@ mod tests {
                 }
             }
         }
-        lines.push(end_record(12.0).to_string());
+        lines.push(end_record(12.0, run.load_end.as_deref()).to_string());
         let dir = std::env::temp_dir().join(format!("compare-report-test-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("x.jsonl");

@@ -13,7 +13,7 @@ use crate::engines;
 use crate::report::{self, Meta, Source, SuiteRun, fmt_bytes, fmt_us};
 use crate::sys::{self, fmt_size};
 
-pub const WORKLOADS: &[&str] = &["put", "get", "range", "seqwrite", "reopen"];
+pub const WORKLOADS: &[&str] = &["put", "get", "range", "seqwrite", "mix", "oldest", "reopen"];
 
 /// One configuration: one `compare run` command line.
 pub struct Config {
@@ -111,8 +111,11 @@ scale! {
     put_max_ops: u64,
     get_sizes: Vec<u64>,
     get_threads: Vec<u64>,
+    get_warm_threads: Vec<u64>,
     get_dataset: u64,
     get_max_keys: u64,
+    get_load_threads: u64,
+    get_cold_ops: u64,
     get_secs: f64,
     range_sizes: Vec<u64>,
     range_ops: u64,
@@ -120,6 +123,12 @@ scale! {
     seq_sizes: Vec<u64>,
     seq_total: u64,
     seq_secs: f64,
+    mix_size: u64,
+    mix_threads: u64,
+    mix_dataset: u64,
+    mix_ops: u64,
+    mix_secs: f64,
+    oldest_pct: u64,
     reopen_keys: u64,
 }
 
@@ -241,8 +250,11 @@ pub fn scale(quick: bool) -> Scale {
             put_max_ops: 20_000,
             get_sizes: vec![K, M],
             get_threads: vec![1, 64],
+            get_warm_threads: vec![64],
             get_dataset: 2 * M,
             get_max_keys: 2048,
+            get_load_threads: 16,
+            get_cold_ops: 500,
             get_secs: 0.5,
             range_sizes: vec![4 * K, 100 * M],
             range_ops: 3,
@@ -250,6 +262,12 @@ pub fn scale(quick: bool) -> Scale {
             seq_sizes: vec![256 * K, 4 * M],
             seq_total: 256 * M,
             seq_secs: 5.0,
+            mix_size: M,
+            mix_threads: 16,
+            mix_dataset: 64 * M,
+            mix_ops: 200,
+            mix_secs: 5.0,
+            oldest_pct: 5,
             reopen_keys: 100_000,
         }
     } else {
@@ -260,17 +278,26 @@ pub fn scale(quick: bool) -> Scale {
             put_secs: 0.5,
             put_max_bytes: 256 * M,
             put_max_ops: 20_000,
-            get_sizes: vec![K, 100 * K, M],
+            get_sizes: vec![K, 4 * K, 100 * K, M],
             get_threads: vec![1, 16, 64],
-            get_dataset: 64 * M,
-            get_max_keys: 8192,
-            get_secs: 0.6,
+            get_warm_threads: vec![16],
+            get_dataset: 128 * M,
+            get_max_keys: 20_000,
+            get_load_threads: 100,
+            get_cold_ops: 2_000,
+            get_secs: 0.5,
             range_sizes: vec![4 * K, M, 10 * M, 100 * M],
-            range_ops: 6,
-            range_secs: 4.0,
+            range_ops: 4,
+            range_secs: 3.0,
             seq_sizes: vec![256 * K, 4 * M],
             seq_total: 2 * G,
             seq_secs: 8.0,
+            mix_size: M,
+            mix_threads: 16,
+            mix_dataset: 512 * M,
+            mix_ops: 600,
+            mix_secs: 10.0,
+            oldest_pct: 5,
             reopen_keys: 1_000_000,
         }
     }
@@ -316,22 +343,33 @@ pub fn matrix(s: &Scale, engines: &[&'static str], workloads: &[&'static str]) -
                 }
             }
             "get" => {
+                // Cold at every thread count; warm at the warm thread counts, after the cold rows
+                // of their size.
                 for &size in &s.get_sizes {
-                    for &t in &s.get_threads {
-                        for cache in ["cold", "warm"] {
-                            add(
-                                w,
-                                vec![
-                                    ("size", short(size)),
-                                    ("threads", t.to_string()),
-                                    ("cache", cache.to_string()),
-                                    ("dataset", short(s.get_dataset)),
-                                    ("max-keys", s.get_max_keys.to_string()),
-                                    ("secs", s.get_secs.to_string()),
-                                ],
-                                vec![fmt_size(size), t.to_string(), cache.to_string()],
-                            );
-                        }
+                    let runs = s.get_threads.iter().map(|&t| (t, "cold"));
+                    let warm = s.get_warm_threads.iter().map(|&t| (t, "warm"));
+                    for (t, cache) in runs.chain(warm) {
+                        // Cold reads touch a small part of the data set (as random reads of a
+                        // large one would), so that readahead cannot fetch it all.
+                        let ops = if cache == "cold" {
+                            s.get_cold_ops
+                        } else {
+                            20_000
+                        };
+                        add(
+                            w,
+                            vec![
+                                ("size", short(size)),
+                                ("threads", t.to_string()),
+                                ("cache", cache.to_string()),
+                                ("dataset", short(s.get_dataset)),
+                                ("max-keys", s.get_max_keys.to_string()),
+                                ("load-threads", s.get_load_threads.to_string()),
+                                ("ops", ops.to_string()),
+                                ("secs", s.get_secs.to_string()),
+                            ],
+                            vec![fmt_size(size), t.to_string(), cache.to_string()],
+                        );
                     }
                 }
             }
@@ -366,6 +404,23 @@ pub fn matrix(s: &Scale, engines: &[&'static str], workloads: &[&'static str]) -
                         vec![fmt_size(size), fmt_size(s.seq_total)],
                     );
                 }
+            }
+            "mix" | "oldest" => {
+                let mut params = vec![
+                    ("size", short(s.mix_size)),
+                    ("threads", s.mix_threads.to_string()),
+                    ("dataset", short(s.mix_dataset)),
+                    ("ops", s.mix_ops.to_string()),
+                    ("secs", s.mix_secs.to_string()),
+                ];
+                let mut label = vec![fmt_size(s.mix_size), s.mix_threads.to_string()];
+                if w == "oldest" {
+                    params.push(("oldest-pct", s.oldest_pct.to_string()));
+                    label.push(format!("oldest {} %", s.oldest_pct));
+                } else {
+                    label.push("50 % put, 50 % get".into());
+                }
+                add(w, params, label);
             }
             "reopen" => add(
                 w,
@@ -526,6 +581,7 @@ pub fn suite(args: &Args, argv: &[String]) -> Result<(), String> {
         configs,
         failures: Vec::new(),
         wall: None,
+        load_end: None,
         jsonl: jsonl_path.clone(),
         source: Source::Live,
     };
@@ -574,7 +630,12 @@ pub fn suite(args: &Args, argv: &[String]) -> Result<(), String> {
     }
     let wall = t_all.elapsed().as_secs_f64();
     run.wall = Some(wall);
-    let _ = writeln!(jsonl, "{}", report::end_record(wall));
+    run.load_end = Some(sys::loadavg());
+    let _ = writeln!(
+        jsonl,
+        "{}",
+        report::end_record(wall, run.load_end.as_deref())
+    );
     drop(jsonl);
     let charts = report::write_report(&run, &out_path, charts_dir.as_deref())?;
     eprintln!(

@@ -45,6 +45,29 @@ impl IoCounters {
     }
 }
 
+/// The sizes of the regular files under `dir`, recursively (apparent sizes: what a store holds,
+/// not what the file system allocated).
+pub fn dir_bytes(dir: &Path) -> u64 {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    rd.flatten()
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => dir_bytes(&e.path()),
+            Ok(t) if t.is_file() => e.metadata().map_or(0, |m| m.len()),
+            _ => 0,
+        })
+        .sum()
+}
+
+/// The 1, 5 and 15 minute load averages (/proc/loadavg), as the file has them.
+pub fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .map(|t| t.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|| "unknown".into())
+}
+
 /// Resident set size of this process, in bytes (VmRSS of /proc/self/status).
 pub fn rss_bytes() -> u64 {
     status_kib("VmRSS:") * 1024

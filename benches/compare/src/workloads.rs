@@ -66,15 +66,27 @@ fn drive(
     limit: Duration,
     op: impl Fn(u64) -> Res<u64> + Sync,
 ) -> Res<Measured> {
+    Ok(drive_kinds(threads, max_ops, limit, 1, |i| Ok((op(i)?, 0)))?.0)
+}
+
+/// [`drive`] for ops of `kinds` kinds: `op(i)` returns the bytes it moved and its kind
+/// (`< kinds`). Returns the whole phase and each kind's latencies (ns), in no order.
+fn drive_kinds(
+    threads: usize,
+    max_ops: u64,
+    limit: Duration,
+    kinds: usize,
+    op: impl Fn(u64) -> Res<(u64, usize)> + Sync,
+) -> Res<(Measured, Vec<Vec<u64>>)> {
     let next = AtomicU64::new(0);
     let stop = AtomicBool::new(false);
     let bytes = AtomicU64::new(0);
     let barrier = Barrier::new(threads + 1);
     let start: OnceLock<Instant> = OnceLock::new();
-    let lats = Mutex::new(Vec::with_capacity(max_ops.min(1 << 20) as usize));
+    let lats = Mutex::new(vec![Vec::new(); kinds]);
     let error: Mutex<Option<String>> = Mutex::new(None);
     let worker = || {
-        let mut mine = Vec::new();
+        let mut mine = vec![Vec::new(); kinds];
         let mut moved = 0;
         barrier.wait();
         let t0 = *start.get_or_init(Instant::now);
@@ -88,17 +100,22 @@ fn drive(
             }
             let t = Instant::now();
             match op(i) {
-                Ok(b) => moved += b,
+                Ok((b, kind)) => {
+                    moved += b;
+                    mine[kind].push(t.elapsed().as_nanos() as u64);
+                }
                 Err(e) => {
                     stop.store(true, Ordering::Relaxed);
                     error.lock().unwrap().get_or_insert(format!("op {i}: {e}"));
                     break;
                 }
             }
-            mine.push(t.elapsed().as_nanos() as u64);
         }
         bytes.fetch_add(moved, Ordering::Relaxed);
-        lats.lock().unwrap().extend_from_slice(&mine);
+        let mut all = lats.lock().unwrap();
+        for (k, l) in mine.into_iter().enumerate() {
+            all[k].extend(l);
+        }
     };
     let io0 = sys::io_counters();
     std::thread::scope(|s| {
@@ -124,14 +141,18 @@ fn drive(
     if let Some(e) = error.into_inner().unwrap() {
         return Err(e.into());
     }
-    let lat_ns = lats.into_inner().unwrap();
-    Ok(Measured {
-        ops: lat_ns.len() as u64,
-        secs,
-        bytes: bytes.into_inner(),
-        lat_ns,
-        io,
-    })
+    let by_kind = lats.into_inner().unwrap();
+    let lat_ns: Vec<u64> = by_kind.iter().flatten().copied().collect();
+    Ok((
+        Measured {
+            ops: lat_ns.len() as u64,
+            secs,
+            bytes: bytes.into_inner(),
+            lat_ns,
+            io,
+        },
+        by_kind,
+    ))
 }
 
 /// A fresh directory for one run, removed on drop unless `--keep`.
@@ -164,10 +185,12 @@ impl Drop for RunDir {
 }
 
 /// Loads values `0..n` of `pool` with `threads` threads in batches of about 8 MiB
-/// (at most 10 000 keys), then syncs. Returns the seconds that took; then lets the engine
-/// settle (fjall flushes its memtable), untimed.
+/// (at most 10 000 keys, and small enough that every thread has one), then syncs. Returns the
+/// seconds that took; then lets the engine settle (fjall flushes its memtable), untimed.
 fn load(engine: &dyn Engine, pool: &ValuePool, n: u64, threads: usize) -> Res<f64> {
-    let per_batch = ((8u64 << 20) / pool.len().max(1) as u64).clamp(1, 10_000);
+    let per_batch = ((8u64 << 20) / pool.len().max(1) as u64)
+        .min(n.div_ceil(threads.max(1) as u64))
+        .clamp(1, 10_000);
     let batches = n.div_ceil(per_batch);
     let t = Instant::now();
     drive(threads, batches, Duration::MAX, |b| {
@@ -210,14 +233,25 @@ fn run_inner(args: &Args) -> Res<String> {
         "dir": base.display().to_string(),
         "fs": sys::mount_of(&base).fstype,
     });
-    let (params, fields) = match workload.as_str() {
+    if let Some(size) = args.str("write-buffer") {
+        if !engine.starts_with("podstore") {
+            return Err("--write-buffer is for the podstore engines".into());
+        }
+        let size = sys::parse_size(size)? as usize;
+        let _ = engines::podstore::WRITE_BUFFER.set(size);
+    }
+    let (mut params, fields) = match workload.as_str() {
         "put" => put(args, &engine, &dir.path, seed)?,
         "get" => get(args, &engine, &dir.path, seed, load_threads)?,
         "range" => range(args, &engine, &dir.path, seed)?,
         "seqwrite" => seqwrite(args, &engine, &dir.path, seed)?,
         "reopen" => reopen(args, &engine, &dir.path, seed, load_threads)?,
+        "mix" | "oldest" => mixed(args, &engine, &workload, &dir.path, seed, load_threads)?,
         other => return Err(format!("unknown workload {other:?}").into()),
     };
+    if let Some(&size) = engines::podstore::WRITE_BUFFER.get() {
+        params["write_buffer"] = json!(size);
+    }
     out["params"] = params;
     merge(&mut out, fields);
     Ok(out.to_string())
@@ -463,6 +497,104 @@ fn seqwrite(args: &Args, engine: &str, dir: &Path, seed: u64) -> Res<(Value, Val
     Ok((params, fields))
 }
 
+/// The single-file engine workloads on `size`-byte values (1 MiB): a data set of `--dataset`
+/// bytes is loaded in bulk, the engine closed, the page cache dropped, the engine opened again
+/// in durable mode, then `threads` threads run `--ops` operations:
+///
+/// - `mix`: each op is, at random (half and half), a durable put of a fresh key or a get of a
+///   random loaded key;
+/// - `oldest`: ops alternate between a durable put of a fresh key and a get of a random key
+///   among the oldest `--oldest-pct` percent (5) of the loaded keys.
+///
+/// Reports the total time, and p50/p90/p99 for each kind of op.
+fn mixed(
+    args: &Args,
+    engine: &str,
+    workload: &str,
+    dir: &Path,
+    seed: u64,
+    load_threads: usize,
+) -> Res<(Value, Value)> {
+    let size = args.size("size", 1 << 20)?;
+    let threads = args.num("threads", 16)?.max(1) as usize;
+    let dataset = args.size("dataset", 512 << 20)?;
+    let max_ops = args.num("ops", 600)?;
+    let secs = args.secs("secs", 10.0)?;
+    let pct = args.num("oldest-pct", 5)?.clamp(1, 100);
+    let n = args.num("keys", (dataset / size.max(1)).max(20))?;
+    let oldest = (n * pct / 100).max(1);
+    let pool = ValuePool::new(size as usize, seed);
+    let bulk = OpenSpec {
+        dir: dir.to_path_buf(),
+        durable: false,
+        capacity: (n + max_ops) * padded(size),
+    };
+    let e = engines::open(engine, &bulk)?;
+    let load_secs = load(e.as_ref(), &pool, n, load_threads)?;
+    let durable = OpenSpec {
+        durable: true,
+        ..bulk
+    };
+    let mut dropped = true;
+    let e = e.reopen(&durable, &mut || dropped = sys::drop_caches())?;
+    const PUT: usize = 0;
+    const GET: usize = 1;
+    let mixing = workload == "mix";
+    let plan: Vec<(usize, u64)> = {
+        let mut rng = Rng::new(seed ^ 0x6d69_7865);
+        (0..max_ops)
+            .map(|i| {
+                let put = if mixing {
+                    rng.next_u64() & 1 == 0
+                } else {
+                    i % 2 == 0
+                };
+                if put {
+                    (PUT, n + i)
+                } else if mixing {
+                    (GET, rng.below(n))
+                } else {
+                    (GET, rng.below(oldest))
+                }
+            })
+            .collect()
+    };
+    let keys: Vec<Vec<u8>> = plan.iter().map(|&(_, k)| key(k)).collect();
+    let (m, by_kind) = drive_kinds(threads, max_ops, Duration::from_secs_f64(secs), 2, |i| {
+        let (kind, k) = plan[i as usize];
+        if kind == PUT {
+            e.put(&keys[i as usize], pool.value(k))?;
+        } else {
+            let v = e.get(&keys[i as usize])?.ok_or("missing key")?;
+            if v.len() as u64 != size || (i % 16 == 1 && v != pool.value(k)) {
+                return Err(format!("wrong value for key {k}").into());
+            }
+        }
+        Ok((size, kind))
+    })?;
+    e.close()?;
+    let mut params = json!({"size": size, "threads": threads, "keys": n, "max_ops": max_ops,
+                            "secs_limit": secs, "durable": true, "page_cache_dropped": dropped});
+    if !mixing {
+        params["oldest_pct"] = json!(pct);
+        params["oldest_keys"] = json!(oldest);
+    }
+    let mut fields = m.fields();
+    fields["load_secs"] = json!(load_secs);
+    fields["p90_us"] = json!(m.percentile_us(90.0));
+    for (kind, name) in [(PUT, "put"), (GET, "get")] {
+        let k = Measured {
+            lat_ns: by_kind[kind].clone(),
+            ..Measured::default()
+        };
+        fields[format!("{name}s")] = json!(k.lat_ns.len());
+        for p in [50.0, 90.0, 99.0] {
+            fields[format!("{name}_p{p:.0}_us")] = json!(k.percentile_us(p));
+        }
+    }
+    Ok((params, fields))
+}
+
 /// Loads `keys` small values, closes, drops the page cache, and has a fresh process open the
 /// store: open time, bytes read by the open, RSS growth per key.
 fn reopen(
@@ -483,6 +615,7 @@ fn reopen(
     let e = engines::open(engine, &spec)?;
     let load_secs = load(e.as_ref(), &pool, n, load_threads)?;
     e.close()?;
+    let store_bytes = sys::dir_bytes(dir);
     let dropped = sys::drop_caches();
     let exe = std::env::current_exe()?;
     let out = std::process::Command::new(exe)
@@ -512,6 +645,13 @@ fn reopen(
         "load_secs": load_secs,
     });
     merge(&mut fields, probe);
+    // What the store holds on disk after closing (file sizes), and what the open read of it.
+    fields["store_bytes"] = json!(store_bytes);
+    fields["data_bytes"] = json!(n * (16 + size));
+    fields["open_read_fraction"] = match fields["open_read_bytes"].as_f64() {
+        Some(r) if store_bytes > 0 => json!(r / store_bytes as f64),
+        _ => Value::Null,
+    };
     let params = json!({"keys": n, "size": size, "page_cache_dropped": dropped});
     Ok((params, fields))
 }

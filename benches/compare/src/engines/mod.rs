@@ -7,10 +7,12 @@ mod files;
 mod fjall;
 #[cfg(feature = "heed")]
 mod heed;
-mod podstore;
+pub mod podstore;
 mod raw;
 #[cfg(feature = "redb")]
 mod redb;
+#[cfg(feature = "rocksdb")]
+mod rocksdb;
 
 pub type Res<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
@@ -72,16 +74,19 @@ pub const ALL: &[&str] = &[
     "fjall",
     "redb",
     "heed",
+    "rocksdb",
     "files",
     "raw",
 ];
 
-/// Whether `name` was compiled in (the fjall, redb and heed engines are cargo features).
+/// Whether `name` was compiled in (the fjall, redb, heed and rocksdb engines are cargo
+/// features; rocksdb is off by default).
 pub fn available(name: &str) -> bool {
     matches!(name, "podstore" | "podstore-buffered" | "files" | "raw")
         || (name == "fjall" && cfg!(feature = "fjall"))
         || (name == "redb" && cfg!(feature = "redb"))
         || (name == "heed" && cfg!(feature = "heed"))
+        || (name == "rocksdb" && cfg!(feature = "rocksdb"))
 }
 
 pub fn open(name: &str, spec: &OpenSpec) -> Res<Box<dyn Engine>> {
@@ -101,6 +106,8 @@ pub fn open(name: &str, spec: &OpenSpec) -> Res<Box<dyn Engine>> {
         "redb" => Ok(Box::new(redb::Redb::open(spec)?)),
         #[cfg(feature = "heed")]
         "heed" => Ok(Box::new(heed::Heed::open(spec)?)),
+        #[cfg(feature = "rocksdb")]
+        "rocksdb" => Ok(Box::new(rocksdb::Rocks::open(spec)?)),
         "files" => Ok(Box::new(files::Files::open(spec)?)),
         "raw" => Ok(Box::new(raw::Raw::open(spec)?)),
         other if ALL.contains(&other) => {
@@ -161,6 +168,18 @@ pub fn settings(name: &str) -> &'static str {
              Bulk: environment opened with `MDB_NOSYNC` (one transaction per batch when loading), \
              then `mdb_env_sync(force)`. Reads go through the memory map with LMDB's default \
              readahead; range reads copy only the slice, so only its pages fault in."
+        }
+        "rocksdb" => {
+            "RocksDB 10 (crate `rocksdb` 0.25, cargo feature `rocksdb`, off by default) with \
+             BlobDB: `enable_blob_files`, `min_blob_size` 1 KiB (values ≥ 1 KiB go to blob \
+             files; default 256 MiB blob files), no compression (SST or blob), direct I/O for \
+             reads (`use_direct_reads`) and for flushes and compactions, \
+             `increase_parallelism(2)`, otherwise defaults (64 MiB memtable, 8 MiB block cache). \
+             Durable: `put` with `WriteOptions::set_sync(true)` (the WAL, written through the page \
+             cache, is synced before `put` returns; concurrent writers are group-committed by \
+             RocksDB's write groups). Bulk: `sync(false)` (one `WriteBatch` per batch when \
+             loading), then `flush_wal(true)`. Range reads: whole `get_pinned`, then slice \
+             (BlobDB reads the whole blob)."
         }
         "files" => {
             "one file per value in one directory, named by the hex key: `openat(dir, \".\", \

@@ -1,8 +1,14 @@
 //! podstore, with O_DIRECT or buffered I/O.
 
+use std::sync::OnceLock;
+
 use podstore::{Durability, IoMode, Options, Store};
 
 use super::{Engine, OpenSpec, Res};
+
+/// `compare run --write-buffer SIZE`: podstore's `Options::write_buffer_size` for this run
+/// (default: podstore's default), for experiments; the suite never sets it.
+pub static WRITE_BUFFER: OnceLock<usize> = OnceLock::new();
 
 pub struct Pod {
     store: Store,
@@ -16,10 +22,11 @@ impl Pod {
         } else {
             Durability::Buffered
         };
-        let store = Store::open_with(
-            &spec.dir,
-            Options::default().io_mode(mode).durability(durability),
-        )?;
+        let mut opts = Options::default().io_mode(mode).durability(durability);
+        if let Some(&size) = WRITE_BUFFER.get() {
+            opts = opts.write_buffer_size(size);
+        }
+        let store = Store::open_with(&spec.dir, opts)?;
         if store.io_mode() != mode {
             return Err(format!("asked for {mode:?}, store runs {:?}", store.io_mode()).into());
         }

@@ -132,11 +132,9 @@ impl Engine for Raw {
         self.sync()
     }
 
-    fn reopen(
-        self: Box<Self>,
-        _spec: &OpenSpec,
-        between: &mut dyn FnMut(),
-    ) -> Res<Box<dyn Engine>> {
+    /// Keeps the file, its capacity and the in-memory index; takes `spec.durable` (a data set
+    /// loaded in bulk, then written durably).
+    fn reopen(self: Box<Self>, spec: &OpenSpec, between: &mut dyn FnMut()) -> Res<Box<dyn Engine>> {
         self.sync()?;
         let Raw {
             fd,
@@ -144,8 +142,9 @@ impl Engine for Raw {
             next,
             capacity,
             index,
-            durable,
+            ..
         } = *self;
+        let durable = spec.durable;
         drop(fd);
         between();
         Ok(Box::new(Raw {

@@ -218,21 +218,11 @@ pub fn open(
     // crash while the footer is written leaves a file without a valid trailer, which is simply
     // recovered again, to the same records.
     let footer_at = align_up(len.max(outcome.data_end), block as u64);
-    // What the scan read may not be durable yet (the process died, the machine did not): make
-    // it so before a footer names it, or a power loss during this recovery could keep the
+    // What the scan read may not be durable yet (the process died, the machine did not): it is
+    // made so before a footer names it, or a power loss during this recovery could keep the
     // footer and lose records it names.
-    file.sync_data()?;
     let footer = encode_footer(id, outcome.data_end, footer_at, block, &entries);
-    let mut stream = AlignedStream::new(
-        &file,
-        footer_at,
-        footer.len(),
-        profile.mem_align,
-        block as u64,
-    );
-    stream.append(&footer)?;
-    stream.finish()?;
-    file.sync_data()?;
+    write_footer_after_sync(&file, footer_at, &footer, block, profile)?;
     Ok(Some(LoadedSegment {
         file,
         entries,
@@ -502,18 +492,8 @@ pub fn write_blob(
         // lost block cannot take both the end of the value and the footer, which would make the
         // file look like a torn put.
         let footer_at = stream.finish()?;
-        file.sync_data()?;
         let footer = encode_footer(id, data_end, footer_at, block, &[entry]);
-        let mut stream = AlignedStream::new(
-            &file,
-            footer_at,
-            footer.len(),
-            profile.mem_align,
-            block as u64,
-        );
-        stream.append(&footer)?;
-        stream.finish()?;
-        file.sync_data()
+        write_footer_after_sync(&file, footer_at, &footer, block, profile)
     })();
     match result {
         Ok(()) => Ok(file),
@@ -523,6 +503,24 @@ pub fn write_blob(
             Err(e)
         }
     }
+}
+
+/// Makes everything written to `file` so far durable, then writes `footer` at `footer_at` (a
+/// boundary of the segment's write block `block`) and makes it durable too: a footer never reaches the disk before the records
+/// it names (the blocks of one unsynced write reach the disk in any order).
+fn write_footer_after_sync(
+    file: &SegmentFile,
+    footer_at: u64,
+    footer: &[u8],
+    block: u32,
+    profile: &IoProfile,
+) -> Result<()> {
+    file.sync_data()?;
+    let block = block as u64;
+    let mut stream = AlignedStream::new(file, footer_at, footer.len(), profile.mem_align, block);
+    stream.append(footer)?;
+    stream.finish()?;
+    file.sync_data()
 }
 
 /// Something records can be appended to.

@@ -1241,11 +1241,18 @@ impl Appender {
         }
         if self.active.is_none() {
             let id = self.next_segment;
+            // The id is spent whatever happens next: a later attempt must not meet this file.
+            self.next_segment += 1;
             let path = segment::path(&inner.dir, id, SegmentKind::Log);
             let file = Arc::new(SegmentFile::create(&path, &inner.profile)?);
-            // The new name must be durable before any record in the file is acknowledged.
-            file::sync_dir(&inner.profile, &inner.dir)?;
-            self.next_segment += 1;
+            // The new name must be durable before any record in the file is acknowledged. A
+            // failed directory fsync poisons the store, like a failed fdatasync: whether the
+            // directory's pending changes survive it is unknown. (The empty file left behind is
+            // removed at the next open.)
+            if let Err(e) = file::sync_dir(&inner.profile, &inner.dir) {
+                inner.progress.poison(&e);
+                return Err(e);
+            }
             inner
                 .segments
                 .write()

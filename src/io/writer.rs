@@ -99,6 +99,13 @@ impl Progress {
         self.changed.wait(guard).unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Poisons the store after a failure outside the flush thread (a failed directory fsync):
+    /// writers get the failure's error until the store is reopened.
+    pub fn poison(&self, e: &Error) {
+        self.lock().failure.get_or_insert(FailureKind::of(e));
+        self.notify();
+    }
+
     /// Wakes every waiter (after a change made outside the state, e.g. a publication).
     pub fn notify(&self) {
         // Taking the lock orders this notification after any waiter's check-then-wait.

@@ -460,3 +460,66 @@ fn a_full_disk_poisons_the_store_until_it_is_reopened_with_space() {
     assert_eq!(store.get(&key(4)).unwrap().unwrap(), value(20, 5000));
     assert!(sim.violations().is_empty() && after.violations().is_empty());
 }
+
+/// A directory fsync that fails while a new log segment is created poisons the store (whether
+/// the directory's pending changes survive it is unknown), with the failure's kind; nothing is
+/// acknowledged in the new segment. Reopened, the store holds every acknowledged write, drops
+/// the empty segment file, and takes writes. (Before, the store went on with the same segment
+/// id and every later put failed with "File exists".)
+#[test]
+fn a_failed_directory_fsync_at_segment_creation_poisons_the_store() {
+    for error in [FaultError::Eio, FaultError::Enospc] {
+        let sim = new_sim(SimConfig::default());
+        let store = open(&sim, options(Durability::Sync)).unwrap();
+        // Values below the blob threshold, so that only log segments are created.
+        let len = LARGE - 8192;
+        store.put(&key(0), &value(1, len)).unwrap();
+        // The first put created segment 1 with one directory fsync; fail the next one, which a
+        // rollover of the 1 MiB segment makes.
+        sim.inject(Fault {
+            kind: OpKind::SyncDir,
+            nth: sim.stats().calls[&OpKind::SyncDir],
+            error,
+            sticky: false,
+        });
+        let mut acked = Vec::new();
+        let failed = (1..KEYS.max(8) as u32 * 8).find_map(|v| {
+            let k = (v % 7 + 1) as u8;
+            match store.put(&key(k), &value(v + 1, len)) {
+                Ok(()) => {
+                    acked.retain(|&(ak, _)| ak != k);
+                    acked.push((k, v + 1));
+                    None
+                }
+                Err(e) => Some(e),
+            }
+        });
+        let e = failed.expect("a rollover within 64 puts of 40 KB");
+        let kind_ok = |e: &Error| match error {
+            FaultError::Enospc => matches!(e, Error::StorageFull { .. }),
+            _ => matches!(e, Error::Io { .. } | Error::Poisoned),
+        };
+        assert!(kind_ok(&e), "{error:?}: {e:?}");
+        // Poisoned: later writes are refused though the fault is gone.
+        let e = store.put(&key(0), &value(999, 10)).unwrap_err();
+        let poisoned = match error {
+            FaultError::Enospc => matches!(e, Error::StorageFull { .. }),
+            _ => matches!(e, Error::Poisoned),
+        };
+        assert!(poisoned, "{error:?}: {e:?}");
+        drop(store);
+        let store = open(&sim, options(Durability::Sync)).unwrap();
+        assert_eq!(store.get(&key(0)).unwrap().unwrap(), value(1, len));
+        for &(k, v) in &acked {
+            assert_eq!(
+                store.get(&key(k)).unwrap().unwrap(),
+                value(v, len),
+                "key {k}"
+            );
+        }
+        store.put(&key(0), &value(5, 600_000)).unwrap();
+        store.close().unwrap();
+        let store = open(&sim, options(Durability::Sync)).unwrap();
+        assert_eq!(store.get(&key(0)).unwrap().unwrap(), value(5, 600_000));
+    }
+}

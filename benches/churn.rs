@@ -22,6 +22,11 @@ use std::time::{Duration, Instant};
 
 use podstore::{Options, Stats, Store};
 
+// The deterministic generator of the integration tests.
+#[path = "../tests/common/mod.rs"]
+mod common;
+use common::XorShift;
+
 fn env(name: &str, default: u64) -> u64 {
     std::env::var(name)
         .ok()
@@ -46,15 +51,8 @@ struct Run {
 }
 
 fn value(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
+    let mut rng = XorShift::new(seed);
+    (0..len).map(|_| rng.next_u64() as u8).collect()
 }
 
 fn run(mode: &str, dir: &std::path::Path) -> Run {
@@ -121,14 +119,11 @@ fn run(mode: &str, dir: &std::path::Path) -> Run {
     };
     let (load_secs, _) = work((0..keys).collect(), false);
     let mut order: Vec<usize> = Vec::with_capacity(keys * passes as usize);
-    let mut rng = 0x9E37_79B9_7F4A_7C15u64;
+    let mut rng = XorShift::new(passes);
     for _ in 0..passes {
         let mut pass: Vec<usize> = (0..keys).collect();
         for i in (1..keys).rev() {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            pass.swap(i, (rng % (i as u64 + 1)) as usize);
+            pass.swap(i, rng.below(i + 1));
         }
         order.extend(pass);
     }

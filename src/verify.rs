@@ -7,7 +7,7 @@
 //! compressed value's frame table and every frame (decompressed one at a time and checked
 //! against its crc), the zero padding between write groups and the length each record declares
 //! for it. Finally it checks the footer against the records: every entry names the record at its
-//! offset with its key, kind, flags, sequence number and lengths, and every key's last record is
+//! offset with its key, kind, flags, sequence number and lengths, and every key's newest record is
 //! in the footer.
 //!
 //! Where a record's header is damaged, the walk resumes at the next record: the next offset the
@@ -415,14 +415,14 @@ impl<S: ByteSource + ?Sized> SegmentCheck<'_, S> {
 
     /// Walks the records in `[SEGMENT_HEADER_LEN, end)`. With `bounded`, `end` is known to be
     /// the data end; otherwise (the trailer is lost) the walk stops at the footer table's magic.
-    /// Returns each key's last record.
+    /// Returns each key's newest record (see [`crate::segment::last_per_key`]).
     fn walk(
         &mut self,
         end: u64,
         bounded: bool,
         entries: Option<&[FooterEntry]>,
     ) -> io::Result<HashMap<Vec<u8>, FooterEntry>> {
-        let mut last: HashMap<Vec<u8>, FooterEntry> = HashMap::new();
+        let mut walked: Vec<FooterEntry> = Vec::new();
         let mut named: Vec<u64> =
             entries.map_or(Vec::new(), |e| e.iter().map(|e| e.offset).collect());
         named.sort_unstable();
@@ -567,16 +567,13 @@ impl<S: ByteSource + ?Sized> SegmentCheck<'_, S> {
             }
             pos += header.encoded_len();
             gap = 0;
-            // Each key's newest record (highest seq; of equal ones the later), as the footer
-            // keeps it: a copy made by compaction keeps an old seq and may follow a newer write.
-            match last.get(&entry.key) {
-                Some(prev) if prev.seq > entry.seq => {}
-                _ => {
-                    last.insert(entry.key.clone(), entry);
-                }
-            }
+            walked.push(entry);
         }
-        Ok(last)
+        // Each key's newest record, by the rule the footer was written with.
+        Ok(crate::segment::last_per_key(walked)
+            .into_iter()
+            .map(|e| (e.key.clone(), e))
+            .collect())
     }
 
     /// Decodes the record header at `place` and checks its crc and that the record fits before

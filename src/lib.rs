@@ -19,6 +19,7 @@
 //! `index` the in-memory key map, and [`Store`] the public API. docs/design.md draws every byte
 //! and argues why each step of writing, sealing and recovering is crash-safe.
 #![deny(missing_docs)]
+#![deny(unsafe_code)]
 #![warn(unsafe_op_in_unsafe_fn)]
 
 mod batch;
@@ -35,6 +36,9 @@ mod verify;
 
 pub use batch::Batch;
 pub use error::{Corruption, Error, Result};
+/// Test hooks: failpoints that abort the process at a named protocol step. Only with the
+/// `testing` feature, which a user's build never needs.
+#[cfg(feature = "testing")]
 #[doc(hidden)]
 pub use failpoint::{COMPACTION_FAILPOINTS, arm_failpoint};
 pub use options::{Compression, Durability, IoMode, Options};

@@ -662,6 +662,8 @@ impl Store {
     /// Stops the store the way a crash would, for tests: writes already handed to the flush
     /// thread finish, but nothing more is flushed, the buffer being filled is dropped and the
     /// active segment is left unsealed. Durable writes survive it; the next open recovers.
+    /// Only with the `testing` feature.
+    #[cfg(feature = "testing")]
     #[doc(hidden)]
     pub fn simulate_crash(mut self) {
         self.closed = true;

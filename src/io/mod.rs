@@ -5,7 +5,8 @@
 #[allow(unsafe_code)]
 pub mod aligned;
 pub mod file;
-#[cfg(any(test, feature = "testing"))]
+// The power-loss simulator: crate-internal tests only, never in a user's build.
+#[cfg(test)]
 pub mod sim;
 pub mod storage;
 pub mod stream;

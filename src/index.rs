@@ -13,6 +13,9 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, RwLock};
 
+use crate::format::footer::FooterEntry;
+use crate::segment::ValueSpan;
+
 /// Where a live value is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct IndexEntry {
@@ -34,6 +37,30 @@ pub struct IndexEntry {
 }
 
 impl IndexEntry {
+    /// The entry of the put that footer entry `e` of segment `segment` names.
+    pub fn of_footer_entry(segment: u64, e: &FooterEntry) -> IndexEntry {
+        debug_assert_eq!(e.kind, crate::format::record::RecordKind::Put);
+        IndexEntry {
+            segment,
+            offset: e.offset,
+            value_len: e.value_len,
+            stored_len: e.stored_len,
+            seq: e.seq,
+            key_len: e.key.len() as u32,
+            flags: e.flags,
+        }
+    }
+
+    /// Where the stored value bytes lie, for [`crate::segment::read_value`].
+    pub fn span(&self) -> ValueSpan {
+        ValueSpan {
+            segment: self.segment,
+            record_offset: self.offset,
+            value_offset: self.value_offset(),
+            stored_len: self.stored_len,
+        }
+    }
+
     /// True when the value is stored compressed (as a frame table and lz4 frames).
     pub fn is_compressed(&self) -> bool {
         self.flags & crate::format::record::FLAG_COMPRESSED != 0

@@ -23,7 +23,6 @@
 #![warn(unsafe_op_in_unsafe_fn)]
 
 mod batch;
-mod compress;
 mod error;
 mod failpoint;
 pub mod format;

@@ -4,7 +4,6 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
-use crate::compress::StoredValue;
 use crate::error::{Corruption, Error, Result};
 use crate::format::footer::{FooterEntry, TRAILER_LEN, Trailer, decode_table, encode_footer};
 use crate::format::record::{RecordHeader, chunk_crc};
@@ -13,10 +12,10 @@ use crate::format::scan::{ByteSource, ScanError, scan_segment};
 use crate::format::segment_header::SEGMENT_HEADER_LEN;
 use crate::format::segment_header::SegmentHeader;
 use crate::format::{CHUNK_SIZE, align_up};
-use crate::index::IndexEntry;
 use crate::io::aligned::BufPool;
 use crate::io::file::{IoProfile, SegmentFile, list_dir, remove_durably, remove_file, sync_dir};
 use crate::io::stream::AlignedStream;
+use crate::store::compress::StoredValue;
 
 /// The two kinds of segment file. Both have the same format; they differ in how they are
 /// written, and so in what an unsealed one means at open.
@@ -319,28 +318,28 @@ pub fn last_per_key(records: Vec<FooterEntry>) -> Vec<FooterEntry> {
         .collect()
 }
 
-/// The index entry for a footer entry of a put.
-pub fn index_entry(segment: u64, e: &FooterEntry) -> Option<IndexEntry> {
-    (e.kind == RecordKind::Put).then_some(IndexEntry {
-        segment,
-        offset: e.offset,
-        value_len: e.value_len,
-        stored_len: e.stored_len,
-        seq: e.seq,
-        key_len: e.key.len() as u32,
-        flags: e.flags,
-    })
+/// Where a record's stored value bytes lie: what [`read_value`] needs to read and verify them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ValueSpan {
+    /// Segment id.
+    pub segment: u64,
+    /// Offset of the record (what its chunk checksums are bound to).
+    pub record_offset: u64,
+    /// Offset of the first stored value byte.
+    pub value_offset: u64,
+    /// Number of stored value bytes.
+    pub stored_len: u64,
 }
 
 /// Reads stored value bytes `[start, start + dst.len())` of the record `entry` into `dst`,
 /// verifying every chunk it touches. `fetch(offset, buf)` reads file bytes of the entry's
 /// segment. For a compressed value these are the stored (compressed) bytes:
-/// [`crate::compress::read_framed`] decodes them.
+/// the store's `compress::read_framed` decodes them.
 ///
 /// Disk reads are proportional to the range: the covering chunks (4 KiB each) and their crc
 /// table entries, in one read when they lie close together, in two otherwise.
 pub fn read_value(
-    entry: &IndexEntry,
+    entry: &ValueSpan,
     start: u64,
     dst: &mut [u8],
     mut fetch: impl FnMut(u64, &mut [u8]) -> Result<()>,
@@ -353,9 +352,9 @@ pub fn read_value(
     let stored_len = entry.stored_len;
     let place = RecordPlace {
         segment: entry.segment,
-        offset: entry.offset,
+        offset: entry.record_offset,
     };
-    let vo = entry.value_offset();
+    let vo = entry.value_offset;
     let c0 = start / CHUNK_SIZE;
     let c1 = end.div_ceil(CHUNK_SIZE);
     let data_start = c0 * CHUNK_SIZE;

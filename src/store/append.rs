@@ -1,0 +1,541 @@
+//! The log write path: the active segment, record appends, group commit, making room and
+//! sealing.
+//!
+//! Writers take the append lock ([`Log::lock`]), append their records to the write buffer and
+//! queue their index updates; then they wait ([`Log::wait`]) for the flush thread to make them
+//! durable. Writers whose records arrive while a write and sync are in flight wait; when it
+//! finishes, the first to wake hands everything appended meanwhile to the flush thread as one
+//! write and one fdatasync. A lone writer finds nothing in flight and syncs at once.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+
+use super::compress::StoredValue;
+use super::segments::{FileSummary, SegmentHandle, SegmentTable};
+use super::stats::Counters;
+use crate::error::Result;
+use crate::format::footer::{FooterEntry, encode_footer};
+use crate::format::record::{FLAG_BATCH_CONTINUES, RecordHeader, RecordKind, RecordPlace};
+use crate::format::segment_header::SegmentHeader;
+use crate::index::{Index, IndexEntry, PendingQueue};
+use crate::io::file::{self, IoProfile, SegmentFile};
+use crate::io::writer::{self, Progress, Tail, WriteBuffer};
+use crate::options::{Durability, Options};
+use crate::segment::{self, Append, SegmentKind};
+
+/// One operation to append: a put (with its value, as stored) or a delete.
+pub(super) type Op<'a> = (&'a [u8], Option<&'a StoredValue<'a>>);
+
+/// The log: the double-buffered writer, its flush thread, and the state behind the append lock.
+pub(super) struct Log {
+    dir: PathBuf,
+    profile: IoProfile,
+    segment_size: u64,
+    max_group_bytes: u64,
+    max_group_records: usize,
+    index: Arc<Index>,
+    pending: Arc<PendingQueue>,
+    segments: Arc<SegmentTable>,
+    counters: Arc<Counters>,
+    appender: Mutex<Appender>,
+    tail: Arc<Mutex<Tail>>,
+    progress: Arc<Progress>,
+    flusher: Mutex<Option<JoinHandle<()>>>,
+}
+
+/// State behind the append lock: the buffer being filled and the segment it belongs to.
+pub(super) struct Appender {
+    wb: WriteBuffer,
+    active: Option<ActiveSegment>,
+    next_segment: u64,
+    next_seq: u64,
+    /// Bytes and records appended since the last synced hand-off: the group being formed.
+    group_bytes: u64,
+    group_records: usize,
+}
+
+struct ActiveSegment {
+    id: u64,
+    /// Smallest put sequence number and tombstones of the records appended (copies keep
+    /// their old sequence numbers).
+    summary: FileSummary,
+    /// One past the last byte of the last record appended (the write position may be further,
+    /// past the padding of a synced group).
+    data_end: u64,
+    /// Every record appended, for the footer.
+    records: Vec<FooterEntry>,
+}
+
+/// The active segment as [`Stats`](super::Stats) and `verify` see it.
+pub(super) struct ActiveView {
+    pub(super) id: u64,
+    /// Bytes written or buffered so far (the zero-ahead space lies beyond).
+    pub(super) position: u64,
+    pub(super) data_end: u64,
+    pub(super) summary: FileSummary,
+}
+
+/// The shared handles the log works with.
+pub(super) struct LogParts {
+    pub(super) dir: PathBuf,
+    pub(super) profile: IoProfile,
+    pub(super) index: Arc<Index>,
+    pub(super) pending: Arc<PendingQueue>,
+    pub(super) segments: Arc<SegmentTable>,
+    pub(super) counters: Arc<Counters>,
+}
+
+impl Log {
+    /// Starts the flush thread for a store whose records up to `max_seq` are durable and whose
+    /// next file id is `next_segment`.
+    pub(super) fn start(
+        parts: LogParts,
+        opts: &Options,
+        max_seq: u64,
+        next_segment: u64,
+    ) -> Result<Log> {
+        let progress = Arc::new(Progress::new(max_seq));
+        let (wb, tail, flusher) = {
+            let pending = parts.pending.clone();
+            let index = parts.index.clone();
+            writer::start(
+                opts.write_buffer_size,
+                parts.profile.direct,
+                parts.profile.mem_align,
+                parts.profile.block_size as u64,
+                opts.segment_size,
+                progress.clone(),
+                Box::new(move |seq| pending.ready_through(seq, &index)),
+            )?
+        };
+        Ok(Log {
+            dir: parts.dir,
+            profile: parts.profile,
+            segment_size: opts.segment_size,
+            max_group_bytes: opts.max_group_bytes,
+            max_group_records: opts.max_group_records,
+            index: parts.index,
+            pending: parts.pending,
+            segments: parts.segments,
+            counters: parts.counters,
+            appender: Mutex::new(Appender {
+                wb,
+                active: None,
+                next_segment,
+                next_seq: max_seq + 1,
+                group_bytes: 0,
+                group_records: 0,
+            }),
+            tail,
+            progress,
+            flusher: Mutex::new(Some(flusher)),
+        })
+    }
+
+    /// Takes the append lock.
+    pub(super) fn lock(&self) -> AppendGuard<'_> {
+        AppendGuard {
+            log: self,
+            app: self.appender.lock().unwrap_or_else(|p| p.into_inner()),
+        }
+    }
+
+    /// The flush thread's progress (durable sequence number, syncs done, failure).
+    pub(super) fn progress(&self) -> &Progress {
+        &self.progress
+    }
+
+    /// The error of the failure that poisoned the store, if any.
+    pub(super) fn failure(&self) -> Option<crate::Error> {
+        self.progress.lock().failure.map(|f| f.to_error())
+    }
+
+    /// Copies bytes `[offset, ..)` of `segment` that are still in the write buffers into `dst`;
+    /// see [`Tail::copy_out`].
+    pub(super) fn copy_from_buffers(
+        &self,
+        segment: u64,
+        offset: u64,
+        dst: &mut [u8],
+    ) -> std::result::Result<usize, u64> {
+        self.tail
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .copy_out(segment, offset, dst)
+    }
+
+    /// Returns once the writes `first..=last` are acknowledged under `durability`: applied to
+    /// the index, and for `Sync` durable.
+    pub(super) fn acknowledge(&self, first: u64, last: u64, durability: Durability) -> Result<()> {
+        self.wait(first, last, durability == Durability::Sync)
+    }
+
+    /// Makes every write so far durable.
+    pub(super) fn flush(&self) -> Result<()> {
+        let last = self.lock().last_seq();
+        self.wait(last, last, true)
+    }
+
+    /// Whether some write is not durable yet.
+    pub(super) fn has_unflushed(&self) -> bool {
+        let last = self.lock().last_seq();
+        self.progress.lock().durable_seq < last
+    }
+
+    /// Waits until no write in `first..=last` is pending for the index and, with `durable`,
+    /// until log records up to `last` are on stable storage, leading a group commit when they
+    /// are not and no write is in flight.
+    pub(super) fn wait(&self, first: u64, last: u64, durable: bool) -> Result<()> {
+        loop {
+            {
+                let mut st = self.progress.lock();
+                loop {
+                    let need_sync = durable && st.durable_seq < last;
+                    if !need_sync && !self.pending.any_pending(first, last) {
+                        return Ok(());
+                    }
+                    if let Some(f) = st.failure {
+                        return Err(f.to_error());
+                    }
+                    if need_sync && st.inflight == 0 {
+                        break;
+                    }
+                    st = self.progress.wait(st);
+                }
+            }
+            let mut app = self.lock();
+            {
+                let st = self.progress.lock();
+                if st.failure.is_some() || st.durable_seq >= last || st.inflight > 0 {
+                    continue;
+                }
+            }
+            app.submit_group()?;
+        }
+    }
+
+    /// Makes every byte appended so far durable, copies included (which `flush` would not
+    /// wait for: they reuse old sequence numbers), and applies the index updates it covers.
+    pub(super) fn sync_all(&self) -> Result<()> {
+        let ticket = {
+            let mut app = self.lock();
+            app.submit_group()?;
+            app.app.wb.sync_ticket()
+        };
+        let mut st = self.progress.lock();
+        loop {
+            if let Some(f) = st.failure {
+                return Err(f.to_error());
+            }
+            if st.syncs_done >= ticket {
+                return Ok(());
+            }
+            st = self.progress.wait(st);
+        }
+    }
+
+    /// Seals the active segment, makes every write durable, and stops the flush thread.
+    pub(super) fn shut_down(&self) -> Result<()> {
+        let result = (|| {
+            let last = {
+                let mut app = self.lock();
+                if app.app.active.is_some() {
+                    app.seal()?;
+                }
+                app.last_seq()
+            };
+            self.wait(last, last, true)
+        })();
+        self.stop();
+        result
+    }
+
+    /// Stops the flush thread the way a crash would: writes already handed to it finish, the
+    /// buffer being filled is dropped and the active segment is left unsealed.
+    pub(super) fn stop(&self) {
+        self.lock().app.wb.shut_down();
+        let handle = self
+            .flusher
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(handle) = handle {
+            let _ = handle.join();
+        }
+    }
+}
+
+/// The append lock, held: the one place records are numbered and appended.
+pub(super) struct AppendGuard<'a> {
+    log: &'a Log,
+    app: MutexGuard<'a, Appender>,
+}
+
+impl AppendGuard<'_> {
+    /// The sequence number of the last write numbered so far.
+    pub(super) fn last_seq(&self) -> u64 {
+        self.app.next_seq - 1
+    }
+
+    /// The id the next new file will get (files below it existed when this was asked).
+    pub(super) fn next_file_id(&self) -> u64 {
+        self.app.next_segment
+    }
+
+    /// Takes the next sequence number (a blob put, which is not appended to the log).
+    pub(super) fn take_seq(&mut self) -> u64 {
+        let seq = self.app.next_seq;
+        self.app.next_seq += 1;
+        seq
+    }
+
+    /// Spends `count` file ids (new blob files).
+    pub(super) fn take_file_ids(&mut self, count: u64) -> std::ops::Range<u64> {
+        let ids = self.app.next_segment..self.app.next_segment + count;
+        self.app.next_segment = ids.end;
+        ids
+    }
+
+    /// The active segment, if one is open.
+    pub(super) fn active(&self) -> Option<ActiveView> {
+        self.app.active.as_ref().map(|a| ActiveView {
+            id: a.id,
+            position: self.app.wb.position(),
+            data_end: a.data_end,
+            summary: a.summary,
+        })
+    }
+
+    /// Appends `ops` as one group of records: a lone record, or an atomic batch whose records
+    /// all but the last carry [`FLAG_BATCH_CONTINUES`]. Queues their index updates (made ready
+    /// at once for buffered writes) and closes the group commit if it reached its caps.
+    /// Returns the first and last sequence numbers used.
+    pub(super) fn append_ops(
+        &mut self,
+        ops: &[Op<'_>],
+        durability: Durability,
+    ) -> Result<(u64, u64)> {
+        // A poisoned store takes no more writes, buffered ones included, until it is reopened.
+        if let Some(e) = self.app.wb.failure() {
+            return Err(e);
+        }
+        let total: u64 = ops
+            .iter()
+            .map(|(k, v)| record_header(k, *v, 0, 0, 0).encoded_len())
+            .sum();
+        // A batch never spans segments: recovery must see all of it in one scan.
+        self.make_room(total)?;
+        let first = self.app.next_seq;
+        for (i, (key, value)) in ops.iter().enumerate() {
+            let flags = if i + 1 < ops.len() {
+                FLAG_BATCH_CONTINUES
+            } else {
+                0
+            };
+            let (seq, entry) = self.append(key, *value, flags, None)?;
+            self.log.pending.push(seq, key, value.map(|_| entry), false);
+        }
+        let last = self.last_seq();
+        self.log.counters.add_user_bytes(total);
+        self.app.group_bytes += total;
+        self.app.group_records += ops.len();
+        if durability == Durability::Buffered {
+            // Visible at once: the caller's next read must see it. Earlier queued log writes
+            // become visible with it, so that per key the log order holds.
+            self.log.pending.ready_through(last, &self.log.index);
+        }
+        if self.app.group_bytes >= self.log.max_group_bytes
+            || self.app.group_records >= self.log.max_group_records
+        {
+            self.submit_group()?;
+        }
+        Ok((first, last))
+    }
+
+    /// Appends a copy of a record (compaction) that keeps its sequence number `seq`: `value`
+    /// as stored, or `None` for a tombstone. Batch flags are not copied: the batch is whole in
+    /// the old segment, and each copy stands alone. Returns the copy's index entry.
+    pub(super) fn append_copy(
+        &mut self,
+        key: &[u8],
+        value: Option<&StoredValue<'_>>,
+        seq: u64,
+        record_bytes: u64,
+    ) -> Result<IndexEntry> {
+        self.make_room(record_bytes)?;
+        Ok(self.append(key, value, 0, Some(seq))?.1)
+    }
+
+    /// Hands the group being formed to the flush thread with an fdatasync.
+    pub(super) fn submit_group(&mut self) -> Result<()> {
+        self.app.group_bytes = 0;
+        self.app.group_records = 0;
+        let last = self.last_seq();
+        self.app.wb.submit(true, last)
+    }
+
+    /// Appends one record to the active segment; returns its sequence number and location.
+    /// The record takes the next sequence number, or `copy_of`, the one of the record it is a
+    /// copy of (compaction).
+    fn append(
+        &mut self,
+        key: &[u8],
+        value: Option<&StoredValue<'_>>,
+        flags: u16,
+        copy_of: Option<u64>,
+    ) -> Result<(u64, IndexEntry)> {
+        let app = &mut *self.app;
+        let segment = app.active.as_ref().expect("make_room opened a segment").id;
+        let seq = copy_of.unwrap_or(app.next_seq);
+        let header = record_header(key, value, flags, app.wb.take_pad(), seq);
+        let flags = header.flags;
+        let value_len = value.map_or(0, |v| v.value_len);
+        let place = RecordPlace {
+            segment,
+            offset: app.wb.position(),
+        };
+        let stored: &[u8] = value.map_or(&[], |v| &v.bytes);
+        app.wb.append(&header.encode(place, key))?;
+        app.wb.append(key)?;
+        app.wb.append(stored)?;
+        segment::append_chunk_table(&mut app.wb, place, stored)?;
+        if copy_of.is_none() {
+            app.next_seq += 1;
+        }
+        let active = app.active.as_mut().expect("open");
+        active.data_end = app.wb.position();
+        active.summary.add(header.kind, seq, header.encoded_len());
+        active.records.push(FooterEntry {
+            key: key.to_vec(),
+            kind: header.kind,
+            flags,
+            offset: place.offset,
+            stored_len: header.value_len,
+            value_len,
+            seq,
+        });
+        Ok((
+            seq,
+            IndexEntry {
+                segment,
+                offset: place.offset,
+                value_len,
+                stored_len: header.value_len,
+                seq,
+                key_len: header.key_len,
+                flags,
+            },
+        ))
+    }
+
+    /// Seals the active segment if `len` more bytes would take it past the segment size, and
+    /// opens a new one if none is active.
+    fn make_room(&mut self, len: u64) -> Result<()> {
+        if let Some(active) = &self.app.active
+            && !active.records.is_empty()
+            && self.app.wb.position() + len > self.log.segment_size
+        {
+            self.seal()?;
+        }
+        if self.app.active.is_none() {
+            let log = self.log;
+            let id = self.app.next_segment;
+            // The id is spent whatever happens next: a later attempt must not meet this file.
+            self.app.next_segment += 1;
+            let path = segment::path(&log.dir, id, SegmentKind::Log);
+            let file = Arc::new(SegmentFile::create(&path, &log.profile)?);
+            // The new name must be durable before any record in the file is acknowledged. A
+            // failed directory fsync poisons the store, like a failed fdatasync: whether the
+            // directory's pending changes survive it is unknown. (The empty file left behind is
+            // removed at the next open.)
+            if let Err(e) = file::sync_dir(&log.profile, &log.dir) {
+                log.progress.poison(&e);
+                return Err(e);
+            }
+            log.segments.insert(
+                id,
+                SegmentHandle {
+                    file: file.clone(),
+                    kind: SegmentKind::Log,
+                    sealed_at: None,
+                    summary: FileSummary::default(),
+                },
+            );
+            let app = &mut *self.app;
+            app.wb.start_segment(id, file);
+            let header = SegmentHeader {
+                segment: id,
+                block_size: log.profile.block_size,
+            };
+            app.wb.append(&header.encode())?;
+            app.active = Some(ActiveSegment {
+                id,
+                summary: FileSummary::default(),
+                data_end: app.wb.position(),
+                records: Vec::new(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Appends the footer of the active segment and submits it with an fdatasync.
+    fn seal(&mut self) -> Result<()> {
+        let last = self.last_seq();
+        let app = &mut *self.app;
+        // Records first, with a sync of their own: the blocks of one write reach the disk in
+        // any order, so a footer written together with unsynced records could survive a crash
+        // that they do not, and name them as sealed. The footer then starts at the next block,
+        // on a block of its own: one lost block cannot take both the last records and the start
+        // of the footer table.
+        app.wb.submit(true, last)?;
+        let active = app.active.take().expect("an active segment");
+        let (id, summary) = (active.id, active.summary);
+        debug_assert_eq!(app.wb.position() % app.wb.block_size(), 0);
+        let table_offset = app.wb.position();
+        let entries = segment::last_per_key(active.records);
+        let footer = encode_footer(
+            active.id,
+            active.data_end,
+            table_offset,
+            app.wb.block_size() as u32,
+            &entries,
+        );
+        app.wb.append(&footer)?;
+        app.group_bytes = 0;
+        app.group_records = 0;
+        app.wb.submit_seal(last)?;
+        let ticket = app.wb.sync_ticket();
+        self.log.segments.mark_sealed(id, ticket, summary);
+        Ok(())
+    }
+}
+
+impl Append for WriteBuffer {
+    fn append_bytes(&mut self, bytes: &[u8]) -> Result<()> {
+        self.append(bytes)
+    }
+}
+
+/// The header of the record of `key` and `value` (`None`: a tombstone); `flags` gets
+/// [`FLAG_COMPRESSED`](crate::format::record::FLAG_COMPRESSED) for a compressed value.
+fn record_header(
+    key: &[u8],
+    value: Option<&StoredValue<'_>>,
+    flags: u16,
+    pad_before: u16,
+    seq: u64,
+) -> RecordHeader {
+    RecordHeader {
+        pad_before,
+        kind: if value.is_some() {
+            RecordKind::Put
+        } else {
+            RecordKind::Tombstone
+        },
+        flags: flags | value.map_or(0, |v| v.flags()),
+        key_len: key.len() as u32,
+        value_len: value.map_or(0, |v| v.stored_len()),
+        seq,
+    }
+}

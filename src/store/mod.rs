@@ -1,0 +1,674 @@
+//! The store: [`Store`], the public API, over parts that each do one job, one file each:
+//!
+//! - `open`: opening a directory — every file from its footer (or recovered), the index rebuilt;
+//! - `append`: the log write path — the active segment, group commit, making room, sealing;
+//! - `blob`: large values, each in a blob file of its own;
+//! - `read`: from a key to verified value bytes; [`ValueReader`], [`Keys`];
+//! - `segments`: the table of open segment and blob files;
+//! - `compact`: giving the space of dead values back;
+//! - `stats`: [`Stats`] and the byte counters;
+//! - `compress`: how values are stored (raw or lz4 frames) and read back;
+//! - `background`: the flush ticker and compactor threads.
+//!
+//! Each part owns its state; the parts share the index, the pending queue, the segment table
+//! and the counters through `Arc`s, and call each other's methods, never each other's fields.
+//! This file only wires them together and checks arguments.
+
+use std::ops::RangeBounds;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use crate::batch::Batch;
+use crate::error::{Error, Result};
+use crate::index::{Index, PendingQueue};
+use crate::io::file::{self, DirLock, IoProfile, SegmentFile};
+use crate::io::storage::{RealStorage, Storage};
+use crate::options::{Durability, IoMode, Options};
+use crate::verify::{self, VerifyReport};
+use crate::{MAX_KEY_LEN, MAX_VALUE_LEN};
+
+mod append;
+mod background;
+mod blob;
+mod compact;
+pub(crate) mod compress;
+mod open;
+mod read;
+mod segments;
+mod stats;
+
+use append::{Log, LogParts, Op};
+use background::Ticker;
+use blob::Blobs;
+use compact::{Compactor, CompactorParts};
+use compress::StoredValue;
+use read::Reader;
+use segments::SegmentTable;
+use stats::Counters;
+
+pub use compact::CompactionReport;
+pub use open::{RecoveredSegment, RecoveryReport};
+pub use read::{Keys, ValueReader};
+pub use stats::Stats;
+
+/// An embedded key-value store for blobs, in one directory.
+///
+/// `Store` is `Send + Sync`: share it between threads by reference or in an `Arc`. Every method
+/// takes `&self`; reads run concurrently with writes and see every write that has returned.
+///
+/// ```
+/// # fn main() -> podstore::Result<()> {
+/// # let dir = tempfile::tempdir().unwrap();
+/// let store = podstore::Store::open(dir.path())?;
+/// store.put(b"greeting", b"hello, world")?;
+/// assert_eq!(store.get(b"greeting")?.as_deref(), Some(&b"hello, world"[..]));
+/// assert_eq!(store.get_range(b"greeting", 7..)?.as_deref(), Some(&b"world"[..]));
+/// store.close()?;
+/// # Ok(()) }
+/// ```
+pub struct Store {
+    inner: Arc<Inner>,
+    closed: bool,
+    // Dropped after `Drop::drop` has sealed and flushed: the next opener finds a clean store.
+    _lock: DirLock,
+}
+
+impl Store {
+    /// Opens the store in `dir` with default [`Options`], creating it if needed.
+    pub fn open(dir: impl AsRef<Path>) -> Result<Store> {
+        Store::open_with(dir, Options::default())
+    }
+
+    /// Opens the store in `dir`, creating it if needed.
+    ///
+    /// Reads the footer of every sealed segment (not their records). A segment that was being
+    /// written when the process or machine stopped is scanned, cut after its last whole record
+    /// and sealed; [`Store::recovery`] says what was found.
+    ///
+    /// Fails with [`Error::Locked`] if another `Store` has the directory open.
+    pub fn open_with(dir: impl AsRef<Path>, opts: Options) -> Result<Store> {
+        Store::open_with_storage(dir.as_ref(), opts, Arc::new(RealStorage))
+    }
+
+    /// [`Store::open_with`] on another storage backend (tests: power loss, I/O errors).
+    pub(crate) fn open_with_storage(
+        dir: &Path,
+        opts: Options,
+        storage: Arc<dyn Storage>,
+    ) -> Result<Store> {
+        opts.validate()?;
+        let dir = dir.to_path_buf();
+        storage
+            .create_dir_all(&dir)
+            .map_err(|e| Error::io("create store directory", Some(dir.clone()), e))?;
+        let lock = DirLock::acquire(&*storage, &dir)?;
+        let profile = file::probe(storage, &dir, opts.io_mode)?;
+        if opts.io_mode == IoMode::Auto && !profile.direct {
+            log::warn!(
+                "podstore: O_DIRECT refused in {}; using buffered I/O",
+                dir.display()
+            );
+        }
+        let inner = Arc::new(Inner::start(dir, opts, profile)?);
+        inner.start_background()?;
+        Ok(Store {
+            inner,
+            closed: false,
+            _lock: lock,
+        })
+    }
+
+    /// Inserts or overwrites `key`.
+    ///
+    /// With [`Durability::Sync`] (the default) it returns once the value is on stable storage;
+    /// concurrent calls share one write and one fdatasync. With [`Durability::Buffered`] it
+    /// returns once the value is in the write buffer. Values of at least
+    /// [`Options::large_value_threshold`] put with `Sync` are written to a file of their own by
+    /// the calling thread, beside the shared buffer.
+    ///
+    /// With [`Options::compression`] set, the value is compressed (by the calling thread, before
+    /// it takes any lock) when the options say it pays.
+    pub fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        check_key(key)?;
+        check_value(value)?;
+        let durability = self.inner.opts.durability;
+        let stored = StoredValue::encode(value, &self.inner.opts);
+        let log = &self.inner.log;
+        if durability == Durability::Sync
+            && value.len() as u64 >= self.inner.opts.large_value_threshold
+        {
+            return self.inner.blobs.put(log.lock(), key, &stored);
+        }
+        let (first, last) = log.lock().append_ops(&[(key, Some(&stored))], durability)?;
+        log.acknowledge(first, last, durability)
+    }
+
+    /// Inserts `key` only if it has no value; returns whether it did. Durable like
+    /// [`Store::put`].
+    ///
+    /// Made for content-addressed data, where a key names its value and "already there" is
+    /// success: the existing value is kept, not compared. When another writer's put of `key` is
+    /// on its way, this waits until that put is acknowledged and returns `false`. Concurrent
+    /// calls for one key insert it once.
+    ///
+    /// ```
+    /// # fn main() -> podstore::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = podstore::Store::open(dir.path())?;
+    /// assert!(store.put_if_absent(b"sha256:ab12", b"blob bytes")?);
+    /// assert!(!store.put_if_absent(b"sha256:ab12", b"other bytes")?);
+    /// assert_eq!(store.get(b"sha256:ab12")?.unwrap(), b"blob bytes");
+    /// # Ok(()) }
+    /// ```
+    pub fn put_if_absent(&self, key: &[u8], value: &[u8]) -> Result<bool> {
+        check_key(key)?;
+        check_value(value)?;
+        // Cheap answer for the common case, before compressing anything.
+        if self.inner.index.get(key).is_some() && self.inner.pending.last_queued(key).is_none() {
+            return Ok(false);
+        }
+        let durability = self.inner.opts.durability;
+        let stored = StoredValue::encode(value, &self.inner.opts);
+        let large = durability == Durability::Sync
+            && value.len() as u64 >= self.inner.opts.large_value_threshold;
+        let log = &self.inner.log;
+        loop {
+            let mut app = log.lock();
+            match self.inner.presence(key) {
+                Presence::Present => return Ok(false),
+                Presence::Pending(seq) => {
+                    drop(app);
+                    // Its outcome decides: acknowledged, the key is present; failed, look again.
+                    log.wait(seq, seq, durability == Durability::Sync)?;
+                    continue;
+                }
+                Presence::Absent => {}
+            }
+            if large {
+                return self.inner.blobs.put(app, key, &stored).map(|()| true);
+            }
+            let (first, last) = app.append_ops(&[(key, Some(&stored))], durability)?;
+            drop(app);
+            return log.acknowledge(first, last, durability).map(|()| true);
+        }
+    }
+
+    /// Applies every operation of `batch`, all-or-nothing: after a crash either all of them are
+    /// visible or none is. Durable like [`Store::put`], unless the batch overrides the
+    /// durability. Deleting a missing key in a batch is not an error.
+    pub fn write(&self, batch: &Batch) -> Result<()> {
+        for op in &batch.ops {
+            check_key(&op.key)?;
+            if let Some(v) = &op.value {
+                check_value(v)?;
+            }
+        }
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let durability = batch.durability.unwrap_or(self.inner.opts.durability);
+        let values: Vec<Option<StoredValue<'_>>> = batch
+            .ops
+            .iter()
+            .map(|op| {
+                op.value
+                    .as_deref()
+                    .map(|v| StoredValue::encode(v, &self.inner.opts))
+            })
+            .collect();
+        let ops: Vec<Op<'_>> = batch
+            .ops
+            .iter()
+            .zip(&values)
+            .map(|(op, v)| (op.key.as_slice(), v.as_ref()))
+            .collect();
+        let log = &self.inner.log;
+        let (first, last) = log.lock().append_ops(&ops, durability)?;
+        log.acknowledge(first, last, durability)
+    }
+
+    /// Deletes `key`; returns whether it existed. Durable like [`Store::put`].
+    pub fn delete(&self, key: &[u8]) -> Result<bool> {
+        check_key(key)?;
+        let durability = self.inner.opts.durability;
+        let log = &self.inner.log;
+        let mut app = log.lock();
+        match self.inner.pending.last_queued(key) {
+            Some((false, seq)) => {
+                // Another writer's delete of the key is on its way. Answer "absent" only once it
+                // is acknowledged, like a delete of our own, so that no later read of ours can
+                // still see the old value.
+                drop(app);
+                log.acknowledge(seq, seq, durability)?;
+                return Ok(false);
+            }
+            None if self.inner.index.get(key).is_none() => return Ok(false),
+            Some((true, _)) | None => {}
+        }
+        let (first, last) = app.append_ops(&[(key, None)], durability)?;
+        drop(app);
+        log.acknowledge(first, last, durability)?;
+        Ok(true)
+    }
+
+    /// The value of `key`.
+    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        check_key(key)?;
+        let reader = &self.inner.reader;
+        reader.locate(key)?.map(|f| reader.read_all(&f)).transpose()
+    }
+
+    /// Bytes `range` of the value of `key`.
+    ///
+    /// Reads from disk only the 4 KiB chunks that hold the range (and their checksums), whatever
+    /// the size of the value. For a compressed value, it reads and decompresses only the frames
+    /// that hold the range (and the frame table's header and entries, unless the store has them
+    /// from an earlier read). A range that is not inside the value fails with
+    /// [`Error::OutOfRange`]; an empty range inside it gives an empty vector.
+    ///
+    /// ```
+    /// # fn main() -> podstore::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = podstore::Store::open(dir.path())?;
+    /// store.put(b"k", b"0123456789")?;
+    /// assert_eq!(store.get_range(b"k", 2..5)?.unwrap(), b"234");
+    /// assert_eq!(store.get_range(b"k", 8..)?.unwrap(), b"89");
+    /// assert!(matches!(store.get_range(b"k", 8..11), Err(podstore::Error::OutOfRange { .. })));
+    /// # Ok(()) }
+    /// ```
+    pub fn get_range(&self, key: &[u8], range: impl RangeBounds<u64>) -> Result<Option<Vec<u8>>> {
+        check_key(key)?;
+        let reader = &self.inner.reader;
+        reader
+            .locate(key)?
+            .map(|f| reader.read_range(&f, &range))
+            .transpose()
+    }
+
+    /// A reader that streams the value of `key` with positional reads, without loading it
+    /// whole. It reads the value as it was when `reader` was called, even if it is overwritten,
+    /// deleted or moved by compaction meanwhile (it keeps its file open).
+    pub fn reader(&self, key: &[u8]) -> Result<Option<ValueReader>> {
+        check_key(key)?;
+        let reader = &self.inner.reader;
+        Ok(reader
+            .locate(key)?
+            .map(|found| ValueReader::new(reader.clone(), found)))
+    }
+
+    /// The length of the value of `key` (as it was put, whether or not it is stored
+    /// compressed).
+    pub fn value_len(&self, key: &[u8]) -> Result<Option<u64>> {
+        check_key(key)?;
+        Ok(self.inner.index.get(key).map(|e| e.value_len))
+    }
+
+    /// How many bytes the value of `key` takes in its record: its length if it is stored raw,
+    /// the length of its frame table and lz4 frames if it is stored compressed (see
+    /// [`Options::compression`]). The record's header, key and checksums come on top.
+    pub fn stored_len(&self, key: &[u8]) -> Result<Option<u64>> {
+        check_key(key)?;
+        Ok(self.inner.index.get(key).map(|e| e.stored_len))
+    }
+
+    /// Whether `key` has a value.
+    pub fn contains(&self, key: &[u8]) -> Result<bool> {
+        check_key(key)?;
+        Ok(self.inner.index.get(key).is_some())
+    }
+
+    /// Number of live keys.
+    pub fn len(&self) -> usize {
+        self.inner.index.len() as usize
+    }
+
+    /// True when the store holds no key.
+    pub fn is_empty(&self) -> bool {
+        self.inner.index.is_empty()
+    }
+
+    /// An iterator over the live keys, in no particular order. It walks the index shard by
+    /// shard: keys written or deleted while it runs may or may not appear.
+    pub fn keys(&self) -> Keys {
+        Keys::new(self.inner.index.clone())
+    }
+
+    /// Makes every earlier write durable (those made with [`Durability::Buffered`]).
+    pub fn flush(&self) -> Result<()> {
+        self.inner.log.flush()
+    }
+
+    /// Reads every segment file and checks every checksum, and every footer against the
+    /// records; returns what is damaged and which live keys cannot be read because of it.
+    ///
+    /// It streams values a window at a time (never one whole), and decompresses a compressed
+    /// value one frame at a time. It first makes every earlier write durable (like
+    /// [`Store::flush`]) and then checks what is on disk, up to the last record written before
+    /// the call. Reads and writes go on meanwhile; segments and keys written after the call
+    /// started may or may not be checked.
+    ///
+    /// An I/O error while reading is returned as an error; damage is not an error but the
+    /// contents of the [`VerifyReport`]. Docs: docs/reliability.md.
+    pub fn verify(&self) -> Result<VerifyReport> {
+        let inner = &self.inner;
+        let (active, next_file_id) = {
+            let app = inner.log.lock();
+            let active = app.active().map(|a| verify::ActiveBound {
+                id: a.id,
+                data_end: a.data_end,
+            });
+            (active, app.next_file_id())
+        };
+        // Not `flush`: copies made by compaction reuse old sequence numbers, and must be on disk
+        // too before the active segment is read up to `data_end`.
+        inner.log.sync_all()?;
+        let segments: Vec<(u64, Arc<SegmentFile>)> = inner
+            .segments
+            .snapshot()
+            .into_iter()
+            // Segments created since (a new active one has no footer yet) are not checked.
+            .filter(|(id, _)| *id < next_file_id)
+            .map(|(id, h)| (id, h.file))
+            .collect();
+        verify::run(
+            &segments,
+            active,
+            inner.reader.pool(),
+            self.inner.profile.read_align,
+            self.inner.profile.block_size,
+            &|key| self.inner.index.get(key),
+            &mut self.keys(),
+        )
+    }
+
+    /// The I/O mode in use: [`IoMode::Direct`] or [`IoMode::Buffered`] (what
+    /// [`IoMode::Auto`] resolved to).
+    pub fn io_mode(&self) -> IoMode {
+        if self.inner.profile.direct {
+            IoMode::Direct
+        } else {
+            IoMode::Buffered
+        }
+    }
+
+    /// What opening the store found: sealed segments, recovered ones and their torn tails.
+    pub fn recovery(&self) -> &RecoveryReport {
+        &self.inner.recovery
+    }
+
+    /// The store directory.
+    pub fn path(&self) -> &Path {
+        &self.inner.dir
+    }
+
+    /// Stops the store the way a crash would, for tests: writes already handed to the flush
+    /// thread finish, but nothing more is flushed, the buffer being filled is dropped and the
+    /// active segment is left unsealed. Durable writes survive it; the next open recovers.
+    /// Only with the `testing` feature.
+    #[cfg(feature = "testing")]
+    #[doc(hidden)]
+    pub fn simulate_crash(mut self) {
+        self.closed = true;
+        self.inner.stop_background();
+        self.inner.log.stop();
+    }
+
+    /// Compacts now, unthrottled: removes every blob file whose value is dead, and rewrites
+    /// every sealed log segment whose dead fraction is at least
+    /// [`Options::compaction_threshold`](crate::Options::compaction_threshold). Writes made
+    /// before the call are made durable first. Reads and writes go on meanwhile; a background
+    /// compaction in progress stops at its next record and leaves the rest to this call.
+    ///
+    /// ```
+    /// # fn main() -> podstore::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let opts = podstore::Options::default().segment_size(1 << 20);
+    /// let store = podstore::Store::open_with(dir.path(), opts)?;
+    /// for i in 0..400u32 {
+    ///     store.put(&i.to_be_bytes(), &[7u8; 8 << 10])?;
+    /// }
+    /// for i in 0..360u32 {
+    ///     store.delete(&i.to_be_bytes())?;
+    /// }
+    /// let before = store.stats().disk_bytes;
+    /// let report = store.compact()?;
+    /// assert!(report.segments_compacted > 0);
+    /// assert!(store.stats().disk_bytes < before);
+    /// assert_eq!(store.len(), 40);
+    /// # Ok(()) }
+    /// ```
+    pub fn compact(&self) -> Result<CompactionReport> {
+        self.inner.compactor.compact_now()
+    }
+
+    /// What the store holds, takes and has written. Takes a lock of the index per shard and
+    /// looks up the length of every file (no file data is read).
+    pub fn stats(&self) -> Stats {
+        let inner = &self.inner;
+        stats::collect(
+            &inner.segments,
+            &inner.log,
+            &inner.index,
+            &inner.counters,
+            self.io_mode(),
+        )
+    }
+
+    /// Flushes every write, seals the active segment and releases the directory lock.
+    /// Dropping a `Store` does the same but cannot report errors.
+    pub fn close(mut self) -> Result<()> {
+        self.closed = true;
+        self.inner.shut_down()
+    }
+}
+
+impl Drop for Store {
+    fn drop(&mut self) {
+        if !self.closed
+            && let Err(e) = self.inner.shut_down()
+        {
+            log::error!("podstore: closing {} failed: {e}", self.inner.dir.display());
+        }
+    }
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("dir", &self.inner.dir)
+            .field("io_mode", &self.io_mode())
+            .field("keys", &self.len())
+            .finish()
+    }
+}
+
+fn check_key(key: &[u8]) -> Result<()> {
+    if key.is_empty() {
+        Err(Error::EmptyKey)
+    } else if key.len() > MAX_KEY_LEN {
+        Err(Error::KeyTooLarge {
+            len: key.len(),
+            max: MAX_KEY_LEN,
+        })
+    } else {
+        Ok(())
+    }
+}
+
+fn check_value(value: &[u8]) -> Result<()> {
+    if value.len() as u64 > MAX_VALUE_LEN {
+        Err(Error::ValueTooLarge {
+            len: value.len() as u64,
+            max: MAX_VALUE_LEN,
+        })
+    } else {
+        Ok(())
+    }
+}
+
+/// The store's parts, shared with its background threads.
+struct Inner {
+    dir: PathBuf,
+    opts: Options,
+    profile: IoProfile,
+    index: Arc<Index>,
+    pending: Arc<PendingQueue>,
+    segments: Arc<SegmentTable>,
+    counters: Arc<Counters>,
+    log: Arc<Log>,
+    blobs: Arc<Blobs>,
+    reader: Arc<Reader>,
+    compactor: Compactor,
+    recovery: open::RecoveryReport,
+    /// The flush ticker and the compactor thread, while they run.
+    background: Mutex<Vec<Ticker>>,
+}
+
+/// Whether a key has a value, counting writes not yet applied to the index.
+enum Presence {
+    /// No value, or a delete on its way.
+    Absent,
+    /// A value in the index and nothing on its way.
+    Present,
+    /// A put on its way, with this sequence number.
+    Pending(u64),
+}
+
+impl Inner {
+    /// Recovers the store in `dir` and starts its write path.
+    fn start(dir: PathBuf, opts: Options, profile: IoProfile) -> Result<Inner> {
+        let pool = read::new_pool(profile.mem_align);
+        let recovered = open::recover(&dir, &profile, &pool)?;
+        let index = Arc::new(recovered.index);
+        let pending = Arc::new(PendingQueue::default());
+        let segments = Arc::new(SegmentTable::new(recovered.segments));
+        let counters = Arc::new(Counters::default());
+        let log = Arc::new(Log::start(
+            LogParts {
+                dir: dir.clone(),
+                profile: profile.clone(),
+                index: index.clone(),
+                pending: pending.clone(),
+                segments: segments.clone(),
+                counters: counters.clone(),
+            },
+            &opts,
+            recovered.max_seq,
+            recovered.next_file_id,
+        )?);
+        let blobs = Arc::new(Blobs::new(
+            dir.clone(),
+            profile.clone(),
+            log.clone(),
+            index.clone(),
+            pending.clone(),
+            segments.clone(),
+            counters.clone(),
+        ));
+        let reader = Arc::new(Reader::new(
+            index.clone(),
+            segments.clone(),
+            log.clone(),
+            pool,
+            profile.read_align,
+        ));
+        let compactor = Compactor::new(
+            CompactorParts {
+                dir: dir.clone(),
+                profile: profile.clone(),
+                log: log.clone(),
+                blobs: blobs.clone(),
+                reader: reader.clone(),
+                index: index.clone(),
+                pending: pending.clone(),
+                segments: segments.clone(),
+                counters: counters.clone(),
+            },
+            opts.compaction_threshold,
+            opts.compaction_rate,
+        );
+        Ok(Inner {
+            dir,
+            opts,
+            profile,
+            index,
+            pending,
+            segments,
+            counters,
+            log,
+            blobs,
+            reader,
+            compactor,
+            recovery: recovered.report,
+            background: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// Starts the flush ticker and the background compactor, as the options say. They hold the
+    /// store weakly: a store dropped meanwhile ends them.
+    fn start_background(self: &Arc<Inner>) -> Result<()> {
+        let mut threads = Vec::new();
+        if let Some(interval) = self.opts.flush_interval {
+            let inner = Arc::downgrade(self);
+            threads.push(Ticker::start("podstore-ticker", interval, move |_| {
+                let Some(inner) = inner.upgrade() else {
+                    return false;
+                };
+                if inner.log.has_unflushed() {
+                    // A failure poisons the store and is reported to the next writer.
+                    let _ = inner.log.flush();
+                }
+                true
+            })?);
+        }
+        if self.opts.background_compaction {
+            let inner = Arc::downgrade(self);
+            threads.push(Ticker::start(
+                "podstore-compactor",
+                compact::CHECK_INTERVAL,
+                move |stopped| {
+                    let Some(inner) = inner.upgrade() else {
+                        return false;
+                    };
+                    match inner.compactor.compact_in_background(stopped) {
+                        Ok(()) => true,
+                        // Writes are refused until the store is reopened; so are copies.
+                        Err(Error::Poisoned | Error::StorageFull { .. }) => false,
+                        Err(e) => {
+                            log::warn!("podstore: background compaction failed: {e}");
+                            true
+                        }
+                    }
+                },
+            )?);
+        }
+        *self.background.lock().unwrap_or_else(|p| p.into_inner()) = threads;
+        Ok(())
+    }
+
+    /// Stops the background threads: the compactor (which leaves a compaction it is in the
+    /// middle of unfinished, harmlessly) and the flush ticker.
+    fn stop_background(&self) {
+        let threads =
+            std::mem::take(&mut *self.background.lock().unwrap_or_else(|p| p.into_inner()));
+        for t in threads {
+            t.stop();
+        }
+    }
+
+    fn shut_down(&self) -> Result<()> {
+        self.stop_background();
+        let result = self.log.shut_down();
+        result.and(self.blobs.remove_spares())
+    }
+
+    /// Whether `key` has a value, as the next write will find it (call under the append lock).
+    fn presence(&self, key: &[u8]) -> Presence {
+        match self.pending.last_queued(key) {
+            Some((true, seq)) => Presence::Pending(seq),
+            Some((false, _)) => Presence::Absent,
+            None if self.index.get(key).is_some() => Presence::Present,
+            None => Presence::Absent,
+        }
+    }
+}

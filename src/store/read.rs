@@ -1,0 +1,334 @@
+//! The read path: from a key to its index entry and the file it points into ([`Reader::locate`]),
+//! then to verified value bytes, from the write buffers or the file ([`Reader::read_value`]);
+//! [`ValueReader`] streams a value, [`Keys`] lists the keys.
+
+use std::io::{self, Read, Seek, SeekFrom};
+use std::ops::{Bound, RangeBounds};
+use std::sync::Arc;
+
+use super::append::Log;
+use super::compress::{self, FrameCache, TableCache};
+use super::segments::SegmentTable;
+use crate::error::{Corruption, Error, Result};
+use crate::index::{Index, IndexEntry};
+use crate::io::aligned::BufPool;
+use crate::io::file::SegmentFile;
+use crate::segment;
+
+/// Size of the bounce buffers used by direct reads.
+const READ_BUFFER_SIZE: usize = 1 << 20;
+
+/// The bounce buffers of direct reads, for buffers aligned to `mem_align`.
+pub(super) fn new_pool(mem_align: usize) -> BufPool {
+    BufPool::new(READ_BUFFER_SIZE, mem_align)
+}
+
+/// Reads of values: what they need of the store, and the buffers and caches they share.
+pub(super) struct Reader {
+    index: Arc<Index>,
+    segments: Arc<SegmentTable>,
+    log: Arc<Log>,
+    pool: BufPool,
+    read_align: u64,
+    /// Frame tables of recently read compressed values.
+    frame_tables: TableCache,
+}
+
+/// An index entry and the file it points into, held open for the read.
+#[derive(Clone)]
+pub(super) struct Located {
+    pub(super) entry: IndexEntry,
+    pub(super) file: Arc<SegmentFile>,
+}
+
+impl Reader {
+    /// The read path of a store whose direct reads go through `pool` (see [`new_pool`]) at
+    /// offsets aligned to `read_align`.
+    pub(super) fn new(
+        index: Arc<Index>,
+        segments: Arc<SegmentTable>,
+        log: Arc<Log>,
+        pool: BufPool,
+        read_align: u64,
+    ) -> Reader {
+        Reader {
+            index,
+            segments,
+            log,
+            pool,
+            read_align,
+            frame_tables: TableCache::default(),
+        }
+    }
+
+    /// The bounce buffers of direct reads (open and `verify` read through them too).
+    pub(super) fn pool(&self) -> &BufPool {
+        &self.pool
+    }
+
+    /// The index entry of `key` and the file it points into. A value moved by compaction between
+    /// the index lookup and the file lookup is looked up again.
+    pub(super) fn locate(&self, key: &[u8]) -> Result<Option<Located>> {
+        loop {
+            let Some(entry) = self.index.get(key) else {
+                return Ok(None);
+            };
+            if let Some(file) = self.segments.file(entry.segment) {
+                return Ok(Some(Located { entry, file }));
+            }
+            if self.index.get(key) == Some(entry) {
+                // Not moved: the index names a file the store does not have.
+                return Err(Error::Corruption {
+                    segment: entry.segment,
+                    offset: entry.offset,
+                    kind: Corruption::InvalidField {
+                        field: "index segment id",
+                        value: entry.segment,
+                    },
+                });
+            }
+        }
+    }
+
+    /// The whole value of `found`.
+    pub(super) fn read_all(&self, found: &Located) -> Result<Vec<u8>> {
+        let mut out = vec![0u8; to_usize(found.entry.value_len)?];
+        self.read_value(found, 0, &mut out, None)?;
+        Ok(out)
+    }
+
+    /// Bytes `range` of the value of `found`; a range not inside the value is
+    /// [`Error::OutOfRange`].
+    pub(super) fn read_range(
+        &self,
+        found: &Located,
+        range: &impl RangeBounds<u64>,
+    ) -> Result<Vec<u8>> {
+        let (start, end) = resolve_range(range, found.entry.value_len)?;
+        let mut out = vec![0u8; to_usize(end - start)?];
+        self.read_value(found, start, &mut out, None)?;
+        Ok(out)
+    }
+
+    /// Reads value bytes `[start, start + dst.len())` of `found`, verified; for a compressed
+    /// value, decompresses the frames they are in, keeping what `cache` allows across reads.
+    pub(super) fn read_value(
+        &self,
+        found: &Located,
+        start: u64,
+        dst: &mut [u8],
+        cache: Option<&mut FrameCache>,
+    ) -> Result<()> {
+        let entry = &found.entry;
+        let read_stored = |off: u64, buf: &mut [u8]| {
+            segment::read_value(&entry.span(), off, buf, |o, b| self.fetch(found, o, b))
+        };
+        if !entry.is_compressed() {
+            return read_stored(start, dst);
+        }
+        let mut one_off = FrameCache::default();
+        let cache = cache.unwrap_or(&mut one_off);
+        let known = cache.has_table() || self.frame_tables.seed(entry, cache);
+        let result = compress::read_framed(entry, start, dst, cache, read_stored);
+        if !known && result.is_ok() {
+            self.frame_tables.remember(entry, cache);
+        }
+        result
+    }
+
+    /// Reads the stored bytes of `found`'s record, verified (compaction copies them as they
+    /// are, compressed or not).
+    pub(super) fn read_stored(&self, found: &Located, dst: &mut [u8]) -> Result<()> {
+        segment::read_value(&found.entry.span(), 0, dst, |o, b| self.fetch(found, o, b))
+    }
+
+    /// Reads bytes `[offset, offset + dst.len())` of the segment of `found` from wherever they
+    /// are: the write buffers (copied under the tail lock, which is never held across I/O) or
+    /// the file.
+    fn fetch(&self, found: &Located, offset: u64, dst: &mut [u8]) -> Result<()> {
+        let segment = found.entry.segment;
+        let mut done = 0;
+        while done < dst.len() {
+            let at = offset + done as u64;
+            match self.log.copy_from_buffers(segment, at, &mut dst[done..]) {
+                Ok(n) => done += n,
+                Err(next) => {
+                    let upto = (next - offset) as usize;
+                    found
+                        .file
+                        .read_exact_at(at, &mut dst[done..upto], &self.pool, self.read_align)
+                        .map_err(|e| segment::read_error(segment, at, found.file.path(), e))?;
+                    done = upto;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn to_usize(n: u64) -> Result<usize> {
+    usize::try_from(n).map_err(|_| Error::ValueTooLarge {
+        len: n,
+        max: usize::MAX as u64,
+    })
+}
+
+fn resolve_range(range: &impl RangeBounds<u64>, len: u64) -> Result<(u64, u64)> {
+    let start = match range.start_bound() {
+        Bound::Included(&s) => Some(s),
+        Bound::Excluded(&s) => s.checked_add(1),
+        Bound::Unbounded => Some(0),
+    };
+    let end = match range.end_bound() {
+        Bound::Included(&e) => e.checked_add(1),
+        Bound::Excluded(&e) => Some(e),
+        Bound::Unbounded => Some(len),
+    };
+    match (start, end) {
+        (Some(s), Some(e)) if s <= e && e <= len => Ok((s, e)),
+        (s, e) => Err(Error::OutOfRange {
+            start: s.unwrap_or(u64::MAX),
+            end: e.unwrap_or(u64::MAX),
+            len,
+        }),
+    }
+}
+
+/// Streams a value with positional reads. Returned by [`Store::reader`](crate::Store::reader).
+///
+/// Every read verifies the checksums of the 4 KiB chunks it touches; damaged bytes give an
+/// `io::Error` of kind `InvalidData` wrapping [`Error::Corruption`].
+///
+/// For a compressed value, every read decompresses the frames it touches; the reader keeps the
+/// last frame it decompressed (and the frame table entries it read), so a stream of small
+/// `read` calls reads and decompresses each frame once.
+pub struct ValueReader {
+    reader: Arc<Reader>,
+    found: Located,
+    pos: u64,
+    cache: FrameCache,
+}
+
+impl ValueReader {
+    pub(super) fn new(reader: Arc<Reader>, found: Located) -> ValueReader {
+        ValueReader {
+            reader,
+            found,
+            pos: 0,
+            cache: FrameCache::default(),
+        }
+    }
+
+    /// The value's length.
+    pub fn len(&self) -> u64 {
+        self.found.entry.value_len
+    }
+
+    /// True for an empty value.
+    pub fn is_empty(&self) -> bool {
+        self.found.entry.value_len == 0
+    }
+
+    /// Reads exactly `buf.len()` bytes at `offset` of the value, without moving the cursor.
+    pub fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        let inside = offset
+            .checked_add(buf.len() as u64)
+            .is_some_and(|end| end <= self.found.entry.value_len);
+        if !inside {
+            return Err(Error::OutOfRange {
+                start: offset,
+                end: offset.saturating_add(buf.len() as u64),
+                len: self.found.entry.value_len,
+            });
+        }
+        self.reader.read_value(&self.found, offset, buf, None)
+    }
+}
+
+impl std::fmt::Debug for ValueReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ValueReader")
+            .field("len", &self.found.entry.value_len)
+            .field("pos", &self.pos)
+            .finish()
+    }
+}
+
+impl Read for ValueReader {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let left = self.found.entry.value_len.saturating_sub(self.pos);
+        let n = (buf.len() as u64).min(left) as usize;
+        // A compressed value is never empty, except for a damaged one whose length could not be
+        // recovered: read its frame table so that the damage is reported, not an empty value.
+        if n == 0 && !(self.found.entry.is_compressed() && self.found.entry.value_len == 0) {
+            return Ok(0);
+        }
+        self.reader
+            .read_value(&self.found, self.pos, &mut buf[..n], Some(&mut self.cache))
+            .map_err(|e| match e {
+                Error::Io { source, .. } => source,
+                other => io::Error::new(io::ErrorKind::InvalidData, other),
+            })?;
+        self.pos += n as u64;
+        Ok(n)
+    }
+}
+
+impl Seek for ValueReader {
+    fn seek(&mut self, pos: SeekFrom) -> io::Result<u64> {
+        let target = match pos {
+            SeekFrom::Start(p) => Some(p),
+            SeekFrom::End(d) => self.found.entry.value_len.checked_add_signed(d),
+            SeekFrom::Current(d) => self.pos.checked_add_signed(d),
+        };
+        match target {
+            Some(p) => {
+                self.pos = p;
+                Ok(p)
+            }
+            None => Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "seek to a negative or overflowing position",
+            )),
+        }
+    }
+}
+
+/// Iterator over live keys. Returned by [`Store::keys`](crate::Store::keys).
+pub struct Keys {
+    index: Arc<Index>,
+    next_shard: usize,
+    current: std::vec::IntoIter<Vec<u8>>,
+}
+
+impl Keys {
+    pub(super) fn new(index: Arc<Index>) -> Keys {
+        Keys {
+            index,
+            next_shard: 0,
+            current: Vec::new().into_iter(),
+        }
+    }
+}
+
+impl Iterator for Keys {
+    type Item = Vec<u8>;
+    fn next(&mut self) -> Option<Vec<u8>> {
+        loop {
+            if let Some(k) = self.current.next() {
+                return Some(k);
+            }
+            if self.next_shard == self.index.shard_count() {
+                return None;
+            }
+            self.current = self.index.shard_keys(self.next_shard).into_iter();
+            self.next_shard += 1;
+        }
+    }
+}
+
+impl std::fmt::Debug for Keys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Keys").finish_non_exhaustive()
+    }
+}

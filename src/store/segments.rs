@@ -1,0 +1,151 @@
+//! The segment table: every segment and blob file the store has open, and what compaction and
+//! [`Stats`](super::Stats) need to know of each. One lock; handles are handed out as clones
+//! (their file behind an `Arc`), so that a reader keeps its file open after a removal.
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use crate::format::footer::FooterEntry;
+use crate::format::record::{RecordKind, record_len};
+use crate::io::file::SegmentFile;
+use crate::segment::SegmentKind;
+
+/// A segment file open for reads, and what compaction needs to know of it.
+#[derive(Clone)]
+pub(super) struct SegmentHandle {
+    pub(super) file: Arc<SegmentFile>,
+    pub(super) kind: SegmentKind,
+    /// The sync ticket (`WriteBuffer::sync_ticket`) after which its footer is on stable
+    /// storage: `Some(0)` for files found at open and blob files; `None` for the active log
+    /// segment, which is being written.
+    pub(super) sealed_at: Option<u64>,
+    /// What its footer names.
+    pub(super) summary: FileSummary,
+}
+
+/// What a file's footer names, for the tombstone rule and [`Stats`](super::Stats).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct FileSummary {
+    /// Smallest sequence number of a put its footer names (`u64::MAX` if none). A tombstone
+    /// older than this cannot hide anything in this file.
+    pub(super) min_put_seq: u64,
+    /// Bytes of the tombstone records its footer names.
+    pub(super) tombstone_bytes: u64,
+    /// Number of those tombstones.
+    pub(super) tombstones: u64,
+}
+
+impl Default for FileSummary {
+    fn default() -> Self {
+        FileSummary {
+            min_put_seq: u64::MAX,
+            tombstone_bytes: 0,
+            tombstones: 0,
+        }
+    }
+}
+
+impl FileSummary {
+    /// Counts one record: a put's sequence number, or a tombstone's bytes.
+    pub(super) fn add(&mut self, kind: RecordKind, seq: u64, record_bytes: u64) {
+        match kind {
+            RecordKind::Put => self.min_put_seq = self.min_put_seq.min(seq),
+            RecordKind::Tombstone => {
+                self.tombstone_bytes += record_bytes;
+                self.tombstones += 1;
+            }
+        }
+    }
+
+    /// The summary of the records a footer names.
+    pub(super) fn of(entries: &[FooterEntry]) -> FileSummary {
+        let mut s = FileSummary::default();
+        for e in entries {
+            s.add(e.kind, e.seq, record_len(e.key.len() as u64, e.stored_len));
+        }
+        s
+    }
+}
+
+impl SegmentHandle {
+    /// A file whose footer is durable.
+    pub(super) fn sealed(file: Arc<SegmentFile>, kind: SegmentKind, summary: FileSummary) -> Self {
+        SegmentHandle {
+            file,
+            kind,
+            sealed_at: Some(0),
+            summary,
+        }
+    }
+}
+
+/// Every open segment and blob file, by id.
+#[derive(Default)]
+pub(super) struct SegmentTable {
+    map: RwLock<HashMap<u64, SegmentHandle>>,
+}
+
+impl SegmentTable {
+    /// A table of the files found at open.
+    pub(super) fn new(map: HashMap<u64, SegmentHandle>) -> Self {
+        SegmentTable {
+            map: RwLock::new(map),
+        }
+    }
+
+    fn read(&self) -> RwLockReadGuard<'_, HashMap<u64, SegmentHandle>> {
+        self.map.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write(&self) -> RwLockWriteGuard<'_, HashMap<u64, SegmentHandle>> {
+        self.map.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Adds a file: a new active log segment (`sealed_at: None`) or a written blob file.
+    pub(super) fn insert(&self, id: u64, handle: SegmentHandle) {
+        self.write().insert(id, handle);
+    }
+
+    /// The file of segment `id`, if the store has it.
+    pub(super) fn file(&self, id: u64) -> Option<Arc<SegmentFile>> {
+        self.read().get(&id).map(|h| h.file.clone())
+    }
+
+    /// Records that segment `id`'s footer is durable after sync ticket `ticket`.
+    pub(super) fn mark_sealed(&self, id: u64, ticket: u64, summary: FileSummary) {
+        if let Some(h) = self.write().get_mut(&id) {
+            h.sealed_at = Some(ticket);
+            h.summary = summary;
+        }
+    }
+
+    /// Forgets file `id` (after its removal is durable).
+    pub(super) fn remove(&self, id: u64) {
+        self.write().remove(&id);
+    }
+
+    /// Every file, by id.
+    pub(super) fn snapshot(&self) -> Vec<(u64, SegmentHandle)> {
+        let mut all: Vec<(u64, SegmentHandle)> =
+            self.read().iter().map(|(&id, h)| (id, h.clone())).collect();
+        all.sort_unstable_by_key(|(id, _)| *id);
+        all
+    }
+
+    /// The files whose footer is durable once `syncs_done` syncs have completed.
+    pub(super) fn sealed_by(&self, syncs_done: u64) -> Vec<(u64, SegmentHandle)> {
+        let mut sealed = self.snapshot();
+        sealed.retain(|(_, h)| h.sealed_at.is_some_and(|t| t <= syncs_done));
+        sealed
+    }
+
+    /// The smallest sequence number of a put named by any file but `except` (`u64::MAX`: none).
+    pub(super) fn min_put_seq_except(&self, except: u64) -> u64 {
+        self.read()
+            .iter()
+            .filter(|(id, _)| **id != except)
+            .map(|(_, h)| h.summary.min_put_seq)
+            .min()
+            .unwrap_or(u64::MAX)
+    }
+}

@@ -1,0 +1,162 @@
+//! [`Stats`]: what the store holds, takes on disk and in memory, and has written; and the byte
+//! counters behind the last of these.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::append::Log;
+use super::segments::SegmentTable;
+use crate::index::Index;
+use crate::options::IoMode;
+use crate::segment::SegmentKind;
+
+/// Figures about the store: what it holds, what it takes on disk and in memory, and what it has
+/// written. Returned by [`Store::stats`](crate::Store::stats).
+///
+/// Byte figures about records count whole records: header (32 bytes), key, stored value and
+/// chunk checksums (4 bytes per 4 KiB).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct Stats {
+    /// Keys with a value.
+    pub live_keys: u64,
+    /// Bytes of the records of live values.
+    pub live_bytes: u64,
+    /// Bytes of the tombstone records still on disk (deletes that may still hide an older
+    /// value; compaction drops them once nothing older is left).
+    pub tombstone_bytes: u64,
+    /// Number of those tombstones.
+    pub tombstones: u64,
+    /// Bytes on disk that are neither: overwritten and deleted values, padding, segment
+    /// headers and footers. `disk_bytes - preallocated_bytes - live_bytes - tombstone_bytes`.
+    pub dead_bytes: u64,
+    /// Zeroed space written ahead of the active segment's end, for the writes to come (see
+    /// docs/design.md, "Zero-ahead").
+    pub preallocated_bytes: u64,
+    /// Length of all segment and blob files.
+    pub disk_bytes: u64,
+    /// Log segment files (the active one included).
+    pub log_segments: usize,
+    /// Blob files (one large value each).
+    pub blob_files: usize,
+    /// The I/O mode in use.
+    pub io_mode: IoMode,
+    /// Entries in the in-memory index (one per live key).
+    pub index_entries: u64,
+    /// Estimated heap bytes of the index: keys, entries and hash table slack.
+    pub index_bytes: u64,
+    /// Record bytes written by puts, deletes and batches since open (padding not counted).
+    pub user_bytes_written: u64,
+    /// Record bytes written by compaction since open.
+    pub compaction_bytes_written: u64,
+    /// Log segments compacted since open.
+    pub segments_compacted: u64,
+    /// Segment and blob files removed by compaction since open.
+    pub files_removed: u64,
+    /// Tombstones dropped by compaction since open.
+    pub tombstones_dropped: u64,
+}
+
+impl Stats {
+    /// Bytes written by compaction per byte written by users since open (0 when users wrote
+    /// nothing).
+    pub fn write_amplification(&self) -> f64 {
+        if self.user_bytes_written == 0 {
+            0.0
+        } else {
+            self.compaction_bytes_written as f64 / self.user_bytes_written as f64
+        }
+    }
+}
+
+/// Byte and file counters since open.
+#[derive(Default)]
+pub(super) struct Counters {
+    /// Record bytes appended by puts, deletes and batches (padding not counted).
+    user_bytes: AtomicU64,
+    /// Record bytes copied forward by compaction.
+    compaction_bytes: AtomicU64,
+    /// Segment and blob files removed by compaction.
+    files_removed: AtomicU64,
+    /// Log segments compacted (copied forward and removed).
+    segments_compacted: AtomicU64,
+    /// Tombstones dropped by compaction (nothing older was left for them to hide).
+    tombstones_dropped: AtomicU64,
+}
+
+impl Counters {
+    /// Record bytes written for users.
+    pub(super) fn add_user_bytes(&self, n: u64) {
+        self.user_bytes.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Record bytes copied by compaction.
+    pub(super) fn add_compaction_bytes(&self, n: u64) {
+        self.compaction_bytes.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// A file removed by compaction.
+    pub(super) fn file_removed(&self) {
+        self.files_removed.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A log segment compacted, and the tombstones it dropped.
+    pub(super) fn segment_compacted(&self, tombstones_dropped: u64) {
+        self.segments_compacted.fetch_add(1, Ordering::Relaxed);
+        self.tombstones_dropped
+            .fetch_add(tombstones_dropped, Ordering::Relaxed);
+    }
+}
+
+/// Collects [`Stats`]: takes a lock of the index per shard and looks up the length of every
+/// file (no file data is read).
+pub(super) fn collect(
+    segments: &SegmentTable,
+    log: &Log,
+    index: &Index,
+    counters: &Counters,
+    io_mode: IoMode,
+) -> Stats {
+    let handles = segments.snapshot();
+    let active = log.lock().active();
+    let (mut disk_bytes, mut preallocated_bytes) = (0, 0);
+    let (mut log_segments, mut blob_files) = (0, 0);
+    let (mut tombstone_bytes, mut tombstones) = active.as_ref().map_or((0, 0), |a| {
+        (a.summary.tombstone_bytes, a.summary.tombstones)
+    });
+    for (id, h) in &handles {
+        let len = h.file.len().unwrap_or(0);
+        disk_bytes += len;
+        if let Some(a) = &active
+            && a.id == *id
+        {
+            preallocated_bytes += len.saturating_sub(a.position);
+        }
+        tombstone_bytes += h.summary.tombstone_bytes;
+        tombstones += h.summary.tombstones;
+        match h.kind {
+            SegmentKind::Log => log_segments += 1,
+            SegmentKind::Blob => blob_files += 1,
+        }
+    }
+    let live_bytes: u64 = index.usage_all().values().map(|u| u.live_bytes).sum();
+    let c = counters;
+    Stats {
+        live_keys: index.len(),
+        live_bytes,
+        tombstone_bytes,
+        tombstones,
+        dead_bytes: disk_bytes.saturating_sub(preallocated_bytes + live_bytes + tombstone_bytes),
+        preallocated_bytes,
+        disk_bytes,
+        log_segments,
+        blob_files,
+        io_mode,
+        index_entries: index.len(),
+        index_bytes: index.memory_bytes(),
+        user_bytes_written: c.user_bytes.load(Ordering::Relaxed),
+        compaction_bytes_written: c.compaction_bytes.load(Ordering::Relaxed),
+        segments_compacted: c.segments_compacted.load(Ordering::Relaxed),
+        files_removed: c.files_removed.load(Ordering::Relaxed),
+        tombstones_dropped: c.tombstones_dropped.load(Ordering::Relaxed),
+    }
+}

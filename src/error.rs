@@ -106,7 +106,8 @@ pub enum Error {
     },
     /// Bytes on disk failed verification. They are never returned as data.
     Corruption {
-        /// Id of the segment file (its name is `seg-<id as 16 hex digits>.pod`).
+        /// Id of the file: a log segment (`seg-<id>.pod`) or a blob file (`blob-<id>.pod`),
+        /// the id as 16 hex digits. Both kinds share one id space, so the id names one file.
         segment: u64,
         /// Byte offset in that file where the damaged structure starts.
         offset: u64,

@@ -4,19 +4,7 @@ use std::time::Duration;
 
 use crate::error::{Error, Result};
 
-/// How the store talks to the disk.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum IoMode {
-    /// O_DIRECT where the file system accepts it, buffered I/O where it does not.
-    /// [`Store::io_mode`](crate::Store::io_mode) tells which one was chosen.
-    #[default]
-    Auto,
-    /// O_DIRECT for segment reads and writes: no page cache, reads fetch exactly the blocks
-    /// they need. Opening fails with [`Error::DirectIoUnsupported`] where it is refused.
-    Direct,
-    /// Ordinary buffered I/O through the page cache.
-    Buffered,
-}
+pub use crate::io::file::IoMode;
 
 /// When a write is acknowledged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -14,7 +14,6 @@ use super::aligned::BufPool;
 use super::storage::{LockGuard, OpenMode, Storage, StorageFile, probe_block};
 use crate::error::{Error, Result};
 use crate::format::{align_down, align_up};
-use crate::options::IoMode;
 
 /// What the file system of the store directory supports, found once at open, and the storage
 /// backend every file operation goes through.
@@ -43,6 +42,20 @@ impl fmt::Debug for IoProfile {
             .field("block_size", &self.block_size)
             .finish_non_exhaustive()
     }
+}
+
+/// How the store talks to the disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum IoMode {
+    /// O_DIRECT where the file system accepts it, buffered I/O where it does not.
+    /// [`Store::io_mode`](crate::Store::io_mode) tells which one was chosen.
+    #[default]
+    Auto,
+    /// O_DIRECT for segment reads and writes: no page cache, reads fetch exactly the blocks
+    /// they need. Opening fails with [`Error::DirectIoUnsupported`] where it is refused.
+    Direct,
+    /// Ordinary buffered I/O through the page cache.
+    Buffered,
 }
 
 /// Finds out whether O_DIRECT works in `dir` and with which alignment.

@@ -8,20 +8,20 @@
 //! - `compact`: giving the space of dead values back;
 //! - `stats`: [`Stats`] and the byte counters;
 //! - `compress`: how values are stored (raw or lz4 frames) and read back;
-//! - `background`: the flush ticker and compactor threads.
+//! - `background`: the flush ticker and compactor threads;
+//! - `inner`: the parts wired together, started at open and stopped at close.
 //!
 //! Each part owns its state; the parts share the index, the pending queue, the segment table
 //! and the counters through `Arc`s, and call each other's methods, never each other's fields.
-//! This file only wires them together and checks arguments.
+//! This file is the public API only: it checks arguments and calls the parts.
 
 use std::ops::RangeBounds;
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::path::Path;
+use std::sync::Arc;
 
 use crate::batch::Batch;
 use crate::error::{Error, Result};
-use crate::index::{Index, PendingQueue};
-use crate::io::file::{self, DirLock, IoProfile, SegmentFile};
+use crate::io::file::{self, DirLock, SegmentFile};
 use crate::io::storage::{RealStorage, Storage};
 use crate::options::{Durability, IoMode, Options};
 use crate::verify::{self, VerifyReport};
@@ -32,19 +32,15 @@ mod background;
 mod blob;
 mod compact;
 pub(crate) mod compress;
+mod inner;
 mod open;
 mod read;
 mod segments;
 mod stats;
 
-use append::{Log, LogParts, Op};
-use background::Ticker;
-use blob::Blobs;
-use compact::{Compactor, CompactorParts};
+use append::Op;
 use compress::StoredValue;
-use read::Reader;
-use segments::SegmentTable;
-use stats::Counters;
+use inner::{Inner, Presence};
 
 pub use compact::CompactionReport;
 pub use open::{RecoveredSegment, RecoveryReport};
@@ -503,172 +499,5 @@ fn check_value(value: &[u8]) -> Result<()> {
         })
     } else {
         Ok(())
-    }
-}
-
-/// The store's parts, shared with its background threads.
-struct Inner {
-    dir: PathBuf,
-    opts: Options,
-    profile: IoProfile,
-    index: Arc<Index>,
-    pending: Arc<PendingQueue>,
-    segments: Arc<SegmentTable>,
-    counters: Arc<Counters>,
-    log: Arc<Log>,
-    blobs: Arc<Blobs>,
-    reader: Arc<Reader>,
-    compactor: Compactor,
-    recovery: open::RecoveryReport,
-    /// The flush ticker and the compactor thread, while they run.
-    background: Mutex<Vec<Ticker>>,
-}
-
-/// Whether a key has a value, counting writes not yet applied to the index.
-enum Presence {
-    /// No value, or a delete on its way.
-    Absent,
-    /// A value in the index and nothing on its way.
-    Present,
-    /// A put on its way, with this sequence number.
-    Pending(u64),
-}
-
-impl Inner {
-    /// Recovers the store in `dir` and starts its write path.
-    fn start(dir: PathBuf, opts: Options, profile: IoProfile) -> Result<Inner> {
-        let pool = read::new_pool(profile.mem_align);
-        let recovered = open::recover(&dir, &profile, &pool)?;
-        let index = Arc::new(recovered.index);
-        let pending = Arc::new(PendingQueue::default());
-        let segments = Arc::new(SegmentTable::new(recovered.segments));
-        let counters = Arc::new(Counters::default());
-        let log = Arc::new(Log::start(
-            LogParts {
-                dir: dir.clone(),
-                profile: profile.clone(),
-                index: index.clone(),
-                pending: pending.clone(),
-                segments: segments.clone(),
-                counters: counters.clone(),
-            },
-            &opts,
-            recovered.max_seq,
-            recovered.next_file_id,
-        )?);
-        let blobs = Arc::new(Blobs::new(
-            dir.clone(),
-            profile.clone(),
-            log.clone(),
-            index.clone(),
-            pending.clone(),
-            segments.clone(),
-            counters.clone(),
-        ));
-        let reader = Arc::new(Reader::new(
-            index.clone(),
-            segments.clone(),
-            log.clone(),
-            pool,
-            profile.read_align,
-        ));
-        let compactor = Compactor::new(
-            CompactorParts {
-                dir: dir.clone(),
-                profile: profile.clone(),
-                log: log.clone(),
-                blobs: blobs.clone(),
-                reader: reader.clone(),
-                index: index.clone(),
-                pending: pending.clone(),
-                segments: segments.clone(),
-                counters: counters.clone(),
-            },
-            opts.compaction_threshold,
-            opts.compaction_rate,
-        );
-        Ok(Inner {
-            dir,
-            opts,
-            profile,
-            index,
-            pending,
-            segments,
-            counters,
-            log,
-            blobs,
-            reader,
-            compactor,
-            recovery: recovered.report,
-            background: Mutex::new(Vec::new()),
-        })
-    }
-
-    /// Starts the flush ticker and the background compactor, as the options say. They hold the
-    /// store weakly: a store dropped meanwhile ends them.
-    fn start_background(self: &Arc<Inner>) -> Result<()> {
-        let mut threads = Vec::new();
-        if let Some(interval) = self.opts.flush_interval {
-            let inner = Arc::downgrade(self);
-            threads.push(Ticker::start("podstore-ticker", interval, move |_| {
-                let Some(inner) = inner.upgrade() else {
-                    return false;
-                };
-                if inner.log.has_unflushed() {
-                    // A failure poisons the store and is reported to the next writer.
-                    let _ = inner.log.flush();
-                }
-                true
-            })?);
-        }
-        if self.opts.background_compaction {
-            let inner = Arc::downgrade(self);
-            threads.push(Ticker::start(
-                "podstore-compactor",
-                compact::CHECK_INTERVAL,
-                move |stopped| {
-                    let Some(inner) = inner.upgrade() else {
-                        return false;
-                    };
-                    match inner.compactor.compact_in_background(stopped) {
-                        Ok(()) => true,
-                        // Writes are refused until the store is reopened; so are copies.
-                        Err(Error::Poisoned | Error::StorageFull { .. }) => false,
-                        Err(e) => {
-                            log::warn!("podstore: background compaction failed: {e}");
-                            true
-                        }
-                    }
-                },
-            )?);
-        }
-        *self.background.lock().unwrap_or_else(|p| p.into_inner()) = threads;
-        Ok(())
-    }
-
-    /// Stops the background threads: the compactor (which leaves a compaction it is in the
-    /// middle of unfinished, harmlessly) and the flush ticker.
-    fn stop_background(&self) {
-        let threads =
-            std::mem::take(&mut *self.background.lock().unwrap_or_else(|p| p.into_inner()));
-        for t in threads {
-            t.stop();
-        }
-    }
-
-    fn shut_down(&self) -> Result<()> {
-        self.stop_background();
-        let result = self.log.shut_down();
-        result.and(self.blobs.remove_spares())
-    }
-
-    /// Whether `key` has a value, as the next write will find it (call under the append lock).
-    fn presence(&self, key: &[u8]) -> Presence {
-        match self.pending.last_queued(key) {
-            Some((true, seq)) => Presence::Pending(seq),
-            Some((false, _)) => Presence::Absent,
-            None if self.index.get(key).is_some() => Presence::Present,
-            None => Presence::Absent,
-        }
     }
 }

@@ -1,0 +1,185 @@
+//! The store's parts wired together: what a [`Store`](crate::Store) and its background threads
+//! share, how they are started at open and stopped at close.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use super::append::{Log, LogParts};
+use super::background::Ticker;
+use super::blob::Blobs;
+use super::compact::{self, Compactor, CompactorParts};
+use super::open;
+use super::read::{self, Reader};
+use super::segments::SegmentTable;
+use super::stats::Counters;
+use crate::error::{Error, Result};
+use crate::index::{Index, PendingQueue};
+use crate::io::file::IoProfile;
+use crate::options::Options;
+
+/// The store's parts, shared with its background threads.
+pub(super) struct Inner {
+    pub(super) dir: PathBuf,
+    pub(super) opts: Options,
+    pub(super) profile: IoProfile,
+    pub(super) index: Arc<Index>,
+    pub(super) pending: Arc<PendingQueue>,
+    pub(super) segments: Arc<SegmentTable>,
+    pub(super) counters: Arc<Counters>,
+    pub(super) log: Arc<Log>,
+    pub(super) blobs: Arc<Blobs>,
+    pub(super) reader: Arc<Reader>,
+    pub(super) compactor: Compactor,
+    pub(super) recovery: open::RecoveryReport,
+    /// The flush ticker and the compactor thread, while they run.
+    pub(super) background: Mutex<Vec<Ticker>>,
+}
+
+/// Whether a key has a value, counting writes not yet applied to the index.
+pub(super) enum Presence {
+    /// No value, or a delete on its way.
+    Absent,
+    /// A value in the index and nothing on its way.
+    Present,
+    /// A put on its way, with this sequence number.
+    Pending(u64),
+}
+
+impl Inner {
+    /// Recovers the store in `dir` and starts its write path.
+    pub(super) fn start(dir: PathBuf, opts: Options, profile: IoProfile) -> Result<Inner> {
+        let pool = read::new_pool(profile.mem_align);
+        let recovered = open::recover(&dir, &profile, &pool)?;
+        let index = Arc::new(recovered.index);
+        let pending = Arc::new(PendingQueue::default());
+        let segments = Arc::new(SegmentTable::new(recovered.segments));
+        let counters = Arc::new(Counters::default());
+        let log = Arc::new(Log::start(
+            LogParts {
+                dir: dir.clone(),
+                profile: profile.clone(),
+                index: index.clone(),
+                pending: pending.clone(),
+                segments: segments.clone(),
+                counters: counters.clone(),
+            },
+            &opts,
+            recovered.max_seq,
+            recovered.next_file_id,
+        )?);
+        let blobs = Arc::new(Blobs::new(
+            dir.clone(),
+            profile.clone(),
+            log.clone(),
+            index.clone(),
+            pending.clone(),
+            segments.clone(),
+            counters.clone(),
+        ));
+        let reader = Arc::new(Reader::new(
+            index.clone(),
+            segments.clone(),
+            log.clone(),
+            pool,
+            profile.read_align,
+        ));
+        let compactor = Compactor::new(
+            CompactorParts {
+                dir: dir.clone(),
+                profile: profile.clone(),
+                log: log.clone(),
+                blobs: blobs.clone(),
+                reader: reader.clone(),
+                index: index.clone(),
+                pending: pending.clone(),
+                segments: segments.clone(),
+                counters: counters.clone(),
+            },
+            opts.compaction_threshold,
+            opts.compaction_rate,
+        );
+        Ok(Inner {
+            dir,
+            opts,
+            profile,
+            index,
+            pending,
+            segments,
+            counters,
+            log,
+            blobs,
+            reader,
+            compactor,
+            recovery: recovered.report,
+            background: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// Starts the flush ticker and the background compactor, as the options say. They hold the
+    /// store weakly: a store dropped meanwhile ends them.
+    pub(super) fn start_background(self: &Arc<Inner>) -> Result<()> {
+        let mut threads = Vec::new();
+        if let Some(interval) = self.opts.flush_interval {
+            let inner = Arc::downgrade(self);
+            threads.push(Ticker::start("podstore-ticker", interval, move |_| {
+                let Some(inner) = inner.upgrade() else {
+                    return false;
+                };
+                if inner.log.has_unflushed() {
+                    // A failure poisons the store and is reported to the next writer.
+                    let _ = inner.log.flush();
+                }
+                true
+            })?);
+        }
+        if self.opts.background_compaction {
+            let inner = Arc::downgrade(self);
+            threads.push(Ticker::start(
+                "podstore-compactor",
+                compact::CHECK_INTERVAL,
+                move |stopped| {
+                    let Some(inner) = inner.upgrade() else {
+                        return false;
+                    };
+                    match inner.compactor.compact_in_background(stopped) {
+                        Ok(()) => true,
+                        // Writes are refused until the store is reopened; so are copies.
+                        Err(Error::Poisoned | Error::StorageFull { .. }) => false,
+                        Err(e) => {
+                            log::warn!("podstore: background compaction failed: {e}");
+                            true
+                        }
+                    }
+                },
+            )?);
+        }
+        *self.background.lock().unwrap_or_else(|p| p.into_inner()) = threads;
+        Ok(())
+    }
+
+    /// Stops the background threads: the compactor (which leaves a compaction it is in the
+    /// middle of unfinished, harmlessly) and the flush ticker.
+    pub(super) fn stop_background(&self) {
+        let threads =
+            std::mem::take(&mut *self.background.lock().unwrap_or_else(|p| p.into_inner()));
+        for t in threads {
+            t.stop();
+        }
+    }
+
+    pub(super) fn shut_down(&self) -> Result<()> {
+        self.stop_background();
+        let result = self.log.shut_down();
+        result.and(self.blobs.remove_spares())
+    }
+
+    /// Whether `key` has a value, as the next write will find it (call under the append lock).
+    pub(super) fn presence(&self, key: &[u8]) -> Presence {
+        match self.pending.last_queued(key) {
+            Some((true, seq)) => Presence::Pending(seq),
+            Some((false, _)) => Presence::Absent,
+            None if self.index.get(key).is_some() => Presence::Present,
+            None => Presence::Absent,
+        }
+    }
+}

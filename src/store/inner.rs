@@ -162,7 +162,8 @@ impl Inner {
     pub(super) fn stop_background(&self) {
         let threads =
             std::mem::take(&mut *self.background.lock().unwrap_or_else(|p| p.into_inner()));
-        for t in threads {
+        // The compactor first (started last): it may be copying, and flushes through the log.
+        for t in threads.into_iter().rev() {
             t.stop();
         }
     }

@@ -14,6 +14,14 @@ pub mod segment_header;
 
 use crate::error::Corruption;
 
+/// Longest key, in bytes. Keys are 1 to `MAX_KEY_LEN` bytes; others get
+/// [`Error::EmptyKey`](crate::error::Error::EmptyKey) or [`Error::KeyTooLarge`](crate::error::Error::KeyTooLarge).
+pub const MAX_KEY_LEN: usize = 4096;
+
+/// Longest value, in bytes (4 GiB). Longer values get
+/// [`Error::ValueTooLarge`](crate::error::Error::ValueTooLarge).
+pub const MAX_VALUE_LEN: u64 = 1 << 32;
+
 /// Version written into every segment header, record and footer trailer.
 pub const FORMAT_VERSION: u8 = 1;
 
@@ -60,6 +68,17 @@ pub(crate) fn get_u64(b: &[u8], off: usize) -> u64 {
 
 pub(crate) fn magic_at(b: &[u8], off: usize) -> [u8; 4] {
     [b[off], b[off + 1], b[off + 2], b[off + 3]]
+}
+
+/// Reserved bytes must be zero: a writer of this version never sets them.
+pub(crate) fn reserved_zero(bytes: &[u8], field: &'static str) -> Result<(), Corruption> {
+    match bytes.iter().position(|&b| b != 0) {
+        None => Ok(()),
+        Some(i) => Err(Corruption::InvalidField {
+            field,
+            value: bytes[i] as u64,
+        }),
+    }
 }
 
 pub(crate) fn check_crc(got: u32, expected: u32) -> Result<(), Corruption> {

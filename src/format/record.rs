@@ -7,9 +7,11 @@
 //! offset, fail verification. The per-chunk table lets a range read verify only the chunks it
 //! touches; it follows the value so that a writer can checksum while it streams.
 
-use super::{CHUNK_SIZE, FORMAT_VERSION, check_crc, get_u32, get_u64, magic_at, need};
+use super::{
+    CHUNK_SIZE, FORMAT_VERSION, MAX_KEY_LEN, MAX_VALUE_LEN, check_crc, get_u32, get_u64, magic_at,
+    need,
+};
 use crate::error::Corruption;
-use crate::{MAX_KEY_LEN, MAX_VALUE_LEN};
 
 /// Magic number at the start of every record.
 pub const RECORD_MAGIC: [u8; 4] = *b"PODR";

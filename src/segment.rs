@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use crate::compress::StoredValue;
 use crate::error::{Corruption, Error, Result};
 use crate::format::footer::{FooterEntry, TRAILER_LEN, Trailer, decode_table, encode_footer};
-use crate::format::record::{RecordHeader, chunk_crc};
+use crate::format::record::{RecordHeader, chunk_crc, write_record};
 use crate::format::record::{RecordKind, RecordPlace, chunk_count, verify_chunks};
 use crate::format::scan::{ByteSource, ScanError, scan_segment};
 use crate::format::segment_header::SEGMENT_HEADER_LEN;
@@ -471,20 +471,8 @@ pub fn write_blob(
             value_len: stored.len() as u64,
             seq,
         };
-        stream.append(&header.encode(place, key))?;
-        stream.append(key)?;
-        stream.append(stored)?;
-        append_chunk_table(&mut stream, place, stored)?;
-        let data_end = BLOB_RECORD_OFFSET + header.encoded_len();
-        let entry = FooterEntry {
-            key: key.to_vec(),
-            kind: RecordKind::Put,
-            flags: value.flags(),
-            offset: BLOB_RECORD_OFFSET,
-            stored_len: stored.len() as u64,
-            value_len: value.value_len,
-            seq,
-        };
+        let entry = write_record(&mut stream, place, &header, key, stored, value.value_len)?;
+        let data_end = BLOB_RECORD_OFFSET + entry.record_len();
         // The record is durable before a footer names it: the blocks of unsynced writes reach
         // the disk in any order, and a footer that did while a record block did not would
         // make a put that was never acknowledged a sealed, damaged value that hides the key's

@@ -4,7 +4,7 @@
 //! Layout: docs/design.md, "Footer" (offsets checked against it by a test).
 //! Opening a sealed segment reads the last block (the trailer), then the table: never records.
 
-use super::record::{FLAG_COMPRESSED, KNOWN_FLAGS, RecordKind};
+use super::record::{FLAG_COMPRESSED, KNOWN_FLAGS, RecordHeader, RecordKind, record_len};
 use super::{
     FORMAT_VERSION, MAX_KEY_LEN, MAX_VALUE_LEN, align_up, check_crc, get_u16, get_u32, get_u64,
     magic_at, need, reserved_zero,
@@ -92,6 +92,27 @@ pub struct FooterEntry {
     pub value_len: u64,
     /// Sequence number.
     pub seq: u64,
+}
+
+impl FooterEntry {
+    /// The entry of the record at `offset` whose header is `header` and key `key`; `value_len` is
+    /// the value's length as put (see [`FooterEntry::value_len`]).
+    pub fn for_record(offset: u64, header: &RecordHeader, key: Vec<u8>, value_len: u64) -> Self {
+        FooterEntry {
+            key,
+            kind: header.kind,
+            flags: header.flags,
+            offset,
+            stored_len: header.value_len,
+            value_len,
+            seq: header.seq,
+        }
+    }
+
+    /// Encoded length of the record: header, key, stored value and chunk crc table.
+    pub fn record_len(&self) -> u64 {
+        record_len(self.key.len() as u64, self.stored_len)
+    }
 }
 
 /// The decoded trailer.

@@ -29,6 +29,23 @@ pub const FORMAT_VERSION: u8 = 1;
 /// chunks it touches.
 pub const CHUNK_SIZE: u64 = 4096;
 
+/// Where encoders write their bytes: a vector, or a writer's aligned buffer (implemented next to
+/// each writer in `io`), so that the one encoder of a structure serves every writer.
+pub trait Sink {
+    /// What a failed write returns ([`std::convert::Infallible`] for a vector).
+    type Error;
+    /// Appends `bytes`.
+    fn write_bytes(&mut self, bytes: &[u8]) -> Result<(), Self::Error>;
+}
+
+impl Sink for Vec<u8> {
+    type Error = std::convert::Infallible;
+    fn write_bytes(&mut self, bytes: &[u8]) -> Result<(), Self::Error> {
+        self.extend_from_slice(bytes);
+        Ok(())
+    }
+}
+
 /// Rounds `n` up to a multiple of `align` (a power of two).
 pub fn align_up(n: u64, align: u64) -> u64 {
     debug_assert!(align.is_power_of_two());

@@ -13,6 +13,9 @@ use super::{
 };
 use crate::error::Corruption;
 
+mod encoder;
+pub use encoder::{encode_record, encode_record_as, encode_record_with_flags, write_record};
+
 /// Magic number at the start of every record.
 pub const RECORD_MAGIC: [u8; 4] = *b"PODR";
 /// Length of the fixed part of a record.
@@ -246,56 +249,6 @@ pub(crate) const FIELDS: &[(usize, usize)] = &[
     (off::VALUE_LEN, 8),
     (off::SEQ, 8),
 ];
-
-/// Encodes a whole record into a vector (tests, tools and small writes).
-pub fn encode_record(
-    place: RecordPlace,
-    kind: RecordKind,
-    seq: u64,
-    key: &[u8],
-    value: &[u8],
-) -> Vec<u8> {
-    encode_record_with_flags(place, kind, 0, seq, key, value)
-}
-
-/// [`encode_record`] with flags.
-pub fn encode_record_with_flags(
-    place: RecordPlace,
-    kind: RecordKind,
-    flags: u16,
-    seq: u64,
-    key: &[u8],
-    value: &[u8],
-) -> Vec<u8> {
-    let header = RecordHeader {
-        kind,
-        flags,
-        key_len: key.len() as u32,
-        pad_before: 0,
-        value_len: value.len() as u64,
-        seq,
-    };
-    encode_record_as(&header, place, key, value)
-}
-
-/// Encodes a whole record with every header field as given (`key_len` and `value_len` must be
-/// the lengths of `key` and `value`).
-pub fn encode_record_as(
-    header: &RecordHeader,
-    place: RecordPlace,
-    key: &[u8],
-    value: &[u8],
-) -> Vec<u8> {
-    debug_assert_eq!(header.value_len, value.len() as u64);
-    let mut out = Vec::with_capacity(header.encoded_len() as usize);
-    out.extend_from_slice(&header.encode(place, key));
-    out.extend_from_slice(key);
-    out.extend_from_slice(value);
-    for (i, chunk) in value.chunks(CHUNK_SIZE as usize).enumerate() {
-        out.extend_from_slice(&chunk_crc(place, i as u64, chunk).to_le_bytes());
-    }
-    out
-}
 
 /// A record decoded and fully verified from a byte slice holding at least the whole record.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -6,6 +6,7 @@
 //!
 //! All integers are little-endian.
 
+pub mod cursor;
 pub mod footer;
 pub mod frames;
 pub mod record;

@@ -14,7 +14,7 @@ use crate::compress::{self, FrameCache, StoredValue, TableCache};
 use crate::error::{Error, Result};
 use crate::format::footer::{FooterEntry, encode_footer};
 use crate::format::record::{
-    FLAG_BATCH_CONTINUES, RecordHeader, RecordKind, RecordPlace, record_len,
+    FLAG_BATCH_CONTINUES, RecordHeader, RecordKind, RecordPlace, record_len, write_record,
 };
 use crate::format::segment_header::SegmentHeader;
 use crate::index::{Index, IndexEntry, PendingQueue};
@@ -23,7 +23,7 @@ use crate::io::file::{self, DirLock, IoProfile, SegmentFile};
 use crate::io::storage::{RealStorage, Storage};
 use crate::io::writer::{self, Progress, Tail, WriteBuffer};
 use crate::options::{Durability, IoMode, Options};
-use crate::segment::{self, Append, Opened, SegmentKind};
+use crate::segment::{self, Opened, SegmentKind};
 use crate::verify::{self, VerifyReport};
 use crate::{MAX_KEY_LEN, MAX_VALUE_LEN};
 
@@ -909,8 +909,13 @@ impl Inner {
                 })
             }
         };
+        let blob = segment::BlobValue {
+            stored: &value.bytes,
+            value_len: value.value_len,
+            flags: value.flags(),
+        };
         let written = file.and_then(|file| {
-            segment::write_blob(&self.dir, file, id, seq, key, value, &self.profile)
+            segment::write_blob(&self.dir, file, id, seq, key, blob, &self.profile)
         });
         match written {
             Ok(file) => {
@@ -1194,10 +1199,7 @@ impl Appender {
             offset: self.wb.position(),
         };
         let stored: &[u8] = value.map_or(&[], |v| &v.bytes);
-        self.wb.append(&header.encode(place, key))?;
-        self.wb.append(key)?;
-        self.wb.append(stored)?;
-        segment::append_chunk_table(&mut self.wb, place, stored)?;
+        let entry = write_record(&mut self.wb, place, &header, key, stored, value_len)?;
         if copy_of.is_none() {
             self.next_seq += 1;
         }
@@ -1209,15 +1211,7 @@ impl Appender {
             active.tombstone_bytes += header.encoded_len();
             active.tombstones += 1;
         }
-        active.records.push(FooterEntry {
-            key: key.to_vec(),
-            kind: header.kind,
-            flags,
-            offset: place.offset,
-            stored_len: header.value_len,
-            value_len,
-            seq,
-        });
+        active.records.push(entry);
         Ok((
             seq,
             IndexEntry {
@@ -1326,12 +1320,6 @@ impl Appender {
             h.tombstones = tombstones;
         }
         Ok(())
-    }
-}
-
-impl Append for WriteBuffer {
-    fn append_bytes(&mut self, bytes: &[u8]) -> Result<()> {
-        self.append(bytes)
     }
 }
 

@@ -46,12 +46,7 @@ pub use store::{
 };
 pub use verify::{Damage, Structure, VerifyReport};
 
-/// Longest key, in bytes. Keys are 1 to `MAX_KEY_LEN` bytes; others get
-/// [`Error::EmptyKey`] or [`Error::KeyTooLarge`].
-pub const MAX_KEY_LEN: usize = 4096;
-
-/// Longest value, in bytes (4 GiB). Longer values get [`Error::ValueTooLarge`].
-pub const MAX_VALUE_LEN: u64 = 1 << 32;
+pub use format::{MAX_KEY_LEN, MAX_VALUE_LEN};
 
 #[cfg(test)]
 mod tests;

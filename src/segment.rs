@@ -5,17 +5,17 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Corruption, Error, Result};
+use crate::format::cursor::ByteSource;
 use crate::format::footer::{FooterEntry, TRAILER_LEN, Trailer, decode_table, encode_footer};
-use crate::format::record::{RecordHeader, chunk_crc};
+use crate::format::record::{RecordHeader, write_record};
 use crate::format::record::{RecordKind, RecordPlace, chunk_count, verify_chunks};
-use crate::format::scan::{ByteSource, ScanError, scan_segment};
+use crate::format::scan::{ScanError, scan_segment};
 use crate::format::segment_header::SEGMENT_HEADER_LEN;
 use crate::format::segment_header::SegmentHeader;
 use crate::format::{CHUNK_SIZE, align_up};
 use crate::io::aligned::BufPool;
 use crate::io::file::{IoProfile, SegmentFile, list_dir, remove_durably, remove_file, sync_dir};
 use crate::io::stream::AlignedStream;
-use crate::store::compress::StoredValue;
 
 /// The two kinds of segment file. Both have the same format; they differ in how they are
 /// written, and so in what an unsealed one means at open.
@@ -433,6 +433,18 @@ pub fn create_blob_files(
     Ok(files)
 }
 
+/// The value of a blob file's record, as stored.
+#[derive(Debug, Clone, Copy)]
+pub struct BlobValue<'a> {
+    /// The stored bytes: the value, or its frame table and frames when `flags` has
+    /// [`FLAG_COMPRESSED`](crate::format::record::FLAG_COMPRESSED).
+    pub stored: &'a [u8],
+    /// The value's length as put.
+    pub value_len: u64,
+    /// The record's flags.
+    pub flags: u16,
+}
+
 /// Writes `value` (compressed or not) as the one record of the blob file `file` (created, name
 /// durable, by [`create_blob_files`]) and makes it durable. On error the file is removed (best
 /// effort).
@@ -442,7 +454,7 @@ pub fn write_blob(
     id: u64,
     seq: u64,
     key: &[u8],
-    value: &StoredValue<'_>,
+    value: BlobValue<'_>,
     profile: &IoProfile,
 ) -> Result<SegmentFile> {
     let path = path(dir, id, SegmentKind::Blob);
@@ -461,29 +473,23 @@ pub fn write_blob(
             segment: id,
             offset: BLOB_RECORD_OFFSET,
         };
-        let stored: &[u8] = &value.bytes;
         let header = RecordHeader {
             kind: RecordKind::Put,
-            flags: value.flags(),
+            flags: value.flags,
             key_len: key.len() as u32,
             pad_before: 0,
-            value_len: stored.len() as u64,
+            value_len: value.stored.len() as u64,
             seq,
         };
-        stream.append(&header.encode(place, key))?;
-        stream.append(key)?;
-        stream.append(stored)?;
-        append_chunk_table(&mut stream, place, stored)?;
-        let data_end = BLOB_RECORD_OFFSET + header.encoded_len();
-        let entry = FooterEntry {
-            key: key.to_vec(),
-            kind: RecordKind::Put,
-            flags: value.flags(),
-            offset: BLOB_RECORD_OFFSET,
-            stored_len: stored.len() as u64,
-            value_len: value.value_len,
-            seq,
-        };
+        let entry = write_record(
+            &mut stream,
+            place,
+            &header,
+            key,
+            value.stored,
+            value.value_len,
+        )?;
+        let data_end = BLOB_RECORD_OFFSET + entry.record_len();
         // The record is durable before a footer names it: the blocks of unsynced writes reach
         // the disk in any order, and a footer that did while a record block did not would
         // make a put that was never acknowledged a sealed, damaged value that hides the key's
@@ -520,31 +526,4 @@ fn write_footer_after_sync(
     stream.append(footer)?;
     stream.finish()?;
     file.sync_data()
-}
-
-/// Something records can be appended to.
-pub trait Append {
-    /// Appends bytes.
-    fn append_bytes(&mut self, bytes: &[u8]) -> Result<()>;
-}
-
-impl Append for AlignedStream<'_> {
-    fn append_bytes(&mut self, bytes: &[u8]) -> Result<()> {
-        self.append(bytes)
-    }
-}
-
-/// Appends the chunk crc table of `value` (a record at `place`).
-pub fn append_chunk_table(out: &mut impl Append, place: RecordPlace, value: &[u8]) -> Result<()> {
-    let mut table = [0u8; 1024];
-    let mut n = 0;
-    for (i, chunk) in value.chunks(CHUNK_SIZE as usize).enumerate() {
-        table[n..n + 4].copy_from_slice(&chunk_crc(place, i as u64, chunk).to_le_bytes());
-        n += 4;
-        if n == table.len() {
-            out.append_bytes(&table)?;
-            n = 0;
-        }
-    }
-    out.append_bytes(&table[..n])
 }

@@ -10,9 +10,11 @@
 //! offset with its key, kind, flags, sequence number and lengths, and every key's newest record is
 //! in the footer.
 //!
-//! Where a record's header is damaged, the walk resumes at the next record: the next offset the
-//! footer names, or the next bytes that verify as a record header (its crc is bound to its
-//! offset, so value bytes that happen to look like a header do not pass).
+//! The walk reads records through the cursor recovery's scan reads them with
+//! ([`crate::format::cursor`]); its policy differs: it reports every damage instead of stopping at
+//! the first. Where a record's header is damaged, the walk resumes at the next record: the next
+//! offset the footer names, or the next bytes that verify as a record header (its crc is bound to
+//! its offset, so value bytes that happen to look like a header do not pass).
 //!
 //! Keys are judged by the index: a live key is affected when its record's value (its bytes, its
 //! chunk crcs or, compressed, its frame table and frames) does not verify, so that reads of it
@@ -25,19 +27,14 @@ use std::io;
 use std::sync::Arc;
 
 use crate::error::{Corruption, Error, Result};
+use crate::format::cursor::{
+    ByteSource, Frames, RecordCursor, ValueChecker, ValueDamage, Verdict, first_nonzero,
+};
 use crate::format::footer::{
-    FooterEntry, TABLE_MAGIC, TRAILER_LEN, Trailer, decode_table as decode_footer_table,
+    FooterEntry, TRAILER_LEN, Trailer, decode_table as decode_footer_table,
 };
-use crate::format::frames::{
-    FRAME_ENTRY_LEN, FRAME_TABLE_HEADER_LEN, FrameTableHeader, decode_entries, decode_frame,
-};
-use crate::format::record::{
-    FLAG_COMPRESSED, RECORD_HEADER_LEN, RECORD_MAGIC, RecordHeader, RecordKind, RecordPlace,
-    chunk_count, verify_chunks,
-};
-use crate::format::scan::ByteSource;
+use crate::format::record::RecordPlace;
 use crate::format::segment_header::{SEGMENT_HEADER_LEN, SegmentHeader};
-use crate::format::{CHUNK_SIZE, align_up};
 use crate::index::IndexEntry;
 use crate::io::aligned::BufPool;
 use crate::io::file::SegmentFile;
@@ -139,12 +136,6 @@ pub(crate) struct ActiveBound {
     pub data_end: u64,
 }
 
-/// Bytes of value read per step.
-const WINDOW: u64 = 256 * CHUNK_SIZE;
-
-/// Frame table entries read per step.
-const ENTRIES_PER_READ: u64 = 4096;
-
 /// Checks `segments` (id, file) and fills a report; `live` gives a key's index entry.
 pub(crate) fn run(
     segments: &[(u64, Arc<SegmentFile>)],
@@ -222,17 +213,16 @@ pub(crate) fn run(
             segment: e.segment,
             offset: e.offset,
         };
-        let mut window = Vec::new();
-        let checked = check_value(
-            &src,
-            place,
-            e.value_offset(),
-            e.stored_len,
-            e.is_compressed(),
-            &mut window,
-        )
-        .map_err(|err| crate::segment::read_error(e.segment, e.offset, file.path(), err))?;
-        if let Err((at, kind)) = checked.result {
+        let checked = ValueChecker::new(Frames::Decode)
+            .check(
+                &src,
+                place,
+                e.value_offset(),
+                e.stored_len,
+                e.is_compressed(),
+            )
+            .map_err(|err| crate::segment::read_error(e.segment, e.offset, file.path(), err))?;
+        if let Err(ValueDamage { at, kind }) = checked.result {
             report.damage.push(Damage {
                 segment: e.segment,
                 offset: at,
@@ -388,7 +378,7 @@ impl<S: ByteSource + ?Sized> SegmentCheck<'_, S> {
         };
         drop(table);
         let pad_from = trailer.table_offset + trailer.table_len;
-        if let Some(bad) = self.first_nonzero(pad_from, at)? {
+        if let Some(bad) = first_nonzero(self.src, pad_from, at, &mut self.window)? {
             let kind = Corruption::InvalidField {
                 field: "footer padding",
                 value: bad - pad_from,
@@ -396,21 +386,6 @@ impl<S: ByteSource + ?Sized> SegmentCheck<'_, S> {
             self.damage(bad, Structure::Padding, kind, None, None);
         }
         Ok(Some(Footer { trailer, entries }))
-    }
-
-    /// The first non-zero byte in `[from, to)`.
-    fn first_nonzero(&mut self, from: u64, to: u64) -> io::Result<Option<u64>> {
-        let mut pos = from;
-        while pos < to {
-            let n = WINDOW.min(to - pos) as usize;
-            self.window.resize(n, 0);
-            self.src.read_exact_at(pos, &mut self.window)?;
-            if let Some(i) = self.window.iter().position(|&b| b != 0) {
-                return Ok(Some(pos + i as u64));
-            }
-            pos += n as u64;
-        }
-        Ok(None)
     }
 
     /// Walks the records in `[SEGMENT_HEADER_LEN, end)`. With `bounded`, `end` is known to be
@@ -426,24 +401,20 @@ impl<S: ByteSource + ?Sized> SegmentCheck<'_, S> {
         let mut named: Vec<u64> =
             entries.map_or(Vec::new(), |e| e.iter().map(|e| e.offset).collect());
         named.sort_unstable();
-        let mut pos = SEGMENT_HEADER_LEN as u64;
-        let mut gap = 0u64;
-        let mut head = [0u8; RECORD_HEADER_LEN];
-        while pos < end {
-            let block_end = align_up(pos + 1, self.block);
-            let probe = (RECORD_HEADER_LEN as u64)
-                .min(block_end - pos)
-                .min(end - pos) as usize;
-            self.src.read_exact_at(pos, &mut head[..probe])?;
-            if head[..probe].iter().all(|&b| b == 0) {
-                let pad_end = block_end.min(end);
-                let nonzero = self.first_nonzero(pos, pad_end)?;
-                if pos.is_multiple_of(self.block) || gap > 0 || nonzero.is_some() {
-                    // Zeroes where a record must start (padding never starts a block, never
-                    // follows padding), or padding that is not all zero.
-                    let (at, kind) = match nonzero {
-                        Some(at) if !pos.is_multiple_of(self.block) && gap == 0 => (
+        let mut cursor = RecordCursor::new(self.src, self.id, self.block, end, Frames::Decode)
+            .stopping_at_footer_table(!bounded);
+        loop {
+            let (pos, verdict) = cursor.step()?;
+            let (found, damage) = match verdict {
+                Verdict::End | Verdict::FooterTable => break,
+                Verdict::Padding => continue,
+                // Zeroes where a record must start (padding never starts a block, never follows
+                // padding), or padding that is not all zero.
+                Verdict::Zeroes | Verdict::BadPadding { .. } => {
+                    let (at, structure, kind) = match verdict {
+                        Verdict::BadPadding { first_nonzero: at } => (
                             at,
+                            Structure::Padding,
                             Corruption::InvalidField {
                                 field: "padding",
                                 value: at - pos,
@@ -451,57 +422,25 @@ impl<S: ByteSource + ?Sized> SegmentCheck<'_, S> {
                         ),
                         _ => (
                             pos,
+                            Structure::RecordHeader,
                             Corruption::BadMagic {
                                 structure: "record",
                                 found: [0; 4],
                             },
                         ),
                     };
-                    let structure = if at == pos {
-                        Structure::RecordHeader
-                    } else {
-                        Structure::Padding
-                    };
                     self.damage(at, structure, kind, None, None);
-                    match self.resync(pos, end, bounded, &named)? {
-                        Some(next) => {
-                            self.skipped.push((pos, next));
-                            pos = next;
-                            gap = u64::MAX; // unknown: do not check the next pad_before
-                            continue;
-                        }
-                        None => {
-                            self.skipped.push((pos, end));
-                            break;
-                        }
+                    if self.resync(&mut cursor, pos, pos, &named)? {
+                        continue;
                     }
+                    break;
                 }
-                gap = pad_end - pos;
-                pos = pad_end;
-                continue;
-            }
-            if !bounded && head[..4] == TABLE_MAGIC {
-                break;
-            }
-            if probe < RECORD_HEADER_LEN {
-                if end - pos < RECORD_HEADER_LEN as u64 {
-                    let kind = Corruption::Truncated {
-                        needed: RECORD_HEADER_LEN as u64,
-                        available: end - pos,
-                    };
+                Verdict::Truncated(kind) => {
                     self.damage(pos, Structure::RecordHeader, kind, Some(pos), None);
                     self.skipped.push((pos, end));
                     break;
                 }
-                self.src.read_exact_at(pos, &mut head)?;
-            }
-            let place = RecordPlace {
-                segment: self.id,
-                offset: pos,
-            };
-            let header = match self.record_header(&head, place, end)? {
-                Ok(h) => h,
-                Err(kind) => {
+                Verdict::NotRecord(kind) => {
                     let key = entries
                         .and_then(|e| e.iter().find(|e| e.offset == pos))
                         .map(|e| e.key.clone());
@@ -514,60 +453,30 @@ impl<S: ByteSource + ?Sized> SegmentCheck<'_, S> {
                     );
                     // Zeroes skipped just before were taken for padding; they may as well be
                     // where a damaged record starts.
-                    let from = if gap == u64::MAX { pos } else { pos - gap };
-                    match self.resync(pos, end, bounded, &named)? {
-                        Some(next) => {
-                            self.skipped.push((from, next));
-                            pos = next;
-                            gap = u64::MAX;
-                            continue;
-                        }
-                        None => {
-                            self.skipped.push((from, end));
-                            break;
-                        }
+                    let from = pos - cursor.zeroes_before().unwrap_or(0);
+                    if self.resync(&mut cursor, pos, from, &named)? {
+                        continue;
                     }
+                    break;
                 }
+                Verdict::Whole(found) => (found, None),
+                Verdict::ValueDamaged(found, damage) => (found, Some(damage)),
             };
-            let (header, key) = header;
-            if gap != u64::MAX && header.pad_before as u64 != gap {
-                let kind = Corruption::InvalidField {
-                    field: "record pad_before",
-                    value: (header.pad_before as u64).abs_diff(gap),
-                };
-                self.damage(pos - gap, Structure::Padding, kind, None, None);
+            if let Some((at, kind)) = found.pad_mismatch() {
+                self.damage(at, Structure::Padding, kind, None, None);
             }
             self.report.records += 1;
-            let mut entry = FooterEntry {
-                key,
-                kind: header.kind,
-                flags: header.flags,
-                offset: pos,
-                stored_len: header.value_len,
-                value_len: header.value_len,
-                seq: header.seq,
-            };
-            if header.kind == RecordKind::Put {
-                let checked = check_value(
-                    self.src,
-                    place,
-                    pos + header.value_offset(),
-                    header.value_len,
-                    header.flags & FLAG_COMPRESSED != 0,
-                    &mut self.window,
-                )?;
-                if let Some(len) = checked.value_len {
-                    entry.value_len = len;
-                }
-                if let Err((at, kind)) = checked.result {
-                    self.bad_values.push(pos);
-                    let key = entry.key.clone();
-                    self.damage(at, Structure::Value, kind, Some(pos), Some(&key));
-                }
+            if let Some(ValueDamage { at, kind }) = damage {
+                self.bad_values.push(pos);
+                self.damage(
+                    at,
+                    Structure::Value,
+                    kind,
+                    Some(pos),
+                    Some(&found.entry.key),
+                );
             }
-            pos += header.encoded_len();
-            gap = 0;
-            walked.push(entry);
+            walked.push(found.entry);
         }
         // Each key's newest record, by the rule the footer was written with.
         Ok(crate::segment::last_per_key(walked)
@@ -576,76 +485,36 @@ impl<S: ByteSource + ?Sized> SegmentCheck<'_, S> {
             .collect())
     }
 
-    /// Decodes the record header at `place` and checks its crc and that the record fits before
-    /// `end`; returns it with its key.
-    fn record_header(
-        &mut self,
-        head: &[u8; RECORD_HEADER_LEN],
-        place: RecordPlace,
-        end: u64,
-    ) -> io::Result<std::result::Result<(RecordHeader, Vec<u8>), Corruption>> {
-        let header = match RecordHeader::decode(head) {
-            Ok(h) => h,
-            Err(c) => return Ok(Err(c)),
-        };
-        if header.encoded_len() > end - place.offset {
-            return Ok(Err(Corruption::Truncated {
-                needed: header.encoded_len(),
-                available: end - place.offset,
-            }));
-        }
-        let mut key = vec![0u8; header.key_len as usize];
-        self.src
-            .read_exact_at(place.offset + header.key_offset(), &mut key)?;
-        Ok(RecordHeader::verify(head, place, &key).map(|()| (header, key)))
-    }
-
-    /// The next record after the damaged bytes at `pos`: the next offset the footer names, or
-    /// the first bytes before it that verify as a record header (or, without a trailer, start
-    /// the footer table).
+    /// Moves `cursor` to the next record after the damaged bytes at `pos` (skipped from
+    /// `from`): the next offset the footer names, or the first bytes before it that verify as
+    /// a record header (or, without a trailer, start the footer table). False when there is
+    /// none before the end.
     fn resync(
         &mut self,
+        cursor: &mut RecordCursor<'_, S>,
         pos: u64,
-        end: u64,
-        bounded: bool,
+        from: u64,
         named: &[u64],
-    ) -> io::Result<Option<u64>> {
+    ) -> io::Result<bool> {
+        let end = cursor.end();
         let limit = named
             .iter()
             .find(|&&o| o > pos)
             .copied()
             .filter(|&o| o < end)
             .unwrap_or(end);
-        let mut at = pos + 1;
-        let mut buf = Vec::new();
-        let mut head = [0u8; RECORD_HEADER_LEN];
-        while at < limit {
-            let n = WINDOW.min(limit - at) as usize;
-            // Three bytes more, for a magic that straddles two windows.
-            let read = (n as u64 + 3).min(self.src.len() - at) as usize;
-            buf.resize(read, 0);
-            self.src.read_exact_at(at, &mut buf)?;
-            for i in 0..n.min(read.saturating_sub(3)) {
-                let magic = &buf[i..i + 4];
-                let cand = at + i as u64;
-                if !bounded && magic == TABLE_MAGIC {
-                    return Ok(Some(cand));
-                }
-                if magic != RECORD_MAGIC || end - cand < RECORD_HEADER_LEN as u64 {
-                    continue;
-                }
-                self.src.read_exact_at(cand, &mut head)?;
-                let place = RecordPlace {
-                    segment: self.id,
-                    offset: cand,
-                };
-                if self.record_header(&head, place, end)?.is_ok() {
-                    return Ok(Some(cand));
-                }
+        let next = cursor.find_header(pos + 1, limit)?;
+        match next.or((limit < end).then_some(limit)) {
+            Some(next) => {
+                self.skipped.push((from, next));
+                cursor.seek(next);
+                Ok(true)
             }
-            at += n as u64;
+            None => {
+                self.skipped.push((from, end));
+                Ok(false)
+            }
         }
-        Ok((limit < end).then_some(limit))
     }
 
     /// Checks the footer entries against the records walked (`last`: each key's newest record).
@@ -707,128 +576,4 @@ impl<S: ByteSource + ?Sized> SegmentCheck<'_, S> {
             );
         }
     }
-}
-
-/// What [`check_value`] found.
-struct ValueCheck {
-    /// The value's length, from its frame table if it is compressed (None if unreadable).
-    value_len: Option<u64>,
-    /// The first damage found: file offset and kind.
-    result: std::result::Result<(), (u64, Corruption)>,
-}
-
-/// Checks the value of the record at `place`: its stored bytes `[value_offset, +stored_len)`
-/// against the chunk crc table after them, then, compressed, its frame table and every frame.
-fn check_value<S: ByteSource + ?Sized>(
-    src: &S,
-    place: RecordPlace,
-    value_offset: u64,
-    stored_len: u64,
-    compressed: bool,
-    window: &mut Vec<u8>,
-) -> io::Result<ValueCheck> {
-    let table_at = value_offset + stored_len;
-    let fits = table_at
-        .checked_add(4 * chunk_count(stored_len))
-        .is_some_and(|e| e <= src.len());
-    if !fits {
-        return Ok(ValueCheck {
-            value_len: None,
-            result: Err((
-                value_offset,
-                Corruption::Truncated {
-                    needed: 4 * chunk_count(stored_len) + stored_len,
-                    available: src.len().saturating_sub(value_offset),
-                },
-            )),
-        });
-    }
-    let mut table = vec![0u8; (4 * (WINDOW / CHUNK_SIZE)) as usize];
-    let mut done = 0;
-    while done < stored_len {
-        let n = WINDOW.min(stored_len - done);
-        window.resize(n as usize, 0);
-        src.read_exact_at(value_offset + done, window)?;
-        let first = done / CHUNK_SIZE;
-        let t = &mut table[..(4 * chunk_count(n)) as usize];
-        src.read_exact_at(table_at + 4 * first, t)?;
-        if let Err((chunk, kind)) = verify_chunks(place, first, window, t) {
-            let value_len = (!compressed).then_some(stored_len);
-            return Ok(ValueCheck {
-                value_len,
-                result: Err((value_offset + chunk * CHUNK_SIZE, kind)),
-            });
-        }
-        done += n;
-    }
-    if !compressed {
-        return Ok(ValueCheck {
-            value_len: Some(stored_len),
-            result: Ok(()),
-        });
-    }
-    check_frames(src, value_offset, stored_len, window)
-}
-
-/// Checks the frame table and every frame of a compressed value whose stored bytes verified.
-fn check_frames<S: ByteSource + ?Sized>(
-    src: &S,
-    value_offset: u64,
-    stored_len: u64,
-    buf: &mut Vec<u8>,
-) -> io::Result<ValueCheck> {
-    let bad = |value_len, at: u64, kind| ValueCheck {
-        value_len,
-        result: Err((value_offset + at, kind)),
-    };
-    let mut head = [0u8; FRAME_TABLE_HEADER_LEN];
-    src.read_exact_at(value_offset, &mut head)?;
-    let header = match FrameTableHeader::decode(&head, stored_len) {
-        Ok(h) => h,
-        Err(kind) => return Ok(bad(None, 0, kind)),
-    };
-    let value_len = Some(header.value_len);
-    let mut entries_buf = Vec::new();
-    let mut out = Vec::new();
-    let mut expected_offset = header.table_len();
-    let mut first = 0;
-    while first < header.frame_count {
-        let last = (first + ENTRIES_PER_READ).min(header.frame_count);
-        entries_buf.resize(((last - first) as usize) * FRAME_ENTRY_LEN, 0);
-        let at = header.entry_offset(first);
-        src.read_exact_at(value_offset + at, &mut entries_buf)?;
-        let entries = match decode_entries(&header, first..last, &entries_buf, stored_len) {
-            Ok(e) => e,
-            Err(kind) => return Ok(bad(value_len, at, kind)),
-        };
-        for (k, e) in entries.iter().enumerate() {
-            let index = first + k as u64;
-            if e.offset != expected_offset {
-                let kind = Corruption::InvalidField {
-                    field: "frame offset",
-                    value: e.offset,
-                };
-                return Ok(bad(value_len, header.entry_offset(index), kind));
-            }
-            buf.resize(e.stored_len as usize, 0);
-            src.read_exact_at(value_offset + e.offset, buf)?;
-            out.resize(header.frame_len(index) as usize, 0);
-            if let Err(kind) = decode_frame(&header, index, e, buf, &mut out) {
-                return Ok(bad(value_len, e.offset, kind));
-            }
-            expected_offset = e.end();
-        }
-        first = last;
-    }
-    if expected_offset != stored_len {
-        let kind = Corruption::InvalidField {
-            field: "frame table stored length",
-            value: stored_len,
-        };
-        return Ok(bad(value_len, 0, kind));
-    }
-    Ok(ValueCheck {
-        value_len,
-        result: Ok(()),
-    })
 }

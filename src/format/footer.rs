@@ -5,8 +5,10 @@
 //! Opening a sealed segment reads the last block (the trailer), then the table: never records.
 
 use super::record::{FLAG_COMPRESSED, KNOWN_FLAGS, RecordKind};
-use super::{FORMAT_VERSION, align_up, check_crc, get_u16, get_u32, get_u64, magic_at, need};
-use crate::MAX_KEY_LEN;
+use super::{
+    FORMAT_VERSION, MAX_KEY_LEN, MAX_VALUE_LEN, align_up, check_crc, get_u16, get_u32, get_u64,
+    magic_at, need, reserved_zero,
+};
 use crate::error::Corruption;
 
 /// Magic number of the entry table.
@@ -71,26 +73,8 @@ pub(crate) const ENTRY_FIELDS: &[(usize, usize)] = &[
 #[cfg(test)]
 pub(crate) const TABLE_FIELDS: &[(usize, usize)] = &[(0, 4)];
 
-/// One key's last record in a segment.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FooterEntry {
-    /// The key.
-    pub key: Vec<u8>,
-    /// Put or tombstone.
-    pub kind: RecordKind,
-    /// The record's flags.
-    pub flags: u16,
-    /// Record offset in the segment.
-    pub offset: u64,
-    /// Length of the value bytes in the record (after compression).
-    pub stored_len: u64,
-    /// Length of the value as put: `stored_len` unless the record's flags say
-    /// [`FLAG_COMPRESSED`], then the uncompressed length from the value's frame table (0 for a
-    /// damaged compressed record whose frame table could not be read).
-    pub value_len: u64,
-    /// Sequence number.
-    pub seq: u64,
-}
+/// A footer names each key's newest record by its summary, defined with the record.
+pub use super::record::FooterEntry;
 
 /// The decoded trailer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -188,17 +172,6 @@ impl Trailer {
             return invalid("trailer entry count", t.entry_count);
         }
         Ok(t)
-    }
-}
-
-/// Reserved bytes must be zero: a writer of this version never sets them.
-pub(crate) fn reserved_zero(bytes: &[u8], field: &'static str) -> Result<(), Corruption> {
-    match bytes.iter().position(|&b| b != 0) {
-        None => Ok(()),
-        Some(i) => Err(Corruption::InvalidField {
-            field,
-            value: bytes[i] as u64,
-        }),
     }
 }
 
@@ -319,16 +292,14 @@ pub fn decode_table(trailer: &Trailer, table: &[u8]) -> Result<Vec<FooterEntry>,
                 value: flags as u64,
             });
         }
-        if stored_len > crate::MAX_VALUE_LEN || (kind == RecordKind::Tombstone && stored_len != 0) {
+        if stored_len > MAX_VALUE_LEN || (kind == RecordKind::Tombstone && stored_len != 0) {
             return Err(Corruption::InvalidField {
                 field: "footer stored length",
                 value: stored_len,
             });
         }
         // Only a compressed value has a length of its own; it is bounded like any value.
-        if value_len > crate::MAX_VALUE_LEN
-            || (flags & FLAG_COMPRESSED == 0 && value_len != stored_len)
-        {
+        if value_len > MAX_VALUE_LEN || (flags & FLAG_COMPRESSED == 0 && value_len != stored_len) {
             return Err(Corruption::InvalidField {
                 field: "footer value length",
                 value: value_len,
@@ -461,7 +432,7 @@ mod tests {
         assert!(
             check(&|e| {
                 e.flags = FLAG_COMPRESSED;
-                e.value_len = crate::MAX_VALUE_LEN;
+                e.value_len = MAX_VALUE_LEN;
             })
             .is_ok()
         );
@@ -470,7 +441,7 @@ mod tests {
             &|e| e.flags = 4,
             &|e| {
                 e.flags = FLAG_COMPRESSED;
-                e.value_len = crate::MAX_VALUE_LEN + 1;
+                e.value_len = MAX_VALUE_LEN + 1;
             },
             &|e| {
                 e.kind = RecordKind::Tombstone;
@@ -479,8 +450,8 @@ mod tests {
                 e.flags = FLAG_COMPRESSED;
             },
             &|e| {
-                e.stored_len = crate::MAX_VALUE_LEN + 1;
-                e.value_len = crate::MAX_VALUE_LEN + 1;
+                e.stored_len = MAX_VALUE_LEN + 1;
+                e.value_len = MAX_VALUE_LEN + 1;
             },
         ];
         for (i, edit) in bad.iter().enumerate() {

@@ -25,8 +25,7 @@
 
 use std::ops::Range;
 
-use super::{check_crc, get_u32, get_u64, magic_at, need};
-use crate::MAX_VALUE_LEN;
+use super::{MAX_VALUE_LEN, check_crc, get_u32, get_u64, magic_at, need};
 use crate::error::Corruption;
 
 /// Magic number at the start of a frame table.

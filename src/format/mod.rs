@@ -6,6 +6,7 @@
 //!
 //! All integers are little-endian.
 
+pub mod cursor;
 pub mod footer;
 pub mod frames;
 pub mod record;
@@ -14,12 +15,37 @@ pub mod segment_header;
 
 use crate::error::Corruption;
 
+/// Longest key, in bytes. Keys are 1 to `MAX_KEY_LEN` bytes; others get
+/// [`Error::EmptyKey`](crate::error::Error::EmptyKey) or [`Error::KeyTooLarge`](crate::error::Error::KeyTooLarge).
+pub const MAX_KEY_LEN: usize = 4096;
+
+/// Longest value, in bytes (4 GiB). Longer values get
+/// [`Error::ValueTooLarge`](crate::error::Error::ValueTooLarge).
+pub const MAX_VALUE_LEN: u64 = 1 << 32;
+
 /// Version written into every segment header, record and footer trailer.
 pub const FORMAT_VERSION: u8 = 1;
 
 /// Value bytes are checksummed in chunks of this size, so that a range read verifies only the
 /// chunks it touches.
 pub const CHUNK_SIZE: u64 = 4096;
+
+/// Where encoders write their bytes: a vector, or a writer's aligned buffer (implemented next to
+/// each writer in `io`), so that the one encoder of a structure serves every writer.
+pub trait Sink {
+    /// What a failed write returns ([`std::convert::Infallible`] for a vector).
+    type Error;
+    /// Appends `bytes`.
+    fn write_bytes(&mut self, bytes: &[u8]) -> Result<(), Self::Error>;
+}
+
+impl Sink for Vec<u8> {
+    type Error = std::convert::Infallible;
+    fn write_bytes(&mut self, bytes: &[u8]) -> Result<(), Self::Error> {
+        self.extend_from_slice(bytes);
+        Ok(())
+    }
+}
 
 /// Rounds `n` up to a multiple of `align` (a power of two).
 pub fn align_up(n: u64, align: u64) -> u64 {
@@ -60,6 +86,17 @@ pub(crate) fn get_u64(b: &[u8], off: usize) -> u64 {
 
 pub(crate) fn magic_at(b: &[u8], off: usize) -> [u8; 4] {
     [b[off], b[off + 1], b[off + 2], b[off + 3]]
+}
+
+/// Reserved bytes must be zero: a writer of this version never sets them.
+pub(crate) fn reserved_zero(bytes: &[u8], field: &'static str) -> Result<(), Corruption> {
+    match bytes.iter().position(|&b| b != 0) {
+        None => Ok(()),
+        Some(i) => Err(Corruption::InvalidField {
+            field,
+            value: bytes[i] as u64,
+        }),
+    }
 }
 
 pub(crate) fn check_crc(got: u32, expected: u32) -> Result<(), Corruption> {

@@ -7,9 +7,14 @@
 //! offset, fail verification. The per-chunk table lets a range read verify only the chunks it
 //! touches; it follows the value so that a writer can checksum while it streams.
 
-use super::{CHUNK_SIZE, FORMAT_VERSION, check_crc, get_u32, get_u64, magic_at, need};
+use super::{
+    CHUNK_SIZE, FORMAT_VERSION, MAX_KEY_LEN, MAX_VALUE_LEN, check_crc, get_u32, get_u64, magic_at,
+    need,
+};
 use crate::error::Corruption;
-use crate::{MAX_KEY_LEN, MAX_VALUE_LEN};
+
+mod encoder;
+pub use encoder::{encode_record, encode_record_as, encode_record_with_flags, write_record};
 
 /// Magic number at the start of every record.
 pub const RECORD_MAGIC: [u8; 4] = *b"PODR";
@@ -245,56 +250,6 @@ pub(crate) const FIELDS: &[(usize, usize)] = &[
     (off::SEQ, 8),
 ];
 
-/// Encodes a whole record into a vector (tests, tools and small writes).
-pub fn encode_record(
-    place: RecordPlace,
-    kind: RecordKind,
-    seq: u64,
-    key: &[u8],
-    value: &[u8],
-) -> Vec<u8> {
-    encode_record_with_flags(place, kind, 0, seq, key, value)
-}
-
-/// [`encode_record`] with flags.
-pub fn encode_record_with_flags(
-    place: RecordPlace,
-    kind: RecordKind,
-    flags: u16,
-    seq: u64,
-    key: &[u8],
-    value: &[u8],
-) -> Vec<u8> {
-    let header = RecordHeader {
-        kind,
-        flags,
-        key_len: key.len() as u32,
-        pad_before: 0,
-        value_len: value.len() as u64,
-        seq,
-    };
-    encode_record_as(&header, place, key, value)
-}
-
-/// Encodes a whole record with every header field as given (`key_len` and `value_len` must be
-/// the lengths of `key` and `value`).
-pub fn encode_record_as(
-    header: &RecordHeader,
-    place: RecordPlace,
-    key: &[u8],
-    value: &[u8],
-) -> Vec<u8> {
-    debug_assert_eq!(header.value_len, value.len() as u64);
-    let mut out = Vec::with_capacity(header.encoded_len() as usize);
-    out.extend_from_slice(&header.encode(place, key));
-    out.extend_from_slice(key);
-    out.extend_from_slice(value);
-    for (i, chunk) in value.chunks(CHUNK_SIZE as usize).enumerate() {
-        out.extend_from_slice(&chunk_crc(place, i as u64, chunk).to_le_bytes());
-    }
-    out
-}
-
 /// A record decoded and fully verified from a byte slice holding at least the whole record.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DecodedRecord<'a> {
@@ -342,6 +297,49 @@ pub fn verify_chunks(
         check_crc(chunk_crc(place, index, chunk), expected).map_err(|c| (index, c))?;
     }
     Ok(())
+}
+
+/// A record in summary: what a footer names for each key's newest record, what the encoder
+/// returns for the record it wrote, and what the cursor finds when it reads one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FooterEntry {
+    /// The key.
+    pub key: Vec<u8>,
+    /// Put or tombstone.
+    pub kind: RecordKind,
+    /// The record's flags.
+    pub flags: u16,
+    /// Record offset in the segment.
+    pub offset: u64,
+    /// Length of the value bytes in the record (after compression).
+    pub stored_len: u64,
+    /// Length of the value as put: `stored_len` unless the record's flags say
+    /// [`FLAG_COMPRESSED`], then the uncompressed length from the value's frame table (0 for a
+    /// damaged compressed record whose frame table could not be read).
+    pub value_len: u64,
+    /// Sequence number.
+    pub seq: u64,
+}
+
+impl FooterEntry {
+    /// The entry of the record at `offset` whose header is `header` and key `key`; `value_len` is
+    /// the value's length as put (see [`FooterEntry::value_len`]).
+    pub fn for_record(offset: u64, header: &RecordHeader, key: Vec<u8>, value_len: u64) -> Self {
+        FooterEntry {
+            key,
+            kind: header.kind,
+            flags: header.flags,
+            offset,
+            stored_len: header.value_len,
+            value_len,
+            seq: header.seq,
+        }
+    }
+
+    /// Encoded length of the record: header, key, stored value and chunk crc table.
+    pub fn record_len(&self) -> u64 {
+        record_len(self.key.len() as u64, self.stored_len)
+    }
 }
 
 #[cfg(test)]

@@ -15,41 +15,12 @@
 
 use std::io;
 
+pub use super::cursor::ByteSource;
+use super::cursor::{Frames, RecordCursor, Verdict};
 use super::footer::{FooterEntry, TABLE_MAGIC};
-use super::frames::{FRAME_TABLE_HEADER_LEN, FrameTableHeader, decode_table as decode_frame_table};
-use super::record::{
-    FLAG_BATCH_CONTINUES, FLAG_COMPRESSED, RECORD_HEADER_LEN, RecordHeader, RecordPlace,
-    verify_chunks,
-};
+use super::record::{FLAG_BATCH_CONTINUES, RECORD_HEADER_LEN};
 use super::segment_header::{SEGMENT_HEADER_LEN, SegmentHeader};
-use super::{CHUNK_SIZE, align_up};
 use crate::error::Corruption;
-
-/// Positional, exact reads of a segment's bytes.
-pub trait ByteSource {
-    /// Length in bytes.
-    fn len(&self) -> u64;
-    /// True when the source has no bytes.
-    fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-    /// Fills `buf` with the bytes at `offset`; `offset + buf.len()` is within `len()`.
-    fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()>;
-}
-
-impl ByteSource for [u8] {
-    fn len(&self) -> u64 {
-        <[u8]>::len(self) as u64
-    }
-    fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
-        let start = usize::try_from(offset).map_err(|_| io::ErrorKind::UnexpectedEof)?;
-        let src = self
-            .get(start..start + buf.len())
-            .ok_or(io::ErrorKind::UnexpectedEof)?;
-        buf.copy_from_slice(src);
-        Ok(())
-    }
-}
 
 /// Why a scan could not start.
 #[derive(Debug)]
@@ -84,9 +55,6 @@ pub struct ScanOutcome {
     pub damaged: Vec<(u64, Corruption)>,
 }
 
-/// Bytes of value data verified per read while scanning.
-const SCAN_WINDOW: u64 = 256 * CHUNK_SIZE;
-
 /// Scans the segment in `src`, which must carry `expected_segment` in its header.
 pub fn scan_segment<S: ByteSource + ?Sized>(
     src: &S,
@@ -108,7 +76,14 @@ pub fn scan_segment<S: ByteSource + ?Sized>(
             value: header.segment,
         }));
     }
-    let block = header.block_size as u64;
+    let mut cursor = RecordCursor::new(
+        src,
+        expected_segment,
+        header.block_size as u64,
+        len,
+        Frames::TableOnly,
+    )
+    .stopping_at_footer_table(true);
     let mut records = Vec::new();
     // Records of an atomic batch whose last record has not been seen yet.
     let mut open_batch = Vec::new();
@@ -117,29 +92,14 @@ pub fn scan_segment<S: ByteSource + ?Sized>(
     let mut cut = (0, 0, 0);
     // The scan reached a footer table: the segment had been sealed, its trailer is what is lost.
     let mut sealed = false;
-    let mut pos = SEGMENT_HEADER_LEN as u64;
-    let mut data_end = pos;
-    let mut head = [0u8; RECORD_HEADER_LEN];
-    let mut window = Vec::new();
-    let mut table = Vec::new();
-    // Zero bytes skipped since the last record: the next record must declare exactly these.
-    let mut gap: u64 = 0;
+    let mut data_end = cursor.position();
     let stopped_at = loop {
-        if pos >= len {
-            break None;
-        }
-        let block_end = align_up(pos + 1, block);
-        let probe = (RECORD_HEADER_LEN as u64)
-            .min(block_end - pos)
-            .min(len - pos) as usize;
-        src.read_exact_at(pos, &mut head[..probe])?;
-        if head[..probe].iter().all(|&b| b == 0) {
-            if pos.is_multiple_of(block) || gap > 0 {
-                break None; // a zero block start: nothing was written here
-            }
-            // Padding after a write group runs to the end of the block; the next record
-            // declares its length, which is checked when it is decoded.
-            if !zero_to(src, pos, block_end.min(len), &mut window)? {
+        let (pos, verdict) = cursor.step()?;
+        let (found, damage) = match verdict {
+            // A zero block start: nothing was written here.
+            Verdict::End | Verdict::Zeroes => break None,
+            Verdict::Padding => continue,
+            Verdict::BadPadding { .. } => {
                 break Some((
                     pos,
                     Corruption::InvalidField {
@@ -148,66 +108,52 @@ pub fn scan_segment<S: ByteSource + ?Sized>(
                     },
                 ));
             }
-            gap = block_end - pos;
-            pos = block_end;
-            continue;
-        }
-        if probe < RECORD_HEADER_LEN {
-            if len - pos < RECORD_HEADER_LEN as u64 {
+            Verdict::Truncated(c) | Verdict::NotRecord(c) => break Some((pos, c)),
+            Verdict::FooterTable => {
+                // Too short for a record header, let alone a table: a torn tail like any other.
+                if len - pos < RECORD_HEADER_LEN as u64 {
+                    break Some((
+                        pos,
+                        Corruption::Truncated {
+                            needed: RECORD_HEADER_LEN as u64,
+                            available: len - pos,
+                        },
+                    ));
+                }
+                if footer_table_matches(src, pos, &records, damaged.first().map(|d| d.0))? {
+                    sealed = true;
+                    break None;
+                }
                 break Some((
                     pos,
-                    Corruption::Truncated {
-                        needed: RECORD_HEADER_LEN as u64,
-                        available: len - pos,
+                    Corruption::BadMagic {
+                        structure: "record",
+                        found: TABLE_MAGIC,
                     },
                 ));
             }
-            src.read_exact_at(pos, &mut head)?;
+            Verdict::Whole(found) => (found, None),
+            Verdict::ValueDamaged(found, damage) => (found, Some(damage)),
+        };
+        // A record after zeroes that it does not declare: a lost sector, not padding.
+        if let Some((_, c)) = found.pad_mismatch() {
+            break Some((pos, c));
         }
-        let place = RecordPlace {
-            segment: expected_segment,
-            offset: pos,
-        };
-        let verdict = match verify_record_at(src, place, &head, &mut window, &mut table)? {
-            // A record after zeroes that it does not declare: a lost sector, not padding.
-            Verdict::Whole(_) | Verdict::ValueDamaged(..) if declared_pad(&head) != gap => {
-                Verdict::Bad(pad_mismatch(declared_pad(&head), gap))
+        if let Some(damage) = damage {
+            // Torn write or damage? Only the end of the log tells: keep going, and decide once
+            // the scan is over.
+            if damaged.is_empty() {
+                cut = (data_end, records.len(), pos);
             }
-            Verdict::FooterTable
-                if !footer_table_matches(src, pos, &records, damaged.first().map(|d| d.0))? =>
-            {
-                Verdict::Bad(Corruption::BadMagic {
-                    structure: "record",
-                    found: TABLE_MAGIC,
-                })
-            }
-            v => v,
-        };
-        gap = 0;
-        let entry = match verdict {
-            Verdict::Whole(entry) => entry,
-            Verdict::ValueDamaged(entry, c) => {
-                // Torn write or damage? Only the end of the log tells: keep going, and decide
-                // once the scan is over.
-                if damaged.is_empty() {
-                    cut = (data_end, records.len(), pos);
-                }
-                damaged.push((pos, c));
-                entry
-            }
-            Verdict::Bad(c) => break Some((pos, c)),
-            Verdict::FooterTable => {
-                sealed = true;
-                break None;
-            }
-        };
-        pos += entry_len(&entry);
+            damaged.push((pos, damage.kind));
+        }
+        let entry = found.entry;
         if entry.flags & FLAG_BATCH_CONTINUES != 0 {
             open_batch.push(entry);
         } else {
             records.append(&mut open_batch);
             records.push(entry);
-            data_end = pos;
+            data_end = cursor.position();
         }
     };
     let mut stopped_at = stopped_at;
@@ -227,30 +173,6 @@ pub fn scan_segment<S: ByteSource + ?Sized>(
         stopped_at,
         damaged,
     })
-}
-
-/// The `pad_before` field of a record header (before it is decoded).
-fn declared_pad(head: &[u8; RECORD_HEADER_LEN]) -> u64 {
-    u16::from_le_bytes([head[10], head[11]]) as u64
-}
-
-fn pad_mismatch(declared: u64, skipped: u64) -> Corruption {
-    Corruption::InvalidField {
-        field: "record pad_before",
-        value: declared.abs_diff(skipped),
-    }
-}
-
-/// True when bytes `[from, to)` are all zero.
-fn zero_to<S: ByteSource + ?Sized>(
-    src: &S,
-    from: u64,
-    to: u64,
-    buf: &mut Vec<u8>,
-) -> io::Result<bool> {
-    buf.resize((to - from) as usize, 0);
-    src.read_exact_at(from, buf)?;
-    Ok(buf.iter().all(|&b| b == 0))
 }
 
 /// Whether the `PODT` at `pos` starts the footer table of these records: its first entry must
@@ -301,126 +223,13 @@ fn footer_table_matches<S: ByteSource + ?Sized>(
     Ok(false)
 }
 
-fn entry_len(e: &FooterEntry) -> u64 {
-    RecordHeader {
-        kind: e.kind,
-        flags: e.flags,
-        key_len: e.key.len() as u32,
-        pad_before: 0,
-        value_len: e.stored_len,
-        seq: e.seq,
-    }
-    .encoded_len()
-}
-
-/// What is at a record position.
-enum Verdict {
-    /// A whole, verified record.
-    Whole(FooterEntry),
-    /// A record whose header and key verify, whose length fits the file, but some of whose
-    /// value chunks do not.
-    ValueDamaged(FooterEntry, Corruption),
-    /// Not a record.
-    Bad(Corruption),
-    /// The footer table of a sealed segment.
-    FooterTable,
-}
-
-/// Verifies the whole record at `place`, given its first `RECORD_HEADER_LEN` bytes.
-fn verify_record_at<S: ByteSource + ?Sized>(
-    src: &S,
-    place: RecordPlace,
-    head: &[u8; RECORD_HEADER_LEN],
-    window: &mut Vec<u8>,
-    table: &mut Vec<u8>,
-) -> io::Result<Verdict> {
-    if head[..4] == TABLE_MAGIC {
-        return Ok(Verdict::FooterTable);
-    }
-    let header = match RecordHeader::decode(head) {
-        Ok(h) => h,
-        Err(c) => return Ok(Verdict::Bad(c)),
-    };
-    let available = src.len() - place.offset;
-    if header.encoded_len() > available {
-        return Ok(Verdict::Bad(Corruption::Truncated {
-            needed: header.encoded_len(),
-            available,
-        }));
-    }
-    let mut key = vec![0u8; header.key_len as usize];
-    src.read_exact_at(place.offset + header.key_offset(), &mut key)?;
-    if let Err(c) = RecordHeader::verify(head, place, &key) {
-        return Ok(Verdict::Bad(c));
-    }
-    let mut entry = FooterEntry {
-        key,
-        kind: header.kind,
-        flags: header.flags,
-        offset: place.offset,
-        stored_len: header.value_len,
-        value_len: header.value_len,
-        seq: header.seq,
-    };
-    let table_len = (header.encoded_len() - header.table_offset()) as usize;
-    table.resize(table_len, 0);
-    src.read_exact_at(place.offset + header.table_offset(), table)?;
-    let mut done = 0u64;
-    while done < header.value_len {
-        let n = SCAN_WINDOW.min(header.value_len - done);
-        window.resize(n as usize, 0);
-        src.read_exact_at(place.offset + header.value_offset() + done, window)?;
-        let first_chunk = done / CHUNK_SIZE;
-        let t = &table[(first_chunk * 4) as usize..];
-        if let Err((_, c)) = verify_chunks(place, first_chunk, window, t) {
-            if header.flags & FLAG_COMPRESSED != 0 {
-                // Keep the length if the frame table header (which has its own crc) survived:
-                // reads of the frames that are intact still work.
-                let (fh, _) = check_frame_table(src, place, &header, window)?;
-                entry.value_len = fh.map_or(0, |h| h.value_len);
-            }
-            return Ok(Verdict::ValueDamaged(entry, c));
-        }
-        done += n;
-    }
-    if header.flags & FLAG_COMPRESSED != 0 {
-        // The stored bytes verified; the frame table must also be one a writer produces.
-        let (fh, checked) = check_frame_table(src, place, &header, window)?;
-        entry.value_len = fh.map_or(0, |h| h.value_len);
-        if let Err(c) = checked {
-            return Ok(Verdict::ValueDamaged(entry, c));
-        }
-    }
-    Ok(Verdict::Whole(entry))
-}
-
-/// Reads and checks the frame table of the compressed record at `place`: its header if that
-/// decodes, and whether the whole table checks out.
-fn check_frame_table<S: ByteSource + ?Sized>(
-    src: &S,
-    place: RecordPlace,
-    header: &RecordHeader,
-    buf: &mut Vec<u8>,
-) -> io::Result<(Option<FrameTableHeader>, Result<(), Corruption>)> {
-    let at = place.offset + header.value_offset();
-    // The record header guarantees a compressed value holds at least a table header.
-    buf.resize(FRAME_TABLE_HEADER_LEN, 0);
-    src.read_exact_at(at, buf)?;
-    let fh = match FrameTableHeader::decode(buf, header.value_len) {
-        Ok(fh) => fh,
-        Err(c) => return Ok((None, Err(c))),
-    };
-    // Bounded by the stored length, which lies inside the source.
-    buf.resize(fh.table_len() as usize, 0);
-    src.read_exact_at(at, buf)?;
-    let checked = decode_frame_table(buf, header.value_len).map(|_| ());
-    Ok((Some(fh), checked))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::format::record::{FLAG_COMPRESSED, RecordKind, encode_record_as};
+    use crate::format::align_up;
+    use crate::format::record::{
+        FLAG_COMPRESSED, RecordHeader, RecordKind, RecordPlace, encode_record_as,
+    };
 
     /// Builds a segment image the way the writer lays it out: header, then groups of records,
     /// each group padded with zeroes to the next block boundary.
@@ -668,7 +477,7 @@ mod tests {
         assert_eq!(a.flags, FLAG_COMPRESSED);
         assert_eq!(a.value_len, t.len() as u64);
         assert!(a.stored_len < a.value_len);
-        assert_eq!(out.records[1].offset, offsets[0] + entry_len(a));
+        assert_eq!(out.records[1].offset, offsets[0] + a.record_len());
         assert_eq!(out.records[1].value_len, 3);
     }
 

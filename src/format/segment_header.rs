@@ -3,7 +3,9 @@
 //! Layout: docs/design.md, "Segment header" (offsets checked against it by a test).
 //! The first record starts at offset 64.
 
-use super::{CHUNK_SIZE, FORMAT_VERSION, check_crc, get_u32, get_u64, magic_at, need};
+use super::{
+    CHUNK_SIZE, FORMAT_VERSION, check_crc, get_u32, get_u64, magic_at, need, reserved_zero,
+};
 use crate::error::Corruption;
 
 /// Magic number of a segment file.
@@ -72,11 +74,11 @@ impl SegmentHeader {
                 found: bytes[off::VERSION] as u32,
             });
         }
-        super::footer::reserved_zero(
+        reserved_zero(
             &bytes[off::VERSION + 1..off::SEGMENT_ID],
             "segment reserved",
         )?;
-        super::footer::reserved_zero(&bytes[off::CHUNK_SIZE + 4..off::CRC], "segment reserved")?;
+        reserved_zero(&bytes[off::CHUNK_SIZE + 4..off::CRC], "segment reserved")?;
         let block_size = get_u32(bytes, off::BLOCK_SIZE);
         if !block_size.is_power_of_two() || !(512..=65536).contains(&block_size) {
             return Err(Corruption::InvalidField {

@@ -69,3 +69,10 @@ impl<'a> AlignedStream<'a> {
         Ok(self.offset)
     }
 }
+
+impl crate::format::Sink for AlignedStream<'_> {
+    type Error = crate::error::Error;
+    fn write_bytes(&mut self, bytes: &[u8]) -> Result<()> {
+        self.append(bytes)
+    }
+}

@@ -611,3 +611,10 @@ impl WriteBuffer {
         self.job_tx = None;
     }
 }
+
+impl crate::format::Sink for WriteBuffer {
+    type Error = Error;
+    fn write_bytes(&mut self, bytes: &[u8]) -> Result<()> {
+        self.append(bytes)
+    }
+}

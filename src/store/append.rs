@@ -16,13 +16,15 @@ use super::segments::{FileSummary, SegmentHandle, SegmentTable};
 use super::stats::Counters;
 use crate::error::Result;
 use crate::format::footer::{FooterEntry, encode_footer};
-use crate::format::record::{FLAG_BATCH_CONTINUES, RecordHeader, RecordKind, RecordPlace};
+use crate::format::record::{
+    FLAG_BATCH_CONTINUES, RecordHeader, RecordKind, RecordPlace, write_record,
+};
 use crate::format::segment_header::SegmentHeader;
 use crate::index::{Index, IndexEntry, PendingQueue};
 use crate::io::file::{self, IoProfile, SegmentFile};
 use crate::io::writer::{self, Progress, Tail, WriteBuffer};
 use crate::options::{Durability, Options};
-use crate::segment::{self, Append, SegmentKind};
+use crate::segment::{self, SegmentKind};
 
 /// One operation to append: a put (with its value, as stored) or a delete.
 pub(super) type Op<'a> = (&'a [u8], Option<&'a StoredValue<'a>>);
@@ -396,25 +398,14 @@ impl AppendGuard<'_> {
             offset: app.wb.position(),
         };
         let stored: &[u8] = value.map_or(&[], |v| &v.bytes);
-        app.wb.append(&header.encode(place, key))?;
-        app.wb.append(key)?;
-        app.wb.append(stored)?;
-        segment::append_chunk_table(&mut app.wb, place, stored)?;
+        let entry = write_record(&mut app.wb, place, &header, key, stored, value_len)?;
         if copy_of.is_none() {
             app.next_seq += 1;
         }
         let active = app.active.as_mut().expect("open");
         active.data_end = app.wb.position();
         active.summary.add(header.kind, seq, header.encoded_len());
-        active.records.push(FooterEntry {
-            key: key.to_vec(),
-            kind: header.kind,
-            flags,
-            offset: place.offset,
-            stored_len: header.value_len,
-            value_len,
-            seq,
-        });
+        active.records.push(entry);
         Ok((
             seq,
             IndexEntry {
@@ -508,12 +499,6 @@ impl AppendGuard<'_> {
         let ticket = app.wb.sync_ticket();
         self.log.segments.mark_sealed(id, ticket, summary);
         Ok(())
-    }
-}
-
-impl Append for WriteBuffer {
-    fn append_bytes(&mut self, bytes: &[u8]) -> Result<()> {
-        self.append(bytes)
     }
 }
 

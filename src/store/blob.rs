@@ -128,8 +128,13 @@ impl Blobs {
                 })
             }
         };
+        let blob = segment::BlobValue {
+            stored: &value.bytes,
+            value_len: value.value_len,
+            flags: value.flags(),
+        };
         let written = file.and_then(|file| {
-            segment::write_blob(&self.dir, file, id, seq, key, value, &self.profile)
+            segment::write_blob(&self.dir, file, id, seq, key, blob, &self.profile)
         });
         match written {
             Ok(file) => {

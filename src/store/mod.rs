@@ -31,7 +31,7 @@ mod append;
 mod background;
 mod blob;
 mod compact;
-pub(crate) mod compress;
+mod compress;
 mod inner;
 mod open;
 mod read;

@@ -1,0 +1,91 @@
+//! The one record encoder: every writer of records (the log appender, blob files, and the
+//! vectors of tests, benches and fuzz seeds) writes them through [`write_record`], into whatever
+//! [`Sink`] it holds.
+
+use super::{CHUNK_SIZE, FooterEntry, RecordHeader, RecordKind, RecordPlace, chunk_crc};
+use crate::format::Sink;
+
+/// Chunk crcs buffered per write into the sink.
+const TABLE_BUF: usize = 256;
+
+/// Writes the record at `place` into `sink`: `header` (whose `key_len` and `value_len` are the
+/// lengths of `key` and `stored`), `key`, the stored value bytes and their chunk crc table.
+///
+/// Returns the record's footer entry, with `value_len` as its length as put (`stored.len()`
+/// unless the record is compressed); its [`FooterEntry::record_len`] is the number of bytes
+/// written.
+pub fn write_record<S: Sink + ?Sized>(
+    sink: &mut S,
+    place: RecordPlace,
+    header: &RecordHeader,
+    key: &[u8],
+    stored: &[u8],
+    value_len: u64,
+) -> Result<FooterEntry, S::Error> {
+    debug_assert_eq!(header.key_len as usize, key.len());
+    debug_assert_eq!(header.value_len, stored.len() as u64);
+    sink.write_bytes(&header.encode(place, key))?;
+    sink.write_bytes(key)?;
+    sink.write_bytes(stored)?;
+    let mut table = [0u8; 4 * TABLE_BUF];
+    let mut n = 0;
+    for (i, chunk) in stored.chunks(CHUNK_SIZE as usize).enumerate() {
+        table[n..n + 4].copy_from_slice(&chunk_crc(place, i as u64, chunk).to_le_bytes());
+        n += 4;
+        if n == table.len() {
+            sink.write_bytes(&table)?;
+            n = 0;
+        }
+    }
+    sink.write_bytes(&table[..n])?;
+    Ok(FooterEntry::for_record(
+        place.offset,
+        header,
+        key.to_vec(),
+        value_len,
+    ))
+}
+
+/// Encodes a whole record into a vector (tests, tools and small writes).
+pub fn encode_record(
+    place: RecordPlace,
+    kind: RecordKind,
+    seq: u64,
+    key: &[u8],
+    value: &[u8],
+) -> Vec<u8> {
+    encode_record_with_flags(place, kind, 0, seq, key, value)
+}
+
+/// [`encode_record`] with flags.
+pub fn encode_record_with_flags(
+    place: RecordPlace,
+    kind: RecordKind,
+    flags: u16,
+    seq: u64,
+    key: &[u8],
+    value: &[u8],
+) -> Vec<u8> {
+    let header = RecordHeader {
+        kind,
+        flags,
+        key_len: key.len() as u32,
+        pad_before: 0,
+        value_len: value.len() as u64,
+        seq,
+    };
+    encode_record_as(&header, place, key, value)
+}
+
+/// Encodes a whole record with every header field as given (`key_len` and `value_len` must be
+/// the lengths of `key` and `value`).
+pub fn encode_record_as(
+    header: &RecordHeader,
+    place: RecordPlace,
+    key: &[u8],
+    value: &[u8],
+) -> Vec<u8> {
+    let mut out = Vec::with_capacity(header.encoded_len() as usize);
+    let Ok(_) = write_record(&mut out, place, header, key, value, value.len() as u64);
+    out
+}

@@ -23,23 +23,16 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 
-use common::XorShift;
-use podstore::format::footer::{TRAILER_LEN, Trailer};
-use podstore::format::record::{RecordHeader, RecordKind};
+use common::files::{FileKind, dir_with, parse_name, written_files};
+use common::records::{Rec, scan_records, trailer};
+use common::store::{env_u64, show_key as show};
+use common::{Random, XorShift};
+use podstore::format::footer::TRAILER_LEN;
+use podstore::format::record::RecordKind;
 use podstore::format::scan::scan_segment;
 use podstore::format::segment_header::SEGMENT_HEADER_LEN;
 use podstore::{Batch, Compression, Durability, Error, IoMode, Options, Store, Structure};
 use tempfile::TempDir;
-
-fn env_u64(var: &str, default: u64) -> u64 {
-    std::env::var(var)
-        .ok()
-        .map(|v| {
-            v.parse()
-                .unwrap_or_else(|_| panic!("{var}={v} is not a number"))
-        })
-        .unwrap_or(default)
-}
 
 /// Values of at least this many bytes go to blob files of their own (lowered from the default
 /// 1 MiB so that the store has several blob files without taking long to read).
@@ -70,26 +63,6 @@ fn text(rng: &mut XorShift, len: usize) -> Vec<u8> {
     out
 }
 
-fn random(rng: &mut XorShift, len: usize) -> Vec<u8> {
-    let mut out = Vec::with_capacity(len + 8);
-    while out.len() < len {
-        out.extend_from_slice(&rng.next_u64().to_le_bytes());
-    }
-    out.truncate(len);
-    out
-}
-
-/// A record of a segment file, as laid out in the pristine copy.
-#[derive(Debug, Clone)]
-struct Rec {
-    key: Vec<u8>,
-    seq: u64,
-    kind: RecordKind,
-    offset: u64,
-    value_offset: u64,
-    end: u64,
-}
-
 /// One segment file of the pristine store.
 struct SegFile {
     name: String,
@@ -103,44 +76,16 @@ struct SegFile {
 
 impl SegFile {
     fn parse(name: String, bytes: Vec<u8>) -> SegFile {
-        let hex = name
-            .trim_start_matches("seg-")
-            .trim_start_matches("blob-")
-            .trim_end_matches(".pod");
-        let id = u64::from_str_radix(hex, 16).unwrap();
-        let len = bytes.len() as u64;
-        let trailer = Trailer::decode(&bytes[bytes.len() - TRAILER_LEN..], len)
-            .unwrap_or_else(|c| panic!("{name}: pristine trailer: {c}"));
+        let (id, _) = parse_name(&name).expect("a store file");
+        let trailer = trailer(&bytes).unwrap_or_else(|c| panic!("{name}: pristine trailer: {c}"));
         let outcome = scan_segment(&bytes[..], id).unwrap_or_else(|_| panic!("{name}: scan"));
         assert!(outcome.damaged.is_empty(), "{name}: pristine records");
         assert_eq!(outcome.data_end, trailer.data_end, "{name}");
-        let records = outcome
-            .records
-            .iter()
-            .map(|e| {
-                let h = RecordHeader {
-                    kind: e.kind,
-                    flags: e.flags,
-                    key_len: e.key.len() as u32,
-                    pad_before: 0,
-                    value_len: e.stored_len,
-                    seq: e.seq,
-                };
-                Rec {
-                    key: e.key.clone(),
-                    seq: e.seq,
-                    kind: e.kind,
-                    offset: e.offset,
-                    value_offset: e.offset + h.value_offset(),
-                    end: e.offset + h.encoded_len(),
-                }
-            })
-            .collect();
         SegFile {
             name,
             id,
+            records: scan_records(id, &bytes),
             bytes,
-            records,
             data_end: trailer.data_end,
             table_offset: trailer.table_offset,
             table_end: trailer.table_offset + trailer.table_len,
@@ -174,46 +119,30 @@ impl Fixture {
         };
         for i in 0..60 {
             let len = rng.below(300);
-            put(
-                &store,
-                format!("small/{i:03}").into_bytes(),
-                random(&mut rng, len),
-            );
+            put(&store, format!("small/{i:03}").into_bytes(), rng.bytes(len));
         }
         for i in 0..48 {
             let len = rng.in_range(4096..48_000);
             put(
                 &store,
                 format!("medium/{i:03}").into_bytes(),
-                random(&mut rng, len),
+                rng.bytes(len),
             );
         }
-        put(
-            &store,
-            b"blob/0".to_vec(),
-            random(&mut rng, (1 << 20) + 333),
-        );
+        put(&store, b"blob/0".to_vec(), rng.bytes((1 << 20) + 333));
         for i in 1..3 {
             let len = rng.in_range(LARGE as usize..(300 << 10));
-            put(
-                &store,
-                format!("blob/{i}").into_bytes(),
-                random(&mut rng, len),
-            );
+            put(&store, format!("blob/{i}").into_bytes(), rng.bytes(len));
         }
         put(&store, b"empty".to_vec(), Vec::new());
         for i in (0..60).step_by(4) {
             let len = rng.below(5000);
-            put(
-                &store,
-                format!("small/{i:03}").into_bytes(),
-                random(&mut rng, len),
-            );
+            put(&store, format!("small/{i:03}").into_bytes(), rng.bytes(len));
         }
         let mut batch = Batch::new();
         for i in 0..6 {
             let key = format!("batch/{i}").into_bytes();
-            let value = random(&mut rng, 700 * i);
+            let value = rng.bytes(700 * i);
             batch.put(&key, &value);
             model.insert(key, Some(value));
         }
@@ -257,13 +186,12 @@ impl Fixture {
         assert!(clean.affected_keys.is_empty());
         store.close().unwrap();
 
-        let mut files: Vec<SegFile> = std::fs::read_dir(dir.path())
-            .unwrap()
-            .map(|e| e.unwrap())
-            .filter_map(|e| {
-                let name = e.file_name().to_string_lossy().into_owned();
-                let ours = name.ends_with(".pod") && std::fs::metadata(e.path()).unwrap().len() > 0;
-                ours.then(|| SegFile::parse(name, std::fs::read(e.path()).unwrap()))
+        let mut files: Vec<SegFile> = [FileKind::Log, FileKind::Blob]
+            .into_iter()
+            .flat_map(|kind| written_files(dir.path(), kind))
+            .map(|p| {
+                let name = p.file_name().unwrap().to_string_lossy().into_owned();
+                SegFile::parse(name, std::fs::read(&p).unwrap())
             })
             .collect();
         files.sort_by_key(|f| f.id);
@@ -290,17 +218,11 @@ impl Fixture {
 
     /// A store directory holding every file, `victim` with `damaged` bytes.
     fn store_dir(&self, victim: usize, damaged: &[u8]) -> TempDir {
-        let dir = TempDir::new().unwrap();
-        for (i, f) in self.files.iter().enumerate() {
-            let bytes = if i == victim { damaged } else { &f.bytes };
-            std::fs::write(dir.path().join(&f.name), bytes).unwrap();
-        }
-        dir
+        dir_with(self.files.iter().enumerate().map(|(i, f)| {
+            let bytes = if i == victim { damaged } else { &f.bytes[..] };
+            (f.name.clone(), bytes)
+        }))
     }
-}
-
-fn show(key: &[u8]) -> String {
-    String::from_utf8_lossy(key).into_owned()
 }
 
 /// Where in a segment file a damaged byte is.
@@ -617,18 +539,13 @@ fn check_round(
 /// The blob file of a new store with one large value, and the value.
 fn one_blob_store(rng: &mut XorShift) -> (TempDir, std::path::PathBuf, Vec<u8>) {
     let dir = TempDir::new().unwrap();
-    let value = random(rng, 200 << 10);
+    let value = rng.bytes(200 << 10);
     let store = Store::open_with(dir.path(), options()).unwrap();
     store.put(b"big", &value).unwrap();
     store.put(b"small", b"after the blob").unwrap();
     store.close().unwrap();
-    let blob = std::fs::read_dir(dir.path())
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| {
-            let name = p.file_name().unwrap().to_string_lossy().into_owned();
-            name.starts_with("blob-") && std::fs::metadata(p).unwrap().len() > 0
-        })
+    let blob = written_files(dir.path(), FileKind::Blob)
+        .pop()
         .expect("a blob file");
     (dir, blob, value)
 }
@@ -642,7 +559,7 @@ fn blob_file_with_damaged_footer_keeps_its_value() {
         let (dir, blob, value) = one_blob_store(&mut rng);
         let mut bytes = std::fs::read(&blob).unwrap();
         let len = bytes.len() as u64;
-        let t = Trailer::decode(&bytes[bytes.len() - TRAILER_LEN..], len).unwrap();
+        let t = trailer(&bytes).unwrap();
         let at = from_end.map_or(t.table_offset + 9, |d| len - d);
         bytes[at as usize] ^= 0x04;
         std::fs::write(&blob, &bytes).unwrap();
@@ -671,16 +588,11 @@ fn blob_file_with_damaged_footer_keeps_its_value() {
 fn lost_sector_at_the_start_of_a_footer_loses_no_record() {
     let mut rng = XorShift::new(12);
     let (dir, blob, value) = one_blob_store(&mut rng);
-    let log: Vec<_> = std::fs::read_dir(dir.path())
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("seg-"))
-        .collect();
+    let log = written_files(dir.path(), FileKind::Log);
     assert_eq!(log.len(), 1);
     for file in [&blob, &log[0]] {
         let mut bytes = std::fs::read(file).unwrap();
-        let len = bytes.len() as u64;
-        let t = Trailer::decode(&bytes[bytes.len() - TRAILER_LEN..], len).unwrap();
+        let t = trailer(&bytes).unwrap();
         let at = (t.table_offset & !511) as usize;
         assert!(
             at as u64 >= t.data_end,
@@ -718,7 +630,7 @@ fn verify_beside_concurrent_writers_finds_nothing() {
                     } else {
                         rng.below(30_000)
                     };
-                    let value = random(&mut rng, len);
+                    let value = rng.bytes(len);
                     if rng.chance(10) {
                         store.delete(&key).unwrap();
                     } else if rng.chance(50) {

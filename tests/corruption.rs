@@ -2,7 +2,7 @@
 //! blocks, anywhere in any segment file (log segments and blob files; headers, records, values
 //! raw and compressed, padding, footer tables, trailers).
 //!
-//! tests/crash.rs damages chosen bytes of one small segment; this test plants damage at random,
+//! tests/crash/damage.rs damages chosen bytes of one small segment; this test plants damage at random,
 //! round after round, in a store of many segments and keys, and checks after each reopen:
 //!
 //! - the open never panics; if it refuses, the error is `Error::Corruption` naming the damaged

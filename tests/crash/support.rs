@@ -1,0 +1,106 @@
+//! Helpers of the crash tests: values, options, checks, parallel cases.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use podstore::{Durability, Error, IoMode, Options, Store};
+
+use crate::common::store::{mode_name, show_key};
+use crate::common::{Random, SplitMix};
+
+/// Write block size of the test file system (ext4).
+pub const BLOCK: u64 = 4096;
+
+pub fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xCBF2_9CE4_8422_2325, |h, &b| {
+        (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01B3)
+    })
+}
+
+/// The value written as version `version` of `key`: derived from both, so it can be verified.
+pub fn value_for(key: &[u8], version: u64, len: usize) -> Vec<u8> {
+    SplitMix::new(fnv1a(key) ^ version.wrapping_mul(0x2545_F491_4F6C_DD1D)).bytes(len)
+}
+
+/// Small segments (several per test) and small write buffers (values larger than one).
+pub fn options(mode: IoMode, durability: Durability) -> Options {
+    Options::default()
+        .io_mode(mode)
+        .durability(durability)
+        .segment_size(1 << 20)
+        .write_buffer_size(64 << 10)
+}
+
+pub fn open(dir: &Path, mode: IoMode) -> Store {
+    Store::open_with(dir, options(mode, Durability::Sync))
+        .unwrap_or_else(|e| panic!("open {} ({}): {e}", dir.display(), mode_name(mode)))
+}
+
+pub fn describe(v: Option<&[u8]>) -> String {
+    match v {
+        None => "absent".into(),
+        Some(b) => format!("{} bytes (fnv {:016x})", b.len(), fnv1a(b)),
+    }
+}
+
+/// Asserts that `key` reads back as `expected` (`None`: absent).
+pub fn assert_reads(store: &Store, key: &[u8], expected: Option<&[u8]>, ctx: &str) {
+    let got = store
+        .get(key)
+        .unwrap_or_else(|e| panic!("{ctx}: get {}: {e}", show_key(key)));
+    assert!(
+        got.as_deref() == expected,
+        "{ctx}: key {}: got {}, expected {}",
+        show_key(key),
+        describe(got.as_deref()),
+        describe(expected)
+    );
+}
+
+/// Asserts that `get` of `key` fails with `Error::Corruption` in segment `segment`, at an offset
+/// in `[lo, hi)`; returns the offset.
+pub fn assert_corrupt(
+    result: podstore::Result<Option<Vec<u8>>>,
+    segment: u64,
+    lo: u64,
+    hi: u64,
+    ctx: &str,
+) -> u64 {
+    match result {
+        Err(Error::Corruption {
+            segment: s, offset, ..
+        }) => {
+            assert_eq!(
+                s, segment,
+                "{ctx}: corruption reported in the wrong segment"
+            );
+            assert!(
+                (lo..hi).contains(&offset),
+                "{ctx}: corruption offset {offset} outside [{lo}, {hi})"
+            );
+            offset
+        }
+        Err(e) => panic!("{ctx}: expected Error::Corruption, got error {e}"),
+        Ok(v) => panic!(
+            "{ctx}: expected Error::Corruption, got {}",
+            describe(v.as_deref())
+        ),
+    }
+}
+
+/// Threads for independent checks of many store copies (bound by fsync latency, not CPU).
+pub const WORKERS: usize = 4;
+
+/// Runs `check` on every item, on a few threads; a panic in any of them fails the caller.
+pub fn for_each_parallel<T: Sync>(items: &[T], check: impl Fn(&T) + Sync) {
+    let next = AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for _ in 0..WORKERS {
+            s.spawn(|| {
+                while let Some(item) = items.get(next.fetch_add(1, Ordering::Relaxed)) {
+                    check(item);
+                }
+            });
+        }
+    });
+}

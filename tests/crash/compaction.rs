@@ -6,9 +6,9 @@ use podstore::{Durability, IoMode, Options, Store};
 use tempfile::TempDir;
 
 use crate::child::{ChildProc, emit};
-use crate::common::store::{MODES, mode_name};
+use crate::common::store::{MODES, mode_name, quiet};
 use crate::kill9::{KeyState, LARGE_LEN, LARGE_THRESHOLD, assert_key_state, op_value};
-use crate::support::options;
+use crate::support::{for_each_parallel, options};
 
 /// Keys of the failpoint workload.
 const FP_KEYS: u64 = 240;
@@ -87,34 +87,40 @@ fn fp_verify(store: &Store, ctx: &str) {
 /// still holds after a further reopen.
 #[test]
 fn crash_at_every_step_of_compaction() {
+    let mut cases = Vec::new();
     for mode in MODES {
         for &name in podstore::COMPACTION_FAILPOINTS {
             for skip in [0, 1] {
-                let ctx = format!("{} failpoint {name} after {skip} hits", mode_name(mode));
-                let dir = TempDir::new().unwrap();
-                let mut child = ChildProc::spawn(
-                    dir.path(),
-                    &format!("failpoint {name} {skip} {}", mode_name(mode)),
-                );
-                if let Some(msg) = child.next_message() {
-                    panic!("{ctx}: the failpoint never fired: {msg}");
-                }
-                let status = child.child.wait().unwrap();
-                assert!(!status.success(), "{ctx}: child exited cleanly: {status:?}");
-                let store = Store::open_with(dir.path(), fp_options(mode))
-                    .unwrap_or_else(|e| panic!("{ctx}: reopen: {e}"));
-                fp_verify(&store, &format!("{ctx}, reopened"));
-                store.compact().unwrap();
-                fp_verify(&store, &format!("{ctx}, compacted again"));
-                store.close().unwrap();
-                let store = Store::open_with(dir.path(), fp_options(mode)).unwrap();
-                fp_verify(&store, &format!("{ctx}, reopened again"));
-                let stats = store.stats();
-                assert!(
-                    stats.disk_bytes < 2 * stats.live_bytes + (2 << 20),
-                    "{ctx}: space not given back: {stats:?}"
-                );
+                cases.push((mode, name, skip));
             }
         }
     }
+    // Each case has its own directory and child: independent, and bound by the children's
+    // syncs, so they run a few at a time.
+    for_each_parallel(&cases, |&(mode, name, skip)| {
+        let ctx = format!("{} failpoint {name} after {skip} hits", mode_name(mode));
+        let dir = TempDir::new().unwrap();
+        let mut child = ChildProc::spawn(
+            dir.path(),
+            &format!("failpoint {name} {skip} {}", mode_name(mode)),
+        );
+        if let Some(msg) = child.next_message() {
+            panic!("{ctx}: the failpoint never fired: {msg}");
+        }
+        let status = child.child.wait().unwrap();
+        assert!(!status.success(), "{ctx}: child exited cleanly: {status:?}");
+        let store = Store::open_with(dir.path(), quiet(fp_options(mode)))
+            .unwrap_or_else(|e| panic!("{ctx}: reopen: {e}"));
+        fp_verify(&store, &format!("{ctx}, reopened"));
+        store.compact().unwrap();
+        fp_verify(&store, &format!("{ctx}, compacted again"));
+        store.close().unwrap();
+        let store = Store::open_with(dir.path(), quiet(fp_options(mode))).unwrap();
+        fp_verify(&store, &format!("{ctx}, reopened again"));
+        let stats = store.stats();
+        assert!(
+            stats.disk_bytes < 2 * stats.live_bytes + (2 << 20),
+            "{ctx}: space not given back: {stats:?}"
+        );
+    });
 }

@@ -11,7 +11,9 @@ use tempfile::TempDir;
 use crate::common::files::{read_segments, segment_name, store_with};
 use crate::common::records::{CHUNK, Rec, scan_records, trailer};
 use crate::common::store::{MODES, mode_name, show_key};
-use crate::support::{BLOCK, assert_corrupt, assert_reads, describe, open, options, value_for};
+use crate::support::{
+    BLOCK, assert_corrupt, assert_reads, check_options, describe, open, options, value_for,
+};
 
 /// Index in `Fixture::values` of the multi-chunk value.
 const BIG: usize = 2;
@@ -242,7 +244,7 @@ fn flipped_footer_or_trailer_byte_is_rescanned_or_reported() {
         for (what, at) in places {
             let ctx = fx.ctx(&format!("{what} flipped at {at}"));
             let dir = fx.flipped(at);
-            match Store::open_with(dir.path(), options(mode, Durability::Sync)) {
+            match Store::open_with(dir.path(), check_options(mode)) {
                 Ok(store) => {
                     // An invalid footer is ignored and rebuilt by a scan of intact records.
                     let report = store.recovery();
@@ -307,7 +309,7 @@ fn damaged_footer_and_record_in_an_older_segment_lose_no_intact_record() {
             recs.len() / 2,
             show_key(&victim.key)
         );
-        match Store::open_with(dir.path(), options(mode, Durability::Sync)) {
+        match Store::open_with(dir.path(), check_options(mode)) {
             Err(Error::Corruption { segment, .. }) => assert_eq!(segment, *id, "{ctx}"),
             Err(e) => panic!("{ctx}: unexpected error {e}"),
             Ok(store) => {

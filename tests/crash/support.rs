@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use podstore::{Durability, Error, IoMode, Options, Store};
 
-use crate::common::store::{mode_name, show_key};
+use crate::common::store::{mode_name, quiet, show_key, small_with};
 use crate::common::{Random, SplitMix};
 
 /// Write block size of the test file system (ext4).
@@ -24,15 +24,20 @@ pub fn value_for(key: &[u8], version: u64, len: usize) -> Vec<u8> {
 
 /// Small segments (several per test) and small write buffers (values larger than one).
 pub fn options(mode: IoMode, durability: Durability) -> Options {
-    Options::default()
-        .io_mode(mode)
-        .durability(durability)
-        .segment_size(1 << 20)
-        .write_buffer_size(64 << 10)
+    small_with(mode, durability)
 }
 
+/// [`options`] for a store opened to be checked (recovered, read, verified, closed): durable
+/// writes, and no background threads (see [`quiet`]): the sweeps open two stores a case, and a
+/// close right after an open could wait out a ticker or compactor interval that has nothing to
+/// do with what they check.
+pub fn check_options(mode: IoMode) -> Options {
+    quiet(options(mode, Durability::Sync))
+}
+
+/// Opens `dir` with [`check_options`].
 pub fn open(dir: &Path, mode: IoMode) -> Store {
-    Store::open_with(dir, options(mode, Durability::Sync))
+    Store::open_with(dir, check_options(mode))
         .unwrap_or_else(|e| panic!("open {} ({}): {e}", dir.display(), mode_name(mode)))
 }
 

@@ -14,7 +14,9 @@ use crate::common::files::{read_segments, segment_name};
 use crate::common::records::{Rec, scan_records, trailer};
 use crate::common::store::{MODES, mode_name, show_key};
 use crate::common::{Random, SplitMix};
-use crate::support::{BLOCK, assert_reads, for_each_parallel, open, options, value_for};
+use crate::support::{
+    BLOCK, assert_reads, check_options, for_each_parallel, open, options, value_for,
+};
 
 /// One write of a single-threaded history: a put (`Some`) or a delete (`None`).
 struct Written {
@@ -246,7 +248,7 @@ impl<'a> Image<'a> {
         let whole = self.newest_recs().iter().take_while(|r| r.end <= intact_to);
         let kept = first + whole.clone().count();
 
-        let store = Store::open_with(dir.path(), options(self.mode, Durability::Sync))
+        let store = Store::open_with(dir.path(), check_options(self.mode))
             .unwrap_or_else(|e| panic!("{ctx}: open failed: {e}"));
         let report = store.recovery();
         assert_eq!(report.sealed_segments, older, "{ctx}: {report:?}");
@@ -339,7 +341,7 @@ fn torn_tail_keeps_exactly_the_whole_records_before_the_cut() {
         for cut in [1, 32, SEGMENT_HEADER_LEN - 1] {
             let ctx = format!("{layout:?}: segment {id} cut at {cut} (inside its header)");
             let copy = img.with_newest(&bytes[..cut]);
-            match Store::open_with(copy.path(), options(mode, Durability::Sync)) {
+            match Store::open_with(copy.path(), check_options(mode)) {
                 Ok(store) => img.check_prefix(&store, img.first_newest(), &ctx),
                 Err(Error::Corruption { segment, .. }) => {
                     assert_eq!(segment, id, "{ctx}");

@@ -5,6 +5,7 @@
 //! Each test binary compiles this module and uses part of it.
 #![allow(dead_code, unused_imports)]
 
+pub mod compat;
 pub mod files;
 pub mod records;
 pub mod rng;

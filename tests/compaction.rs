@@ -21,12 +21,13 @@ fn opts() -> Options {
         .compaction_threshold(0.25)
 }
 
+/// `len` pseudo-random (incompressible) bytes, different for every key and version.
 fn value(key: &[u8], version: u32, len: usize) -> Vec<u8> {
     let seed = key.iter().fold(u64::from(version) << 32, |h, &b| {
         h.wrapping_mul(31) ^ b as u64
     });
-    let mut rng = XorShift::new(seed | 1);
-    (0..len).map(|_| rng.next_u64() as u8).collect()
+    // Eight bytes a step: the tests write hundreds of MiB of these.
+    XorShift::new(seed | 1).bytes(len)
 }
 
 fn key(i: usize) -> Vec<u8> {

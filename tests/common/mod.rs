@@ -7,6 +7,7 @@
 
 pub mod compat;
 pub mod files;
+pub mod parallel;
 pub mod records;
 pub mod rng;
 pub mod store;

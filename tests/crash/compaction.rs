@@ -6,9 +6,10 @@ use podstore::{Durability, IoMode, Options, Store};
 use tempfile::TempDir;
 
 use crate::child::{ChildProc, emit};
+use crate::common::parallel::for_each_parallel;
 use crate::common::store::{MODES, mode_name, quiet};
 use crate::kill9::{KeyState, LARGE_LEN, LARGE_THRESHOLD, assert_key_state, op_value};
-use crate::support::{for_each_parallel, options};
+use crate::support::options;
 
 /// Keys of the failpoint workload.
 const FP_KEYS: u64 = 240;

@@ -1,7 +1,6 @@
 //! Helpers of the crash tests: values, options, checks, parallel cases.
 
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use podstore::{Durability, Error, IoMode, Options, Store};
 
@@ -91,21 +90,4 @@ pub fn assert_corrupt(
             describe(v.as_deref())
         ),
     }
-}
-
-/// Threads for independent checks of many store copies (bound by fsync latency, not CPU).
-pub const WORKERS: usize = 4;
-
-/// Runs `check` on every item, on a few threads; a panic in any of them fails the caller.
-pub fn for_each_parallel<T: Sync>(items: &[T], check: impl Fn(&T) + Sync) {
-    let next = AtomicUsize::new(0);
-    std::thread::scope(|s| {
-        for _ in 0..WORKERS {
-            s.spawn(|| {
-                while let Some(item) = items.get(next.fetch_add(1, Ordering::Relaxed)) {
-                    check(item);
-                }
-            });
-        }
-    });
 }

@@ -11,12 +11,11 @@ use podstore::{Durability, Error, IoMode, Store};
 use tempfile::TempDir;
 
 use crate::common::files::{read_segments, segment_name};
+use crate::common::parallel::for_each_parallel;
 use crate::common::records::{Rec, scan_records, trailer};
 use crate::common::store::{MODES, mode_name, show_key};
 use crate::common::{Random, SplitMix};
-use crate::support::{
-    BLOCK, assert_reads, check_options, for_each_parallel, open, options, value_for,
-};
+use crate::support::{BLOCK, assert_reads, check_options, open, options, value_for};
 
 /// One write of a single-threaded history: a put (`Some`) or a delete (`None`).
 struct Written {

@@ -45,13 +45,7 @@ fn text(len: usize, seed: u64) -> Vec<u8> {
         "compressed ",
         "frames ",
     ];
-    let mut rng = seeded(seed);
-    let mut out = Vec::with_capacity(len + 16);
-    while out.len() < len {
-        out.extend_from_slice(WORDS[rng.below(WORDS.len())].as_bytes());
-    }
-    out.truncate(len);
-    out
+    seeded(seed).words(&WORDS, len)
 }
 
 /// The generator of [`text`] and [`random`] for `seed` (seeded as these tests always were).

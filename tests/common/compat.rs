@@ -62,12 +62,7 @@ fn text(rng: &mut XorShift, len: usize) -> Vec<u8> {
     const WORDS: [&str; 8] = [
         "old ", "format ", "fixture ", "segment ", "footer ", "blob ", "frame ", "record ",
     ];
-    let mut out = Vec::with_capacity(len + 8);
-    while out.len() < len {
-        out.extend_from_slice(WORDS[rng.below(WORDS.len())].as_bytes());
-    }
-    out.truncate(len);
-    out
+    rng.words(&WORDS, len)
 }
 
 /// What the fixture holds, step by step: three lives of the store.

@@ -50,6 +50,16 @@ pub trait Random {
         out
     }
 
+    /// `len` bytes of text: words drawn from `vocabulary` (compressible, as real text is).
+    fn words(&mut self, vocabulary: &[&str], len: usize) -> Vec<u8> {
+        let mut out = Vec::with_capacity(len + 16);
+        while out.len() < len {
+            out.extend_from_slice(vocabulary[self.below(vocabulary.len())].as_bytes());
+        }
+        out.truncate(len);
+        out
+    }
+
     /// Random bytes whose first byte is not zero (so that they never read as padding).
     fn garbage(&mut self, len: usize) -> Vec<u8> {
         let mut g = self.bytes(len);

@@ -1,6 +1,14 @@
 //! Helpers shared by the integration tests (and by benches/churn.rs, which includes this module
-//! by path): deterministic randomness, store files and their names, scanned records, option
-//! presets, temporary stores, assertions.
+//! by path), each kept once:
+//!
+//! - `rng`: deterministic randomness (`XorShift`, the crash tests' `SplitMix`, the `Random`
+//!   methods both have: numbers in ranges, random bytes, garbage, text);
+//! - `files`: store file names (`seg-…`, `blob-…`), listing, counting, reading, copying;
+//! - `records`: the records of a segment image as the recovery scan finds them, trailers;
+//! - `store`: I/O modes, option presets (`small`, `quiet`), a temporary store (`TestStore`),
+//!   assertions, `env_u64`;
+//! - `parallel`: independent cases a few at a time;
+//! - `compat`: the old-format fixture under tests/fixtures/ (what it holds, how it is written).
 //!
 //! Each test binary compiles this module and uses part of it.
 #![allow(dead_code, unused_imports)]

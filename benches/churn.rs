@@ -25,7 +25,7 @@ use podstore::{Options, Stats, Store};
 // The deterministic generator of the integration tests.
 #[path = "../tests/common/mod.rs"]
 mod common;
-use common::XorShift;
+use common::{Random, XorShift};
 
 fn env(name: &str, default: u64) -> u64 {
     std::env::var(name)

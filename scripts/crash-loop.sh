@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Runs the kill -9 crash tests (tests/crash.rs, `kill9_*`) again and again, each time with
-# another seed, for long runs: every run kills a writing child PODSTORE_CRASH_ROUNDS times per
-# test, at other points of other workloads. Stops at the first failure (exit 1) and says how
+# Runs the kill -9 crash tests (tests/crash/kill9.rs, `kill9::kill9_*`) again and again, each
+# time with another seed, for long runs: every run kills a writing child PODSTORE_CRASH_ROUNDS
+# times per test, at other points of other workloads. Stops at the first failure (exit 1) and says how
 # to reproduce it; at the end prints the totals of the tests' `crash-summary` lines.
 #
 # usage: scripts/crash-loop.sh [RUNS] [TEST_FILTER]

@@ -6,12 +6,13 @@
 //! in-memory path. Reopening a store always reads from disk.
 
 mod common;
-use common::XorShift;
+use common::compat;
+use common::files::store_files;
+use common::store::{TestStore as Fixture, assert_bytes_eq, label};
+use common::{Random, XorShift};
 use std::collections::BTreeMap;
-use std::fs;
 use std::io::{ErrorKind, Read, Seek, SeekFrom};
 use std::ops::{Bound, RangeBounds};
-use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
@@ -19,7 +20,6 @@ use std::thread;
 use podstore::{
     Durability, Error, IoMode, MAX_KEY_LEN, MAX_VALUE_LEN, Options, RecoveryReport, Store,
 };
-use tempfile::TempDir;
 
 const KIB: usize = 1 << 10;
 const MIB: usize = 1 << 20;
@@ -35,7 +35,7 @@ type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 // ---------------------------------------------------------------------------------------------
 
 fn modes() -> [IoMode; 2] {
-    [IoMode::Direct, IoMode::Buffered]
+    common::store::MODES
 }
 
 fn durabilities() -> [Durability; 2] {
@@ -51,81 +51,16 @@ fn configs() -> impl Iterator<Item = Options> {
     })
 }
 
-/// Short name of a configuration, for assertion messages.
-fn label(opts: &Options) -> String {
-    format!("{:?}/{:?}", opts.io_mode, opts.durability)
-}
-
 /// `len` deterministic pseudo-random bytes; different seeds give different bytes.
 fn pattern(len: usize, seed: u64) -> Vec<u8> {
-    let mut rng = XorShift::new(seed);
-    let mut out = vec![0u8; len];
-    for word in out.chunks_mut(8) {
-        let bytes = rng.next_u64().to_le_bytes();
-        word.copy_from_slice(&bytes[..word.len()]);
-    }
-    out
+    XorShift::new(seed).bytes(len)
 }
 
-/// Asserts byte equality without dumping megabytes of bytes when it fails.
-#[track_caller]
-fn assert_bytes_eq(got: &[u8], want: &[u8], what: &str) {
-    if got != want {
-        let first_difference = got.iter().zip(want).position(|(a, b)| a != b);
-        panic!(
-            "{what}: got {} bytes, want {}; first differing byte at {first_difference:?}",
-            got.len(),
-            want.len()
-        );
-    }
-}
-
-/// A temporary store directory and the options it is opened with.
-struct Fixture {
-    dir: TempDir,
-    opts: Options,
-}
-
-impl Fixture {
-    fn new(opts: Options) -> Fixture {
-        Fixture {
-            dir: tempfile::tempdir().expect("create temporary directory"),
-            opts,
-        }
-    }
-
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
-
-    /// Opens the store, checking that the I/O mode asked for is the one in use.
-    #[track_caller]
-    fn open(&self) -> Store {
-        let store = Store::open_with(self.path(), self.opts.clone())
-            .unwrap_or_else(|e| panic!("open with {}: {e}", label(&self.opts)));
-        assert_eq!(store.io_mode(), self.opts.io_mode, "io_mode()");
-        store
-    }
-
-    /// Closes `store` and opens it again.
-    #[track_caller]
-    fn reopen(&self, store: Store) -> Store {
-        store.close().expect("close");
-        self.open()
-    }
-
-    /// Number of segment files (`seg-<16 hex digits>.pod`) in the store directory.
-    fn segment_files(&self) -> usize {
-        fs::read_dir(self.path())
-            .expect("list store directory")
-            .filter(|entry| {
-                let name = entry.as_ref().expect("directory entry").file_name();
-                let name = name.to_string_lossy();
-                // Log segments and blob files (one large value each) alike.
-                (name.starts_with("seg-") || name.starts_with("blob-")) && name.ends_with(".pod")
-            })
-            .count()
-    }
+/// Number of store files in the store directory: log segments (`seg-<16 hex digits>.pod`) and
+/// blob files (`blob-…`, one large value each), the files [`RecoveryReport::sealed_segments`]
+/// counts after a clean close.
+fn store_file_count(fx: &Fixture) -> usize {
+    store_files(fx.path()).len()
 }
 
 /// The value of `key`, which must be present.
@@ -930,13 +865,15 @@ fn segments_roll_and_everything_survives_reopen() {
         assert_contents(&store, &model, &what);
 
         let store = fx.reopen(store);
-        let segments = fx.segment_files();
+        // Log segments, and with Durability::Sync the blob file of the value larger than a
+        // segment: recovery counts both as sealed.
+        let files = store_file_count(&fx);
         assert!(
-            segments >= 5,
-            "{what}: only {segments} segment files for ~6.5 MiB"
+            files >= 5,
+            "{what}: only {files} store files (log segments and blob files) for ~6.5 MiB"
         );
         let report = store.recovery();
-        assert_eq!(report.sealed_segments, segments, "{what}: {report:?}");
+        assert_eq!(report.sealed_segments, files, "{what}: {report:?}");
         assert!(report.recovered.is_empty(), "{what}: {report:?}");
         assert_eq!(report.removed_segments, 0, "{what}: {report:?}");
         assert_contents(&store, &model, &format!("{what} after reopen"));
@@ -951,7 +888,7 @@ fn segments_roll_and_everything_survives_reopen() {
         model.remove(&key(2));
         let store = fx.reopen(store);
         assert!(
-            fx.segment_files() > segments,
+            store_file_count(&fx) > files,
             "{what}: no new segment after reopen"
         );
         assert_contents(&store, &model, &format!("{what} after second reopen"));
@@ -1197,5 +1134,118 @@ fn range_reads_run_while_other_keys_are_written() {
         assert_contents(&store, &model, &what);
         let store = fx.reopen(Arc::into_inner(store).expect("threads are done"));
         assert_contents(&store, &model, &format!("{what} after reopen"));
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// A store written by an earlier build (tests/common/compat.rs)
+// ---------------------------------------------------------------------------------------------
+
+/// Every file of `dir` with its bytes, by name.
+fn dir_contents(dir: &std::path::Path) -> BTreeMap<String, Vec<u8>> {
+    std::fs::read_dir(dir)
+        .expect("list fixture")
+        .map(|e| {
+            let e = e.expect("directory entry");
+            let name = e.file_name().into_string().expect("utf-8 name");
+            (name, std::fs::read(e.path()).expect("read fixture file"))
+        })
+        .collect()
+}
+
+/// Checks the store against the fixture's expected contents, deleted keys included, and that
+/// `verify` finds nothing.
+#[track_caller]
+fn check_fixture_contents(store: &Store, model: &Model, what: &str) {
+    assert_contents(store, model, what);
+    for key in compat::all_keys() {
+        if !model.contains_key(&key) {
+            assert_eq!(store.get(&key).expect("get"), None, "{what}: deleted key");
+        }
+    }
+    let report = store.verify().expect("verify");
+    assert!(report.is_clean(), "{what}: verify: {report:?}");
+}
+
+/// The committed old-format store (tests/fixtures/store-130d492) opens, recovers its unsealed
+/// segment, reads back every key, verifies clean, serves ranges of its blob-file value, takes
+/// more writes and reopens. It is opened from a copy: the committed files are never written.
+#[test]
+fn old_format_fixture_opens_reads_and_takes_more_writes() {
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(compat::FIXTURE_DIR);
+    let pristine = dir_contents(&fixture);
+    let (logs, blobs) = common::files::count_files(&fixture);
+    assert!(
+        logs >= 3 && blobs >= 1,
+        "fixture files: {:?}",
+        pristine.keys()
+    );
+    let expected = compat::expected_contents();
+    for mode in modes() {
+        let what = format!("old-format fixture, {mode:?}");
+        let dir = tempfile::tempdir().expect("temporary directory");
+        for (name, bytes) in &pristine {
+            std::fs::write(dir.path().join(name), bytes).expect("copy the fixture");
+        }
+        let opts = compat::options(mode);
+        let store = Store::open_with(dir.path(), opts.clone()).expect("open the fixture");
+        let report = store.recovery();
+        assert_eq!(report.recovered.len(), 1, "{what}: {report:?}");
+        assert_eq!(report.removed_segments, 0, "{what}: {report:?}");
+        let mut model = expected.clone();
+        check_fixture_contents(&store, &model, &what);
+
+        // Ranges of the value in the blob file, across its 4 KiB chunks.
+        let large = &model[compat::LARGE_KEY];
+        assert!(
+            large.len() as u64 >= compat::LARGE,
+            "{what}: the large value"
+        );
+        let len = large.len() as u64;
+        for (a, b) in [
+            (0, 1),
+            (4095, 4097),
+            (10_000, 30_000),
+            (len - 100, len),
+            (0, len),
+        ] {
+            check_range(&store, compat::LARGE_KEY, large, a..b, &what);
+        }
+
+        // More writes on top of the old files, then a reopen.
+        let mut rng = XorShift::new(7);
+        for i in 0..5 {
+            let (key, value) = (format!("new/{i}").into_bytes(), rng.bytes(3000 * i));
+            store.put(&key, &value).expect("put");
+            model.insert(key, value);
+        }
+        assert!(store.delete(b"raw/0").expect("delete"));
+        model.remove(&b"raw/0"[..]);
+        let value = rng.bytes(compat::LARGE as usize + 1);
+        store.put(b"new/large", &value).expect("put a new blob");
+        model.insert(b"new/large".to_vec(), value);
+        store.close().expect("close");
+        let store = Store::open_with(dir.path(), opts).expect("reopen");
+        assert!(store.recovery().recovered.is_empty(), "{what}: reopened");
+        check_fixture_contents(&store, &model, &format!("{what}, written and reopened"));
+        store.close().expect("close");
+    }
+    assert!(
+        dir_contents(&fixture) == pristine,
+        "the committed fixture was modified"
+    );
+}
+
+/// Writes the old-format fixture into `$PODSTORE_FIXTURE_OUT` (a new directory): see
+/// tests/common/compat.rs. Run only to make a fixture for a new format version.
+#[test]
+#[ignore = "writes a fixture; run by hand with PODSTORE_FIXTURE_OUT set"]
+fn write_old_format_fixture() {
+    let out = std::env::var_os("PODSTORE_FIXTURE_OUT").expect("PODSTORE_FIXTURE_OUT");
+    let out = std::path::Path::new(&out);
+    std::fs::create_dir(out).expect("PODSTORE_FIXTURE_OUT must name a directory to create");
+    compat::write_fixture(out);
+    for (name, bytes) in dir_contents(out) {
+        eprintln!("{name}: {} bytes", bytes.len());
     }
 }

@@ -5,50 +5,33 @@
 mod common;
 
 use std::collections::HashMap;
-use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use common::XorShift;
+use common::files::count_files;
+use common::{Random, XorShift};
 use podstore::format::record::record_len;
 use podstore::{Compression, Durability, IoMode, Options, Stats, Store};
 use tempfile::TempDir;
 
-const SEGMENT: u64 = 1 << 20;
-
 fn opts() -> Options {
-    Options::default()
-        .segment_size(SEGMENT)
-        .write_buffer_size(64 << 10)
+    common::store::small()
         .background_compaction(false)
         .compaction_threshold(0.25)
 }
 
+/// `len` pseudo-random (incompressible) bytes, different for every key and version.
 fn value(key: &[u8], version: u32, len: usize) -> Vec<u8> {
     let seed = key.iter().fold(u64::from(version) << 32, |h, &b| {
         h.wrapping_mul(31) ^ b as u64
     });
-    let mut rng = XorShift::new(seed | 1);
-    (0..len).map(|_| rng.next_u64() as u8).collect()
+    // Eight bytes a step: the tests write hundreds of MiB of these.
+    XorShift::new(seed | 1).bytes(len)
 }
 
 fn key(i: usize) -> Vec<u8> {
     format!("key-{i:06}").into_bytes()
-}
-
-/// Segment and blob files in the store directory.
-fn files(dir: &Path) -> (usize, usize) {
-    let (mut logs, mut blobs) = (0, 0);
-    for e in std::fs::read_dir(dir).unwrap() {
-        let name = e.unwrap().file_name().into_string().unwrap();
-        if name.starts_with("seg-") {
-            logs += 1;
-        } else if name.starts_with("blob-") {
-            blobs += 1;
-        }
-    }
-    (logs, blobs)
 }
 
 fn check_all(store: &Store, model: &HashMap<Vec<u8>, Vec<u8>>, ctx: &str) {
@@ -277,7 +260,7 @@ fn dead_blob_files_are_removed() {
     for i in 0..12 {
         store.put(&key(i), &value(&key(i), 0, 300 << 10)).unwrap();
     }
-    let (_, blobs) = files(dir.path());
+    let (_, blobs) = count_files(dir.path());
     assert!(blobs >= 12, "{blobs} blob files");
     assert_eq!(store.stats().blob_files, 12);
     for i in 0..6 {
@@ -299,7 +282,7 @@ fn dead_blob_files_are_removed() {
     }
     drop(store);
     // Spare blob files (created ahead, never used) are removed at close.
-    assert_eq!(files(dir.path()).1, 3);
+    assert_eq!(count_files(dir.path()).1, 3);
 }
 
 #[test]

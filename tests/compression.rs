@@ -2,9 +2,15 @@
 //! frames, streaming with seeks, the automatic mode's choice, damage confined to the frames it
 //! touches, reopen and crash recovery. Every test runs with direct and with buffered I/O.
 
+mod common;
+
 use std::fs;
 use std::io::{ErrorKind, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
+
+use common::files::store_paths as pod_files;
+use common::store::assert_bytes_eq as assert_bytes;
+use common::{Random, XorShift};
 
 use podstore::format::frames::{FRAME_TABLE_MAGIC, FrameTableHeader, decode_table};
 use podstore::{Batch, Compression, Corruption, Durability, Error, IoMode, Options, Store};
@@ -13,7 +19,7 @@ use podstore::{Batch, Compression, Corruption, Durability, Error, IoMode, Option
 const F: usize = 4096;
 
 fn modes() -> [IoMode; 2] {
-    [IoMode::Direct, IoMode::Buffered]
+    common::store::MODES
 }
 
 fn opts(mode: IoMode, compression: Compression) -> Options {
@@ -39,41 +45,17 @@ fn text(len: usize, seed: u64) -> Vec<u8> {
         "compressed ",
         "frames ",
     ];
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    let mut out = Vec::with_capacity(len + 16);
-    while out.len() < len {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        out.extend_from_slice(WORDS[(x % WORDS.len() as u64) as usize].as_bytes());
-    }
-    out.truncate(len);
-    out
+    seeded(seed).words(&WORDS, len)
+}
+
+/// The generator of [`text`] and [`random`] for `seed` (seeded as these tests always were).
+fn seeded(seed: u64) -> XorShift {
+    XorShift::from_state(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
 }
 
 /// Pseudo-random bytes: incompressible.
 fn random(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    let mut out = vec![0u8; len];
-    for w in out.chunks_mut(8) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        w.copy_from_slice(&x.to_le_bytes()[..w.len()]);
-    }
-    out
-}
-
-#[track_caller]
-fn assert_bytes(got: &[u8], want: &[u8], what: &str) {
-    if got != want {
-        let at = got.iter().zip(want).position(|(a, b)| a != b);
-        panic!(
-            "{what}: got {} bytes, want {}, first difference at {at:?}",
-            got.len(),
-            want.len()
-        );
-    }
+    seeded(seed).bytes(len)
 }
 
 /// Checks every way of reading `key` against `want`.
@@ -102,16 +84,6 @@ fn check_value(store: &Store, key: &[u8], want: &[u8], what: &str) {
         .read_to_end(&mut streamed)
         .unwrap();
     assert_bytes(&streamed, want, &format!("{what}: streamed"));
-}
-
-fn pod_files(dir: &Path) -> Vec<PathBuf> {
-    let mut out: Vec<PathBuf> = fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "pod"))
-        .collect();
-    out.sort();
-    out
 }
 
 fn disk_bytes(dir: &Path) -> u64 {

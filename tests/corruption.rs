@@ -2,7 +2,7 @@
 //! blocks, anywhere in any segment file (log segments and blob files; headers, records, values
 //! raw and compressed, padding, footer tables, trailers).
 //!
-//! tests/crash.rs damages chosen bytes of one small segment; this test plants damage at random,
+//! tests/crash/damage.rs damages chosen bytes of one small segment; this test plants damage at random,
 //! round after round, in a store of many segments and keys, and checks after each reopen:
 //!
 //! - the open never panics; if it refuses, the error is `Error::Corruption` naming the damaged
@@ -23,23 +23,17 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 
-use common::XorShift;
-use podstore::format::footer::{TRAILER_LEN, Trailer};
-use podstore::format::record::{RecordHeader, RecordKind};
+use common::files::{FileKind, dir_with, parse_name, written_files};
+use common::parallel::map_parallel;
+use common::records::{Rec, scan_records, trailer};
+use common::store::{env_u64, show_key as show};
+use common::{Random, XorShift};
+use podstore::format::footer::TRAILER_LEN;
+use podstore::format::record::RecordKind;
 use podstore::format::scan::scan_segment;
 use podstore::format::segment_header::SEGMENT_HEADER_LEN;
 use podstore::{Batch, Compression, Durability, Error, IoMode, Options, Store, Structure};
 use tempfile::TempDir;
-
-fn env_u64(var: &str, default: u64) -> u64 {
-    std::env::var(var)
-        .ok()
-        .map(|v| {
-            v.parse()
-                .unwrap_or_else(|_| panic!("{var}={v} is not a number"))
-        })
-        .unwrap_or(default)
-}
 
 /// Values of at least this many bytes go to blob files of their own (lowered from the default
 /// 1 MiB so that the store has several blob files without taking long to read).
@@ -70,26 +64,6 @@ fn text(rng: &mut XorShift, len: usize) -> Vec<u8> {
     out
 }
 
-fn random(rng: &mut XorShift, len: usize) -> Vec<u8> {
-    let mut out = Vec::with_capacity(len + 8);
-    while out.len() < len {
-        out.extend_from_slice(&rng.next_u64().to_le_bytes());
-    }
-    out.truncate(len);
-    out
-}
-
-/// A record of a segment file, as laid out in the pristine copy.
-#[derive(Debug, Clone)]
-struct Rec {
-    key: Vec<u8>,
-    seq: u64,
-    kind: RecordKind,
-    offset: u64,
-    value_offset: u64,
-    end: u64,
-}
-
 /// One segment file of the pristine store.
 struct SegFile {
     name: String,
@@ -103,44 +77,16 @@ struct SegFile {
 
 impl SegFile {
     fn parse(name: String, bytes: Vec<u8>) -> SegFile {
-        let hex = name
-            .trim_start_matches("seg-")
-            .trim_start_matches("blob-")
-            .trim_end_matches(".pod");
-        let id = u64::from_str_radix(hex, 16).unwrap();
-        let len = bytes.len() as u64;
-        let trailer = Trailer::decode(&bytes[bytes.len() - TRAILER_LEN..], len)
-            .unwrap_or_else(|c| panic!("{name}: pristine trailer: {c}"));
+        let (id, _) = parse_name(&name).expect("a store file");
+        let trailer = trailer(&bytes).unwrap_or_else(|c| panic!("{name}: pristine trailer: {c}"));
         let outcome = scan_segment(&bytes[..], id).unwrap_or_else(|_| panic!("{name}: scan"));
         assert!(outcome.damaged.is_empty(), "{name}: pristine records");
         assert_eq!(outcome.data_end, trailer.data_end, "{name}");
-        let records = outcome
-            .records
-            .iter()
-            .map(|e| {
-                let h = RecordHeader {
-                    kind: e.kind,
-                    flags: e.flags,
-                    key_len: e.key.len() as u32,
-                    pad_before: 0,
-                    value_len: e.stored_len,
-                    seq: e.seq,
-                };
-                Rec {
-                    key: e.key.clone(),
-                    seq: e.seq,
-                    kind: e.kind,
-                    offset: e.offset,
-                    value_offset: e.offset + h.value_offset(),
-                    end: e.offset + h.encoded_len(),
-                }
-            })
-            .collect();
         SegFile {
             name,
             id,
+            records: scan_records(id, &bytes),
             bytes,
-            records,
             data_end: trailer.data_end,
             table_offset: trailer.table_offset,
             table_end: trailer.table_offset + trailer.table_len,
@@ -174,46 +120,30 @@ impl Fixture {
         };
         for i in 0..60 {
             let len = rng.below(300);
-            put(
-                &store,
-                format!("small/{i:03}").into_bytes(),
-                random(&mut rng, len),
-            );
+            put(&store, format!("small/{i:03}").into_bytes(), rng.bytes(len));
         }
         for i in 0..48 {
             let len = rng.in_range(4096..48_000);
             put(
                 &store,
                 format!("medium/{i:03}").into_bytes(),
-                random(&mut rng, len),
+                rng.bytes(len),
             );
         }
-        put(
-            &store,
-            b"blob/0".to_vec(),
-            random(&mut rng, (1 << 20) + 333),
-        );
+        put(&store, b"blob/0".to_vec(), rng.bytes((1 << 20) + 333));
         for i in 1..3 {
             let len = rng.in_range(LARGE as usize..(300 << 10));
-            put(
-                &store,
-                format!("blob/{i}").into_bytes(),
-                random(&mut rng, len),
-            );
+            put(&store, format!("blob/{i}").into_bytes(), rng.bytes(len));
         }
         put(&store, b"empty".to_vec(), Vec::new());
         for i in (0..60).step_by(4) {
             let len = rng.below(5000);
-            put(
-                &store,
-                format!("small/{i:03}").into_bytes(),
-                random(&mut rng, len),
-            );
+            put(&store, format!("small/{i:03}").into_bytes(), rng.bytes(len));
         }
         let mut batch = Batch::new();
         for i in 0..6 {
             let key = format!("batch/{i}").into_bytes();
-            let value = random(&mut rng, 700 * i);
+            let value = rng.bytes(700 * i);
             batch.put(&key, &value);
             model.insert(key, Some(value));
         }
@@ -257,13 +187,12 @@ impl Fixture {
         assert!(clean.affected_keys.is_empty());
         store.close().unwrap();
 
-        let mut files: Vec<SegFile> = std::fs::read_dir(dir.path())
-            .unwrap()
-            .map(|e| e.unwrap())
-            .filter_map(|e| {
-                let name = e.file_name().to_string_lossy().into_owned();
-                let ours = name.ends_with(".pod") && std::fs::metadata(e.path()).unwrap().len() > 0;
-                ours.then(|| SegFile::parse(name, std::fs::read(e.path()).unwrap()))
+        let mut files: Vec<SegFile> = [FileKind::Log, FileKind::Blob]
+            .into_iter()
+            .flat_map(|kind| written_files(dir.path(), kind))
+            .map(|p| {
+                let name = p.file_name().unwrap().to_string_lossy().into_owned();
+                SegFile::parse(name, std::fs::read(&p).unwrap())
             })
             .collect();
         files.sort_by_key(|f| f.id);
@@ -290,17 +219,11 @@ impl Fixture {
 
     /// A store directory holding every file, `victim` with `damaged` bytes.
     fn store_dir(&self, victim: usize, damaged: &[u8]) -> TempDir {
-        let dir = TempDir::new().unwrap();
-        for (i, f) in self.files.iter().enumerate() {
-            let bytes = if i == victim { damaged } else { &f.bytes };
-            std::fs::write(dir.path().join(&f.name), bytes).unwrap();
-        }
-        dir
+        dir_with(self.files.iter().enumerate().map(|(i, f)| {
+            let bytes = if i == victim { damaged } else { &f.bytes[..] };
+            (f.name.clone(), bytes)
+        }))
     }
-}
-
-fn show(key: &[u8]) -> String {
-    String::from_utf8_lossy(key).into_owned()
 }
 
 /// Where in a segment file a damaged byte is.
@@ -397,6 +320,9 @@ struct Counts {
     reads_exact: u64,
 }
 
+/// Rounds drawn and checked at a time (each holds a damaged copy of one file in memory).
+const ROUND_CHUNK: u64 = 16;
+
 #[test]
 fn random_damage_is_detected_and_never_read_as_data() {
     let seed = env_u64("PODSTORE_CORRUPTION_SEED", 5);
@@ -404,49 +330,67 @@ fn random_damage_is_detected_and_never_read_as_data() {
     let fx = Fixture::build(seed);
     let mut rng = XorShift::new(seed ^ 0xC0FF_EE00);
     let mut counts = Counts::default();
-    for round in 0..rounds {
-        counts.rounds += 1;
-        let victim = rng.below(fx.files.len());
-        let f = &fx.files[victim];
-        let (bytes, what) = plant(&mut rng, f);
-        let changed: Vec<u64> = (0..bytes.len())
-            .filter(|&i| bytes[i] != f.bytes[i])
-            .map(|i| i as u64)
+    // The damage of every round is drawn in order from one generator (so a seed names the
+    // same rounds as ever); the rounds are then checked a chunk at a time, in parallel (each
+    // on its own copy of the store), and counted in order.
+    let mut round = 0;
+    while round < rounds {
+        let chunk: Vec<(u64, usize, Vec<u8>, String)> = (round..rounds.min(round + ROUND_CHUNK))
+            .map(|r| {
+                let victim = rng.below(fx.files.len());
+                let (bytes, what) = plant(&mut rng, &fx.files[victim]);
+                (r, victim, bytes, what)
+            })
             .collect();
-        if changed.is_empty() {
-            counts.no_change += 1;
-            continue;
-        }
-        counts.planted += 1;
-        let places: BTreeSet<Place> = changed.iter().map(|&at| place_of(f, at)).collect();
-        let ctx = format!(
-            "seed {seed} round {round}: {} ({} bytes changed, {:?}): {what}",
-            f.name,
-            changed.len(),
-            places
-        );
-        let dir = fx.store_dir(victim, &bytes);
-        let outcome = check_round(&fx, victim, &changed, &places, dir.path(), &ctx);
-        match outcome {
-            Outcome::Refused => counts.open_refused += 1,
-            Outcome::Opened {
-                rescanned,
-                reported,
-                failed,
-                exact,
-            } => {
-                counts.reads_failed += failed;
-                counts.reads_exact += exact;
-                if reported {
-                    counts.reported_by_verify += 1;
-                } else if rescanned {
-                    counts.rebuilt += 1;
-                } else {
-                    assert!(
-                        places.iter().all(|p| *p == Place::Unused),
-                        "{ctx}: damage neither reported nor repaired"
-                    );
-                    counts.harmless += 1;
+        round += chunk.len() as u64;
+        let results = map_parallel(&chunk, |(round, victim, bytes, what)| {
+            let f = &fx.files[*victim];
+            let changed: Vec<u64> = (0..bytes.len())
+                .filter(|&i| bytes[i] != f.bytes[i])
+                .map(|i| i as u64)
+                .collect();
+            if changed.is_empty() {
+                return None;
+            }
+            let places: BTreeSet<Place> = changed.iter().map(|&at| place_of(f, at)).collect();
+            let ctx = format!(
+                "seed {seed} round {round}: {} ({} bytes changed, {:?}): {what}",
+                f.name,
+                changed.len(),
+                places
+            );
+            let dir = fx.store_dir(*victim, bytes);
+            let outcome = check_round(&fx, *victim, &changed, &places, dir.path(), &ctx);
+            Some((outcome, places, ctx))
+        });
+        for result in results {
+            counts.rounds += 1;
+            let Some((outcome, places, ctx)) = result else {
+                counts.no_change += 1;
+                continue;
+            };
+            counts.planted += 1;
+            match outcome {
+                Outcome::Refused => counts.open_refused += 1,
+                Outcome::Opened {
+                    rescanned,
+                    reported,
+                    failed,
+                    exact,
+                } => {
+                    counts.reads_failed += failed;
+                    counts.reads_exact += exact;
+                    if reported {
+                        counts.reported_by_verify += 1;
+                    } else if rescanned {
+                        counts.rebuilt += 1;
+                    } else {
+                        assert!(
+                            places.iter().all(|p| *p == Place::Unused),
+                            "{ctx}: damage neither reported nor repaired"
+                        );
+                        counts.harmless += 1;
+                    }
                 }
             }
         }
@@ -617,18 +561,13 @@ fn check_round(
 /// The blob file of a new store with one large value, and the value.
 fn one_blob_store(rng: &mut XorShift) -> (TempDir, std::path::PathBuf, Vec<u8>) {
     let dir = TempDir::new().unwrap();
-    let value = random(rng, 200 << 10);
+    let value = rng.bytes(200 << 10);
     let store = Store::open_with(dir.path(), options()).unwrap();
     store.put(b"big", &value).unwrap();
     store.put(b"small", b"after the blob").unwrap();
     store.close().unwrap();
-    let blob = std::fs::read_dir(dir.path())
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| {
-            let name = p.file_name().unwrap().to_string_lossy().into_owned();
-            name.starts_with("blob-") && std::fs::metadata(p).unwrap().len() > 0
-        })
+    let blob = written_files(dir.path(), FileKind::Blob)
+        .pop()
         .expect("a blob file");
     (dir, blob, value)
 }
@@ -642,7 +581,7 @@ fn blob_file_with_damaged_footer_keeps_its_value() {
         let (dir, blob, value) = one_blob_store(&mut rng);
         let mut bytes = std::fs::read(&blob).unwrap();
         let len = bytes.len() as u64;
-        let t = Trailer::decode(&bytes[bytes.len() - TRAILER_LEN..], len).unwrap();
+        let t = trailer(&bytes).unwrap();
         let at = from_end.map_or(t.table_offset + 9, |d| len - d);
         bytes[at as usize] ^= 0x04;
         std::fs::write(&blob, &bytes).unwrap();
@@ -671,16 +610,11 @@ fn blob_file_with_damaged_footer_keeps_its_value() {
 fn lost_sector_at_the_start_of_a_footer_loses_no_record() {
     let mut rng = XorShift::new(12);
     let (dir, blob, value) = one_blob_store(&mut rng);
-    let log: Vec<_> = std::fs::read_dir(dir.path())
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("seg-"))
-        .collect();
+    let log = written_files(dir.path(), FileKind::Log);
     assert_eq!(log.len(), 1);
     for file in [&blob, &log[0]] {
         let mut bytes = std::fs::read(file).unwrap();
-        let len = bytes.len() as u64;
-        let t = Trailer::decode(&bytes[bytes.len() - TRAILER_LEN..], len).unwrap();
+        let t = trailer(&bytes).unwrap();
         let at = (t.table_offset & !511) as usize;
         assert!(
             at as u64 >= t.data_end,
@@ -718,7 +652,7 @@ fn verify_beside_concurrent_writers_finds_nothing() {
                     } else {
                         rng.below(30_000)
                     };
-                    let value = random(&mut rng, len);
+                    let value = rng.bytes(len);
                     if rng.chance(10) {
                         store.delete(&key).unwrap();
                     } else if rng.chance(50) {

@@ -17,10 +17,12 @@
 //! frames of 4 KiB so that values span many frames). `PROPTEST_CASES` overrides the number of cases;
 //! failures are saved to `tests/model.proptest-regressions` and replayed first on later runs.
 
+mod common;
+
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
-use podstore::{Compression, Durability, Error, IoMode, MAX_KEY_LEN, Options, Store};
+use podstore::{Compression, Durability, Error, IoMode, MAX_KEY_LEN, Store};
 use proptest::prelude::*;
 use proptest::test_runner::{FileFailurePersistence, TestCaseError};
 
@@ -321,11 +323,7 @@ fn open(
     durability: Durability,
     compression: Compression,
 ) -> Result<Store, String> {
-    let opts = Options::default()
-        .io_mode(io_mode)
-        .durability(durability)
-        .segment_size(1 << 20)
-        .write_buffer_size(64 << 10)
+    let opts = common::store::small_with(io_mode, durability)
         .compression(compression)
         .compression_frame_size(4096)
         // Compaction runs when the sequence says (deterministic); at a low threshold, so that

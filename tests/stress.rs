@@ -10,8 +10,8 @@
 //! The work is bounded by operation counts, never by time, and nothing asserts on timing.
 
 mod common;
-use common::XorShift;
-use common::splitmix64;
+use common::store::TestStore as Fixture;
+use common::{Random, XorShift, splitmix64};
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
 use std::sync::Arc;
@@ -19,7 +19,6 @@ use std::thread;
 use std::time::Instant;
 
 use podstore::{Batch, Durability, Error, IoMode, Options, Store};
-use tempfile::TempDir;
 
 const KIB: usize = 1 << 10;
 
@@ -167,40 +166,18 @@ fn stress_options(io_mode: IoMode, durability: Durability) -> Options {
         .large_value_threshold(LARGE_VALUE_THRESHOLD as u64)
 }
 
-/// A temporary store directory and the options it is opened with.
-struct Fixture {
-    dir: TempDir,
-    opts: Options,
-}
-
-impl Fixture {
-    fn new(opts: Options) -> Fixture {
-        Fixture {
-            dir: tempfile::tempdir().expect("create temporary directory"),
-            opts,
+/// Ends `store` as `ending` says and opens it again.
+#[track_caller]
+fn reopen(fx: &Fixture, store: Store, ending: Ending) -> Store {
+    match ending {
+        Ending::Close => store.close().expect("close"),
+        Ending::FlushThenCrash => {
+            store.flush().expect("flush");
+            store.simulate_crash();
         }
+        Ending::Crash => store.simulate_crash(),
     }
-
-    #[track_caller]
-    fn open(&self) -> Store {
-        let store = Store::open_with(self.dir.path(), self.opts.clone()).expect("open store");
-        assert_eq!(store.io_mode(), self.opts.io_mode, "io_mode()");
-        store
-    }
-
-    /// Ends `store` as `ending` says and opens it again.
-    #[track_caller]
-    fn reopen(&self, store: Store, ending: Ending) -> Store {
-        match ending {
-            Ending::Close => store.close().expect("close"),
-            Ending::FlushThenCrash => {
-                store.flush().expect("flush");
-                store.simulate_crash();
-            }
-            Ending::Crash => store.simulate_crash(),
-        }
-        self.open()
-    }
+    fx.open()
 }
 
 /// How a store is stopped before it is reopened.
@@ -681,7 +658,7 @@ fn run_mixed(what: &str, opts: Options, threads: usize, ops: usize, ending: Endi
     check_history(&events, is_final, &format!("{what}: final state"));
 
     let store = Arc::into_inner(store).expect("workers are done");
-    let store = fx.reopen(store, ending);
+    let store = reopen(&fx, store, ending);
     let reopened_what = format!("{what} after {ending:?} and reopen");
     let reopened = read_contents(&store, MIXED_KEYS, &reopened_what);
     assert_same_contents(&reopened, &contents, &reopened_what);
@@ -846,7 +823,11 @@ fn run_group_batches(what: &str, durability: Durability, ending: Ending) {
     assert_groups_atomic(&before, what);
     assert!(!before.is_empty(), "{what}: every group ended deleted");
 
-    let store = fx.reopen(Arc::into_inner(store).expect("threads are done"), ending);
+    let store = reopen(
+        &fx,
+        Arc::into_inner(store).expect("threads are done"),
+        ending,
+    );
     let what = format!("{what} after {ending:?} and reopen");
     let after = read_contents(&store, GROUPS * MEMBERS, &what);
     assert_groups_atomic(&after, &what);
@@ -927,7 +908,8 @@ fn group_commit_caps_keep_working() {
     let before = read_contents(&store, keys, "after the writers");
     assert_eq!(decode_contents(&before, "after the writers"), expected);
 
-    let store = fx.reopen(
+    let store = reopen(
+        &fx,
         Arc::into_inner(store).expect("writers are done"),
         Ending::Crash,
     );

@@ -1,0 +1,119 @@
+//! Stores under test: I/O modes, option presets, a temporary store directory, assertions.
+
+use std::path::Path;
+
+use podstore::{Durability, IoMode, Options, Store};
+use tempfile::TempDir;
+
+/// Both I/O modes a store can be asked for explicitly.
+pub const MODES: [IoMode; 2] = [IoMode::Direct, IoMode::Buffered];
+
+pub fn mode_name(mode: IoMode) -> &'static str {
+    match mode {
+        IoMode::Direct => "direct",
+        IoMode::Buffered => "buffered",
+        IoMode::Auto => "auto",
+    }
+}
+
+/// The mode [`mode_name`] names.
+pub fn parse_mode(name: &str) -> IoMode {
+    [IoMode::Direct, IoMode::Buffered, IoMode::Auto]
+        .into_iter()
+        .find(|&m| mode_name(m) == name)
+        .unwrap_or_else(|| panic!("unknown io mode {name}"))
+}
+
+/// Short name of a configuration, for assertion messages.
+pub fn label(opts: &Options) -> String {
+    format!("{:?}/{:?}", opts.io_mode, opts.durability)
+}
+
+/// The smallest segments (1 MiB) and write buffers (64 KiB) a store accepts: several segments
+/// per test, values larger than a buffer.
+pub fn small() -> Options {
+    Options::default()
+        .segment_size(1 << 20)
+        .write_buffer_size(64 << 10)
+}
+
+/// [`small`] in `mode` with `durability`.
+pub fn small_with(mode: IoMode, durability: Durability) -> Options {
+    small().io_mode(mode).durability(durability)
+}
+
+/// `opts` without the background threads (flush ticker, compactor), for a store opened only to
+/// be read and checked: it reads and verifies the same, and its close does not wait for threads
+/// that may not have started yet (a close right after an open can otherwise wait out a whole
+/// ticker or compactor interval).
+pub fn quiet(opts: Options) -> Options {
+    opts.flush_interval(None).background_compaction(false)
+}
+
+/// A temporary store directory and the options it is opened with.
+pub struct TestStore {
+    pub dir: TempDir,
+    pub opts: Options,
+}
+
+impl TestStore {
+    pub fn new(opts: Options) -> TestStore {
+        TestStore {
+            dir: tempfile::tempdir().expect("create temporary directory"),
+            opts,
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Opens the store, checking that the I/O mode asked for is the one in use.
+    #[track_caller]
+    pub fn open(&self) -> Store {
+        let store = Store::open_with(self.path(), self.opts.clone())
+            .unwrap_or_else(|e| panic!("open with {}: {e}", label(&self.opts)));
+        assert_eq!(store.io_mode(), self.opts.io_mode, "io_mode()");
+        store
+    }
+
+    /// Closes `store` and opens it again.
+    #[track_caller]
+    pub fn reopen(&self, store: Store) -> Store {
+        store.close().expect("close");
+        self.open()
+    }
+}
+
+/// Asserts byte equality without dumping megabytes of bytes when it fails.
+#[track_caller]
+pub fn assert_bytes_eq(got: &[u8], want: &[u8], what: &str) {
+    if got != want {
+        let first_difference = got.iter().zip(want).position(|(a, b)| a != b);
+        panic!(
+            "{what}: got {} bytes, want {}; first differing byte at {first_difference:?}",
+            got.len(),
+            want.len()
+        );
+    }
+}
+
+/// A key for messages: its first 24 characters.
+pub fn show_key(key: &[u8]) -> String {
+    let s = String::from_utf8_lossy(key);
+    match s.char_indices().nth(24) {
+        Some((at, _)) => format!("{}…", &s[..at]),
+        None => s.into_owned(),
+    }
+}
+
+/// A number from the environment variable `var`, or `default` when it is not set.
+pub fn env_u64(var: &str, default: u64) -> u64 {
+    match std::env::var(var) {
+        Ok(s) => s
+            .trim()
+            .parse()
+            .unwrap_or_else(|e| panic!("{var}={s:?}: {e}")),
+        Err(_) => default,
+    }
+}

@@ -32,9 +32,12 @@ impl Ticker {
                 let stopped = || *flag.lock().unwrap_or_else(|p| p.into_inner());
                 loop {
                     {
+                        // The flag is checked before waiting, not only after: a stop asked for
+                        // while the thread was starting or busy would otherwise wait out a whole
+                        // interval (a `close` right after `open` took up to 500 ms).
                         let guard = flag.lock().unwrap_or_else(|p| p.into_inner());
                         let (guard, _) = cv
-                            .wait_timeout(guard, interval)
+                            .wait_timeout_while(guard, interval, |stop| !*stop)
                             .unwrap_or_else(|p| p.into_inner());
                         if *guard {
                             return;
@@ -55,5 +58,46 @@ impl Ticker {
         *self.stop.0.lock().unwrap_or_else(|p| p.into_inner()) = true;
         self.stop.1.notify_all();
         let _ = self.handle.join();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::time::Instant;
+
+    use super::*;
+
+    /// An interval no test waits out: a stop that waited for it would hang the test.
+    const HOUR: Duration = Duration::from_secs(3600);
+
+    #[test]
+    fn a_stop_before_the_first_wait_does_not_wait_out_the_interval() {
+        for _ in 0..20 {
+            let ticker = Ticker::start("test-ticker", HOUR, |_| true).unwrap();
+            let asked = Instant::now();
+            ticker.stop();
+            assert!(asked.elapsed() < HOUR / 60, "stop waited out the interval");
+        }
+    }
+
+    #[test]
+    fn a_stop_during_a_tick_ends_the_thread_after_it() {
+        let ticks = Arc::new(AtomicU32::new(0));
+        let seen = ticks.clone();
+        let ticker = Ticker::start("test-ticker", Duration::from_millis(1), move |stopped| {
+            seen.fetch_add(1, Ordering::SeqCst);
+            // Busy until told to stop: the stop arrives while no wait is in progress.
+            while !stopped() {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            true
+        })
+        .unwrap();
+        while ticks.load(Ordering::SeqCst) == 0 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        ticker.stop();
+        assert_eq!(ticks.load(Ordering::SeqCst), 1, "no tick after the stop");
     }
 }

@@ -7,21 +7,20 @@
 //! finishes, the first to wake hands everything appended meanwhile to the flush thread as one
 //! write and one fdatasync. A lone writer finds nothing in flight and syncs at once.
 
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
 use super::compress::StoredValue;
-use super::segments::{FileSummary, SegmentHandle, SegmentTable};
-use super::stats::Counters;
+use super::segments::{FileSummary, SegmentHandle};
+use super::shared::Shared;
 use crate::error::Result;
 use crate::format::footer::{FooterEntry, encode_footer};
 use crate::format::record::{
     FLAG_BATCH_CONTINUES, RecordHeader, RecordKind, RecordPlace, write_record,
 };
 use crate::format::segment_header::SegmentHeader;
-use crate::index::{Index, IndexEntry, PendingQueue};
-use crate::io::file::{self, IoProfile, SegmentFile};
+use crate::index::IndexEntry;
+use crate::io::file::{self, SegmentFile};
 use crate::io::writer::{self, Progress, Tail, WriteBuffer};
 use crate::options::{Durability, Options};
 use crate::segment::{self, SegmentKind};
@@ -31,15 +30,10 @@ pub(super) type Op<'a> = (&'a [u8], Option<&'a StoredValue<'a>>);
 
 /// The log: the double-buffered writer, its flush thread, and the state behind the append lock.
 pub(super) struct Log {
-    dir: PathBuf,
-    profile: IoProfile,
+    shared: Shared,
     segment_size: u64,
     max_group_bytes: u64,
     max_group_records: usize,
-    index: Arc<Index>,
-    pending: Arc<PendingQueue>,
-    segments: Arc<SegmentTable>,
-    counters: Arc<Counters>,
     appender: Mutex<Appender>,
     tail: Arc<Mutex<Tail>>,
     progress: Arc<Progress>,
@@ -78,49 +72,34 @@ pub(super) struct ActiveView {
     pub(super) summary: FileSummary,
 }
 
-/// The shared handles the log works with.
-pub(super) struct LogParts {
-    pub(super) dir: PathBuf,
-    pub(super) profile: IoProfile,
-    pub(super) index: Arc<Index>,
-    pub(super) pending: Arc<PendingQueue>,
-    pub(super) segments: Arc<SegmentTable>,
-    pub(super) counters: Arc<Counters>,
-}
-
 impl Log {
     /// Starts the flush thread for a store whose records up to `max_seq` are durable and whose
     /// next file id is `next_segment`.
     pub(super) fn start(
-        parts: LogParts,
+        shared: Shared,
         opts: &Options,
         max_seq: u64,
         next_segment: u64,
     ) -> Result<Log> {
         let progress = Arc::new(Progress::new(max_seq));
         let (wb, tail, flusher) = {
-            let pending = parts.pending.clone();
-            let index = parts.index.clone();
+            let pending = shared.pending.clone();
+            let index = shared.index.clone();
             writer::start(
                 opts.write_buffer_size,
-                parts.profile.direct,
-                parts.profile.mem_align,
-                parts.profile.block_size as u64,
+                shared.profile.direct,
+                shared.profile.mem_align,
+                shared.profile.block_size as u64,
                 opts.segment_size,
                 progress.clone(),
                 Box::new(move |seq| pending.ready_through(seq, &index)),
             )?
         };
         Ok(Log {
-            dir: parts.dir,
-            profile: parts.profile,
+            shared,
             segment_size: opts.segment_size,
             max_group_bytes: opts.max_group_bytes,
             max_group_records: opts.max_group_records,
-            index: parts.index,
-            pending: parts.pending,
-            segments: parts.segments,
-            counters: parts.counters,
             appender: Mutex::new(Appender {
                 wb,
                 active: None,
@@ -194,7 +173,7 @@ impl Log {
                 let mut st = self.progress.lock();
                 loop {
                     let need_sync = durable && st.durable_seq < last;
-                    if !need_sync && !self.pending.any_pending(first, last) {
+                    if !need_sync && !self.shared.pending.any_pending(first, last) {
                         return Ok(());
                     }
                     if let Some(f) = st.failure {
@@ -336,16 +315,20 @@ impl AppendGuard<'_> {
                 0
             };
             let (seq, entry) = self.append(key, *value, flags, None)?;
-            self.log.pending.push(seq, key, value.map(|_| entry), false);
+            self.log
+                .shared
+                .pending
+                .push(seq, key, value.map(|_| entry), false);
         }
         let last = self.last_seq();
-        self.log.counters.add_user_bytes(total);
+        self.log.shared.counters.add_user_bytes(total);
         self.app.group_bytes += total;
         self.app.group_records += ops.len();
         if durability == Durability::Buffered {
             // Visible at once: the caller's next read must see it. Earlier queued log writes
             // become visible with it, so that per key the log order holds.
-            self.log.pending.ready_through(last, &self.log.index);
+            let shared = &self.log.shared;
+            shared.pending.ready_through(last, &shared.index);
         }
         if self.app.group_bytes >= self.log.max_group_bytes
             || self.app.group_records >= self.log.max_group_records
@@ -431,20 +414,21 @@ impl AppendGuard<'_> {
         }
         if self.app.active.is_none() {
             let log = self.log;
+            let shared = &log.shared;
             let id = self.app.next_segment;
             // The id is spent whatever happens next: a later attempt must not meet this file.
             self.app.next_segment += 1;
-            let path = segment::path(&log.dir, id, SegmentKind::Log);
-            let file = Arc::new(SegmentFile::create(&path, &log.profile)?);
+            let path = segment::path(&shared.dir, id, SegmentKind::Log);
+            let file = Arc::new(SegmentFile::create(&path, &shared.profile)?);
             // The new name must be durable before any record in the file is acknowledged. A
             // failed directory fsync poisons the store, like a failed fdatasync: whether the
             // directory's pending changes survive it is unknown. (The empty file left behind is
             // removed at the next open.)
-            if let Err(e) = file::sync_dir(&log.profile, &log.dir) {
+            if let Err(e) = file::sync_dir(&shared.profile, &shared.dir) {
                 log.progress.poison(&e);
                 return Err(e);
             }
-            log.segments.insert(
+            shared.segments.insert(
                 id,
                 SegmentHandle {
                     file: file.clone(),
@@ -457,7 +441,7 @@ impl AppendGuard<'_> {
             app.wb.start_segment(id, file);
             let header = SegmentHeader {
                 segment: id,
-                block_size: log.profile.block_size,
+                block_size: shared.profile.block_size,
             };
             app.wb.append(&header.encode())?;
             app.active = Some(ActiveSegment {
@@ -497,7 +481,7 @@ impl AppendGuard<'_> {
         app.group_records = 0;
         app.wb.submit_seal(last)?;
         let ticket = app.wb.sync_ticket();
-        self.log.segments.mark_sealed(id, ticket, summary);
+        self.log.shared.segments.mark_sealed(id, ticket, summary);
         Ok(())
     }
 }

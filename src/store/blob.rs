@@ -5,18 +5,17 @@
 //! directory fsync: a spare that is never written has no footer and is removed at the next
 //! open (or at close).
 
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::append::{AppendGuard, Log};
 use super::compress::StoredValue;
-use super::segments::{FileSummary, SegmentHandle, SegmentTable};
-use super::stats::Counters;
+use super::segments::{FileSummary, SegmentHandle};
+use super::shared::Shared;
 use crate::error::Result;
 use crate::format::record::record_len;
-use crate::index::{Index, IndexEntry, PendingQueue};
-use crate::io::file::{self, IoProfile, SegmentFile};
+use crate::index::IndexEntry;
+use crate::io::file::{self, SegmentFile};
 use crate::segment::{self, SegmentKind};
 
 /// Blob files created per directory fsync when none is spare.
@@ -24,13 +23,8 @@ const BLOB_FILES_PER_CREATE: u64 = 8;
 
 /// The blob-file writer.
 pub(super) struct Blobs {
-    dir: PathBuf,
-    profile: IoProfile,
+    shared: Shared,
     log: Arc<Log>,
-    index: Arc<Index>,
-    pending: Arc<PendingQueue>,
-    segments: Arc<SegmentTable>,
-    counters: Arc<Counters>,
     /// Blob files created ahead (empty, names durable), for large puts to come.
     spares: Mutex<Vec<(u64, SegmentFile)>>,
     /// A large put is creating spare blob files: the others create only their own.
@@ -42,23 +36,10 @@ pub(super) struct Blobs {
 
 impl Blobs {
     /// The blob-file writer of a store.
-    pub(super) fn new(
-        dir: PathBuf,
-        profile: IoProfile,
-        log: Arc<Log>,
-        index: Arc<Index>,
-        pending: Arc<PendingQueue>,
-        segments: Arc<SegmentTable>,
-        counters: Arc<Counters>,
-    ) -> Blobs {
+    pub(super) fn new(shared: Shared, log: Arc<Log>) -> Blobs {
         Blobs {
-            dir,
-            profile,
+            shared,
             log,
-            index,
-            pending,
-            segments,
-            counters,
             spares: Mutex::new(Vec::new()),
             creating: AtomicBool::new(false),
             abandoned_seq: AtomicU64::new(u64::MAX),
@@ -82,6 +63,7 @@ impl Blobs {
         if let Some(e) = self.log.failure() {
             return Err(e);
         }
+        let shared = &self.shared;
         let (seq, id, spare, new_ids) = {
             let seq = app.take_seq();
             let spare = self.lock_spares().pop();
@@ -108,7 +90,7 @@ impl Blobs {
                 key_len: key.len() as u32,
                 flags: value.flags(),
             };
-            self.pending.push(seq, key, Some(entry), true);
+            shared.pending.push(seq, key, Some(entry), true);
             drop(app);
             (seq, id, spare, new_ids)
         };
@@ -117,7 +99,7 @@ impl Blobs {
             // None spare: create a few, with one directory fsync, and keep the others.
             None => {
                 let spares = new_ids.end - new_ids.start > 1;
-                let created = segment::create_blob_files(&self.dir, new_ids, &self.profile);
+                let created = segment::create_blob_files(&shared.dir, new_ids, &shared.profile);
                 if spares {
                     self.creating.store(false, Ordering::Release);
                 }
@@ -134,21 +116,22 @@ impl Blobs {
             flags: value.flags(),
         };
         let written = file.and_then(|file| {
-            segment::write_blob(&self.dir, file, id, seq, key, blob, &self.profile)
+            segment::write_blob(&shared.dir, file, id, seq, key, blob, &shared.profile)
         });
         match written {
             Ok(file) => {
-                self.counters
+                shared
+                    .counters
                     .add_user_bytes(record_len(key.len() as u64, value.stored_len()));
                 let summary = FileSummary {
                     min_put_seq: seq,
                     ..FileSummary::default()
                 };
-                self.segments.insert(
+                shared.segments.insert(
                     id,
                     SegmentHandle::sealed(Arc::new(file), SegmentKind::Blob, summary),
                 );
-                self.pending.ready_one(seq, &self.index);
+                shared.pending.ready_one(seq, &shared.index);
                 self.log.progress().notify();
                 self.log.wait(seq, seq, false)
             }
@@ -157,7 +140,7 @@ impl Blobs {
                 // and a blob file whose record is whole is kept at open: until then, tombstones
                 // older than this put must stay.
                 self.abandoned_seq.fetch_min(seq, Ordering::Relaxed);
-                self.pending.abandon(seq, &self.index);
+                shared.pending.abandon(seq, &shared.index);
                 self.log.progress().notify();
                 Err(e)
             }
@@ -176,9 +159,9 @@ impl Blobs {
         }
         for (id, file) in spares {
             drop(file);
-            let path = segment::path(&self.dir, id, SegmentKind::Blob);
-            file::remove_file(&self.profile, &path)?;
+            let path = segment::path(&self.shared.dir, id, SegmentKind::Blob);
+            file::remove_file(&self.shared.profile, &path)?;
         }
-        file::sync_dir(&self.profile, &self.dir)
+        file::sync_dir(&self.shared.profile, &self.shared.dir)
     }
 }

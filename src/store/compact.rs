@@ -9,7 +9,6 @@
 
 use std::borrow::Cow;
 use std::collections::HashSet;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -18,14 +17,14 @@ use super::append::Log;
 use super::blob::Blobs;
 use super::compress::StoredValue;
 use super::read::{Located, Reader};
-use super::segments::{SegmentHandle, SegmentTable};
-use super::stats::Counters;
+use super::segments::SegmentHandle;
+use super::shared::Shared;
 use crate::error::{Error, Result};
 use crate::failpoint;
 use crate::format::footer::FooterEntry;
 use crate::format::record::{RecordKind, record_len};
-use crate::index::{Index, IndexEntry, PendingQueue};
-use crate::io::file::{self, IoProfile};
+use crate::index::IndexEntry;
+use crate::io::file;
 use crate::segment::{self, SegmentKind};
 
 /// How often the background compactor looks for work.
@@ -64,22 +63,15 @@ pub struct CompactionReport {
     pub damaged_segments: Vec<u64>,
 }
 
-/// The handles compaction works through.
-pub(super) struct CompactorParts {
-    pub(super) dir: PathBuf,
-    pub(super) profile: IoProfile,
-    pub(super) log: Arc<Log>,
-    pub(super) blobs: Arc<Blobs>,
-    pub(super) reader: Arc<Reader>,
-    pub(super) index: Arc<Index>,
-    pub(super) pending: Arc<PendingQueue>,
-    pub(super) segments: Arc<SegmentTable>,
-    pub(super) counters: Arc<Counters>,
-}
-
 /// Compaction: one at a time, on demand or in the background at a bounded rate.
 pub(super) struct Compactor {
-    parts: CompactorParts,
+    shared: Shared,
+    /// Copies are appended to the log, like every other write.
+    log: Arc<Log>,
+    /// Failed blob puts hold tombstones back (their files may linger).
+    blobs: Arc<Blobs>,
+    /// Live values are read, verified, through the read path.
+    reader: Arc<Reader>,
     threshold: f64,
     rate: Option<u64>,
     state: Mutex<CompactorState>,
@@ -91,9 +83,19 @@ pub(super) struct Compactor {
 impl Compactor {
     /// A compactor that rewrites log segments whose dead fraction reaches `threshold`, in the
     /// background at `rate` bytes per second at most.
-    pub(super) fn new(parts: CompactorParts, threshold: f64, rate: Option<u64>) -> Compactor {
+    pub(super) fn new(
+        shared: Shared,
+        log: Arc<Log>,
+        blobs: Arc<Blobs>,
+        reader: Arc<Reader>,
+        threshold: f64,
+        rate: Option<u64>,
+    ) -> Compactor {
         Compactor {
-            parts,
+            shared,
+            log,
+            blobs,
+            reader,
             threshold,
             rate,
             state: Mutex::new(CompactorState::default()),
@@ -137,13 +139,12 @@ impl Compactor {
         stop: &dyn Fn() -> bool,
         retry_damaged: bool,
     ) -> Result<CompactionReport> {
-        let p = &self.parts;
-        if let Some(e) = p.log.failure() {
+        if let Some(e) = self.log.failure() {
             return Err(e);
         }
         // Every write made so far durable and applied: its seal, and the index updates that make
         // records dead, are settled before anything is chosen.
-        p.log.sync_all()?;
+        self.log.sync_all()?;
         let (dead_blobs, victims) = self.choose(state, retry_damaged)?;
         let mut report = CompactionReport::default();
         let started = Instant::now();
@@ -166,7 +167,7 @@ impl Compactor {
         if !dead_blobs.is_empty() {
             // A blob's value is dead once a newer write of its key is applied; that write may
             // have been buffered after the sync above. Make it durable before the blob goes.
-            p.log.sync_all()?;
+            self.log.sync_all()?;
             for (id, handle) in dead_blobs {
                 let len = handle.file.len()?;
                 failpoint::hit("compact:blob-before-remove");
@@ -186,8 +187,8 @@ impl Compactor {
         state: &CompactorState,
         retry_damaged: bool,
     ) -> Result<(Vec<(u64, SegmentHandle)>, Vec<(u64, SegmentHandle)>)> {
-        let p = &self.parts;
-        let syncs_done = p.log.progress().lock().syncs_done;
+        let p = &self.shared;
+        let syncs_done = self.log.progress().lock().syncs_done;
         let handles = p.segments.sealed_by(syncs_done);
         let threshold = self.threshold;
         let mut dead_blobs = Vec::new();
@@ -230,10 +231,10 @@ impl Compactor {
         stop: &dyn Fn() -> bool,
         report: &mut CompactionReport,
     ) -> Result<()> {
-        let p = &self.parts;
+        let p = &self.shared;
         let len = handle.file.len()?;
         let entries =
-            segment::read_sealed_entries(&handle.file, id, len, &p.profile, p.reader.pool())?;
+            segment::read_sealed_entries(&handle.file, id, len, &p.profile, self.reader.pool())?;
         // A tombstone older than every put in every other file (and every write still on its
         // way) hides nothing that can come back: it is dropped. Copies made below keep their
         // sequence numbers, so they never make this unsafe.
@@ -260,7 +261,7 @@ impl Compactor {
                         entry: old,
                         file: handle.file.clone(),
                     };
-                    p.reader.read_stored(&found, &mut value)?;
+                    self.reader.read_stored(&found, &mut value)?;
                     let Some((new, n)) = self.append_copy(e, Some((&old, &value)))? else {
                         continue;
                     };
@@ -287,7 +288,7 @@ impl Compactor {
         failpoint::hit("compact:copied");
         // The copies, and every write that made a record of this segment dead, are made durable
         // before the index points at the copies and before the file goes.
-        p.log.sync_all()?;
+        self.log.sync_all()?;
         failpoint::hit("compact:synced");
         for (key, old, new) in &moved {
             // A key written meanwhile keeps its newer value; the copy is dead on arrival.
@@ -318,8 +319,8 @@ impl Compactor {
         e: &FooterEntry,
         value: Option<(&IndexEntry, &[u8])>,
     ) -> Result<Option<(IndexEntry, u64)>> {
-        let p = &self.parts;
-        let mut app = p.log.lock();
+        let p = &self.shared;
+        let mut app = self.log.lock();
         if let Some((old, _)) = value
             && p.index.get(&e.key) != Some(*old)
         {
@@ -338,9 +339,9 @@ impl Compactor {
     /// The smallest sequence number of a put in any file but `except`, of a write not yet
     /// applied, or of a blob put that failed (its file may linger).
     fn oldest_put_except(&self, except: u64) -> u64 {
-        let p = &self.parts;
+        let p = &self.shared;
         // Under the append lock, so that no segment is sealed between the two looks.
-        let app = p.log.lock();
+        let app = self.log.lock();
         let active = app.active().map_or(u64::MAX, |a| a.summary.min_put_seq);
         let files = p.segments.min_put_seq_except(except);
         drop(app);
@@ -348,13 +349,13 @@ impl Compactor {
         active
             .min(files)
             .min(pending)
-            .min(p.blobs.oldest_abandoned())
+            .min(self.blobs.oldest_abandoned())
     }
 
     /// Removes file `id` durably (unlink, then directory fsync), then forgets it. Readers that
     /// located a value in it before keep reading through their open handle.
     fn remove_file(&self, id: u64, handle: &SegmentHandle) -> Result<()> {
-        let p = &self.parts;
+        let p = &self.shared;
         let path = handle.file.path().to_path_buf();
         // Forgotten only once the removal is durable: until then the file still counts for the
         // tombstone rule (`oldest_put_except`), since a crash could bring it back.

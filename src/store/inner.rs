@@ -4,28 +4,25 @@
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use super::append::{Log, LogParts};
+use super::append::Log;
 use super::background::Ticker;
 use super::blob::Blobs;
-use super::compact::{self, Compactor, CompactorParts};
+use super::compact::{self, Compactor};
 use super::open;
 use super::read::{self, Reader};
 use super::segments::SegmentTable;
+use super::shared::Shared;
 use super::stats::Counters;
 use crate::error::{Error, Result};
-use crate::index::{Index, PendingQueue};
+use crate::index::PendingQueue;
 use crate::io::file::IoProfile;
 use crate::options::Options;
 
 /// The store's parts, shared with its background threads.
 pub(super) struct Inner {
-    pub(super) dir: PathBuf,
     pub(super) opts: Options,
-    pub(super) profile: IoProfile,
-    pub(super) index: Arc<Index>,
-    pub(super) pending: Arc<PendingQueue>,
-    pub(super) segments: Arc<SegmentTable>,
-    pub(super) counters: Arc<Counters>,
+    /// Directory, I/O profile, index, pending writes, open files and counters.
+    pub(super) shared: Shared,
     pub(super) log: Arc<Log>,
     pub(super) blobs: Arc<Blobs>,
     pub(super) reader: Arc<Reader>,
@@ -50,62 +47,33 @@ impl Inner {
     pub(super) fn start(dir: PathBuf, opts: Options, profile: IoProfile) -> Result<Inner> {
         let pool = read::new_pool(profile.mem_align);
         let recovered = open::recover(&dir, &profile, &pool)?;
-        let index = Arc::new(recovered.index);
-        let pending = Arc::new(PendingQueue::default());
-        let segments = Arc::new(SegmentTable::new(recovered.segments));
-        let counters = Arc::new(Counters::default());
+        let shared = Shared {
+            dir,
+            profile,
+            index: Arc::new(recovered.index),
+            pending: Arc::new(PendingQueue::default()),
+            segments: Arc::new(SegmentTable::new(recovered.segments)),
+            counters: Arc::new(Counters::default()),
+        };
         let log = Arc::new(Log::start(
-            LogParts {
-                dir: dir.clone(),
-                profile: profile.clone(),
-                index: index.clone(),
-                pending: pending.clone(),
-                segments: segments.clone(),
-                counters: counters.clone(),
-            },
+            shared.clone(),
             &opts,
             recovered.max_seq,
             recovered.next_file_id,
         )?);
-        let blobs = Arc::new(Blobs::new(
-            dir.clone(),
-            profile.clone(),
-            log.clone(),
-            index.clone(),
-            pending.clone(),
-            segments.clone(),
-            counters.clone(),
-        ));
-        let reader = Arc::new(Reader::new(
-            index.clone(),
-            segments.clone(),
-            log.clone(),
-            pool,
-            profile.read_align,
-        ));
+        let blobs = Arc::new(Blobs::new(shared.clone(), log.clone()));
+        let reader = Arc::new(Reader::new(&shared, log.clone(), pool));
         let compactor = Compactor::new(
-            CompactorParts {
-                dir: dir.clone(),
-                profile: profile.clone(),
-                log: log.clone(),
-                blobs: blobs.clone(),
-                reader: reader.clone(),
-                index: index.clone(),
-                pending: pending.clone(),
-                segments: segments.clone(),
-                counters: counters.clone(),
-            },
+            shared.clone(),
+            log.clone(),
+            blobs.clone(),
+            reader.clone(),
             opts.compaction_threshold,
             opts.compaction_rate,
         );
         Ok(Inner {
-            dir,
             opts,
-            profile,
-            index,
-            pending,
-            segments,
-            counters,
+            shared,
             log,
             blobs,
             reader,
@@ -176,10 +144,10 @@ impl Inner {
 
     /// Whether `key` has a value, as the next write will find it (call under the append lock).
     pub(super) fn presence(&self, key: &[u8]) -> Presence {
-        match self.pending.last_queued(key) {
+        match self.shared.pending.last_queued(key) {
             Some((true, seq)) => Presence::Pending(seq),
             Some((false, _)) => Presence::Absent,
-            None if self.index.get(key).is_some() => Presence::Present,
+            None if self.shared.index.get(key).is_some() => Presence::Present,
             None => Presence::Absent,
         }
     }

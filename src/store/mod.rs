@@ -5,6 +5,8 @@
 //! - `blob`: large values, each in a blob file of its own;
 //! - `read`: from a key to verified value bytes; [`ValueReader`], [`Keys`];
 //! - `segments`: the table of open segment and blob files;
+//! - `shared`: the handles every part works with (directory, I/O profile, index, pending writes,
+//!   open files, counters);
 //! - `compact`: giving the space of dead values back;
 //! - `stats`: [`Stats`] and the byte counters;
 //! - `compress`: how values are stored (raw or lz4 frames) and read back;
@@ -12,7 +14,7 @@
 //! - `inner`: the parts wired together, started at open and stopped at close.
 //!
 //! Each part owns its state; the parts share the index, the pending queue, the segment table
-//! and the counters through `Arc`s, and call each other's methods, never each other's fields.
+//! and the counters (`shared`), and call each other's methods, never each other's fields.
 //! This file is the public API only: it checks arguments and calls the parts.
 
 use std::ops::RangeBounds;
@@ -36,6 +38,7 @@ mod inner;
 mod open;
 mod read;
 mod segments;
+mod shared;
 mod stats;
 
 use append::Op;
@@ -160,7 +163,9 @@ impl Store {
         check_key(key)?;
         check_value(value)?;
         // Cheap answer for the common case, before compressing anything.
-        if self.inner.index.get(key).is_some() && self.inner.pending.last_queued(key).is_none() {
+        if self.inner.shared.index.get(key).is_some()
+            && self.inner.shared.pending.last_queued(key).is_none()
+        {
             return Ok(false);
         }
         let durability = self.inner.opts.durability;
@@ -229,7 +234,7 @@ impl Store {
         let durability = self.inner.opts.durability;
         let log = &self.inner.log;
         let mut app = log.lock();
-        match self.inner.pending.last_queued(key) {
+        match self.inner.shared.pending.last_queued(key) {
             Some((false, seq)) => {
                 // Another writer's delete of the key is on its way. Answer "absent" only once it
                 // is acknowledged, like a delete of our own, so that no later read of ours can
@@ -238,7 +243,7 @@ impl Store {
                 log.acknowledge(seq, seq, durability)?;
                 return Ok(false);
             }
-            None if self.inner.index.get(key).is_none() => return Ok(false),
+            None if self.inner.shared.index.get(key).is_none() => return Ok(false),
             Some((true, _)) | None => {}
         }
         let (first, last) = app.append_ops(&[(key, None)], durability)?;
@@ -296,7 +301,7 @@ impl Store {
     /// compressed).
     pub fn value_len(&self, key: &[u8]) -> Result<Option<u64>> {
         check_key(key)?;
-        Ok(self.inner.index.get(key).map(|e| e.value_len))
+        Ok(self.inner.shared.index.get(key).map(|e| e.value_len))
     }
 
     /// How many bytes the value of `key` takes in its record: its length if it is stored raw,
@@ -304,29 +309,29 @@ impl Store {
     /// [`Options::compression`]). The record's header, key and checksums come on top.
     pub fn stored_len(&self, key: &[u8]) -> Result<Option<u64>> {
         check_key(key)?;
-        Ok(self.inner.index.get(key).map(|e| e.stored_len))
+        Ok(self.inner.shared.index.get(key).map(|e| e.stored_len))
     }
 
     /// Whether `key` has a value.
     pub fn contains(&self, key: &[u8]) -> Result<bool> {
         check_key(key)?;
-        Ok(self.inner.index.get(key).is_some())
+        Ok(self.inner.shared.index.get(key).is_some())
     }
 
     /// Number of live keys.
     pub fn len(&self) -> usize {
-        self.inner.index.len() as usize
+        self.inner.shared.index.len() as usize
     }
 
     /// True when the store holds no key.
     pub fn is_empty(&self) -> bool {
-        self.inner.index.is_empty()
+        self.inner.shared.index.is_empty()
     }
 
     /// An iterator over the live keys, in no particular order. It walks the index shard by
     /// shard: keys written or deleted while it runs may or may not appear.
     pub fn keys(&self) -> Keys {
-        Keys::new(self.inner.index.clone())
+        Keys::new(self.inner.shared.index.clone())
     }
 
     /// Makes every earlier write durable (those made with [`Durability::Buffered`]).
@@ -359,6 +364,7 @@ impl Store {
         // too before the active segment is read up to `data_end`.
         inner.log.sync_all()?;
         let segments: Vec<(u64, Arc<SegmentFile>)> = inner
+            .shared
             .segments
             .snapshot()
             .into_iter()
@@ -370,9 +376,9 @@ impl Store {
             &segments,
             active,
             inner.reader.pool(),
-            self.inner.profile.read_align,
-            self.inner.profile.block_size,
-            &|key| self.inner.index.get(key),
+            self.inner.shared.profile.read_align,
+            self.inner.shared.profile.block_size,
+            &|key| self.inner.shared.index.get(key),
             &mut self.keys(),
         )
     }
@@ -380,7 +386,7 @@ impl Store {
     /// The I/O mode in use: [`IoMode::Direct`] or [`IoMode::Buffered`] (what
     /// [`IoMode::Auto`] resolved to).
     pub fn io_mode(&self) -> IoMode {
-        if self.inner.profile.direct {
+        if self.inner.shared.profile.direct {
             IoMode::Direct
         } else {
             IoMode::Buffered
@@ -394,7 +400,7 @@ impl Store {
 
     /// The store directory.
     pub fn path(&self) -> &Path {
-        &self.inner.dir
+        &self.inner.shared.dir
     }
 
     /// Stops the store the way a crash would, for tests: writes already handed to the flush
@@ -442,10 +448,10 @@ impl Store {
     pub fn stats(&self) -> Stats {
         let inner = &self.inner;
         stats::collect(
-            &inner.segments,
+            &inner.shared.segments,
             &inner.log,
-            &inner.index,
-            &inner.counters,
+            &inner.shared.index,
+            &inner.shared.counters,
             self.io_mode(),
         )
     }
@@ -463,7 +469,10 @@ impl Drop for Store {
         if !self.closed
             && let Err(e) = self.inner.shut_down()
         {
-            log::error!("podstore: closing {} failed: {e}", self.inner.dir.display());
+            log::error!(
+                "podstore: closing {} failed: {e}",
+                self.inner.shared.dir.display()
+            );
         }
     }
 }
@@ -471,7 +480,7 @@ impl Drop for Store {
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Store")
-            .field("dir", &self.inner.dir)
+            .field("dir", &self.inner.shared.dir)
             .field("io_mode", &self.io_mode())
             .field("keys", &self.len())
             .finish()

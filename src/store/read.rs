@@ -9,6 +9,7 @@ use std::sync::Arc;
 use super::append::Log;
 use super::compress::{self, FrameCache, TableCache};
 use super::segments::SegmentTable;
+use super::shared::Shared;
 use crate::error::{Corruption, Error, Result};
 use crate::index::{Index, IndexEntry};
 use crate::io::aligned::BufPool;
@@ -42,21 +43,14 @@ pub(super) struct Located {
 }
 
 impl Reader {
-    /// The read path of a store whose direct reads go through `pool` (see [`new_pool`]) at
-    /// offsets aligned to `read_align`.
-    pub(super) fn new(
-        index: Arc<Index>,
-        segments: Arc<SegmentTable>,
-        log: Arc<Log>,
-        pool: BufPool,
-        read_align: u64,
-    ) -> Reader {
+    /// The read path of a store whose direct reads go through `pool` (see [`new_pool`]).
+    pub(super) fn new(shared: &Shared, log: Arc<Log>, pool: BufPool) -> Reader {
         Reader {
-            index,
-            segments,
+            index: shared.index.clone(),
+            segments: shared.segments.clone(),
             log,
             pool,
-            read_align,
+            read_align: shared.profile.read_align,
             frame_tables: TableCache::default(),
         }
     }

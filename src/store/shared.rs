@@ -1,0 +1,28 @@
+//! What every part of the store shares: where it lives, how it does I/O, the index, the queue of
+//! writes not yet applied to it, the table of open files and the counters. Cloned into each part
+//! (all but the path and profile are `Arc`s).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use super::segments::SegmentTable;
+use super::stats::Counters;
+use crate::index::{Index, PendingQueue};
+use crate::io::file::IoProfile;
+
+/// The handles every part of the store works with.
+#[derive(Clone)]
+pub(super) struct Shared {
+    /// The store directory.
+    pub(super) dir: PathBuf,
+    /// How files are opened, aligned and synced.
+    pub(super) profile: IoProfile,
+    /// Key -> where its value is.
+    pub(super) index: Arc<Index>,
+    /// Writes appended but not yet applied to the index.
+    pub(super) pending: Arc<PendingQueue>,
+    /// Every open segment and blob file.
+    pub(super) segments: Arc<SegmentTable>,
+    /// Byte and file counters since open.
+    pub(super) counters: Arc<Counters>,
+}

@@ -32,6 +32,8 @@ usage:
                  (50 % durable puts of fresh keys, 50 % gets of random loaded keys)
         oldest   --size 1M --threads 16 [--dataset 512M] [--ops 600] [--oldest-pct 5]
                  (durable puts alternating with gets from the oldest 5 % of the keys)
+        ycsb     --mix a|b|c|f [--records 200000] [--ops 400000] [--threads 8] [--size 1K] [--secs 60]
+                 (YCSB core workloads, scrambled zipfian keys, unsynced updates, run after a reopen)
         reopen   [--keys 1000000] [--size 100]
       common: [--load-threads 16] [--seed 1] [--keep]
               [--write-buffer SIZE] (podstore engines: Options::write_buffer_size, for experiments)

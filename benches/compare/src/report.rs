@@ -698,6 +698,17 @@ fn columns(workload: &str) -> (Vec<&'static str>, Vec<Col>) {
                 c("get p99", "get_p99_us", us),
             ],
         ),
+        "ycsb" => (
+            vec!["workload", "value", "threads"],
+            vec![
+                c("read p50", "read_p50_us", us),
+                c("read p99", "read_p99_us", us),
+                c("update p50", "update_p50_us", us),
+                c("update p99", "update_p99_us", us),
+                c("rmw p50", "rmw_p50_us", us),
+                c("rmw p99", "rmw_p99_us", us),
+            ],
+        ),
         "reopen" => (
             vec!["keys", "value"],
             vec![
@@ -1309,6 +1320,26 @@ fn workload_text(r: &SuiteRun, wl: &str) -> String {
             } else {
                 String::new()
             }
+        ),
+        "ycsb" => format!(
+            "YCSB's core workloads in YCSB's shape: {} records of {} are loaded in bulk (16 \
+             threads) and synced; the engine is closed and opened again (its own caches empty, \
+             the page cache as the load left it, like YCSB's run phase in a fresh process); \
+             then {} threads run {} operations (a run stops issuing them after {} s) on records \
+             chosen by YCSB's scrambled zipfian distribution (θ = 0.99). A: 50 % reads, 50 % \
+             updates; B: 95 % reads, 5 % updates; C: reads only; F: 50 % reads, 50 % \
+             read-modify-writes (a read and an update of one record, timed as one operation). \
+             An update writes a whole new value and is not synced (bulk mode, as YCSB runs \
+             against RocksDB). Example: `compare run --engine podstore --workload ycsb --mix a \
+             --records {} --ops {} --threads {}`.",
+            sc.ycsb_records,
+            fmt_size(sc.ycsb_size),
+            sc.ycsb_threads,
+            sc.ycsb_ops,
+            sc.ycsb_secs,
+            sc.ycsb_records,
+            sc.ycsb_ops,
+            sc.ycsb_threads
         ),
         "reopen" => format!(
             "{} values of 100 B are loaded in bulk by 16 threads (batches of 10 000 keys), \

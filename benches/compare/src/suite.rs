@@ -13,7 +13,9 @@ use crate::engines;
 use crate::report::{self, Meta, Source, SuiteRun, fmt_bytes, fmt_us};
 use crate::sys::{self, fmt_size};
 
-pub const WORKLOADS: &[&str] = &["put", "get", "range", "seqwrite", "mix", "oldest", "reopen"];
+pub const WORKLOADS: &[&str] = &[
+    "put", "get", "range", "seqwrite", "mix", "oldest", "reopen", "ycsb",
+];
 
 /// One configuration: one `compare run` command line.
 pub struct Config {
@@ -130,6 +132,12 @@ scale! {
     mix_secs: f64,
     oldest_pct: u64,
     reopen_keys: u64,
+    ycsb_mixes: Vec<String>,
+    ycsb_records: u64,
+    ycsb_ops: u64,
+    ycsb_threads: u64,
+    ycsb_size: u64,
+    ycsb_secs: f64,
 }
 
 trait FromJson: Sized {
@@ -151,6 +159,15 @@ impl FromJson for usize {
 impl FromJson for f64 {
     fn from_json(v: &Value) -> Option<f64> {
         v.as_f64()
+    }
+}
+
+impl FromJson for Vec<String> {
+    fn from_json(v: &Value) -> Option<Vec<String>> {
+        v.as_array()?
+            .iter()
+            .map(|x| x.as_str().map(str::to_string))
+            .collect()
     }
 }
 
@@ -269,6 +286,12 @@ pub fn scale(quick: bool) -> Scale {
             mix_secs: 5.0,
             oldest_pct: 5,
             reopen_keys: 100_000,
+            ycsb_mixes: ycsb_mixes(),
+            ycsb_records: 20_000,
+            ycsb_ops: 40_000,
+            ycsb_threads: 8,
+            ycsb_size: K,
+            ycsb_secs: 10.0,
         }
     } else {
         Scale {
@@ -299,8 +322,19 @@ pub fn scale(quick: bool) -> Scale {
             mix_secs: 10.0,
             oldest_pct: 5,
             reopen_keys: 1_000_000,
+            ycsb_mixes: ycsb_mixes(),
+            ycsb_records: 200_000,
+            ycsb_ops: 400_000,
+            ycsb_threads: 8,
+            ycsb_size: K,
+            ycsb_secs: 60.0,
         }
     }
+}
+
+/// The YCSB core workloads the suite runs.
+fn ycsb_mixes() -> Vec<String> {
+    ["a", "b", "c", "f"].map(String::from).to_vec()
 }
 
 const RANGES: &[&str] = &["whole", "1K+1K", "1M+4K", "end-4K+4K"];
@@ -421,6 +455,26 @@ pub fn matrix(s: &Scale, engines: &[&'static str], workloads: &[&'static str]) -
                     label.push("50 % put, 50 % get".into());
                 }
                 add(w, params, label);
+            }
+            "ycsb" => {
+                for mix in &s.ycsb_mixes {
+                    add(
+                        w,
+                        vec![
+                            ("mix", mix.clone()),
+                            ("records", s.ycsb_records.to_string()),
+                            ("ops", s.ycsb_ops.to_string()),
+                            ("threads", s.ycsb_threads.to_string()),
+                            ("size", short(s.ycsb_size)),
+                            ("secs", s.ycsb_secs.to_string()),
+                        ],
+                        vec![
+                            mix.to_ascii_uppercase(),
+                            fmt_size(s.ycsb_size),
+                            s.ycsb_threads.to_string(),
+                        ],
+                    );
+                }
             }
             "reopen" => add(
                 w,

@@ -76,6 +76,59 @@ impl ValuePool {
     }
 }
 
+/// YCSB's key chooser for its core workloads, `ScrambledZipfianGenerator` (θ = 0.99): a zipfian
+/// draw over 10^10 items (YCSB's `ZipfianGenerator` with the ζ it precomputes for that count),
+/// hashed with 64-bit FNV-1a and taken modulo the record count, so that the popular records are
+/// spread over the key space rather than clustered at its start.
+pub struct ScrambledZipfian {
+    records: u64,
+    alpha: f64,
+    eta: f64,
+}
+
+/// YCSB's `ScrambledZipfianGenerator` constants: item count, θ and ζ(item count, θ).
+const ZIPF_ITEMS: f64 = 10_000_000_000.0;
+const ZIPF_THETA: f64 = 0.99;
+const ZIPF_ZETAN: f64 = 26.469_028_201_783_02;
+
+impl ScrambledZipfian {
+    /// Draws over records `0..records` (records > 0).
+    pub fn new(records: u64) -> ScrambledZipfian {
+        let zeta2 = 1.0 + 0.5f64.powf(ZIPF_THETA);
+        ScrambledZipfian {
+            records,
+            alpha: 1.0 / (1.0 - ZIPF_THETA),
+            eta: (1.0 - (2.0 / ZIPF_ITEMS).powf(1.0 - ZIPF_THETA)) / (1.0 - zeta2 / ZIPF_ZETAN),
+        }
+    }
+
+    /// The next record index.
+    pub fn next(&self, rng: &mut Rng) -> u64 {
+        // Gray et al., "Quickly generating billion-record synthetic databases", as YCSB has it.
+        let u = (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+        let uz = u * ZIPF_ZETAN;
+        let item = if uz < 1.0 {
+            0
+        } else if uz < 1.0 + 0.5f64.powf(ZIPF_THETA) {
+            1
+        } else {
+            (ZIPF_ITEMS * (self.eta * u - self.eta + 1.0).powf(self.alpha)) as u64
+        };
+        fnv1a64(item) % self.records
+    }
+}
+
+/// 64-bit FNV-1a over the eight bytes of `v`, lowest first (YCSB's `Utils.fnvhash64`).
+fn fnv1a64(mut v: u64) -> u64 {
+    let mut hash: u64 = 0xCBF2_9CE4_8422_2325;
+    for _ in 0..8 {
+        hash ^= v & 0xff;
+        hash = hash.wrapping_mul(0x0000_0100_0000_01B3);
+        v >>= 8;
+    }
+    hash
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -91,5 +144,38 @@ mod tests {
         let mut s = p.clone();
         s.sort();
         assert_eq!(s, (0..100).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn scrambled_zipfian_is_skewed_and_spread() {
+        let records = 200_000;
+        let z = ScrambledZipfian::new(records);
+        let mut rng = Rng::new(9);
+        let mut counts = std::collections::HashMap::new();
+        let draws = 200_000;
+        for _ in 0..draws {
+            let k = z.next(&mut rng);
+            assert!(k < records);
+            *counts.entry(k).or_insert(0u64) += 1;
+        }
+        let mut by_count: Vec<(u64, u64)> = counts.into_iter().map(|(k, c)| (c, k)).collect();
+        by_count.sort_unstable_by(|a, b| b.cmp(a));
+        let top: u64 = by_count
+            .iter()
+            .take(records as usize / 100)
+            .map(|x| x.0)
+            .sum();
+        // θ = 0.99: the hottest 1 % of the records take a large share of the draws (a uniform
+        // choice would give them 1 %), and they are not the first 1 % of the key space.
+        assert!(top * 100 / draws > 30, "top 1 % drew {top} of {draws}");
+        let low = by_count
+            .iter()
+            .take(100)
+            .filter(|x| x.1 < records / 100)
+            .count();
+        assert!(
+            low < 20,
+            "{low} of the 100 hottest keys are among the first 1 %"
+        );
     }
 }

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use crate::Args;
 use crate::engines::{self, Engine, OpenSpec, Res};
 use crate::sys::{self, ALIGN, IoCounters, round_up};
-use crate::values::{Rng, ValuePool, key};
+use crate::values::{Rng, ScrambledZipfian, ValuePool, key};
 
 const MIB: f64 = (1u64 << 20) as f64;
 
@@ -247,6 +247,7 @@ fn run_inner(args: &Args) -> Res<String> {
         "seqwrite" => seqwrite(args, &engine, &dir.path, seed)?,
         "reopen" => reopen(args, &engine, &dir.path, seed, load_threads)?,
         "mix" | "oldest" => mixed(args, &engine, &workload, &dir.path, seed, load_threads)?,
+        "ycsb" => ycsb(args, &engine, &dir.path, seed, load_threads)?,
         other => return Err(format!("unknown workload {other:?}").into()),
     };
     if let Some(&size) = engines::podstore::WRITE_BUFFER.get() {
@@ -589,6 +590,100 @@ fn mixed(
         };
         fields[format!("{name}s")] = json!(k.lat_ns.len());
         for p in [50.0, 90.0, 99.0] {
+            fields[format!("{name}_p{p:.0}_us")] = json!(k.percentile_us(p));
+        }
+    }
+    Ok((params, fields))
+}
+
+/// The YCSB core workloads A, B, C and F (`--mix a|b|c|f`), in YCSB's shape: `--records`
+/// values of `--size` bytes are loaded (bulk, then synced), the engine is closed and opened again
+/// (its own caches empty, the page cache as the load left it, like YCSB's run phase in a fresh
+/// process), then `--ops` operations run on `--threads` threads, on records chosen by YCSB's
+/// scrambled zipfian distribution (θ = 0.99):
+/// - A: 50 % reads, 50 % updates; B: 95 % reads, 5 % updates; C: reads only;
+/// - F: 50 % reads, 50 % read-modify-writes (a read, then an update of the same record, timed
+///   as one operation).
+///
+/// An update writes a whole new value and is not synced (bulk mode, as YCSB runs against
+/// RocksDB). Reports throughput and p50/p99 per kind of operation.
+fn ycsb(
+    args: &Args,
+    engine: &str,
+    dir: &Path,
+    seed: u64,
+    load_threads: usize,
+) -> Res<(Value, Value)> {
+    let mix = args.need("mix")?.to_ascii_lowercase();
+    let (read_pct, rmw) = match mix.as_str() {
+        "a" => (50, false),
+        "b" => (95, false),
+        "c" => (100, false),
+        "f" => (50, true),
+        other => return Err(format!("--mix {other:?}: a, b, c or f").into()),
+    };
+    let size = args.size("size", 1024)?;
+    let records = args.num("records", 200_000)?.max(1);
+    let ops = args.num("ops", 400_000)?;
+    let threads = args.num("threads", 8)?.max(1) as usize;
+    let secs = args.secs("secs", 60.0)?;
+    let pool = ValuePool::new(size as usize, seed);
+    let spec = OpenSpec {
+        dir: dir.to_path_buf(),
+        durable: false,
+        capacity: (records + ops) * padded(size),
+    };
+    let e = engines::open(engine, &spec)?;
+    let load_secs = load(e.as_ref(), &pool, records, load_threads)?;
+    let e = e.reopen(&spec, &mut || {})?;
+    const READ: usize = 0;
+    const WRITE: usize = 1;
+    // The plan is drawn before the clock starts: the key chooser's cost is not the engine's.
+    let plan: Vec<(usize, u64)> = {
+        let zipf = ScrambledZipfian::new(records);
+        let mut rng = Rng::new(seed ^ 0x7963_7362);
+        (0..ops)
+            .map(|_| {
+                let kind = if rng.below(100) < read_pct {
+                    READ
+                } else {
+                    WRITE
+                };
+                (kind, zipf.next(&mut rng))
+            })
+            .collect()
+    };
+    let keys: Vec<Vec<u8>> = plan.iter().map(|&(_, k)| key(k)).collect();
+    let (m, by_kind) = drive_kinds(threads, ops, Duration::from_secs_f64(secs), 2, |i| {
+        let (kind, k) = plan[i as usize];
+        let key = &keys[i as usize];
+        if kind == READ || rmw {
+            let v = e.get(key)?.ok_or("missing key")?;
+            if v.len() as u64 != size {
+                return Err(format!("wrong value length for key {k}").into());
+            }
+        }
+        if kind == WRITE {
+            // A new value each time (values are cut from the pool at a per-op offset).
+            e.put(key, pool.value(records + i))?;
+        }
+        Ok((size, kind))
+    })?;
+    e.sync()?;
+    e.close()?;
+    let params = json!({"mix": mix, "size": size, "threads": threads, "records": records,
+                        "max_ops": ops, "secs_limit": secs, "durable": false,
+                        "distribution": "scrambled zipfian, theta 0.99"});
+    let mut fields = m.fields();
+    fields["load_secs"] = json!(load_secs);
+    let write_name = if rmw { "rmw" } else { "update" };
+    for (kind, name) in [(READ, "read"), (WRITE, write_name)] {
+        let k = Measured {
+            lat_ns: by_kind[kind].clone(),
+            ..Measured::default()
+        };
+        fields[format!("{name}s")] = json!(k.lat_ns.len());
+        for p in [50.0, 99.0] {
             fields[format!("{name}_p{p:.0}_us")] = json!(k.percentile_us(p));
         }
     }

@@ -120,6 +120,10 @@ pub fn open(name: &str, spec: &OpenSpec) -> Res<Box<dyn Engine>> {
 /// Which workloads an engine takes part in, and why not when it does not.
 pub fn skip_reason(engine: &str, workload: &str) -> Option<&'static str> {
     match (engine, workload) {
+        ("raw", "ycsb") => Some(
+            "raw is a floor for single operations: it preallocates and zeroes a file as large as \
+             every write a run will make, and a workload mix is not what it measures",
+        ),
         ("raw", "reopen") => Some("raw keeps its index in memory only: there is nothing to reopen"),
         ("files", "reopen") => Some(
             "files has no index of its own (the file system's directory is the index): opening \

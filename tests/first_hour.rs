@@ -89,7 +89,7 @@ fn readme_quickstart_is_the_code_run_here() {
 }
 
 #[test]
-fn readme_dependency_line_names_this_version() {
+fn readme_dependency_line_and_rust_version_are_the_crates() {
     let readme = include_str!("../README.md");
     let version = env!("CARGO_PKG_VERSION");
     let wanted = match version.split('.').collect::<Vec<_>>()[..] {
@@ -100,6 +100,11 @@ fn readme_dependency_line_names_this_version() {
     assert!(
         readme.contains(&format!("[dependencies]\n{wanted}\n")),
         "README.md should show `{wanted}` for version {version}"
+    );
+    let rust = env!("CARGO_PKG_RUST_VERSION");
+    assert!(
+        words(readme).contains(&format!("Rust {rust} or newer")),
+        "README.md should say it needs Rust {rust} (rust-version) or newer"
     );
 }
 
@@ -129,7 +134,10 @@ fn quickstart_on_a_photo_under_4_kib() {
     // with `result.unwrap()`.
     let error = result.expect_err("today: OutOfRange");
     assert!(
-        matches!(error.downcast_ref::<Error>(), Some(Error::OutOfRange { .. })),
+        matches!(
+            error.downcast_ref::<Error>(),
+            Some(Error::OutOfRange { .. })
+        ),
         "{error}"
     );
 }

@@ -1,36 +1,52 @@
 //! The basics: open, put, get, overwrite, delete, an atomic batch, iterate, close, reopen.
 //!
-//! Run: `cargo run --example basic [DIR]` (default: a fresh directory under the system temp dir).
+//! Run: `cargo run --example basic [DIR]`
+//!
+//! Without DIR the store lives in a fresh temporary directory, removed at the end. A given DIR
+//! must be new, empty or a podstore store; the store is left there.
 
-use podstore::{Batch, Options, Store};
+mod common;
 
-fn main() -> podstore::Result<()> {
-    let dir = std::env::args()
-        .nth(1)
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| {
-            std::env::temp_dir().join(format!("podstore-basic-{}", std::process::id()))
-        });
+use common::{Args, Failure, finish, show};
+use podstore::{Batch, Options};
 
-    let store = Store::open_with(&dir, Options::default())?;
-    println!("opened {} using {:?} I/O", dir.display(), store.io_mode());
+const USAGE: &str = "basic [DIR]";
+
+fn main() -> std::process::ExitCode {
+    finish(run())
+}
+
+fn run() -> Result<(), Failure> {
+    let dir = Args::parse(USAGE, &[], &[], 1)?.store_dir("basic")?;
+    let store = dir.open(Options::default())?;
+    println!(
+        "opened {} ({:?} I/O)",
+        dir.path().display(),
+        store.io_mode()
+    );
 
     // Every put is durable when it returns (Durability::Sync is the default).
     store.put(b"fruit/apple", b"red")?;
     store.put(b"fruit/banana", b"yellow")?;
     store.put(b"fruit/apple", b"green")?; // overwrite: the last write wins
-    println!(
-        "apple  = {:?}",
-        String::from_utf8(store.get(b"fruit/apple")?.unwrap())
-    );
-    println!(
-        "banana is {} bytes",
-        store.value_len(b"fruit/banana")?.unwrap()
-    );
+    let apple = store.get(b"fruit/apple")?.expect("just written");
+    println!("fruit/apple = {}", show(&apple));
+    let banana_len = store.value_len(b"fruit/banana")?.expect("just written");
+    println!("fruit/banana is {banana_len} bytes long");
 
-    println!("deleted banana: {}", store.delete(b"fruit/banana")?);
-    println!("deleted banana again: {}", store.delete(b"fruit/banana")?);
-    println!("missing key gives {:?}", store.get(b"fruit/cherry")?);
+    // `delete` says whether there was a value; a missing key reads as `None`, not an error.
+    println!(
+        "delete fruit/banana: {}",
+        deleted(store.delete(b"fruit/banana")?)
+    );
+    println!(
+        "delete fruit/banana again: {}",
+        deleted(store.delete(b"fruit/banana")?)
+    );
+    match store.get(b"fruit/cherry")? {
+        Some(v) => println!("fruit/cherry = {}", show(&v)),
+        None => println!("fruit/cherry: no such key"),
+    }
 
     // Several changes at once, all-or-nothing even across a crash.
     let mut batch = Batch::new();
@@ -39,21 +55,32 @@ fn main() -> podstore::Result<()> {
         .put(b"fruit/date", b"brown")
         .delete(b"fruit/apple");
     store.write(&batch)?;
-    println!("after the batch: {} key(s)", store.len());
+    println!("after the batch: {} keys", store.len());
     store.put(b"fruit/apple", b"green")?;
 
+    print!("live keys:");
     for key in store.keys() {
-        println!("live key: {}", String::from_utf8_lossy(&key));
+        print!(" {}", show(&key));
     }
+    println!();
     store.close()?; // seals the active segment; dropping the store does the same
 
-    let store = Store::open(&dir)?;
+    let store = dir.open(Options::default())?;
+    let apple = store.get(b"fruit/apple")?.expect("durable");
     println!(
-        "reopened: {} key(s), apple = {:?}",
+        "reopened: {} keys, fruit/apple = {}",
         store.len(),
-        String::from_utf8(store.get(b"fruit/apple")?.unwrap())
+        show(&apple)
     );
-    drop(store);
-    std::fs::remove_dir_all(&dir).ok();
+    store.close()?;
+    println!("{}", dir.farewell());
     Ok(())
+}
+
+fn deleted(existed: bool) -> &'static str {
+    if existed {
+        "deleted"
+    } else {
+        "there was nothing to delete"
+    }
 }

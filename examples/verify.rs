@@ -1,67 +1,93 @@
 //! Checks a store: opens it, reports what recovery did, runs `Store::verify` and prints every
-//! damaged place and every key that can no longer be read. Exits with 1 if anything is damaged.
+//! damaged place and every key that can no longer be read.
 //!
-//! Run: `cargo run --example verify DIR` (the store must not be open elsewhere).
-//! Without DIR it builds a small store in a fresh directory, flips one byte of a value in it and
-//! checks that.
+//! Run: `cargo run --example verify DIR` (the store must not be open elsewhere), or
+//! `cargo run --example verify -- --demo` to see a report of damage: it builds a small store in
+//! a fresh temporary directory, flips one byte of a value in it, checks it and removes it.
+//!
+//! It opens existing stores only (`Options::create(false)`): a missing or mistyped path is an
+//! error, not a new empty store. Background compaction is off, so the check does not rewrite
+//! what it checks.
+//!
+//! Exit status: 0 clean, 1 damaged, 2 wrong arguments or no store to check.
 
+mod common;
+
+use common::{Args, Failure, StoreDir, finish, show, size};
 use podstore::{Options, Store};
 
-fn main() -> podstore::Result<()> {
-    let dir = match std::env::args().nth(1) {
-        Some(d) => std::path::PathBuf::from(d),
-        None => demo_store()?,
+const USAGE: &str = "verify DIR | verify --demo";
+
+fn main() -> std::process::ExitCode {
+    finish(run())
+}
+
+fn run() -> Result<(), Failure> {
+    let args = Args::parse(USAGE, &[], &["--demo"], 1)?;
+    let dir = match (args.positional.first(), args.switch("--demo")) {
+        (Some(dir), false) => StoreDir::given(dir),
+        (None, true) => demo_store()?,
+        _ => {
+            let what = "give the directory of a store, or --demo";
+            return Err(Failure::usage(format!("{what}\nusage: {USAGE}")));
+        }
     };
-    let store = Store::open_with(&dir, Options::default())?;
+    let opts = Options::default()
+        .create(false)
+        .background_compaction(false);
+    let store = Store::open_with(dir.path(), opts).map_err(|e| match e.is_corruption() {
+        true => Failure::other(format!("damaged: {e}")),
+        false => Failure::usage(e),
+    })?;
     let recovery = store.recovery();
     println!(
-        "{}: {} keys; {} segments opened sealed, {} recovered",
-        dir.display(),
+        "{}: {} keys; {} segments opened from their footer, {} recovered by a scan",
+        dir.path().display(),
         store.len(),
         recovery.sealed_segments,
         recovery.recovered.len()
     );
     let report = store.verify()?;
     println!(
-        "verify: {} segment files, {} records, {} bytes checked",
-        report.segments, report.records, report.bytes_checked
+        "verify: {} files, {} records, {} checked",
+        report.segments,
+        report.records,
+        size(report.bytes_checked)
     );
     for d in &report.damage {
-        let key = d.key.as_deref().map(String::from_utf8_lossy);
-        println!(
-            "  damaged {:?}: {} (key {key:?})",
-            d.structure,
-            d.to_error()
-        );
+        let key = d.key.as_deref().map_or("unknown".to_string(), show);
+        println!("  damaged {:?} (key {key}): {}", d.structure, d.to_error());
     }
     for key in &report.affected_keys {
-        println!("  unreadable key: {}", String::from_utf8_lossy(key));
+        println!("  unreadable key: {}", show(key));
     }
     store.close()?;
-    if !report.is_clean() {
-        std::process::exit(1);
+    if report.is_clean() {
+        println!("clean");
+        Ok(())
+    } else {
+        Err(Failure::other(format!(
+            "the store is damaged: {} damaged place(s), {} unreadable key(s)",
+            report.damage.len(),
+            report.affected_keys.len()
+        )))
     }
-    println!("clean");
-    Ok(())
 }
 
-/// A store with three values, one of them with a flipped byte in its value.
-fn demo_store() -> podstore::Result<std::path::PathBuf> {
-    let dir = std::env::temp_dir().join(format!("podstore-verify-{}", std::process::id()));
-    let store = Store::open(&dir)?;
+/// A temporary store with three values, one of them with a flipped byte in its value.
+fn demo_store() -> Result<StoreDir, Failure> {
+    let dir = StoreDir::temporary("verify")?;
+    let store = dir.open(Options::default())?;
     store.put(b"a", &[b'a'; 10_000])?;
     store.put(b"b", &[b'b'; 10_000])?;
     store.put(b"c", &[b'c'; 10_000])?;
     store.close()?;
-    let seg = std::fs::read_dir(&dir)
-        .expect("store directory")
-        .map(|e| e.expect("entry").path())
-        .find(|p| p.to_string_lossy().ends_with("0001.pod"))
-        .expect("the first segment");
-    let mut bytes = std::fs::read(&seg).expect("read segment");
+    let seg = dir.path().join("seg-0000000000000001.pod");
+    let mut bytes = std::fs::read(&seg)?;
     // The second value's bytes are the only run of b'b'; flip one of them.
     let at = bytes.iter().position(|&x| x == b'b').expect("value b") + 5000;
     bytes[at] ^= 0x01;
-    std::fs::write(&seg, &bytes).expect("write segment");
+    std::fs::write(&seg, &bytes)?;
+    println!("demo: flipped one byte of the value of key b");
     Ok(dir)
 }

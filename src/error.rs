@@ -149,6 +149,13 @@ pub enum Error {
     Poisoned,
     /// An option is out of its documented range.
     InvalidOptions(&'static str),
+    /// No store at this path, opened with [`Options::create`](crate::Options::create) set to
+    /// `false`: the directory does not exist, or holds no store files (neither `LOCK` nor a
+    /// `seg-`/`blob-` file). Nothing was created.
+    NotFound {
+        /// The path given to open.
+        path: PathBuf,
+    },
     /// `IoMode::Direct` was asked for but the file system refuses O_DIRECT.
     DirectIoUnsupported {
         /// The store directory.
@@ -221,6 +228,11 @@ impl fmt::Display for Error {
                 "an earlier write or sync failed; reopen the store to recover"
             ),
             Error::InvalidOptions(what) => write!(f, "invalid options: {what}"),
+            Error::NotFound { path } => write!(
+                f,
+                "no store at {} (nothing created: opened with create(false))",
+                path.display()
+            ),
             Error::DirectIoUnsupported { path } => write!(
                 f,
                 "the file system of {} refuses O_DIRECT (use IoMode::Auto or Buffered)",

@@ -107,6 +107,12 @@ pub struct Options {
     /// limit). Bounds the disk bandwidth it takes from foreground reads and writes.
     /// [`Store::compact`](crate::Store::compact) runs unthrottled.
     pub compaction_rate: Option<u64>,
+    /// Whether opening a directory that holds no store creates one (default `true`). With
+    /// `false`, [`Store::open_with`](crate::Store::open_with) only opens an existing store: a
+    /// missing directory, or one that holds no store files, is
+    /// [`Error::NotFound`](crate::Error::NotFound) and nothing is created. For tools that
+    /// inspect a store (a mistyped path must not become a new, empty, "clean" store).
+    pub create: bool,
 }
 
 impl Default for Options {
@@ -126,6 +132,7 @@ impl Default for Options {
             compaction_threshold: 0.5,
             background_compaction: true,
             compaction_rate: Some(64 << 20),
+            create: true,
         }
     }
 }
@@ -212,6 +219,22 @@ impl Options {
     /// Sets [`Options::compaction_rate`].
     pub fn compaction_rate(mut self, bytes_per_second: Option<u64>) -> Self {
         self.compaction_rate = bytes_per_second;
+        self
+    }
+
+    /// Sets [`Options::create`].
+    ///
+    /// ```
+    /// use podstore::{Error, Options, Store};
+    /// let dir = tempfile::tempdir()?;
+    /// let missing = dir.path().join("mistyped");
+    /// let opened = Store::open_with(&missing, Options::default().create(false));
+    /// assert!(matches!(opened, Err(Error::NotFound { .. })));
+    /// assert!(!missing.exists());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn create(mut self, create: bool) -> Self {
+        self.create = create;
         self
     }
 

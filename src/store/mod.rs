@@ -26,6 +26,7 @@ use crate::error::{Error, Result};
 use crate::io::file::{self, DirLock, SegmentFile};
 use crate::io::storage::{RealStorage, Storage};
 use crate::options::{Durability, IoMode, Options};
+use crate::segment::parse_file_name;
 use crate::verify::{self, VerifyReport};
 use crate::{MAX_KEY_LEN, MAX_VALUE_LEN};
 
@@ -78,7 +79,8 @@ impl Store {
         Store::open_with(dir, Options::default())
     }
 
-    /// Opens the store in `dir`, creating it if needed.
+    /// Opens the store in `dir`, creating it if needed (unless [`Options::create`] is `false`:
+    /// then a missing store is [`Error::NotFound`]).
     ///
     /// Reads the footer of every sealed segment (not their records). A segment that was being
     /// written when the process or machine stopped is scanned, cut after its last whole record
@@ -97,6 +99,17 @@ impl Store {
     ) -> Result<Store> {
         opts.validate()?;
         let dir = dir.to_path_buf();
+        if !opts.create {
+            // Only an existing store: a directory holding its lock file or a segment file.
+            let names = storage.list_dir(&dir).map_err(|e| match e.kind() {
+                std::io::ErrorKind::NotFound => Error::NotFound { path: dir.clone() },
+                _ => Error::io("list store directory", Some(dir.clone()), e),
+            })?;
+            let is_store = |n: &String| n == file::LOCK_NAME || parse_file_name(n).is_some();
+            if !names.iter().any(is_store) {
+                return Err(Error::NotFound { path: dir });
+            }
+        }
         storage
             .create_dir_all(&dir)
             .map_err(|e| Error::io("create store directory", Some(dir.clone()), e))?;

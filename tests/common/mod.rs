@@ -8,7 +8,8 @@
 //! - `store`: I/O modes, option presets (`small`, `quiet`), a temporary store (`TestStore`),
 //!   assertions, `env_u64`;
 //! - `parallel`: independent cases a few at a time;
-//! - `compat`: the old-format fixture under tests/fixtures/ (what it holds, how it is written).
+//! - `compat`: the old-format fixture under tests/fixtures/ (what it holds, how it is written);
+//! - `tree`: a directory tree's snapshot, to prove a run left existing files untouched.
 //!
 //! Each test binary compiles this module and uses part of it.
 #![allow(dead_code, unused_imports)]
@@ -19,5 +20,6 @@ pub mod parallel;
 pub mod records;
 pub mod rng;
 pub mod store;
+pub mod tree;
 
 pub use rng::{Random, SplitMix, XorShift, splitmix64};

@@ -117,6 +117,7 @@ pub(super) fn recover(dir: &Path, profile: &IoProfile, pool: &BufPool) -> Result
         segments,
         report,
         max_seq,
-        next_file_id: ids.last().map_or(1, |(id, _)| id + 1),
+        // `segment::list` refused ids above MAX_FILE_ID, so this cannot overflow.
+        next_file_id: ids.last().map_or(1, |&(id, _)| id + 1),
     })
 }

@@ -14,7 +14,7 @@ use crate::format::segment_header::SEGMENT_HEADER_LEN;
 use crate::format::segment_header::SegmentHeader;
 use crate::format::{CHUNK_SIZE, align_up};
 use crate::io::aligned::BufPool;
-use crate::io::file::{IoProfile, SegmentFile, list_dir, remove_durably, remove_file, sync_dir};
+use crate::io::file::{IoProfile, SegmentFile, list_dir, remove_file, sync_dir};
 use crate::io::stream::AlignedStream;
 
 /// The two kinds of segment file. Both have the same format; they differ in how they are
@@ -168,20 +168,109 @@ pub(crate) fn read_error(segment: u64, offset: u64, path: &Path, e: io::Error) -
     }
 }
 
+/// What [`open`] found in a segment file.
+pub enum Found {
+    /// The file, sealed (or recovered and sealed now), and its entries.
+    Loaded(LoadedSegment),
+    /// The file holds no byte that is not zero (or none at all): nothing was ever written to it
+    /// that reached the disk, so nothing in it can have been acknowledged (see [`open`]). The
+    /// caller may remove it.
+    Empty,
+    /// The file cannot be used and holds bytes other than zeroes: the caller moves it to the
+    /// quarantine directory and reports it; it is never removed.
+    Unusable(QuarantineReason),
+}
+
+/// Why open set a file aside in `quarantine/` instead of using it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum QuarantineReason {
+    /// Its segment header verifies but names another file id: a file renamed (or two swapped)
+    /// outside the store. Its records are bound to that id, so it cannot be read under this
+    /// name, and serving it under its own id could bring back a file that the store had
+    /// removed (or one from another store).
+    Misnamed {
+        /// The id its header gives.
+        header_id: u64,
+    },
+    /// A blob file without a valid footer whose one record is not whole and verified: a large
+    /// put torn by a crash before it was acknowledged, or a file damaged in two places (its
+    /// footer and its record), or bytes that were never a blob file.
+    BlobNotWhole,
+    /// A log segment whose header is all zero but which holds other bytes: the blocks of its
+    /// first write reached the disk in part, the header's not (nothing in it was acknowledged).
+    ZeroHeader,
+    /// A log segment whose header verifies but which holds no whole record: its first write
+    /// was torn by a crash (nothing in it was acknowledged), or its first record was damaged.
+    NoWholeRecord,
+}
+
+impl std::fmt::Display for QuarantineReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            QuarantineReason::Misnamed { header_id } => {
+                write!(
+                    f,
+                    "its header names file id {header_id:016x}, not the one in its name"
+                )
+            }
+            QuarantineReason::BlobNotWhole => write!(
+                f,
+                "blob file without a valid footer whose record is not whole (a put torn by a \
+                 crash, or damage)"
+            ),
+            QuarantineReason::ZeroHeader => write!(
+                f,
+                "log segment whose header is zero but which holds other bytes (a first write \
+                 torn by a crash)"
+            ),
+            QuarantineReason::NoWholeRecord => write!(
+                f,
+                "log segment without a whole record (a first write torn by a crash, or damage)"
+            ),
+        }
+    }
+}
+
+/// True when every byte of the `len` bytes of `src` is zero (or `len` is 0).
+fn all_zero(src: &FileSource<'_>, id: u64, path: &Path) -> Result<bool> {
+    const STEP: u64 = 1 << 20;
+    let mut buf = vec![0u8; STEP.min(src.len) as usize];
+    let mut at = 0;
+    while at < src.len {
+        let n = STEP.min(src.len - at) as usize;
+        src.read_exact_at(at, &mut buf[..n])
+            .map_err(|e| read_error(id, at, path, e))?;
+        if buf[..n].iter().any(|&b| b != 0) {
+            return Ok(false);
+        }
+        at += n as u64;
+    }
+    Ok(true)
+}
+
 /// Opens segment `id` in `dir`: from its footer if sealed, else by recovery (which seals it).
+/// Never removes or moves a file: it says what the caller should do with one it cannot use.
 ///
-/// Returns `None` when the segment held nothing that can have been acknowledged, and was
-/// removed: a log segment whose first write never reached the disk (its header is all zero) or
-/// that holds no whole record, or a blob file without a valid footer whose record is not whole
-/// either (its put was acknowledged only after the whole file was durable). A blob file whose
-/// footer is damaged but whose record verifies is sealed again, like a recovered log segment.
+/// * [`Found::Empty`]: the file is empty or all zero bytes. Nothing that reached the disk was
+///   ever written to it, and every acknowledged write waits for an fdatasync covering its
+///   bytes (and a segment's header, written with its first record), so it holds nothing that
+///   was acknowledged: a blob file created ahead and never used, or a log segment whose first
+///   write did not reach the disk.
+/// * [`Found::Unusable`]: anything else the store cannot use: a file whose header names
+///   another id, a blob file without a valid footer whose record is not whole (its put was
+///   acknowledged only after the whole file was durable, so a torn one never was; but two
+///   faults, footer and record, look the same), a log segment with no whole record.
+///
+/// A blob file whose footer is damaged but whose record verifies is sealed again, like a
+/// recovered log segment. A log segment whose header is damaged (not all zero) is an error.
 pub fn open(
     dir: &Path,
     id: u64,
     kind: SegmentKind,
     profile: &IoProfile,
     pool: &BufPool,
-) -> Result<Option<LoadedSegment>> {
+) -> Result<Found> {
     let path = dir.join(file_name(id, kind));
     let file = SegmentFile::open(&path, profile)?;
     let len = file.len()?;
@@ -192,49 +281,72 @@ pub fn open(
         len,
     };
     if let Some(entries) = read_footer(&src, id, &path)? {
-        return Ok(Some(LoadedSegment {
+        return Ok(Found::Loaded(LoadedSegment {
             file,
             entries,
             opened: Opened::Sealed,
         }));
+    }
+    // A header that verifies but names another id: renamed or swapped outside the store.
+    if len >= SEGMENT_HEADER_LEN as u64 {
+        let mut head = [0u8; SEGMENT_HEADER_LEN];
+        src.read_exact_at(0, &mut head)
+            .map_err(|e| read_error(id, 0, &path, e))?;
+        if let Ok(h) = SegmentHeader::decode(&head)
+            && h.segment != id
+        {
+            return Ok(Found::Unusable(QuarantineReason::Misnamed {
+                header_id: h.segment,
+            }));
+        }
     }
     let scanned = scan_segment(&src, id);
     if kind == SegmentKind::Blob {
         // A blob file without a valid footer was either torn by a crash before its put was
         // acknowledged, or damaged after. Its one record tells: whole and verified, it is kept
         // (sealed again below; at worst an unacknowledged put whose bytes all reached the disk
-        // becomes visible whole). Anything else is removed: a torn put was never acknowledged.
+        // becomes visible whole). Anything else is set aside, never removed: a torn put was
+        // never acknowledged, but a footer and a record damaged together look the same.
         let whole = matches!(&scanned, Ok(o) if o.records.len() == 1 && o.damaged.is_empty());
         if !whole {
-            drop(file);
-            remove_durably(profile, dir, &path)?;
-            return Ok(None);
+            return Ok(if all_zero(&src, id, &path)? {
+                Found::Empty
+            } else {
+                Found::Unusable(QuarantineReason::BlobNotWhole)
+            });
         }
     }
     let outcome = match scanned {
         Ok(o) => o,
         Err(ScanError::Io(e)) => return Err(read_error(id, 0, &path, e)),
         Err(ScanError::Header(kind)) => {
+            // A header of zeroes (or shorter than a header): the first write's header block never
+            // reached the disk, so no record in the segment was acknowledged (acknowledgement
+            // waits for a sync that covers the header). With nothing else in the file it is
+            // removed; other blocks of that write may have reached the disk, and then it is set
+            // aside. Any other header is damage, which is reported, not guessed at.
             let mut head = [0u8; SEGMENT_HEADER_LEN];
             let n = (len as usize).min(SEGMENT_HEADER_LEN);
             src.read_exact_at(0, &mut head[..n])
                 .map_err(|e| read_error(id, 0, &path, e))?;
-            // All zero: the first write never reached the disk, so no record in the segment was
-            // acknowledged (acknowledgement waits for a sync that covers the header). Anything
-            // else is damage, which is reported, not guessed at.
             if head[..n].iter().all(|&b| b == 0) {
-                drop(file);
-                remove_durably(profile, dir, &path)?;
-                return Ok(None);
+                return Ok(if all_zero(&src, id, &path)? {
+                    Found::Empty
+                } else {
+                    Found::Unusable(QuarantineReason::ZeroHeader)
+                });
             }
             return Err(corruption(id, 0, kind));
         }
     };
     if outcome.records.is_empty() {
-        // No whole record: nothing in it was acknowledged.
-        drop(file);
-        remove_durably(profile, dir, &path)?;
-        return Ok(None);
+        // No whole record: nothing in it was acknowledged, unless its first record was
+        // damaged since. Set aside, not removed.
+        return Ok(if all_zero(&src, id, &path)? {
+            Found::Empty
+        } else {
+            Found::Unusable(QuarantineReason::NoWholeRecord)
+        });
     }
     let entries = last_per_key(outcome.records);
     let block = outcome.header.block_size;
@@ -249,7 +361,7 @@ pub fn open(
     // footer and lose records it names.
     let footer = encode_footer(id, outcome.data_end, footer_at, block, &entries);
     write_footer_after_sync(&file, footer_at, &footer, block, profile)?;
-    Ok(Some(LoadedSegment {
+    Ok(Found::Loaded(LoadedSegment {
         file,
         entries,
         opened: Opened::Recovered {
@@ -258,6 +370,41 @@ pub fn open(
             damaged: outcome.damaged.iter().map(|(at, _)| *at).collect(),
         },
     }))
+}
+
+/// The directory inside a store where open moves the files it cannot use.
+pub const QUARANTINE_DIR: &str = "quarantine";
+
+/// Moves the file `name` of the store directory `dir` into `dir/quarantine/` (created if
+/// needed), under its own name or, if that is taken by an earlier quarantined file, with
+/// `.1`, `.2`, ... appended; returns the new path.
+///
+/// Crash safety: the quarantine directory's own entry is made durable first (fsync of `dir`).
+/// Then one rename, which the file system applies atomically: the file is under one name or
+/// the other, never neither. Then an fsync of `quarantine/` (the new name is durable), then of
+/// `dir` (the old name is gone durably). A crash between the two fsyncs can at worst leave both
+/// names (two links to one inode): the next open finds the old name again, cannot use it
+/// either, and moves it again under a new suffix. Nothing is ever unlinked.
+pub fn quarantine(profile: &IoProfile, dir: &Path, name: &str) -> Result<PathBuf> {
+    let qdir = dir.join(QUARANTINE_DIR);
+    let storage = &profile.storage;
+    storage
+        .create_dir_all(&qdir)
+        .map_err(|e| Error::io("create quarantine directory", Some(qdir.clone()), e))?;
+    sync_dir(profile, dir)?;
+    let taken = list_dir(profile, &qdir)?;
+    let target = std::iter::once(name.to_string())
+        .chain((1..).map(|i| format!("{name}.{i}")))
+        .find(|n| !taken.contains(n))
+        .expect("an unused name");
+    let to = qdir.join(target);
+    let from = dir.join(name);
+    storage
+        .rename(&from, &to)
+        .map_err(|e| Error::io("move file to quarantine", Some(from.clone()), e))?;
+    sync_dir(profile, &qdir)?;
+    sync_dir(profile, dir)?;
+    Ok(to)
 }
 
 /// The entries of the footer of the sealed segment `id` (`file`, `len` bytes long).

@@ -194,7 +194,7 @@ impl SegmentFile {
             let start = align_down(pos, read_align);
             let stop = align_up(end, read_align).min(start + cap);
             let want = (stop - start) as usize;
-            let got = read_full(&*self.file, &mut bounce[..want], start)?;
+            let got = read_full_direct(&*self.file, &mut bounce[..want], start, read_align)?;
             let avail_end = start + got as u64;
             let take_end = end.min(stop).min(avail_end);
             if take_end <= pos {
@@ -221,6 +221,33 @@ fn read_full(file: &dyn StorageFile, buf: &mut [u8], offset: u64) -> io::Result<
         match file.read_at(&mut buf[done..], offset + done as u64) {
             Ok(0) => break,
             Ok(n) => done += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(done)
+}
+
+/// [`read_full`] for O_DIRECT reads from an aligned `offset`: a read that ends at an unaligned
+/// position reached the end of the file (a file whose length is not a multiple of the
+/// alignment: not one the store wrote, but open reads whatever is named like its files), and
+/// is not continued there, where the next read would be misaligned (EINVAL).
+fn read_full_direct(
+    file: &dyn StorageFile,
+    buf: &mut [u8],
+    offset: u64,
+    align: u64,
+) -> io::Result<usize> {
+    let mut done = 0;
+    while done < buf.len() {
+        match file.read_at(&mut buf[done..], offset + done as u64) {
+            Ok(0) => break,
+            Ok(n) => {
+                done += n;
+                if !(done as u64).is_multiple_of(align) {
+                    break;
+                }
+            }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e),
         }

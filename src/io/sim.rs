@@ -214,7 +214,9 @@ enum FileOp {
 enum DirOp {
     Create(PathBuf, usize),
     Remove(PathBuf),
-    Rename(PathBuf, PathBuf),
+    /// From, to, and the inode (a rename between two directories is made durable in two
+    /// halves, one by each directory's fsync).
+    Rename(PathBuf, PathBuf, usize),
 }
 
 #[derive(Debug, Clone, Default)]
@@ -648,7 +650,7 @@ impl Sim {
                         DirOp::Remove(path) => {
                             dir.remove(path);
                         }
-                        DirOp::Rename(from, to) => {
+                        DirOp::Rename(from, to, _) => {
                             if let Some(ino) = dir.remove(from) {
                                 dir.insert(to.clone(), ino);
                             }
@@ -780,8 +782,10 @@ impl Storage for Sim {
             .ok_or_else(|| errno(rustix::io::Errno::NOENT))?;
         s.live_dir.insert(to.to_path_buf(), ino);
         let issue = s.issue();
-        s.pending_dir
-            .push((issue, DirOp::Rename(from.to_path_buf(), to.to_path_buf())));
+        s.pending_dir.push((
+            issue,
+            DirOp::Rename(from.to_path_buf(), to.to_path_buf(), ino),
+        ));
         Ok(())
     }
 
@@ -804,10 +808,21 @@ impl Storage for Sim {
                 DirOp::Remove(p) if in_dir(p) => {
                     s.durable_dir.remove(p);
                 }
-                DirOp::Rename(from, to) if in_dir(from) && in_dir(to) => {
+                DirOp::Rename(from, to, _) if in_dir(from) && in_dir(to) => {
                     if let Some(ino) = s.durable_dir.remove(from) {
                         s.durable_dir.insert(to.clone(), ino);
                     }
+                }
+                // Between two directories, conservatively: each fsync makes durable only its
+                // own directory's half, and the other half stays pending. Syncing the target
+                // first can leave both names after a crash; the source first, neither.
+                DirOp::Rename(from, to, ino) if in_dir(to) => {
+                    s.durable_dir.insert(to.clone(), *ino);
+                    rest.push((issue, DirOp::Remove(from.clone())));
+                }
+                DirOp::Rename(from, to, ino) if in_dir(from) => {
+                    s.durable_dir.remove(from);
+                    rest.push((issue, DirOp::Create(to.clone(), *ino)));
                 }
                 _ => rest.push((issue, op)),
             }

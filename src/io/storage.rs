@@ -55,10 +55,8 @@ pub trait Storage: Send + Sync + fmt::Debug {
     fn open(&self, path: &Path, mode: OpenMode, direct: bool) -> io::Result<Box<dyn StorageFile>>;
     /// Removes a directory entry (durable after [`Storage::sync_dir`]).
     fn remove_file(&self, path: &Path) -> io::Result<()>;
-    /// Renames a file, replacing `to` (durable after [`Storage::sync_dir`]).
-    // Not called by the store yet (compaction will replace files by renaming them); the
-    // simulation implements and tests it.
-    #[allow(dead_code)]
+    /// Renames a file, replacing `to` (durable after [`Storage::sync_dir`] of the directories
+    /// of both names: of `to`'s for the new name, of `from`'s for the old name's removal).
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
     /// fsync of a directory: makes the creations, removals and renames in it durable.
     fn sync_dir(&self, dir: &Path) -> io::Result<()>;

@@ -45,8 +45,9 @@ use append::Op;
 use compress::StoredValue;
 use inner::{Inner, Presence};
 
+pub use crate::segment::QuarantineReason;
 pub use compact::CompactionReport;
-pub use open::{RecoveredSegment, RecoveryReport};
+pub use open::{QuarantinedFile, RecoveredSegment, RecoveryReport};
 pub use read::{Keys, ValueReader};
 pub use stats::Stats;
 

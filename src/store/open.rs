@@ -2,7 +2,7 @@
 //! one, recovered by a scan and sealed), and the index is rebuilt from the footers' entries.
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::segments::{FileSummary, SegmentHandle};
@@ -10,8 +10,8 @@ use crate::error::Result;
 use crate::format::record::RecordKind;
 use crate::index::Index;
 use crate::io::aligned::BufPool;
-use crate::io::file::IoProfile;
-use crate::segment::{self, Opened};
+use crate::io::file::{self, IoProfile};
+use crate::segment::{self, Found, Opened, QuarantineReason};
 
 /// What opening the store found and did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -21,8 +21,25 @@ pub struct RecoveryReport {
     /// Segments that had no footer (the process or machine stopped while they were being
     /// written): scanned, cut after their last whole record, and sealed.
     pub recovered: Vec<RecoveredSegment>,
-    /// Segments removed because they held no complete record.
+    /// Files removed because they held nothing but zero bytes (or none): a blob file created
+    /// ahead and never used, a log segment whose first write never reached the disk. Nothing in
+    /// them can have been acknowledged.
     pub removed_segments: usize,
+    /// Files that open could not use and that hold other bytes: moved to the `quarantine/`
+    /// directory of the store, never removed (also logged as warnings). Their records are not
+    /// in the index: a key whose newest value was in one reads an older value, or none.
+    pub quarantined: Vec<QuarantinedFile>,
+}
+
+/// A file that open set aside in the store's `quarantine/` directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QuarantinedFile {
+    /// Its name in the store directory (`seg-<id>.pod` or `blob-<id>.pod`).
+    pub name: String,
+    /// Where it is now.
+    pub moved_to: PathBuf,
+    /// Why it could not be used.
+    pub reason: QuarantineReason,
 }
 
 /// A segment that was recovered by scanning at open.
@@ -69,9 +86,30 @@ pub(super) fn recover(dir: &Path, profile: &IoProfile, pool: &BufPool) -> Result
     let mut tombstones: HashMap<Vec<u8>, u64> = HashMap::new();
     let ids = segment::list(profile, dir)?;
     for &(id, kind) in &ids {
-        let Some(loaded) = segment::open(dir, id, kind, profile, pool)? else {
-            report.removed_segments += 1;
-            continue;
+        let loaded = match segment::open(dir, id, kind, profile, pool)? {
+            Found::Loaded(loaded) => loaded,
+            Found::Empty => {
+                // Proven to hold nothing (see `segment::open`): the one kind of file open removes.
+                let path = segment::path(dir, id, kind);
+                file::remove_durably(profile, dir, &path)?;
+                report.removed_segments += 1;
+                continue;
+            }
+            Found::Unusable(reason) => {
+                let name = segment::file_name(id, kind);
+                let moved_to = segment::quarantine(profile, dir, &name)?;
+                log::warn!(
+                    "podstore: {} set aside as {}: {reason}",
+                    dir.join(&name).display(),
+                    moved_to.display()
+                );
+                report.quarantined.push(QuarantinedFile {
+                    name,
+                    moved_to,
+                    reason,
+                });
+                continue;
+            }
         };
         match loaded.opened {
             Opened::Sealed => report.sealed_segments += 1,

@@ -253,9 +253,18 @@ impl<'a> Image<'a> {
         assert_eq!(report.sealed_segments, older, "{ctx}: {report:?}");
         if kept == first {
             assert!(report.recovered.is_empty(), "{ctx}: {report:?}");
-            assert_eq!(report.removed_segments, 1, "{ctx}: {report:?}");
+            // All zero: removed; other bytes (a torn first write): set aside, never removed.
+            assert_eq!(
+                report.removed_segments + report.quarantined.len(),
+                1,
+                "{ctx}: {report:?}"
+            );
+            for q in &report.quarantined {
+                assert!(q.moved_to.exists(), "{ctx}: {report:?}");
+            }
         } else {
             assert_eq!(report.removed_segments, 0, "{ctx}: {report:?}");
+            assert!(report.quarantined.is_empty(), "{ctx}: {report:?}");
             assert_eq!(report.recovered.len(), 1, "{ctx}: {report:?}");
             let r = &report.recovered[0];
             let distinct: HashSet<&[u8]> = whole.map(|r| &r.key[..]).collect();

@@ -265,3 +265,35 @@ fn a_blob_file_damaged_twice_is_quarantined_and_reported() {
     );
     store.close().unwrap();
 }
+
+/// Issue 14: on a full disk the direct-I/O probe's write got ENOSPC, and `IoMode::Direct`
+/// reported `DirectIoUnsupported` (`Auto` fell back silently). The probe no longer writes: an
+/// existing store file, or an unnamed file (O_TMPFILE) in an empty store, is asked.
+#[test]
+fn a_full_disk_does_not_make_direct_io_look_unsupported() {
+    let Some(fs) = common::loopfs::LoopFs::new(64, "full disk probe") else {
+        return;
+    };
+    let empty = fs.path().join("empty");
+    let used = fs.path().join("used");
+    std::fs::create_dir(&empty).unwrap();
+    {
+        let store = Store::open_with(&used, opts(IoMode::Direct)).unwrap();
+        store.put(b"k", b"v").unwrap();
+        store.close().unwrap();
+    }
+    fs.fill();
+    for dir in [&empty, &used] {
+        for mode in [IoMode::Direct, IoMode::Auto] {
+            let store = Store::open_with(dir, opts(mode))
+                .unwrap_or_else(|e| panic!("{} {mode:?}: {e:?}", dir.display()));
+            assert_eq!(store.io_mode(), IoMode::Direct, "{}", dir.display());
+            store.close().unwrap();
+        }
+        assert!(
+            !dir.join(".podstore-probe").exists(),
+            "{}: probe file left",
+            dir.display()
+        );
+    }
+}

@@ -58,10 +58,20 @@ pub enum IoMode {
     Buffered,
 }
 
-/// Finds out whether O_DIRECT works in `dir` and with which alignment.
-pub fn probe(storage: Arc<dyn Storage>, dir: &Path, mode: IoMode) -> Result<IoProfile> {
+/// Finds out whether O_DIRECT works in `dir` and with which alignment, asking `sample` (an
+/// existing file of the store) when there is one; see [`Storage::probe_direct`]. Only a refusal
+/// of O_DIRECT itself counts as "unsupported" (`IoMode::Auto` then falls back to buffered I/O,
+/// `IoMode::Direct` fails with [`Error::DirectIoUnsupported`]); any other error of the probe
+/// (ENOSPC, EROFS, EACCES, EIO...) is returned as it is, in every mode.
+pub fn probe(
+    storage: Arc<dyn Storage>,
+    dir: &Path,
+    mode: IoMode,
+    sample: Option<&Path>,
+    create: bool,
+) -> Result<IoProfile> {
     let found = storage
-        .probe_direct(dir, mode != IoMode::Buffered)
+        .probe_direct(dir, sample, create, mode != IoMode::Buffered)
         .map_err(|e| Error::io("probe direct I/O", Some(dir.to_path_buf()), e))?;
     let offset = found.offset_align;
     let block_size = probe_block(offset, found.fs_block);

@@ -858,7 +858,13 @@ impl Storage for Sim {
         })))
     }
 
-    fn probe_direct(&self, dir: &Path, try_direct: bool) -> io::Result<DirectProbe> {
+    fn probe_direct(
+        &self,
+        dir: &Path,
+        _sample: Option<&Path>,
+        _create: bool,
+        try_direct: bool,
+    ) -> io::Result<DirectProbe> {
         let mut s = self.lock();
         if let Gate::Fail(e) = s.gate(OpKind::Probe, None) {
             return Err(e);

@@ -19,8 +19,6 @@ use std::path::Path;
 
 use rustix::fs::{AtFlags, FlockOperation, OFlags, StatxFlags};
 
-use super::aligned::AlignedBuf;
-
 /// How [`Storage::open`] opens a file. Files are always opened for reading and writing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OpenMode {
@@ -39,7 +37,8 @@ pub struct DirectProbe {
     pub offset_align: u32,
     /// File system block size.
     pub fs_block: u32,
-    /// An aligned O_DIRECT write of `block` bytes worked (false when not tried).
+    /// The file system takes O_DIRECT: an O_DIRECT open succeeded (the kernel refuses it at
+    /// open, with EINVAL, where the file system cannot do direct I/O). False when not tried.
     pub direct_works: bool,
 }
 
@@ -65,9 +64,20 @@ pub trait Storage: Send + Sync + fmt::Debug {
     /// Tries to take an exclusive lock on `path` (created if missing) without blocking:
     /// `Ok(None)` when another holder has it.
     fn try_lock(&self, path: &Path) -> io::Result<Option<LockGuard>>;
-    /// Finds out the direct-I/O alignment in `dir`, and, when `try_direct`, whether an aligned
-    /// O_DIRECT write of `block(probe)` bytes works there. Leaves no file behind.
-    fn probe_direct(&self, dir: &Path, try_direct: bool) -> io::Result<DirectProbe>;
+    /// Finds out the direct-I/O alignment in `dir`, and, when `try_direct`, whether the file
+    /// system takes O_DIRECT there. `sample` is an existing file of the store: when given, it
+    /// is asked (statx, an O_DIRECT open for reading) and nothing is created. Without one (an
+    /// empty store) and with `create`, an unnamed file (O_TMPFILE) is opened instead, or, where
+    /// the file system has none, a named one that is removed again; without `create` nothing is
+    /// created and only the directory is asked. Errors other than "O_DIRECT refused" (EINVAL)
+    /// are returned as they are (ENOSPC, EROFS, EACCES...), never taken for "unsupported".
+    fn probe_direct(
+        &self,
+        dir: &Path,
+        sample: Option<&Path>,
+        create: bool,
+        try_direct: bool,
+    ) -> io::Result<DirectProbe>;
 }
 
 /// One open file. Every method is positional: the handle has no cursor, so it is shared between
@@ -155,7 +165,65 @@ impl Storage for RealStorage {
         }
     }
 
-    fn probe_direct(&self, dir: &Path, try_direct: bool) -> io::Result<DirectProbe> {
+    fn probe_direct(
+        &self,
+        dir: &Path,
+        sample: Option<&Path>,
+        create: bool,
+        try_direct: bool,
+    ) -> io::Result<DirectProbe> {
+        // An existing file of the store: asked, nothing created, nothing written.
+        if let Some(path) = sample {
+            let file = File::open(path)?;
+            let (mem_align, offset_align, fs_block) = dio_alignment(&file);
+            let direct_works = try_direct && direct_open_works(|| direct_open(path))?;
+            return Ok(DirectProbe {
+                mem_align,
+                offset_align,
+                fs_block,
+                direct_works,
+            });
+        }
+        if !create {
+            // Nothing to ask but the directory (a read-only open of an empty store: it will
+            // never read a segment, so whether O_DIRECT works does not matter).
+            let file = File::open(dir)?;
+            let (_, _, fs_block) = dio_alignment(&file);
+            return Ok(DirectProbe {
+                mem_align: 0,
+                offset_align: 0,
+                fs_block,
+                direct_works: try_direct,
+            });
+        }
+        // An empty store: an unnamed file, which no crash can leave behind and which needs no
+        // data block (a full disk does not refuse it).
+        let tmp = |direct: bool| {
+            let mut o = OpenOptions::new();
+            o.read(true).write(true);
+            let flags = OFlags::TMPFILE
+                | if direct {
+                    OFlags::DIRECT
+                } else {
+                    OFlags::empty()
+                };
+            o.custom_flags(flags.bits() as i32).open(dir)
+        };
+        match tmp(false) {
+            Ok(file) => {
+                let (mem_align, offset_align, fs_block) = dio_alignment(&file);
+                let direct_works = try_direct && direct_open_works(|| tmp(true))?;
+                return Ok(DirectProbe {
+                    mem_align,
+                    offset_align,
+                    fs_block,
+                    direct_works,
+                });
+            }
+            // No O_TMPFILE on this file system (or kernel): a named probe file below.
+            Err(e) if is_no_tmpfile(&e) => {}
+            Err(e) => return Err(e),
+        }
         let path = dir.join(PROBE_NAME);
         let file = OpenOptions::new()
             .read(true)
@@ -165,16 +233,45 @@ impl Storage for RealStorage {
             .open(&path)?;
         let (mem_align, offset_align, fs_block) = dio_alignment(&file);
         drop(file);
-        let direct_works =
-            try_direct && direct_write_works(&path, probe_block(offset_align, fs_block) as usize);
+        let direct_works = if try_direct {
+            direct_open_works(|| direct_open(&path))
+        } else {
+            Ok(false)
+        };
         let _ = fs::remove_file(&path);
         Ok(DirectProbe {
             mem_align,
             offset_align,
             fs_block,
-            direct_works,
+            direct_works: direct_works?,
         })
     }
+}
+
+/// Opens `path` for reading with O_DIRECT.
+fn direct_open(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .custom_flags(OFlags::DIRECT.bits() as i32)
+        .open(path)
+}
+
+/// Whether an O_DIRECT open works: `Ok(false)` when the file system refuses O_DIRECT (EINVAL,
+/// which the kernel returns at open where it cannot do direct I/O), any other error as it is.
+fn direct_open_works(open: impl FnOnce() -> io::Result<File>) -> io::Result<bool> {
+    match open() {
+        Ok(_) => Ok(true),
+        Err(e) if e.raw_os_error() == Some(rustix::io::Errno::INVAL.raw_os_error()) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// True for the errors of an O_TMPFILE open on a file system or kernel without it.
+fn is_no_tmpfile(e: &io::Error) -> bool {
+    use rustix::io::Errno;
+    [Errno::OPNOTSUPP, Errno::ISDIR, Errno::INVAL, Errno::NOENT]
+        .iter()
+        .any(|c| e.raw_os_error() == Some(c.raw_os_error()))
 }
 
 /// (memory alignment, offset alignment, file system block size) as statx reports them; zeroes
@@ -197,18 +294,6 @@ fn dio_alignment(file: &File) -> (u32, u32, u32) {
         }
         Err(_) => (0, 0, 4096),
     }
-}
-
-fn direct_write_works(path: &Path, block: usize) -> bool {
-    let Ok(file) = OpenOptions::new()
-        .write(true)
-        .custom_flags(OFlags::DIRECT.bits() as i32)
-        .open(path)
-    else {
-        return false;
-    };
-    let buf = AlignedBuf::zeroed(block, block.max(4096));
-    file.write_all_at(&buf, 0).is_ok()
 }
 
 /// A file of [`RealStorage`].

@@ -102,7 +102,14 @@ impl Store {
             .create_dir_all(&dir)
             .map_err(|e| Error::io("create store directory", Some(dir.clone()), e))?;
         let lock = DirLock::acquire(&*storage, &dir)?;
-        let profile = file::probe(storage, &dir, opts.io_mode)?;
+        // An existing file of the store tells the probe what it needs: nothing is created.
+        let sample = storage
+            .list_dir(&dir)
+            .map_err(|e| Error::io("list store directory", Some(dir.clone()), e))?
+            .into_iter()
+            .find(|name| crate::segment::parse_file_name(name).is_some())
+            .map(|name| dir.join(name));
+        let profile = file::probe(storage, &dir, opts.io_mode, sample.as_deref(), true)?;
         if opts.io_mode == IoMode::Auto && !profile.direct {
             log::warn!(
                 "podstore: O_DIRECT refused in {}; using buffered I/O",

@@ -523,3 +523,48 @@ fn a_failed_directory_fsync_at_segment_creation_poisons_the_store() {
         assert_eq!(store.get(&key(0)).unwrap().unwrap(), value(5, 600_000));
     }
 }
+
+/// Issue 14: a probe that failed for any reason (ENOSPC included) was reported as
+/// `DirectIoUnsupported`, and `IoMode::Auto` silently fell back to buffered I/O. Only a refusal
+/// of O_DIRECT itself means "unsupported"; every other error is returned as it is.
+#[test]
+fn a_failed_direct_io_probe_reports_its_own_error() {
+    use crate::IoMode;
+    for mode in [IoMode::Direct, IoMode::Auto] {
+        for error in [FaultError::Enospc, FaultError::Eio] {
+            let sim = new_sim(SimConfig::default());
+            sim.inject(Fault {
+                kind: OpKind::Probe,
+                nth: 0,
+                error,
+                sticky: false,
+            });
+            let got = open(&sim, options(Durability::Sync).io_mode(mode));
+            match (error, got) {
+                (FaultError::Enospc, Err(Error::StorageFull { .. })) => {}
+                (
+                    FaultError::Eio,
+                    Err(Error::Io {
+                        op: "probe direct I/O",
+                        ..
+                    }),
+                ) => {}
+                (_, other) => panic!("{mode:?} {error:?}: {:?}", other.map(|_| ())),
+            }
+        }
+        // Refused O_DIRECT is still "unsupported" for Direct, a fallback for Auto.
+        let sim = new_sim(SimConfig {
+            direct: false,
+            ..SimConfig::default()
+        });
+        let got = open(&sim, options(Durability::Sync).io_mode(mode));
+        match mode {
+            IoMode::Direct => assert!(
+                matches!(got, Err(Error::DirectIoUnsupported { .. })),
+                "{:?}",
+                got.map(|_| ())
+            ),
+            _ => assert_eq!(got.unwrap().io_mode(), IoMode::Buffered),
+        }
+    }
+}

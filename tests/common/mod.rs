@@ -15,6 +15,7 @@
 
 pub mod compat;
 pub mod files;
+pub mod loopfs;
 pub mod parallel;
 pub mod records;
 pub mod rng;

@@ -130,6 +130,9 @@ pub enum Opened {
         torn_at: Option<u64>,
         /// Offsets of records kept although their values failed verification.
         damaged: Vec<u64>,
+        /// The footer was written. False when the disk was full: the entries are served from
+        /// memory, and the next open recovers the segment again (to the same records).
+        sealed: bool,
     },
 }
 
@@ -360,7 +363,15 @@ pub fn open(
     // made so before a footer names it, or a power loss during this recovery could keep the
     // footer and lose records it names.
     let footer = encode_footer(id, outcome.data_end, footer_at, block, &entries);
-    write_footer_after_sync(&file, footer_at, &footer, block, profile)?;
+    // A full disk does not make the store unopenable: what the scan read is durable (the sync
+    // before the footer worked), so its records can be served without a footer. The footer is
+    // then written by a later open that has the space (this one's bytes, if any reached the
+    // disk, are a torn footer, which recovery already reads as none).
+    let sealed = match write_footer_after_sync(&file, footer_at, &footer, block, profile) {
+        Ok(()) => true,
+        Err(FooterError::Footer(Error::StorageFull { .. })) => false,
+        Err(FooterError::Sync(e) | FooterError::Footer(e)) => return Err(e),
+    };
     Ok(Found::Loaded(LoadedSegment {
         file,
         entries,
@@ -368,6 +379,7 @@ pub fn open(
             data_end: outcome.data_end,
             torn_at: outcome.stopped_at.map(|(at, _)| at),
             damaged: outcome.damaged.iter().map(|(at, _)| *at).collect(),
+            sealed,
         },
     }))
 }
@@ -672,7 +684,7 @@ pub fn write_blob(
         // file look like a torn put.
         let footer_at = stream.finish()?;
         let footer = encode_footer(id, data_end, footer_at, block, &[entry]);
-        write_footer_after_sync(&file, footer_at, &footer, block, profile)
+        write_footer_after_sync(&file, footer_at, &footer, block, profile).map_err(Error::from)
     })();
     match result {
         Ok(()) => Ok(file),
@@ -693,13 +705,33 @@ fn write_footer_after_sync(
     footer: &[u8],
     block: u32,
     profile: &IoProfile,
-) -> Result<()> {
-    file.sync_data()?;
+) -> Result<(), FooterError> {
+    file.sync_data().map_err(FooterError::Sync)?;
     let block = block as u64;
-    let mut stream = AlignedStream::new(file, footer_at, footer.len(), profile.mem_align, block);
-    stream.append(footer)?;
-    stream.finish()?;
-    file.sync_data()
+    (|| {
+        let mut stream =
+            AlignedStream::new(file, footer_at, footer.len(), profile.mem_align, block);
+        stream.append(footer)?;
+        stream.finish()?;
+        file.sync_data()
+    })()
+    .map_err(FooterError::Footer)
+}
+
+/// Which step of [`write_footer_after_sync`] failed.
+enum FooterError {
+    /// The sync of what was there before: those bytes may not be durable.
+    Sync(Error),
+    /// Writing or syncing the footer itself (the bytes before it are durable).
+    Footer(Error),
+}
+
+impl From<FooterError> for Error {
+    fn from(e: FooterError) -> Error {
+        match e {
+            FooterError::Sync(e) | FooterError::Footer(e) => e,
+        }
+    }
 }
 
 #[cfg(test)]

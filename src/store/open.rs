@@ -36,8 +36,9 @@ pub struct RecoveryReport {
 pub struct QuarantinedFile {
     /// Its name in the store directory (`seg-<id>.pod` or `blob-<id>.pod`).
     pub name: String,
-    /// Where it is now.
-    pub moved_to: PathBuf,
+    /// Where it is now: `None` when it could not be moved (a full disk) and is still in the
+    /// store directory, unused; a later open moves it.
+    pub moved_to: Option<PathBuf>,
     /// Why it could not be used.
     pub reason: QuarantineReason,
 }
@@ -58,6 +59,9 @@ pub struct RecoveredSegment {
     /// goes on after them (damage, not a torn write): reads of them return
     /// [`Error::Corruption`](crate::Error::Corruption).
     pub damaged_records: Vec<u64>,
+    /// Its new footer was written. False when the disk was full: its records are served from
+    /// memory, and a later open (with space) recovers and seals it again, to the same records.
+    pub sealed: bool,
 }
 
 /// What recovery hands to the running store.
@@ -97,12 +101,25 @@ pub(super) fn recover(dir: &Path, profile: &IoProfile, pool: &BufPool) -> Result
             }
             Found::Unusable(reason) => {
                 let name = segment::file_name(id, kind);
-                let moved_to = segment::quarantine(profile, dir, &name)?;
-                log::warn!(
-                    "podstore: {} set aside as {}: {reason}",
-                    dir.join(&name).display(),
-                    moved_to.display()
-                );
+                let moved_to = match segment::quarantine(profile, dir, &name) {
+                    Ok(to) => {
+                        log::warn!(
+                            "podstore: {} set aside as {}: {reason}",
+                            dir.join(&name).display(),
+                            to.display()
+                        );
+                        Some(to)
+                    }
+                    // No space for the quarantine directory: left where it is, unused.
+                    Err(crate::Error::StorageFull { .. }) => {
+                        log::warn!(
+                            "podstore: {} not used ({reason}); left in place: the disk is full",
+                            dir.join(&name).display(),
+                        );
+                        None
+                    }
+                    Err(e) => return Err(e),
+                };
                 report.quarantined.push(QuarantinedFile {
                     name,
                     moved_to,
@@ -111,19 +128,25 @@ pub(super) fn recover(dir: &Path, profile: &IoProfile, pool: &BufPool) -> Result
                 continue;
             }
         };
+        let mut footer_durable = true;
         match loaded.opened {
             Opened::Sealed => report.sealed_segments += 1,
             Opened::Recovered {
                 data_end,
                 torn_at,
                 damaged,
-            } => report.recovered.push(RecoveredSegment {
-                segment: id,
-                entries: loaded.entries.len(),
-                data_end,
-                torn_at,
-                damaged_records: damaged,
-            }),
+                sealed,
+            } => {
+                footer_durable = sealed;
+                report.recovered.push(RecoveredSegment {
+                    segment: id,
+                    entries: loaded.entries.len(),
+                    data_end,
+                    torn_at,
+                    damaged_records: damaged,
+                    sealed,
+                })
+            }
         }
         let summary = FileSummary::of(&loaded.entries);
         index.reserve(loaded.entries.len());
@@ -145,10 +168,12 @@ pub(super) fn recover(dir: &Path, profile: &IoProfile, pool: &BufPool) -> Result
                 }
             }
         }
-        segments.insert(
-            id,
-            SegmentHandle::sealed(Arc::new(loaded.file), kind, summary),
-        );
+        let mut handle = SegmentHandle::sealed(Arc::new(loaded.file), kind, summary);
+        if !footer_durable {
+            // No footer on disk: compaction (which reads footers) leaves it alone.
+            handle.sealed_at = None;
+        }
+        segments.insert(id, handle);
     }
     Ok(Recovered {
         index,

@@ -568,3 +568,108 @@ fn a_failed_direct_io_probe_reports_its_own_error() {
         }
     }
 }
+
+/// A store as a crash on a full disk leaves it: sealed segments, blob files, a log segment left
+/// unsealed (its recovery needs a footer), a torn blob file (to be quarantined), an empty
+/// spare. Returns what every reader must find.
+fn crashed_store(sim: &Sim) -> BTreeMap<u8, Seen> {
+    use crate::io::storage::{OpenMode, Storage};
+    let store = open(sim, options(Durability::Sync)).expect("open");
+    let mut state = BTreeMap::new();
+    for (i, k) in (0..KEYS).enumerate() {
+        let len = if k % 3 == 0 { LARGE + 10 } else { 100 + i };
+        store.put(&key(k), &value(i as u32 + 1, len)).expect("put");
+        state.insert(k, Seen::of((i as u32 + 1, len)));
+    }
+    store.delete(&key(1)).expect("delete");
+    state.remove(&1);
+    store.put(&key(2), &value(99, 3000)).expect("put");
+    state.insert(2, Seen::of((99, 3000)));
+    store.simulate_crash();
+    let dir = std::path::Path::new(super::DIR);
+    for (name, bytes) in [
+        ("blob-0000000000000100.pod", vec![0x5au8; 10_000]),
+        ("blob-0000000000000101.pod", Vec::new()),
+    ] {
+        let f = sim
+            .open(&dir.join(name), OpenMode::CreateNew, false)
+            .unwrap();
+        f.write_at(&bytes, 0).unwrap();
+        f.sync_data().unwrap();
+    }
+    sim.sync_dir(dir).unwrap();
+    state
+}
+
+/// Issue 14: a store that a crash left with an unsealed segment could not be opened on a full
+/// disk. Every call of such an open fails in turn with ENOSPC, and calls that change the file
+/// system keep failing (the disk stays full): the open either works and serves every acknowledged write, or fails with
+/// `StorageFull` (never `Corruption`, never a panic); a failed footer write never fails it.
+/// With space back, the next open holds everything.
+#[test]
+fn an_open_on_a_full_disk_fails_at_no_write() {
+    let counted = new_sim(SimConfig::default());
+    let expected = crashed_store(&counted);
+    let before = counted.stats().calls;
+    let store = open(&counted, options(Durability::Sync)).expect("fault-free open");
+    assert_eq!(observe(&store).unwrap(), expected);
+    assert_eq!(store.recovery().recovered.len(), 1);
+    assert_eq!(store.recovery().quarantined.len(), 1);
+    let calls: BTreeMap<OpKind, u64> = counted
+        .stats()
+        .calls
+        .into_iter()
+        .map(|(k, n)| (k, n - before.get(&k).copied().unwrap_or(0)))
+        .filter(|(_, n)| *n > 0)
+        .collect();
+    drop(store);
+    let mut opened = 0;
+    for (&kind, &n) in &calls {
+        for nth in 0..n {
+            let sim = new_sim(SimConfig::default());
+            crashed_store(&sim);
+            let base = sim.stats().calls.get(&kind).copied().unwrap_or(0);
+            sim.inject(Fault {
+                kind,
+                nth: base + nth,
+                error: FaultError::Enospc,
+                // The disk stays full for the calls that need space; a read fails once.
+                sticky: kind.mutates(),
+            });
+            let ctx = format!("{kind:?} #{nth} of {n}");
+            let result = open(&sim, options(Durability::Sync));
+            if !kind.mutates() {
+                // A one-off read fault the open did not reach is not for the reads below.
+                sim.clear_faults();
+            }
+            match result {
+                Ok(store) => {
+                    opened += 1;
+                    assert_eq!(observe(&store).unwrap(), expected, "{ctx}");
+                    let _ = store.close();
+                }
+                Err(Error::StorageFull { .. }) => {
+                    assert!(
+                        kind != OpKind::Write,
+                        "{ctx}: a footer write failed the open"
+                    );
+                }
+                Err(e) => panic!("{ctx}: {e:?}"),
+            }
+            sim.clear_faults();
+            let store = open(&sim, options(Durability::Sync))
+                .unwrap_or_else(|e| panic!("{ctx}: open with space: {e}"));
+            assert_eq!(observe(&store).unwrap(), expected, "{ctx}");
+            assert!(store.recovery().recovered.iter().all(|r| r.sealed), "{ctx}");
+            store.close().unwrap();
+            let moved = sim.file_names(&std::path::Path::new(super::DIR).join("quarantine"));
+            assert!(
+                moved
+                    .iter()
+                    .any(|n| n.starts_with("blob-0000000000000100.pod")),
+                "{ctx}: {moved:?}"
+            );
+        }
+    }
+    assert!(opened > 0);
+}

@@ -751,7 +751,10 @@ fn check_kill_report(
         "{ctx}: {report:?}"
     );
     for q in &report.quarantined {
-        assert!(q.moved_to.exists(), "{ctx}: {report:?}");
+        assert!(
+            q.moved_to.as_ref().is_some_and(|p| p.exists()),
+            "{ctx}: {report:?}"
+        );
         assert!(
             !matches!(q.reason, podstore::QuarantineReason::Misnamed { .. }),
             "{ctx}: {report:?}"

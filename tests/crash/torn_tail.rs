@@ -260,7 +260,10 @@ impl<'a> Image<'a> {
                 "{ctx}: {report:?}"
             );
             for q in &report.quarantined {
-                assert!(q.moved_to.exists(), "{ctx}: {report:?}");
+                assert!(
+                    q.moved_to.as_ref().is_some_and(|p| p.exists()),
+                    "{ctx}: {report:?}"
+                );
             }
         } else {
             assert_eq!(report.removed_segments, 0, "{ctx}: {report:?}");

@@ -154,6 +154,9 @@ pub enum Error {
         /// The store directory.
         path: PathBuf,
     },
+    /// A write (put, delete, batch, compaction) on a store opened with
+    /// [`Options::read_only`](crate::Options::read_only).
+    ReadOnly,
     /// A file id above the largest the store uses (2^63 - 1): a file in the
     /// directory is named with one (it was not made by the store; open refuses it rather than
     /// let the next id overflow), or the store has used up its ids (a write that needs a new
@@ -236,6 +239,7 @@ impl fmt::Display for Error {
                 "the file system of {} refuses O_DIRECT (use IoMode::Auto or Buffered)",
                 path.display()
             ),
+            Error::ReadOnly => write!(f, "the store was opened read-only"),
             Error::FileIdOutOfRange { path, id } => match path {
                 Some(p) => write!(
                     f,

@@ -107,6 +107,12 @@ pub struct Options {
     /// limit). Bounds the disk bandwidth it takes from foreground reads and writes.
     /// [`Store::compact`](crate::Store::compact) runs unthrottled.
     pub compaction_rate: Option<u64>,
+    /// Open for reading only (default `false`): a shared lock (several read-only `Store`s may
+    /// have the directory open at once, a writer none), and no write of any kind: the directory
+    /// must exist, nothing is created, sealed, removed or moved (a segment left unsealed is
+    /// served from memory, a file open cannot use is reported and left in place), so it works
+    /// on a read-only directory or mount. Writes return [`Error::ReadOnly`](crate::Error::ReadOnly).
+    pub read_only: bool,
 }
 
 impl Default for Options {
@@ -126,6 +132,7 @@ impl Default for Options {
             compaction_threshold: 0.5,
             background_compaction: true,
             compaction_rate: Some(64 << 20),
+            read_only: false,
         }
     }
 }
@@ -212,6 +219,12 @@ impl Options {
     /// Sets [`Options::compaction_rate`].
     pub fn compaction_rate(mut self, bytes_per_second: Option<u64>) -> Self {
         self.compaction_rate = bytes_per_second;
+        self
+    }
+
+    /// Sets [`Options::read_only`].
+    pub fn read_only(mut self, read_only: bool) -> Self {
+        self.read_only = read_only;
         self
     }
 

@@ -367,8 +367,15 @@ pub fn open(
     // before the footer worked), so its records can be served without a footer. The footer is
     // then written by a later open that has the space (this one's bytes, if any reached the
     // disk, are a torn footer, which recovery already reads as none).
-    let sealed = match write_footer_after_sync(&file, footer_at, &footer, block, profile) {
+    // A read-only store writes nothing: the same, without trying.
+    let written = if profile.read_only {
+        Err(FooterError::Footer(Error::ReadOnly))
+    } else {
+        write_footer_after_sync(&file, footer_at, &footer, block, profile)
+    };
+    let sealed = match written {
         Ok(()) => true,
+        Err(FooterError::Footer(Error::ReadOnly)) => false,
         Err(FooterError::Footer(Error::StorageFull { .. })) => false,
         Err(FooterError::Sync(e) | FooterError::Footer(e)) => return Err(e),
     };

@@ -370,3 +370,154 @@ fn a_store_filled_to_storage_full_reopens_and_serves_reads() {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
+
+/// Every file under `dir` (recursively): path relative to it, and bytes.
+fn snapshot(dir: &std::path::Path) -> std::collections::BTreeMap<std::path::PathBuf, Vec<u8>> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                todo.push(p);
+            } else {
+                out.insert(
+                    p.strip_prefix(dir).unwrap().to_path_buf(),
+                    std::fs::read(&p).unwrap(),
+                );
+            }
+        }
+    }
+    out
+}
+
+/// A store left by a crash (an unsealed log segment), with a torn blob file and an empty one:
+/// every kind of file whose open writes something. Returns the values it holds.
+fn crashed_store_at(dir: &std::path::Path, mode: IoMode) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let store = Store::open_with(dir, opts(mode)).unwrap();
+    let mut model = Vec::new();
+    for i in 0..20u32 {
+        let v = vec![i as u8; if i % 7 == 0 { (1 << 20) + 1 } else { 300 }];
+        store.put(&i.to_be_bytes(), &v).unwrap();
+        model.push((i.to_be_bytes().to_vec(), v));
+    }
+    store.simulate_crash();
+    std::fs::write(dir.join(file_name(1000, FileKind::Blob)), vec![9u8; 5000]).unwrap();
+    std::fs::write(dir.join(file_name(1001, FileKind::Blob)), b"").unwrap();
+    model
+}
+
+/// Issue 14: a read-only open (`Options::read_only`) writes nothing at all (no probe file, no
+/// recovery footer, no quarantine, no removal, no lock file), serves every value, refuses
+/// writes with a typed error, and reports what a writer would have fixed.
+#[test]
+fn a_read_only_open_writes_nothing_and_serves_reads() {
+    for mode in common::store::MODES {
+        let dir = tempfile::TempDir::new().unwrap();
+        let model = crashed_store_at(dir.path(), mode);
+        std::fs::remove_file(dir.path().join("LOCK")).unwrap();
+        let before = snapshot(dir.path());
+        let store = Store::open_with(dir.path(), opts(mode).read_only(true)).unwrap();
+        let report = store.recovery().clone();
+        assert_eq!(report.recovered.len(), 1, "{report:?}");
+        assert!(!report.recovered[0].sealed, "{report:?}");
+        assert_eq!(report.quarantined.len(), 1, "{report:?}");
+        assert_eq!(report.quarantined[0].moved_to, None, "{report:?}");
+        for (k, v) in &model {
+            assert_eq!(store.get(k).unwrap().as_ref(), Some(v));
+        }
+        assert!(matches!(store.put(b"x", b"y"), Err(Error::ReadOnly)));
+        assert!(matches!(store.delete(&model[0].0), Err(Error::ReadOnly)));
+        assert!(matches!(store.compact(), Err(Error::ReadOnly)));
+        let mut batch = podstore::Batch::new();
+        batch.put(b"x", b"y");
+        assert!(matches!(store.write(&batch), Err(Error::ReadOnly)));
+        store.flush().unwrap();
+        let verified = store.verify().unwrap();
+        assert!(verified.affected_keys.is_empty(), "{verified:?}");
+        store.close().unwrap();
+        assert!(
+            before == snapshot(dir.path()),
+            "{mode:?}: a read-only open changed files"
+        );
+        // A writer then does what the reader only reported.
+        let store = Store::open_with(dir.path(), opts(mode)).unwrap();
+        assert!(store.recovery().recovered.iter().all(|r| r.sealed));
+        assert_eq!(store.recovery().quarantined.len(), 1);
+        store.close().unwrap();
+    }
+}
+
+/// Readers share the store; a writer excludes readers and readers exclude a writer.
+#[test]
+fn read_only_stores_coexist_and_exclude_a_writer() {
+    let dir = tempfile::TempDir::new().unwrap();
+    Store::open_with(dir.path(), opts(IoMode::Buffered))
+        .unwrap()
+        .close()
+        .unwrap();
+    let ro = opts(IoMode::Buffered).read_only(true);
+    let a = Store::open_with(dir.path(), ro.clone()).unwrap();
+    let b = Store::open_with(dir.path(), ro.clone()).unwrap();
+    assert!(matches!(
+        Store::open_with(dir.path(), opts(IoMode::Buffered)),
+        Err(Error::Locked { .. })
+    ));
+    drop(a);
+    b.close().unwrap();
+    let w = Store::open_with(dir.path(), opts(IoMode::Buffered)).unwrap();
+    assert!(matches!(
+        Store::open_with(dir.path(), ro),
+        Err(Error::Locked { .. })
+    ));
+    w.close().unwrap();
+}
+
+/// Issue 14: with `LOCK` deleted while a store was open, a second opener got in. The lock is
+/// now taken on the directory itself as well, which cannot be deleted by accident.
+#[test]
+fn a_deleted_lock_file_does_not_let_a_second_store_in() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let store = Store::open_with(dir.path(), opts(IoMode::Buffered)).unwrap();
+    std::fs::remove_file(dir.path().join("LOCK")).unwrap();
+    for ro in [false, true] {
+        assert!(
+            matches!(
+                Store::open_with(dir.path(), opts(IoMode::Buffered).read_only(ro)),
+                Err(Error::Locked { .. })
+            ),
+            "read_only {ro}"
+        );
+    }
+    store.close().unwrap();
+}
+
+/// A read-only open works on a read-only mount (root only), where any write fails with EROFS;
+/// a writer's open there fails with a typed error.
+#[test]
+fn a_read_only_open_works_on_a_read_only_mount() {
+    let Some(fs) = common::loopfs::LoopFs::new(64, "read-only mount") else {
+        return;
+    };
+    let dir = fs.path().join("store");
+    let model = crashed_store_at(&dir, IoMode::Direct);
+    fs.remount(true);
+    for mode in common::store::MODES {
+        let store = Store::open_with(&dir, opts(mode).read_only(true))
+            .unwrap_or_else(|e| panic!("{mode:?}: {e:?}"));
+        for (k, v) in &model {
+            assert_eq!(store.get(k).unwrap().as_ref(), Some(v));
+        }
+        store.close().unwrap();
+    }
+    let two = [
+        Store::open_with(&dir, opts(IoMode::Direct).read_only(true)).unwrap(),
+        Store::open_with(&dir, opts(IoMode::Direct).read_only(true)).unwrap(),
+    ];
+    drop(two);
+    match Store::open_with(&dir, opts(IoMode::Direct)) {
+        Err(Error::Io { .. }) => {}
+        other => panic!("writer on a read-only mount: {:?}", other.map(|_| ())),
+    }
+    fs.remount(false);
+}

@@ -31,6 +31,8 @@ pub struct IoProfile {
     pub block_size: u32,
     /// The file system (the operating system's, or a test's simulation).
     pub storage: Arc<dyn Storage>,
+    /// A read-only store: files are opened for reading, and nothing is written.
+    pub read_only: bool,
 }
 
 impl fmt::Debug for IoProfile {
@@ -97,6 +99,7 @@ pub fn probe(
         },
         block_size,
         storage,
+        read_only: !create,
     })
 }
 
@@ -122,11 +125,16 @@ impl SegmentFile {
         })
     }
 
-    /// Opens an existing file.
+    /// Opens an existing file (for reading only in a read-only store).
     pub fn open(path: &Path, profile: &IoProfile) -> Result<SegmentFile> {
+        let mode = if profile.read_only {
+            OpenMode::ReadOnly
+        } else {
+            OpenMode::Existing
+        };
         let file = profile
             .storage
-            .open(path, OpenMode::Existing, profile.direct)
+            .open(path, mode, profile.direct)
             .map_err(|e| Error::io("open segment", Some(path.to_path_buf()), e))?;
         Ok(SegmentFile {
             file,
@@ -295,11 +303,15 @@ pub fn list_dir(profile: &IoProfile, dir: &Path) -> Result<Vec<String>> {
         .map_err(|e| Error::io("list store directory", Some(dir.to_path_buf()), e))
 }
 
-/// An exclusive lock on a store directory, held for the life of a `Store` (flock on `LOCK`).
-/// flock locks belong to the open file description, so a second `Store` in the same process is
-/// refused just like one in another process.
+/// The lock of a store directory, held for the life of a `Store`: flock on the directory's own
+/// descriptor, exclusive for a writer and shared for a read-only store, so that several readers
+/// coexist and a writer excludes everyone. The directory cannot be removed by accident while a
+/// store is open, unlike a lock file (a second opener got in after `LOCK` was deleted). A
+/// writer also takes `LOCK` (exclusively), which older versions of podstore lock. flock locks
+/// belong to the open file description, so a second `Store` in the same process is refused just
+/// like one in another process.
 pub struct DirLock {
-    _guard: LockGuard,
+    _guards: Vec<LockGuard>,
 }
 
 impl fmt::Debug for DirLock {
@@ -315,15 +327,23 @@ const LOCK_RETRIES: u32 = 25;
 pub const LOCK_NAME: &str = "LOCK";
 
 impl DirLock {
-    /// Takes the lock or fails with [`Error::Locked`].
-    pub fn acquire(storage: &dyn Storage, dir: &Path) -> Result<DirLock> {
-        let path = dir.join(LOCK_NAME);
+    /// Takes the lock (shared when `read_only`) or fails with [`Error::Locked`].
+    pub fn acquire(storage: &dyn Storage, dir: &Path, read_only: bool) -> Result<DirLock> {
+        let mut guards = vec![Self::take(storage, dir, dir, read_only)?];
+        if !read_only {
+            guards.push(Self::take(storage, dir, &dir.join(LOCK_NAME), false)?);
+        }
+        Ok(DirLock { _guards: guards })
+    }
+
+    fn take(storage: &dyn Storage, dir: &Path, path: &Path, shared: bool) -> Result<LockGuard> {
+        let path = path.to_path_buf();
         // A child process forked by any thread holds a copy of every descriptor until it execs
         // (close-on-exec), and with it the lock of a store that was just closed. That lasts
         // microseconds: retry briefly before calling the directory locked.
         for attempt in 0..=LOCK_RETRIES {
-            match storage.try_lock(&path) {
-                Ok(Some(guard)) => return Ok(DirLock { _guard: guard }),
+            match storage.try_lock(&path, shared) {
+                Ok(Some(guard)) => return Ok(guard),
                 Ok(None) if attempt < LOCK_RETRIES => {
                     std::thread::sleep(std::time::Duration::from_millis(2));
                 }

@@ -19,13 +19,15 @@ use std::path::Path;
 
 use rustix::fs::{AtFlags, FlockOperation, OFlags, StatxFlags};
 
-/// How [`Storage::open`] opens a file. Files are always opened for reading and writing.
+/// How [`Storage::open`] opens a file: for reading and writing, but for [`OpenMode::ReadOnly`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OpenMode {
     /// The file must exist.
     Existing,
     /// The file must not exist (O_CREAT | O_EXCL).
     CreateNew,
+    /// The file must exist; opened for reading only (a read-only store).
+    ReadOnly,
 }
 
 /// What the direct-I/O probe found in a directory.
@@ -61,9 +63,10 @@ pub trait Storage: Send + Sync + fmt::Debug {
     fn sync_dir(&self, dir: &Path) -> io::Result<()>;
     /// The names of the entries of a directory (names that are not UTF-8 are left out).
     fn list_dir(&self, dir: &Path) -> io::Result<Vec<String>>;
-    /// Tries to take an exclusive lock on `path` (created if missing) without blocking:
-    /// `Ok(None)` when another holder has it.
-    fn try_lock(&self, path: &Path) -> io::Result<Option<LockGuard>>;
+    /// Tries to take a lock on `path` without blocking, shared or exclusive: `Ok(None)` when
+    /// another holder has it in a conflicting mode. `path` is a directory (locked through its
+    /// own descriptor, opened for reading: nothing is created) or a file, created if missing.
+    fn try_lock(&self, path: &Path, shared: bool) -> io::Result<Option<LockGuard>>;
     /// Finds out the direct-I/O alignment in `dir`, and, when `try_direct`, whether the file
     /// system takes O_DIRECT there. `sample` is an existing file of the store: when given, it
     /// is asked (statx, an O_DIRECT open for reading) and nothing is created. Without one (an
@@ -119,7 +122,7 @@ impl Storage for RealStorage {
 
     fn open(&self, path: &Path, mode: OpenMode, direct: bool) -> io::Result<Box<dyn StorageFile>> {
         let mut o = OpenOptions::new();
-        o.read(true).write(true);
+        o.read(true).write(mode != OpenMode::ReadOnly);
         if direct {
             o.custom_flags(OFlags::DIRECT.bits() as i32);
         }
@@ -151,14 +154,23 @@ impl Storage for RealStorage {
         Ok(names)
     }
 
-    fn try_lock(&self, path: &Path) -> io::Result<Option<LockGuard>> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(path)?;
-        match rustix::fs::flock(&file, FlockOperation::NonBlockingLockExclusive) {
+    fn try_lock(&self, path: &Path, shared: bool) -> io::Result<Option<LockGuard>> {
+        let file = if path.is_dir() {
+            File::open(path)?
+        } else {
+            OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(path)?
+        };
+        let op = if shared {
+            FlockOperation::NonBlockingLockShared
+        } else {
+            FlockOperation::NonBlockingLockExclusive
+        };
+        match rustix::fs::flock(&file, op) {
             Ok(()) => Ok(Some(Box::new(file))),
             Err(rustix::io::Errno::WOULDBLOCK) => Ok(None),
             Err(e) => Err(e.into()),

@@ -98,10 +98,13 @@ impl Store {
     ) -> Result<Store> {
         opts.validate()?;
         let dir = dir.to_path_buf();
-        storage
-            .create_dir_all(&dir)
-            .map_err(|e| Error::io("create store directory", Some(dir.clone()), e))?;
-        let lock = DirLock::acquire(&*storage, &dir)?;
+        let read_only = opts.read_only;
+        if !read_only {
+            storage
+                .create_dir_all(&dir)
+                .map_err(|e| Error::io("create store directory", Some(dir.clone()), e))?;
+        }
+        let lock = DirLock::acquire(&*storage, &dir, read_only)?;
         // An existing file of the store tells the probe what it needs: nothing is created.
         let sample = storage
             .list_dir(&dir)
@@ -109,7 +112,7 @@ impl Store {
             .into_iter()
             .find(|name| crate::segment::parse_file_name(name).is_some())
             .map(|name| dir.join(name));
-        let profile = file::probe(storage, &dir, opts.io_mode, sample.as_deref(), true)?;
+        let profile = file::probe(storage, &dir, opts.io_mode, sample.as_deref(), !read_only)?;
         if opts.io_mode == IoMode::Auto && !profile.direct {
             log::warn!(
                 "podstore: O_DIRECT refused in {}; using buffered I/O",
@@ -117,7 +120,9 @@ impl Store {
             );
         }
         let inner = Arc::new(Inner::start(dir, opts, profile)?);
-        inner.start_background()?;
+        if !read_only {
+            inner.start_background()?;
+        }
         Ok(Store {
             inner,
             closed: false,
@@ -136,6 +141,7 @@ impl Store {
     /// With [`Options::compression`] set, the value is compressed (by the calling thread, before
     /// it takes any lock) when the options say it pays.
     pub fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        self.writable()?;
         check_key(key)?;
         check_value(value)?;
         let durability = self.inner.opts.durability;
@@ -168,6 +174,7 @@ impl Store {
     /// # Ok(()) }
     /// ```
     pub fn put_if_absent(&self, key: &[u8], value: &[u8]) -> Result<bool> {
+        self.writable()?;
         check_key(key)?;
         check_value(value)?;
         // Cheap answer for the common case, before compressing anything.
@@ -206,6 +213,7 @@ impl Store {
     /// visible or none is. Durable like [`Store::put`], unless the batch overrides the
     /// durability. Deleting a missing key in a batch is not an error.
     pub fn write(&self, batch: &Batch) -> Result<()> {
+        self.writable()?;
         for op in &batch.ops {
             check_key(&op.key)?;
             if let Some(v) = &op.value {
@@ -238,6 +246,7 @@ impl Store {
 
     /// Deletes `key`; returns whether it existed. Durable like [`Store::put`].
     pub fn delete(&self, key: &[u8]) -> Result<bool> {
+        self.writable()?;
         check_key(key)?;
         let durability = self.inner.opts.durability;
         let log = &self.inner.log;
@@ -344,6 +353,10 @@ impl Store {
 
     /// Makes every earlier write durable (those made with [`Durability::Buffered`]).
     pub fn flush(&self) -> Result<()> {
+        if self.inner.opts.read_only {
+            // Nothing was written, nothing to make durable.
+            return Ok(());
+        }
         self.inner.log.flush()
     }
 
@@ -448,6 +461,7 @@ impl Store {
     /// # Ok(()) }
     /// ```
     pub fn compact(&self) -> Result<CompactionReport> {
+        self.writable()?;
         self.inner.compactor.compact_now()
     }
 
@@ -492,6 +506,17 @@ impl std::fmt::Debug for Store {
             .field("io_mode", &self.io_mode())
             .field("keys", &self.len())
             .finish()
+    }
+}
+
+impl Store {
+    /// [`Error::ReadOnly`] for a store opened with [`Options::read_only`].
+    fn writable(&self) -> Result<()> {
+        if self.inner.opts.read_only {
+            Err(Error::ReadOnly)
+        } else {
+            Ok(())
+        }
     }
 }
 

@@ -92,6 +92,8 @@ pub(super) fn recover(dir: &Path, profile: &IoProfile, pool: &BufPool) -> Result
     for &(id, kind) in &ids {
         let loaded = match segment::open(dir, id, kind, profile, pool)? {
             Found::Loaded(loaded) => loaded,
+            // A read-only store removes nothing; the file holds nothing to load.
+            Found::Empty if profile.read_only => continue,
             Found::Empty => {
                 // Proven to hold nothing (see `segment::open`): the one kind of file open removes.
                 let path = segment::path(dir, id, kind);
@@ -101,7 +103,12 @@ pub(super) fn recover(dir: &Path, profile: &IoProfile, pool: &BufPool) -> Result
             }
             Found::Unusable(reason) => {
                 let name = segment::file_name(id, kind);
-                let moved_to = match segment::quarantine(profile, dir, &name) {
+                let moved = if profile.read_only {
+                    Err(crate::Error::ReadOnly)
+                } else {
+                    segment::quarantine(profile, dir, &name)
+                };
+                let moved_to = match moved {
                     Ok(to) => {
                         log::warn!(
                             "podstore: {} set aside as {}: {reason}",
@@ -110,10 +117,11 @@ pub(super) fn recover(dir: &Path, profile: &IoProfile, pool: &BufPool) -> Result
                         );
                         Some(to)
                     }
-                    // No space for the quarantine directory: left where it is, unused.
-                    Err(crate::Error::StorageFull { .. }) => {
+                    // No space for the quarantine directory, or a read-only store: left where
+                    // it is, unused.
+                    Err(e @ (crate::Error::StorageFull { .. } | crate::Error::ReadOnly)) => {
                         log::warn!(
-                            "podstore: {} not used ({reason}); left in place: the disk is full",
+                            "podstore: {} not used ({reason}); left in place: {e}",
                             dir.join(&name).display(),
                         );
                         None

@@ -673,3 +673,28 @@ fn an_open_on_a_full_disk_fails_at_no_write() {
     }
     assert!(opened > 0);
 }
+
+/// A read-only open, its reads, `verify` and its close make no call that changes the file
+/// system (the simulator counts them), even on a store that recovery would write to.
+#[test]
+fn a_read_only_store_makes_no_mutating_call() {
+    let sim = new_sim(SimConfig::default());
+    let expected = crashed_store(&sim);
+    let mutations = |sim: &Sim| -> u64 {
+        sim.stats()
+            .calls
+            .iter()
+            .filter(|(k, _)| k.mutates())
+            .map(|(_, n)| n)
+            .sum()
+    };
+    let before = mutations(&sim);
+    for _ in 0..2 {
+        let store = open(&sim, options(Durability::Sync).read_only(true)).expect("open");
+        assert_eq!(observe(&store).unwrap(), expected);
+        assert!(matches!(store.put(&key(0), b"x"), Err(Error::ReadOnly)));
+        store.verify().expect("verify");
+        store.close().expect("close");
+    }
+    assert_eq!(mutations(&sim), before, "{:?}", sim.stats().calls);
+}

@@ -478,8 +478,10 @@ impl Store {
         )
     }
 
-    /// Flushes every write, seals the active segment and releases the directory lock.
-    /// Dropping a `Store` does the same but cannot report errors.
+    /// Flushes every write, seals the active segment and releases the directory lock. With
+    /// [`Options::background_compaction`] on, it first runs a compaction pass of at most
+    /// 200 ms (dead blob files first), so that a store closed before its compactor ever ran still
+    /// gives space back. Dropping a `Store` does the same but cannot report errors.
     pub fn close(mut self) -> Result<()> {
         self.closed = true;
         self.inner.shut_down()

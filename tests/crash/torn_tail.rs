@@ -118,7 +118,9 @@ fn write_history(dir: &Path, mode: IoMode, layout: Layout, ops: &[Written]) -> S
         Layout::SyncEach => Durability::Sync,
         Layout::Grouped => Durability::Buffered,
     };
-    let store = Store::open_with(dir, options(mode, durability)).unwrap();
+    // No compaction, not even the pass at close: the image must hold one record per write.
+    let store =
+        Store::open_with(dir, options(mode, durability).background_compaction(false)).unwrap();
     let mut rng = SplitMix::new(99);
     let mut until_flush = 0;
     for w in ops {

@@ -186,21 +186,12 @@ impl Storage for RealStorage {
     ) -> io::Result<DirectProbe> {
         // An existing file of the store: asked, nothing created, nothing written.
         if let Some(path) = sample {
-            let file = File::open(path)?;
-            let (mem_align, offset_align, fs_block) = dio_alignment(&file);
-            let direct_works = try_direct && direct_open_works(|| direct_open(path))?;
-            return Ok(DirectProbe {
-                mem_align,
-                offset_align,
-                fs_block,
-                direct_works,
-            });
+            return ask(&File::open(path)?, try_direct, || direct_open(path));
         }
         if !create {
             // Nothing to ask but the directory (a read-only open of an empty store: it will
             // never read a segment, so whether O_DIRECT works does not matter).
-            let file = File::open(dir)?;
-            let (_, _, fs_block) = dio_alignment(&file);
+            let (_, _, fs_block) = dio_alignment(&File::open(dir)?);
             return Ok(DirectProbe {
                 mem_align: 0,
                 offset_align: 0,
@@ -222,16 +213,7 @@ impl Storage for RealStorage {
             o.custom_flags(flags.bits() as i32).open(dir)
         };
         match tmp(false) {
-            Ok(file) => {
-                let (mem_align, offset_align, fs_block) = dio_alignment(&file);
-                let direct_works = try_direct && direct_open_works(|| tmp(true))?;
-                return Ok(DirectProbe {
-                    mem_align,
-                    offset_align,
-                    fs_block,
-                    direct_works,
-                });
-            }
+            Ok(file) => return ask(&file, try_direct, || tmp(true)),
             // No O_TMPFILE on this file system (or kernel): a named probe file below.
             Err(e) if is_no_tmpfile(&e) => {}
             Err(e) => return Err(e),
@@ -243,21 +225,27 @@ impl Storage for RealStorage {
             .create(true)
             .truncate(true)
             .open(&path)?;
-        let (mem_align, offset_align, fs_block) = dio_alignment(&file);
+        let found = ask(&file, try_direct, || direct_open(&path));
         drop(file);
-        let direct_works = if try_direct {
-            direct_open_works(|| direct_open(&path))
-        } else {
-            Ok(false)
-        };
         let _ = fs::remove_file(&path);
-        Ok(DirectProbe {
-            mem_align,
-            offset_align,
-            fs_block,
-            direct_works: direct_works?,
-        })
+        found
     }
+}
+
+/// What statx says of `file`, and, when `try_direct`, whether `open_direct` (an O_DIRECT open
+/// of the same file) works.
+fn ask(
+    file: &File,
+    try_direct: bool,
+    open_direct: impl FnOnce() -> io::Result<File>,
+) -> io::Result<DirectProbe> {
+    let (mem_align, offset_align, fs_block) = dio_alignment(file);
+    Ok(DirectProbe {
+        mem_align,
+        offset_align,
+        fs_block,
+        direct_works: try_direct && direct_open_works(open_direct)?,
+    })
 }
 
 /// Opens `path` for reading with O_DIRECT.

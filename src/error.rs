@@ -161,6 +161,19 @@ pub enum Error {
         /// The store directory.
         path: PathBuf,
     },
+    /// A write (put, delete, batch, compaction) on a store opened with
+    /// [`Options::read_only`](crate::Options::read_only).
+    ReadOnly,
+    /// A file id above the largest the store uses (2^63 - 1): a file in the
+    /// directory is named with one (it was not made by the store; open refuses it rather than
+    /// let the next id overflow), or the store has used up its ids (a write that needs a new
+    /// file is refused).
+    FileIdOutOfRange {
+        /// The file named with the id, when one is (the store directory's entry).
+        path: Option<PathBuf>,
+        /// The id.
+        id: u64,
+    },
 }
 
 impl Error {
@@ -238,6 +251,15 @@ impl fmt::Display for Error {
                 "the file system of {} refuses O_DIRECT (use IoMode::Auto or Buffered)",
                 path.display()
             ),
+            Error::ReadOnly => write!(f, "the store was opened read-only"),
+            Error::FileIdOutOfRange { path, id } => match path {
+                Some(p) => write!(
+                    f,
+                    "file {} has id {id:#x}, above the largest the store uses",
+                    p.display()
+                ),
+                None => write!(f, "file ids used up: the next would be {id:#x}"),
+            },
         }
     }
 }

@@ -42,7 +42,8 @@ pub use error::{Corruption, Error, Result};
 pub use failpoint::{COMPACTION_FAILPOINTS, arm_failpoint};
 pub use options::{Compression, Durability, IoMode, Options};
 pub use store::{
-    CompactionReport, Keys, RecoveredSegment, RecoveryReport, Stats, Store, ValueReader,
+    CompactionReport, Keys, QuarantineReason, QuarantinedFile, RecoveredSegment, RecoveryReport,
+    Stats, Store, ValueReader,
 };
 pub use verify::{Damage, Structure, VerifyReport};
 

@@ -113,6 +113,12 @@ pub struct Options {
     /// [`Error::NotFound`](crate::Error::NotFound) and nothing is created. For tools that
     /// inspect a store (a mistyped path must not become a new, empty, "clean" store).
     pub create: bool,
+    /// Open for reading only (default `false`): a shared lock (several read-only `Store`s may
+    /// have the directory open at once, a writer none), and no write of any kind: the directory
+    /// must exist, nothing is created, sealed, removed or moved (a segment left unsealed is
+    /// served from memory, a file open cannot use is reported and left in place), so it works
+    /// on a read-only directory or mount. Writes return [`Error::ReadOnly`](crate::Error::ReadOnly).
+    pub read_only: bool,
 }
 
 impl Default for Options {
@@ -133,6 +139,7 @@ impl Default for Options {
             background_compaction: true,
             compaction_rate: Some(64 << 20),
             create: true,
+            read_only: false,
         }
     }
 }
@@ -235,6 +242,12 @@ impl Options {
     /// ```
     pub fn create(mut self, create: bool) -> Self {
         self.create = create;
+        self
+    }
+
+    /// Sets [`Options::read_only`].
+    pub fn read_only(mut self, read_only: bool) -> Self {
+        self.read_only = read_only;
         self
     }
 

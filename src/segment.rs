@@ -14,7 +14,7 @@ use crate::format::segment_header::SEGMENT_HEADER_LEN;
 use crate::format::segment_header::SegmentHeader;
 use crate::format::{CHUNK_SIZE, align_up};
 use crate::io::aligned::BufPool;
-use crate::io::file::{IoProfile, SegmentFile, list_dir, remove_durably, remove_file, sync_dir};
+use crate::io::file::{IoProfile, SegmentFile, list_dir, remove_file, sync_dir};
 use crate::io::stream::AlignedStream;
 
 /// The two kinds of segment file. Both have the same format; they differ in how they are
@@ -42,29 +42,56 @@ pub fn file_name(id: u64, kind: SegmentKind) -> String {
     format!("{}{id:016x}.pod", kind.prefix())
 }
 
-/// The id and kind in a segment file name.
+/// The largest file id the store uses. Ids are handed out one by one from 1, so a store
+/// never gets near it (2^63 files); a name above it in the directory was not made by the
+/// store, and is refused at open ([`Error::FileIdOutOfRange`]) rather than let the next id
+/// overflow or wrap.
+pub const MAX_FILE_ID: u64 = i64::MAX as u64;
+
+/// The id and kind in a segment file name: exactly what [`file_name`] writes (16 lowercase hex
+/// digits), so that the name parsed is the name opened.
 pub fn parse_file_name(name: &str) -> Option<(u64, SegmentKind)> {
     [SegmentKind::Log, SegmentKind::Blob]
         .into_iter()
         .find_map(|kind| {
             let hex = name.strip_prefix(kind.prefix())?.strip_suffix(".pod")?;
-            if hex.len() != 16 {
+            let digits = |b: &u8| b.is_ascii_digit() || (b'a'..=b'f').contains(b);
+            if hex.len() != 16 || !hex.bytes().all(|b| digits(&b)) {
                 return None;
             }
             u64::from_str_radix(hex, 16).ok().map(|id| (id, kind))
         })
 }
 
-/// The segment files in `dir`, by ascending id.
+/// The segment files in `dir`, by ascending id. A name whose id is above [`MAX_FILE_ID`] is
+/// refused with [`Error::FileIdOutOfRange`].
 pub fn list(profile: &IoProfile, dir: &Path) -> Result<Vec<(u64, SegmentKind)>> {
     let mut ids = Vec::new();
     for name in list_dir(profile, dir)? {
-        if let Some(parsed) = parse_file_name(&name) {
-            ids.push(parsed);
+        if let Some((id, kind)) = parse_file_name(&name) {
+            if id > MAX_FILE_ID {
+                return Err(Error::FileIdOutOfRange {
+                    path: Some(dir.join(&name)),
+                    id,
+                });
+            }
+            ids.push((id, kind));
         }
     }
     ids.sort_unstable_by_key(|&(id, _)| id);
     Ok(ids)
+}
+
+/// `count` file ids from `next`, and the id after them, or [`Error::FileIdOutOfRange`] when
+/// they would go past [`MAX_FILE_ID`].
+pub fn allocate_ids(next: u64, count: u64) -> Result<(std::ops::Range<u64>, u64)> {
+    match next.checked_add(count) {
+        Some(end) if end <= MAX_FILE_ID.saturating_add(1) => Ok((next..end, end)),
+        _ => Err(Error::FileIdOutOfRange {
+            path: None,
+            id: next,
+        }),
+    }
 }
 
 /// Reads of a segment file through its (possibly direct) file handle.
@@ -103,6 +130,9 @@ pub enum Opened {
         torn_at: Option<u64>,
         /// Offsets of records kept although their values failed verification.
         damaged: Vec<u64>,
+        /// The footer was written. False when the disk was full: the entries are served from
+        /// memory, and the next open recovers the segment again (to the same records).
+        sealed: bool,
     },
 }
 
@@ -141,20 +171,109 @@ pub(crate) fn read_error(segment: u64, offset: u64, path: &Path, e: io::Error) -
     }
 }
 
+/// What [`open`] found in a segment file.
+pub enum Found {
+    /// The file, sealed (or recovered and sealed now), and its entries.
+    Loaded(LoadedSegment),
+    /// The file holds no byte that is not zero (or none at all): nothing was ever written to it
+    /// that reached the disk, so nothing in it can have been acknowledged (see [`open`]). The
+    /// caller may remove it.
+    Empty,
+    /// The file cannot be used and holds bytes other than zeroes: the caller moves it to the
+    /// quarantine directory and reports it; it is never removed.
+    Unusable(QuarantineReason),
+}
+
+/// Why open set a file aside in `quarantine/` instead of using it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum QuarantineReason {
+    /// Its segment header verifies but names another file id: a file renamed (or two swapped)
+    /// outside the store. Its records are bound to that id, so it cannot be read under this
+    /// name, and serving it under its own id could bring back a file that the store had
+    /// removed (or one from another store).
+    Misnamed {
+        /// The id its header gives.
+        header_id: u64,
+    },
+    /// A blob file without a valid footer whose one record is not whole and verified: a large
+    /// put torn by a crash before it was acknowledged, or a file damaged in two places (its
+    /// footer and its record), or bytes that were never a blob file.
+    BlobNotWhole,
+    /// A log segment whose header is all zero but which holds other bytes: the blocks of its
+    /// first write reached the disk in part, the header's not (nothing in it was acknowledged).
+    ZeroHeader,
+    /// A log segment whose header verifies but which holds no whole record: its first write
+    /// was torn by a crash (nothing in it was acknowledged), or its first record was damaged.
+    NoWholeRecord,
+}
+
+impl std::fmt::Display for QuarantineReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            QuarantineReason::Misnamed { header_id } => {
+                write!(
+                    f,
+                    "its header names file id {header_id:016x}, not the one in its name"
+                )
+            }
+            QuarantineReason::BlobNotWhole => write!(
+                f,
+                "blob file without a valid footer whose record is not whole (a put torn by a \
+                 crash, or damage)"
+            ),
+            QuarantineReason::ZeroHeader => write!(
+                f,
+                "log segment whose header is zero but which holds other bytes (a first write \
+                 torn by a crash)"
+            ),
+            QuarantineReason::NoWholeRecord => write!(
+                f,
+                "log segment without a whole record (a first write torn by a crash, or damage)"
+            ),
+        }
+    }
+}
+
+/// True when every byte of the `len` bytes of `src` is zero (or `len` is 0).
+fn all_zero(src: &FileSource<'_>, id: u64, path: &Path) -> Result<bool> {
+    const STEP: u64 = 1 << 20;
+    let mut buf = vec![0u8; STEP.min(src.len) as usize];
+    let mut at = 0;
+    while at < src.len {
+        let n = STEP.min(src.len - at) as usize;
+        src.read_exact_at(at, &mut buf[..n])
+            .map_err(|e| read_error(id, at, path, e))?;
+        if buf[..n].iter().any(|&b| b != 0) {
+            return Ok(false);
+        }
+        at += n as u64;
+    }
+    Ok(true)
+}
+
 /// Opens segment `id` in `dir`: from its footer if sealed, else by recovery (which seals it).
+/// Never removes or moves a file: it says what the caller should do with one it cannot use.
 ///
-/// Returns `None` when the segment held nothing that can have been acknowledged, and was
-/// removed: a log segment whose first write never reached the disk (its header is all zero) or
-/// that holds no whole record, or a blob file without a valid footer whose record is not whole
-/// either (its put was acknowledged only after the whole file was durable). A blob file whose
-/// footer is damaged but whose record verifies is sealed again, like a recovered log segment.
+/// * [`Found::Empty`]: the file is empty or all zero bytes. Nothing that reached the disk was
+///   ever written to it, and every acknowledged write waits for an fdatasync covering its
+///   bytes (and a segment's header, written with its first record), so it holds nothing that
+///   was acknowledged: a blob file created ahead and never used, or a log segment whose first
+///   write did not reach the disk.
+/// * [`Found::Unusable`]: anything else the store cannot use: a file whose header names
+///   another id, a blob file without a valid footer whose record is not whole (its put was
+///   acknowledged only after the whole file was durable, so a torn one never was; but two
+///   faults, footer and record, look the same), a log segment with no whole record.
+///
+/// A blob file whose footer is damaged but whose record verifies is sealed again, like a
+/// recovered log segment. A log segment whose header is damaged (not all zero) is an error.
 pub fn open(
     dir: &Path,
     id: u64,
     kind: SegmentKind,
     profile: &IoProfile,
     pool: &BufPool,
-) -> Result<Option<LoadedSegment>> {
+) -> Result<Found> {
     let path = dir.join(file_name(id, kind));
     let file = SegmentFile::open(&path, profile)?;
     let len = file.len()?;
@@ -165,49 +284,72 @@ pub fn open(
         len,
     };
     if let Some(entries) = read_footer(&src, id, &path)? {
-        return Ok(Some(LoadedSegment {
+        return Ok(Found::Loaded(LoadedSegment {
             file,
             entries,
             opened: Opened::Sealed,
         }));
+    }
+    // A header that verifies but names another id: renamed or swapped outside the store.
+    if len >= SEGMENT_HEADER_LEN as u64 {
+        let mut head = [0u8; SEGMENT_HEADER_LEN];
+        src.read_exact_at(0, &mut head)
+            .map_err(|e| read_error(id, 0, &path, e))?;
+        if let Ok(h) = SegmentHeader::decode(&head)
+            && h.segment != id
+        {
+            return Ok(Found::Unusable(QuarantineReason::Misnamed {
+                header_id: h.segment,
+            }));
+        }
     }
     let scanned = scan_segment(&src, id);
     if kind == SegmentKind::Blob {
         // A blob file without a valid footer was either torn by a crash before its put was
         // acknowledged, or damaged after. Its one record tells: whole and verified, it is kept
         // (sealed again below; at worst an unacknowledged put whose bytes all reached the disk
-        // becomes visible whole). Anything else is removed: a torn put was never acknowledged.
+        // becomes visible whole). Anything else is set aside, never removed: a torn put was
+        // never acknowledged, but a footer and a record damaged together look the same.
         let whole = matches!(&scanned, Ok(o) if o.records.len() == 1 && o.damaged.is_empty());
         if !whole {
-            drop(file);
-            remove_durably(profile, dir, &path)?;
-            return Ok(None);
+            return Ok(if all_zero(&src, id, &path)? {
+                Found::Empty
+            } else {
+                Found::Unusable(QuarantineReason::BlobNotWhole)
+            });
         }
     }
     let outcome = match scanned {
         Ok(o) => o,
         Err(ScanError::Io(e)) => return Err(read_error(id, 0, &path, e)),
         Err(ScanError::Header(kind)) => {
+            // A header of zeroes (or shorter than a header): the first write's header block never
+            // reached the disk, so no record in the segment was acknowledged (acknowledgement
+            // waits for a sync that covers the header). With nothing else in the file it is
+            // removed; other blocks of that write may have reached the disk, and then it is set
+            // aside. Any other header is damage, which is reported, not guessed at.
             let mut head = [0u8; SEGMENT_HEADER_LEN];
             let n = (len as usize).min(SEGMENT_HEADER_LEN);
             src.read_exact_at(0, &mut head[..n])
                 .map_err(|e| read_error(id, 0, &path, e))?;
-            // All zero: the first write never reached the disk, so no record in the segment was
-            // acknowledged (acknowledgement waits for a sync that covers the header). Anything
-            // else is damage, which is reported, not guessed at.
             if head[..n].iter().all(|&b| b == 0) {
-                drop(file);
-                remove_durably(profile, dir, &path)?;
-                return Ok(None);
+                return Ok(if all_zero(&src, id, &path)? {
+                    Found::Empty
+                } else {
+                    Found::Unusable(QuarantineReason::ZeroHeader)
+                });
             }
             return Err(corruption(id, 0, kind));
         }
     };
     if outcome.records.is_empty() {
-        // No whole record: nothing in it was acknowledged.
-        drop(file);
-        remove_durably(profile, dir, &path)?;
-        return Ok(None);
+        // No whole record: nothing in it was acknowledged, unless its first record was
+        // damaged since. Set aside, not removed.
+        return Ok(if all_zero(&src, id, &path)? {
+            Found::Empty
+        } else {
+            Found::Unusable(QuarantineReason::NoWholeRecord)
+        });
     }
     let entries = last_per_key(outcome.records);
     let block = outcome.header.block_size;
@@ -221,16 +363,67 @@ pub fn open(
     // made so before a footer names it, or a power loss during this recovery could keep the
     // footer and lose records it names.
     let footer = encode_footer(id, outcome.data_end, footer_at, block, &entries);
-    write_footer_after_sync(&file, footer_at, &footer, block, profile)?;
-    Ok(Some(LoadedSegment {
+    // A full disk does not make the store unopenable: what the scan read is durable (the sync
+    // before the footer worked), so its records can be served without a footer. The footer is
+    // then written by a later open that has the space (this one's bytes, if any reached the
+    // disk, are a torn footer, which recovery already reads as none).
+    // A read-only store writes nothing: the same, without trying.
+    let written = if profile.read_only {
+        Err(FooterError::Footer(Error::ReadOnly))
+    } else {
+        write_footer_after_sync(&file, footer_at, &footer, block, profile)
+    };
+    let sealed = match written {
+        Ok(()) => true,
+        Err(FooterError::Footer(Error::ReadOnly)) => false,
+        Err(FooterError::Footer(Error::StorageFull { .. })) => false,
+        Err(FooterError::Sync(e) | FooterError::Footer(e)) => return Err(e),
+    };
+    Ok(Found::Loaded(LoadedSegment {
         file,
         entries,
         opened: Opened::Recovered {
             data_end: outcome.data_end,
             torn_at: outcome.stopped_at.map(|(at, _)| at),
             damaged: outcome.damaged.iter().map(|(at, _)| *at).collect(),
+            sealed,
         },
     }))
+}
+
+/// The directory inside a store where open moves the files it cannot use.
+pub const QUARANTINE_DIR: &str = "quarantine";
+
+/// Moves the file `name` of the store directory `dir` into `dir/quarantine/` (created if
+/// needed), under its own name or, if that is taken by an earlier quarantined file, with
+/// `.1`, `.2`, ... appended; returns the new path.
+///
+/// Crash safety: the quarantine directory's own entry is made durable first (fsync of `dir`).
+/// Then one rename, which the file system applies atomically: the file is under one name or
+/// the other, never neither. Then an fsync of `quarantine/` (the new name is durable), then of
+/// `dir` (the old name is gone durably). A crash between the two fsyncs can at worst leave both
+/// names (two links to one inode): the next open finds the old name again, cannot use it
+/// either, and moves it again under a new suffix. Nothing is ever unlinked.
+pub fn quarantine(profile: &IoProfile, dir: &Path, name: &str) -> Result<PathBuf> {
+    let qdir = dir.join(QUARANTINE_DIR);
+    let storage = &profile.storage;
+    storage
+        .create_dir_all(&qdir)
+        .map_err(|e| Error::io("create quarantine directory", Some(qdir.clone()), e))?;
+    sync_dir(profile, dir)?;
+    let taken = list_dir(profile, &qdir)?;
+    let target = std::iter::once(name.to_string())
+        .chain((1..).map(|i| format!("{name}.{i}")))
+        .find(|n| !taken.contains(n))
+        .expect("an unused name");
+    let to = qdir.join(target);
+    let from = dir.join(name);
+    storage
+        .rename(&from, &to)
+        .map_err(|e| Error::io("move file to quarantine", Some(from.clone()), e))?;
+    sync_dir(profile, &qdir)?;
+    sync_dir(profile, dir)?;
+    Ok(to)
 }
 
 /// The entries of the footer of the sealed segment `id` (`file`, `len` bytes long).
@@ -498,7 +691,7 @@ pub fn write_blob(
         // file look like a torn put.
         let footer_at = stream.finish()?;
         let footer = encode_footer(id, data_end, footer_at, block, &[entry]);
-        write_footer_after_sync(&file, footer_at, &footer, block, profile)
+        write_footer_after_sync(&file, footer_at, &footer, block, profile).map_err(Error::from)
     })();
     match result {
         Ok(()) => Ok(file),
@@ -519,11 +712,73 @@ fn write_footer_after_sync(
     footer: &[u8],
     block: u32,
     profile: &IoProfile,
-) -> Result<()> {
-    file.sync_data()?;
+) -> Result<(), FooterError> {
+    file.sync_data().map_err(FooterError::Sync)?;
     let block = block as u64;
-    let mut stream = AlignedStream::new(file, footer_at, footer.len(), profile.mem_align, block);
-    stream.append(footer)?;
-    stream.finish()?;
-    file.sync_data()
+    (|| {
+        let mut stream =
+            AlignedStream::new(file, footer_at, footer.len(), profile.mem_align, block);
+        stream.append(footer)?;
+        stream.finish()?;
+        file.sync_data()
+    })()
+    .map_err(FooterError::Footer)
+}
+
+/// Which step of [`write_footer_after_sync`] failed.
+enum FooterError {
+    /// The sync of what was there before: those bytes may not be durable.
+    Sync(Error),
+    /// Writing or syncing the footer itself (the bytes before it are durable).
+    Footer(Error),
+}
+
+impl From<FooterError> for Error {
+    fn from(e: FooterError) -> Error {
+        match e {
+            FooterError::Sync(e) | FooterError::Footer(e) => e,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_allocated_with_checked_arithmetic() {
+        assert_eq!(allocate_ids(1, 8).unwrap(), (1..9, 9));
+        assert_eq!(
+            allocate_ids(MAX_FILE_ID, 1).unwrap(),
+            (MAX_FILE_ID..MAX_FILE_ID + 1, MAX_FILE_ID + 1)
+        );
+        for (next, count) in [
+            (MAX_FILE_ID, 2),
+            (MAX_FILE_ID + 1, 1),
+            (u64::MAX, 1),
+            (3, u64::MAX),
+        ] {
+            assert!(
+                matches!(allocate_ids(next, count), Err(Error::FileIdOutOfRange { path: None, id }) if id == next),
+                "{next} + {count}"
+            );
+        }
+    }
+
+    #[test]
+    fn only_the_names_the_store_writes_parse() {
+        for id in [0, 1, 0xabc, MAX_FILE_ID, u64::MAX] {
+            for kind in [SegmentKind::Log, SegmentKind::Blob] {
+                assert_eq!(parse_file_name(&file_name(id, kind)), Some((id, kind)));
+            }
+        }
+        for name in [
+            "seg-000000000000000A.pod",
+            "seg-+000000000000001.pod",
+            "seg-1.pod",
+            "blob-.pod",
+        ] {
+            assert_eq!(parse_file_name(name), None, "{name}");
+        }
+    }
 }

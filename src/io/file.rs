@@ -31,6 +31,8 @@ pub struct IoProfile {
     pub block_size: u32,
     /// The file system (the operating system's, or a test's simulation).
     pub storage: Arc<dyn Storage>,
+    /// A read-only store: files are opened for reading, and nothing is written.
+    pub read_only: bool,
 }
 
 impl fmt::Debug for IoProfile {
@@ -58,10 +60,20 @@ pub enum IoMode {
     Buffered,
 }
 
-/// Finds out whether O_DIRECT works in `dir` and with which alignment.
-pub fn probe(storage: Arc<dyn Storage>, dir: &Path, mode: IoMode) -> Result<IoProfile> {
+/// Finds out whether O_DIRECT works in `dir` and with which alignment, asking `sample` (an
+/// existing file of the store) when there is one; see [`Storage::probe_direct`]. Only a refusal
+/// of O_DIRECT itself counts as "unsupported" (`IoMode::Auto` then falls back to buffered I/O,
+/// `IoMode::Direct` fails with [`Error::DirectIoUnsupported`]); any other error of the probe
+/// (ENOSPC, EROFS, EACCES, EIO...) is returned as it is, in every mode.
+pub fn probe(
+    storage: Arc<dyn Storage>,
+    dir: &Path,
+    mode: IoMode,
+    sample: Option<&Path>,
+    create: bool,
+) -> Result<IoProfile> {
     let found = storage
-        .probe_direct(dir, mode != IoMode::Buffered)
+        .probe_direct(dir, sample, create, mode != IoMode::Buffered)
         .map_err(|e| Error::io("probe direct I/O", Some(dir.to_path_buf()), e))?;
     let offset = found.offset_align;
     let block_size = probe_block(offset, found.fs_block);
@@ -87,6 +99,7 @@ pub fn probe(storage: Arc<dyn Storage>, dir: &Path, mode: IoMode) -> Result<IoPr
         },
         block_size,
         storage,
+        read_only: !create,
     })
 }
 
@@ -112,11 +125,16 @@ impl SegmentFile {
         })
     }
 
-    /// Opens an existing file.
+    /// Opens an existing file (for reading only in a read-only store).
     pub fn open(path: &Path, profile: &IoProfile) -> Result<SegmentFile> {
+        let mode = if profile.read_only {
+            OpenMode::ReadOnly
+        } else {
+            OpenMode::Existing
+        };
         let file = profile
             .storage
-            .open(path, OpenMode::Existing, profile.direct)
+            .open(path, mode, profile.direct)
             .map_err(|e| Error::io("open segment", Some(path.to_path_buf()), e))?;
         Ok(SegmentFile {
             file,
@@ -194,7 +212,7 @@ impl SegmentFile {
             let start = align_down(pos, read_align);
             let stop = align_up(end, read_align).min(start + cap);
             let want = (stop - start) as usize;
-            let got = read_full(&*self.file, &mut bounce[..want], start)?;
+            let got = read_full_direct(&*self.file, &mut bounce[..want], start, read_align)?;
             let avail_end = start + got as u64;
             let take_end = end.min(stop).min(avail_end);
             if take_end <= pos {
@@ -221,6 +239,33 @@ fn read_full(file: &dyn StorageFile, buf: &mut [u8], offset: u64) -> io::Result<
         match file.read_at(&mut buf[done..], offset + done as u64) {
             Ok(0) => break,
             Ok(n) => done += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(done)
+}
+
+/// [`read_full`] for O_DIRECT reads from an aligned `offset`: a read that ends at an unaligned
+/// position reached the end of the file (a file whose length is not a multiple of the
+/// alignment: not one the store wrote, but open reads whatever is named like its files), and
+/// is not continued there, where the next read would be misaligned (EINVAL).
+fn read_full_direct(
+    file: &dyn StorageFile,
+    buf: &mut [u8],
+    offset: u64,
+    align: u64,
+) -> io::Result<usize> {
+    let mut done = 0;
+    while done < buf.len() {
+        match file.read_at(&mut buf[done..], offset + done as u64) {
+            Ok(0) => break,
+            Ok(n) => {
+                done += n;
+                if !(done as u64).is_multiple_of(align) {
+                    break;
+                }
+            }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e),
         }
@@ -258,11 +303,15 @@ pub fn list_dir(profile: &IoProfile, dir: &Path) -> Result<Vec<String>> {
         .map_err(|e| Error::io("list store directory", Some(dir.to_path_buf()), e))
 }
 
-/// An exclusive lock on a store directory, held for the life of a `Store` (flock on `LOCK`).
-/// flock locks belong to the open file description, so a second `Store` in the same process is
-/// refused just like one in another process.
+/// The lock of a store directory, held for the life of a `Store`: flock on the directory's own
+/// descriptor, exclusive for a writer and shared for a read-only store, so that several readers
+/// coexist and a writer excludes everyone. The directory cannot be removed by accident while a
+/// store is open, unlike a lock file (a second opener got in after `LOCK` was deleted). A
+/// writer also takes `LOCK` (exclusively), which older versions of podstore lock. flock locks
+/// belong to the open file description, so a second `Store` in the same process is refused just
+/// like one in another process.
 pub struct DirLock {
-    _guard: LockGuard,
+    _guards: Vec<LockGuard>,
 }
 
 impl fmt::Debug for DirLock {
@@ -278,15 +327,23 @@ const LOCK_RETRIES: u32 = 25;
 pub const LOCK_NAME: &str = "LOCK";
 
 impl DirLock {
-    /// Takes the lock or fails with [`Error::Locked`].
-    pub fn acquire(storage: &dyn Storage, dir: &Path) -> Result<DirLock> {
-        let path = dir.join(LOCK_NAME);
+    /// Takes the lock (shared when `read_only`) or fails with [`Error::Locked`].
+    pub fn acquire(storage: &dyn Storage, dir: &Path, read_only: bool) -> Result<DirLock> {
+        let mut guards = vec![Self::take(storage, dir, dir, read_only)?];
+        if !read_only {
+            guards.push(Self::take(storage, dir, &dir.join(LOCK_NAME), false)?);
+        }
+        Ok(DirLock { _guards: guards })
+    }
+
+    fn take(storage: &dyn Storage, dir: &Path, path: &Path, shared: bool) -> Result<LockGuard> {
+        let path = path.to_path_buf();
         // A child process forked by any thread holds a copy of every descriptor until it execs
         // (close-on-exec), and with it the lock of a store that was just closed. That lasts
         // microseconds: retry briefly before calling the directory locked.
         for attempt in 0..=LOCK_RETRIES {
-            match storage.try_lock(&path) {
-                Ok(Some(guard)) => return Ok(DirLock { _guard: guard }),
+            match storage.try_lock(&path, shared) {
+                Ok(Some(guard)) => return Ok(guard),
                 Ok(None) if attempt < LOCK_RETRIES => {
                     std::thread::sleep(std::time::Duration::from_millis(2));
                 }

@@ -214,7 +214,9 @@ enum FileOp {
 enum DirOp {
     Create(PathBuf, usize),
     Remove(PathBuf),
-    Rename(PathBuf, PathBuf),
+    /// From, to, and the inode (a rename between two directories is made durable in two
+    /// halves, one by each directory's fsync).
+    Rename(PathBuf, PathBuf, usize),
 }
 
 #[derive(Debug, Clone, Default)]
@@ -247,7 +249,7 @@ struct State {
     live_dir: BTreeMap<PathBuf, usize>,
     pending_dir: Vec<(u64, DirOp)>,
     dirs: BTreeSet<PathBuf>,
-    locks: BTreeSet<PathBuf>,
+    locks: BTreeMap<PathBuf, i64>,
     /// Issue number of the next pending operation.
     next_issue: u64,
     counts: HashMap<OpKind, u64>,
@@ -648,7 +650,7 @@ impl Sim {
                         DirOp::Remove(path) => {
                             dir.remove(path);
                         }
-                        DirOp::Rename(from, to) => {
+                        DirOp::Rename(from, to, _) => {
                             if let Some(ino) = dir.remove(from) {
                                 dir.insert(to.clone(), ino);
                             }
@@ -715,6 +717,7 @@ impl Sim {
             .push((issue, DirOp::Create(path.to_path_buf(), ino)));
         Ok(Box::new(SimFile {
             sim: self.clone(),
+            read_only: false,
             path: path.to_path_buf(),
             ino,
             direct,
@@ -748,6 +751,7 @@ impl Storage for Sim {
             .ok_or_else(|| errno(rustix::io::Errno::NOENT))?;
         Ok(Box::new(SimFile {
             sim: self.clone(),
+            read_only: mode == OpenMode::ReadOnly,
             path: path.to_path_buf(),
             ino,
             direct,
@@ -780,8 +784,10 @@ impl Storage for Sim {
             .ok_or_else(|| errno(rustix::io::Errno::NOENT))?;
         s.live_dir.insert(to.to_path_buf(), ino);
         let issue = s.issue();
-        s.pending_dir
-            .push((issue, DirOp::Rename(from.to_path_buf(), to.to_path_buf())));
+        s.pending_dir.push((
+            issue,
+            DirOp::Rename(from.to_path_buf(), to.to_path_buf(), ino),
+        ));
         Ok(())
     }
 
@@ -804,10 +810,21 @@ impl Storage for Sim {
                 DirOp::Remove(p) if in_dir(p) => {
                     s.durable_dir.remove(p);
                 }
-                DirOp::Rename(from, to) if in_dir(from) && in_dir(to) => {
+                DirOp::Rename(from, to, _) if in_dir(from) && in_dir(to) => {
                     if let Some(ino) = s.durable_dir.remove(from) {
                         s.durable_dir.insert(to.clone(), ino);
                     }
+                }
+                // Between two directories, conservatively: each fsync makes durable only its
+                // own directory's half, and the other half stays pending. Syncing the target
+                // first can leave both names after a crash; the source first, neither.
+                DirOp::Rename(from, to, ino) if in_dir(to) => {
+                    s.durable_dir.insert(to.clone(), *ino);
+                    rest.push((issue, DirOp::Remove(from.clone())));
+                }
+                DirOp::Rename(from, to, ino) if in_dir(from) => {
+                    s.durable_dir.remove(from);
+                    rest.push((issue, DirOp::Create(to.clone(), *ino)));
                 }
                 _ => rest.push((issue, op)),
             }
@@ -828,14 +845,18 @@ impl Storage for Sim {
         Ok(self.file_names(dir))
     }
 
-    fn try_lock(&self, path: &Path) -> io::Result<Option<LockGuard>> {
+    fn try_lock(&self, path: &Path, shared: bool) -> io::Result<Option<LockGuard>> {
         let mut s = self.lock();
         if let Gate::Fail(e) = s.gate(OpKind::Lock, None) {
             return Err(e);
         }
         s.check_parent(path)?;
-        if !s.locks.insert(path.to_path_buf()) {
-            return Ok(None);
+        // Holders: a count, negative for the one exclusive holder.
+        let held = s.locks.entry(path.to_path_buf()).or_insert(0);
+        match (shared, *held) {
+            (true, n) if n >= 0 => *held += 1,
+            (false, 0) => *held = -1,
+            _ => return Ok(None),
         }
         Ok(Some(Box::new(SimLock {
             sim: self.clone(),
@@ -843,7 +864,13 @@ impl Storage for Sim {
         })))
     }
 
-    fn probe_direct(&self, dir: &Path, try_direct: bool) -> io::Result<DirectProbe> {
+    fn probe_direct(
+        &self,
+        dir: &Path,
+        _sample: Option<&Path>,
+        _create: bool,
+        try_direct: bool,
+    ) -> io::Result<DirectProbe> {
         let mut s = self.lock();
         if let Gate::Fail(e) = s.gate(OpKind::Probe, None) {
             return Err(e);
@@ -868,13 +895,22 @@ struct SimLock {
 
 impl Drop for SimLock {
     fn drop(&mut self) {
-        self.sim.lock().locks.remove(&self.path);
+        let mut s = self.sim.lock();
+        if let Some(held) = s.locks.get_mut(&self.path) {
+            if *held > 1 {
+                *held -= 1;
+            } else {
+                s.locks.remove(&self.path);
+            }
+        }
     }
 }
 
 /// An open file of a [`Sim`].
 struct SimFile {
     sim: Sim,
+    /// Opened with [`OpenMode::ReadOnly`]: writes fail with EBADF, as on a real descriptor.
+    read_only: bool,
     /// The path it was opened by (for reports).
     path: PathBuf,
     ino: usize,
@@ -896,6 +932,9 @@ impl StorageFile for SimFile {
     }
 
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<usize> {
+        if self.read_only {
+            return Err(errno(rustix::io::Errno::BADF));
+        }
         self.sim.lock().write(self, buf, offset)
     }
 
@@ -904,6 +943,9 @@ impl StorageFile for SimFile {
     }
 
     fn set_len(&self, len: u64) -> io::Result<()> {
+        if self.read_only {
+            return Err(errno(rustix::io::Errno::BADF));
+        }
         let mut s = self.sim.lock();
         if let Gate::Fail(e) = s.gate(OpKind::SetLen, Some(&self.path)) {
             return Err(e);

@@ -19,15 +19,15 @@ use std::path::Path;
 
 use rustix::fs::{AtFlags, FlockOperation, OFlags, StatxFlags};
 
-use super::aligned::AlignedBuf;
-
-/// How [`Storage::open`] opens a file. Files are always opened for reading and writing.
+/// How [`Storage::open`] opens a file: for reading and writing, but for [`OpenMode::ReadOnly`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OpenMode {
     /// The file must exist.
     Existing,
     /// The file must not exist (O_CREAT | O_EXCL).
     CreateNew,
+    /// The file must exist; opened for reading only (a read-only store).
+    ReadOnly,
 }
 
 /// What the direct-I/O probe found in a directory.
@@ -39,7 +39,8 @@ pub struct DirectProbe {
     pub offset_align: u32,
     /// File system block size.
     pub fs_block: u32,
-    /// An aligned O_DIRECT write of `block` bytes worked (false when not tried).
+    /// The file system takes O_DIRECT: an O_DIRECT open succeeded (the kernel refuses it at
+    /// open, with EINVAL, where the file system cannot do direct I/O). False when not tried.
     pub direct_works: bool,
 }
 
@@ -55,21 +56,31 @@ pub trait Storage: Send + Sync + fmt::Debug {
     fn open(&self, path: &Path, mode: OpenMode, direct: bool) -> io::Result<Box<dyn StorageFile>>;
     /// Removes a directory entry (durable after [`Storage::sync_dir`]).
     fn remove_file(&self, path: &Path) -> io::Result<()>;
-    /// Renames a file, replacing `to` (durable after [`Storage::sync_dir`]).
-    // Not called by the store yet (compaction will replace files by renaming them); the
-    // simulation implements and tests it.
-    #[allow(dead_code)]
+    /// Renames a file, replacing `to` (durable after [`Storage::sync_dir`] of the directories
+    /// of both names: of `to`'s for the new name, of `from`'s for the old name's removal).
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
     /// fsync of a directory: makes the creations, removals and renames in it durable.
     fn sync_dir(&self, dir: &Path) -> io::Result<()>;
     /// The names of the entries of a directory (names that are not UTF-8 are left out).
     fn list_dir(&self, dir: &Path) -> io::Result<Vec<String>>;
-    /// Tries to take an exclusive lock on `path` (created if missing) without blocking:
-    /// `Ok(None)` when another holder has it.
-    fn try_lock(&self, path: &Path) -> io::Result<Option<LockGuard>>;
-    /// Finds out the direct-I/O alignment in `dir`, and, when `try_direct`, whether an aligned
-    /// O_DIRECT write of `block(probe)` bytes works there. Leaves no file behind.
-    fn probe_direct(&self, dir: &Path, try_direct: bool) -> io::Result<DirectProbe>;
+    /// Tries to take a lock on `path` without blocking, shared or exclusive: `Ok(None)` when
+    /// another holder has it in a conflicting mode. `path` is a directory (locked through its
+    /// own descriptor, opened for reading: nothing is created) or a file, created if missing.
+    fn try_lock(&self, path: &Path, shared: bool) -> io::Result<Option<LockGuard>>;
+    /// Finds out the direct-I/O alignment in `dir`, and, when `try_direct`, whether the file
+    /// system takes O_DIRECT there. `sample` is an existing file of the store: when given, it
+    /// is asked (statx, an O_DIRECT open for reading) and nothing is created. Without one (an
+    /// empty store) and with `create`, an unnamed file (O_TMPFILE) is opened instead, or, where
+    /// the file system has none, a named one that is removed again; without `create` nothing is
+    /// created and only the directory is asked. Errors other than "O_DIRECT refused" (EINVAL)
+    /// are returned as they are (ENOSPC, EROFS, EACCES...), never taken for "unsupported".
+    fn probe_direct(
+        &self,
+        dir: &Path,
+        sample: Option<&Path>,
+        create: bool,
+        try_direct: bool,
+    ) -> io::Result<DirectProbe>;
 }
 
 /// One open file. Every method is positional: the handle has no cursor, so it is shared between
@@ -111,7 +122,7 @@ impl Storage for RealStorage {
 
     fn open(&self, path: &Path, mode: OpenMode, direct: bool) -> io::Result<Box<dyn StorageFile>> {
         let mut o = OpenOptions::new();
-        o.read(true).write(true);
+        o.read(true).write(mode != OpenMode::ReadOnly);
         if direct {
             o.custom_flags(OFlags::DIRECT.bits() as i32);
         }
@@ -143,21 +154,70 @@ impl Storage for RealStorage {
         Ok(names)
     }
 
-    fn try_lock(&self, path: &Path) -> io::Result<Option<LockGuard>> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(path)?;
-        match rustix::fs::flock(&file, FlockOperation::NonBlockingLockExclusive) {
+    fn try_lock(&self, path: &Path, shared: bool) -> io::Result<Option<LockGuard>> {
+        let file = if path.is_dir() {
+            File::open(path)?
+        } else {
+            OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(path)?
+        };
+        let op = if shared {
+            FlockOperation::NonBlockingLockShared
+        } else {
+            FlockOperation::NonBlockingLockExclusive
+        };
+        match rustix::fs::flock(&file, op) {
             Ok(()) => Ok(Some(Box::new(file))),
             Err(rustix::io::Errno::WOULDBLOCK) => Ok(None),
             Err(e) => Err(e.into()),
         }
     }
 
-    fn probe_direct(&self, dir: &Path, try_direct: bool) -> io::Result<DirectProbe> {
+    fn probe_direct(
+        &self,
+        dir: &Path,
+        sample: Option<&Path>,
+        create: bool,
+        try_direct: bool,
+    ) -> io::Result<DirectProbe> {
+        // An existing file of the store: asked, nothing created, nothing written.
+        if let Some(path) = sample {
+            return ask(&File::open(path)?, try_direct, || direct_open(path));
+        }
+        if !create {
+            // Nothing to ask but the directory (a read-only open of an empty store: it will
+            // never read a segment, so whether O_DIRECT works does not matter).
+            let (_, _, fs_block) = dio_alignment(&File::open(dir)?);
+            return Ok(DirectProbe {
+                mem_align: 0,
+                offset_align: 0,
+                fs_block,
+                direct_works: try_direct,
+            });
+        }
+        // An empty store: an unnamed file, which no crash can leave behind and which needs no
+        // data block (a full disk does not refuse it).
+        let tmp = |direct: bool| {
+            let mut o = OpenOptions::new();
+            o.read(true).write(true);
+            let flags = OFlags::TMPFILE
+                | if direct {
+                    OFlags::DIRECT
+                } else {
+                    OFlags::empty()
+                };
+            o.custom_flags(flags.bits() as i32).open(dir)
+        };
+        match tmp(false) {
+            Ok(file) => return ask(&file, try_direct, || tmp(true)),
+            // No O_TMPFILE on this file system (or kernel): a named probe file below.
+            Err(e) if is_no_tmpfile(&e) => {}
+            Err(e) => return Err(e),
+        }
         let path = dir.join(PROBE_NAME);
         let file = OpenOptions::new()
             .read(true)
@@ -165,18 +225,53 @@ impl Storage for RealStorage {
             .create(true)
             .truncate(true)
             .open(&path)?;
-        let (mem_align, offset_align, fs_block) = dio_alignment(&file);
+        let found = ask(&file, try_direct, || direct_open(&path));
         drop(file);
-        let direct_works =
-            try_direct && direct_write_works(&path, probe_block(offset_align, fs_block) as usize);
         let _ = fs::remove_file(&path);
-        Ok(DirectProbe {
-            mem_align,
-            offset_align,
-            fs_block,
-            direct_works,
-        })
+        found
     }
+}
+
+/// What statx says of `file`, and, when `try_direct`, whether `open_direct` (an O_DIRECT open
+/// of the same file) works.
+fn ask(
+    file: &File,
+    try_direct: bool,
+    open_direct: impl FnOnce() -> io::Result<File>,
+) -> io::Result<DirectProbe> {
+    let (mem_align, offset_align, fs_block) = dio_alignment(file);
+    Ok(DirectProbe {
+        mem_align,
+        offset_align,
+        fs_block,
+        direct_works: try_direct && direct_open_works(open_direct)?,
+    })
+}
+
+/// Opens `path` for reading with O_DIRECT.
+fn direct_open(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .custom_flags(OFlags::DIRECT.bits() as i32)
+        .open(path)
+}
+
+/// Whether an O_DIRECT open works: `Ok(false)` when the file system refuses O_DIRECT (EINVAL,
+/// which the kernel returns at open where it cannot do direct I/O), any other error as it is.
+fn direct_open_works(open: impl FnOnce() -> io::Result<File>) -> io::Result<bool> {
+    match open() {
+        Ok(_) => Ok(true),
+        Err(e) if e.raw_os_error() == Some(rustix::io::Errno::INVAL.raw_os_error()) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// True for the errors of an O_TMPFILE open on a file system or kernel without it.
+fn is_no_tmpfile(e: &io::Error) -> bool {
+    use rustix::io::Errno;
+    [Errno::OPNOTSUPP, Errno::ISDIR, Errno::INVAL, Errno::NOENT]
+        .iter()
+        .any(|c| e.raw_os_error() == Some(c.raw_os_error()))
 }
 
 /// (memory alignment, offset alignment, file system block size) as statx reports them; zeroes
@@ -199,18 +294,6 @@ fn dio_alignment(file: &File) -> (u32, u32, u32) {
         }
         Err(_) => (0, 0, 4096),
     }
-}
-
-fn direct_write_works(path: &Path, block: usize) -> bool {
-    let Ok(file) = OpenOptions::new()
-        .write(true)
-        .custom_flags(OFlags::DIRECT.bits() as i32)
-        .open(path)
-    else {
-        return false;
-    };
-    let buf = AlignedBuf::zeroed(block, block.max(4096));
-    file.write_all_at(&buf, 0).is_ok()
 }
 
 /// A file of [`RealStorage`].

@@ -272,10 +272,10 @@ impl AppendGuard<'_> {
     }
 
     /// Spends `count` file ids (new blob files).
-    pub(super) fn take_file_ids(&mut self, count: u64) -> std::ops::Range<u64> {
-        let ids = self.app.next_segment..self.app.next_segment + count;
-        self.app.next_segment = ids.end;
-        ids
+    pub(super) fn take_file_ids(&mut self, count: u64) -> Result<std::ops::Range<u64>> {
+        let (ids, next) = segment::allocate_ids(self.app.next_segment, count)?;
+        self.app.next_segment = next;
+        Ok(ids)
     }
 
     /// The active segment, if one is open.
@@ -415,9 +415,10 @@ impl AppendGuard<'_> {
         if self.app.active.is_none() {
             let log = self.log;
             let shared = &log.shared;
-            let id = self.app.next_segment;
+            let (ids, next) = segment::allocate_ids(self.app.next_segment, 1)?;
+            let id = ids.start;
             // The id is spent whatever happens next: a later attempt must not meet this file.
-            self.app.next_segment += 1;
+            self.app.next_segment = next;
             let path = segment::path(&shared.dir, id, SegmentKind::Log);
             let file = Arc::new(SegmentFile::create(&path, &shared.profile)?);
             // The new name must be durable before any record in the file is acknowledged. A

@@ -65,22 +65,28 @@ impl Blobs {
         }
         let shared = &self.shared;
         let (seq, id, spare, new_ids) = {
-            let seq = app.take_seq();
             let spare = self.lock_spares().pop();
             let (id, new_ids) = match &spare {
                 Some((id, _)) => (*id, 0..0),
                 None => {
                     // One creator of spares at a time; under a burst of large puts the others
                     // create just their own file (their directory fsyncs share a journal commit).
-                    let count = if self.creating.swap(true, Ordering::AcqRel) {
-                        1
-                    } else {
-                        BLOB_FILES_PER_CREATE
+                    let creator = !self.creating.swap(true, Ordering::AcqRel);
+                    let count = if creator { BLOB_FILES_PER_CREATE } else { 1 };
+                    let ids = match app.take_file_ids(count) {
+                        Ok(ids) => ids,
+                        Err(e) => {
+                            if creator {
+                                self.creating.store(false, Ordering::Release);
+                            }
+                            return Err(e);
+                        }
                     };
-                    let ids = app.take_file_ids(count);
                     (ids.start, ids)
                 }
             };
+            // Numbered after the ids: a refused allocation spends no sequence number.
+            let seq = app.take_seq();
             let entry = IndexEntry {
                 segment: id,
                 offset: segment::BLOB_RECORD_OFFSET,

@@ -113,6 +113,39 @@ impl Compactor {
         self.compact(&mut state, None, &|| false, true)
     }
 
+    /// The pass at close, bounded by `budget`: dead blob files first (they only need an unlink
+    /// each), then segments past the threshold, unthrottled, until the budget is spent (a
+    /// segment in hand is left in place, as when the store stops a background compaction). So
+    /// that a store opened and closed faster than the background compactor ticks still gives
+    /// space back.
+    pub(super) fn compact_at_close(&self, budget: std::time::Duration) -> Result<CompactionReport> {
+        let deadline = Instant::now() + budget;
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let stop = || Instant::now() >= deadline;
+        if let Some(e) = self.log.failure() {
+            return Err(e);
+        }
+        self.log.sync_all()?;
+        let (dead_blobs, victims) = self.choose(&state, false)?;
+        let mut report = CompactionReport::default();
+        self.remove_dead_blobs(dead_blobs, &stop, &mut report)?;
+        let started = Instant::now();
+        for (id, handle) in victims {
+            if stop() {
+                break;
+            }
+            match self.compact_segment(id, &handle, None, started, &stop, &mut report) {
+                Ok(()) => {}
+                Err(Error::Corruption { segment, .. }) if segment == id => {
+                    state.damaged.insert(id);
+                    report.damaged_segments.push(id);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(report)
+    }
+
     /// One background pass: compacts if there is anything to do (without syncing otherwise),
     /// unless [`Compactor::compact_now`] is running or waiting.
     pub(super) fn compact_in_background(&self, stop: &dyn Fn() -> bool) -> Result<()> {
@@ -164,11 +197,25 @@ impl Compactor {
                 Err(e) => return Err(e),
             }
         }
+        self.remove_dead_blobs(dead_blobs, &|| false, &mut report)?;
+        Ok(report)
+    }
+
+    /// Removes dead blob files (until `stop`).
+    fn remove_dead_blobs(
+        &self,
+        dead_blobs: Vec<(u64, SegmentHandle)>,
+        stop: &dyn Fn() -> bool,
+        report: &mut CompactionReport,
+    ) -> Result<()> {
         if !dead_blobs.is_empty() {
             // A blob's value is dead once a newer write of its key is applied; that write may
             // have been buffered after the sync above. Make it durable before the blob goes.
             self.log.sync_all()?;
             for (id, handle) in dead_blobs {
+                if stop() {
+                    break;
+                }
                 let len = handle.file.len()?;
                 failpoint::hit("compact:blob-before-remove");
                 self.remove_file(id, &handle)?;
@@ -177,7 +224,7 @@ impl Compactor {
                 report.bytes_freed += len;
             }
         }
-        Ok(report)
+        Ok(())
     }
 
     /// The dead blob files and the log segments to compact, most dead first.

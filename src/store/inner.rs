@@ -18,6 +18,10 @@ use crate::index::PendingQueue;
 use crate::io::file::IoProfile;
 use crate::options::Options;
 
+/// How long the compaction pass at close may take (it stops between records, leaving the
+/// segment in hand in place).
+const CLOSE_COMPACTION_BUDGET: std::time::Duration = std::time::Duration::from_millis(200);
+
 /// The store's parts, shared with its background threads.
 pub(super) struct Inner {
     pub(super) opts: Options,
@@ -138,6 +142,14 @@ impl Inner {
 
     pub(super) fn shut_down(&self) -> Result<()> {
         self.stop_background();
+        if self.opts.background_compaction && !self.opts.read_only {
+            // Space comes back even in a store closed before its compactor ever ran. A failure
+            // is logged, not returned: the close itself (the seal) is what must succeed.
+            match self.compactor.compact_at_close(CLOSE_COMPACTION_BUDGET) {
+                Ok(_) | Err(Error::Poisoned | Error::StorageFull { .. }) => {}
+                Err(e) => log::warn!("podstore: compaction at close failed: {e}"),
+            }
+        }
         let result = self.log.shut_down();
         result.and(self.blobs.remove_spares())
     }

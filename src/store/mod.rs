@@ -46,8 +46,9 @@ use append::Op;
 use compress::StoredValue;
 use inner::{Inner, Presence};
 
+pub use crate::segment::QuarantineReason;
 pub use compact::CompactionReport;
-pub use open::{RecoveredSegment, RecoveryReport};
+pub use open::{QuarantinedFile, RecoveredSegment, RecoveryReport};
 pub use read::{Keys, ValueReader};
 pub use stats::Stats;
 
@@ -99,22 +100,30 @@ impl Store {
     ) -> Result<Store> {
         opts.validate()?;
         let dir = dir.to_path_buf();
-        if !opts.create {
-            // Only an existing store: a directory holding its lock file or a segment file.
-            let names = storage.list_dir(&dir).map_err(|e| match e.kind() {
-                std::io::ErrorKind::NotFound => Error::NotFound { path: dir.clone() },
-                _ => Error::io("list store directory", Some(dir.clone()), e),
-            })?;
-            let is_store = |n: &String| n == file::LOCK_NAME || parse_file_name(n).is_some();
-            if !names.iter().any(is_store) {
-                return Err(Error::NotFound { path: dir });
-            }
+        // What the directory holds: whether it is a store (for `create(false)`), and an existing
+        // file of the store, which tells the direct-I/O probe what it needs without creating
+        // anything. A missing directory is a new store.
+        let names = match storage.list_dir(&dir) {
+            Ok(names) => names,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => return Err(Error::io("list store directory", Some(dir.clone()), e)),
+        };
+        let is_store = |n: &String| n == file::LOCK_NAME || parse_file_name(n).is_some();
+        if !opts.create && !names.iter().any(is_store) {
+            return Err(Error::NotFound { path: dir });
         }
-        storage
-            .create_dir_all(&dir)
-            .map_err(|e| Error::io("create store directory", Some(dir.clone()), e))?;
-        let lock = DirLock::acquire(&*storage, &dir)?;
-        let profile = file::probe(storage, &dir, opts.io_mode)?;
+        let read_only = opts.read_only;
+        if !read_only {
+            storage
+                .create_dir_all(&dir)
+                .map_err(|e| Error::io("create store directory", Some(dir.clone()), e))?;
+        }
+        let lock = DirLock::acquire(&*storage, &dir, read_only)?;
+        let sample = names
+            .into_iter()
+            .find(|name| parse_file_name(name).is_some())
+            .map(|name| dir.join(name));
+        let profile = file::probe(storage, &dir, opts.io_mode, sample.as_deref(), !read_only)?;
         if opts.io_mode == IoMode::Auto && !profile.direct {
             log::warn!(
                 "podstore: O_DIRECT refused in {}; using buffered I/O",
@@ -122,7 +131,9 @@ impl Store {
             );
         }
         let inner = Arc::new(Inner::start(dir, opts, profile)?);
-        inner.start_background()?;
+        if !read_only {
+            inner.start_background()?;
+        }
         Ok(Store {
             inner,
             closed: false,
@@ -141,6 +152,7 @@ impl Store {
     /// With [`Options::compression`] set, the value is compressed (by the calling thread, before
     /// it takes any lock) when the options say it pays.
     pub fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        self.writable()?;
         check_key(key)?;
         check_value(value)?;
         let durability = self.inner.opts.durability;
@@ -173,6 +185,7 @@ impl Store {
     /// # Ok(()) }
     /// ```
     pub fn put_if_absent(&self, key: &[u8], value: &[u8]) -> Result<bool> {
+        self.writable()?;
         check_key(key)?;
         check_value(value)?;
         // Cheap answer for the common case, before compressing anything.
@@ -211,6 +224,7 @@ impl Store {
     /// visible or none is. Durable like [`Store::put`], unless the batch overrides the
     /// durability. Deleting a missing key in a batch is not an error.
     pub fn write(&self, batch: &Batch) -> Result<()> {
+        self.writable()?;
         for op in &batch.ops {
             check_key(&op.key)?;
             if let Some(v) = &op.value {
@@ -243,6 +257,7 @@ impl Store {
 
     /// Deletes `key`; returns whether it existed. Durable like [`Store::put`].
     pub fn delete(&self, key: &[u8]) -> Result<bool> {
+        self.writable()?;
         check_key(key)?;
         let durability = self.inner.opts.durability;
         let log = &self.inner.log;
@@ -349,6 +364,10 @@ impl Store {
 
     /// Makes every earlier write durable (those made with [`Durability::Buffered`]).
     pub fn flush(&self) -> Result<()> {
+        if self.inner.opts.read_only {
+            // Nothing was written, nothing to make durable.
+            return Ok(());
+        }
         self.inner.log.flush()
     }
 
@@ -453,6 +472,7 @@ impl Store {
     /// # Ok(()) }
     /// ```
     pub fn compact(&self) -> Result<CompactionReport> {
+        self.writable()?;
         self.inner.compactor.compact_now()
     }
 
@@ -469,8 +489,10 @@ impl Store {
         )
     }
 
-    /// Flushes every write, seals the active segment and releases the directory lock.
-    /// Dropping a `Store` does the same but cannot report errors.
+    /// Flushes every write, seals the active segment and releases the directory lock. With
+    /// [`Options::background_compaction`] on, it first runs a compaction pass of at most
+    /// 200 ms (dead blob files first), so that a store closed before its compactor ever ran still
+    /// gives space back. Dropping a `Store` does the same but cannot report errors.
     pub fn close(mut self) -> Result<()> {
         self.closed = true;
         self.inner.shut_down()
@@ -497,6 +519,17 @@ impl std::fmt::Debug for Store {
             .field("io_mode", &self.io_mode())
             .field("keys", &self.len())
             .finish()
+    }
+}
+
+impl Store {
+    /// [`Error::ReadOnly`] for a store opened with [`Options::read_only`].
+    fn writable(&self) -> Result<()> {
+        if self.inner.opts.read_only {
+            Err(Error::ReadOnly)
+        } else {
+            Ok(())
+        }
     }
 }
 

@@ -2,7 +2,7 @@
 //! one, recovered by a scan and sealed), and the index is rebuilt from the footers' entries.
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::segments::{FileSummary, SegmentHandle};
@@ -10,8 +10,8 @@ use crate::error::Result;
 use crate::format::record::RecordKind;
 use crate::index::Index;
 use crate::io::aligned::BufPool;
-use crate::io::file::IoProfile;
-use crate::segment::{self, Opened};
+use crate::io::file::{self, IoProfile};
+use crate::segment::{self, Found, Opened, QuarantineReason};
 
 /// What opening the store found and did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -21,8 +21,26 @@ pub struct RecoveryReport {
     /// Segments that had no footer (the process or machine stopped while they were being
     /// written): scanned, cut after their last whole record, and sealed.
     pub recovered: Vec<RecoveredSegment>,
-    /// Segments removed because they held no complete record.
+    /// Files removed because they held nothing but zero bytes (or none): a blob file created
+    /// ahead and never used, a log segment whose first write never reached the disk. Nothing in
+    /// them can have been acknowledged.
     pub removed_segments: usize,
+    /// Files that open could not use and that hold other bytes: moved to the `quarantine/`
+    /// directory of the store, never removed (also logged as warnings). Their records are not
+    /// in the index: a key whose newest value was in one reads an older value, or none.
+    pub quarantined: Vec<QuarantinedFile>,
+}
+
+/// A file that open set aside in the store's `quarantine/` directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QuarantinedFile {
+    /// Its name in the store directory (`seg-<id>.pod` or `blob-<id>.pod`).
+    pub name: String,
+    /// Where it is now: `None` when it could not be moved (a full disk) and is still in the
+    /// store directory, unused; a later open moves it.
+    pub moved_to: Option<PathBuf>,
+    /// Why it could not be used.
+    pub reason: QuarantineReason,
 }
 
 /// A segment that was recovered by scanning at open.
@@ -41,6 +59,9 @@ pub struct RecoveredSegment {
     /// goes on after them (damage, not a torn write): reads of them return
     /// [`Error::Corruption`](crate::Error::Corruption).
     pub damaged_records: Vec<u64>,
+    /// Its new footer was written. False when the disk was full: its records are served from
+    /// memory, and a later open (with space) recovers and seals it again, to the same records.
+    pub sealed: bool,
 }
 
 /// What recovery hands to the running store.
@@ -69,23 +90,71 @@ pub(super) fn recover(dir: &Path, profile: &IoProfile, pool: &BufPool) -> Result
     let mut tombstones: HashMap<Vec<u8>, u64> = HashMap::new();
     let ids = segment::list(profile, dir)?;
     for &(id, kind) in &ids {
-        let Some(loaded) = segment::open(dir, id, kind, profile, pool)? else {
-            report.removed_segments += 1;
-            continue;
+        let loaded = match segment::open(dir, id, kind, profile, pool)? {
+            Found::Loaded(loaded) => loaded,
+            // A read-only store removes nothing; the file holds nothing to load.
+            Found::Empty if profile.read_only => continue,
+            Found::Empty => {
+                // Proven to hold nothing (see `segment::open`): the one kind of file open removes.
+                let path = segment::path(dir, id, kind);
+                file::remove_durably(profile, dir, &path)?;
+                report.removed_segments += 1;
+                continue;
+            }
+            Found::Unusable(reason) => {
+                let name = segment::file_name(id, kind);
+                let moved = if profile.read_only {
+                    Err(crate::Error::ReadOnly)
+                } else {
+                    segment::quarantine(profile, dir, &name)
+                };
+                let moved_to = match moved {
+                    Ok(to) => {
+                        log::warn!(
+                            "podstore: {} set aside as {}: {reason}",
+                            dir.join(&name).display(),
+                            to.display()
+                        );
+                        Some(to)
+                    }
+                    // No space for the quarantine directory, or a read-only store: left where
+                    // it is, unused.
+                    Err(e @ (crate::Error::StorageFull { .. } | crate::Error::ReadOnly)) => {
+                        log::warn!(
+                            "podstore: {} not used ({reason}); left in place: {e}",
+                            dir.join(&name).display(),
+                        );
+                        None
+                    }
+                    Err(e) => return Err(e),
+                };
+                report.quarantined.push(QuarantinedFile {
+                    name,
+                    moved_to,
+                    reason,
+                });
+                continue;
+            }
         };
+        let mut footer_durable = true;
         match loaded.opened {
             Opened::Sealed => report.sealed_segments += 1,
             Opened::Recovered {
                 data_end,
                 torn_at,
                 damaged,
-            } => report.recovered.push(RecoveredSegment {
-                segment: id,
-                entries: loaded.entries.len(),
-                data_end,
-                torn_at,
-                damaged_records: damaged,
-            }),
+                sealed,
+            } => {
+                footer_durable = sealed;
+                report.recovered.push(RecoveredSegment {
+                    segment: id,
+                    entries: loaded.entries.len(),
+                    data_end,
+                    torn_at,
+                    damaged_records: damaged,
+                    sealed,
+                })
+            }
         }
         let summary = FileSummary::of(&loaded.entries);
         index.reserve(loaded.entries.len());
@@ -107,16 +176,19 @@ pub(super) fn recover(dir: &Path, profile: &IoProfile, pool: &BufPool) -> Result
                 }
             }
         }
-        segments.insert(
-            id,
-            SegmentHandle::sealed(Arc::new(loaded.file), kind, summary),
-        );
+        let mut handle = SegmentHandle::sealed(Arc::new(loaded.file), kind, summary);
+        if !footer_durable {
+            // No footer on disk: compaction (which reads footers) leaves it alone.
+            handle.sealed_at = None;
+        }
+        segments.insert(id, handle);
     }
     Ok(Recovered {
         index,
         segments,
         report,
         max_seq,
-        next_file_id: ids.last().map_or(1, |(id, _)| id + 1),
+        // `segment::list` refused ids above MAX_FILE_ID, so this cannot overflow.
+        next_file_id: ids.last().map_or(1, |&(id, _)| id + 1),
     })
 }

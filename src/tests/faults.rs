@@ -523,3 +523,178 @@ fn a_failed_directory_fsync_at_segment_creation_poisons_the_store() {
         assert_eq!(store.get(&key(0)).unwrap().unwrap(), value(5, 600_000));
     }
 }
+
+/// Issue 14: a probe that failed for any reason (ENOSPC included) was reported as
+/// `DirectIoUnsupported`, and `IoMode::Auto` silently fell back to buffered I/O. Only a refusal
+/// of O_DIRECT itself means "unsupported"; every other error is returned as it is.
+#[test]
+fn a_failed_direct_io_probe_reports_its_own_error() {
+    use crate::IoMode;
+    for mode in [IoMode::Direct, IoMode::Auto] {
+        for error in [FaultError::Enospc, FaultError::Eio] {
+            let sim = new_sim(SimConfig::default());
+            sim.inject(Fault {
+                kind: OpKind::Probe,
+                nth: 0,
+                error,
+                sticky: false,
+            });
+            let got = open(&sim, options(Durability::Sync).io_mode(mode));
+            match (error, got) {
+                (FaultError::Enospc, Err(Error::StorageFull { .. })) => {}
+                (
+                    FaultError::Eio,
+                    Err(Error::Io {
+                        op: "probe direct I/O",
+                        ..
+                    }),
+                ) => {}
+                (_, other) => panic!("{mode:?} {error:?}: {:?}", other.map(|_| ())),
+            }
+        }
+        // Refused O_DIRECT is still "unsupported" for Direct, a fallback for Auto.
+        let sim = new_sim(SimConfig {
+            direct: false,
+            ..SimConfig::default()
+        });
+        let got = open(&sim, options(Durability::Sync).io_mode(mode));
+        match mode {
+            IoMode::Direct => assert!(
+                matches!(got, Err(Error::DirectIoUnsupported { .. })),
+                "{:?}",
+                got.map(|_| ())
+            ),
+            _ => assert_eq!(got.unwrap().io_mode(), IoMode::Buffered),
+        }
+    }
+}
+
+/// A store as a crash on a full disk leaves it: sealed segments, blob files, a log segment left
+/// unsealed (its recovery needs a footer), a torn blob file (to be quarantined), an empty
+/// spare. Returns what every reader must find.
+fn crashed_store(sim: &Sim) -> BTreeMap<u8, Seen> {
+    use crate::io::storage::{OpenMode, Storage};
+    let store = open(sim, options(Durability::Sync)).expect("open");
+    let mut state = BTreeMap::new();
+    for (i, k) in (0..KEYS).enumerate() {
+        let len = if k % 3 == 0 { LARGE + 10 } else { 100 + i };
+        store.put(&key(k), &value(i as u32 + 1, len)).expect("put");
+        state.insert(k, Seen::of((i as u32 + 1, len)));
+    }
+    store.delete(&key(1)).expect("delete");
+    state.remove(&1);
+    store.put(&key(2), &value(99, 3000)).expect("put");
+    state.insert(2, Seen::of((99, 3000)));
+    store.simulate_crash();
+    let dir = std::path::Path::new(super::DIR);
+    for (name, bytes) in [
+        ("blob-0000000000000100.pod", vec![0x5au8; 10_000]),
+        ("blob-0000000000000101.pod", Vec::new()),
+    ] {
+        let f = sim
+            .open(&dir.join(name), OpenMode::CreateNew, false)
+            .unwrap();
+        f.write_at(&bytes, 0).unwrap();
+        f.sync_data().unwrap();
+    }
+    sim.sync_dir(dir).unwrap();
+    state
+}
+
+/// Issue 14: a store that a crash left with an unsealed segment could not be opened on a full
+/// disk. Every call of such an open fails in turn with ENOSPC, and calls that change the file
+/// system keep failing (the disk stays full): the open either works and serves every acknowledged write, or fails with
+/// `StorageFull` (never `Corruption`, never a panic); a failed footer write never fails it.
+/// With space back, the next open holds everything.
+#[test]
+fn an_open_on_a_full_disk_fails_at_no_write() {
+    let counted = new_sim(SimConfig::default());
+    let expected = crashed_store(&counted);
+    let before = counted.stats().calls;
+    let store = open(&counted, options(Durability::Sync)).expect("fault-free open");
+    assert_eq!(observe(&store).unwrap(), expected);
+    assert_eq!(store.recovery().recovered.len(), 1);
+    assert_eq!(store.recovery().quarantined.len(), 1);
+    let calls: BTreeMap<OpKind, u64> = counted
+        .stats()
+        .calls
+        .into_iter()
+        .map(|(k, n)| (k, n - before.get(&k).copied().unwrap_or(0)))
+        .filter(|(_, n)| *n > 0)
+        .collect();
+    drop(store);
+    let mut opened = 0;
+    for (&kind, &n) in &calls {
+        for nth in 0..n {
+            let sim = new_sim(SimConfig::default());
+            crashed_store(&sim);
+            let base = sim.stats().calls.get(&kind).copied().unwrap_or(0);
+            sim.inject(Fault {
+                kind,
+                nth: base + nth,
+                error: FaultError::Enospc,
+                // The disk stays full for the calls that need space; a read fails once.
+                sticky: kind.mutates(),
+            });
+            let ctx = format!("{kind:?} #{nth} of {n}");
+            let result = open(&sim, options(Durability::Sync));
+            if !kind.mutates() {
+                // A one-off read fault the open did not reach is not for the reads below.
+                sim.clear_faults();
+            }
+            match result {
+                Ok(store) => {
+                    opened += 1;
+                    assert_eq!(observe(&store).unwrap(), expected, "{ctx}");
+                    let _ = store.close();
+                }
+                Err(Error::StorageFull { .. }) => {
+                    assert!(
+                        kind != OpKind::Write,
+                        "{ctx}: a footer write failed the open"
+                    );
+                }
+                Err(e) => panic!("{ctx}: {e:?}"),
+            }
+            sim.clear_faults();
+            let store = open(&sim, options(Durability::Sync))
+                .unwrap_or_else(|e| panic!("{ctx}: open with space: {e}"));
+            assert_eq!(observe(&store).unwrap(), expected, "{ctx}");
+            assert!(store.recovery().recovered.iter().all(|r| r.sealed), "{ctx}");
+            store.close().unwrap();
+            let moved = sim.file_names(&std::path::Path::new(super::DIR).join("quarantine"));
+            assert!(
+                moved
+                    .iter()
+                    .any(|n| n.starts_with("blob-0000000000000100.pod")),
+                "{ctx}: {moved:?}"
+            );
+        }
+    }
+    assert!(opened > 0);
+}
+
+/// A read-only open, its reads, `verify` and its close make no call that changes the file
+/// system (the simulator counts them), even on a store that recovery would write to.
+#[test]
+fn a_read_only_store_makes_no_mutating_call() {
+    let sim = new_sim(SimConfig::default());
+    let expected = crashed_store(&sim);
+    let mutations = |sim: &Sim| -> u64 {
+        sim.stats()
+            .calls
+            .iter()
+            .filter(|(k, _)| k.mutates())
+            .map(|(_, n)| n)
+            .sum()
+    };
+    let before = mutations(&sim);
+    for _ in 0..2 {
+        let store = open(&sim, options(Durability::Sync).read_only(true)).expect("open");
+        assert_eq!(observe(&store).unwrap(), expected);
+        assert!(matches!(store.put(&key(0), b"x"), Err(Error::ReadOnly)));
+        store.verify().expect("verify");
+        store.close().expect("close");
+    }
+    assert_eq!(mutations(&sim), before, "{:?}", sim.stats().calls);
+}

@@ -4,6 +4,7 @@
 
 mod faults;
 mod powerloss;
+mod quarantine;
 
 use std::collections::BTreeMap;
 use std::path::Path;

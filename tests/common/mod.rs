@@ -16,6 +16,7 @@
 
 pub mod compat;
 pub mod files;
+pub mod loopfs;
 pub mod parallel;
 pub mod records;
 pub mod rng;

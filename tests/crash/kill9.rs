@@ -743,9 +743,28 @@ fn check_kill_report(
         removed.len() - removed_blobs <= 1 && removed_blobs <= THREADS * BLOB_FILES_PER_CREATE,
         "{ctx}: removed {removed:?}"
     );
-    assert_eq!(report.removed_segments, removed.len(), "{ctx}: {report:?}");
+    // Gone from the store directory: removed (nothing but zeroes: spares, an unwritten
+    // segment) or set aside in quarantine/ (a torn put's bytes), never unlinked.
     assert_eq!(
-        report.sealed_segments + report.recovered.len() + report.removed_segments,
+        report.removed_segments + report.quarantined.len(),
+        removed.len(),
+        "{ctx}: {report:?}"
+    );
+    for q in &report.quarantined {
+        assert!(
+            q.moved_to.as_ref().is_some_and(|p| p.exists()),
+            "{ctx}: {report:?}"
+        );
+        assert!(
+            !matches!(q.reason, podstore::QuarantineReason::Misnamed { .. }),
+            "{ctx}: {report:?}"
+        );
+    }
+    assert_eq!(
+        report.sealed_segments
+            + report.recovered.len()
+            + report.removed_segments
+            + report.quarantined.len(),
         found.len(),
         "{ctx}: {report:?}"
     );

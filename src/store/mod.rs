@@ -393,8 +393,11 @@ impl Store {
             (active, app.next_file_id())
         };
         // Not `flush`: copies made by compaction reuse old sequence numbers, and must be on disk
-        // too before the active segment is read up to `data_end`.
-        inner.log.sync_all()?;
+        // too before the active segment is read up to `data_end`. A read-only store wrote
+        // nothing.
+        if !inner.opts.read_only {
+            inner.log.sync_all()?;
+        }
         let segments: Vec<(u64, Arc<SegmentFile>)> = inner
             .shared
             .segments

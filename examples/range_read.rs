@@ -98,7 +98,9 @@ fn main() -> podstore::Result<()> {
 
     // Past the end is an error, not a short read.
     match store.get_range(b"big", len - 10..len + 10) {
-        Err(podstore::Error::OutOfRange { start, end, len }) => {
+        Err(podstore::Error::OutOfRange {
+            start, end, len, ..
+        }) => {
             println!("range {start}..{end} of a {len}-byte value: OutOfRange, as documented")
         }
         other => panic!("expected OutOfRange, got {other:?}"),

@@ -49,9 +49,9 @@ fn main() -> podstore::Result<()> {
 fn demo_store() -> podstore::Result<std::path::PathBuf> {
     let dir = std::env::temp_dir().join(format!("podstore-verify-{}", std::process::id()));
     let store = Store::open(&dir)?;
-    store.put(b"a", &[b'a'; 10_000])?;
-    store.put(b"b", &[b'b'; 10_000])?;
-    store.put(b"c", &[b'c'; 10_000])?;
+    store.put(b"a", [b'a'; 10_000])?;
+    store.put(b"b", [b'b'; 10_000])?;
+    store.put(b"c", [b'c'; 10_000])?;
     store.close()?;
     let seg = std::fs::read_dir(&dir)
         .expect("store directory")

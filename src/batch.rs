@@ -37,7 +37,8 @@ impl Batch {
     }
 
     /// Adds a put.
-    pub fn put(&mut self, key: &[u8], value: &[u8]) -> &mut Batch {
+    pub fn put(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> &mut Batch {
+        let (key, value) = (key.as_ref(), value.as_ref());
         self.bytes += (key.len() + value.len()) as u64;
         self.ops.push(BatchOp {
             key: key.to_vec(),
@@ -47,7 +48,8 @@ impl Batch {
     }
 
     /// Adds a delete.
-    pub fn delete(&mut self, key: &[u8]) -> &mut Batch {
+    pub fn delete(&mut self, key: impl AsRef<[u8]>) -> &mut Batch {
+        let key = key.as_ref();
         self.bytes += key.len() as u64;
         self.ops.push(BatchOp {
             key: key.to_vec(),

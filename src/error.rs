@@ -130,8 +130,15 @@ pub enum Error {
         /// The limit.
         max: u64,
     },
-    /// A range read asked for bytes outside the value (or a range whose start is past its end).
+    /// A read asked for bytes the value does not have: [`Store::get_range`] with a range
+    /// that starts past the value's end (or ends before it starts, or has a negative bound), or
+    /// [`ValueReader::read_exact_at`] past the end.
+    ///
+    /// [`Store::get_range`]: crate::Store::get_range
+    /// [`ValueReader::read_exact_at`]: crate::ValueReader::read_exact_at
     OutOfRange {
+        /// The key whose value was read.
+        key: Vec<u8>,
         /// First byte asked for.
         start: u64,
         /// One past the last byte asked for.
@@ -207,9 +214,15 @@ impl fmt::Display for Error {
             Error::ValueTooLarge { len, max } => {
                 write!(f, "value of {len} bytes is longer than the limit of {max}")
             }
-            Error::OutOfRange { start, end, len } => write!(
+            Error::OutOfRange {
+                key,
+                start,
+                end,
+                len,
+            } => write!(
                 f,
-                "range {start}..{end} is outside the value of {len} bytes"
+                "range {start}..{end} is outside the value of key \"{}\" ({len} bytes)",
+                ShowKey(key)
             ),
             Error::Locked { path } => write!(
                 f,
@@ -227,6 +240,21 @@ impl fmt::Display for Error {
                 path.display()
             ),
         }
+    }
+}
+
+/// A key in a message: printable ASCII as it is, other bytes escaped, at most 100 bytes shown.
+struct ShowKey<'a>(&'a [u8]);
+
+impl fmt::Display for ShowKey<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        const SHOWN: usize = 100;
+        let shown = &self.0[..self.0.len().min(SHOWN)];
+        write!(f, "{}", shown.escape_ascii())?;
+        if self.0.len() > SHOWN {
+            write!(f, "... ({} bytes)", self.0.len())?;
+        }
+        Ok(())
     }
 }
 

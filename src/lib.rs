@@ -29,6 +29,7 @@ pub mod format;
 mod index;
 mod io;
 mod options;
+mod range;
 mod segment;
 mod store;
 mod verify;
@@ -41,6 +42,7 @@ pub use error::{Corruption, Error, Result};
 #[doc(hidden)]
 pub use failpoint::{COMPACTION_FAILPOINTS, arm_failpoint};
 pub use options::{Compression, Durability, IoMode, Options};
+pub use range::ValueRange;
 pub use store::{
     CompactionReport, Keys, RecoveredSegment, RecoveryReport, Stats, Store, ValueReader,
 };

@@ -181,7 +181,7 @@ fn ranges_inside_and_across_frames() {
                 }
             }
             assert!(matches!(
-                store.get_range(b"k", len - 1..len + 1),
+                store.get_range(b"k", len + 1..len + 2),
                 Err(Error::OutOfRange { .. })
             ));
         }

@@ -17,7 +17,6 @@
 //! and the counters (`shared`), and call each other's methods, never each other's fields.
 //! This file is the public API only: it checks arguments and calls the parts.
 
-use std::ops::RangeBounds;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -26,6 +25,7 @@ use crate::error::{Error, Result};
 use crate::io::file::{self, DirLock, SegmentFile};
 use crate::io::storage::{RealStorage, Storage};
 use crate::options::{Durability, IoMode, Options};
+use crate::range::ValueRange;
 use crate::verify::{self, VerifyReport};
 use crate::{MAX_KEY_LEN, MAX_VALUE_LEN};
 
@@ -127,7 +127,25 @@ impl Store {
     ///
     /// With [`Options::compression`] set, the value is compressed (by the calling thread, before
     /// it takes any lock) when the options say it pays.
-    pub fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+    ///
+    /// Keys and values are anything that is bytes (`impl AsRef<[u8]>`): `&str`, `String`,
+    /// `&[u8]`, `Vec<u8>`, byte arrays and literals. Every method that takes a key does the same.
+    ///
+    /// ```
+    /// # fn main() -> podstore::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = podstore::Store::open(dir.path())?;
+    /// store.put("k", "v")?;
+    /// let name = String::from("photos/2024/cat.jpg");
+    /// let bytes: Vec<u8> = vec![0xff, 0xd8, 0xff];
+    /// store.put(&name, &bytes)?;
+    /// assert_eq!(store.get(name)?, Some(bytes));
+    /// let key: Vec<u8> = b"k".to_vec();
+    /// assert_eq!(store.get(&key)?.as_deref(), Some(&b"v"[..]));
+    /// # Ok(()) }
+    /// ```
+    pub fn put(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
+        let (key, value) = (key.as_ref(), value.as_ref());
         check_key(key)?;
         check_value(value)?;
         let durability = self.inner.opts.durability;
@@ -159,7 +177,8 @@ impl Store {
     /// assert_eq!(store.get(b"sha256:ab12")?.unwrap(), b"blob bytes");
     /// # Ok(()) }
     /// ```
-    pub fn put_if_absent(&self, key: &[u8], value: &[u8]) -> Result<bool> {
+    pub fn put_if_absent(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<bool> {
+        let (key, value) = (key.as_ref(), value.as_ref());
         check_key(key)?;
         check_value(value)?;
         // Cheap answer for the common case, before compressing anything.
@@ -229,7 +248,8 @@ impl Store {
     }
 
     /// Deletes `key`; returns whether it existed. Durable like [`Store::put`].
-    pub fn delete(&self, key: &[u8]) -> Result<bool> {
+    pub fn delete(&self, key: impl AsRef<[u8]>) -> Result<bool> {
+        let key = key.as_ref();
         check_key(key)?;
         let durability = self.inner.opts.durability;
         let log = &self.inner.log;
@@ -253,7 +273,8 @@ impl Store {
     }
 
     /// The value of `key`.
-    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+    pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
+        let key = key.as_ref();
         check_key(key)?;
         let reader = &self.inner.reader;
         reader.locate(key)?.map(|f| reader.read_all(&f)).transpose()
@@ -264,42 +285,68 @@ impl Store {
     /// Reads from disk only the 4 KiB chunks that hold the range (and their checksums), whatever
     /// the size of the value. For a compressed value, it reads and decompresses only the frames
     /// that hold the range (and the frame table's header and entries, unless the store has them
-    /// from an earlier read). A range that is not inside the value fails with
-    /// [`Error::OutOfRange`]; an empty range inside it gives an empty vector.
+    /// from an earlier read).
+    ///
+    /// The range is any Rust range over `u64`, `usize`, `u32`, `u16` or `u8` (see
+    /// [`ValueRange`](crate::ValueRange)). Ranges follow HTTP and S3 range requests:
+    ///
+    /// - an end past the value's end is clamped to it: `0..4096` of a 267-byte value gives its
+    ///   267 bytes, so a "first 4 KiB" read needs no length check;
+    /// - a start at the value's end (`len..`, `len..len + 10`) gives an empty vector, like any
+    ///   empty range inside the value;
+    /// - a start past the end (`start > len`), an end before the start, or a negative bound
+    ///   fails with [`Error::OutOfRange`], which names the key and the value's length.
+    ///
+    /// A missing key is `Ok(None)` whatever the range.
     ///
     /// ```
     /// # fn main() -> podstore::Result<()> {
     /// # let dir = tempfile::tempdir().unwrap();
     /// # let store = podstore::Store::open(dir.path())?;
-    /// store.put(b"k", b"0123456789")?;
-    /// assert_eq!(store.get_range(b"k", 2..5)?.unwrap(), b"234");
-    /// assert_eq!(store.get_range(b"k", 8..)?.unwrap(), b"89");
-    /// assert!(matches!(store.get_range(b"k", 8..11), Err(podstore::Error::OutOfRange { .. })));
+    /// store.put("k", "0123456789")?;
+    /// assert_eq!(store.get_range("k", 2..5)?.unwrap(), b"234");
+    /// assert_eq!(store.get_range("k", 8..)?.unwrap(), b"89");
+    /// assert_eq!(store.get_range("k", 8..4096)?.unwrap(), b"89"); // clamped
+    /// assert_eq!(store.get_range("k", 10..)?.unwrap(), b""); // at the end: empty
+    /// let offset: usize = 4;
+    /// assert_eq!(store.get_range("k", offset..offset + 2)?.unwrap(), b"45");
+    /// assert!(matches!(
+    ///     store.get_range("k", 11..),
+    ///     Err(podstore::Error::OutOfRange { start: 11, len: 10, .. })
+    /// ));
+    /// assert_eq!(store.get_range("missing", 0..10)?, None);
     /// # Ok(()) }
     /// ```
-    pub fn get_range(&self, key: &[u8], range: impl RangeBounds<u64>) -> Result<Option<Vec<u8>>> {
+    pub fn get_range(
+        &self,
+        key: impl AsRef<[u8]>,
+        range: impl ValueRange,
+    ) -> Result<Option<Vec<u8>>> {
+        let key = key.as_ref();
         check_key(key)?;
         let reader = &self.inner.reader;
         reader
             .locate(key)?
-            .map(|f| reader.read_range(&f, &range))
+            .map(|f| reader.read_range(&f, key, &range))
             .transpose()
     }
 
     /// A reader that streams the value of `key` with positional reads, without loading it
     /// whole. It reads the value as it was when `reader` was called, even if it is overwritten,
     /// deleted or moved by compaction meanwhile (it keeps its file open).
-    pub fn reader(&self, key: &[u8]) -> Result<Option<ValueReader>> {
+    pub fn reader(&self, key: impl AsRef<[u8]>) -> Result<Option<ValueReader>> {
+        let key = key.as_ref();
         check_key(key)?;
         let reader = &self.inner.reader;
         Ok(reader
             .locate(key)?
-            .map(|found| ValueReader::new(reader.clone(), found)))
+            .map(|found| ValueReader::new(reader.clone(), key, found)))
     }
 
     /// The length of the value of `key` (as it was put, whether or not it is stored
     /// compressed).
-    pub fn value_len(&self, key: &[u8]) -> Result<Option<u64>> {
+    pub fn value_len(&self, key: impl AsRef<[u8]>) -> Result<Option<u64>> {
+        let key = key.as_ref();
         check_key(key)?;
         Ok(self.inner.shared.index.get(key).map(|e| e.value_len))
     }
@@ -307,13 +354,15 @@ impl Store {
     /// How many bytes the value of `key` takes in its record: its length if it is stored raw,
     /// the length of its frame table and lz4 frames if it is stored compressed (see
     /// [`Options::compression`]). The record's header, key and checksums come on top.
-    pub fn stored_len(&self, key: &[u8]) -> Result<Option<u64>> {
+    pub fn stored_len(&self, key: impl AsRef<[u8]>) -> Result<Option<u64>> {
+        let key = key.as_ref();
         check_key(key)?;
         Ok(self.inner.shared.index.get(key).map(|e| e.stored_len))
     }
 
     /// Whether `key` has a value.
-    pub fn contains(&self, key: &[u8]) -> Result<bool> {
+    pub fn contains(&self, key: impl AsRef<[u8]>) -> Result<bool> {
+        let key = key.as_ref();
         check_key(key)?;
         Ok(self.inner.shared.index.get(key).is_some())
     }

@@ -184,7 +184,7 @@ fn fail(msg: String) -> TestCaseError {
 /// failure.)
 fn check_read(sim: &Sim, store: &Store, model: &Model, k: u8) -> Result<(), TestCaseError> {
     let want = model.current().get(&k).map(|&c| Seen::of(c));
-    let got = match store.get(&key(k)) {
+    let got = match store.get(key(k)) {
         Ok(got) => got,
         Err(e) => return expect_crashed(sim, "read", e),
     };
@@ -236,7 +236,7 @@ fn run_workload(case: &Case, sim: &Sim) -> Result<(Model, bool), TestCaseError> 
             Op::Put { key: k, len } => {
                 let v = model.version();
                 model.commits.push(vec![(*k, Some((v, *len)))]);
-                match s.put(&key(*k), &super::value(v, *len)) {
+                match s.put(key(*k), super::value(v, *len)) {
                     Ok(()) => {
                         if sync {
                             model.mark = model.commits.len();
@@ -252,7 +252,7 @@ fn run_workload(case: &Case, sim: &Sim) -> Result<(Model, bool), TestCaseError> 
             Op::Delete { key: k } => {
                 let existed = model.current().contains_key(k);
                 model.commits.push(vec![(*k, None)]);
-                match s.delete(&key(*k)) {
+                match s.delete(key(*k)) {
                     Ok(found) => {
                         if found != existed {
                             return Err(fail(format!(
@@ -277,11 +277,11 @@ fn run_workload(case: &Case, sim: &Sim) -> Result<(Model, bool), TestCaseError> 
                     match len {
                         Some(len) => {
                             let v = model.version();
-                            batch.put(&key(k), &super::value(v, len));
+                            batch.put(key(k), super::value(v, len));
                             commit.push((k, Some((v, len))));
                         }
                         None => {
-                            batch.delete(&key(k));
+                            batch.delete(key(k));
                             commit.push((k, None));
                         }
                     }
@@ -404,7 +404,7 @@ fn run_case(case: &Case) -> Result<(), TestCaseError> {
     }
     // The recovered store takes writes again.
     store
-        .put(&key(0), b"after")
+        .put(key(0), b"after")
         .map_err(|e| fail(format!("put after recovery: {e}")))?;
     store
         .close()
@@ -483,9 +483,9 @@ fn a_large_put_cut_by_power_loss_never_hides_the_acknowledged_value() {
         for n in [1, 2] {
             let sim = new_sim(SimConfig::default());
             let store = open(&sim, options(Durability::Sync)).unwrap();
-            store.put(&key(0), &super::value(1, 100)).unwrap();
+            store.put(key(0), super::value(1, 100)).unwrap();
             sim.crash_at(CrashOn::Sync, n);
-            let acked = store.put(&key(0), &super::value(2, LARGE + 5000)).is_ok();
+            let acked = store.put(key(0), super::value(2, LARGE + 5000)).is_ok();
             drop(store);
             let after = sim.after_crash(Survival::RandomSectors, seed);
             let store = open(&after, options(Durability::Sync)).unwrap();
@@ -520,12 +520,10 @@ fn a_power_loss_while_sealing_never_seals_damaged_records() {
             // Fills most of the 1 MiB segment without a sync (short keys: the footer table
             // fits in a sector); the last put rolls it over.
             for k in 0..4 {
-                store
-                    .put(&key(k), &super::value(k as u32, 240_000))
-                    .unwrap();
+                store.put(key(k), super::value(k as u32, 240_000)).unwrap();
             }
             sim.crash_at(CrashOn::Sync, n);
-            let _ = store.put(&key(4), &super::value(99, 100_000));
+            let _ = store.put(key(4), super::value(99, 100_000));
             let _ = store.flush();
             drop(store);
             let after = sim.after_crash(Survival::RandomSectors, seed);
@@ -551,7 +549,7 @@ fn a_power_loss_during_recovery_after_a_kill_never_seals_damaged_records() {
             let store = open(&sim, opts.clone()).unwrap();
             // 4 × 30 KB: the first 64 KiB are handed off and written, without a sync.
             for k in 0..4 {
-                store.put(&key(k), &super::value(k as u32, 30_000)).unwrap();
+                store.put(key(k), super::value(k as u32, 30_000)).unwrap();
             }
             let killed = sim.after_process_kill();
             drop(store);

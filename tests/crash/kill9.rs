@@ -189,7 +189,7 @@ impl Op {
     fn run(&self, store: &Store) -> podstore::Result<()> {
         match self {
             Op::Put { key, version, len } => {
-                store.put(key.as_bytes(), &op_value(key.as_bytes(), *version, *len))
+                store.put(key.as_bytes(), op_value(key.as_bytes(), *version, *len))
             }
             Op::Delete { key } => match store.delete(key.as_bytes())? {
                 true => Ok(()),
@@ -200,7 +200,7 @@ impl Op {
                 for (key, len) in ops {
                     match len {
                         Some(len) => {
-                            batch.put(key.as_bytes(), &op_value(key.as_bytes(), *version, *len))
+                            batch.put(key.as_bytes(), op_value(key.as_bytes(), *version, *len))
                         }
                         None => batch.delete(key.as_bytes()),
                     };

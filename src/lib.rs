@@ -45,6 +45,7 @@ pub use options::{Compression, Durability, IoMode, Options};
 pub use range::ValueRange;
 pub use store::{
     CompactionReport, Keys, RecoveredSegment, RecoveryReport, Stats, Store, ValueReader,
+    ValueWriter,
 };
 pub use verify::{Damage, Structure, VerifyReport};
 

@@ -17,6 +17,9 @@ use crate::io::aligned::BufPool;
 use crate::io::file::{IoProfile, SegmentFile, list_dir, remove_durably, remove_file, sync_dir};
 use crate::io::stream::AlignedStream;
 
+mod stream;
+pub use stream::BlobStream;
+
 /// The two kinds of segment file. Both have the same format; they differ in how they are
 /// written, and so in what an unsealed one means at open.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -457,57 +460,86 @@ pub fn write_blob(
     value: BlobValue<'_>,
     profile: &IoProfile,
 ) -> Result<SegmentFile> {
-    let path = path(dir, id, SegmentKind::Blob);
-    let result = (|| {
-        let block = profile.block_size;
-        let mut stream =
-            AlignedStream::new(&file, 0, BLOB_WRITE_CHUNK, profile.mem_align, block as u64);
-        stream.append(
-            &SegmentHeader {
-                segment: id,
-                block_size: block,
-            }
-            .encode(),
-        )?;
-        let place = RecordPlace {
-            segment: id,
-            offset: BLOB_RECORD_OFFSET,
-        };
-        let header = RecordHeader {
-            kind: RecordKind::Put,
-            flags: value.flags,
-            key_len: key.len() as u32,
-            pad_before: 0,
-            value_len: value.stored.len() as u64,
-            seq,
-        };
-        let entry = write_record(
-            &mut stream,
-            place,
-            &header,
-            key,
-            value.stored,
-            value.value_len,
-        )?;
-        let data_end = BLOB_RECORD_OFFSET + entry.record_len();
-        // The record is durable before a footer names it: the blocks of unsynced writes reach
-        // the disk in any order, and a footer that did while a record block did not would
-        // make a put that was never acknowledged a sealed, damaged value that hides the key's
-        // acknowledged one. The footer starts on a block of its own (`finish` pads to one): one
-        // lost block cannot take both the end of the value and the footer, which would make the
-        // file look like a torn put.
-        let footer_at = stream.finish()?;
-        let footer = encode_footer(id, data_end, footer_at, block, &[entry]);
-        write_footer_after_sync(&file, footer_at, &footer, block, profile)
-    })();
-    match result {
+    match write_blob_record(&file, id, seq, key, value, profile) {
         Ok(()) => Ok(file),
         Err(e) => {
             drop(file);
-            let _ = remove_file(profile, &path);
+            let _ = remove_file(profile, &path(dir, id, SegmentKind::Blob));
             Err(e)
         }
     }
+}
+
+/// Writes the header, the one record and the footer of blob file `id`, the footer after a sync.
+fn write_blob_record(
+    file: &SegmentFile,
+    id: u64,
+    seq: u64,
+    key: &[u8],
+    value: BlobValue<'_>,
+    profile: &IoProfile,
+) -> Result<()> {
+    let block = profile.block_size;
+    let mut stream = AlignedStream::new(file, 0, BLOB_WRITE_CHUNK, profile.mem_align, block as u64);
+    stream.append(
+        &SegmentHeader {
+            segment: id,
+            block_size: block,
+        }
+        .encode(),
+    )?;
+    let header = blob_record_header(key, value.flags, value.stored.len() as u64, seq);
+    let entry = write_record(
+        &mut stream,
+        blob_record_place(id),
+        &header,
+        key,
+        value.stored,
+        value.value_len,
+    )?;
+    // The record is durable before a footer names it: the blocks of unsynced writes reach
+    // the disk in any order, and a footer that did while a record block did not would
+    // make a put that was never acknowledged a sealed, damaged value that hides the key's
+    // acknowledged one. The footer starts on a block of its own (`finish` pads to one): one
+    // lost block cannot take both the end of the value and the footer, which would make the
+    // file look like a torn put.
+    let footer_at = stream.finish()?;
+    write_blob_footer(file, id, entry, footer_at, profile)
+}
+
+/// Where the one record of blob file `id` is.
+fn blob_record_place(id: u64) -> RecordPlace {
+    RecordPlace {
+        segment: id,
+        offset: BLOB_RECORD_OFFSET,
+    }
+}
+
+/// The header of a blob file's put record.
+fn blob_record_header(key: &[u8], flags: u16, stored_len: u64, seq: u64) -> RecordHeader {
+    RecordHeader {
+        kind: RecordKind::Put,
+        flags,
+        key_len: key.len() as u32,
+        pad_before: 0,
+        value_len: stored_len,
+        seq,
+    }
+}
+
+/// Seals blob file `id`, whose record (footer entry `entry`) is written up to `footer_at`: syncs
+/// it, then writes the footer there and syncs again.
+fn write_blob_footer(
+    file: &SegmentFile,
+    id: u64,
+    entry: FooterEntry,
+    footer_at: u64,
+    profile: &IoProfile,
+) -> Result<()> {
+    let block = profile.block_size;
+    let data_end = BLOB_RECORD_OFFSET + entry.record_len();
+    let footer = encode_footer(id, data_end, footer_at, block, &[entry]);
+    write_footer_after_sync(file, footer_at, &footer, block, profile)
 }
 
 /// Makes everything written to `file` so far durable, then writes `footer` at `footer_at` (a

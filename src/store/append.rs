@@ -155,6 +155,11 @@ impl Log {
     /// Makes every write so far durable.
     pub(super) fn flush(&self) -> Result<()> {
         let last = self.lock().last_seq();
+        self.flush_to(last)
+    }
+
+    /// Makes every write numbered up to `last` durable.
+    pub(super) fn flush_to(&self, last: u64) -> Result<()> {
         self.wait(last, last, true)
     }
 

@@ -40,6 +40,7 @@ mod read;
 mod segments;
 mod shared;
 mod stats;
+mod writer;
 
 use append::Op;
 use compress::StoredValue;
@@ -49,6 +50,7 @@ pub use compact::CompactionReport;
 pub use open::{RecoveredSegment, RecoveryReport};
 pub use read::{Keys, ValueReader};
 pub use stats::Stats;
+pub use writer::ValueWriter;
 
 /// An embedded key-value store for blobs, in one directory.
 ///
@@ -341,6 +343,34 @@ impl Store {
         Ok(reader
             .locate(key)?
             .map(|found| ValueReader::new(reader.clone(), key, found)))
+    }
+
+    /// A writer that streams a new value of `key` into the store, without holding it in
+    /// memory: write it with [`std::io::Write`], then [`ValueWriter::finish`] commits it,
+    /// atomically and durably. Dropping the writer unfinished stores nothing.
+    ///
+    /// The value goes to a blob file of its own whatever its length (even below
+    /// [`Options::large_value_threshold`]), uncompressed whatever [`Options::compression`]
+    /// says. See [`ValueWriter`] for the memory it takes.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = podstore::Store::open(dir.path())?;
+    /// # let source_path = dir.path().join("upload.bin");
+    /// # std::fs::write(&source_path, vec![1u8; 3 << 20])?;
+    /// let mut file = std::fs::File::open(&source_path)?;
+    /// let mut writer = store.writer("uploads/1")?;
+    /// std::io::copy(&mut file, &mut writer)?;
+    /// writer.finish()?;
+    /// assert_eq!(store.value_len("uploads/1")?, Some(3 << 20));
+    /// # Ok(()) }
+    /// ```
+    pub fn writer(&self, key: impl AsRef<[u8]>) -> Result<ValueWriter<'_>> {
+        let key = key.as_ref();
+        check_key(key)?;
+        let stream = self.inner.blobs.start_stream(key)?;
+        Ok(ValueWriter::new(self, key, stream))
     }
 
     /// The length of the value of `key` (as it was put, whether or not it is stored

@@ -17,6 +17,7 @@
 //! `powerloss-summary:` line with its counters.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::sync::Mutex;
 
 use proptest::prelude::*;
@@ -561,6 +562,59 @@ fn a_power_loss_during_recovery_after_a_kill_never_seals_damaged_records() {
             let present: Vec<u8> = seen.keys().copied().collect();
             let prefix: Vec<u8> = (0..present.len() as u8).collect();
             assert_eq!(present, prefix, "seed {seed}, sync {n}: not a prefix");
+        }
+    }
+}
+
+/// A streamed put (`Store::writer`) cut by power loss, at every sync of its `finish` and
+/// mid-stream (before `finish`): the key has its old value, or the new one whole if `finish`
+/// may have got far enough (never a part, never a damaged value); acknowledged means the new
+/// one. No blob file is left to a later open.
+#[test]
+fn a_streamed_put_cut_by_power_loss_is_old_or_whole() {
+    use std::io::Write;
+    const LEN: usize = 300_000;
+    for seed in 0..12 {
+        // None: power lost mid-stream, before `finish`; Some(n): at the n-th sync of `finish`.
+        for crash in [None, Some(0), Some(1), Some(2)] {
+            let sim = new_sim(SimConfig::default());
+            let store = open(&sim, options(Durability::Sync)).unwrap();
+            store.put(key(0), super::value(1, 100)).unwrap();
+            let new = super::value(2, LEN);
+            let mut writer = store.writer(key(0)).unwrap();
+            writer.write_all(&new[..LEN / 2]).unwrap();
+            let acked = match crash {
+                None => {
+                    sim.crash_now();
+                    drop(writer);
+                    false
+                }
+                Some(n) => {
+                    writer.write_all(&new[LEN / 2..]).unwrap();
+                    sim.crash_at(CrashOn::Sync, n);
+                    writer.finish().is_ok()
+                }
+            };
+            drop(store);
+            let what = format!("seed {seed}, crash {crash:?}");
+            let after = sim.after_crash(Survival::RandomSectors, seed);
+            let store = open(&after, options(Durability::Sync)).unwrap();
+            let seen = observe(&store).unwrap_or_else(|e| panic!("{what}: {e}"));
+            let whole = Seen::Version(2, LEN);
+            let allowed = match (acked, crash) {
+                (true, _) => vec![whole.clone()],
+                (false, None) => vec![Seen::Version(1, 100)],
+                (false, Some(_)) => vec![Seen::Version(1, 100), whole.clone()],
+            };
+            assert!(allowed.contains(&seen[&0]), "{what}: {seen:?}");
+            store.close().unwrap();
+            let blobs = after
+                .file_names(Path::new(super::DIR))
+                .into_iter()
+                .filter(|n| n.starts_with("blob-"))
+                .count();
+            let expected = usize::from(seen[&0] == whole);
+            assert_eq!(blobs, expected, "{what}: blob files left");
         }
     }
 }

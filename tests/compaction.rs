@@ -518,3 +518,55 @@ fn compaction_options_are_checked() {
         ));
     }
 }
+
+/// The small store: 5,000 durable 100-byte puts (each padded to a block), all deleted,
+/// then `compact()`. The active segment is never filled at the default 256 MiB, so `compact`
+/// must seal and compact it: almost nothing is left on disk.
+#[test]
+fn compact_gives_back_the_active_segment_of_a_small_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = Options::default()
+        .background_compaction(false)
+        .durability(Durability::Sync);
+    let store = Store::open_with(dir.path(), opts).unwrap();
+    for i in 0..5000u32 {
+        store.put(format!("key/{i}"), [7u8; 100]).unwrap();
+    }
+    for i in 0..5000u32 {
+        store.delete(format!("key/{i}")).unwrap();
+    }
+    let before = store.stats().disk_bytes;
+    assert!(before > 20 << 20, "{before}");
+    let report = store.compact().unwrap();
+    assert_eq!(report.segments_compacted, 1, "{report:?}");
+    let after = store.stats().disk_bytes;
+    assert!(after <= 4 * 4096, "{after} bytes left on disk");
+    assert_eq!(store.len(), 0);
+    store.put("again", "works").unwrap();
+    drop(store);
+    let store = Store::open(dir.path()).unwrap();
+    assert_eq!(store.len(), 1);
+    assert_eq!(store.get("again").unwrap().unwrap(), b"works");
+}
+
+/// `seal` seals the active segment; `compact` leaves a mostly live active segment unsealed.
+#[test]
+fn seal_is_explicit_and_compact_seals_only_a_dead_active_segment() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = Options::default().background_compaction(false);
+    let store = Store::open_with(dir.path(), opts).unwrap();
+    assert!(!store.seal().unwrap(), "nothing written: nothing to seal");
+    store.put("a", [1u8; 5000]).unwrap();
+    store.compact().unwrap();
+    store.put("b", [2u8; 5000]).unwrap();
+    let files = std::fs::read_dir(dir.path()).unwrap().count();
+    assert!(store.seal().unwrap());
+    store.put("c", "3").unwrap();
+    let more = std::fs::read_dir(dir.path()).unwrap().count();
+    assert_eq!(more, files + 1, "a write after seal starts a new segment");
+    let store = {
+        drop(store);
+        Store::open(dir.path()).unwrap()
+    };
+    assert_eq!(store.len(), 3);
+}

@@ -459,6 +459,16 @@ impl AppendGuard<'_> {
         Ok(())
     }
 
+    /// Seals the active segment now, if there is one (the next write starts a new one); returns
+    /// whether there was. The seal is submitted with an fdatasync, not waited for.
+    pub(super) fn seal_active(&mut self) -> Result<bool> {
+        if self.app.active.is_none() {
+            return Ok(false);
+        }
+        self.seal()?;
+        Ok(true)
+    }
+
     /// Appends the footer of the active segment and submits it with an fdatasync.
     fn seal(&mut self) -> Result<()> {
         let last = self.last_seq();

@@ -123,7 +123,9 @@ impl Store {
     ///
     /// With [`Durability::Sync`] (the default) it returns once the value is on stable storage;
     /// concurrent calls share one write and one fdatasync. With [`Durability::Buffered`] it
-    /// returns once the value is in the write buffer. Values of at least
+    /// returns once the value is in the write buffer. A lone durable put takes at least one
+    /// 4 KiB block on disk, however small its value (see [`Durability::Sync`] for how to
+    /// share blocks). Values of at least
     /// [`Options::large_value_threshold`] put with `Sync` are written to a file of their own by
     /// the calling thread, beside the shared buffer.
     ///
@@ -495,8 +497,10 @@ impl Store {
     }
 
     /// Compacts now, unthrottled: removes every blob file whose value is dead, and rewrites
-    /// every sealed log segment whose dead fraction is at least
-    /// [`Options::compaction_threshold`](crate::Options::compaction_threshold). Writes made
+    /// every log segment whose dead fraction is at least
+    /// [`Options::compaction_threshold`](crate::Options::compaction_threshold), the active one
+    /// included (it is sealed first; the next write starts a new one), so that a store that
+    /// never fills a segment gets its space back too. Writes made
     /// before the call are made durable first. Reads and writes go on meanwhile; a background
     /// compaction in progress stops at its next record and leaves the rest to this call.
     ///
@@ -520,6 +524,34 @@ impl Store {
     /// ```
     pub fn compact(&self) -> Result<CompactionReport> {
         self.inner.compactor.compact_now()
+    }
+
+    /// Seals the active log segment now: appends its footer and makes it durable. The next
+    /// write starts a new segment. Returns whether there was an active segment to seal.
+    ///
+    /// Segments are sealed by themselves when they reach [`Options::segment_size`] and at close;
+    /// only a sealed segment is compacted by the background compactor. A small store that never
+    /// fills a segment can seal one to let compaction take it (though [`Store::compact`] seals
+    /// the active segment itself when enough of it is dead), or before a backup, so that every
+    /// file holds a footer. Each seal costs a footer (a block or more) and a sync.
+    ///
+    /// ```
+    /// # fn main() -> podstore::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = podstore::Store::open(dir.path())?;
+    /// store.put("k", "v")?;
+    /// assert!(store.seal()?);
+    /// assert!(!store.seal()?); // nothing written since: nothing to seal
+    /// store.put("k2", "v2")?; // a new segment
+    /// # Ok(()) }
+    /// ```
+    pub fn seal(&self) -> Result<bool> {
+        let log = &self.inner.log;
+        let sealed = log.lock().seal_active()?;
+        if sealed {
+            log.sync_all()?;
+        }
+        Ok(sealed)
     }
 
     /// What the store holds, takes and has written. Takes a lock of the index per shard and

@@ -35,7 +35,7 @@ mod store;
 mod verify;
 
 pub use batch::Batch;
-pub use error::{Corruption, Error, Result};
+pub use error::{Corruption, Error, FileKind, Result};
 /// Test hooks: failpoints that abort the process at a named protocol step. Only with the
 /// `testing` feature, which a user's build never needs.
 #[cfg(feature = "testing")]

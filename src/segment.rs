@@ -21,28 +21,23 @@ mod stream;
 pub use stream::BlobStream;
 
 /// The two kinds of segment file. Both have the same format; they differ in how they are
-/// written, and so in what an unsealed one means at open.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SegmentKind {
-    /// `seg-<id>.pod`: the log, written through the shared double buffer.
-    Log,
-    /// `blob-<id>.pod`: one large value, written by its putting thread and sealed before the put
-    /// is acknowledged. One without a valid footer was never acknowledged.
-    Blob,
-}
-
-impl SegmentKind {
-    fn prefix(self) -> &'static str {
-        match self {
-            SegmentKind::Log => "seg-",
-            SegmentKind::Blob => "blob-",
-        }
-    }
-}
+/// written, and so in what an unsealed one means at open: `Log` (`seg-<id>.pod`, written through
+/// the shared double buffer) and `Blob` (`blob-<id>.pod`, one value, written by its putting
+/// thread and sealed before the put is acknowledged; one without a valid footer was never
+/// acknowledged).
+pub use crate::error::FileKind as SegmentKind;
 
 /// File name of segment `id`.
 pub fn file_name(id: u64, kind: SegmentKind) -> String {
-    format!("{}{id:016x}.pod", kind.prefix())
+    kind.file_name(id)
+}
+
+/// The kind of the segment file at `path` (a log segment unless its name says blob).
+pub(crate) fn kind_of(path: &Path) -> SegmentKind {
+    path.file_name()
+        .and_then(|n| n.to_str())
+        .and_then(parse_file_name)
+        .map_or(SegmentKind::Log, |(_, kind)| kind)
 }
 
 /// The id and kind in a segment file name.
@@ -119,8 +114,9 @@ pub struct LoadedSegment {
     pub opened: Opened,
 }
 
-fn corruption(segment: u64, offset: u64, kind: Corruption) -> Error {
+fn corruption(path: &Path, segment: u64, offset: u64, kind: Corruption) -> Error {
     Error::Corruption {
+        file: kind_of(path),
         segment,
         offset,
         kind,
@@ -132,6 +128,7 @@ fn corruption(segment: u64, offset: u64, kind: Corruption) -> Error {
 pub(crate) fn read_error(segment: u64, offset: u64, path: &Path, e: io::Error) -> Error {
     if e.kind() == io::ErrorKind::UnexpectedEof {
         corruption(
+            path,
             segment,
             offset,
             Corruption::Truncated {
@@ -203,7 +200,7 @@ pub fn open(
                 remove_durably(profile, dir, &path)?;
                 return Ok(None);
             }
-            return Err(corruption(id, 0, kind));
+            return Err(corruption(&path, id, 0, kind));
         }
     };
     if outcome.records.is_empty() {
@@ -251,6 +248,7 @@ pub fn read_sealed_entries(
         len,
     };
     read_footer(&src, id, file.path())?.ok_or(corruption(
+        file.path(),
         id,
         len.saturating_sub(TRAILER_LEN as u64),
         // A footer this process wrote (or open verified) no longer verifies.
@@ -278,7 +276,7 @@ fn read_footer(src: &FileSource<'_>, id: u64, path: &Path) -> Result<Option<Vec<
         }
         // A whole trailer (its crc verifies) that this build cannot use: refuse to guess, as
         // rescanning would, for a blob file, remove it.
-        Err(kind) => return Err(corruption(id, len - TRAILER_LEN as u64, kind)),
+        Err(kind) => return Err(corruption(path, id, len - TRAILER_LEN as u64, kind)),
     };
     let mut table = vec![0u8; trailer.table_len as usize];
     src.read_exact_at(trailer.table_offset, &mut table)
@@ -290,7 +288,7 @@ fn read_footer(src: &FileSource<'_>, id: u64, path: &Path) -> Result<Option<Vec<
         Err(Corruption::ChecksumMismatch { .. }) => Ok(None),
         // A table whose crc verifies but which does not decode was written whole, by a writer
         // of another format: an error, not a torn footer.
-        Err(kind) => Err(corruption(id, trailer.table_offset, kind)),
+        Err(kind) => Err(corruption(path, id, trailer.table_offset, kind)),
     }
 }
 
@@ -367,8 +365,13 @@ pub fn read_value(
     debug_assert_eq!(c1 - c0, chunk_count(data_end - data_start));
 
     let verify = |data: &[u8], table: &[u8]| {
-        verify_chunks(place, c0, data, table)
-            .map_err(|(chunk, kind)| corruption(entry.segment, vo + chunk * CHUNK_SIZE, kind))
+        verify_chunks(place, c0, data, table).map_err(|(chunk, kind)| Error::Corruption {
+            // The span does not say; the reader that holds the file names it (`in_file`).
+            file: SegmentKind::Log,
+            segment: entry.segment,
+            offset: vo + chunk * CHUNK_SIZE,
+            kind,
+        })
     };
     let from = (start - data_start) as usize;
     let data_len = (data_end - data_start) as usize;

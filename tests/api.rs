@@ -1290,3 +1290,53 @@ fn write_old_format_fixture() {
         eprintln!("{name}: {} bytes", bytes.len());
     }
 }
+
+/// Error messages name the file by its real name (a blob file is `blob-…`, not "segment"), and
+/// a path that is a regular file says so.
+#[test]
+fn errors_name_the_blob_file_and_a_path_that_is_a_file() {
+    let fx = Fixture::new(Options::default().io_mode(IoMode::Direct));
+    let store = fx.open();
+    let big = pattern(2 << 20, 7);
+    store.put(b"big", &big).unwrap();
+    let store = {
+        store.close().unwrap();
+        let blob = std::fs::read_dir(fx.path())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| {
+                p.file_name()
+                    .unwrap()
+                    .to_str()
+                    .unwrap()
+                    .starts_with("blob-")
+            })
+            .expect("a blob file");
+        let mut bytes = std::fs::read(&blob).unwrap();
+        bytes[1 << 20] ^= 0xff;
+        std::fs::write(&blob, bytes).unwrap();
+        fx.open()
+    };
+    let err = store.get(b"big").unwrap_err();
+    assert!(err.is_corruption(), "{err}");
+    let msg = err.to_string();
+    assert!(msg.contains("blob-0000000000000"), "{msg}");
+    assert!(matches!(
+        err,
+        Error::Corruption {
+            file: podstore::FileKind::Blob,
+            ..
+        }
+    ));
+    let report = store.verify().unwrap();
+    assert_eq!(report.damage[0].file, podstore::FileKind::Blob);
+    drop(store);
+
+    let file = fx.path().join("not-a-dir");
+    std::fs::write(&file, b"x").unwrap();
+    let err = Store::open(&file).unwrap_err();
+    assert!(
+        err.to_string().contains("is a file, not a directory"),
+        "{err}"
+    );
+}

@@ -222,6 +222,8 @@ pub fn read_framed(
 ) -> Result<()> {
     let stored_len = entry.stored_len;
     let corrupt = |at: u64, kind: Corruption| Error::Corruption {
+        // The entry does not say; the reader that holds the file names it (`in_file`).
+        file: crate::error::FileKind::Log,
         segment: entry.segment,
         offset: entry.value_offset() + at,
         kind,

@@ -99,9 +99,16 @@ impl Store {
     ) -> Result<Store> {
         opts.validate()?;
         let dir = dir.to_path_buf();
-        storage
-            .create_dir_all(&dir)
-            .map_err(|e| Error::io("create store directory", Some(dir.clone()), e))?;
+        storage.create_dir_all(&dir).map_err(|e| {
+            // EEXIST from mkdir -p: the path (or, ENOTDIR, a parent) is not a directory.
+            let op = match e.kind() {
+                std::io::ErrorKind::AlreadyExists | std::io::ErrorKind::NotADirectory => {
+                    "open store: the path is a file, not a directory"
+                }
+                _ => "create store directory",
+            };
+            Error::io(op, Some(dir.clone()), e)
+        })?;
         let lock = DirLock::acquire(&*storage, &dir)?;
         let profile = file::probe(storage, &dir, opts.io_mode)?;
         if opts.io_mode == IoMode::Auto && !profile.direct {

@@ -73,6 +73,7 @@ impl Reader {
             if self.index.get(key) == Some(entry) {
                 // Not moved: the index names a file the store does not have.
                 return Err(Error::Corruption {
+                    file: crate::error::FileKind::Log,
                     segment: entry.segment,
                     offset: entry.offset,
                     kind: Corruption::InvalidField {
@@ -119,7 +120,8 @@ impl Reader {
             segment::read_value(&entry.span(), off, buf, |o, b| self.fetch(found, o, b))
         };
         if !entry.is_compressed() {
-            return read_stored(start, dst);
+            return read_stored(start, dst)
+                .map_err(|e| e.in_file(segment::kind_of(found.file.path())));
         }
         let mut one_off = FrameCache::default();
         let cache = cache.unwrap_or(&mut one_off);
@@ -128,13 +130,14 @@ impl Reader {
         if !known && result.is_ok() {
             self.frame_tables.remember(entry, cache);
         }
-        result
+        result.map_err(|e| e.in_file(segment::kind_of(found.file.path())))
     }
 
     /// Reads the stored bytes of `found`'s record, verified (compaction copies them as they
     /// are, compressed or not).
     pub(super) fn read_stored(&self, found: &Located, dst: &mut [u8]) -> Result<()> {
         segment::read_value(&found.entry.span(), 0, dst, |o, b| self.fetch(found, o, b))
+            .map_err(|e| e.in_file(segment::kind_of(found.file.path())))
     }
 
     /// Reads bytes `[offset, offset + dst.len())` of the segment of `found` from wherever they

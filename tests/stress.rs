@@ -625,7 +625,7 @@ impl Worker {
 /// against the history; stops the store as `ending` says, reopens it and checks that it holds
 /// exactly that state; last, checks what every read saw while the workers ran.
 fn run_mixed(what: &str, opts: Options, threads: usize, ops: usize, ending: Ending) {
-    let batch_override = match opts.durability {
+    let batch_override = match opts.get_durability() {
         Durability::Sync => Durability::Buffered,
         Durability::Buffered => Durability::Sync,
     };

@@ -86,20 +86,20 @@ impl Log {
             let pending = shared.pending.clone();
             let index = shared.index.clone();
             writer::start(
-                opts.write_buffer_size,
+                opts.get_write_buffer_size(),
                 shared.profile.direct,
                 shared.profile.mem_align,
                 shared.profile.block_size as u64,
-                opts.segment_size,
+                opts.get_segment_size(),
                 progress.clone(),
                 Box::new(move |seq| pending.ready_through(seq, &index)),
             )?
         };
         Ok(Log {
             shared,
-            segment_size: opts.segment_size,
-            max_group_bytes: opts.max_group_bytes,
-            max_group_records: opts.max_group_records,
+            segment_size: opts.get_segment_size(),
+            max_group_bytes: opts.get_max_group_bytes(),
+            max_group_records: opts.get_max_group_records(),
             appender: Mutex::new(Appender {
                 wb,
                 active: None,

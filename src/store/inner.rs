@@ -68,8 +68,8 @@ impl Inner {
             log.clone(),
             blobs.clone(),
             reader.clone(),
-            opts.compaction_threshold,
-            opts.compaction_rate,
+            opts.get_compaction_threshold(),
+            opts.get_compaction_rate(),
         );
         Ok(Inner {
             opts,
@@ -87,7 +87,7 @@ impl Inner {
     /// store weakly: a store dropped meanwhile ends them.
     pub(super) fn start_background(self: &Arc<Inner>) -> Result<()> {
         let mut threads = Vec::new();
-        if let Some(interval) = self.opts.flush_interval {
+        if let Some(interval) = self.opts.get_flush_interval() {
             let inner = Arc::downgrade(self);
             threads.push(Ticker::start("podstore-ticker", interval, move |_| {
                 let Some(inner) = inner.upgrade() else {
@@ -100,7 +100,7 @@ impl Inner {
                 true
             })?);
         }
-        if self.opts.background_compaction {
+        if self.opts.get_background_compaction() {
             let inner = Arc::downgrade(self);
             threads.push(Ticker::start(
                 "podstore-compactor",

@@ -110,8 +110,8 @@ impl Store {
             Error::io(op, Some(dir.clone()), e)
         })?;
         let lock = DirLock::acquire(&*storage, &dir)?;
-        let profile = file::probe(storage, &dir, opts.io_mode)?;
-        if opts.io_mode == IoMode::Auto && !profile.direct {
+        let profile = file::probe(storage, &dir, opts.get_io_mode())?;
+        if opts.get_io_mode() == IoMode::Auto && !profile.direct {
             log::warn!(
                 "podstore: O_DIRECT refused in {}; using buffered I/O",
                 dir.display()
@@ -159,11 +159,11 @@ impl Store {
         let (key, value) = (key.as_ref(), value.as_ref());
         check_key(key)?;
         check_value(value)?;
-        let durability = self.inner.opts.durability;
+        let durability = self.inner.opts.get_durability();
         let stored = StoredValue::encode(value, &self.inner.opts);
         let log = &self.inner.log;
         if durability == Durability::Sync
-            && value.len() as u64 >= self.inner.opts.large_value_threshold
+            && value.len() as u64 >= self.inner.opts.get_large_value_threshold()
         {
             return self.inner.blobs.put(log.lock(), key, &stored);
         }
@@ -198,10 +198,10 @@ impl Store {
         {
             return Ok(false);
         }
-        let durability = self.inner.opts.durability;
+        let durability = self.inner.opts.get_durability();
         let stored = StoredValue::encode(value, &self.inner.opts);
         let large = durability == Durability::Sync
-            && value.len() as u64 >= self.inner.opts.large_value_threshold;
+            && value.len() as u64 >= self.inner.opts.get_large_value_threshold();
         let log = &self.inner.log;
         loop {
             let mut app = log.lock();
@@ -237,7 +237,7 @@ impl Store {
         if batch.is_empty() {
             return Ok(());
         }
-        let durability = batch.durability.unwrap_or(self.inner.opts.durability);
+        let durability = batch.durability.unwrap_or(self.inner.opts.get_durability());
         let values: Vec<Option<StoredValue<'_>>> = batch
             .ops
             .iter()
@@ -262,7 +262,7 @@ impl Store {
     pub fn delete(&self, key: impl AsRef<[u8]>) -> Result<bool> {
         let key = key.as_ref();
         check_key(key)?;
-        let durability = self.inner.opts.durability;
+        let durability = self.inner.opts.get_durability();
         let log = &self.inner.log;
         let mut app = log.lock();
         match self.inner.shared.pending.last_queued(key) {

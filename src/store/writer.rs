@@ -113,7 +113,7 @@ impl<'a> ValueWriter<'a> {
                 source: io::Error::other("an earlier write to this ValueWriter failed"),
             });
         };
-        let flush_first = self.store.inner.opts.durability == Durability::Buffered;
+        let flush_first = self.store.inner.opts.get_durability() == Durability::Buffered;
         self.store
             .inner
             .blobs

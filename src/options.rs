@@ -131,18 +131,33 @@ impl Default for Options {
 impl Options {
     /// Size at which the active segment is sealed and a new one started, in bytes
     /// (default 256 MiB, at least 1 MiB). A record larger than this gets a segment of its own.
+    ///
+    /// ```
+    /// let opts = podstore::Options::default().segment_size(64 << 20);
+    /// assert_eq!(opts.get_segment_size(), 64 << 20);
+    /// ```
     pub fn segment_size(mut self, bytes: u64) -> Self {
         self.segment_size = bytes;
         self
     }
 
     /// O_DIRECT or buffered I/O (default [`IoMode::Auto`]).
+    ///
+    /// ```
+    /// let opts = podstore::Options::default().io_mode(podstore::IoMode::Buffered);
+    /// assert_eq!(opts.get_io_mode(), podstore::IoMode::Buffered);
+    /// ```
     pub fn io_mode(mut self, mode: IoMode) -> Self {
         self.io_mode = mode;
         self
     }
 
     /// When writes are acknowledged (default [`Durability::Sync`]).
+    ///
+    /// ```
+    /// let opts = podstore::Options::default().durability(podstore::Durability::Buffered);
+    /// assert_eq!(opts.get_durability(), podstore::Durability::Buffered);
+    /// ```
     pub fn durability(mut self, durability: Durability) -> Self {
         self.durability = durability;
         self
@@ -150,6 +165,11 @@ impl Options {
 
     /// Size of each of the two write buffers, in bytes (default 1 MiB, 64 KiB to 64 MiB;
     /// rounded up to the write block size). A write larger than a buffer is streamed through both.
+    ///
+    /// ```
+    /// let opts = podstore::Options::default().write_buffer_size(4 << 20);
+    /// assert_eq!(opts.get_write_buffer_size(), 4 << 20);
+    /// ```
     pub fn write_buffer_size(mut self, bytes: usize) -> Self {
         self.write_buffer_size = bytes;
         self
@@ -158,12 +178,22 @@ impl Options {
     /// A group commit closes once it holds this many bytes of records (default 8 MiB): its
     /// writers are synced at once instead of waiting for more to join. Bounds the latency a
     /// writer can incur from the others in its group.
+    ///
+    /// ```
+    /// let opts = podstore::Options::default().max_group_bytes(16 << 20);
+    /// assert_eq!(opts.get_max_group_bytes(), 16 << 20);
+    /// ```
     pub fn max_group_bytes(mut self, bytes: u64) -> Self {
         self.max_group_bytes = bytes;
         self
     }
 
     /// A group commit closes once it holds this many records (default 4096).
+    ///
+    /// ```
+    /// let opts = podstore::Options::default().max_group_records(1024);
+    /// assert_eq!(opts.get_max_group_records(), 1024);
+    /// ```
     pub fn max_group_records(mut self, records: usize) -> Self {
         self.max_group_records = records;
         self
@@ -172,6 +202,11 @@ impl Options {
     /// Values of at least this many bytes (default 1 MiB) put with [`Durability::Sync`] bypass
     /// the shared write buffer: the writing thread writes them to a blob file of their own, so
     /// small writers never wait behind a large copy or its disk write. `u64::MAX` turns it off.
+    ///
+    /// ```
+    /// let opts = podstore::Options::default().large_value_threshold(4 << 20);
+    /// assert_eq!(opts.get_large_value_threshold(), 4 << 20);
+    /// ```
     pub fn large_value_threshold(mut self, bytes: u64) -> Self {
         self.large_value_threshold = bytes;
         self
@@ -179,12 +214,22 @@ impl Options {
 
     /// With [`Durability::Buffered`], writes are made durable by a background flush at most this
     /// long after they were made (default 200 ms). `None` leaves it to `flush`/`close`.
+    ///
+    /// ```
+    /// let opts = podstore::Options::default().flush_interval(Some(std::time::Duration::from_millis(50)));
+    /// assert_eq!(opts.get_flush_interval(), Some(std::time::Duration::from_millis(50)));
+    /// ```
     pub fn flush_interval(mut self, interval: Option<Duration>) -> Self {
         self.flush_interval = interval;
         self
     }
 
     /// Whether new values are compressed (default [`Compression::None`]; see there why).
+    ///
+    /// ```
+    /// let opts = podstore::Options::default().compression(podstore::Compression::Auto);
+    /// assert_eq!(opts.get_compression(), podstore::Compression::Auto);
+    /// ```
     pub fn compression(mut self, compression: Compression) -> Self {
         self.compression = compression;
         self
@@ -193,6 +238,11 @@ impl Options {
     /// Uncompressed bytes per lz4 frame of a compressed value (default 64 KiB, 4 KiB to 4 MiB).
     /// A range read of a compressed value reads and decompresses whole frames: smaller frames
     /// make small range reads cheaper, larger ones compress a little better.
+    ///
+    /// ```
+    /// let opts = podstore::Options::default().compression_frame_size(16 << 10);
+    /// assert_eq!(opts.get_compression_frame_size(), 16 << 10);
+    /// ```
     pub fn compression_frame_size(mut self, bytes: u32) -> Self {
         self.compression_frame_size = bytes;
         self
@@ -201,6 +251,11 @@ impl Options {
     /// With [`Compression::Auto`], the fraction of a value's size that compression must save for
     /// the value to be stored compressed (default 0.125, i.e. at least 1/8 smaller; 0.0 to below
     /// 1.0). Below it, the CPU of decompressing every read is not worth the space.
+    ///
+    /// ```
+    /// let opts = podstore::Options::default().compression_min_saving(0.25);
+    /// assert_eq!(opts.get_compression_min_saving(), 0.25);
+    /// ```
     pub fn compression_min_saving(mut self, fraction: f64) -> Self {
         self.compression_min_saving = fraction;
         self
@@ -212,6 +267,11 @@ impl Options {
     /// data, plus the active segment) at the cost of copying more: each compaction copies the
     /// live `1 - threshold` of a segment or less to free the rest. See
     /// [`Store::compact`](crate::Store::compact).
+    ///
+    /// ```
+    /// let opts = podstore::Options::default().compaction_threshold(0.3);
+    /// assert_eq!(opts.get_compaction_threshold(), 0.3);
+    /// ```
     pub fn compaction_threshold(mut self, fraction: f64) -> Self {
         self.compaction_threshold = fraction;
         self
@@ -219,6 +279,11 @@ impl Options {
 
     /// Compact in a background thread, checking about twice a second (default `true`). With
     /// `false`, space is given back only by [`Store::compact`](crate::Store::compact).
+    ///
+    /// ```
+    /// let opts = podstore::Options::default().background_compaction(false);
+    /// assert_eq!(opts.get_background_compaction(), false);
+    /// ```
     pub fn background_compaction(mut self, on: bool) -> Self {
         self.background_compaction = on;
         self
@@ -227,6 +292,11 @@ impl Options {
     /// Bytes per second that background compaction may copy (default 64 MiB/s; `None`: no
     /// limit). Bounds the disk bandwidth it takes from foreground reads and writes.
     /// [`Store::compact`](crate::Store::compact) runs unthrottled.
+    ///
+    /// ```
+    /// let opts = podstore::Options::default().compaction_rate(Some(16 << 20));
+    /// assert_eq!(opts.get_compaction_rate(), Some(16 << 20));
+    /// ```
     pub fn compaction_rate(mut self, bytes_per_second: Option<u64>) -> Self {
         self.compaction_rate = bytes_per_second;
         self

@@ -76,6 +76,15 @@ pub struct Store {
 
 impl Store {
     /// Opens the store in `dir` with default [`Options`], creating it if needed.
+    ///
+    /// ```
+    /// # fn main() -> podstore::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let store = podstore::Store::open(dir.path().join("photos"))?;
+    /// store.put("cat.jpg", [0xffu8, 0xd8])?;
+    /// store.close()?;
+    /// # Ok(()) }
+    /// ```
     pub fn open(dir: impl AsRef<Path>) -> Result<Store> {
         Store::open_with(dir, Options::default())
     }
@@ -87,6 +96,17 @@ impl Store {
     /// and sealed; [`Store::recovery`] says what was found.
     ///
     /// Fails with [`Error::Locked`] if another `Store` has the directory open.
+    ///
+    /// ```
+    /// # fn main() -> podstore::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use podstore::{Durability, Options, Store};
+    /// let opts = Options::default().durability(Durability::Buffered);
+    /// let store = Store::open_with(dir.path(), opts)?;
+    /// store.put("k", "v")?;
+    /// store.flush()?; // durable now
+    /// # Ok(()) }
+    /// ```
     pub fn open_with(dir: impl AsRef<Path>, opts: Options) -> Result<Store> {
         Store::open_with_storage(dir.as_ref(), opts, Arc::new(RealStorage))
     }
@@ -227,6 +247,17 @@ impl Store {
     /// Applies every operation of `batch`, all-or-nothing: after a crash either all of them are
     /// visible or none is. Durable like [`Store::put`], unless the batch overrides the
     /// durability. Deleting a missing key in a batch is not an error.
+    ///
+    /// ```
+    /// # fn main() -> podstore::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = podstore::Store::open(dir.path())?;
+    /// let mut batch = podstore::Batch::new();
+    /// batch.put("a", "1").put("b", "2").delete("c");
+    /// store.write(&batch)?;
+    /// assert_eq!(store.len(), 2);
+    /// # Ok(()) }
+    /// ```
     pub fn write(&self, batch: &Batch) -> Result<()> {
         for op in &batch.ops {
             check_key(&op.key)?;
@@ -259,6 +290,17 @@ impl Store {
     }
 
     /// Deletes `key`; returns whether it existed. Durable like [`Store::put`].
+    ///
+    /// ```
+    /// # fn main() -> podstore::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = podstore::Store::open(dir.path())?;
+    /// store.put("k", "v")?;
+    /// assert!(store.delete("k")?);
+    /// assert!(!store.delete("k")?); // already gone
+    /// assert_eq!(store.get("k")?, None);
+    /// # Ok(()) }
+    /// ```
     pub fn delete(&self, key: impl AsRef<[u8]>) -> Result<bool> {
         let key = key.as_ref();
         check_key(key)?;
@@ -284,6 +326,16 @@ impl Store {
     }
 
     /// The value of `key`.
+    ///
+    /// ```
+    /// # fn main() -> podstore::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = podstore::Store::open(dir.path())?;
+    /// store.put("k", "v")?;
+    /// assert_eq!(store.get("k")?, Some(b"v".to_vec()));
+    /// assert_eq!(store.get("missing")?, None);
+    /// # Ok(()) }
+    /// ```
     pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
         let key = key.as_ref();
         check_key(key)?;
@@ -345,6 +397,19 @@ impl Store {
     /// A reader that streams the value of `key` with positional reads, without loading it
     /// whole. It reads the value as it was when `reader` was called, even if it is overwritten,
     /// deleted or moved by compaction meanwhile (it keeps its file open).
+    ///
+    /// ```
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = podstore::Store::open(dir.path())?;
+    /// use std::io::Read;
+    /// store.put("k", vec![1u8; 10_000])?;
+    /// let mut reader = store.reader("k")?.expect("present");
+    /// let mut first = [0u8; 100];
+    /// reader.read_exact(&mut first)?;
+    /// assert_eq!(first, [1u8; 100]);
+    /// # Ok(()) }
+    /// ```
     pub fn reader(&self, key: impl AsRef<[u8]>) -> Result<Option<ValueReader>> {
         let key = key.as_ref();
         check_key(key)?;
@@ -384,6 +449,16 @@ impl Store {
 
     /// The length of the value of `key` (as it was put, whether or not it is stored
     /// compressed).
+    ///
+    /// ```
+    /// # fn main() -> podstore::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = podstore::Store::open(dir.path())?;
+    /// store.put("k", "hello")?;
+    /// assert_eq!(store.value_len("k")?, Some(5));
+    /// assert_eq!(store.value_len("missing")?, None);
+    /// # Ok(()) }
+    /// ```
     pub fn value_len(&self, key: impl AsRef<[u8]>) -> Result<Option<u64>> {
         let key = key.as_ref();
         check_key(key)?;
@@ -393,6 +468,15 @@ impl Store {
     /// How many bytes the value of `key` takes in its record: its length if it is stored raw,
     /// the length of its frame table and lz4 frames if it is stored compressed (see
     /// [`Options::compression`]). The record's header, key and checksums come on top.
+    ///
+    /// ```
+    /// # fn main() -> podstore::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = podstore::Store::open(dir.path())?;
+    /// store.put("k", "hello")?;
+    /// assert_eq!(store.stored_len("k")?, Some(5)); // compression is off by default
+    /// # Ok(()) }
+    /// ```
     pub fn stored_len(&self, key: impl AsRef<[u8]>) -> Result<Option<u64>> {
         let key = key.as_ref();
         check_key(key)?;
@@ -400,6 +484,16 @@ impl Store {
     }
 
     /// Whether `key` has a value.
+    ///
+    /// ```
+    /// # fn main() -> podstore::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = podstore::Store::open(dir.path())?;
+    /// store.put("k", "v")?;
+    /// assert!(store.contains("k")?);
+    /// assert!(!store.contains("other")?);
+    /// # Ok(()) }
+    /// ```
     pub fn contains(&self, key: impl AsRef<[u8]>) -> Result<bool> {
         let key = key.as_ref();
         check_key(key)?;
@@ -407,22 +501,66 @@ impl Store {
     }
 
     /// Number of live keys.
+    ///
+    /// ```
+    /// # fn main() -> podstore::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = podstore::Store::open(dir.path())?;
+    /// store.put("a", "1")?;
+    /// store.put("b", "2")?;
+    /// assert_eq!(store.len(), 2);
+    /// # Ok(()) }
+    /// ```
     pub fn len(&self) -> usize {
         self.inner.shared.index.len() as usize
     }
 
     /// True when the store holds no key.
+    ///
+    /// ```
+    /// # fn main() -> podstore::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = podstore::Store::open(dir.path())?;
+    /// assert!(store.is_empty());
+    /// store.put("a", "1")?;
+    /// assert!(!store.is_empty());
+    /// # Ok(()) }
+    /// ```
     pub fn is_empty(&self) -> bool {
         self.inner.shared.index.is_empty()
     }
 
     /// An iterator over the live keys, in no particular order. It walks the index shard by
     /// shard: keys written or deleted while it runs may or may not appear.
+    ///
+    /// ```
+    /// # fn main() -> podstore::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = podstore::Store::open(dir.path())?;
+    /// store.put("a", "1")?;
+    /// store.put("b", "2")?;
+    /// let mut keys: Vec<Vec<u8>> = store.keys().collect();
+    /// keys.sort();
+    /// assert_eq!(keys, [b"a".to_vec(), b"b".to_vec()]);
+    /// # Ok(()) }
+    /// ```
     pub fn keys(&self) -> Keys {
         Keys::new(self.inner.shared.index.clone())
     }
 
     /// Makes every earlier write durable (those made with [`Durability::Buffered`]).
+    ///
+    /// ```
+    /// # fn main() -> podstore::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use podstore::{Durability, Options, Store};
+    /// let store = Store::open_with(dir.path(), Options::default().durability(Durability::Buffered))?;
+    /// for i in 0..100u32 {
+    ///     store.put(i.to_be_bytes(), "value")?; // in memory, sharing blocks
+    /// }
+    /// store.flush()?; // all 100 durable, with one sync
+    /// # Ok(()) }
+    /// ```
     pub fn flush(&self) -> Result<()> {
         self.inner.log.flush()
     }
@@ -438,6 +576,16 @@ impl Store {
     ///
     /// An I/O error while reading is returned as an error; damage is not an error but the
     /// contents of the [`VerifyReport`]. Docs: docs/reliability.md.
+    ///
+    /// ```
+    /// # fn main() -> podstore::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = podstore::Store::open(dir.path())?;
+    /// store.put("k", "v")?;
+    /// let report = store.verify()?;
+    /// assert!(report.is_clean());
+    /// # Ok(()) }
+    /// ```
     pub fn verify(&self) -> Result<VerifyReport> {
         let inner = &self.inner;
         let (active, next_file_id) = {
@@ -473,6 +621,14 @@ impl Store {
 
     /// The I/O mode in use: [`IoMode::Direct`] or [`IoMode::Buffered`] (what
     /// [`IoMode::Auto`] resolved to).
+    ///
+    /// ```
+    /// # fn main() -> podstore::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = podstore::Store::open(dir.path())?;
+    /// assert_ne!(store.io_mode(), podstore::IoMode::Auto); // resolved at open
+    /// # Ok(()) }
+    /// ```
     pub fn io_mode(&self) -> IoMode {
         if self.inner.shared.profile.direct {
             IoMode::Direct
@@ -482,11 +638,28 @@ impl Store {
     }
 
     /// What opening the store found: sealed segments, recovered ones and their torn tails.
+    ///
+    /// ```
+    /// # fn main() -> podstore::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = podstore::Store::open(dir.path())?;
+    /// // A store that was closed cleanly had nothing to recover.
+    /// assert!(store.recovery().recovered.is_empty());
+    /// # Ok(()) }
+    /// ```
     pub fn recovery(&self) -> &RecoveryReport {
         &self.inner.recovery
     }
 
     /// The store directory.
+    ///
+    /// ```
+    /// # fn main() -> podstore::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = podstore::Store::open(dir.path())?;
+    /// assert_eq!(store.path(), dir.path());
+    /// # Ok(()) }
+    /// ```
     pub fn path(&self) -> &Path {
         &self.inner.shared.dir
     }
@@ -563,6 +736,17 @@ impl Store {
 
     /// What the store holds, takes and has written. Takes a lock of the index per shard and
     /// looks up the length of every file (no file data is read).
+    ///
+    /// ```
+    /// # fn main() -> podstore::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = podstore::Store::open(dir.path())?;
+    /// store.put("k", "v")?;
+    /// let stats = store.stats();
+    /// assert_eq!(stats.live_keys, 1);
+    /// assert!(stats.disk_bytes >= 4096); // one durable put: at least a block
+    /// # Ok(()) }
+    /// ```
     pub fn stats(&self) -> Stats {
         let inner = &self.inner;
         stats::collect(
@@ -576,6 +760,17 @@ impl Store {
 
     /// Flushes every write, seals the active segment and releases the directory lock.
     /// Dropping a `Store` does the same but cannot report errors.
+    ///
+    /// ```
+    /// # fn main() -> podstore::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let store = podstore::Store::open(dir.path())?;
+    /// store.put("k", "v")?;
+    /// store.close()?;
+    /// let store = podstore::Store::open(dir.path())?; // the lock is released
+    /// assert_eq!(store.get("k")?.unwrap(), b"v");
+    /// # Ok(()) }
+    /// ```
     pub fn close(mut self) -> Result<()> {
         self.closed = true;
         self.inner.shut_down()

@@ -1301,16 +1301,8 @@ fn errors_name_the_blob_file_and_a_path_that_is_a_file() {
     store.put(b"big", &big).unwrap();
     let store = {
         store.close().unwrap();
-        let blob = std::fs::read_dir(fx.path())
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .find(|p| {
-                p.file_name()
-                    .unwrap()
-                    .to_str()
-                    .unwrap()
-                    .starts_with("blob-")
-            })
+        let blob = common::files::written_files(fx.path(), common::files::FileKind::Blob)
+            .pop()
             .expect("a blob file");
         let mut bytes = std::fs::read(&blob).unwrap();
         bytes[1 << 20] ^= 0xff;

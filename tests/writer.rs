@@ -1,6 +1,6 @@
 //! `Store::writer`: a streamed put. Durable and atomic at `finish`, nothing visible without it,
 //! memory bounded whatever the value's length. (A power loss mid-stream and during `finish` is
-//! in src/tests/powerloss.rs.)
+//! in src/tests/powerloss.rs, a kill -9 mid-stream in tests/crash/kill9.rs.)
 
 mod common;
 use common::files::{FileKind, written_files};

@@ -3,6 +3,7 @@
 //! - `open`: opening a directory — every file from its footer (or recovered), the index rebuilt;
 //! - `append`: the log write path — the active segment, group commit, making room, sealing;
 //! - `blob`: large values, each in a blob file of its own;
+//! - `writer`: [`ValueWriter`], a put whose value is streamed into a blob file;
 //! - `read`: from a key to verified value bytes; [`ValueReader`], [`Keys`];
 //! - `segments`: the table of open segment and blob files;
 //! - `shared`: the handles every part works with (directory, I/O profile, index, pending writes,

@@ -124,18 +124,18 @@ impl BlobStream {
     }
 
     /// Writes the header (with sequence number `seq`), key, crc table and footer, each after
-    /// what it names is durable, and returns the sealed file and its one footer entry. On error
-    /// the file is removed (best effort).
-    pub fn finish(mut self, dir: &Path, seq: u64) -> Result<(Arc<SegmentFile>, FooterEntry)> {
+    /// what it names is durable, and returns the sealed file. On error the file is removed (best
+    /// effort).
+    pub fn finish(mut self, dir: &Path, seq: u64) -> Result<Arc<SegmentFile>> {
         self.unfinished = false;
         let result = self.seal(seq);
         if result.is_err() {
             let _ = remove_file(&self.profile, &path(dir, self.id, SegmentKind::Blob));
         }
-        result.map(|entry| (self.file.clone(), entry))
+        result.map(|()| self.file.clone())
     }
 
-    fn seal(&mut self, seq: u64) -> Result<FooterEntry> {
+    fn seal(&mut self, seq: u64) -> Result<()> {
         let header = blob_record_header(&self.key, 0, self.value_len, seq);
         let Some(mut rest) = self.rest.take() else {
             // The whole value fits in the head blocks: written like any blob.
@@ -144,13 +144,7 @@ impl BlobStream {
                 value_len: self.value_len,
                 flags: 0,
             };
-            write_blob_record(&self.file, self.id, seq, &self.key, value, &self.profile)?;
-            return Ok(FooterEntry::for_record(
-                BLOB_RECORD_OFFSET,
-                &header,
-                self.key.clone(),
-                self.value_len,
-            ));
+            return write_blob_record(&self.file, self.id, seq, &self.key, value, &self.profile);
         };
         let crcs = std::mem::replace(&mut self.crcs, ChunkCrcs::new(blob_record_place(self.id)));
         rest.append(&crcs.finish())?;
@@ -180,8 +174,7 @@ impl BlobStream {
             self.key.clone(),
             self.value_len,
         );
-        write_blob_footer(&self.file, self.id, entry.clone(), footer_at, &self.profile)?;
-        Ok(entry)
+        write_blob_footer(&self.file, self.id, entry, footer_at, &self.profile)
     }
 
     /// Removes the file of a stream that will not be finished (best effort: a file that survives

@@ -153,7 +153,7 @@ impl Blobs {
             Ok(())
         };
         let written = match flushed {
-            Ok(()) => stream.finish(&shared.dir, seq).map(|(file, _)| file),
+            Ok(()) => stream.finish(&shared.dir, seq),
             Err(e) => {
                 stream.abandon(&shared.dir);
                 Err(e)

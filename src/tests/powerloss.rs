@@ -618,3 +618,30 @@ fn a_streamed_put_cut_by_power_loss_is_old_or_whole() {
         }
     }
 }
+
+/// With `Durability::Buffered`, a streamed put's `finish` first makes the writes before it
+/// durable: a power loss never keeps the streamed value and loses an earlier buffered write.
+#[test]
+fn a_buffered_streamed_put_never_survives_an_earlier_write() {
+    use std::io::Write;
+    for seed in 0..8 {
+        for n in 0..4 {
+            let sim = new_sim(SimConfig::default());
+            let store = open(&sim, options(Durability::Buffered)).unwrap();
+            store.put(key(1), super::value(1, 30_000)).unwrap();
+            let mut writer = store.writer(key(0)).unwrap();
+            writer.write_all(&super::value(2, 200_000)).unwrap();
+            sim.crash_at(CrashOn::Sync, n);
+            let _ = writer.finish();
+            drop(store);
+            let what = format!("seed {seed}, sync {n}");
+            let after = sim.after_crash(Survival::RandomSectors, seed);
+            let store = open(&after, options(Durability::Buffered)).unwrap();
+            let seen = observe(&store).unwrap_or_else(|e| panic!("{what}: {e}"));
+            if seen.contains_key(&0) {
+                assert_eq!(seen[&0], Seen::Version(2, 200_000), "{what}");
+                assert_eq!(seen.get(&1), Some(&Seen::Version(1, 30_000)), "{what}");
+            }
+        }
+    }
+}

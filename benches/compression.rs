@@ -145,6 +145,7 @@ impl fmt::Debug for Mode {
             Compression::None => "none",
             Compression::Lz4 => "lz4",
             Compression::Auto => "auto",
+            _ => "other",
         })
     }
 }

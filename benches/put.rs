@@ -154,7 +154,7 @@ fn podstore<const SIZE: usize>(bencher: Bencher, threads: usize) {
     let v = value(SIZE);
     let s = store.clone();
     bench_puts(bencher, SIZE, threads, move |_, n| {
-        s.put(&n.to_le_bytes(), &v).unwrap();
+        s.put(n.to_le_bytes(), &v[..]).unwrap();
     });
     drop(store);
 }

@@ -48,7 +48,7 @@ fn put_sync<const LEN: usize>(bencher: Bencher, mode: IoMode) {
         .counter(divan::counter::BytesCount::new(LEN))
         .bench_local(|| {
             i += 1;
-            store.put(&i.to_le_bytes(), &value).unwrap()
+            store.put(i.to_le_bytes(), &value).unwrap()
         });
     drop(store);
     let _ = std::fs::remove_dir_all(&dir);
@@ -68,9 +68,9 @@ static LOADED: LazyLock<Loaded> = LazyLock::new(|| {
             .durability(Durability::Buffered),
     )
     .unwrap();
-    store.put(b"big", &vec![3u8; 100 << 20]).unwrap();
+    store.put(b"big", vec![3u8; 100 << 20]).unwrap();
     for i in 0..10_000u32 {
-        store.put(&i.to_le_bytes(), &[i as u8; 4096]).unwrap();
+        store.put(i.to_le_bytes(), [i as u8; 4096]).unwrap();
     }
     store.flush().unwrap();
     Loaded { store }
@@ -130,7 +130,7 @@ fn put_buffered<const LEN: usize>(bencher: Bencher) {
         .counter(divan::counter::BytesCount::new(LEN))
         .bench_local(|| {
             i += 1;
-            store.put(&i.to_le_bytes(), black_box(&value)).unwrap()
+            store.put(i.to_le_bytes(), black_box(&value)).unwrap()
         });
     drop(store);
     let _ = std::fs::remove_dir_all(&dir);
@@ -145,7 +145,7 @@ fn reopen_100k(bencher: Bencher) {
             Store::open_with(&dir, Options::default().durability(Durability::Buffered)).unwrap();
         for i in 0..100_000u32 {
             store
-                .put(format!("object/{i:08}").as_bytes(), &[i as u8; 100])
+                .put(format!("object/{i:08}").as_bytes(), [i as u8; 100])
                 .unwrap();
         }
         store.close().unwrap();

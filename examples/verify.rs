@@ -77,9 +77,9 @@ fn run() -> Result<(), Failure> {
 fn demo_store() -> Result<StoreDir, Failure> {
     let dir = StoreDir::temporary("verify")?;
     let store = dir.open(Options::default())?;
-    store.put(b"a", &[b'a'; 10_000])?;
-    store.put(b"b", &[b'b'; 10_000])?;
-    store.put(b"c", &[b'c'; 10_000])?;
+    store.put(b"a", [b'a'; 10_000])?;
+    store.put(b"b", [b'b'; 10_000])?;
+    store.put(b"c", [b'c'; 10_000])?;
     store.close()?;
     let seg = dir.path().join("seg-0000000000000001.pod");
     let mut bytes = std::fs::read(&seg)?;

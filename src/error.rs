@@ -85,6 +85,31 @@ impl fmt::Display for Corruption {
     }
 }
 
+/// The two kinds of file a store holds. Both have the same format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum FileKind {
+    /// A log segment, `seg-<id>.pod`: records written through the shared write buffer.
+    Log,
+    /// A blob file, `blob-<id>.pod`: one large (or streamed) value.
+    Blob,
+}
+
+impl FileKind {
+    /// The prefix of its file names.
+    pub(crate) fn prefix(self) -> &'static str {
+        match self {
+            FileKind::Log => "seg-",
+            FileKind::Blob => "blob-",
+        }
+    }
+
+    /// The name of file `id` of this kind: `seg-<16 hex digits>.pod` or `blob-<...>.pod`.
+    pub fn file_name(self, id: u64) -> String {
+        format!("{}{id:016x}.pod", self.prefix())
+    }
+}
+
 /// Every error podstore returns.
 #[derive(Debug)]
 #[non_exhaustive]
@@ -106,6 +131,8 @@ pub enum Error {
     },
     /// Bytes on disk failed verification. They are never returned as data.
     Corruption {
+        /// The kind of the file: with `segment`, its name (see [`FileKind::file_name`]).
+        file: FileKind,
         /// Id of the file: a log segment (`seg-<id>.pod`) or a blob file (`blob-<id>.pod`),
         /// the id as 16 hex digits. Both kinds share one id space, so the id names one file.
         segment: u64,
@@ -130,8 +157,15 @@ pub enum Error {
         /// The limit.
         max: u64,
     },
-    /// A range read asked for bytes outside the value (or a range whose start is past its end).
+    /// A read asked for bytes the value does not have: [`Store::get_range`] with a range
+    /// that starts past the value's end (or ends before it starts, or has a negative bound), or
+    /// [`ValueReader::read_exact_at`] past the end.
+    ///
+    /// [`Store::get_range`]: crate::Store::get_range
+    /// [`ValueReader::read_exact_at`]: crate::ValueReader::read_exact_at
     OutOfRange {
+        /// The key whose value was read.
+        key: Vec<u8>,
         /// First byte asked for.
         start: u64,
         /// One past the last byte asked for.
@@ -187,6 +221,25 @@ impl Error {
         }
     }
 
+    /// A [`Error::Corruption`] found where the file's kind was not known, said to be in a file
+    /// of `kind`; any other error as it is.
+    pub(crate) fn in_file(self, kind: FileKind) -> Error {
+        match self {
+            Error::Corruption {
+                segment,
+                offset,
+                kind: what,
+                ..
+            } => Error::Corruption {
+                file: kind,
+                segment,
+                offset,
+                kind: what,
+            },
+            other => other,
+        }
+    }
+
     /// True for [`Error::Corruption`].
     pub fn is_corruption(&self) -> bool {
         matches!(self, Error::Corruption { .. })
@@ -213,12 +266,14 @@ impl fmt::Display for Error {
                 None => write!(f, "no space left on device"),
             },
             Error::Corruption {
+                file,
                 segment,
                 offset,
                 kind,
             } => write!(
                 f,
-                "corruption in segment {segment:016x} at offset {offset}: {kind}"
+                "corruption in {} at offset {offset}: {kind}",
+                file.file_name(*segment)
             ),
             Error::EmptyKey => write!(f, "keys must not be empty"),
             Error::KeyTooLarge { len, max } => {
@@ -227,9 +282,15 @@ impl fmt::Display for Error {
             Error::ValueTooLarge { len, max } => {
                 write!(f, "value of {len} bytes is longer than the limit of {max}")
             }
-            Error::OutOfRange { start, end, len } => write!(
+            Error::OutOfRange {
+                key,
+                start,
+                end,
+                len,
+            } => write!(
                 f,
-                "range {start}..{end} is outside the value of {len} bytes"
+                "range {start}..{end} is outside the value of key \"{}\" ({len} bytes)",
+                ShowKey(key)
             ),
             Error::Locked { path } => write!(
                 f,
@@ -261,6 +322,21 @@ impl fmt::Display for Error {
                 None => write!(f, "file ids used up: the next would be {id:#x}"),
             },
         }
+    }
+}
+
+/// A key in a message: printable ASCII as it is, other bytes escaped, at most 100 bytes shown.
+struct ShowKey<'a>(&'a [u8]);
+
+impl fmt::Display for ShowKey<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        const SHOWN: usize = 100;
+        let shown = &self.0[..self.0.len().min(SHOWN)];
+        write!(f, "{}", shown.escape_ascii())?;
+        if self.0.len() > SHOWN {
+            write!(f, "... ({} bytes)", self.0.len())?;
+        }
+        Ok(())
     }
 }
 

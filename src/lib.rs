@@ -2,22 +2,46 @@
 //! append-only segment files on a local disk, written through a double-buffered O_DIRECT writer.
 //!
 //! ```
-//! # fn main() -> podstore::Result<()> {
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! # let dir = tempfile::tempdir().unwrap();
+//! use std::io::Write;
 //! use podstore::{Durability, Options, Store};
 //!
 //! let store = Store::open_with(dir.path(), Options::default().durability(Durability::Sync))?;
-//! store.put(b"object/1", &vec![7u8; 1 << 20])?;           // durable when it returns
-//! let head = store.get_range(b"object/1", 0..4096)?;      // reads ~4 KiB, not 1 MiB
+//! store.put("object/1", vec![7u8; 1 << 20])?;        // durable when it returns
+//! let head = store.get_range("object/1", 0..4096)?;  // reads ~4 KiB, not 1 MiB
 //! assert_eq!(head.unwrap().len(), 4096);
+//! let tail = store.get_range("object/1", (1 << 20) - 10..(1 << 20) + 4096)?; // clamped
+//! assert_eq!(tail.unwrap().len(), 10);
+//!
+//! let mut writer = store.writer("object/2")?;        // a value streamed in, not held
+//! writer.write_all(b"part one, ")?;
+//! writer.write_all(b"part two")?;
+//! writer.finish()?;                                  // atomic and durable
+//! assert_eq!(store.get("object/2")?.unwrap(), b"part one, part two");
 //! store.close()?;
 //! # Ok(()) }
 //! ```
 //!
-//! The architecture is in the module tree: [`format`](mod@format) holds the pure codecs of every on-disk
-//! structure, `io` the aligned buffers, files and the writer, `segment` segment files,
-//! `index` the in-memory key map, and [`Store`] the public API. docs/design.md draws every byte
-//! and argues why each step of writing, sealing and recovering is crash-safe.
+//! # How it works
+//!
+//! A store is one directory. Values are appended as checksummed records to log segment files
+//! through two aligned write buffers, written with O_DIRECT where the file system allows it;
+//! concurrent durable writers share one write and one fdatasync (group commit). A segment that
+//! reaches [`Options::segment_size`] is sealed with a footer that indexes its records, so that
+//! opening a store reads footers, not data. Large values (and streamed ones,
+//! [`Store::writer`]) get a blob file of their own. An in-memory index maps each key to its
+//! record; reads fetch and verify only the 4 KiB chunks a range needs. Overwritten and deleted
+//! values are given back by compaction ([`Store::compact`], and a background thread). After a
+//! crash, the segment that was being written is scanned and cut after its last whole record:
+//! every acknowledged write survives, and a batch is all there or not at all.
+//!
+//! # Choosing options
+//!
+//! - [`Durability::Sync`] (the default) acknowledges a write once it is on disk;
+//!   [`Durability::Buffered`] once it is in memory, durable after [`Store::flush`].
+//! - [`IoMode::Auto`] uses O_DIRECT where the file system supports it.
+//! - [`Compression`] is off by default; [`Compression::Auto`] suits text-like values.
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
 #![warn(unsafe_op_in_unsafe_fn)]
@@ -25,25 +49,34 @@
 mod batch;
 mod error;
 mod failpoint;
+/// The on-disk codecs, pure and without I/O. Not part of the supported API: reachable only with
+/// the `testing` feature, for the crate's fuzz targets, benches and tests.
+#[cfg(feature = "testing")]
+#[doc(hidden)]
 pub mod format;
+#[cfg(not(feature = "testing"))]
+#[allow(dead_code, unused_imports)]
+mod format;
 mod index;
 mod io;
 mod options;
+mod range;
 mod segment;
 mod store;
 mod verify;
 
 pub use batch::Batch;
-pub use error::{Corruption, Error, Result};
+pub use error::{Corruption, Error, FileKind, Result};
 /// Test hooks: failpoints that abort the process at a named protocol step. Only with the
 /// `testing` feature, which a user's build never needs.
 #[cfg(feature = "testing")]
 #[doc(hidden)]
 pub use failpoint::{COMPACTION_FAILPOINTS, arm_failpoint};
 pub use options::{Compression, Durability, IoMode, Options};
+pub use range::ValueRange;
 pub use store::{
     CompactionReport, Keys, QuarantineReason, QuarantinedFile, RecoveredSegment, RecoveryReport,
-    Stats, Store, ValueReader,
+    Stats, Store, ValueReader, ValueWriter,
 };
 pub use verify::{Damage, Structure, VerifyReport};
 

@@ -7,11 +7,21 @@ use crate::error::{Error, Result};
 pub use crate::io::file::IoMode;
 
 /// When a write is acknowledged.
+// Exhaustive on purpose: a new durability level would change what an acknowledged write
+// means, which code that matches on it must handle, not skip.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Durability {
     /// `put`/`delete` return after the record is on stable storage (fdatasync, plus a
     /// directory fsync when a segment file was created). Such a write survives kill -9 and
     /// power loss. Concurrent writers share one write and one fdatasync (group commit).
+    ///
+    /// **Space:** every durable write ends on a block boundary (a block is never written
+    /// twice), so a lone durable put of a small value takes a whole block (4 KiB) on disk until
+    /// compaction copies it: 5,000 lone puts of 100 bytes take about 20 MiB. Writes that share
+    /// a sync share blocks: put from several threads at once (group commit), put many values
+    /// in one [`Batch`](crate::Batch), or use `Buffered` and call
+    /// [`Store::flush`](crate::Store::flush) when the data must be durable.
+    /// [`Store::compact`](crate::Store::compact) gives the padding back.
     #[default]
     Sync,
     /// `put`/`delete` return once the record is in the write buffer: visible to readers at once,
@@ -34,6 +44,7 @@ pub enum Durability {
 /// chunks a raw value's read fetches. Turn it on ([`Compression::Auto`] is the safe choice) for
 /// text-like values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum Compression {
     /// Values are stored as they are.
     #[default]
@@ -50,75 +61,54 @@ pub enum Compression {
 
 /// Options for [`Store::open_with`](crate::Store::open_with).
 ///
+/// Built from [`Options::default`] with one method per option, each taking and returning the
+/// options by value (`Options::default().segment_size(64 << 20)`); each option's current value
+/// is read back with the same name prefixed by `get_` (`opts.get_segment_size()`), as
+/// `std::process::Command` does. The fields are private, so options can be added without
+/// breaking code that builds them.
+///
 /// ```
 /// use podstore::{Durability, IoMode, Options};
 /// let opts = Options::default()
 ///     .segment_size(64 << 20)
 ///     .io_mode(IoMode::Auto)
 ///     .durability(Durability::Sync);
-/// # let _ = opts;
+/// assert_eq!(opts.get_segment_size(), 64 << 20);
 /// ```
 #[derive(Debug, Clone)]
 pub struct Options {
-    /// Size at which the active segment is sealed and a new one started, in bytes
-    /// (default 256 MiB, at least 1 MiB). A record larger than this gets a segment of its own.
-    pub segment_size: u64,
-    /// O_DIRECT or buffered I/O (default [`IoMode::Auto`]).
-    pub io_mode: IoMode,
-    /// When writes are acknowledged (default [`Durability::Sync`]).
-    pub durability: Durability,
-    /// Size of each of the two write buffers, in bytes (default 1 MiB, 64 KiB to 64 MiB;
-    /// rounded up to the write block size). A write larger than a buffer is streamed through both.
-    pub write_buffer_size: usize,
-    /// A group commit closes once it holds this many bytes of records (default 8 MiB): its
-    /// writers are synced at once instead of waiting for more to join. Bounds the latency a
-    /// writer can incur from the others in its group.
-    pub max_group_bytes: u64,
-    /// A group commit closes once it holds this many records (default 4096).
-    pub max_group_records: usize,
-    /// Values of at least this many bytes (default 1 MiB) put with [`Durability::Sync`] bypass
-    /// the shared write buffer: the writing thread writes them to a blob file of their own, so
-    /// small writers never wait behind a large copy or its disk write. `u64::MAX` turns it off.
-    pub large_value_threshold: u64,
-    /// With [`Durability::Buffered`], writes are made durable by a background flush at most this
-    /// long after they were made (default 200 ms). `None` leaves it to `flush`/`close`.
-    pub flush_interval: Option<Duration>,
-    /// Whether new values are compressed (default [`Compression::None`]; see there why).
-    pub compression: Compression,
-    /// Uncompressed bytes per lz4 frame of a compressed value (default 64 KiB, 4 KiB to 4 MiB).
-    /// A range read of a compressed value reads and decompresses whole frames: smaller frames
-    /// make small range reads cheaper, larger ones compress a little better.
-    pub compression_frame_size: u32,
-    /// With [`Compression::Auto`], the fraction of a value's size that compression must save for
-    /// the value to be stored compressed (default 0.125, i.e. at least 1/8 smaller; 0.0 to below
-    /// 1.0). Below it, the CPU of decompressing every read is not worth the space.
-    pub compression_min_saving: f64,
-    /// A sealed segment is compacted once at least this fraction of its bytes is dead:
-    /// overwritten or deleted values, and padding (default 0.5; above 0.0, at most 1.0).
-    /// Lower keeps less dead data on disk (at most about `1 / (1 - threshold)` times the live
-    /// data, plus the active segment) at the cost of copying more: each compaction copies the
-    /// live `1 - threshold` of a segment or less to free the rest. See
-    /// [`Store::compact`](crate::Store::compact).
-    pub compaction_threshold: f64,
-    /// Compact in a background thread, checking about twice a second (default `true`). With
-    /// `false`, space is given back only by [`Store::compact`](crate::Store::compact).
-    pub background_compaction: bool,
-    /// Bytes per second that background compaction may copy (default 64 MiB/s; `None`: no
-    /// limit). Bounds the disk bandwidth it takes from foreground reads and writes.
-    /// [`Store::compact`](crate::Store::compact) runs unthrottled.
-    pub compaction_rate: Option<u64>,
-    /// Whether opening a directory that holds no store creates one (default `true`). With
-    /// `false`, [`Store::open_with`](crate::Store::open_with) only opens an existing store: a
-    /// missing directory, or one that holds no store files, is
-    /// [`Error::NotFound`](crate::Error::NotFound) and nothing is created. For tools that
-    /// inspect a store (a mistyped path must not become a new, empty, "clean" store).
-    pub create: bool,
-    /// Open for reading only (default `false`): a shared lock (several read-only `Store`s may
-    /// have the directory open at once, a writer none), and no write of any kind: the directory
-    /// must exist, nothing is created, sealed, removed or moved (a segment left unsealed is
-    /// served from memory, a file open cannot use is reported and left in place), so it works
-    /// on a read-only directory or mount. Writes return [`Error::ReadOnly`](crate::Error::ReadOnly).
-    pub read_only: bool,
+    /// See [`Options::segment_size`].
+    segment_size: u64,
+    /// See [`Options::io_mode`].
+    io_mode: IoMode,
+    /// See [`Options::durability`].
+    durability: Durability,
+    /// See [`Options::write_buffer_size`].
+    write_buffer_size: usize,
+    /// See [`Options::max_group_bytes`].
+    max_group_bytes: u64,
+    /// See [`Options::max_group_records`].
+    max_group_records: usize,
+    /// See [`Options::large_value_threshold`].
+    large_value_threshold: u64,
+    /// See [`Options::flush_interval`].
+    flush_interval: Option<Duration>,
+    /// See [`Options::compression`].
+    compression: Compression,
+    /// See [`Options::compression_frame_size`].
+    compression_frame_size: u32,
+    /// See [`Options::compression_min_saving`].
+    compression_min_saving: f64,
+    /// See [`Options::compaction_threshold`].
+    compaction_threshold: f64,
+    /// See [`Options::background_compaction`].
+    background_compaction: bool,
+    /// See [`Options::compaction_rate`].
+    compaction_rate: Option<u64>,
+    /// See [`Options::create`].
+    create: bool,
+    /// See [`Options::read_only`].
+    read_only: bool,
 }
 
 impl Default for Options {
@@ -145,91 +135,184 @@ impl Default for Options {
 }
 
 impl Options {
-    /// Sets [`Options::segment_size`].
+    /// Size at which the active segment is sealed and a new one started, in bytes
+    /// (default 256 MiB, at least 1 MiB). A record larger than this gets a segment of its own.
+    ///
+    /// ```
+    /// let opts = podstore::Options::default().segment_size(64 << 20);
+    /// assert_eq!(opts.get_segment_size(), 64 << 20);
+    /// ```
     pub fn segment_size(mut self, bytes: u64) -> Self {
         self.segment_size = bytes;
         self
     }
 
-    /// Sets [`Options::io_mode`].
+    /// O_DIRECT or buffered I/O (default [`IoMode::Auto`]).
+    ///
+    /// ```
+    /// let opts = podstore::Options::default().io_mode(podstore::IoMode::Buffered);
+    /// assert_eq!(opts.get_io_mode(), podstore::IoMode::Buffered);
+    /// ```
     pub fn io_mode(mut self, mode: IoMode) -> Self {
         self.io_mode = mode;
         self
     }
 
-    /// Sets [`Options::durability`].
+    /// When writes are acknowledged (default [`Durability::Sync`]).
+    ///
+    /// ```
+    /// let opts = podstore::Options::default().durability(podstore::Durability::Buffered);
+    /// assert_eq!(opts.get_durability(), podstore::Durability::Buffered);
+    /// ```
     pub fn durability(mut self, durability: Durability) -> Self {
         self.durability = durability;
         self
     }
 
-    /// Sets [`Options::write_buffer_size`].
+    /// Size of each of the two write buffers, in bytes (default 1 MiB, 64 KiB to 64 MiB;
+    /// rounded up to the write block size). A write larger than a buffer is streamed through both.
+    ///
+    /// ```
+    /// let opts = podstore::Options::default().write_buffer_size(4 << 20);
+    /// assert_eq!(opts.get_write_buffer_size(), 4 << 20);
+    /// ```
     pub fn write_buffer_size(mut self, bytes: usize) -> Self {
         self.write_buffer_size = bytes;
         self
     }
 
-    /// Sets [`Options::max_group_bytes`].
+    /// A group commit closes once it holds this many bytes of records (default 8 MiB): its
+    /// writers are synced at once instead of waiting for more to join. Bounds the latency a
+    /// writer can incur from the others in its group.
+    ///
+    /// ```
+    /// let opts = podstore::Options::default().max_group_bytes(16 << 20);
+    /// assert_eq!(opts.get_max_group_bytes(), 16 << 20);
+    /// ```
     pub fn max_group_bytes(mut self, bytes: u64) -> Self {
         self.max_group_bytes = bytes;
         self
     }
 
-    /// Sets [`Options::max_group_records`].
+    /// A group commit closes once it holds this many records (default 4096).
+    ///
+    /// ```
+    /// let opts = podstore::Options::default().max_group_records(1024);
+    /// assert_eq!(opts.get_max_group_records(), 1024);
+    /// ```
     pub fn max_group_records(mut self, records: usize) -> Self {
         self.max_group_records = records;
         self
     }
 
-    /// Sets [`Options::large_value_threshold`].
+    /// Values of at least this many bytes (default 1 MiB) put with [`Durability::Sync`] bypass
+    /// the shared write buffer: the writing thread writes them to a blob file of their own, so
+    /// small writers never wait behind a large copy or its disk write. `u64::MAX` turns it off.
+    ///
+    /// ```
+    /// let opts = podstore::Options::default().large_value_threshold(4 << 20);
+    /// assert_eq!(opts.get_large_value_threshold(), 4 << 20);
+    /// ```
     pub fn large_value_threshold(mut self, bytes: u64) -> Self {
         self.large_value_threshold = bytes;
         self
     }
 
-    /// Sets [`Options::flush_interval`].
+    /// With [`Durability::Buffered`], writes are made durable by a background flush at most this
+    /// long after they were made (default 200 ms). `None` leaves it to `flush`/`close`.
+    ///
+    /// ```
+    /// let opts = podstore::Options::default().flush_interval(Some(std::time::Duration::from_millis(50)));
+    /// assert_eq!(opts.get_flush_interval(), Some(std::time::Duration::from_millis(50)));
+    /// ```
     pub fn flush_interval(mut self, interval: Option<Duration>) -> Self {
         self.flush_interval = interval;
         self
     }
 
-    /// Sets [`Options::compression`].
+    /// Whether new values are compressed (default [`Compression::None`]; see there why).
+    ///
+    /// ```
+    /// let opts = podstore::Options::default().compression(podstore::Compression::Auto);
+    /// assert_eq!(opts.get_compression(), podstore::Compression::Auto);
+    /// ```
     pub fn compression(mut self, compression: Compression) -> Self {
         self.compression = compression;
         self
     }
 
-    /// Sets [`Options::compression_frame_size`].
+    /// Uncompressed bytes per lz4 frame of a compressed value (default 64 KiB, 4 KiB to 4 MiB).
+    /// A range read of a compressed value reads and decompresses whole frames: smaller frames
+    /// make small range reads cheaper, larger ones compress a little better.
+    ///
+    /// ```
+    /// let opts = podstore::Options::default().compression_frame_size(16 << 10);
+    /// assert_eq!(opts.get_compression_frame_size(), 16 << 10);
+    /// ```
     pub fn compression_frame_size(mut self, bytes: u32) -> Self {
         self.compression_frame_size = bytes;
         self
     }
 
-    /// Sets [`Options::compression_min_saving`].
+    /// With [`Compression::Auto`], the fraction of a value's size that compression must save for
+    /// the value to be stored compressed (default 0.125, i.e. at least 1/8 smaller; 0.0 to below
+    /// 1.0). Below it, the CPU of decompressing every read is not worth the space.
+    ///
+    /// ```
+    /// let opts = podstore::Options::default().compression_min_saving(0.25);
+    /// assert_eq!(opts.get_compression_min_saving(), 0.25);
+    /// ```
     pub fn compression_min_saving(mut self, fraction: f64) -> Self {
         self.compression_min_saving = fraction;
         self
     }
 
-    /// Sets [`Options::compaction_threshold`].
+    /// A sealed segment is compacted once at least this fraction of its bytes is dead:
+    /// overwritten or deleted values, and padding (default 0.5; above 0.0, at most 1.0).
+    /// Lower keeps less dead data on disk (at most about `1 / (1 - threshold)` times the live
+    /// data, plus the active segment) at the cost of copying more: each compaction copies the
+    /// live `1 - threshold` of a segment or less to free the rest. See
+    /// [`Store::compact`](crate::Store::compact).
+    ///
+    /// ```
+    /// let opts = podstore::Options::default().compaction_threshold(0.3);
+    /// assert_eq!(opts.get_compaction_threshold(), 0.3);
+    /// ```
     pub fn compaction_threshold(mut self, fraction: f64) -> Self {
         self.compaction_threshold = fraction;
         self
     }
 
-    /// Sets [`Options::background_compaction`].
+    /// Compact in a background thread, checking about twice a second (default `true`). With
+    /// `false`, space is given back only by [`Store::compact`](crate::Store::compact).
+    ///
+    /// ```
+    /// let opts = podstore::Options::default().background_compaction(false);
+    /// assert_eq!(opts.get_background_compaction(), false);
+    /// ```
     pub fn background_compaction(mut self, on: bool) -> Self {
         self.background_compaction = on;
         self
     }
 
-    /// Sets [`Options::compaction_rate`].
+    /// Bytes per second that background compaction may copy (default 64 MiB/s; `None`: no
+    /// limit). Bounds the disk bandwidth it takes from foreground reads and writes.
+    /// [`Store::compact`](crate::Store::compact) runs unthrottled.
+    ///
+    /// ```
+    /// let opts = podstore::Options::default().compaction_rate(Some(16 << 20));
+    /// assert_eq!(opts.get_compaction_rate(), Some(16 << 20));
+    /// ```
     pub fn compaction_rate(mut self, bytes_per_second: Option<u64>) -> Self {
         self.compaction_rate = bytes_per_second;
         self
     }
 
-    /// Sets [`Options::create`].
+    /// Whether opening a directory that holds no store creates one (default `true`). With
+    /// `false`, [`Store::open_with`](crate::Store::open_with) only opens an existing store: a
+    /// missing directory, or one that holds no store files, is
+    /// [`Error::NotFound`](crate::Error::NotFound) and nothing is created. For tools that
+    /// inspect a store (a mistyped path must not become a new, empty, "clean" store).
     ///
     /// ```
     /// use podstore::{Error, Options, Store};
@@ -245,10 +328,186 @@ impl Options {
         self
     }
 
-    /// Sets [`Options::read_only`].
+    /// Open for reading only (default `false`): a shared lock (several read-only `Store`s may
+    /// have the directory open at once, a writer none), and no write of any kind: the directory
+    /// must exist, nothing is created, sealed, removed or moved (a segment left unsealed is
+    /// served from memory, a file open cannot use is reported and left in place), so it works
+    /// on a read-only directory or mount. Writes return [`Error::ReadOnly`](crate::Error::ReadOnly).
+    ///
+    /// ```
+    /// use podstore::{Error, Options, Store};
+    /// let dir = tempfile::tempdir()?;
+    /// Store::open(dir.path())?.put("k", "v")?;
+    /// let a = Store::open_with(dir.path(), Options::default().read_only(true))?;
+    /// let b = Store::open_with(dir.path(), Options::default().read_only(true))?;
+    /// assert_eq!(b.get("k")?.as_deref(), Some(&b"v"[..]));
+    /// assert!(matches!(a.put("k", "w"), Err(Error::ReadOnly)));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn read_only(mut self, read_only: bool) -> Self {
         self.read_only = read_only;
         self
+    }
+
+    // Getters: `get_` + the setter's name (the convention of `std::process::Command`, whose
+    // builder methods also take the bare names).
+
+    /// The value set by [`Options::segment_size`].
+    ///
+    /// ```
+    /// let opts = podstore::Options::default();
+    /// let _ = opts.get_segment_size();
+    /// ```
+    pub fn get_segment_size(&self) -> u64 {
+        self.segment_size
+    }
+
+    /// The value set by [`Options::io_mode`].
+    ///
+    /// ```
+    /// let opts = podstore::Options::default();
+    /// let _ = opts.get_io_mode();
+    /// ```
+    pub fn get_io_mode(&self) -> IoMode {
+        self.io_mode
+    }
+
+    /// The value set by [`Options::durability`].
+    ///
+    /// ```
+    /// let opts = podstore::Options::default();
+    /// let _ = opts.get_durability();
+    /// ```
+    pub fn get_durability(&self) -> Durability {
+        self.durability
+    }
+
+    /// The value set by [`Options::write_buffer_size`].
+    ///
+    /// ```
+    /// let opts = podstore::Options::default();
+    /// let _ = opts.get_write_buffer_size();
+    /// ```
+    pub fn get_write_buffer_size(&self) -> usize {
+        self.write_buffer_size
+    }
+
+    /// The value set by [`Options::max_group_bytes`].
+    ///
+    /// ```
+    /// let opts = podstore::Options::default();
+    /// let _ = opts.get_max_group_bytes();
+    /// ```
+    pub fn get_max_group_bytes(&self) -> u64 {
+        self.max_group_bytes
+    }
+
+    /// The value set by [`Options::max_group_records`].
+    ///
+    /// ```
+    /// let opts = podstore::Options::default();
+    /// let _ = opts.get_max_group_records();
+    /// ```
+    pub fn get_max_group_records(&self) -> usize {
+        self.max_group_records
+    }
+
+    /// The value set by [`Options::large_value_threshold`].
+    ///
+    /// ```
+    /// let opts = podstore::Options::default();
+    /// let _ = opts.get_large_value_threshold();
+    /// ```
+    pub fn get_large_value_threshold(&self) -> u64 {
+        self.large_value_threshold
+    }
+
+    /// The value set by [`Options::flush_interval`].
+    ///
+    /// ```
+    /// let opts = podstore::Options::default();
+    /// let _ = opts.get_flush_interval();
+    /// ```
+    pub fn get_flush_interval(&self) -> Option<Duration> {
+        self.flush_interval
+    }
+
+    /// The value set by [`Options::compression`].
+    ///
+    /// ```
+    /// let opts = podstore::Options::default();
+    /// let _ = opts.get_compression();
+    /// ```
+    pub fn get_compression(&self) -> Compression {
+        self.compression
+    }
+
+    /// The value set by [`Options::compression_frame_size`].
+    ///
+    /// ```
+    /// let opts = podstore::Options::default();
+    /// let _ = opts.get_compression_frame_size();
+    /// ```
+    pub fn get_compression_frame_size(&self) -> u32 {
+        self.compression_frame_size
+    }
+
+    /// The value set by [`Options::compression_min_saving`].
+    ///
+    /// ```
+    /// let opts = podstore::Options::default();
+    /// let _ = opts.get_compression_min_saving();
+    /// ```
+    pub fn get_compression_min_saving(&self) -> f64 {
+        self.compression_min_saving
+    }
+
+    /// The value set by [`Options::compaction_threshold`].
+    ///
+    /// ```
+    /// let opts = podstore::Options::default();
+    /// let _ = opts.get_compaction_threshold();
+    /// ```
+    pub fn get_compaction_threshold(&self) -> f64 {
+        self.compaction_threshold
+    }
+
+    /// The value set by [`Options::background_compaction`].
+    ///
+    /// ```
+    /// let opts = podstore::Options::default();
+    /// let _ = opts.get_background_compaction();
+    /// ```
+    pub fn get_background_compaction(&self) -> bool {
+        self.background_compaction
+    }
+
+    /// The value set by [`Options::compaction_rate`].
+    ///
+    /// ```
+    /// let opts = podstore::Options::default();
+    /// let _ = opts.get_compaction_rate();
+    /// ```
+    pub fn get_compaction_rate(&self) -> Option<u64> {
+        self.compaction_rate
+    }
+
+    /// The value set by [`Options::create`].
+    ///
+    /// ```
+    /// assert!(podstore::Options::default().get_create());
+    /// ```
+    pub fn get_create(&self) -> bool {
+        self.create
+    }
+
+    /// The value set by [`Options::read_only`].
+    ///
+    /// ```
+    /// assert!(!podstore::Options::default().get_read_only());
+    /// ```
+    pub fn get_read_only(&self) -> bool {
+        self.read_only
     }
 
     pub(crate) fn validate(&self) -> Result<()> {

@@ -17,29 +17,27 @@ use crate::io::aligned::BufPool;
 use crate::io::file::{IoProfile, SegmentFile, list_dir, remove_file, sync_dir};
 use crate::io::stream::AlignedStream;
 
-/// The two kinds of segment file. Both have the same format; they differ in how they are
-/// written, and so in what an unsealed one means at open.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SegmentKind {
-    /// `seg-<id>.pod`: the log, written through the shared double buffer.
-    Log,
-    /// `blob-<id>.pod`: one large value, written by its putting thread and sealed before the put
-    /// is acknowledged. One without a valid footer was never acknowledged.
-    Blob,
-}
+mod stream;
+pub use stream::BlobStream;
 
-impl SegmentKind {
-    fn prefix(self) -> &'static str {
-        match self {
-            SegmentKind::Log => "seg-",
-            SegmentKind::Blob => "blob-",
-        }
-    }
-}
+/// The two kinds of segment file. Both have the same format; they differ in how they are
+/// written, and so in what an unsealed one means at open: `Log` (`seg-<id>.pod`, written through
+/// the shared double buffer) and `Blob` (`blob-<id>.pod`, one value, written by its putting
+/// thread and sealed before the put is acknowledged; one without a valid footer was never
+/// acknowledged).
+pub use crate::error::FileKind as SegmentKind;
 
 /// File name of segment `id`.
 pub fn file_name(id: u64, kind: SegmentKind) -> String {
-    format!("{}{id:016x}.pod", kind.prefix())
+    kind.file_name(id)
+}
+
+/// The kind of the segment file at `path` (a log segment unless its name says blob).
+pub(crate) fn kind_of(path: &Path) -> SegmentKind {
+    path.file_name()
+        .and_then(|n| n.to_str())
+        .and_then(parse_file_name)
+        .map_or(SegmentKind::Log, |(_, kind)| kind)
 }
 
 /// The largest file id the store uses. Ids are handed out one by one from 1, so a store
@@ -146,8 +144,9 @@ pub struct LoadedSegment {
     pub opened: Opened,
 }
 
-fn corruption(segment: u64, offset: u64, kind: Corruption) -> Error {
+fn corruption(path: &Path, segment: u64, offset: u64, kind: Corruption) -> Error {
     Error::Corruption {
+        file: kind_of(path),
         segment,
         offset,
         kind,
@@ -159,6 +158,7 @@ fn corruption(segment: u64, offset: u64, kind: Corruption) -> Error {
 pub(crate) fn read_error(segment: u64, offset: u64, path: &Path, e: io::Error) -> Error {
     if e.kind() == io::ErrorKind::UnexpectedEof {
         corruption(
+            path,
             segment,
             offset,
             Corruption::Truncated {
@@ -339,7 +339,7 @@ pub fn open(
                     Found::Unusable(QuarantineReason::ZeroHeader)
                 });
             }
-            return Err(corruption(id, 0, kind));
+            return Err(corruption(&path, id, 0, kind));
         }
     };
     if outcome.records.is_empty() {
@@ -441,6 +441,7 @@ pub fn read_sealed_entries(
         len,
     };
     read_footer(&src, id, file.path())?.ok_or(corruption(
+        file.path(),
         id,
         len.saturating_sub(TRAILER_LEN as u64),
         // A footer this process wrote (or open verified) no longer verifies.
@@ -468,7 +469,7 @@ fn read_footer(src: &FileSource<'_>, id: u64, path: &Path) -> Result<Option<Vec<
         }
         // A whole trailer (its crc verifies) that this build cannot use: refuse to guess, as
         // rescanning would, for a blob file, remove it.
-        Err(kind) => return Err(corruption(id, len - TRAILER_LEN as u64, kind)),
+        Err(kind) => return Err(corruption(path, id, len - TRAILER_LEN as u64, kind)),
     };
     let mut table = vec![0u8; trailer.table_len as usize];
     src.read_exact_at(trailer.table_offset, &mut table)
@@ -480,7 +481,7 @@ fn read_footer(src: &FileSource<'_>, id: u64, path: &Path) -> Result<Option<Vec<
         Err(Corruption::ChecksumMismatch { .. }) => Ok(None),
         // A table whose crc verifies but which does not decode was written whole, by a writer
         // of another format: an error, not a torn footer.
-        Err(kind) => Err(corruption(id, trailer.table_offset, kind)),
+        Err(kind) => Err(corruption(path, id, trailer.table_offset, kind)),
     }
 }
 
@@ -557,8 +558,13 @@ pub fn read_value(
     debug_assert_eq!(c1 - c0, chunk_count(data_end - data_start));
 
     let verify = |data: &[u8], table: &[u8]| {
-        verify_chunks(place, c0, data, table)
-            .map_err(|(chunk, kind)| corruption(entry.segment, vo + chunk * CHUNK_SIZE, kind))
+        verify_chunks(place, c0, data, table).map_err(|(chunk, kind)| Error::Corruption {
+            // The span does not say; the reader that holds the file names it (`in_file`).
+            file: SegmentKind::Log,
+            segment: entry.segment,
+            offset: vo + chunk * CHUNK_SIZE,
+            kind,
+        })
     };
     let from = (start - data_start) as usize;
     let data_len = (data_end - data_start) as usize;
@@ -650,57 +656,86 @@ pub fn write_blob(
     value: BlobValue<'_>,
     profile: &IoProfile,
 ) -> Result<SegmentFile> {
-    let path = path(dir, id, SegmentKind::Blob);
-    let result = (|| {
-        let block = profile.block_size;
-        let mut stream =
-            AlignedStream::new(&file, 0, BLOB_WRITE_CHUNK, profile.mem_align, block as u64);
-        stream.append(
-            &SegmentHeader {
-                segment: id,
-                block_size: block,
-            }
-            .encode(),
-        )?;
-        let place = RecordPlace {
-            segment: id,
-            offset: BLOB_RECORD_OFFSET,
-        };
-        let header = RecordHeader {
-            kind: RecordKind::Put,
-            flags: value.flags,
-            key_len: key.len() as u32,
-            pad_before: 0,
-            value_len: value.stored.len() as u64,
-            seq,
-        };
-        let entry = write_record(
-            &mut stream,
-            place,
-            &header,
-            key,
-            value.stored,
-            value.value_len,
-        )?;
-        let data_end = BLOB_RECORD_OFFSET + entry.record_len();
-        // The record is durable before a footer names it: the blocks of unsynced writes reach
-        // the disk in any order, and a footer that did while a record block did not would
-        // make a put that was never acknowledged a sealed, damaged value that hides the key's
-        // acknowledged one. The footer starts on a block of its own (`finish` pads to one): one
-        // lost block cannot take both the end of the value and the footer, which would make the
-        // file look like a torn put.
-        let footer_at = stream.finish()?;
-        let footer = encode_footer(id, data_end, footer_at, block, &[entry]);
-        write_footer_after_sync(&file, footer_at, &footer, block, profile).map_err(Error::from)
-    })();
-    match result {
+    match write_blob_record(&file, id, seq, key, value, profile) {
         Ok(()) => Ok(file),
         Err(e) => {
             drop(file);
-            let _ = remove_file(profile, &path);
+            let _ = remove_file(profile, &path(dir, id, SegmentKind::Blob));
             Err(e)
         }
     }
+}
+
+/// Writes the header, the one record and the footer of blob file `id`, the footer after a sync.
+fn write_blob_record(
+    file: &SegmentFile,
+    id: u64,
+    seq: u64,
+    key: &[u8],
+    value: BlobValue<'_>,
+    profile: &IoProfile,
+) -> Result<()> {
+    let block = profile.block_size;
+    let mut stream = AlignedStream::new(file, 0, BLOB_WRITE_CHUNK, profile.mem_align, block as u64);
+    stream.append(
+        &SegmentHeader {
+            segment: id,
+            block_size: block,
+        }
+        .encode(),
+    )?;
+    let header = blob_record_header(key, value.flags, value.stored.len() as u64, seq);
+    let entry = write_record(
+        &mut stream,
+        blob_record_place(id),
+        &header,
+        key,
+        value.stored,
+        value.value_len,
+    )?;
+    // The record is durable before a footer names it: the blocks of unsynced writes reach
+    // the disk in any order, and a footer that did while a record block did not would
+    // make a put that was never acknowledged a sealed, damaged value that hides the key's
+    // acknowledged one. The footer starts on a block of its own (`finish` pads to one): one
+    // lost block cannot take both the end of the value and the footer, which would make the
+    // file look like a torn put.
+    let footer_at = stream.finish()?;
+    write_blob_footer(file, id, entry, footer_at, profile)
+}
+
+/// Where the one record of blob file `id` is.
+fn blob_record_place(id: u64) -> RecordPlace {
+    RecordPlace {
+        segment: id,
+        offset: BLOB_RECORD_OFFSET,
+    }
+}
+
+/// The header of a blob file's put record.
+fn blob_record_header(key: &[u8], flags: u16, stored_len: u64, seq: u64) -> RecordHeader {
+    RecordHeader {
+        kind: RecordKind::Put,
+        flags,
+        key_len: key.len() as u32,
+        pad_before: 0,
+        value_len: stored_len,
+        seq,
+    }
+}
+
+/// Seals blob file `id`, whose record (footer entry `entry`) is written up to `footer_at`: syncs
+/// it, then writes the footer there and syncs again.
+fn write_blob_footer(
+    file: &SegmentFile,
+    id: u64,
+    entry: FooterEntry,
+    footer_at: u64,
+    profile: &IoProfile,
+) -> Result<()> {
+    let block = profile.block_size;
+    let data_end = BLOB_RECORD_OFFSET + entry.record_len();
+    let footer = encode_footer(id, data_end, footer_at, block, &[entry]);
+    write_footer_after_sync(file, footer_at, &footer, block, profile).map_err(Error::from)
 }
 
 /// Makes everything written to `file` so far durable, then writes `footer` at `footer_at` (a

@@ -26,6 +26,7 @@ use std::collections::HashMap;
 use std::io;
 use std::sync::Arc;
 
+use crate::error::FileKind;
 use crate::error::{Corruption, Error, Result};
 use crate::format::cursor::{
     ByteSource, Frames, RecordCursor, ValueChecker, ValueDamage, Verdict, first_nonzero,
@@ -82,6 +83,9 @@ impl VerifyReport {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Damage {
+    /// The kind of the file: with `segment`, its name (see
+    /// [`FileKind::file_name`](crate::FileKind::file_name)).
+    pub file: FileKind,
     /// Id of the segment file (`seg-<id>.pod` or `blob-<id>.pod`, 16 hex digits).
     pub segment: u64,
     /// Byte offset in the file where the damaged structure (or, in a value, the damaged 4 KiB
@@ -102,6 +106,7 @@ impl Damage {
     /// The damage as the [`Error::Corruption`] a read of it returns.
     pub fn to_error(&self) -> Error {
         Error::Corruption {
+            file: self.file,
             segment: self.segment,
             offset: self.offset,
             kind: self.kind.clone(),
@@ -165,6 +170,7 @@ pub(crate) fn run(
         let mut check = SegmentCheck {
             src: &src,
             id: *id,
+            kind: crate::segment::kind_of(file.path()),
             block: default_block as u64,
             report: &mut report,
             skipped: Vec::new(),
@@ -224,6 +230,7 @@ pub(crate) fn run(
             .map_err(|err| crate::segment::read_error(e.segment, e.offset, file.path(), err))?;
         if let Err(ValueDamage { at, kind }) = checked.result {
             report.damage.push(Damage {
+                file: crate::segment::kind_of(file.path()),
                 segment: e.segment,
                 offset: at,
                 structure: Structure::Value,
@@ -244,6 +251,7 @@ pub(crate) fn run(
 struct SegmentCheck<'a, S: ByteSource + ?Sized> {
     src: &'a S,
     id: u64,
+    kind: FileKind,
     block: u64,
     report: &'a mut VerifyReport,
     /// Byte ranges the record walk could not read as records (damaged headers).
@@ -269,6 +277,7 @@ impl<S: ByteSource + ?Sized> SegmentCheck<'_, S> {
         key: Option<&[u8]>,
     ) {
         self.report.damage.push(Damage {
+            file: self.kind,
             segment: self.id,
             offset,
             structure,

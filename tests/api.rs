@@ -126,27 +126,38 @@ fn put_all(store: &Store, model: &Model) {
     }
 }
 
-/// `get_range(key, range)` checked against slicing the original value with the same bounds:
-/// where the slice exists the bytes must match, where it does not the store must answer
-/// `OutOfRange` for this value's length.
+/// `get_range(key, range)` checked against the HTTP/S3 rule applied to the original value: an
+/// end past the value is clamped to its end; a start past the end, or an end before the start,
+/// must be `OutOfRange` for this value's length.
 #[track_caller]
 fn check_range(store: &Store, key: &[u8], value: &[u8], range: impl RangeBounds<u64>, what: &str) {
     let range = (range.start_bound().cloned(), range.end_bound().cloned());
-    let to_usize = |x: &u64| usize::try_from(*x).expect("64-bit target");
-    let want = value.get((
-        range.0.as_ref().map(to_usize),
-        range.1.as_ref().map(to_usize),
-    ));
+    let len = value.len() as u64;
+    let start = match range.0 {
+        Bound::Included(s) => Some(s),
+        Bound::Excluded(s) => s.checked_add(1),
+        Bound::Unbounded => Some(0),
+    };
+    let end = match range.1 {
+        Bound::Included(e) => e.saturating_add(1),
+        Bound::Excluded(e) => e,
+        Bound::Unbounded => len,
+    };
+    let want = match start {
+        Some(s) if s <= len && s <= end => Some(&value[s as usize..end.min(len) as usize]),
+        _ => None,
+    };
     match (want, store.get_range(key, range)) {
         (Some(want), Ok(Some(got))) => {
             assert_bytes_eq(&got, want, &format!("{what}: get_range {range:?}"))
         }
-        (None, Err(Error::OutOfRange { len, .. })) => {
+        (None, Err(Error::OutOfRange { len, key: k, .. })) => {
             assert_eq!(
                 len,
                 value.len() as u64,
                 "{what}: OutOfRange len for {range:?}"
-            )
+            );
+            assert_eq!(k, key, "{what}: OutOfRange names the key");
         }
         (want, got) => panic!(
             "{what}: get_range {range:?} of a {}-byte value: want {:?} bytes, got {:?}",
@@ -197,6 +208,7 @@ fn interesting_bounds(len: u64) -> Vec<Bound<u64>> {
 /// `get_range` of a present key, for ranges inside its value.
 #[track_caller]
 fn range_of(store: &Store, key: &[u8], range: impl RangeBounds<u64>) -> Vec<u8> {
+    let range = (range.start_bound().cloned(), range.end_bound().cloned());
     store
         .get_range(key, range)
         .expect("get_range")
@@ -207,10 +219,14 @@ fn range_of(store: &Store, key: &[u8], range: impl RangeBounds<u64>) -> Vec<u8> 
 fn assert_out_of_range(result: podstore::Result<Option<Vec<u8>>>, start: u64, end: u64, len: u64) {
     match result {
         Err(Error::OutOfRange {
+            key,
             start: s,
             end: e,
             len: l,
-        }) => assert_eq!((s, e, l), (start, end, len), "OutOfRange fields"),
+        }) => {
+            assert_eq!((s, e, l), (start, end, len), "OutOfRange fields");
+            assert!(!key.is_empty(), "OutOfRange names the key");
+        }
         other => panic!(
             "want OutOfRange {{ start: {start}, end: {end}, len: {len} }}, got {:?}",
             other.map(|v| v.map(|v| v.len()))
@@ -372,7 +388,11 @@ fn empty_value() {
                 Some(vec![]),
                 "{what}"
             );
-            assert_out_of_range(store.get_range(b"empty", 0..1), 0, 1, 0);
+            assert_eq!(
+                store.get_range(b"empty", 0..1).unwrap(),
+                Some(vec![]),
+                "{what}: an end past the value is clamped"
+            );
             assert_out_of_range(store.get_range(b"empty", 1..), 1, 0, 0);
 
             let mut reader = store.reader(b"empty").unwrap().expect("present");
@@ -501,7 +521,7 @@ fn delete_removes_the_key_and_reports_whether_it_existed() {
             "{what}: deleting a missing key must not add it"
         );
 
-        store.put(b"a", &pattern(9000, 1)).unwrap();
+        store.put(b"a", pattern(9000, 1)).unwrap();
         store.put(b"b", b"bee").unwrap();
         assert!(store.delete(b"a").unwrap(), "{what}");
         assert_eq!(store.get(b"a").unwrap(), None, "{what}");
@@ -621,27 +641,44 @@ fn get_range_examples() {
 }
 
 #[test]
-fn get_range_outside_the_value_is_out_of_range() {
+fn get_range_clamps_the_end_and_refuses_a_start_past_the_end() {
     use Bound::{Excluded, Included, Unbounded};
     for mode in modes() {
         let fx = Fixture::new(Options::default().io_mode(mode));
         let store = fx.open();
         let len = 10_000u64;
-        store.put(b"k", &pattern(len as usize, 1)).unwrap();
+        let v = pattern(len as usize, 1);
+        store.put(b"k", &v).unwrap();
         let range = |r: (Bound<u64>, Bound<u64>)| store.get_range(b"k", r);
 
-        assert_out_of_range(store.get_range(b"k", len..len + 1), len, len + 1, len);
-        assert_out_of_range(store.get_range(b"k", 0..len + 1), 0, len + 1, len);
-        assert_out_of_range(store.get_range(b"k", len - 1..=len), len - 1, len + 1, len);
-        assert_out_of_range(store.get_range(b"k", ..=len), 0, len + 1, len);
+        // An end past the value is clamped to its end (HTTP/S3 range requests).
+        assert_eq!(range_of(&store, b"k", len..len + 1), b"");
+        assert_eq!(range_of(&store, b"k", 0..len + 1), v);
+        assert_eq!(range_of(&store, b"k", len - 1..=len), &v[9999..]);
+        assert_eq!(range_of(&store, b"k", ..=len), v);
+        assert_eq!(range_of(&store, b"k", ..=u64::MAX), v);
+        assert_eq!(range_of(&store, b"k", 0..4096 * 4), v);
+        // The README's first range read, on a value shorter than the range.
+        store.put("small", vec![3u8; 267]).unwrap();
+        assert_eq!(
+            store.get_range("small", 0..4096).unwrap().unwrap().len(),
+            267
+        );
+
+        // A start past the end is an error naming the key.
         assert_out_of_range(store.get_range(b"k", len + 1..), len + 1, len, len);
         assert_out_of_range(store.get_range(b"k", 20_000..30_000), 20_000, 30_000, len);
-        // Start past the end, inside the value.
+        match store.get_range(b"k", 20_000..30_000) {
+            Err(e @ Error::OutOfRange { .. }) => {
+                assert!(e.to_string().contains("\"k\""), "{e}")
+            }
+            other => panic!("{other:?}"),
+        }
+        // Start past the end of the range, inside the value.
         assert_out_of_range(range((Included(5), Excluded(3))), 5, 3, len);
         assert_out_of_range(range((Included(4097), Excluded(4096))), 4097, 4096, len);
-        // Bounds that overflow u64 once turned into a start..end pair.
+        // A start that overflows u64 once turned into a start..end pair.
         assert_out_of_range(range((Excluded(u64::MAX), Unbounded)), u64::MAX, len, len);
-        assert_out_of_range(store.get_range(b"k", ..=u64::MAX), 0, u64::MAX, len);
 
         // A missing key has no value to be out of.
         assert_eq!(store.get_range(b"missing", len..len + 1).unwrap(), None);
@@ -768,8 +805,14 @@ fn reader_seeks_from_start_end_and_current() {
         assert_eq!(at, value[99_990..], "{what}");
         assert_eq!(r.stream_position().unwrap(), 5000, "{what}");
         match r.read_exact_at(99_995, &mut at) {
-            Err(Error::OutOfRange { start, end, len: l }) => {
-                assert_eq!((start, end, l), (99_995, 100_005, len), "{what}")
+            Err(Error::OutOfRange {
+                key,
+                start,
+                end,
+                len: l,
+            }) => {
+                assert_eq!((start, end, l), (99_995, 100_005, len), "{what}");
+                assert_eq!(key, b"k", "{what}: OutOfRange names the key");
             }
             other => panic!("{what}: read_exact_at past the end gave {other:?}"),
         }
@@ -859,9 +902,9 @@ fn segments_roll_and_everything_survives_reopen() {
         put_all(&store, &model);
         // Overwrite and delete keys whose first records are in earlier segments.
         model.insert(key(0), pattern(3000, 2000));
-        store.put(&key(0), &model[&key(0)]).unwrap();
+        store.put(key(0), &model[&key(0)]).unwrap();
         model.remove(&key(1));
-        assert!(store.delete(&key(1)).unwrap());
+        assert!(store.delete(key(1)).unwrap());
         assert_contents(&store, &model, &what);
 
         let store = fx.reopen(store);
@@ -881,10 +924,10 @@ fn segments_roll_and_everything_survives_reopen() {
         // Writing continues in new segments after a reopen.
         for i in 40..60 {
             let value = pattern(100_000, i as u64);
-            store.put(&key(i), &value).unwrap();
+            store.put(key(i), &value).unwrap();
             model.insert(key(i), value);
         }
-        assert!(store.delete(&key(2)).unwrap());
+        assert!(store.delete(key(2)).unwrap());
         model.remove(&key(2));
         let store = fx.reopen(store);
         assert!(
@@ -907,7 +950,7 @@ fn reopen_after_close_and_after_drop() {
         let store = fx.open();
         put_all(&store, &model);
         for i in [3, 7, 11] {
-            assert!(store.delete(&key(i)).unwrap());
+            assert!(store.delete(key(i)).unwrap());
             model.remove(&key(i));
         }
         store.close().unwrap();
@@ -921,10 +964,10 @@ fn reopen_after_close_and_after_drop() {
         );
         for i in 20..30 {
             let value = pattern(i * 700, i as u64);
-            store.put(&key(i), &value).unwrap();
+            store.put(key(i), &value).unwrap();
             model.insert(key(i), value);
         }
-        assert!(store.delete(&key(0)).unwrap());
+        assert!(store.delete(key(0)).unwrap());
         model.remove(&key(0));
         drop(store);
 
@@ -1002,7 +1045,7 @@ fn buffered_writes_lost_in_a_crash_are_a_suffix() {
         let store = fx.open();
         let value = |i: usize| pattern(1000 + i, i as u64);
         for i in 0..TOTAL {
-            store.put(&key(i), &value(i)).unwrap();
+            store.put(key(i), value(i)).unwrap();
             if i + 1 == FLUSHED {
                 store.flush().unwrap();
             }
@@ -1011,7 +1054,7 @@ fn buffered_writes_lost_in_a_crash_are_a_suffix() {
 
         let store = fx.open();
         let present: Vec<bool> = (0..TOTAL)
-            .map(|i| store.contains(&key(i)).unwrap())
+            .map(|i| store.contains(key(i)).unwrap())
             .collect();
         let kept = present.iter().position(|&p| !p).unwrap_or(TOTAL);
         assert!(
@@ -1089,7 +1132,7 @@ fn range_reads_run_while_other_keys_are_written() {
         let what = label(&opts);
         let fx = Fixture::new(opts);
         let store = Arc::new(fx.open());
-        store.put(b"hot", &hot).unwrap();
+        store.put(b"hot", &hot[..]).unwrap();
         let done = Arc::new(AtomicBool::new(false));
 
         let reader = {
@@ -1113,9 +1156,7 @@ fn range_reads_run_while_other_keys_are_written() {
                 let store = store.clone();
                 thread::spawn(move || {
                     for i in 0..PER_WRITER {
-                        store
-                            .put(&key(w * PER_WRITER + i), &value_of(w, i))
-                            .unwrap();
+                        store.put(key(w * PER_WRITER + i), value_of(w, i)).unwrap();
                     }
                 })
             })
@@ -1248,4 +1289,46 @@ fn write_old_format_fixture() {
     for (name, bytes) in dir_contents(out) {
         eprintln!("{name}: {} bytes", bytes.len());
     }
+}
+
+/// Error messages name the file by its real name (a blob file is `blob-…`, not "segment"), and
+/// a path that is a regular file says so.
+#[test]
+fn errors_name_the_blob_file_and_a_path_that_is_a_file() {
+    let fx = Fixture::new(Options::default().io_mode(IoMode::Direct));
+    let store = fx.open();
+    let big = pattern(2 << 20, 7);
+    store.put(b"big", &big).unwrap();
+    let store = {
+        store.close().unwrap();
+        let blob = common::files::written_files(fx.path(), common::files::FileKind::Blob)
+            .pop()
+            .expect("a blob file");
+        let mut bytes = std::fs::read(&blob).unwrap();
+        bytes[1 << 20] ^= 0xff;
+        std::fs::write(&blob, bytes).unwrap();
+        fx.open()
+    };
+    let err = store.get(b"big").unwrap_err();
+    assert!(err.is_corruption(), "{err}");
+    let msg = err.to_string();
+    assert!(msg.contains("blob-0000000000000"), "{msg}");
+    assert!(matches!(
+        err,
+        Error::Corruption {
+            file: podstore::FileKind::Blob,
+            ..
+        }
+    ));
+    let report = store.verify().unwrap();
+    assert_eq!(report.damage[0].file, podstore::FileKind::Blob);
+    drop(store);
+
+    let file = fx.path().join("not-a-dir");
+    std::fs::write(&file, b"x").unwrap();
+    let err = Store::open(&file).unwrap_err();
+    assert!(
+        err.to_string().contains("is a file, not a directory"),
+        "{err}"
+    );
 }

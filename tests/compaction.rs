@@ -58,7 +58,7 @@ fn stats_account_live_dead_and_tombstone_bytes() {
 
     let len = 10_000usize;
     for i in 0..100 {
-        store.put(&key(i), &value(&key(i), 0, len)).unwrap();
+        store.put(key(i), value(&key(i), 0, len)).unwrap();
     }
     let one = record_len(key(0).len() as u64, len as u64);
     let s = store.stats();
@@ -75,10 +75,10 @@ fn stats_account_live_dead_and_tombstone_bytes() {
 
     // Overwrite half with shorter values, delete ten.
     for i in 0..50 {
-        store.put(&key(i), &value(&key(i), 1, 100)).unwrap();
+        store.put(key(i), value(&key(i), 1, 100)).unwrap();
     }
     for i in 90..100 {
-        assert!(store.delete(&key(i)).unwrap());
+        assert!(store.delete(key(i)).unwrap());
     }
     let s = store.stats();
     let short = record_len(key(0).len() as u64, 100);
@@ -128,7 +128,7 @@ fn compaction_gives_space_back_within_the_bound() {
         let n = 2048; // 64 KiB values: 128 MiB
         for i in 0..n {
             let v = value(&key(i), 0, 64 << 10);
-            store.put(&key(i), &v).unwrap();
+            store.put(key(i), &v).unwrap();
             model.insert(key(i), v);
         }
         store.flush().unwrap();
@@ -140,11 +140,11 @@ fn compaction_gives_space_back_within_the_bound() {
         }
         for (j, &i) in order.iter().take(n * 9 / 10).enumerate() {
             if j % 2 == 0 {
-                store.delete(&key(i)).unwrap();
+                store.delete(key(i)).unwrap();
                 model.remove(&key(i));
             } else {
                 let v = value(&key(i), 1, 64 << 10);
-                store.put(&key(i), &v).unwrap();
+                store.put(key(i), &v).unwrap();
                 model.insert(key(i), v);
             }
         }
@@ -195,7 +195,7 @@ fn deleted_keys_stay_deleted_and_tombstones_go_once_nothing_older_is_left() {
         for i in 0..n {
             let k = format!("{prefix}-{i}");
             store
-                .put(k.as_bytes(), &value(k.as_bytes(), 0, 40 << 10))
+                .put(k.as_bytes(), value(k.as_bytes(), 0, 40 << 10))
                 .unwrap();
         }
     };
@@ -258,16 +258,16 @@ fn dead_blob_files_are_removed() {
     let o = opts().large_value_threshold(256 << 10);
     let store = Store::open_with(dir.path(), o).unwrap();
     for i in 0..12 {
-        store.put(&key(i), &value(&key(i), 0, 300 << 10)).unwrap();
+        store.put(key(i), value(&key(i), 0, 300 << 10)).unwrap();
     }
     let (_, blobs) = count_files(dir.path());
     assert!(blobs >= 12, "{blobs} blob files");
     assert_eq!(store.stats().blob_files, 12);
     for i in 0..6 {
-        store.delete(&key(i)).unwrap();
+        store.delete(key(i)).unwrap();
     }
     for i in 6..9 {
-        store.put(&key(i), &value(&key(i), 1, 10)).unwrap(); // now in the log
+        store.put(key(i), value(&key(i), 1, 10)).unwrap(); // now in the log
     }
     let r = store.compact().unwrap();
     assert_eq!(r.blob_files_removed, 9, "{r:?}");
@@ -278,7 +278,7 @@ fn dead_blob_files_are_removed() {
             if i < 9 { 1 } else { 0 },
             if i < 9 { 10 } else { 300 << 10 },
         );
-        assert_eq!(store.get(&key(i)).unwrap().unwrap(), expected);
+        assert_eq!(store.get(key(i)).unwrap().unwrap(), expected);
     }
     drop(store);
     // Spare blob files (created ahead, never used) are removed at close.
@@ -292,23 +292,23 @@ fn compressed_values_move_compressed() {
     let store = Store::open_with(dir.path(), o).unwrap();
     let text: Vec<u8> = b"podstore keeps blobs; ".repeat(2000);
     for i in 0..60 {
-        store.put(&key(i), &text).unwrap();
+        store.put(key(i), &text).unwrap();
         store
-            .put(&key(1000 + i), &value(&key(i), 0, 30 << 10))
+            .put(key(1000 + i), value(&key(i), 0, 30 << 10))
             .unwrap();
     }
-    let stored = store.stored_len(&key(0)).unwrap().unwrap();
+    let stored = store.stored_len(key(0)).unwrap().unwrap();
     assert!(stored < text.len() as u64 / 4);
     for i in 0..60 {
-        store.delete(&key(1000 + i)).unwrap();
+        store.delete(key(1000 + i)).unwrap();
     }
     let r = store.compact().unwrap();
     assert!(r.records_copied > 0, "{r:?}");
     for i in 0..60 {
-        assert_eq!(store.get(&key(i)).unwrap().unwrap(), text);
-        assert_eq!(store.stored_len(&key(i)).unwrap(), Some(stored));
+        assert_eq!(store.get(key(i)).unwrap().unwrap(), text);
+        assert_eq!(store.stored_len(key(i)).unwrap(), Some(stored));
         assert_eq!(
-            store.get_range(&key(i), 30_000..30_010).unwrap().unwrap(),
+            store.get_range(key(i), 30_000..30_010).unwrap().unwrap(),
             &text[30_000..30_010]
         );
     }
@@ -356,7 +356,7 @@ fn reads_and_writes_go_on_while_values_move() {
             let mut i = 0u32;
             while !stop.load(Ordering::Relaxed) {
                 let k = format!("churn-{}", i % 50).into_bytes();
-                store.put(&k, &value(&k, i, 30 << 10)).unwrap();
+                store.put(&k, value(&k, i, 30 << 10)).unwrap();
                 i += 1;
             }
         }));
@@ -392,13 +392,13 @@ fn wait_for(mut cond: impl FnMut() -> bool, limit: Duration) -> bool {
 
 fn churn(store: &Store) -> Stats {
     for i in 0..120 {
-        store.put(&key(i), &value(&key(i), 0, 20 << 10)).unwrap();
+        store.put(key(i), value(&key(i), 0, 20 << 10)).unwrap();
     }
     for i in 0..110 {
-        store.delete(&key(i)).unwrap();
+        store.delete(key(i)).unwrap();
     }
     for i in 200..260 {
-        store.put(&key(i), &value(&key(i), 0, 20 << 10)).unwrap();
+        store.put(key(i), value(&key(i), 0, 20 << 10)).unwrap();
     }
     store.stats()
 }
@@ -482,7 +482,7 @@ fn put_if_absent_inserts_once() {
                     for i in 0..40 {
                         let len = if i % 8 == 0 { 200 << 10 } else { 3000 };
                         let v = value(&key(i), t as u32, len);
-                        if store.put_if_absent(&key(i), &v).unwrap() {
+                        if store.put_if_absent(key(i), &v).unwrap() {
                             won.push((i, t));
                         }
                     }
@@ -498,7 +498,7 @@ fn put_if_absent_inserts_once() {
     for (i, t) in won {
         let len = if i % 8 == 0 { 200 << 10 } else { 3000 };
         assert_eq!(
-            store.get(&key(i)).unwrap().unwrap(),
+            store.get(key(i)).unwrap().unwrap(),
             value(&key(i), t as u32, len)
         );
     }
@@ -517,4 +517,57 @@ fn compaction_options_are_checked() {
             Err(podstore::Error::InvalidOptions(_))
         ));
     }
+}
+
+/// The small store: 5,000 durable 100-byte puts (each padded to a block), all deleted,
+/// then `compact()`. The active segment is never filled at the default 256 MiB, so `compact`
+/// must seal and compact it: almost nothing is left on disk.
+#[test]
+fn compact_gives_back_the_active_segment_of_a_small_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = Options::default()
+        .background_compaction(false)
+        .durability(Durability::Sync);
+    let store = Store::open_with(dir.path(), opts).unwrap();
+    for i in 0..5000u32 {
+        store.put(format!("key/{i}"), [7u8; 100]).unwrap();
+    }
+    for i in 0..5000u32 {
+        store.delete(format!("key/{i}")).unwrap();
+    }
+    let before = store.stats().disk_bytes;
+    assert!(before > 20 << 20, "{before}");
+    let report = store.compact().unwrap();
+    assert_eq!(report.segments_compacted, 1, "{report:?}");
+    let after = store.stats().disk_bytes;
+    // Every record dead and no other file: the segment goes, tombstones and all (0 bytes today).
+    assert!(after <= 4096, "{after} bytes left on disk");
+    assert_eq!(store.len(), 0);
+    store.put("again", "works").unwrap();
+    drop(store);
+    let store = Store::open(dir.path()).unwrap();
+    assert_eq!(store.len(), 1);
+    assert_eq!(store.get("again").unwrap().unwrap(), b"works");
+}
+
+/// `seal` seals the active segment; `compact` leaves a mostly live active segment unsealed.
+#[test]
+fn seal_is_explicit_and_compact_seals_only_a_dead_active_segment() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = Options::default().background_compaction(false);
+    let store = Store::open_with(dir.path(), opts).unwrap();
+    assert!(!store.seal().unwrap(), "nothing written: nothing to seal");
+    store.put("a", [1u8; 5000]).unwrap();
+    store.compact().unwrap();
+    store.put("b", [2u8; 5000]).unwrap();
+    let files = std::fs::read_dir(dir.path()).unwrap().count();
+    assert!(store.seal().unwrap());
+    store.put("c", "3").unwrap();
+    let more = std::fs::read_dir(dir.path()).unwrap().count();
+    assert_eq!(more, files + 1, "a write after seal starts a new segment");
+    let store = {
+        drop(store);
+        Store::open(dir.path()).unwrap()
+    };
+    assert_eq!(store.len(), 3);
 }

@@ -108,8 +108,8 @@ fn store_with_two_blobs(mode: IoMode) -> (tempfile::TempDir, u64, u64) {
     let store = Store::open_with(dir.path(), opts(mode)).unwrap();
     store.put(b"a", b"old a").unwrap();
     store.put(b"b", b"old b").unwrap();
-    store.put(b"a", &big(b'a')).unwrap();
-    store.put(b"b", &big(b'b')).unwrap();
+    store.put(b"a", big(b'a')).unwrap();
+    store.put(b"b", big(b'b')).unwrap();
     store.close().unwrap();
     let blobs = blob_files(dir.path());
     assert_eq!(blobs.len(), 2, "{blobs:?}");
@@ -398,7 +398,7 @@ fn crashed_store_at(dir: &std::path::Path, mode: IoMode) -> Vec<(Vec<u8>, Vec<u8
     let mut model = Vec::new();
     for i in 0..20u32 {
         let v = vec![i as u8; if i % 7 == 0 { (1 << 20) + 1 } else { 300 }];
-        store.put(&i.to_be_bytes(), &v).unwrap();
+        store.put(i.to_be_bytes(), &v).unwrap();
         model.push((i.to_be_bytes().to_vec(), v));
     }
     store.simulate_crash();
@@ -429,6 +429,8 @@ fn a_read_only_open_writes_nothing_and_serves_reads() {
         assert!(matches!(store.put(b"x", b"y"), Err(Error::ReadOnly)));
         assert!(matches!(store.delete(&model[0].0), Err(Error::ReadOnly)));
         assert!(matches!(store.compact(), Err(Error::ReadOnly)));
+        assert!(matches!(store.seal(), Err(Error::ReadOnly)));
+        assert!(matches!(store.writer(b"x"), Err(Error::ReadOnly)));
         let mut batch = podstore::Batch::new();
         batch.put(b"x", b"y");
         assert!(matches!(store.write(&batch), Err(Error::ReadOnly)));
@@ -533,7 +535,7 @@ fn a_short_lived_store_gives_dead_blob_files_back_at_close() {
     for round in 0..10u8 {
         let store = Store::open_with(dir.path(), o.clone()).unwrap();
         for k in 0..3u8 {
-            store.put(&[k], &vec![round; (1 << 20) + 1]).unwrap();
+            store.put([k], vec![round; (1 << 20) + 1]).unwrap();
         }
         store.close().unwrap();
         let blobs = blob_files(dir.path());
@@ -542,7 +544,7 @@ fn a_short_lived_store_gives_dead_blob_files_back_at_close() {
     }
     let store = Store::open_with(dir.path(), o).unwrap();
     for k in 0..3u8 {
-        assert_eq!(store.get(&[k]).unwrap(), Some(vec![9; (1 << 20) + 1]));
+        assert_eq!(store.get([k]).unwrap(), Some(vec![9; (1 << 20) + 1]));
     }
     store.close().unwrap();
 }

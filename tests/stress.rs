@@ -196,7 +196,7 @@ type Contents = BTreeMap<usize, Vec<u8>>;
 fn read_contents(store: &Store, keys: usize, what: &str) -> Contents {
     let contents: Contents = (0..keys)
         .filter_map(|k| {
-            let value = store.get(&key_name(k)).expect("get");
+            let value = store.get(key_name(k)).expect("get");
             value.map(|v| (k, v))
         })
         .collect();
@@ -261,7 +261,7 @@ enum Seen {
     Present,
     /// This value, or a slice of it.
     Value(ValueId),
-    /// A value of this length (`get_range` answered `OutOfRange`).
+    /// A value of this length (`get_range` answered `OutOfRange`, or fewer bytes than asked).
     Length(usize),
 }
 
@@ -535,7 +535,7 @@ impl Worker {
         let value = id.bytes();
         let start = self.clock.now();
         self.store
-            .put(&key_name(key), &value)
+            .put(key_name(key), &value)
             .unwrap_or_else(|e| panic!("put {id:?}: {e}"));
         self.finish(start, "put", key, Some(Write::Put(id)), None);
     }
@@ -543,7 +543,7 @@ impl Worker {
     fn get(&mut self) {
         let key = self.random_key();
         let start = self.clock.now();
-        let got = self.store.get(&key_name(key)).expect("get");
+        let got = self.store.get(key_name(key)).expect("get");
         let seen = match got {
             None => Seen::Absent,
             Some(v) => Seen::Value(decode_value(key, &v).unwrap_or_else(|e| panic!("get: {e}"))),
@@ -564,6 +564,8 @@ impl Worker {
         let got = self.store.get_range(&name, begin as u64..end as u64);
         let seen = match got {
             Ok(None) => Seen::Absent,
+            // The end of a range past the value is clamped to the value's end.
+            Ok(Some(bytes)) if bytes.len() < end - begin => Seen::Length(begin + bytes.len()),
             Ok(Some(bytes)) => {
                 assert_eq!(bytes.len(), end - begin, "get_range {begin}..{end} length");
                 let id = decode_slice(key, begin, &bytes)
@@ -572,7 +574,7 @@ impl Worker {
             }
             Err(Error::OutOfRange { len, .. }) => {
                 assert!(
-                    len < end as u64,
+                    len < begin as u64,
                     "get_range {begin}..{end} of key {key}: OutOfRange for a {len}-byte value"
                 );
                 Seen::Length(len as usize)
@@ -585,7 +587,7 @@ impl Worker {
     fn delete(&mut self) {
         let key = self.random_key();
         let start = self.clock.now();
-        let existed = self.store.delete(&key_name(key)).expect("delete");
+        let existed = self.store.delete(key_name(key)).expect("delete");
         let seen = if existed { Seen::Present } else { Seen::Absent };
         self.finish(start, "delete", key, Some(Write::Delete), Some(seen));
     }
@@ -598,10 +600,10 @@ impl Worker {
         for key in self.distinct_keys(n) {
             if self.rng.chance(70) {
                 let id = self.new_value(key);
-                batch.put(&key_name(key), &id.bytes());
+                batch.put(key_name(key), id.bytes());
                 writes.push((key, Write::Put(id)));
             } else {
-                batch.delete(&key_name(key));
+                batch.delete(key_name(key));
                 writes.push((key, Write::Delete));
             }
         }
@@ -623,7 +625,7 @@ impl Worker {
 /// against the history; stops the store as `ending` says, reopens it and checks that it holds
 /// exactly that state; last, checks what every read saw while the workers ran.
 fn run_mixed(what: &str, opts: Options, threads: usize, ops: usize, ending: Ending) {
-    let batch_override = match opts.durability {
+    let batch_override = match opts.get_durability() {
         Durability::Sync => Durability::Buffered,
         Durability::Buffered => Durability::Sync,
     };
@@ -758,7 +760,7 @@ fn write_group_batches(store: &Arc<Store>, writers: usize, batches: usize) -> Co
                     for member in 0..MEMBERS {
                         let key = member_key(group, member);
                         if delete {
-                            batch.delete(&key_name(key));
+                            batch.delete(key_name(key));
                         } else {
                             let len = match rng.below(100) {
                                 0..90 => rng.in_range(MIN_VALUE_LEN..16 * KIB),
@@ -770,7 +772,7 @@ fn write_group_batches(store: &Arc<Store>, writers: usize, batches: usize) -> Co
                                 counter,
                                 len,
                             };
-                            batch.put(&key_name(key), &id.bytes());
+                            batch.put(key_name(key), id.bytes());
                         }
                     }
                     store.write(&batch).expect("write batch");
@@ -785,7 +787,7 @@ fn write_group_batches(store: &Arc<Store>, writers: usize, batches: usize) -> Co
                 let mut rng = XorShift::new(0x8EAD_0000 + reader);
                 for _ in 0..400 {
                     let key = rng.below(GROUPS * MEMBERS);
-                    if let Some(v) = store.get(&key_name(key)).expect("get") {
+                    if let Some(v) = store.get(key_name(key)).expect("get") {
                         decode_value(key, &v).unwrap_or_else(|e| panic!("concurrent get: {e}"));
                     }
                 }
@@ -890,7 +892,7 @@ fn group_commit_caps_keep_working() {
                         len,
                     };
                     let name = key_name(key);
-                    store.put(&name, &id.bytes()).expect("put");
+                    store.put(&name, id.bytes()).expect("put");
                     // Only this thread writes this key: it reads back what it wrote.
                     let got = store.get(&name).expect("get").expect("own key present");
                     assert_eq!(decode_value(key, &got), Ok(id), "read own write");

@@ -14,7 +14,9 @@ use super::{
 use crate::error::Corruption;
 
 mod encoder;
-pub use encoder::{encode_record, encode_record_as, encode_record_with_flags, write_record};
+pub use encoder::{
+    ChunkCrcs, encode_record, encode_record_as, encode_record_with_flags, write_record,
+};
 
 /// Magic number at the start of every record.
 pub const RECORD_MAGIC: [u8; 4] = *b"PODR";
@@ -116,12 +118,18 @@ pub fn record_len(key_len: u64, value_len: u64) -> u64 {
 
 /// The crc32 of chunk `index` of the value of the record at `place`.
 pub fn chunk_crc(place: RecordPlace, index: u64, chunk: &[u8]) -> u32 {
+    let mut h = chunk_hasher(place, index);
+    h.update(chunk);
+    h.finalize()
+}
+
+/// A crc32 hasher seeded for chunk `index` of the value of the record at `place`.
+fn chunk_hasher(place: RecordPlace, index: u64) -> crc32fast::Hasher {
     let mut h = crc32fast::Hasher::new();
     h.update(&place.segment.to_le_bytes());
     h.update(&place.offset.to_le_bytes());
     h.update(&index.to_le_bytes());
-    h.update(chunk);
-    h.finalize()
+    h
 }
 
 impl RecordHeader {

@@ -48,6 +48,7 @@ impl fmt::Debug for IoProfile {
 
 /// How the store talks to the disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum IoMode {
     /// O_DIRECT where the file system accepts it, buffered I/O where it does not.
     /// [`Store::io_mode`](crate::Store::io_mode) tells which one was chosen.

@@ -2,14 +2,17 @@
 //! the footer that recovery writes. Bytes are copied into one aligned buffer and written a
 //! whole buffer at a time; the last, partial block is zero-padded.
 
+use std::borrow::Borrow;
+
 use super::aligned::AlignedBuf;
 use super::file::SegmentFile;
 use crate::error::Result;
 use crate::format::align_up;
 
-/// Writes a byte stream to `file` from a block-aligned offset, in aligned whole blocks.
-pub struct AlignedStream<'a> {
-    file: &'a SegmentFile,
+/// Writes a byte stream to `file` (borrowed or owned) from a block-aligned offset, in aligned
+/// whole blocks.
+pub struct AlignedStream<F: Borrow<SegmentFile>> {
+    file: F,
     buf: AlignedBuf,
     fill: usize,
     /// File offset of `buf[0]`.
@@ -17,16 +20,16 @@ pub struct AlignedStream<'a> {
     block: u64,
 }
 
-impl<'a> AlignedStream<'a> {
+impl<F: Borrow<SegmentFile>> AlignedStream<F> {
     /// A stream writing to `file` from `offset` (a multiple of `block`) through a buffer of
     /// `buf_size` bytes (rounded up to `block`).
     pub fn new(
-        file: &'a SegmentFile,
+        file: F,
         offset: u64,
         buf_size: usize,
         mem_align: usize,
         block: u64,
-    ) -> AlignedStream<'a> {
+    ) -> AlignedStream<F> {
         debug_assert!(offset.is_multiple_of(block));
         let size = align_up(buf_size.max(1) as u64, block) as usize;
         AlignedStream {
@@ -55,10 +58,18 @@ impl<'a> AlignedStream<'a> {
     fn write_out(&mut self) -> Result<()> {
         let len = align_up(self.fill as u64, self.block) as usize;
         self.buf[self.fill..len].fill(0);
-        self.file.write_all_at(&self.buf[..len], self.offset)?;
+        self.file
+            .borrow()
+            .write_all_at(&self.buf[..len], self.offset)?;
         self.offset += len as u64;
         self.fill = 0;
         Ok(())
+    }
+
+    /// Bytes of memory the stream holds (its buffer).
+    #[cfg(any(test, feature = "testing"))]
+    pub fn buffer_len(&self) -> usize {
+        self.buf.len()
     }
 
     /// Writes what is left, zero-padded to the block size; returns the end offset.
@@ -70,7 +81,7 @@ impl<'a> AlignedStream<'a> {
     }
 }
 
-impl crate::format::Sink for AlignedStream<'_> {
+impl<F: Borrow<SegmentFile>> crate::format::Sink for AlignedStream<F> {
     type Error = crate::error::Error;
     fn write_bytes(&mut self, bytes: &[u8]) -> Result<()> {
         self.append(bytes)

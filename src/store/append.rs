@@ -86,20 +86,20 @@ impl Log {
             let pending = shared.pending.clone();
             let index = shared.index.clone();
             writer::start(
-                opts.write_buffer_size,
+                opts.get_write_buffer_size(),
                 shared.profile.direct,
                 shared.profile.mem_align,
                 shared.profile.block_size as u64,
-                opts.segment_size,
+                opts.get_segment_size(),
                 progress.clone(),
                 Box::new(move |seq| pending.ready_through(seq, &index)),
             )?
         };
         Ok(Log {
             shared,
-            segment_size: opts.segment_size,
-            max_group_bytes: opts.max_group_bytes,
-            max_group_records: opts.max_group_records,
+            segment_size: opts.get_segment_size(),
+            max_group_bytes: opts.get_max_group_bytes(),
+            max_group_records: opts.get_max_group_records(),
             appender: Mutex::new(Appender {
                 wb,
                 active: None,
@@ -155,6 +155,11 @@ impl Log {
     /// Makes every write so far durable.
     pub(super) fn flush(&self) -> Result<()> {
         let last = self.lock().last_seq();
+        self.flush_to(last)
+    }
+
+    /// Makes every write numbered up to `last` durable.
+    pub(super) fn flush_to(&self, last: u64) -> Result<()> {
         self.wait(last, last, true)
     }
 
@@ -453,6 +458,16 @@ impl AppendGuard<'_> {
             });
         }
         Ok(())
+    }
+
+    /// Seals the active segment now, if there is one (the next write starts a new one); returns
+    /// whether there was. The seal is submitted with an fdatasync, not waited for.
+    pub(super) fn seal_active(&mut self) -> Result<bool> {
+        if self.app.active.is_none() {
+            return Ok(false);
+        }
+        self.seal()?;
+        Ok(true)
     }
 
     /// Appends the footer of the active segment and submits it with an fdatasync.

@@ -16,7 +16,14 @@ use crate::error::Result;
 use crate::format::record::record_len;
 use crate::index::IndexEntry;
 use crate::io::file::{self, SegmentFile};
-use crate::segment::{self, SegmentKind};
+use crate::segment::{self, BlobStream, SegmentKind};
+
+/// A blob file taken for a put: a spare, or the first of `new_ids`, to be created.
+struct Reserved {
+    id: u64,
+    spare: Option<SegmentFile>,
+    new_ids: std::ops::Range<u64>,
+}
 
 /// Blob files created per directory fsync when none is spare.
 const BLOB_FILES_PER_CREATE: u64 = 8;
@@ -64,79 +71,167 @@ impl Blobs {
             return Err(e);
         }
         let shared = &self.shared;
-        let (seq, id, spare, new_ids) = {
-            let spare = self.lock_spares().pop();
-            let (id, new_ids) = match &spare {
-                Some((id, _)) => (*id, 0..0),
-                None => {
-                    // One creator of spares at a time; under a burst of large puts the others
-                    // create just their own file (their directory fsyncs share a journal commit).
-                    let creator = !self.creating.swap(true, Ordering::AcqRel);
-                    let count = if creator { BLOB_FILES_PER_CREATE } else { 1 };
-                    let ids = match app.take_file_ids(count) {
-                        Ok(ids) => ids,
-                        Err(e) => {
-                            if creator {
-                                self.creating.store(false, Ordering::Release);
-                            }
-                            return Err(e);
-                        }
-                    };
-                    (ids.start, ids)
-                }
-            };
-            // Numbered after the ids: a refused allocation spends no sequence number.
-            let seq = app.take_seq();
-            let entry = IndexEntry {
-                segment: id,
-                offset: segment::BLOB_RECORD_OFFSET,
-                value_len: value.value_len,
-                stored_len: value.stored_len(),
-                seq,
-                key_len: key.len() as u32,
-                flags: value.flags(),
-            };
-            shared.pending.push(seq, key, Some(entry), true);
-            drop(app);
-            (seq, id, spare, new_ids)
+        let reserved = self.reserve_file(&mut app)?;
+        // Numbered after the file id: a refused allocation spends no sequence number.
+        let seq = app.take_seq();
+        let entry = IndexEntry {
+            segment: reserved.id,
+            offset: segment::BLOB_RECORD_OFFSET,
+            value_len: value.value_len,
+            stored_len: value.stored_len(),
+            seq,
+            key_len: key.len() as u32,
+            flags: value.flags(),
         };
-        let file = match spare {
-            Some((_, file)) => Ok(file),
-            // None spare: create a few, with one directory fsync, and keep the others.
-            None => {
-                let spares = new_ids.end - new_ids.start > 1;
-                let created = segment::create_blob_files(&shared.dir, new_ids, &shared.profile);
-                if spares {
-                    self.creating.store(false, Ordering::Release);
-                }
-                created.map(|mut f| {
-                    let mine = f.remove(0).1;
-                    self.lock_spares().extend(f);
-                    mine
-                })
-            }
-        };
+        shared.pending.push(seq, key, Some(entry), true);
+        drop(app);
+        let id = reserved.id;
         let blob = segment::BlobValue {
             stored: &value.bytes,
             value_len: value.value_len,
             flags: value.flags(),
         };
-        let written = file.and_then(|file| {
+        let written = self.open_reserved(reserved).and_then(|file| {
             segment::write_blob(&shared.dir, file, id, seq, key, blob, &shared.profile)
+                .map(Arc::new)
         });
+        self.publish(
+            seq,
+            id,
+            record_len(key.len() as u64, value.stored_len()),
+            written,
+        )
+    }
+
+    /// Starts a streamed put of `key` (`Store::writer`): a blob file of its own, written as the
+    /// bytes come; nothing is numbered or visible before [`Blobs::finish_stream`].
+    pub(super) fn start_stream(&self, key: &[u8]) -> Result<BlobStream> {
+        if let Some(e) = self.log.failure() {
+            return Err(e);
+        }
+        let reserved = self.reserve_file(&mut self.log.lock())?;
+        let id = reserved.id;
+        let file = self.open_reserved(reserved)?;
+        Ok(BlobStream::new(file, id, key, &self.shared.profile))
+    }
+
+    /// Commits a streamed put: numbers it, writes the record's head and footer (durable), and
+    /// publishes it. With `flush_first` (buffered durability), every write numbered before it is
+    /// made durable first, so that a crash still loses only a suffix of the writes.
+    pub(super) fn finish_stream(
+        &self,
+        key: &[u8],
+        stream: BlobStream,
+        flush_first: bool,
+    ) -> Result<()> {
+        let shared = &self.shared;
+        if let Some(e) = self.log.failure() {
+            stream.abandon(&shared.dir);
+            return Err(e);
+        }
+        let value_len = stream.value_len();
+        let (before, seq, id) = {
+            let mut app = self.log.lock();
+            let before = app.last_seq();
+            let seq = app.take_seq();
+            let id = stream.id();
+            let entry = IndexEntry {
+                segment: id,
+                offset: segment::BLOB_RECORD_OFFSET,
+                value_len,
+                stored_len: value_len,
+                seq,
+                key_len: key.len() as u32,
+                flags: 0,
+            };
+            shared.pending.push(seq, key, Some(entry), true);
+            (before, seq, id)
+        };
+        let flushed = if flush_first {
+            // Not `flush`: it would wait for this put too.
+            self.log.flush_to(before)
+        } else {
+            Ok(())
+        };
+        let written = match flushed {
+            Ok(()) => stream.finish(&shared.dir, seq),
+            Err(e) => {
+                stream.abandon(&shared.dir);
+                Err(e)
+            }
+        };
+        self.publish(seq, id, record_len(key.len() as u64, value_len), written)
+    }
+
+    /// Takes a blob file for a put: a spare, or the first of a few new ids (created by
+    /// [`Blobs::open_reserved`], outside the append lock).
+    fn reserve_file(&self, app: &mut AppendGuard<'_>) -> Result<Reserved> {
+        let spare = self.lock_spares().pop();
+        match spare {
+            Some((id, file)) => Ok(Reserved {
+                id,
+                spare: Some(file),
+                new_ids: 0..0,
+            }),
+            None => {
+                // One creator of spares at a time; under a burst of large puts the others
+                // create just their own file (their directory fsyncs share a journal commit).
+                let creator = !self.creating.swap(true, Ordering::AcqRel);
+                let count = if creator { BLOB_FILES_PER_CREATE } else { 1 };
+                let ids = app.take_file_ids(count).inspect_err(|_| {
+                    if creator {
+                        self.creating.store(false, Ordering::Release);
+                    }
+                })?;
+                Ok(Reserved {
+                    id: ids.start,
+                    spare: None,
+                    new_ids: ids,
+                })
+            }
+        }
+    }
+
+    /// The file of a reserved blob: the spare, or created now with a few spares for later puts,
+    /// with one directory fsync.
+    fn open_reserved(&self, reserved: Reserved) -> Result<SegmentFile> {
+        if let Some(file) = reserved.spare {
+            return Ok(file);
+        }
+        let shared = &self.shared;
+        let ids = reserved.new_ids;
+        let spares = ids.end - ids.start > 1;
+        let created = segment::create_blob_files(&shared.dir, ids, &shared.profile);
+        if spares {
+            self.creating.store(false, Ordering::Release);
+        }
+        created.map(|mut f| {
+            let mine = f.remove(0).1;
+            self.lock_spares().extend(f);
+            mine
+        })
+    }
+
+    /// Publishes blob put `seq` (file `id`, a record of `record_bytes`) once its file is
+    /// written and sealed, or drops its queued update if that failed.
+    fn publish(
+        &self,
+        seq: u64,
+        id: u64,
+        record_bytes: u64,
+        written: Result<Arc<SegmentFile>>,
+    ) -> Result<()> {
+        let shared = &self.shared;
         match written {
             Ok(file) => {
-                shared
-                    .counters
-                    .add_user_bytes(record_len(key.len() as u64, value.stored_len()));
+                shared.counters.add_user_bytes(record_bytes);
                 let summary = FileSummary {
                     min_put_seq: seq,
                     ..FileSummary::default()
                 };
-                shared.segments.insert(
-                    id,
-                    SegmentHandle::sealed(Arc::new(file), SegmentKind::Blob, summary),
-                );
+                shared
+                    .segments
+                    .insert(id, SegmentHandle::sealed(file, SegmentKind::Blob, summary));
                 shared.pending.ready_one(seq, &shared.index);
                 self.log.progress().notify();
                 self.log.wait(seq, seq, false)

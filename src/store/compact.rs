@@ -110,6 +110,7 @@ impl Compactor {
         self.waiting.fetch_add(1, Ordering::SeqCst);
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         self.waiting.fetch_sub(1, Ordering::SeqCst);
+        self.seal_active_if_dead()?;
         self.compact(&mut state, None, &|| false, true)
     }
 
@@ -144,6 +145,26 @@ impl Compactor {
             }
         }
         Ok(report)
+    }
+
+    /// Seals the active log segment if its dead fraction is past the threshold, so that the
+    /// compaction that follows can take it: a small store may never fill a segment. (Only for
+    /// [`Compactor::compact_now`]: the background compactor leaves the active segment alone, so
+    /// that it never seals one early over and over.)
+    fn seal_active_if_dead(&self) -> Result<()> {
+        // Every write applied first: the index's live bytes are then final for what was written.
+        self.log.sync_all()?;
+        let mut app = self.log.lock();
+        let Some(active) = app.active() else {
+            return Ok(());
+        };
+        let usage = self.shared.index.usage(active.id);
+        let len = active.position;
+        let dead = len.saturating_sub(usage.live_bytes + active.summary.tombstone_bytes);
+        if len > 0 && dead as f64 >= self.threshold * len as f64 {
+            app.seal_active()?;
+        }
+        Ok(())
     }
 
     /// One background pass: compacts if there is anything to do (without syncing otherwise),

@@ -46,15 +46,15 @@ impl<'a> StoredValue<'a> {
         if value.is_empty() {
             return StoredValue::raw(value);
         }
-        let frame_size = opts.compression_frame_size;
-        let min_saving = match opts.compression {
+        let frame_size = opts.get_compression_frame_size();
+        let min_saving = match opts.get_compression() {
             Compression::None => return StoredValue::raw(value),
             Compression::Lz4 => None,
             Compression::Auto => {
-                if estimated_saving(value, frame_size) < opts.compression_min_saving {
+                if estimated_saving(value, frame_size) < opts.get_compression_min_saving() {
                     return StoredValue::raw(value);
                 }
-                Some(opts.compression_min_saving)
+                Some(opts.get_compression_min_saving())
             }
         };
         let framed = encode_framed(value, frame_size);
@@ -222,6 +222,8 @@ pub fn read_framed(
 ) -> Result<()> {
     let stored_len = entry.stored_len;
     let corrupt = |at: u64, kind: Corruption| Error::Corruption {
+        // The entry does not say; the reader that holds the file names it (`in_file`).
+        file: crate::error::FileKind::Log,
         segment: entry.segment,
         offset: entry.value_offset() + at,
         kind,

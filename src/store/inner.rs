@@ -72,8 +72,8 @@ impl Inner {
             log.clone(),
             blobs.clone(),
             reader.clone(),
-            opts.compaction_threshold,
-            opts.compaction_rate,
+            opts.get_compaction_threshold(),
+            opts.get_compaction_rate(),
         );
         Ok(Inner {
             opts,
@@ -91,7 +91,7 @@ impl Inner {
     /// store weakly: a store dropped meanwhile ends them.
     pub(super) fn start_background(self: &Arc<Inner>) -> Result<()> {
         let mut threads = Vec::new();
-        if let Some(interval) = self.opts.flush_interval {
+        if let Some(interval) = self.opts.get_flush_interval() {
             let inner = Arc::downgrade(self);
             threads.push(Ticker::start("podstore-ticker", interval, move |_| {
                 let Some(inner) = inner.upgrade() else {
@@ -104,7 +104,7 @@ impl Inner {
                 true
             })?);
         }
-        if self.opts.background_compaction {
+        if self.opts.get_background_compaction() {
             let inner = Arc::downgrade(self);
             threads.push(Ticker::start(
                 "podstore-compactor",
@@ -142,7 +142,7 @@ impl Inner {
 
     pub(super) fn shut_down(&self) -> Result<()> {
         self.stop_background();
-        if self.opts.background_compaction && !self.opts.read_only {
+        if self.opts.get_background_compaction() && !self.opts.get_read_only() {
             // Space comes back even in a store closed before its compactor ever ran. A failure
             // is logged, not returned: the close itself (the seal) is what must succeed.
             match self.compactor.compact_at_close(CLOSE_COMPACTION_BUDGET) {

@@ -3,6 +3,7 @@
 //! - `open`: opening a directory — every file from its footer (or recovered), the index rebuilt;
 //! - `append`: the log write path — the active segment, group commit, making room, sealing;
 //! - `blob`: large values, each in a blob file of its own;
+//! - `writer`: [`ValueWriter`], a put whose value is streamed into a blob file;
 //! - `read`: from a key to verified value bytes; [`ValueReader`], [`Keys`];
 //! - `segments`: the table of open segment and blob files;
 //! - `shared`: the handles every part works with (directory, I/O profile, index, pending writes,
@@ -17,7 +18,6 @@
 //! and the counters (`shared`), and call each other's methods, never each other's fields.
 //! This file is the public API only: it checks arguments and calls the parts.
 
-use std::ops::RangeBounds;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -26,6 +26,7 @@ use crate::error::{Error, Result};
 use crate::io::file::{self, DirLock, SegmentFile};
 use crate::io::storage::{RealStorage, Storage};
 use crate::options::{Durability, IoMode, Options};
+use crate::range::ValueRange;
 use crate::segment::parse_file_name;
 use crate::verify::{self, VerifyReport};
 use crate::{MAX_KEY_LEN, MAX_VALUE_LEN};
@@ -41,6 +42,7 @@ mod read;
 mod segments;
 mod shared;
 mod stats;
+mod writer;
 
 use append::Op;
 use compress::StoredValue;
@@ -51,6 +53,7 @@ pub use compact::CompactionReport;
 pub use open::{QuarantinedFile, RecoveredSegment, RecoveryReport};
 pub use read::{Keys, ValueReader};
 pub use stats::Stats;
+pub use writer::ValueWriter;
 
 /// An embedded key-value store for blobs, in one directory.
 ///
@@ -76,6 +79,15 @@ pub struct Store {
 
 impl Store {
     /// Opens the store in `dir` with default [`Options`], creating it if needed.
+    ///
+    /// ```
+    /// # fn main() -> podstore::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let store = podstore::Store::open(dir.path().join("photos"))?;
+    /// store.put("cat.jpg", [0xffu8, 0xd8])?;
+    /// store.close()?;
+    /// # Ok(()) }
+    /// ```
     pub fn open(dir: impl AsRef<Path>) -> Result<Store> {
         Store::open_with(dir, Options::default())
     }
@@ -88,6 +100,17 @@ impl Store {
     /// and sealed; [`Store::recovery`] says what was found.
     ///
     /// Fails with [`Error::Locked`] if another `Store` has the directory open.
+    ///
+    /// ```
+    /// # fn main() -> podstore::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use podstore::{Durability, Options, Store};
+    /// let opts = Options::default().durability(Durability::Buffered);
+    /// let store = Store::open_with(dir.path(), opts)?;
+    /// store.put("k", "v")?;
+    /// store.flush()?; // durable now
+    /// # Ok(()) }
+    /// ```
     pub fn open_with(dir: impl AsRef<Path>, opts: Options) -> Result<Store> {
         Store::open_with_storage(dir.as_ref(), opts, Arc::new(RealStorage))
     }
@@ -103,28 +126,50 @@ impl Store {
         // What the directory holds: whether it is a store (for `create(false)`), and an existing
         // file of the store, which tells the direct-I/O probe what it needs without creating
         // anything. A missing directory is a new store.
+        // EEXIST from mkdir -p, ENOTDIR from a listing: the path (or a parent) is not a
+        // directory.
+        let not_a_dir = |e: &std::io::Error| {
+            matches!(
+                e.kind(),
+                std::io::ErrorKind::AlreadyExists | std::io::ErrorKind::NotADirectory
+            )
+        };
+        let open_error = |what: &'static str, e: std::io::Error| {
+            let what = if not_a_dir(&e) {
+                "open store: the path is a file, not a directory"
+            } else {
+                what
+            };
+            Error::io(what, Some(dir.clone()), e)
+        };
         let names = match storage.list_dir(&dir) {
             Ok(names) => names,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-            Err(e) => return Err(Error::io("list store directory", Some(dir.clone()), e)),
+            Err(e) => return Err(open_error("list store directory", e)),
         };
         let is_store = |n: &String| n == file::LOCK_NAME || parse_file_name(n).is_some();
-        if !opts.create && !names.iter().any(is_store) {
+        if !opts.get_create() && !names.iter().any(is_store) {
             return Err(Error::NotFound { path: dir });
         }
-        let read_only = opts.read_only;
+        let read_only = opts.get_read_only();
         if !read_only {
             storage
                 .create_dir_all(&dir)
-                .map_err(|e| Error::io("create store directory", Some(dir.clone()), e))?;
+                .map_err(|e| open_error("create store directory", e))?;
         }
         let lock = DirLock::acquire(&*storage, &dir, read_only)?;
         let sample = names
             .into_iter()
             .find(|name| parse_file_name(name).is_some())
             .map(|name| dir.join(name));
-        let profile = file::probe(storage, &dir, opts.io_mode, sample.as_deref(), !read_only)?;
-        if opts.io_mode == IoMode::Auto && !profile.direct {
+        let profile = file::probe(
+            storage,
+            &dir,
+            opts.get_io_mode(),
+            sample.as_deref(),
+            !read_only,
+        )?;
+        if opts.get_io_mode() == IoMode::Auto && !profile.direct {
             log::warn!(
                 "podstore: O_DIRECT refused in {}; using buffered I/O",
                 dir.display()
@@ -145,21 +190,41 @@ impl Store {
     ///
     /// With [`Durability::Sync`] (the default) it returns once the value is on stable storage;
     /// concurrent calls share one write and one fdatasync. With [`Durability::Buffered`] it
-    /// returns once the value is in the write buffer. Values of at least
+    /// returns once the value is in the write buffer. A lone durable put takes at least one
+    /// 4 KiB block on disk, however small its value (see [`Durability::Sync`] for how to
+    /// share blocks). Values of at least
     /// [`Options::large_value_threshold`] put with `Sync` are written to a file of their own by
     /// the calling thread, beside the shared buffer.
     ///
     /// With [`Options::compression`] set, the value is compressed (by the calling thread, before
     /// it takes any lock) when the options say it pays.
-    pub fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+    ///
+    /// Keys and values are anything that is bytes (`impl AsRef<[u8]>`): `&str`, `String`,
+    /// `&[u8]`, `Vec<u8>`, byte arrays and literals. Every method that takes a key does the same.
+    ///
+    /// ```
+    /// # fn main() -> podstore::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = podstore::Store::open(dir.path())?;
+    /// store.put("k", "v")?;
+    /// let name = String::from("photos/2024/cat.jpg");
+    /// let bytes: Vec<u8> = vec![0xff, 0xd8, 0xff];
+    /// store.put(&name, &bytes)?;
+    /// assert_eq!(store.get(name)?, Some(bytes));
+    /// let key: Vec<u8> = b"k".to_vec();
+    /// assert_eq!(store.get(&key)?.as_deref(), Some(&b"v"[..]));
+    /// # Ok(()) }
+    /// ```
+    pub fn put(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
+        let (key, value) = (key.as_ref(), value.as_ref());
         self.writable()?;
         check_key(key)?;
         check_value(value)?;
-        let durability = self.inner.opts.durability;
+        let durability = self.inner.opts.get_durability();
         let stored = StoredValue::encode(value, &self.inner.opts);
         let log = &self.inner.log;
         if durability == Durability::Sync
-            && value.len() as u64 >= self.inner.opts.large_value_threshold
+            && value.len() as u64 >= self.inner.opts.get_large_value_threshold()
         {
             return self.inner.blobs.put(log.lock(), key, &stored);
         }
@@ -184,7 +249,8 @@ impl Store {
     /// assert_eq!(store.get(b"sha256:ab12")?.unwrap(), b"blob bytes");
     /// # Ok(()) }
     /// ```
-    pub fn put_if_absent(&self, key: &[u8], value: &[u8]) -> Result<bool> {
+    pub fn put_if_absent(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<bool> {
+        let (key, value) = (key.as_ref(), value.as_ref());
         self.writable()?;
         check_key(key)?;
         check_value(value)?;
@@ -194,10 +260,10 @@ impl Store {
         {
             return Ok(false);
         }
-        let durability = self.inner.opts.durability;
+        let durability = self.inner.opts.get_durability();
         let stored = StoredValue::encode(value, &self.inner.opts);
         let large = durability == Durability::Sync
-            && value.len() as u64 >= self.inner.opts.large_value_threshold;
+            && value.len() as u64 >= self.inner.opts.get_large_value_threshold();
         let log = &self.inner.log;
         loop {
             let mut app = log.lock();
@@ -223,6 +289,17 @@ impl Store {
     /// Applies every operation of `batch`, all-or-nothing: after a crash either all of them are
     /// visible or none is. Durable like [`Store::put`], unless the batch overrides the
     /// durability. Deleting a missing key in a batch is not an error.
+    ///
+    /// ```
+    /// # fn main() -> podstore::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = podstore::Store::open(dir.path())?;
+    /// let mut batch = podstore::Batch::new();
+    /// batch.put("a", "1").put("b", "2").delete("c");
+    /// store.write(&batch)?;
+    /// assert_eq!(store.len(), 2);
+    /// # Ok(()) }
+    /// ```
     pub fn write(&self, batch: &Batch) -> Result<()> {
         self.writable()?;
         for op in &batch.ops {
@@ -234,7 +311,7 @@ impl Store {
         if batch.is_empty() {
             return Ok(());
         }
-        let durability = batch.durability.unwrap_or(self.inner.opts.durability);
+        let durability = batch.durability.unwrap_or(self.inner.opts.get_durability());
         let values: Vec<Option<StoredValue<'_>>> = batch
             .ops
             .iter()
@@ -256,10 +333,22 @@ impl Store {
     }
 
     /// Deletes `key`; returns whether it existed. Durable like [`Store::put`].
-    pub fn delete(&self, key: &[u8]) -> Result<bool> {
+    ///
+    /// ```
+    /// # fn main() -> podstore::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = podstore::Store::open(dir.path())?;
+    /// store.put("k", "v")?;
+    /// assert!(store.delete("k")?);
+    /// assert!(!store.delete("k")?); // already gone
+    /// assert_eq!(store.get("k")?, None);
+    /// # Ok(()) }
+    /// ```
+    pub fn delete(&self, key: impl AsRef<[u8]>) -> Result<bool> {
+        let key = key.as_ref();
         self.writable()?;
         check_key(key)?;
-        let durability = self.inner.opts.durability;
+        let durability = self.inner.opts.get_durability();
         let log = &self.inner.log;
         let mut app = log.lock();
         match self.inner.shared.pending.last_queued(key) {
@@ -281,7 +370,18 @@ impl Store {
     }
 
     /// The value of `key`.
-    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+    ///
+    /// ```
+    /// # fn main() -> podstore::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = podstore::Store::open(dir.path())?;
+    /// store.put("k", "v")?;
+    /// assert_eq!(store.get("k")?, Some(b"v".to_vec()));
+    /// assert_eq!(store.get("missing")?, None);
+    /// # Ok(()) }
+    /// ```
+    pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
+        let key = key.as_ref();
         check_key(key)?;
         let reader = &self.inner.reader;
         reader.locate(key)?.map(|f| reader.read_all(&f)).transpose()
@@ -292,42 +392,120 @@ impl Store {
     /// Reads from disk only the 4 KiB chunks that hold the range (and their checksums), whatever
     /// the size of the value. For a compressed value, it reads and decompresses only the frames
     /// that hold the range (and the frame table's header and entries, unless the store has them
-    /// from an earlier read). A range that is not inside the value fails with
-    /// [`Error::OutOfRange`]; an empty range inside it gives an empty vector.
+    /// from an earlier read).
+    ///
+    /// The range is any Rust range over `u64`, `usize`, `u32`, `u16` or `u8` (see
+    /// [`ValueRange`](crate::ValueRange)). Ranges follow HTTP and S3 range requests:
+    ///
+    /// - an end past the value's end is clamped to it: `0..4096` of a 267-byte value gives its
+    ///   267 bytes, so a "first 4 KiB" read needs no length check;
+    /// - a start at the value's end (`len..`, `len..len + 10`) gives an empty vector, like any
+    ///   empty range inside the value;
+    /// - a start past the end (`start > len`), an end before the start, or a negative bound
+    ///   fails with [`Error::OutOfRange`], which names the key and the value's length.
+    ///
+    /// A missing key is `Ok(None)` whatever the range.
     ///
     /// ```
     /// # fn main() -> podstore::Result<()> {
     /// # let dir = tempfile::tempdir().unwrap();
     /// # let store = podstore::Store::open(dir.path())?;
-    /// store.put(b"k", b"0123456789")?;
-    /// assert_eq!(store.get_range(b"k", 2..5)?.unwrap(), b"234");
-    /// assert_eq!(store.get_range(b"k", 8..)?.unwrap(), b"89");
-    /// assert!(matches!(store.get_range(b"k", 8..11), Err(podstore::Error::OutOfRange { .. })));
+    /// store.put("k", "0123456789")?;
+    /// assert_eq!(store.get_range("k", 2..5)?.unwrap(), b"234");
+    /// assert_eq!(store.get_range("k", 8..)?.unwrap(), b"89");
+    /// assert_eq!(store.get_range("k", 8..4096)?.unwrap(), b"89"); // clamped
+    /// assert_eq!(store.get_range("k", 10..)?.unwrap(), b""); // at the end: empty
+    /// let offset: usize = 4;
+    /// assert_eq!(store.get_range("k", offset..offset + 2)?.unwrap(), b"45");
+    /// assert!(matches!(
+    ///     store.get_range("k", 11..),
+    ///     Err(podstore::Error::OutOfRange { start: 11, len: 10, .. })
+    /// ));
+    /// assert_eq!(store.get_range("missing", 0..10)?, None);
     /// # Ok(()) }
     /// ```
-    pub fn get_range(&self, key: &[u8], range: impl RangeBounds<u64>) -> Result<Option<Vec<u8>>> {
+    pub fn get_range(
+        &self,
+        key: impl AsRef<[u8]>,
+        range: impl ValueRange,
+    ) -> Result<Option<Vec<u8>>> {
+        let key = key.as_ref();
         check_key(key)?;
         let reader = &self.inner.reader;
         reader
             .locate(key)?
-            .map(|f| reader.read_range(&f, &range))
+            .map(|f| reader.read_range(&f, key, &range))
             .transpose()
     }
 
     /// A reader that streams the value of `key` with positional reads, without loading it
     /// whole. It reads the value as it was when `reader` was called, even if it is overwritten,
     /// deleted or moved by compaction meanwhile (it keeps its file open).
-    pub fn reader(&self, key: &[u8]) -> Result<Option<ValueReader>> {
+    ///
+    /// ```
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = podstore::Store::open(dir.path())?;
+    /// use std::io::Read;
+    /// store.put("k", vec![1u8; 10_000])?;
+    /// let mut reader = store.reader("k")?.expect("present");
+    /// let mut first = [0u8; 100];
+    /// reader.read_exact(&mut first)?;
+    /// assert_eq!(first, [1u8; 100]);
+    /// # Ok(()) }
+    /// ```
+    pub fn reader(&self, key: impl AsRef<[u8]>) -> Result<Option<ValueReader>> {
+        let key = key.as_ref();
         check_key(key)?;
         let reader = &self.inner.reader;
         Ok(reader
             .locate(key)?
-            .map(|found| ValueReader::new(reader.clone(), found)))
+            .map(|found| ValueReader::new(reader.clone(), key, found)))
+    }
+
+    /// A writer that streams a new value of `key` into the store, without holding it in
+    /// memory: write it with [`std::io::Write`], then [`ValueWriter::finish`] commits it,
+    /// atomically and durably. Dropping the writer unfinished stores nothing.
+    ///
+    /// The value goes to a blob file of its own whatever its length (even below
+    /// [`Options::large_value_threshold`]), uncompressed whatever [`Options::compression`]
+    /// says. See [`ValueWriter`] for the memory it takes.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = podstore::Store::open(dir.path())?;
+    /// # let source_path = dir.path().join("upload.bin");
+    /// # std::fs::write(&source_path, vec![1u8; 3 << 20])?;
+    /// let mut file = std::fs::File::open(&source_path)?;
+    /// let mut writer = store.writer("uploads/1")?;
+    /// std::io::copy(&mut file, &mut writer)?;
+    /// writer.finish()?;
+    /// assert_eq!(store.value_len("uploads/1")?, Some(3 << 20));
+    /// # Ok(()) }
+    /// ```
+    pub fn writer(&self, key: impl AsRef<[u8]>) -> Result<ValueWriter<'_>> {
+        let key = key.as_ref();
+        self.writable()?;
+        check_key(key)?;
+        let stream = self.inner.blobs.start_stream(key)?;
+        Ok(ValueWriter::new(self, key, stream))
     }
 
     /// The length of the value of `key` (as it was put, whether or not it is stored
     /// compressed).
-    pub fn value_len(&self, key: &[u8]) -> Result<Option<u64>> {
+    ///
+    /// ```
+    /// # fn main() -> podstore::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = podstore::Store::open(dir.path())?;
+    /// store.put("k", "hello")?;
+    /// assert_eq!(store.value_len("k")?, Some(5));
+    /// assert_eq!(store.value_len("missing")?, None);
+    /// # Ok(()) }
+    /// ```
+    pub fn value_len(&self, key: impl AsRef<[u8]>) -> Result<Option<u64>> {
+        let key = key.as_ref();
         check_key(key)?;
         Ok(self.inner.shared.index.get(key).map(|e| e.value_len))
     }
@@ -335,36 +513,101 @@ impl Store {
     /// How many bytes the value of `key` takes in its record: its length if it is stored raw,
     /// the length of its frame table and lz4 frames if it is stored compressed (see
     /// [`Options::compression`]). The record's header, key and checksums come on top.
-    pub fn stored_len(&self, key: &[u8]) -> Result<Option<u64>> {
+    ///
+    /// ```
+    /// # fn main() -> podstore::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = podstore::Store::open(dir.path())?;
+    /// store.put("k", "hello")?;
+    /// assert_eq!(store.stored_len("k")?, Some(5)); // compression is off by default
+    /// # Ok(()) }
+    /// ```
+    pub fn stored_len(&self, key: impl AsRef<[u8]>) -> Result<Option<u64>> {
+        let key = key.as_ref();
         check_key(key)?;
         Ok(self.inner.shared.index.get(key).map(|e| e.stored_len))
     }
 
     /// Whether `key` has a value.
-    pub fn contains(&self, key: &[u8]) -> Result<bool> {
+    ///
+    /// ```
+    /// # fn main() -> podstore::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = podstore::Store::open(dir.path())?;
+    /// store.put("k", "v")?;
+    /// assert!(store.contains("k")?);
+    /// assert!(!store.contains("other")?);
+    /// # Ok(()) }
+    /// ```
+    pub fn contains(&self, key: impl AsRef<[u8]>) -> Result<bool> {
+        let key = key.as_ref();
         check_key(key)?;
         Ok(self.inner.shared.index.get(key).is_some())
     }
 
     /// Number of live keys.
+    ///
+    /// ```
+    /// # fn main() -> podstore::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = podstore::Store::open(dir.path())?;
+    /// store.put("a", "1")?;
+    /// store.put("b", "2")?;
+    /// assert_eq!(store.len(), 2);
+    /// # Ok(()) }
+    /// ```
     pub fn len(&self) -> usize {
         self.inner.shared.index.len() as usize
     }
 
     /// True when the store holds no key.
+    ///
+    /// ```
+    /// # fn main() -> podstore::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = podstore::Store::open(dir.path())?;
+    /// assert!(store.is_empty());
+    /// store.put("a", "1")?;
+    /// assert!(!store.is_empty());
+    /// # Ok(()) }
+    /// ```
     pub fn is_empty(&self) -> bool {
         self.inner.shared.index.is_empty()
     }
 
     /// An iterator over the live keys, in no particular order. It walks the index shard by
     /// shard: keys written or deleted while it runs may or may not appear.
+    ///
+    /// ```
+    /// # fn main() -> podstore::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = podstore::Store::open(dir.path())?;
+    /// store.put("a", "1")?;
+    /// store.put("b", "2")?;
+    /// let mut keys: Vec<Vec<u8>> = store.keys().collect();
+    /// keys.sort();
+    /// assert_eq!(keys, [b"a".to_vec(), b"b".to_vec()]);
+    /// # Ok(()) }
+    /// ```
     pub fn keys(&self) -> Keys {
         Keys::new(self.inner.shared.index.clone())
     }
 
     /// Makes every earlier write durable (those made with [`Durability::Buffered`]).
+    ///
+    /// ```
+    /// # fn main() -> podstore::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use podstore::{Durability, Options, Store};
+    /// let store = Store::open_with(dir.path(), Options::default().durability(Durability::Buffered))?;
+    /// for i in 0..100u32 {
+    ///     store.put(i.to_be_bytes(), "value")?; // in memory, sharing blocks
+    /// }
+    /// store.flush()?; // all 100 durable, with one sync
+    /// # Ok(()) }
+    /// ```
     pub fn flush(&self) -> Result<()> {
-        if self.inner.opts.read_only {
+        if self.inner.opts.get_read_only() {
             // Nothing was written, nothing to make durable.
             return Ok(());
         }
@@ -382,6 +625,16 @@ impl Store {
     ///
     /// An I/O error while reading is returned as an error; damage is not an error but the
     /// contents of the [`VerifyReport`]. Docs: docs/reliability.md.
+    ///
+    /// ```
+    /// # fn main() -> podstore::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = podstore::Store::open(dir.path())?;
+    /// store.put("k", "v")?;
+    /// let report = store.verify()?;
+    /// assert!(report.is_clean());
+    /// # Ok(()) }
+    /// ```
     pub fn verify(&self) -> Result<VerifyReport> {
         let inner = &self.inner;
         let (active, next_file_id) = {
@@ -395,7 +648,7 @@ impl Store {
         // Not `flush`: copies made by compaction reuse old sequence numbers, and must be on disk
         // too before the active segment is read up to `data_end`. A read-only store wrote
         // nothing.
-        if !inner.opts.read_only {
+        if !inner.opts.get_read_only() {
             inner.log.sync_all()?;
         }
         let segments: Vec<(u64, Arc<SegmentFile>)> = inner
@@ -420,6 +673,14 @@ impl Store {
 
     /// The I/O mode in use: [`IoMode::Direct`] or [`IoMode::Buffered`] (what
     /// [`IoMode::Auto`] resolved to).
+    ///
+    /// ```
+    /// # fn main() -> podstore::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = podstore::Store::open(dir.path())?;
+    /// assert_ne!(store.io_mode(), podstore::IoMode::Auto); // resolved at open
+    /// # Ok(()) }
+    /// ```
     pub fn io_mode(&self) -> IoMode {
         if self.inner.shared.profile.direct {
             IoMode::Direct
@@ -429,11 +690,28 @@ impl Store {
     }
 
     /// What opening the store found: sealed segments, recovered ones and their torn tails.
+    ///
+    /// ```
+    /// # fn main() -> podstore::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = podstore::Store::open(dir.path())?;
+    /// // A store that was closed cleanly had nothing to recover.
+    /// assert!(store.recovery().recovered.is_empty());
+    /// # Ok(()) }
+    /// ```
     pub fn recovery(&self) -> &RecoveryReport {
         &self.inner.recovery
     }
 
     /// The store directory.
+    ///
+    /// ```
+    /// # fn main() -> podstore::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = podstore::Store::open(dir.path())?;
+    /// assert_eq!(store.path(), dir.path());
+    /// # Ok(()) }
+    /// ```
     pub fn path(&self) -> &Path {
         &self.inner.shared.dir
     }
@@ -451,8 +729,10 @@ impl Store {
     }
 
     /// Compacts now, unthrottled: removes every blob file whose value is dead, and rewrites
-    /// every sealed log segment whose dead fraction is at least
-    /// [`Options::compaction_threshold`](crate::Options::compaction_threshold). Writes made
+    /// every log segment whose dead fraction is at least
+    /// [`Options::compaction_threshold`](crate::Options::compaction_threshold), the active one
+    /// included (it is sealed first; the next write starts a new one), so that a store that
+    /// never fills a segment gets its space back too. Writes made
     /// before the call are made durable first. Reads and writes go on meanwhile; a background
     /// compaction in progress stops at its next record and leaves the rest to this call.
     ///
@@ -479,8 +759,48 @@ impl Store {
         self.inner.compactor.compact_now()
     }
 
+    /// Seals the active log segment now: appends its footer and makes it durable. The next
+    /// write starts a new segment. Returns whether there was an active segment to seal.
+    ///
+    /// Segments are sealed by themselves when they reach [`Options::segment_size`] and at close;
+    /// only a sealed segment is compacted by the background compactor. A small store that never
+    /// fills a segment can seal one to let compaction take it (though [`Store::compact`] seals
+    /// the active segment itself when enough of it is dead), or before a backup, so that every
+    /// file holds a footer. Each seal costs a footer (a block or more) and a sync.
+    ///
+    /// ```
+    /// # fn main() -> podstore::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = podstore::Store::open(dir.path())?;
+    /// store.put("k", "v")?;
+    /// assert!(store.seal()?);
+    /// assert!(!store.seal()?); // nothing written since: nothing to seal
+    /// store.put("k2", "v2")?; // a new segment
+    /// # Ok(()) }
+    /// ```
+    pub fn seal(&self) -> Result<bool> {
+        self.writable()?;
+        let log = &self.inner.log;
+        let sealed = log.lock().seal_active()?;
+        if sealed {
+            log.sync_all()?;
+        }
+        Ok(sealed)
+    }
+
     /// What the store holds, takes and has written. Takes a lock of the index per shard and
     /// looks up the length of every file (no file data is read).
+    ///
+    /// ```
+    /// # fn main() -> podstore::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = podstore::Store::open(dir.path())?;
+    /// store.put("k", "v")?;
+    /// let stats = store.stats();
+    /// assert_eq!(stats.live_keys, 1);
+    /// assert!(stats.disk_bytes >= 4096); // one durable put: at least a block
+    /// # Ok(()) }
+    /// ```
     pub fn stats(&self) -> Stats {
         let inner = &self.inner;
         stats::collect(
@@ -496,6 +816,17 @@ impl Store {
     /// [`Options::background_compaction`] on, it first runs a compaction pass of at most
     /// 200 ms (dead blob files first), so that a store closed before its compactor ever ran still
     /// gives space back. Dropping a `Store` does the same but cannot report errors.
+    ///
+    /// ```
+    /// # fn main() -> podstore::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let store = podstore::Store::open(dir.path())?;
+    /// store.put("k", "v")?;
+    /// store.close()?;
+    /// let store = podstore::Store::open(dir.path())?; // the lock is released
+    /// assert_eq!(store.get("k")?.unwrap(), b"v");
+    /// # Ok(()) }
+    /// ```
     pub fn close(mut self) -> Result<()> {
         self.closed = true;
         self.inner.shut_down()
@@ -528,7 +859,7 @@ impl std::fmt::Debug for Store {
 impl Store {
     /// [`Error::ReadOnly`] for a store opened with [`Options::read_only`].
     fn writable(&self) -> Result<()> {
-        if self.inner.opts.read_only {
+        if self.inner.opts.get_read_only() {
             Err(Error::ReadOnly)
         } else {
             Ok(())

@@ -15,6 +15,7 @@ use crate::segment::{self, Found, Opened, QuarantineReason};
 
 /// What opening the store found and did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RecoveryReport {
     /// Segments opened from their footer.
     pub sealed_segments: usize,
@@ -45,6 +46,7 @@ pub struct QuarantinedFile {
 
 /// A segment that was recovered by scanning at open.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RecoveredSegment {
     /// Segment id.
     pub segment: u64,

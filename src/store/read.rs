@@ -3,7 +3,6 @@
 //! [`ValueReader`] streams a value, [`Keys`] lists the keys.
 
 use std::io::{self, Read, Seek, SeekFrom};
-use std::ops::{Bound, RangeBounds};
 use std::sync::Arc;
 
 use super::append::Log;
@@ -14,6 +13,7 @@ use crate::error::{Corruption, Error, Result};
 use crate::index::{Index, IndexEntry};
 use crate::io::aligned::BufPool;
 use crate::io::file::SegmentFile;
+use crate::range::{self, ValueRange};
 use crate::segment;
 
 /// Size of the bounce buffers used by direct reads.
@@ -73,6 +73,7 @@ impl Reader {
             if self.index.get(key) == Some(entry) {
                 // Not moved: the index names a file the store does not have.
                 return Err(Error::Corruption {
+                    file: crate::error::FileKind::Log,
                     segment: entry.segment,
                     offset: entry.offset,
                     kind: Corruption::InvalidField {
@@ -91,14 +92,15 @@ impl Reader {
         Ok(out)
     }
 
-    /// Bytes `range` of the value of `found`; a range not inside the value is
-    /// [`Error::OutOfRange`].
+    /// Bytes `range` of the value of `found` (the value of `key`), by [`range::resolve`]'s
+    /// rule.
     pub(super) fn read_range(
         &self,
         found: &Located,
-        range: &impl RangeBounds<u64>,
+        key: &[u8],
+        range: &impl ValueRange,
     ) -> Result<Vec<u8>> {
-        let (start, end) = resolve_range(range, found.entry.value_len)?;
+        let (start, end) = range::resolve(range, found.entry.value_len, key)?;
         let mut out = vec![0u8; to_usize(end - start)?];
         self.read_value(found, start, &mut out, None)?;
         Ok(out)
@@ -118,7 +120,8 @@ impl Reader {
             segment::read_value(&entry.span(), off, buf, |o, b| self.fetch(found, o, b))
         };
         if !entry.is_compressed() {
-            return read_stored(start, dst);
+            return read_stored(start, dst)
+                .map_err(|e| e.in_file(segment::kind_of(found.file.path())));
         }
         let mut one_off = FrameCache::default();
         let cache = cache.unwrap_or(&mut one_off);
@@ -127,13 +130,14 @@ impl Reader {
         if !known && result.is_ok() {
             self.frame_tables.remember(entry, cache);
         }
-        result
+        result.map_err(|e| e.in_file(segment::kind_of(found.file.path())))
     }
 
     /// Reads the stored bytes of `found`'s record, verified (compaction copies them as they
     /// are, compressed or not).
     pub(super) fn read_stored(&self, found: &Located, dst: &mut [u8]) -> Result<()> {
         segment::read_value(&found.entry.span(), 0, dst, |o, b| self.fetch(found, o, b))
+            .map_err(|e| e.in_file(segment::kind_of(found.file.path())))
     }
 
     /// Reads bytes `[offset, offset + dst.len())` of the segment of `found` from wherever they
@@ -167,27 +171,6 @@ fn to_usize(n: u64) -> Result<usize> {
     })
 }
 
-fn resolve_range(range: &impl RangeBounds<u64>, len: u64) -> Result<(u64, u64)> {
-    let start = match range.start_bound() {
-        Bound::Included(&s) => Some(s),
-        Bound::Excluded(&s) => s.checked_add(1),
-        Bound::Unbounded => Some(0),
-    };
-    let end = match range.end_bound() {
-        Bound::Included(&e) => e.checked_add(1),
-        Bound::Excluded(&e) => Some(e),
-        Bound::Unbounded => Some(len),
-    };
-    match (start, end) {
-        (Some(s), Some(e)) if s <= e && e <= len => Ok((s, e)),
-        (s, e) => Err(Error::OutOfRange {
-            start: s.unwrap_or(u64::MAX),
-            end: e.unwrap_or(u64::MAX),
-            len,
-        }),
-    }
-}
-
 /// Streams a value with positional reads. Returned by [`Store::reader`](crate::Store::reader).
 ///
 /// Every read verifies the checksums of the 4 KiB chunks it touches; damaged bytes give an
@@ -196,17 +179,38 @@ fn resolve_range(range: &impl RangeBounds<u64>, len: u64) -> Result<(u64, u64)> 
 /// For a compressed value, every read decompresses the frames it touches; the reader keeps the
 /// last frame it decompressed (and the frame table entries it read), so a stream of small
 /// `read` calls reads and decompresses each frame once.
+///
+/// Reading past the end: [`Read::read`] at or past the end returns 0 (end of file), and a read
+/// that starts inside the value returns at most the bytes left, like a file.
+/// [`ValueReader::read_exact_at`] reads exactly: bytes past the end are [`Error::OutOfRange`]
+/// (naming the key), unlike [`Store::get_range`](crate::Store::get_range), which clamps.
+///
+/// ```
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let store = podstore::Store::open(dir.path())?;
+/// use std::io::{Read, Seek, SeekFrom};
+/// store.put("video", vec![9u8; 100_000])?;
+/// let mut reader = store.reader("video")?.expect("present");
+/// reader.seek(SeekFrom::Start(99_000))?;
+/// let mut tail = Vec::new();
+/// reader.read_to_end(&mut tail)?;
+/// assert_eq!(tail.len(), 1000);
+/// # Ok(()) }
+/// ```
 pub struct ValueReader {
     reader: Arc<Reader>,
+    key: Vec<u8>,
     found: Located,
     pos: u64,
     cache: FrameCache,
 }
 
 impl ValueReader {
-    pub(super) fn new(reader: Arc<Reader>, found: Located) -> ValueReader {
+    pub(super) fn new(reader: Arc<Reader>, key: &[u8], found: Located) -> ValueReader {
         ValueReader {
             reader,
+            key: key.to_vec(),
             found,
             pos: 0,
             cache: FrameCache::default(),
@@ -214,22 +218,56 @@ impl ValueReader {
     }
 
     /// The value's length.
+    ///
+    /// ```
+    /// # fn main() -> podstore::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = podstore::Store::open(dir.path())?;
+    /// store.put("k", "hello")?;
+    /// assert_eq!(store.reader("k")?.unwrap().len(), 5);
+    /// # Ok(()) }
+    /// ```
     pub fn len(&self) -> u64 {
         self.found.entry.value_len
     }
 
     /// True for an empty value.
+    ///
+    /// ```
+    /// # fn main() -> podstore::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = podstore::Store::open(dir.path())?;
+    /// store.put("empty", "")?;
+    /// assert!(store.reader("empty")?.unwrap().is_empty());
+    /// # Ok(()) }
+    /// ```
     pub fn is_empty(&self) -> bool {
         self.found.entry.value_len == 0
     }
 
     /// Reads exactly `buf.len()` bytes at `offset` of the value, without moving the cursor.
+    /// Bytes past the value's end are [`Error::OutOfRange`], naming the key: unlike
+    /// [`Store::get_range`](crate::Store::get_range), this read never returns fewer bytes.
+    ///
+    /// ```
+    /// # fn main() -> podstore::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = podstore::Store::open(dir.path())?;
+    /// store.put("k", "0123456789")?;
+    /// let reader = store.reader("k")?.unwrap();
+    /// let mut buf = [0u8; 3];
+    /// reader.read_exact_at(4, &mut buf)?;
+    /// assert_eq!(&buf, b"456");
+    /// assert!(reader.read_exact_at(8, &mut buf).is_err());
+    /// # Ok(()) }
+    /// ```
     pub fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
         let inside = offset
             .checked_add(buf.len() as u64)
             .is_some_and(|end| end <= self.found.entry.value_len);
         if !inside {
             return Err(Error::OutOfRange {
+                key: self.key.clone(),
                 start: offset,
                 end: offset.saturating_add(buf.len() as u64),
                 len: self.found.entry.value_len,

@@ -86,12 +86,12 @@ fn record(log: &mut Log, ops: Vec<(u8, Option<(u32, usize)>)>, r: crate::Result<
 
 fn put(store: &Store, log: &mut Log, k: u8, len: usize) -> Step {
     let v = log.version();
-    let r = store.put(&key(k), &value(v, len));
+    let r = store.put(key(k), value(v, len));
     record(log, vec![(k, Some((v, len)))], r)
 }
 
 fn delete(store: &Store, log: &mut Log, k: u8) -> Step {
-    let r = store.delete(&key(k)).map(|_| ());
+    let r = store.delete(key(k)).map(|_| ());
     record(log, vec![(k, None)], r)
 }
 
@@ -102,11 +102,11 @@ fn batch(store: &Store, log: &mut Log, items: &[(u8, Option<usize>)]) -> Step {
         match len {
             Some(len) => {
                 let v = log.version();
-                b.put(&key(k), &value(v, len));
+                b.put(key(k), value(v, len));
                 ops.push((k, Some((v, len))));
             }
             None => {
-                b.delete(&key(k));
+                b.delete(key(k));
                 ops.push((k, None));
             }
         }
@@ -224,7 +224,7 @@ fn run_with(config: SimConfig, fault: Fault, totals: &mut Totals) {
                 let mut results = Vec::new();
                 for _ in 0..2 {
                     let v = log.version();
-                    let r = store.put(&key(5), &value(v, 10));
+                    let r = store.put(key(5), value(v, 10));
                     log.writes.push(Write {
                         ops: vec![(5, Some((v, 10)))],
                         acked: r.is_ok(),
@@ -296,7 +296,7 @@ fn run_with(config: SimConfig, fault: Fault, totals: &mut Totals) {
     let mut log = log;
     let v = log.version();
     store
-        .put(&key(1), &value(v, 999))
+        .put(key(1), value(v, 999))
         .unwrap_or_else(|e| panic!("{what}: put after reopen: {e}"));
     log.writes.push(Write {
         ops: vec![(1, Some((v, 999)))],
@@ -408,9 +408,9 @@ fn every_io_site_fails_in_turn_without_losing_acknowledged_data() {
 fn a_full_disk_poisons_the_store_until_it_is_reopened_with_space() {
     let sim = new_sim(SimConfig::default());
     let store = open(&sim, options(Durability::Sync)).unwrap();
-    store.put(&key(0), &value(1, 3000)).unwrap();
+    store.put(key(0), value(1, 3000)).unwrap();
     let mut b = Batch::new();
-    b.put(&key(1), &value(2, 100_000))
+    b.put(key(1), value(2, 100_000))
         .durability(Durability::Buffered);
     store.write(&b).unwrap();
     let writes_so_far = sim.stats().calls[&OpKind::Write];
@@ -422,23 +422,23 @@ fn a_full_disk_poisons_the_store_until_it_is_reopened_with_space() {
     });
     let (sim2, store) = (sim.clone(), store);
     within_a_minute("writes on a full disk", move || {
-        let e = store.put(&key(2), &value(3, 10)).unwrap_err();
+        let e = store.put(key(2), value(3, 10)).unwrap_err();
         assert!(matches!(e, Error::StorageFull { .. }), "{e:?}");
         for i in 0..4 {
             // Buffered writes too (each would fill a buffer), and deletes.
             let mut b = Batch::new();
-            b.put(&key(3), &value(10 + i, 70_000))
+            b.put(key(3), value(10 + i, 70_000))
                 .durability(Durability::Buffered);
             let e = store.write(&b).unwrap_err();
             assert!(matches!(e, Error::StorageFull { .. }), "{e:?}");
-            let e = store.delete(&key(0)).unwrap_err();
+            let e = store.delete(key(0)).unwrap_err();
             assert!(matches!(e, Error::StorageFull { .. }), "{e:?}");
         }
         assert!(store.flush().is_err());
         // Reads keep working, the buffered write's included (it never reached the disk).
-        assert_eq!(store.get(&key(0)).unwrap().unwrap(), value(1, 3000));
-        assert_eq!(store.get(&key(1)).unwrap().unwrap(), value(2, 100_000));
-        assert!(store.get(&key(2)).unwrap().is_none());
+        assert_eq!(store.get(key(0)).unwrap().unwrap(), value(1, 3000));
+        assert_eq!(store.get(key(1)).unwrap().unwrap(), value(2, 100_000));
+        assert!(store.get(key(2)).unwrap().is_none());
         assert!(matches!(store.close(), Err(Error::StorageFull { .. })));
         // Still full: opening may fail, but only with StorageFull.
         match open(&sim2, options(Durability::Sync)) {
@@ -450,14 +450,14 @@ fn a_full_disk_poisons_the_store_until_it_is_reopened_with_space() {
     // Space freed.
     sim.clear_faults();
     let store = open(&sim, options(Durability::Sync)).unwrap();
-    assert_eq!(store.get(&key(0)).unwrap().unwrap(), value(1, 3000));
-    assert!(store.get(&key(2)).unwrap().is_none());
-    store.put(&key(4), &value(20, 5000)).unwrap();
+    assert_eq!(store.get(key(0)).unwrap().unwrap(), value(1, 3000));
+    assert!(store.get(key(2)).unwrap().is_none());
+    store.put(key(4), value(20, 5000)).unwrap();
     store.close().unwrap();
     let after = sim.after_crash(Survival::DropAll, 3);
     let store = open(&after, options(Durability::Sync)).unwrap();
-    assert_eq!(store.get(&key(0)).unwrap().unwrap(), value(1, 3000));
-    assert_eq!(store.get(&key(4)).unwrap().unwrap(), value(20, 5000));
+    assert_eq!(store.get(key(0)).unwrap().unwrap(), value(1, 3000));
+    assert_eq!(store.get(key(4)).unwrap().unwrap(), value(20, 5000));
     assert!(sim.violations().is_empty() && after.violations().is_empty());
 }
 
@@ -473,7 +473,7 @@ fn a_failed_directory_fsync_at_segment_creation_poisons_the_store() {
         let store = open(&sim, options(Durability::Sync)).unwrap();
         // Values below the blob threshold, so that only log segments are created.
         let len = LARGE - 8192;
-        store.put(&key(0), &value(1, len)).unwrap();
+        store.put(key(0), value(1, len)).unwrap();
         // The first put created segment 1 with one directory fsync; fail the next one, which a
         // rollover of the 1 MiB segment makes.
         sim.inject(Fault {
@@ -485,7 +485,7 @@ fn a_failed_directory_fsync_at_segment_creation_poisons_the_store() {
         let mut acked = Vec::new();
         let failed = (1..KEYS.max(8) as u32 * 8).find_map(|v| {
             let k = (v % 7 + 1) as u8;
-            match store.put(&key(k), &value(v + 1, len)) {
+            match store.put(key(k), value(v + 1, len)) {
                 Ok(()) => {
                     acked.retain(|&(ak, _)| ak != k);
                     acked.push((k, v + 1));
@@ -501,7 +501,7 @@ fn a_failed_directory_fsync_at_segment_creation_poisons_the_store() {
         };
         assert!(kind_ok(&e), "{error:?}: {e:?}");
         // Poisoned: later writes are refused though the fault is gone.
-        let e = store.put(&key(0), &value(999, 10)).unwrap_err();
+        let e = store.put(key(0), value(999, 10)).unwrap_err();
         let poisoned = match error {
             FaultError::Enospc => matches!(e, Error::StorageFull { .. }),
             _ => matches!(e, Error::Poisoned),
@@ -509,18 +509,18 @@ fn a_failed_directory_fsync_at_segment_creation_poisons_the_store() {
         assert!(poisoned, "{error:?}: {e:?}");
         drop(store);
         let store = open(&sim, options(Durability::Sync)).unwrap();
-        assert_eq!(store.get(&key(0)).unwrap().unwrap(), value(1, len));
+        assert_eq!(store.get(key(0)).unwrap().unwrap(), value(1, len));
         for &(k, v) in &acked {
             assert_eq!(
-                store.get(&key(k)).unwrap().unwrap(),
+                store.get(key(k)).unwrap().unwrap(),
                 value(v, len),
                 "key {k}"
             );
         }
-        store.put(&key(0), &value(5, 600_000)).unwrap();
+        store.put(key(0), value(5, 600_000)).unwrap();
         store.close().unwrap();
         let store = open(&sim, options(Durability::Sync)).unwrap();
-        assert_eq!(store.get(&key(0)).unwrap().unwrap(), value(5, 600_000));
+        assert_eq!(store.get(key(0)).unwrap().unwrap(), value(5, 600_000));
     }
 }
 
@@ -578,12 +578,12 @@ fn crashed_store(sim: &Sim) -> BTreeMap<u8, Seen> {
     let mut state = BTreeMap::new();
     for (i, k) in (0..KEYS).enumerate() {
         let len = if k % 3 == 0 { LARGE + 10 } else { 100 + i };
-        store.put(&key(k), &value(i as u32 + 1, len)).expect("put");
+        store.put(key(k), value(i as u32 + 1, len)).expect("put");
         state.insert(k, Seen::of((i as u32 + 1, len)));
     }
-    store.delete(&key(1)).expect("delete");
+    store.delete(key(1)).expect("delete");
     state.remove(&1);
-    store.put(&key(2), &value(99, 3000)).expect("put");
+    store.put(key(2), value(99, 3000)).expect("put");
     state.insert(2, Seen::of((99, 3000)));
     store.simulate_crash();
     let dir = std::path::Path::new(super::DIR);
@@ -692,7 +692,7 @@ fn a_read_only_store_makes_no_mutating_call() {
     for _ in 0..2 {
         let store = open(&sim, options(Durability::Sync).read_only(true)).expect("open");
         assert_eq!(observe(&store).unwrap(), expected);
-        assert!(matches!(store.put(&key(0), b"x"), Err(Error::ReadOnly)));
+        assert!(matches!(store.put(key(0), b"x"), Err(Error::ReadOnly)));
         store.verify().expect("verify");
         store.close().expect("close");
     }

@@ -145,7 +145,7 @@ pub fn observe(store: &Store) -> Result<BTreeMap<u8, Seen>, String> {
 pub fn observe_typed(store: &Store) -> Result<Result<BTreeMap<u8, Seen>, String>> {
     let mut seen = BTreeMap::new();
     for k in 0..KEYS {
-        let Some(bytes) = store.get(&key(k))? else {
+        let Some(bytes) = store.get(key(k))? else {
             continue;
         };
         if bytes.len() < 4 {

@@ -17,6 +17,7 @@
 //! `powerloss-summary:` line with its counters.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::sync::Mutex;
 
 use proptest::prelude::*;
@@ -184,7 +185,7 @@ fn fail(msg: String) -> TestCaseError {
 /// failure.)
 fn check_read(sim: &Sim, store: &Store, model: &Model, k: u8) -> Result<(), TestCaseError> {
     let want = model.current().get(&k).map(|&c| Seen::of(c));
-    let got = match store.get(&key(k)) {
+    let got = match store.get(key(k)) {
         Ok(got) => got,
         Err(e) => return expect_crashed(sim, "read", e),
     };
@@ -236,7 +237,7 @@ fn run_workload(case: &Case, sim: &Sim) -> Result<(Model, bool), TestCaseError> 
             Op::Put { key: k, len } => {
                 let v = model.version();
                 model.commits.push(vec![(*k, Some((v, *len)))]);
-                match s.put(&key(*k), &super::value(v, *len)) {
+                match s.put(key(*k), super::value(v, *len)) {
                     Ok(()) => {
                         if sync {
                             model.mark = model.commits.len();
@@ -252,7 +253,7 @@ fn run_workload(case: &Case, sim: &Sim) -> Result<(Model, bool), TestCaseError> 
             Op::Delete { key: k } => {
                 let existed = model.current().contains_key(k);
                 model.commits.push(vec![(*k, None)]);
-                match s.delete(&key(*k)) {
+                match s.delete(key(*k)) {
                     Ok(found) => {
                         if found != existed {
                             return Err(fail(format!(
@@ -277,11 +278,11 @@ fn run_workload(case: &Case, sim: &Sim) -> Result<(Model, bool), TestCaseError> 
                     match len {
                         Some(len) => {
                             let v = model.version();
-                            batch.put(&key(k), &super::value(v, len));
+                            batch.put(key(k), super::value(v, len));
                             commit.push((k, Some((v, len))));
                         }
                         None => {
-                            batch.delete(&key(k));
+                            batch.delete(key(k));
                             commit.push((k, None));
                         }
                     }
@@ -404,7 +405,7 @@ fn run_case(case: &Case) -> Result<(), TestCaseError> {
     }
     // The recovered store takes writes again.
     store
-        .put(&key(0), b"after")
+        .put(key(0), b"after")
         .map_err(|e| fail(format!("put after recovery: {e}")))?;
     store
         .close()
@@ -483,9 +484,9 @@ fn a_large_put_cut_by_power_loss_never_hides_the_acknowledged_value() {
         for n in [1, 2] {
             let sim = new_sim(SimConfig::default());
             let store = open(&sim, options(Durability::Sync)).unwrap();
-            store.put(&key(0), &super::value(1, 100)).unwrap();
+            store.put(key(0), super::value(1, 100)).unwrap();
             sim.crash_at(CrashOn::Sync, n);
-            let acked = store.put(&key(0), &super::value(2, LARGE + 5000)).is_ok();
+            let acked = store.put(key(0), super::value(2, LARGE + 5000)).is_ok();
             drop(store);
             let after = sim.after_crash(Survival::RandomSectors, seed);
             let store = open(&after, options(Durability::Sync)).unwrap();
@@ -520,12 +521,10 @@ fn a_power_loss_while_sealing_never_seals_damaged_records() {
             // Fills most of the 1 MiB segment without a sync (short keys: the footer table
             // fits in a sector); the last put rolls it over.
             for k in 0..4 {
-                store
-                    .put(&key(k), &super::value(k as u32, 240_000))
-                    .unwrap();
+                store.put(key(k), super::value(k as u32, 240_000)).unwrap();
             }
             sim.crash_at(CrashOn::Sync, n);
-            let _ = store.put(&key(4), &super::value(99, 100_000));
+            let _ = store.put(key(4), super::value(99, 100_000));
             let _ = store.flush();
             drop(store);
             let after = sim.after_crash(Survival::RandomSectors, seed);
@@ -551,7 +550,7 @@ fn a_power_loss_during_recovery_after_a_kill_never_seals_damaged_records() {
             let store = open(&sim, opts.clone()).unwrap();
             // 4 × 30 KB: the first 64 KiB are handed off and written, without a sync.
             for k in 0..4 {
-                store.put(&key(k), &super::value(k as u32, 30_000)).unwrap();
+                store.put(key(k), super::value(k as u32, 30_000)).unwrap();
             }
             let killed = sim.after_process_kill();
             drop(store);
@@ -563,6 +562,86 @@ fn a_power_loss_during_recovery_after_a_kill_never_seals_damaged_records() {
             let present: Vec<u8> = seen.keys().copied().collect();
             let prefix: Vec<u8> = (0..present.len() as u8).collect();
             assert_eq!(present, prefix, "seed {seed}, sync {n}: not a prefix");
+        }
+    }
+}
+
+/// A streamed put (`Store::writer`) cut by power loss, at every sync of its `finish` and
+/// mid-stream (before `finish`): the key has its old value, or the new one whole if `finish`
+/// may have got far enough (never a part, never a damaged value); acknowledged means the new
+/// one. No blob file is left to a later open.
+#[test]
+fn a_streamed_put_cut_by_power_loss_is_old_or_whole() {
+    use std::io::Write;
+    const LEN: usize = 300_000;
+    for seed in 0..12 {
+        // None: power lost mid-stream, before `finish`; Some(n): at the n-th sync of `finish`.
+        for crash in [None, Some(0), Some(1), Some(2)] {
+            let sim = new_sim(SimConfig::default());
+            let store = open(&sim, options(Durability::Sync)).unwrap();
+            store.put(key(0), super::value(1, 100)).unwrap();
+            let new = super::value(2, LEN);
+            let mut writer = store.writer(key(0)).unwrap();
+            writer.write_all(&new[..LEN / 2]).unwrap();
+            let acked = match crash {
+                None => {
+                    sim.crash_now();
+                    drop(writer);
+                    false
+                }
+                Some(n) => {
+                    writer.write_all(&new[LEN / 2..]).unwrap();
+                    sim.crash_at(CrashOn::Sync, n);
+                    writer.finish().is_ok()
+                }
+            };
+            drop(store);
+            let what = format!("seed {seed}, crash {crash:?}");
+            let after = sim.after_crash(Survival::RandomSectors, seed);
+            let store = open(&after, options(Durability::Sync)).unwrap();
+            let seen = observe(&store).unwrap_or_else(|e| panic!("{what}: {e}"));
+            let whole = Seen::Version(2, LEN);
+            let allowed = match (acked, crash) {
+                (true, _) => vec![whole.clone()],
+                (false, None) => vec![Seen::Version(1, 100)],
+                (false, Some(_)) => vec![Seen::Version(1, 100), whole.clone()],
+            };
+            assert!(allowed.contains(&seen[&0]), "{what}: {seen:?}");
+            store.close().unwrap();
+            let blobs = after
+                .file_names(Path::new(super::DIR))
+                .into_iter()
+                .filter(|n| n.starts_with("blob-"))
+                .count();
+            let expected = usize::from(seen[&0] == whole);
+            assert_eq!(blobs, expected, "{what}: blob files left");
+        }
+    }
+}
+
+/// With `Durability::Buffered`, a streamed put's `finish` first makes the writes before it
+/// durable: a power loss never keeps the streamed value and loses an earlier buffered write.
+#[test]
+fn a_buffered_streamed_put_never_survives_an_earlier_write() {
+    use std::io::Write;
+    for seed in 0..8 {
+        for n in 0..4 {
+            let sim = new_sim(SimConfig::default());
+            let store = open(&sim, options(Durability::Buffered)).unwrap();
+            store.put(key(1), super::value(1, 30_000)).unwrap();
+            let mut writer = store.writer(key(0)).unwrap();
+            writer.write_all(&super::value(2, 200_000)).unwrap();
+            sim.crash_at(CrashOn::Sync, n);
+            let _ = writer.finish();
+            drop(store);
+            let what = format!("seed {seed}, sync {n}");
+            let after = sim.after_crash(Survival::RandomSectors, seed);
+            let store = open(&after, options(Durability::Buffered)).unwrap();
+            let seen = observe(&store).unwrap_or_else(|e| panic!("{what}: {e}"));
+            if seen.contains_key(&0) {
+                assert_eq!(seen[&0], Seen::Version(2, 200_000), "{what}");
+                assert_eq!(seen.get(&1), Some(&Seen::Version(1, 30_000)), "{what}");
+            }
         }
     }
 }

@@ -53,14 +53,14 @@ pub fn failpoint_child(dir: &Path, name: &str, skip: u64, mode: IoMode) {
     for i in 0..FP_KEYS {
         let key = fp_key(i);
         store
-            .put(key.as_bytes(), &op_value(key.as_bytes(), 1, fp_len(i, 1)))
+            .put(key.as_bytes(), op_value(key.as_bytes(), 1, fp_len(i, 1)))
             .unwrap();
     }
     for i in 0..FP_KEYS {
         let key = fp_key(i);
         match fp_final(i) {
             Some((2, len)) => store
-                .put(key.as_bytes(), &op_value(key.as_bytes(), 2, len))
+                .put(key.as_bytes(), op_value(key.as_bytes(), 2, len))
                 .unwrap(),
             None => assert!(store.delete(key.as_bytes()).unwrap()),
             Some(_) => {}

@@ -394,7 +394,7 @@ fn a_whole_footer_that_does_not_decode_refuses_to_open() {
     let dir = TempDir::new().unwrap();
     let opts = options(IoMode::Direct, Durability::Sync).large_value_threshold(64 << 10);
     let store = Store::open_with(dir.path(), opts.clone()).unwrap();
-    store.put(b"big", &vec![9u8; 100 << 10]).unwrap();
+    store.put(b"big", vec![9u8; 100 << 10]).unwrap();
     store.close().unwrap();
     let blob = std::fs::read_dir(dir.path())
         .unwrap()

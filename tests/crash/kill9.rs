@@ -189,7 +189,7 @@ impl Op {
     fn run(&self, store: &Store) -> podstore::Result<()> {
         match self {
             Op::Put { key, version, len } => {
-                store.put(key.as_bytes(), &op_value(key.as_bytes(), *version, *len))
+                store.put(key.as_bytes(), op_value(key.as_bytes(), *version, *len))
             }
             Op::Delete { key } => match store.delete(key.as_bytes())? {
                 true => Ok(()),
@@ -200,7 +200,7 @@ impl Op {
                 for (key, len) in ops {
                     match len {
                         Some(len) => {
-                            batch.put(key.as_bytes(), &op_value(key.as_bytes(), *version, *len))
+                            batch.put(key.as_bytes(), op_value(key.as_bytes(), *version, *len))
                         }
                         None => batch.delete(key.as_bytes()),
                     };
@@ -885,4 +885,65 @@ fn kill9_during_compaction_direct() {
 #[test]
 fn kill9_during_compaction_buffered() {
     kill9_rounds(Mix::Compact, IoMode::Buffered);
+}
+
+/// The child of [`a_streamed_put_killed_mid_stream_leaves_the_old_value`]: puts the old value,
+/// streams a new one (8 MiB, then "streaming"), and with `finish` commits it ("finished") and
+/// waits to be killed; without, it streams on until killed.
+pub fn stream_child(dir: &Path, mode: IoMode, finish: bool) {
+    use std::io::Write;
+    let store = Store::open_with(dir, Options::default().io_mode(mode)).unwrap();
+    store.put("k", "old").unwrap();
+    let mut writer = store.writer("k").unwrap();
+    let chunk = vec![5u8; 1 << 20];
+    for _ in 0..8 {
+        writer.write_all(&chunk).unwrap();
+    }
+    emit("streaming");
+    if finish {
+        writer.finish().unwrap();
+        emit("finished");
+        let _ = std::io::Read::read_to_end(&mut std::io::stdin(), &mut Vec::new());
+        return;
+    }
+    loop {
+        writer.write_all(&chunk).unwrap();
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// kill -9 of a process in the middle of a streamed put (`Store::writer`): the key keeps its
+/// old value and the next open removes the unfinished file; killed after `finish` returned, the
+/// new value is there, whole.
+#[test]
+fn a_streamed_put_killed_mid_stream_leaves_the_old_value() {
+    for finish in [false, true] {
+        let dir = TempDir::new().unwrap();
+        let job = format!("stream direct {finish}");
+        let mut child = ChildProc::spawn(dir.path(), &job);
+        assert_eq!(child.next_message().as_deref(), Some("streaming"));
+        if finish {
+            assert_eq!(child.next_message().as_deref(), Some("finished"));
+        }
+        child.kill();
+        let store =
+            Store::open_with(dir.path(), options(IoMode::Direct, Durability::Sync)).unwrap();
+        let got = store.get("k").unwrap().unwrap();
+        if finish {
+            assert_eq!(got.len(), 8 << 20, "{job}");
+            assert!(got.iter().all(|&b| b == 5), "{job}");
+        } else {
+            assert_eq!(got, b"old", "{job}");
+        }
+        store.close().unwrap();
+        let blobs: Vec<_> = store_files(dir.path())
+            .into_iter()
+            .filter(|f| f.1 == FileKind::Blob)
+            .collect();
+        assert_eq!(
+            blobs.len(),
+            usize::from(finish),
+            "{job}: blob files {blobs:?}"
+        );
+    }
 }

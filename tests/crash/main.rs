@@ -3,7 +3,8 @@
 //! - `kill9`: kill -9 of a process writing from several threads, round after round on one
 //!   directory: single puts and deletes; then also atomic batches (all-or-nothing) and large
 //!   values in blob files; then all that while the store compacts. `PODSTORE_CRASH_SEED` and
-//!   `PODSTORE_CRASH_ROUNDS` vary them for long runs (scripts/crash-loop.sh);
+//!   `PODSTORE_CRASH_ROUNDS` vary them for long runs (scripts/crash-loop.sh); and a streamed put
+//!   (`Store::writer`) killed mid-stream and after `finish`;
 //! - `compaction`: a process aborted at each step of the compaction protocol (failpoints);
 //! - `lock`: a second process refused by the directory lock until the holder dies;
 //! - `torn_tail`: torn tails (truncations) and torn blocks (zeroes, garbage) in the segment
@@ -55,6 +56,9 @@ fn crash_child() {
             seed.parse().unwrap(),
             round.parse().unwrap(),
         ),
+        ["stream", mode, finish] => {
+            kill9::stream_child(Path::new(&dir), parse_mode(mode), finish.parse().unwrap())
+        }
         _ => panic!("unknown crash child job {job:?}"),
     }
 }

@@ -2,7 +2,9 @@
 //! vectors of tests, benches and fuzz seeds) writes them through [`write_record`], into whatever
 //! [`Sink`] it holds.
 
-use super::{CHUNK_SIZE, FooterEntry, RecordHeader, RecordKind, RecordPlace, chunk_crc};
+use super::{
+    CHUNK_SIZE, FooterEntry, RecordHeader, RecordKind, RecordPlace, chunk_crc, chunk_hasher,
+};
 use crate::format::Sink;
 
 /// Chunk crcs buffered per write into the sink.
@@ -44,6 +46,64 @@ pub fn write_record<S: Sink + ?Sized>(
         key.to_vec(),
         value_len,
     ))
+}
+
+/// A value's chunk crc table, computed as its bytes stream by (for a writer that does not hold
+/// the whole value): feed the bytes in order with [`ChunkCrcs::update`], then
+/// [`ChunkCrcs::finish`] gives the table, byte for byte what [`write_record`] writes after the
+/// value.
+pub struct ChunkCrcs {
+    place: RecordPlace,
+    index: u64,
+    fill: u64,
+    hasher: crc32fast::Hasher,
+    table: Vec<u8>,
+}
+
+impl ChunkCrcs {
+    /// The table of the value of the record at `place`, empty so far.
+    pub fn new(place: RecordPlace) -> ChunkCrcs {
+        ChunkCrcs {
+            place,
+            index: 0,
+            fill: 0,
+            hasher: chunk_hasher(place, 0),
+            table: Vec::new(),
+        }
+    }
+
+    /// Adds the next value bytes.
+    pub fn update(&mut self, mut bytes: &[u8]) {
+        while !bytes.is_empty() {
+            let n = bytes.len().min((CHUNK_SIZE - self.fill) as usize);
+            self.hasher.update(&bytes[..n]);
+            self.fill += n as u64;
+            bytes = &bytes[n..];
+            if self.fill == CHUNK_SIZE {
+                self.end_chunk();
+            }
+        }
+    }
+
+    fn end_chunk(&mut self) {
+        self.index += 1;
+        let done = std::mem::replace(&mut self.hasher, chunk_hasher(self.place, self.index));
+        self.table.extend_from_slice(&done.finalize().to_le_bytes());
+        self.fill = 0;
+    }
+
+    /// Bytes of memory the table takes so far (4 per 4 KiB chunk).
+    pub fn table_len(&self) -> usize {
+        self.table.len()
+    }
+
+    /// The whole table (the last, partial chunk included).
+    pub fn finish(mut self) -> Vec<u8> {
+        if self.fill > 0 {
+            self.end_chunk();
+        }
+        self.table
+    }
 }
 
 /// Encodes a whole record into a vector (tests, tools and small writes).
@@ -88,4 +148,27 @@ pub fn encode_record_as(
     let mut out = Vec::with_capacity(header.encoded_len() as usize);
     let Ok(_) = write_record(&mut out, place, header, key, value, value.len() as u64);
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn streamed_chunk_crcs_match_the_encoder() {
+        let place = RecordPlace {
+            segment: 7,
+            offset: 64,
+        };
+        for len in [0usize, 1, 4095, 4096, 4097, 3 * 4096, 10_000] {
+            let value: Vec<u8> = (0..len).map(|i| (i * 31 % 251) as u8).collect();
+            let mut crcs = ChunkCrcs::new(place);
+            for piece in value.chunks(1000) {
+                crcs.update(piece);
+            }
+            let record = encode_record(place, RecordKind::Put, 1, b"k", &value);
+            let table_at = record.len() - 4 * len.div_ceil(4096);
+            assert_eq!(crcs.finish(), &record[table_at..], "{len}");
+        }
+    }
 }

@@ -16,10 +16,11 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use super::{
-    BLOB_RECORD_OFFSET, BLOB_WRITE_CHUNK, BlobValue, SegmentKind, blob_record_header,
-    blob_record_place, path, write_blob_footer, write_blob_record,
+use super::blob::{
+    BLOB_RECORD_OFFSET, BLOB_WRITE_CHUNK, BlobValue, blob_record_header, blob_record_place,
+    write_blob_footer, write_blob_record,
 };
+use super::names::{SegmentKind, path};
 use crate::error::{Error, Result};
 use crate::format::footer::FooterEntry;
 use crate::format::record::{ChunkCrcs, RECORD_HEADER_LEN};

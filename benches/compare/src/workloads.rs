@@ -210,6 +210,39 @@ fn padded(size: u64) -> u64 {
     round_up(size.max(1), ALIGN as u64)
 }
 
+/// Opens `engine` in bulk mode in `dir` with room for `capacity_values` values of the pool's
+/// size and loads values `0..n` (see [`load`]). Returns the engine, its open spec and the load's
+/// seconds.
+fn open_loaded(
+    engine: &str,
+    dir: &Path,
+    pool: &ValuePool,
+    n: u64,
+    capacity_values: u64,
+    load_threads: usize,
+) -> Res<(Box<dyn Engine>, OpenSpec, f64)> {
+    let spec = OpenSpec {
+        dir: dir.to_path_buf(),
+        durable: false,
+        capacity: capacity_values * padded(pool.len() as u64),
+    };
+    let e = engines::open(engine, &spec)?;
+    let load_secs = load(e.as_ref(), pool, n, load_threads)?;
+    Ok((e, spec, load_secs))
+}
+
+/// Adds `{name}s` (the count) and `{name}_p{P}_us` for each percentile `P` of `lat_ns`.
+fn kind_fields(fields: &mut Value, name: &str, lat_ns: &[u64], percentiles: &[f64]) {
+    let k = Measured {
+        lat_ns: lat_ns.to_vec(),
+        ..Measured::default()
+    };
+    fields[format!("{name}s")] = json!(k.lat_ns.len());
+    for &p in percentiles {
+        fields[format!("{name}_p{p:.0}_us")] = json!(k.percentile_us(p));
+    }
+}
+
 pub fn run(args: &Args) -> Result<String, String> {
     run_inner(args).map_err(|e| e.to_string())
 }
@@ -310,13 +343,7 @@ fn get(
     let max_keys = args.num("max-keys", 20_000)?.max(64);
     let n = args.num("keys", (dataset / size.max(1)).clamp(64, max_keys))?;
     let pool = ValuePool::new(size as usize, seed);
-    let spec = OpenSpec {
-        dir: dir.to_path_buf(),
-        durable: false,
-        capacity: n * padded(size),
-    };
-    let e = engines::open(engine, &spec)?;
-    let load_secs = load(e.as_ref(), &pool, n, load_threads)?;
+    let (e, spec, load_secs) = open_loaded(engine, dir, &pool, n, n, load_threads)?;
     // Reopen so that no engine starts with what its own cache kept from loading; when cold,
     // drop the page cache while it is closed.
     let mut dropped = None;
@@ -525,13 +552,7 @@ fn mixed(
     let n = args.num("keys", (dataset / size.max(1)).max(20))?;
     let oldest = (n * pct / 100).max(1);
     let pool = ValuePool::new(size as usize, seed);
-    let bulk = OpenSpec {
-        dir: dir.to_path_buf(),
-        durable: false,
-        capacity: (n + max_ops) * padded(size),
-    };
-    let e = engines::open(engine, &bulk)?;
-    let load_secs = load(e.as_ref(), &pool, n, load_threads)?;
+    let (e, bulk, load_secs) = open_loaded(engine, dir, &pool, n, n + max_ops, load_threads)?;
     let durable = OpenSpec {
         durable: true,
         ..bulk
@@ -584,14 +605,7 @@ fn mixed(
     fields["load_secs"] = json!(load_secs);
     fields["p90_us"] = json!(m.percentile_us(90.0));
     for (kind, name) in [(PUT, "put"), (GET, "get")] {
-        let k = Measured {
-            lat_ns: by_kind[kind].clone(),
-            ..Measured::default()
-        };
-        fields[format!("{name}s")] = json!(k.lat_ns.len());
-        for p in [50.0, 90.0, 99.0] {
-            fields[format!("{name}_p{p:.0}_us")] = json!(k.percentile_us(p));
-        }
+        kind_fields(&mut fields, name, &by_kind[kind], &[50.0, 90.0, 99.0]);
     }
     Ok((params, fields))
 }
@@ -628,13 +642,8 @@ fn ycsb(
     let threads = args.num("threads", 8)?.max(1) as usize;
     let secs = args.secs("secs", 60.0)?;
     let pool = ValuePool::new(size as usize, seed);
-    let spec = OpenSpec {
-        dir: dir.to_path_buf(),
-        durable: false,
-        capacity: (records + ops) * padded(size),
-    };
-    let e = engines::open(engine, &spec)?;
-    let load_secs = load(e.as_ref(), &pool, records, load_threads)?;
+    let (e, spec, load_secs) =
+        open_loaded(engine, dir, &pool, records, records + ops, load_threads)?;
     let e = e.reopen(&spec, &mut || {})?;
     const READ: usize = 0;
     const WRITE: usize = 1;
@@ -678,14 +687,7 @@ fn ycsb(
     fields["load_secs"] = json!(load_secs);
     let write_name = if rmw { "rmw" } else { "update" };
     for (kind, name) in [(READ, "read"), (WRITE, write_name)] {
-        let k = Measured {
-            lat_ns: by_kind[kind].clone(),
-            ..Measured::default()
-        };
-        fields[format!("{name}s")] = json!(k.lat_ns.len());
-        for p in [50.0, 99.0] {
-            fields[format!("{name}_p{p:.0}_us")] = json!(k.percentile_us(p));
-        }
+        kind_fields(&mut fields, name, &by_kind[kind], &[50.0, 99.0]);
     }
     Ok((params, fields))
 }
@@ -702,13 +704,7 @@ fn reopen(
     let n = args.num("keys", 1_000_000)?;
     let size = args.size("size", 100)?;
     let pool = ValuePool::new(size as usize, seed);
-    let spec = OpenSpec {
-        dir: dir.to_path_buf(),
-        durable: false,
-        capacity: n * padded(size),
-    };
-    let e = engines::open(engine, &spec)?;
-    let load_secs = load(e.as_ref(), &pool, n, load_threads)?;
+    let (e, _, load_secs) = open_loaded(engine, dir, &pool, n, n, load_threads)?;
     e.close()?;
     let store_bytes = sys::dir_bytes(dir);
     let dropped = sys::drop_caches();

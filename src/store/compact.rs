@@ -111,7 +111,7 @@ impl Compactor {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         self.waiting.fetch_sub(1, Ordering::SeqCst);
         self.seal_active_if_dead()?;
-        self.compact(&mut state, None, &|| false, true)
+        self.compact(&mut state, None, &|| false, true, false)
     }
 
     /// The pass at close, bounded by `budget`: dead blob files first (they only need an unlink
@@ -122,29 +122,13 @@ impl Compactor {
     pub(super) fn compact_at_close(&self, budget: std::time::Duration) -> Result<CompactionReport> {
         let deadline = Instant::now() + budget;
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        let stop = || Instant::now() >= deadline;
-        if let Some(e) = self.log.failure() {
-            return Err(e);
-        }
-        self.log.sync_all()?;
-        let (dead_blobs, victims) = self.choose(&state, false)?;
-        let mut report = CompactionReport::default();
-        self.remove_dead_blobs(dead_blobs, &stop, &mut report)?;
-        let started = Instant::now();
-        for (id, handle) in victims {
-            if stop() {
-                break;
-            }
-            match self.compact_segment(id, &handle, None, started, &stop, &mut report) {
-                Ok(()) => {}
-                Err(Error::Corruption { segment, .. }) if segment == id => {
-                    state.damaged.insert(id);
-                    report.damaged_segments.push(id);
-                }
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(report)
+        self.compact(
+            &mut state,
+            None,
+            &|| Instant::now() >= deadline,
+            false,
+            true,
+        )
     }
 
     /// Seals the active log segment if its dead fraction is past the threshold, so that the
@@ -178,12 +162,13 @@ impl Compactor {
         if dead_blobs.is_empty() && victims.is_empty() {
             return Ok(());
         }
-        self.compact(&mut state, self.rate, &stop, false)
+        self.compact(&mut state, self.rate, &stop, false, false)
             .map(|_| ())
     }
 
-    /// One compaction: the dead blob files, then the log segments past the threshold (all of
-    /// them, or with `background` only those not known to be damaged). `rate` bounds the bytes
+    /// One compaction: the log segments past the threshold (all of them, or without
+    /// `retry_damaged` only those not known to be damaged), and the dead blob files (after them,
+    /// or with `dead_blobs_first` before them). `rate` bounds the bytes
     /// copied per second; `stop` is asked between records and ends the compaction early
     /// (leaving the segment in hand in place).
     fn compact(
@@ -192,6 +177,7 @@ impl Compactor {
         rate: Option<u64>,
         stop: &dyn Fn() -> bool,
         retry_damaged: bool,
+        dead_blobs_first: bool,
     ) -> Result<CompactionReport> {
         if let Some(e) = self.log.failure() {
             return Err(e);
@@ -201,6 +187,11 @@ impl Compactor {
         self.log.sync_all()?;
         let (dead_blobs, victims) = self.choose(state, retry_damaged)?;
         let mut report = CompactionReport::default();
+        // Dead blob files need one unlink each: first, when time is short (the pass at close).
+        let mut dead_blobs = Some(dead_blobs);
+        if dead_blobs_first {
+            self.remove_dead_blobs(dead_blobs.take().unwrap_or_default(), stop, &mut report)?;
+        }
         let started = Instant::now();
         for (id, handle) in victims {
             if stop() {
@@ -218,7 +209,9 @@ impl Compactor {
                 Err(e) => return Err(e),
             }
         }
-        self.remove_dead_blobs(dead_blobs, &|| false, &mut report)?;
+        if let Some(dead_blobs) = dead_blobs {
+            self.remove_dead_blobs(dead_blobs, &|| false, &mut report)?;
+        }
         Ok(report)
     }
 

@@ -23,11 +23,10 @@ use std::sync::Arc;
 
 use crate::batch::Batch;
 use crate::error::{Error, Result};
-use crate::io::file::{self, DirLock, SegmentFile};
+use crate::io::file::{DirLock, SegmentFile};
 use crate::io::storage::{RealStorage, Storage};
 use crate::options::{Durability, IoMode, Options};
 use crate::range::ValueRange;
-use crate::segment::parse_file_name;
 use crate::verify::{self, VerifyReport};
 use crate::{MAX_KEY_LEN, MAX_VALUE_LEN};
 
@@ -122,60 +121,9 @@ impl Store {
         storage: Arc<dyn Storage>,
     ) -> Result<Store> {
         opts.validate()?;
-        let dir = dir.to_path_buf();
-        // What the directory holds: whether it is a store (for `create(false)`), and an existing
-        // file of the store, which tells the direct-I/O probe what it needs without creating
-        // anything. A missing directory is a new store.
-        // EEXIST from mkdir -p, ENOTDIR from a listing: the path (or a parent) is not a
-        // directory.
-        let not_a_dir = |e: &std::io::Error| {
-            matches!(
-                e.kind(),
-                std::io::ErrorKind::AlreadyExists | std::io::ErrorKind::NotADirectory
-            )
-        };
-        let open_error = |what: &'static str, e: std::io::Error| {
-            let what = if not_a_dir(&e) {
-                "open store: the path is a file, not a directory"
-            } else {
-                what
-            };
-            Error::io(what, Some(dir.clone()), e)
-        };
-        let names = match storage.list_dir(&dir) {
-            Ok(names) => names,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-            Err(e) => return Err(open_error("list store directory", e)),
-        };
-        let is_store = |n: &String| n == file::LOCK_NAME || parse_file_name(n).is_some();
-        if !opts.get_create() && !names.iter().any(is_store) {
-            return Err(Error::NotFound { path: dir });
-        }
+        let (lock, profile) = open::prepare(dir, &opts, storage)?;
         let read_only = opts.get_read_only();
-        if !read_only {
-            storage
-                .create_dir_all(&dir)
-                .map_err(|e| open_error("create store directory", e))?;
-        }
-        let lock = DirLock::acquire(&*storage, &dir, read_only)?;
-        let sample = names
-            .into_iter()
-            .find(|name| parse_file_name(name).is_some())
-            .map(|name| dir.join(name));
-        let profile = file::probe(
-            storage,
-            &dir,
-            opts.get_io_mode(),
-            sample.as_deref(),
-            !read_only,
-        )?;
-        if opts.get_io_mode() == IoMode::Auto && !profile.direct {
-            log::warn!(
-                "podstore: O_DIRECT refused in {}; using buffered I/O",
-                dir.display()
-            );
-        }
-        let inner = Arc::new(Inner::start(dir, opts, profile)?);
+        let inner = Arc::new(Inner::start(dir.to_path_buf(), opts, profile)?);
         if !read_only {
             inner.start_background()?;
         }

@@ -6,12 +6,67 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::segments::{FileSummary, SegmentHandle};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::format::record::RecordKind;
 use crate::index::Index;
 use crate::io::aligned::BufPool;
-use crate::io::file::{self, IoProfile};
+use crate::io::file::{self, DirLock, IoMode, IoProfile};
+use crate::io::storage::Storage;
+use crate::options::Options;
 use crate::segment::{self, Found, Opened, QuarantineReason};
+
+/// Prepares the directory of a store about to be opened: checks that it holds a store (with
+/// `create(false)`), creates it (unless read-only), takes the lock, and asks the direct-I/O
+/// probe what it needs, from an existing store file when there is one (nothing is created).
+pub(super) fn prepare(
+    dir: &Path,
+    opts: &Options,
+    storage: Arc<dyn Storage>,
+) -> Result<(DirLock, IoProfile)> {
+    // EEXIST from mkdir -p, ENOTDIR from a listing: the path (or a parent) is not a directory.
+    let open_error = |what: &'static str, e: std::io::Error| {
+        let what = match e.kind() {
+            std::io::ErrorKind::AlreadyExists | std::io::ErrorKind::NotADirectory => {
+                "open store: the path is a file, not a directory"
+            }
+            _ => what,
+        };
+        Error::io(what, Some(dir.to_path_buf()), e)
+    };
+    // What the directory holds: whether it is a store, and a file of it for the probe. A
+    // missing directory is a new store.
+    let names = match storage.list_dir(dir) {
+        Ok(names) => names,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => return Err(open_error("list store directory", e)),
+    };
+    let is_store = |n: &String| n == file::LOCK_NAME || segment::parse_file_name(n).is_some();
+    if !opts.get_create() && !names.iter().any(is_store) {
+        return Err(Error::NotFound {
+            path: dir.to_path_buf(),
+        });
+    }
+    let read_only = opts.get_read_only();
+    if !read_only {
+        storage
+            .create_dir_all(dir)
+            .map_err(|e| open_error("create store directory", e))?;
+    }
+    let lock = DirLock::acquire(&*storage, dir, read_only)?;
+    let sample = names
+        .into_iter()
+        .find(|name| segment::parse_file_name(name).is_some())
+        .map(|name| dir.join(name));
+    let mode = opts.get_io_mode();
+    let profile = file::probe(storage, dir, mode, sample.as_deref(), !read_only)?;
+    if mode == IoMode::Auto && !profile.direct {
+        log::warn!(
+            "podstore: O_DIRECT refused in {}; using buffered I/O",
+            dir.display()
+        );
+    }
+    Ok((lock, profile))
+}
 
 /// What opening the store found and did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

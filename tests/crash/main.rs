@@ -56,9 +56,12 @@ fn crash_child() {
             seed.parse().unwrap(),
             round.parse().unwrap(),
         ),
-        ["stream", mode, finish] => {
-            kill9::stream_child(Path::new(&dir), parse_mode(mode), finish.parse().unwrap())
-        }
+        ["stream", mode, finish, lz4] => kill9::stream_child(
+            Path::new(&dir),
+            parse_mode(mode),
+            finish.parse().unwrap(),
+            lz4.parse().unwrap(),
+        ),
         _ => panic!("unknown crash child job {job:?}"),
     }
 }

@@ -148,13 +148,17 @@ impl FrameCache {
         self.header.is_some()
     }
 
-    /// Keeps the encoded entries that lie whole in `bytes`, stored bytes read from offset `at`.
+    /// Keeps the encoded entries that lie whole in `bytes`, stored bytes read from offset `at`:
+    /// at most a chunk of them (the last ones), which bounds what a [`TableCache`] holds.
     fn keep_entries(&mut self, header: &FrameTableHeader, bytes: &[u8], at: u64) {
         let entries_at = header.entries_at();
         let entry = FRAME_ENTRY_LEN as u64;
         let end = at + bytes.len() as u64;
-        let first = at.saturating_sub(entries_at).div_ceil(entry);
         let last = (end.saturating_sub(entries_at) / entry).min(header.frame_count);
+        let first = at
+            .saturating_sub(entries_at)
+            .div_ceil(entry)
+            .max(last.saturating_sub(CHUNK_SIZE / entry));
         self.entries.clear();
         self.entries_first = first.min(last);
         if first < last {
@@ -263,12 +267,15 @@ pub fn read_framed(
         Some(h) => h,
         None => {
             // A trailing table's header is in the last 24 stored bytes: read the chunk that
-            // holds them (a verified read fetches whole chunks anyway), with the entries of the
-            // last frames. A leading table (older stores) is in the first chunk instead.
+            // holds them and the one before (a verified read fetches whole chunks anyway, and
+            // their crcs are adjacent too: the same disk reads as one chunk), so that a table of
+            // up to 254 frames is read whole even when it straddles a chunk boundary. A leading
+            // table (older stores) is in the first chunk instead.
             let lo = align_down(
                 stored_len.saturating_sub(FRAME_TABLE_HEADER_LEN as u64),
                 CHUNK_SIZE,
-            );
+            )
+            .saturating_sub(CHUNK_SIZE);
             let mut tail = vec![0u8; (stored_len - lo) as usize];
             // Damage there is the table's if the table is trailing; if it is leading (an older
             // store), it is the last frames', which must not fail reads of the others.
@@ -477,7 +484,7 @@ mod tests {
     }
 
     #[test]
-    fn a_small_range_reads_its_frames_and_one_chunk_of_table() {
+    fn a_small_range_reads_its_frames_and_the_chunks_of_its_table() {
         let f = MIN_FRAME_SIZE as u64;
         let value = text(250 * f as usize);
         for fx in Fixture::both(&value, MIN_FRAME_SIZE) {
@@ -488,16 +495,15 @@ mod tests {
             let (header, all) = crate::format::frames::decode_table(&fx.stored, s).unwrap();
             // The range straddles frames 123 and 124.
             let frames: u64 = all[123..125].iter().map(|e| e.stored_len as u64).sum();
-            // The chunk holding the last 24 bytes, where a trailing table's header is; its
-            // entries are those of the last frames, so frame 123's entries take one more read
-            // of at most a chunk. A leading table is in the first chunk instead, read after
-            // the last one showed no trailing header.
-            let table = s - align_down(s - 24, 4096) + 4096;
-            assert!(
-                bytes_read <= table + frames,
-                "{:?}: {bytes_read} > {table} + {frames}",
-                header.layout
-            );
+            // The chunk holding the last 24 bytes, where a trailing table's header is, and the
+            // one before: the whole table of these 250 frames. A leading table is in the first
+            // chunk, read after the last two showed no trailing header.
+            let tail = s - align_down(s - 24, 4096) + 4096;
+            let table = match header.layout {
+                crate::format::frames::FrameLayout::Trailing => tail,
+                crate::format::frames::FrameLayout::Leading => tail + 4096,
+            };
+            assert_eq!(bytes_read, table + frames, "{:?}", header.layout);
         }
     }
 

@@ -59,6 +59,27 @@ pub enum Compression {
     Auto,
 }
 
+/// What open does with a store whose catalog reveals damage: a file it lists missing, cut
+/// short or grown, a sealed file whose footer no longer verifies, a file renamed or swapped, a
+/// catalog that does not verify. See [`Options::recovery_mode`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum RecoveryMode {
+    /// Open fails with [`Error::Damaged`](crate::Error::Damaged), naming every such file and
+    /// what is wrong with it, and changes nothing in them: serving what is left could let a
+    /// key read an older value, or a deleted key come back. (Recovery from a crash needs no
+    /// salvage: a torn write is not damage.)
+    #[default]
+    Strict,
+    /// Open anyway: a missing file is forgotten, a damaged one recovered by scanning its
+    /// records (intact ones are kept; what follows damage that cannot be skipped is lost), a
+    /// misnamed one moved to `quarantine/`, the catalog rewritten to match; and every such
+    /// file reported in [`RecoveryReport::lost`](crate::RecoveryReport::lost) (and logged).
+    /// Later opens in the default mode then succeed. A key whose newest value or tombstone was
+    /// in a lost file reads an older value: the report is the only notice.
+    Salvage,
+}
+
 /// Options for [`Store::open_with`](crate::Store::open_with).
 ///
 /// Built from [`Options::default`] with one method per option, each taking and returning the
@@ -109,6 +130,8 @@ pub struct Options {
     create: bool,
     /// See [`Options::read_only`].
     read_only: bool,
+    /// See [`Options::recovery_mode`].
+    recovery_mode: RecoveryMode,
 }
 
 impl Default for Options {
@@ -130,6 +153,7 @@ impl Default for Options {
             compaction_rate: Some(64 << 20),
             create: true,
             read_only: false,
+            recovery_mode: RecoveryMode::Strict,
         }
     }
 }
@@ -347,6 +371,45 @@ impl Options {
     pub fn read_only(mut self, read_only: bool) -> Self {
         self.read_only = read_only;
         self
+    }
+
+    /// What open does when the store's catalog reveals a missing or damaged file (default
+    /// [`RecoveryMode::Strict`]: refuse, with [`Error::Damaged`](crate::Error::Damaged)). See
+    /// [`RecoveryMode`].
+    ///
+    /// ```
+    /// use podstore::{Error, Options, RecoveryMode, Store};
+    /// let dir = tempfile::tempdir()?;
+    /// let store = Store::open(dir.path())?;
+    /// store.put("k", "v")?;
+    /// store.seal()?;
+    /// store.close()?;
+    /// // An operator deletes a sealed file by mistake.
+    /// for entry in std::fs::read_dir(dir.path())? {
+    ///     let path = entry?.path();
+    ///     if path.file_name().unwrap().to_string_lossy().starts_with("seg-") {
+    ///         std::fs::remove_file(path)?;
+    ///     }
+    /// }
+    /// assert!(matches!(Store::open(dir.path()), Err(Error::Damaged { .. })));
+    /// let store = Store::open_with(dir.path(), Options::default().recovery_mode(RecoveryMode::Salvage))?;
+    /// assert_eq!(store.recovery().lost.len(), 1);
+    /// assert_eq!(store.get("k")?, None);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn recovery_mode(mut self, mode: RecoveryMode) -> Self {
+        self.recovery_mode = mode;
+        self
+    }
+
+    /// The value set by [`Options::recovery_mode`].
+    ///
+    /// ```
+    /// use podstore::RecoveryMode;
+    /// assert_eq!(podstore::Options::default().get_recovery_mode(), RecoveryMode::Strict);
+    /// ```
+    pub fn get_recovery_mode(&self) -> RecoveryMode {
+        self.recovery_mode
     }
 
     // Getters: `get_` + the setter's name (the convention of `std::process::Command`, whose

@@ -70,12 +70,17 @@ pub struct VerifyReport {
     /// Live keys whose value does not verify: reads of them return [`Error::Corruption`].
     /// Sorted.
     pub affected_keys: Vec<Vec<u8>>,
+    /// Files the store's catalog lists that are missing from the directory now, or sealed
+    /// files whose length changed (what a reopen would refuse the store for, with
+    /// [`Error::Damaged`]). A file deleted while the store has it open is still read through
+    /// the store's open handle, so only this list reports it.
+    pub files: Vec<crate::error::DamagedFile>,
 }
 
 impl VerifyReport {
-    /// True when nothing is damaged.
+    /// True when nothing is damaged: no damaged structure, no missing or changed file.
     pub fn is_clean(&self) -> bool {
-        self.damage.is_empty()
+        self.damage.is_empty() && self.files.is_empty()
     }
 }
 

@@ -24,7 +24,6 @@ use crate::failpoint;
 use crate::format::footer::FooterEntry;
 use crate::format::record::{RecordKind, record_len};
 use crate::index::IndexEntry;
-use crate::io::file;
 use crate::segment::{self, SegmentKind};
 
 /// How often the background compactor looks for work.
@@ -111,6 +110,7 @@ impl Compactor {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         self.waiting.fetch_sub(1, Ordering::SeqCst);
         self.seal_active_if_dead()?;
+        self.log.record_seals()?;
         self.compact(&mut state, None, &|| false, true, false)
     }
 
@@ -154,6 +154,8 @@ impl Compactor {
     /// One background pass: compacts if there is anything to do (without syncing otherwise),
     /// unless [`Compactor::compact_now`] is running or waiting.
     pub(super) fn compact_in_background(&self, stop: &dyn Fn() -> bool) -> Result<()> {
+        // Seals become durable between ticks: recorded here, in the background.
+        self.log.record_seals()?;
         let Ok(mut state) = self.state.try_lock() else {
             return Ok(());
         };
@@ -417,10 +419,11 @@ impl Compactor {
     /// located a value in it before keep reading through their open handle.
     fn remove_file(&self, id: u64, handle: &SegmentHandle) -> Result<()> {
         let p = &self.shared;
-        let path = handle.file.path().to_path_buf();
         // Forgotten only once the removal is durable: until then the file still counts for the
-        // tombstone rule (`oldest_put_except`), since a crash could bring it back.
-        file::remove_durably(&p.profile, &p.dir, &path)?;
+        // tombstone rule (`oldest_put_except`), since a crash could bring it back. The removal
+        // is recorded in the catalog before the unlink (open removes a file whose removal it
+        // finds recorded, and refuses a store missing one whose removal it does not).
+        p.catalog.remove(&[(id, handle.kind)], true)?;
         p.segments.remove(id);
         p.counters.file_removed();
         Ok(())

@@ -608,7 +608,7 @@ impl Store {
             .filter(|(id, _)| *id < next_file_id)
             .map(|(id, h)| (id, h.file))
             .collect();
-        verify::run(
+        let mut report = verify::run(
             &segments,
             active,
             inner.reader.pool(),
@@ -616,7 +616,9 @@ impl Store {
             self.inner.shared.profile.block_size,
             &|key| self.inner.shared.index.get(key),
             &mut self.keys(),
-        )
+        )?;
+        report.files = inner.shared.catalog.check_dir()?;
+        Ok(report)
     }
 
     /// The I/O mode in use: [`IoMode::Direct`] or [`IoMode::Buffered`] (what

@@ -261,3 +261,52 @@ fn a_damaged_catalog_is_refused_and_salvage_rebuilds_it() {
     let store = Store::open_with(dir.path(), opts(IoMode::Buffered)).unwrap();
     assert!(store.recovery().lost.is_empty());
 }
+
+/// Salvage of a sealed segment that lost its footer (cut) and has a damaged record in the
+/// middle keeps every intact record, those after the damage included: the catalog says the
+/// segment was sealed, so nothing in it can be a torn write.
+#[test]
+fn salvage_of_a_cut_sealed_segment_keeps_the_records_after_a_damaged_one() {
+    use common::records::{scan_records, trailer};
+    let dir = tempfile::TempDir::new().unwrap();
+    let store = Store::open_with(dir.path(), opts(IoMode::Buffered)).unwrap();
+    let values: Vec<(Vec<u8>, Vec<u8>)> =
+        (0..8u8).map(|i| (vec![b'k', i], vec![i; 70_000])).collect();
+    for (k, v) in &values {
+        store.put(k, v).unwrap();
+    }
+    store.close().unwrap();
+    let (id, _) = store_files(dir.path())[0];
+    let path = dir.path().join(file_name(id, FileKind::Log));
+    let mut bytes = std::fs::read(&path).unwrap();
+    let len = bytes.len() as u64;
+    let recs = scan_records(id, &bytes);
+    assert_eq!(recs.len(), 8);
+    let victim = &recs[3];
+    bytes[(victim.value_offset + 100) as usize] ^= 0x20;
+    let data_end = trailer(&bytes).unwrap().data_end;
+    bytes.truncate(data_end as usize);
+    std::fs::write(&path, &bytes).unwrap();
+    let store = common::store::open_salvaging(
+        dir.path(),
+        opts(IoMode::Buffered),
+        &[(
+            file_name(id, FileKind::Log),
+            FileProblem::LengthChanged {
+                expected: len,
+                found: data_end,
+            },
+        )],
+    );
+    for (k, v) in &values {
+        if *k == victim.key {
+            assert!(store.get(k).unwrap_err().is_corruption());
+        } else {
+            assert_eq!(store.get(k).unwrap().as_ref(), Some(v), "{k:?}");
+        }
+    }
+    assert_eq!(
+        store.recovery().recovered[0].damaged_records,
+        vec![victim.offset]
+    );
+}

@@ -10,7 +10,7 @@ use crate::error::{Corruption, Error, Result};
 use crate::format::align_up;
 use crate::format::cursor::ByteSource;
 use crate::format::footer::{FooterEntry, TRAILER_LEN, Trailer, decode_table, encode_footer};
-use crate::format::scan::{ScanError, scan_segment};
+use crate::format::scan::{ScanError, scan_sealed_segment, scan_segment};
 use crate::format::segment_header::SEGMENT_HEADER_LEN;
 use crate::format::segment_header::SegmentHeader;
 use crate::io::aligned::BufPool;
@@ -61,6 +61,10 @@ pub enum Expect {
         /// Its length when it was sealed.
         length: u64,
     },
+    /// Salvage of a file the catalog lists as sealed that is not what was sealed: recovered
+    /// like an unlisted file, but nothing in it is torn (every write in it had been synced), so
+    /// a damaged record is kept and reported, and the intact ones after it too.
+    WasSealed,
 }
 
 /// What [`open`] found in a segment file.
@@ -232,7 +236,11 @@ pub fn open(
     {
         return Ok(Found::Unusable(QuarantineReason::Misnamed { header_id: h }));
     }
-    let scanned = scan_segment(&src, id);
+    let scanned = if expect == Expect::WasSealed {
+        scan_sealed_segment(&src, id)
+    } else {
+        scan_segment(&src, id)
+    };
     if kind == SegmentKind::Blob {
         // A blob file without a valid footer was either torn by a crash before its put was
         // acknowledged, or damaged after. Its one record tells: whole and verified, it is kept

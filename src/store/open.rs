@@ -266,10 +266,10 @@ pub(super) fn recover(
                 kind,
                 op: Op::Remove,
             });
-            found = segment::open(dir, id, kind, profile, pool, Expect::Unlisted)?;
+            found = segment::open(dir, id, kind, profile, pool, Expect::WasSealed)?;
         }
         let loaded = match found {
-            Found::Loaded(loaded) if not_listed => {
+            Found::Loaded(loaded) if not_listed && expect == Expect::Unlisted => {
                 drop(loaded);
                 let reason = QuarantineReason::NotInCatalog;
                 set_aside(dir, profile, id, kind, reason, None, &mut report)?;

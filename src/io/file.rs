@@ -306,6 +306,26 @@ impl PlainFile {
     }
 }
 
+/// Makes `to` a second name of the file `from` (durable after [`sync_dir`] of `to`'s
+/// directory); `Ok(false)` where the two are on different file systems (EXDEV).
+pub fn hard_link(profile: &IoProfile, from: &Path, to: &Path) -> Result<bool> {
+    match profile.storage.hard_link(from, to) {
+        Ok(()) => Ok(true),
+        Err(e) if e.raw_os_error() == Some(rustix::io::Errno::XDEV.raw_os_error()) => Ok(false),
+        Err(e) => Err(Error::io("link file", Some(to.to_path_buf()), e)),
+    }
+}
+
+/// Whether anything (a file or a directory) is at `path`.
+pub fn exists(profile: &IoProfile, path: &Path) -> Result<bool> {
+    match profile.storage.list_dir(path) {
+        Ok(_) => Ok(true),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+        Err(e) if e.kind() == io::ErrorKind::NotADirectory => Ok(true),
+        Err(e) => Err(Error::io("look up path", Some(path.to_path_buf()), e)),
+    }
+}
+
 /// Renames `from` to `to`, replacing it (durable after [`sync_dir`]).
 pub fn rename(profile: &IoProfile, from: &Path, to: &Path) -> Result<()> {
     profile

@@ -204,12 +204,20 @@ impl Log {
     /// Makes every byte appended so far durable, copies included (which `flush` would not
     /// wait for: they reuse old sequence numbers), and applies the index updates it covers.
     pub(super) fn sync_all(&self) -> Result<()> {
-        let ticket = {
+        self.sync_all_active().map(|_| ())
+    }
+
+    /// [`Log::sync_all`], returning the active segment as it was when the sync was asked for:
+    /// its id and the end of its records, all durable once this returns.
+    pub(super) fn sync_all_active(&self) -> Result<Option<(u64, u64)>> {
+        let (ticket, active) = {
             let mut app = self.lock();
             app.submit_group()?;
-            app.app.wb.sync_ticket()
+            let active = app.active().map(|a| (a.id, a.data_end));
+            (app.app.wb.sync_ticket(), active)
         };
-        self.wait_for_sync(ticket)
+        self.wait_for_sync(ticket)?;
+        Ok(active)
     }
 
     /// Waits until sync `ticket` has completed.

@@ -32,7 +32,7 @@ pub(super) const CHECK_INTERVAL: Duration = Duration::from_millis(500);
 /// State kept between compactions (behind [`Compactor::state`], which also makes them run one
 /// at a time).
 #[derive(Debug, Default)]
-struct CompactorState {
+pub(super) struct CompactorState {
     /// Segments whose compaction stopped at a live value that failed verification. The
     /// background compactor does not retry them; [`Store::compact`](crate::Store::compact)
     /// does.
@@ -100,6 +100,15 @@ impl Compactor {
             state: Mutex::new(CompactorState::default()),
             waiting: AtomicUsize::new(0),
         }
+    }
+
+    /// Holds compaction off (no file is removed) until the guard is dropped; a background
+    /// compaction in progress yields first.
+    pub(super) fn pause(&self) -> std::sync::MutexGuard<'_, CompactorState> {
+        self.waiting.fetch_add(1, Ordering::SeqCst);
+        let state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        self.waiting.fetch_sub(1, Ordering::SeqCst);
+        state
     }
 
     /// Compacts now, unthrottled, retrying segments found damaged before.

@@ -49,7 +49,7 @@ pub(super) fn run(inner: &Inner, dest: &Path) -> Result<CheckpointReport> {
     }
     let name = dest
         .file_name()
-        .ok_or_else(|| Error::InvalidOptions("checkpoint destination has no file name"))?;
+        .ok_or(Error::InvalidOptions("checkpoint destination has no file name"))?;
     let mut staging_name = name.to_os_string();
     staging_name.push(".podstore-partial");
     let staging = dest.with_file_name(staging_name);
@@ -94,7 +94,7 @@ pub(super) fn run(inner: &Inner, dest: &Path) -> Result<CheckpointReport> {
         }
         // A file whose footer is not durable yet was created after the consistency point (a
         // new active segment): its writes are not in the checkpoint.
-        if !handle.sealed_at.is_some_and(|t| t <= syncs_done) {
+        if handle.sealed_at.is_none_or(|t| t > syncs_done) {
             continue;
         }
         let len = handle.file.len()?;

@@ -62,7 +62,7 @@ fn checkpoints_of_a_store_under_concurrent_writes_hold_what_was_acknowledged_bef
                         if t == 3 {
                             let mut b = podstore::Batch::new();
                             b.put(&key, &v);
-                            store.write(&b.durability(Durability::Buffered)).unwrap();
+                            store.write(b.durability(Durability::Buffered)).unwrap();
                         } else {
                             store.put(&key, &v).unwrap();
                         }

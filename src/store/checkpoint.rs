@@ -47,9 +47,9 @@ pub(super) fn run(inner: &Inner, dest: &Path) -> Result<CheckpointReport> {
     if file::exists(profile, dest)? {
         return Err(exists(dest, "checkpoint: the destination exists"));
     }
-    let name = dest
-        .file_name()
-        .ok_or(Error::InvalidOptions("checkpoint destination has no file name"))?;
+    let name = dest.file_name().ok_or(Error::InvalidOptions(
+        "checkpoint destination has no file name",
+    ))?;
     let mut staging_name = name.to_os_string();
     staging_name.push(".podstore-partial");
     let staging = dest.with_file_name(staging_name);

@@ -58,6 +58,7 @@ pub mod format;
 #[allow(dead_code, unused_imports)]
 mod format;
 mod index;
+pub mod inspect;
 mod io;
 mod options;
 mod range;

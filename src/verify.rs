@@ -155,8 +155,15 @@ pub(crate) fn run(
     default_block: u32,
     live: &dyn Fn(&[u8]) -> Option<IndexEntry>,
     keys: &mut dyn Iterator<Item = Vec<u8>>,
+    progress: &mut dyn FnMut(u64, u64),
 ) -> Result<VerifyReport> {
     let mut report = VerifyReport::default();
+    let mut total = 0;
+    for (_, file) in segments {
+        total += file.len()?;
+    }
+    let mut done = 0;
+    progress(0, total);
     let mut unknown: HashMap<u64, Vec<(u64, u64)>> = HashMap::new();
     let mut bad_values: HashMap<(u64, u64), ()> = HashMap::new();
     let mut by_id = HashMap::new();
@@ -185,6 +192,8 @@ pub(crate) fn run(
         check
             .run(bound)
             .map_err(|e| crate::segment::read_error(*id, 0, file.path(), e))?;
+        done += len;
+        progress(done.min(total), total);
         let skipped = std::mem::take(&mut check.skipped);
         if !skipped.is_empty() {
             unknown.insert(*id, skipped);

@@ -586,6 +586,24 @@ impl Store {
     /// # Ok(()) }
     /// ```
     pub fn verify(&self) -> Result<VerifyReport> {
+        self.verify_with_progress(|_, _| {})
+    }
+
+    /// [`Store::verify`], calling `progress(bytes_checked, bytes_total)` as it goes (after each
+    /// file; once with 0 before the first): for a progress bar.
+    ///
+    /// ```
+    /// # fn main() -> podstore::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = podstore::Store::open(dir.path())?;
+    /// store.put("k", vec![1u8; 100_000])?;
+    /// let mut seen = Vec::new();
+    /// let report = store.verify_with_progress(|done, total| seen.push((done, total)))?;
+    /// assert!(report.is_clean());
+    /// assert_eq!(seen.last().map(|&(d, t)| d == t), Some(true));
+    /// # Ok(()) }
+    /// ```
+    pub fn verify_with_progress(&self, mut progress: impl FnMut(u64, u64)) -> Result<VerifyReport> {
         let inner = &self.inner;
         let (active, next_file_id) = {
             let app = inner.log.lock();
@@ -618,6 +636,7 @@ impl Store {
             self.inner.shared.profile.block_size,
             &|key| self.inner.shared.index.get(key),
             &mut self.keys(),
+            &mut progress,
         )?;
         report.files = inner.shared.catalog.check_dir()?;
         Ok(report)
@@ -774,6 +793,33 @@ impl Store {
             log.sync_all()?;
         }
         Ok(sealed)
+    }
+
+    /// Every segment and blob file of the store, from its header and footer, with the bytes of
+    /// live values the store reads in it and the rest (dead or overhead): what
+    /// `podstore inspect` shows. Reads each file's header and footer.
+    ///
+    /// ```
+    /// # fn main() -> podstore::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = podstore::Store::open(dir.path())?;
+    /// store.put("k", "v")?;
+    /// store.seal()?;
+    /// let files = store.files()?;
+    /// assert_eq!(files.len(), 1);
+    /// assert!(files[0].sealed);
+    /// assert!(files[0].live_bytes.unwrap() > 0);
+    /// # Ok(()) }
+    /// ```
+    pub fn files(&self) -> Result<Vec<crate::inspect::FileInfo>> {
+        let inner = &self.inner;
+        stats::files(
+            &inner.shared.segments,
+            &inner.log,
+            &inner.shared.index,
+            &inner.shared.profile,
+            inner.reader.pool(),
+        )
     }
 
     /// What the store holds, takes and has written. Takes a lock of the index per shard and

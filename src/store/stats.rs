@@ -160,3 +160,30 @@ pub(super) fn collect(
         tombstones_dropped: c.tombstones_dropped.load(Ordering::Relaxed),
     }
 }
+
+/// [`Store::files`](super::Store::files): every file's header and footer, with the live bytes
+/// the index counts in it.
+pub(super) fn files(
+    segments: &SegmentTable,
+    log: &Log,
+    index: &Index,
+    profile: &crate::io::file::IoProfile,
+    pool: &crate::io::aligned::BufPool,
+) -> crate::Result<Vec<crate::inspect::FileInfo>> {
+    let active = log.lock().active();
+    let usage = index.usage_all();
+    let mut out = Vec::new();
+    for (id, h) in segments.snapshot() {
+        let mut info = crate::inspect::info_of(&h.file, profile, pool)?;
+        let live = usage.get(&id).map_or(0, |u| u.live_bytes);
+        let preallocated = match &active {
+            Some(a) if a.id == id => info.len.saturating_sub(a.position),
+            _ => 0,
+        };
+        let kept = live + h.summary.tombstone_bytes + preallocated;
+        info.live_bytes = Some(live);
+        info.dead_bytes = Some(info.len.saturating_sub(kept));
+        out.push(info);
+    }
+    Ok(out)
+}

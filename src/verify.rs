@@ -146,13 +146,19 @@ pub(crate) struct ActiveBound {
     pub data_end: u64,
 }
 
+/// How verify reads: the bounce buffers of direct reads, their alignment, and the block size
+/// to assume where a segment header cannot say.
+pub(crate) struct Reading<'a> {
+    pub pool: &'a BufPool,
+    pub read_align: u64,
+    pub default_block: u32,
+}
+
 /// Checks `segments` (id, file) and fills a report; `live` gives a key's index entry.
 pub(crate) fn run(
     segments: &[(u64, Arc<SegmentFile>)],
     active: Option<ActiveBound>,
-    pool: &BufPool,
-    read_align: u64,
-    default_block: u32,
+    reading: Reading<'_>,
     live: &dyn Fn(&[u8]) -> Option<IndexEntry>,
     keys: &mut dyn Iterator<Item = Vec<u8>>,
     progress: &mut dyn FnMut(u64, u64),
@@ -164,6 +170,11 @@ pub(crate) fn run(
     }
     let mut done = 0;
     progress(0, total);
+    let Reading {
+        pool,
+        read_align,
+        default_block,
+    } = reading;
     let mut unknown: HashMap<u64, Vec<(u64, u64)>> = HashMap::new();
     let mut bad_values: HashMap<(u64, u64), ()> = HashMap::new();
     let mut by_id = HashMap::new();

@@ -631,9 +631,11 @@ impl Store {
         let mut report = verify::run(
             &segments,
             active,
-            inner.reader.pool(),
-            self.inner.shared.profile.read_align,
-            self.inner.shared.profile.block_size,
+            verify::Reading {
+                pool: inner.reader.pool(),
+                read_align: inner.shared.profile.read_align,
+                default_block: inner.shared.profile.block_size,
+            },
             &|key| self.inner.shared.index.get(key),
             &mut self.keys(),
             &mut progress,

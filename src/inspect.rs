@@ -313,3 +313,91 @@ fn not_a_segment(path: &Path, kind: Corruption) -> Error {
         kind,
     }
 }
+
+/// What a store's catalog says about one file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Listed {
+    /// Created, not (yet known to be) sealed: the segment being written, or a blob file whose
+    /// put has not returned.
+    Created,
+    /// Sealed, this long.
+    Sealed {
+        /// Its length when sealed.
+        len: u64,
+    },
+    /// Removed by the store (the catalog keeps the highest id, so that ids are never reused).
+    Removed,
+}
+
+/// One file of a store's catalog ([`read_catalog`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CatalogEntry {
+    /// Its file name.
+    pub name: String,
+    /// Its id.
+    pub id: u64,
+    /// Log segment or blob file.
+    pub kind: FileKind,
+    /// What the catalog says of it.
+    pub listed: Listed,
+}
+
+/// The files the catalog at `path` lists (`path`: a store directory or its `CATALOG` file),
+/// by id; `Ok(None)` when a store directory has no catalog (written by a version without one).
+/// A catalog that does not verify is `Error::Damaged` naming it.
+///
+/// ```
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let dir = tempfile::tempdir()?;
+/// let store = podstore::Store::open(dir.path())?;
+/// store.put("k", "v")?;
+/// store.close()?;
+/// let listed = podstore::inspect::read_catalog(dir.path())?.unwrap();
+/// assert!(listed.iter().any(|f| matches!(f.listed, podstore::inspect::Listed::Sealed { .. })));
+/// # Ok(()) }
+/// ```
+pub fn read_catalog(path: impl AsRef<Path>) -> Result<Option<Vec<CatalogEntry>>> {
+    use crate::format::catalog::FileState;
+    let path = path.as_ref();
+    let (profile, _) = lone_profile();
+    let (dir, file) = if profile.storage.list_dir(path).is_ok() {
+        (path.to_path_buf(), path.join(segment::CATALOG_NAME))
+    } else {
+        let dir = path
+            .parent()
+            .map_or_else(Default::default, Path::to_path_buf);
+        (dir, path.to_path_buf())
+    };
+    let Some(f) = crate::io::file::PlainFile::open(&file, &profile)? else {
+        return Ok(None);
+    };
+    let bytes = f.read_all()?;
+    let state = crate::format::catalog::replay(&bytes).map_err(|e| Error::Damaged {
+        dir,
+        files: vec![crate::error::DamagedFile {
+            name: segment::CATALOG_NAME.to_string(),
+            problem: crate::error::FileProblem::CatalogCorrupt {
+                offset: e.offset,
+                kind: e.kind,
+            },
+        }],
+    })?;
+    Ok(Some(
+        state
+            .files
+            .iter()
+            .map(|(&id, f)| CatalogEntry {
+                name: segment::file_name(id, f.kind),
+                id,
+                kind: f.kind,
+                listed: match f.state {
+                    FileState::Created => Listed::Created,
+                    FileState::Sealed { length } => Listed::Sealed { len: length },
+                    FileState::Removed => Listed::Removed,
+                },
+            })
+            .collect(),
+    ))
+}

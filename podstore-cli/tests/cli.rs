@@ -64,6 +64,15 @@ fn store() -> (tempfile::TempDir, PathBuf) {
     (tmp, dir)
 }
 
+/// The first log segment file of a store directory.
+fn first_segment(dir: &Path) -> PathBuf {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.file_name().unwrap().to_string_lossy().starts_with("seg-"))
+        .unwrap()
+}
+
 fn p(path: &Path) -> &str {
     path.to_str().unwrap()
 }
@@ -196,11 +205,7 @@ fn verify_clean_damaged_and_missing_files() {
     let (tmp, dir) = store();
     assert!(ok(&["verify", p(&dir)]).contains("clean"));
     // A flipped byte inside a value of a sealed segment: 1, and the damage is named.
-    let seg = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.file_name().unwrap().to_string_lossy().starts_with("seg-"))
-        .unwrap();
+    let seg = first_segment(&dir);
     let copy = tmp.path().join("copy");
     std::fs::create_dir(&copy).unwrap();
     for e in std::fs::read_dir(&dir).unwrap() {
@@ -261,11 +266,7 @@ fn inspect_a_store_a_catalog_a_lone_file_and_its_records() {
     let catalog = ok(&["inspect", p(&dir.join("CATALOG"))]);
     assert!(catalog.contains("sealed"), "{catalog}");
     // A lone file copied out of the store.
-    let seg = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.file_name().unwrap().to_string_lossy().starts_with("seg-"))
-        .unwrap();
+    let seg = first_segment(&dir);
     let lone = tmp.path().join("lone.pod");
     std::fs::copy(&seg, &lone).unwrap();
     let out = ok(&["inspect", p(&lone)]);

@@ -287,15 +287,7 @@ impl Catalog {
 
     /// Records that the files `files` were created (their names are durable).
     pub fn created(&self, files: &[(u64, FileKind)]) -> Result<()> {
-        let edits: Vec<Edit> = files
-            .iter()
-            .map(|&(id, kind)| Edit {
-                id,
-                kind,
-                op: Op::Create,
-            })
-            .collect();
-        self.record(&edits)
+        self.record(&edits(files, Op::Create))
     }
 
     /// Records that file `id` is sealed (its footer is durable), `length` bytes long.
@@ -314,15 +306,7 @@ impl Catalog {
         if files.is_empty() {
             return Ok(());
         }
-        let edits: Vec<Edit> = files
-            .iter()
-            .map(|&(id, kind)| Edit {
-                id,
-                kind,
-                op: Op::Remove,
-            })
-            .collect();
-        self.record(&edits)?;
+        self.record(&edits(files, Op::Remove))?;
         for &(id, kind) in files {
             file::remove_file(&self.profile, &self.dir.join(file_name(id, kind)))?;
         }
@@ -385,6 +369,14 @@ impl Catalog {
         }
         Ok(problems)
     }
+}
+
+/// One edit `op` per file.
+fn edits(files: &[(u64, FileKind)], op: Op) -> Vec<Edit> {
+    files
+        .iter()
+        .map(|&(id, kind)| Edit { id, kind, op })
+        .collect()
 }
 
 fn internal(what: &'static str) -> Error {

@@ -233,7 +233,21 @@ fn verify_clean_damaged_and_missing_files() {
     std::fs::remove_file(copy.join(&name)).unwrap();
     let o = podstore(&["verify", p(&copy)]);
     assert_eq!(code(&o), 1);
-    assert!(stderr(&o).contains(&name), "{}", stderr(&o));
+    // Named, and the rest of the store checked (read-only: nothing changed).
+    assert!(
+        stdout(&o).contains(&format!("damaged file: {name} is missing")),
+        "{}",
+        stdout(&o)
+    );
+    assert!(stdout(&o).contains("records"), "{}", stdout(&o));
+    assert!(
+        stderr(&o).contains("1 missing or cut file"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!copy.join(&name).exists());
+    let o = podstore(&["verify", p(&copy)]);
+    assert_eq!(code(&o), 1, "still damaged: verify changed nothing");
     // No store: 3.
     assert_eq!(code(&podstore(&["verify", p(&tmp.path().join("none"))])), 3);
 }

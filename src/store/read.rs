@@ -1,12 +1,15 @@
 //! The read path: from a key to its index entry and the file it points into ([`Reader::locate`]),
-//! then to verified value bytes, from the write buffers or the file ([`Reader::read_value`]);
-//! [`ValueReader`] streams a value, [`Keys`] lists the keys.
+//! then to verified value bytes, from the read cache (`cache.rs`), the write buffers or the file
+//! ([`Reader::read_value`]); [`ValueReader`] streams a value, [`Keys`] lists the keys.
 
 use std::io::{self, Read, Seek, SeekFrom};
 use std::sync::Arc;
 
+use bytes::Bytes;
+
 use super::append::Log;
-use super::compress::{self, FrameCache, TableCache};
+use super::cache::{CRC_BLOCK, Cache, CacheFigures, Cached, Key, Part};
+use super::compress::{self, CachedTable, FrameCache};
 use super::segments::SegmentTable;
 use super::shared::Shared;
 use crate::error::{Corruption, Error, Result};
@@ -31,8 +34,8 @@ pub(super) struct Reader {
     log: Arc<Log>,
     pool: BufPool,
     read_align: u64,
-    /// Frame tables of recently read compressed values.
-    frame_tables: TableCache,
+    /// Small values whole, chunk crc blocks and frame tables of values read before.
+    cache: Cache,
 }
 
 /// An index entry and the file it points into, held open for the read.
@@ -44,15 +47,25 @@ pub(super) struct Located {
 
 impl Reader {
     /// The read path of a store whose direct reads go through `pool` (see [`new_pool`]).
-    pub(super) fn new(shared: &Shared, log: Arc<Log>, pool: BufPool) -> Reader {
+    pub(super) fn new(
+        shared: &Shared,
+        log: Arc<Log>,
+        pool: BufPool,
+        cache_capacity: u64,
+    ) -> Reader {
         Reader {
             index: shared.index.clone(),
             segments: shared.segments.clone(),
             log,
             pool,
             read_align: shared.profile.read_align,
-            frame_tables: TableCache::default(),
+            cache: Cache::new(cache_capacity),
         }
+    }
+
+    /// What the read cache did since open.
+    pub(super) fn cache_figures(&self) -> CacheFigures {
+        self.cache.figures()
     }
 
     /// The bounce buffers of direct reads (open and `verify` read through them too).
@@ -85,11 +98,47 @@ impl Reader {
         }
     }
 
-    /// The whole value of `found`.
+    /// The whole value of `found`, in a vector of its own.
     pub(super) fn read_all(&self, found: &Located) -> Result<Vec<u8>> {
-        let mut out = vec![0u8; to_usize(found.entry.value_len)?];
-        self.read_value(found, 0, &mut out, None)?;
+        let mut out = Vec::new();
+        self.read_into(found, &mut out)?;
         Ok(out)
+    }
+
+    /// The whole value of `found` in `out` (cleared first; its allocation is reused): copied
+    /// from the cache, or read (and then kept, if small enough).
+    pub(super) fn read_into(&self, found: &Located, out: &mut Vec<u8>) -> Result<()> {
+        out.clear();
+        let key = Key::of(&found.entry, Part::Value);
+        let whole = self.cache.holds_whole(&found.entry);
+        if whole && let Some(b) = self.cache.get_bytes(&key) {
+            out.extend_from_slice(&b);
+            return Ok(());
+        }
+        out.resize(to_usize(found.entry.value_len)?, 0);
+        self.read_uncached(found, 0, out, None)?;
+        if whole {
+            self.cache
+                .insert(key, Cached::Bytes(Bytes::copy_from_slice(out)));
+        }
+        Ok(())
+    }
+
+    /// The whole value of `found` as shared bytes: the cache's own, or read (and then kept, if
+    /// small enough, without a copy).
+    pub(super) fn read_shared(&self, found: &Located) -> Result<Bytes> {
+        let key = Key::of(&found.entry, Part::Value);
+        let whole = self.cache.holds_whole(&found.entry);
+        if whole && let Some(b) = self.cache.get_bytes(&key) {
+            return Ok(b);
+        }
+        let mut out = vec![0u8; to_usize(found.entry.value_len)?];
+        self.read_uncached(found, 0, &mut out, None)?;
+        let bytes = Bytes::from(out);
+        if whole {
+            self.cache.insert(key, Cached::Bytes(bytes.clone()));
+        }
+        Ok(bytes)
     }
 
     /// Bytes `range` of the value of `found` (the value of `key`), by [`range::resolve`]'s
@@ -106,29 +155,60 @@ impl Reader {
         Ok(out)
     }
 
-    /// Reads value bytes `[start, start + dst.len())` of `found`, verified; for a compressed
-    /// value, decompresses the frames they are in, keeping what `cache` allows across reads.
+    /// Reads value bytes `[start, start + dst.len())` of `found`, verified: from the cache if it
+    /// holds the value whole, else as [`Reader::read_uncached`] does.
     pub(super) fn read_value(
         &self,
         found: &Located,
         start: u64,
         dst: &mut [u8],
-        cache: Option<&mut FrameCache>,
+        frames: Option<&mut FrameCache>,
+    ) -> Result<()> {
+        if self.cache.holds_whole(&found.entry)
+            && let Some(b) = self.cache.get_bytes(&Key::of(&found.entry, Part::Value))
+        {
+            let at = start as usize;
+            dst.copy_from_slice(&b[at..at + dst.len()]);
+            return Ok(());
+        }
+        self.read_uncached(found, start, dst, frames)
+    }
+
+    /// Reads value bytes `[start, start + dst.len())` of `found` from the buffers or the file,
+    /// verified (chunk crcs, from the cache if it has them); for a compressed value, decompresses
+    /// the frames they are in, keeping what `frames` allows across reads, and the frame table
+    /// in the cache.
+    fn read_uncached(
+        &self,
+        found: &Located,
+        start: u64,
+        dst: &mut [u8],
+        frames: Option<&mut FrameCache>,
     ) -> Result<()> {
         let entry = &found.entry;
-        let read_stored = |off: u64, buf: &mut [u8]| {
-            segment::read_value(&entry.span(), off, buf, |o, b| self.fetch(found, o, b))
-        };
+        let read_stored = |off: u64, buf: &mut [u8]| self.read_stored_at(found, off, buf);
         if !entry.is_compressed() {
             return read_stored(start, dst)
                 .map_err(|e| e.in_file(segment::kind_of(found.file.path())));
         }
         let mut one_off = FrameCache::default();
-        let cache = cache.unwrap_or(&mut one_off);
-        let known = cache.has_table() || self.frame_tables.seed(entry, cache);
-        let result = compress::read_framed(entry, start, dst, cache, read_stored);
-        if !known && result.is_ok() {
-            self.frame_tables.remember(entry, cache);
+        let frames = frames.unwrap_or(&mut one_off);
+        let key = Key::of(entry, Part::Frames);
+        let known = frames.has_table()
+            || match self.cache.get(&key) {
+                Some(Cached::Frames(table)) => {
+                    table.seed(frames);
+                    true
+                }
+                _ => false,
+            };
+        let result = compress::read_framed(entry, start, dst, frames, read_stored);
+        if !known
+            && result.is_ok()
+            && self.cache.is_on()
+            && let Some(table) = CachedTable::of(frames)
+        {
+            self.cache.insert(key, Cached::Frames(Arc::new(table)));
         }
         result.map_err(|e| e.in_file(segment::kind_of(found.file.path())))
     }
@@ -136,8 +216,53 @@ impl Reader {
     /// Reads the stored bytes of `found`'s record, verified (compaction copies them as they
     /// are, compressed or not).
     pub(super) fn read_stored(&self, found: &Located, dst: &mut [u8]) -> Result<()> {
-        segment::read_value(&found.entry.span(), 0, dst, |o, b| self.fetch(found, o, b))
+        self.read_stored_at(found, 0, dst)
             .map_err(|e| e.in_file(segment::kind_of(found.file.path())))
+    }
+
+    /// Stored bytes `[start, start + dst.len())` of `found`'s record, verified.
+    fn read_stored_at(&self, found: &Located, start: u64, dst: &mut [u8]) -> Result<()> {
+        segment::read_value(
+            &found.entry.span(),
+            start,
+            dst,
+            |o, b| self.fetch(found, o, b),
+            |c, b| self.read_crcs(found, c, b),
+        )
+    }
+
+    /// The chunk crcs of `found`'s record from chunk `first` on, filling `dst`: from the cache,
+    /// or read a whole block of [`CRC_BLOCK`] bytes at a time (one disk read either way) and
+    /// kept, so that the next read of the value fetches only its chunks.
+    fn read_crcs(&self, found: &Located, first: u64, dst: &mut [u8]) -> Result<()> {
+        let span = found.entry.span();
+        if !self.cache.is_on() {
+            return self.fetch(found, span.crc_offset(first), dst);
+        }
+        let per_block = CRC_BLOCK / 4;
+        let (mut chunk, mut done) = (first, 0);
+        while done < dst.len() {
+            let block = chunk / per_block;
+            let key = Key::of(&found.entry, Part::Crcs(block));
+            let crcs = match self.cache.get_bytes(&key) {
+                Some(b) => b,
+                None => {
+                    let from = block * CRC_BLOCK;
+                    let to = (from + CRC_BLOCK).min(span.crc_table_len());
+                    let mut buf = vec![0u8; (to - from) as usize];
+                    self.fetch(found, span.crc_offset(0) + from, &mut buf)?;
+                    let b = Bytes::from(buf);
+                    self.cache.insert(key, Cached::Bytes(b.clone()));
+                    b
+                }
+            };
+            let at = ((chunk - block * per_block) * 4) as usize;
+            let n = (crcs.len() - at).min(dst.len() - done);
+            dst[done..done + n].copy_from_slice(&crcs[at..at + n]);
+            done += n;
+            chunk += n as u64 / 4;
+        }
+        Ok(())
     }
 
     /// Reads bytes `[offset, offset + dst.len())` of the segment of `found` from wherever they

@@ -333,8 +333,12 @@ impl Store {
     pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
         let key = key.as_ref();
         check_key(key)?;
-        let reader = &self.inner.reader;
-        reader.locate(key)?.map(|f| reader.read_all(&f)).transpose()
+        let mut value = Vec::new();
+        Ok(self
+            .inner
+            .reader
+            .get_into(key, &mut value)?
+            .then_some(value))
     }
 
     /// The value of `key` as shared bytes ([`bytes::Bytes`], cheap to clone). A value the read
@@ -358,11 +362,7 @@ impl Store {
     pub fn get_bytes(&self, key: impl AsRef<[u8]>) -> Result<Option<bytes::Bytes>> {
         let key = key.as_ref();
         check_key(key)?;
-        let reader = &self.inner.reader;
-        reader
-            .locate(key)?
-            .map(|f| reader.read_shared(&f))
-            .transpose()
+        self.inner.reader.get_shared(key)
     }
 
     /// Reads the value of `key` into `buf`, reusing its allocation; returns whether `key` has a
@@ -389,11 +389,7 @@ impl Store {
         let key = key.as_ref();
         buf.clear();
         check_key(key)?;
-        let reader = &self.inner.reader;
-        match reader.locate(key)? {
-            Some(found) => reader.read_into(&found, buf).map(|()| true),
-            None => Ok(false),
-        }
+        self.inner.reader.get_into(key, buf)
     }
 
     /// Bytes `range` of the value of `key`.

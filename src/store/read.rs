@@ -38,6 +38,12 @@ pub(super) struct Reader {
     cache: Cache,
 }
 
+/// What [`Reader::lookup`] found: a value in the cache, or where to read it.
+enum Lookup {
+    Cached(Bytes),
+    Located(Located),
+}
+
 /// An index entry and the file it points into, held open for the read.
 #[derive(Clone)]
 pub(super) struct Located {
@@ -76,14 +82,20 @@ impl Reader {
     /// The index entry of `key` and the file it points into. A value moved by compaction between
     /// the index lookup and the file lookup is looked up again.
     pub(super) fn locate(&self, key: &[u8]) -> Result<Option<Located>> {
+        match self.index.get(key) {
+            Some(entry) => self.locate_entry(key, entry),
+            None => Ok(None),
+        }
+    }
+
+    /// [`Reader::locate`], from `entry`, the index entry of `key` just looked up.
+    fn locate_entry(&self, key: &[u8], mut entry: IndexEntry) -> Result<Option<Located>> {
         loop {
-            let Some(entry) = self.index.get(key) else {
-                return Ok(None);
-            };
             if let Some(file) = self.segments.file(entry.segment) {
                 return Ok(Some(Located { entry, file }));
             }
-            if self.index.get(key) == Some(entry) {
+            let now = self.index.get(key);
+            if now == Some(entry) {
                 // Not moved: the index names a file the store does not have.
                 return Err(Error::Corruption {
                     file: crate::error::FileKind::Log,
@@ -95,50 +107,65 @@ impl Reader {
                     },
                 });
             }
+            match now {
+                Some(e) => entry = e,
+                None => return Ok(None),
+            }
         }
     }
 
-    /// The whole value of `found`, in a vector of its own.
-    pub(super) fn read_all(&self, found: &Located) -> Result<Vec<u8>> {
-        let mut out = Vec::new();
-        self.read_into(found, &mut out)?;
-        Ok(out)
+    /// The value of `key` if the cache holds it whole (then no file is looked up), else where
+    /// it is.
+    fn lookup(&self, key: &[u8]) -> Result<Option<Lookup>> {
+        let Some(entry) = self.index.get(key) else {
+            return Ok(None);
+        };
+        if self.cache.holds_whole(&entry)
+            && let Some(b) = self.cache.get_bytes(&Key::of(&entry, Part::Value))
+        {
+            return Ok(Some(Lookup::Cached(b)));
+        }
+        Ok(self.locate_entry(key, entry)?.map(Lookup::Located))
     }
 
-    /// The whole value of `found` in `out` (cleared first; its allocation is reused): copied
-    /// from the cache, or read (and then kept, if small enough).
-    pub(super) fn read_into(&self, found: &Located, out: &mut Vec<u8>) -> Result<()> {
+    /// The whole value of `key` in `out` (cleared first; its allocation is reused), copied from
+    /// the cache or read (and then kept, if small enough); whether `key` has a value.
+    pub(super) fn get_into(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
         out.clear();
-        let key = Key::of(&found.entry, Part::Value);
-        let whole = self.cache.holds_whole(&found.entry);
-        if whole && let Some(b) = self.cache.get_bytes(&key) {
-            out.extend_from_slice(&b);
-            return Ok(());
-        }
+        let found = match self.lookup(key)? {
+            None => return Ok(false),
+            Some(Lookup::Cached(b)) => {
+                out.extend_from_slice(&b);
+                return Ok(true);
+            }
+            Some(Lookup::Located(found)) => found,
+        };
         out.resize(to_usize(found.entry.value_len)?, 0);
-        self.read_uncached(found, 0, out, None)?;
-        if whole {
-            self.cache
-                .insert(key, Cached::Bytes(Bytes::copy_from_slice(out)));
+        self.read_uncached(&found, 0, out, None)?;
+        if self.cache.holds_whole(&found.entry) {
+            let bytes = Cached::Bytes(Bytes::copy_from_slice(out));
+            self.cache.insert(Key::of(&found.entry, Part::Value), bytes);
         }
-        Ok(())
+        Ok(true)
     }
 
-    /// The whole value of `found` as shared bytes: the cache's own, or read (and then kept, if
+    /// The whole value of `key` as shared bytes: the cache's own, or read (and then kept, if
     /// small enough, without a copy).
-    pub(super) fn read_shared(&self, found: &Located) -> Result<Bytes> {
-        let key = Key::of(&found.entry, Part::Value);
-        let whole = self.cache.holds_whole(&found.entry);
-        if whole && let Some(b) = self.cache.get_bytes(&key) {
-            return Ok(b);
-        }
+    pub(super) fn get_shared(&self, key: &[u8]) -> Result<Option<Bytes>> {
+        let found = match self.lookup(key)? {
+            None => return Ok(None),
+            Some(Lookup::Cached(b)) => return Ok(Some(b)),
+            Some(Lookup::Located(found)) => found,
+        };
         let mut out = vec![0u8; to_usize(found.entry.value_len)?];
-        self.read_uncached(found, 0, &mut out, None)?;
+        self.read_uncached(&found, 0, &mut out, None)?;
         let bytes = Bytes::from(out);
-        if whole {
-            self.cache.insert(key, Cached::Bytes(bytes.clone()));
+        if self.cache.holds_whole(&found.entry) {
+            let shared = Cached::Bytes(bytes.clone());
+            self.cache
+                .insert(Key::of(&found.entry, Part::Value), shared);
         }
-        Ok(bytes)
+        Ok(Some(bytes))
     }
 
     /// Bytes `range` of the value of `found` (the value of `key`), by [`range::resolve`]'s

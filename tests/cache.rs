@@ -313,3 +313,42 @@ fn read_your_writes_while_compaction_moves_cached_values() {
     done.store(true, Ordering::Relaxed);
     assert!(compactor.join().unwrap() > 0, "nothing was compacted");
 }
+
+/// A crc block kept by the cache is not verified as a whole: a crc that was damaged when the
+/// block was read (here: damaged on disk, then repaired, as a flipped bit in transit would
+/// look) fails only the read that uses it, which then drops the block and reads again from the
+/// file.
+#[test]
+fn a_damaged_crc_in_a_cached_block_fails_no_later_read() {
+    let fx = TestStore::new(options(1 << 20));
+    let store = fx.open();
+    let v = value(11, 3 << 20);
+    store.put("large", &v).unwrap();
+    let blob = &written_files(fx.path(), FileKind::Blob)[0];
+    // Segment header (64), record header (32), the key: then the value, then its crcs.
+    let crc_of = |chunk: u64| 64 + 32 + 5 + v.len() as u64 + 4 * chunk;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(blob)
+        .unwrap();
+    let mut good = [0u8; 4];
+    file.read_exact_at(&mut good, crc_of(300)).unwrap();
+    let flipped = [good[0] ^ 0xff, good[1], good[2], good[3]];
+    file.write_at(&flipped, crc_of(300)).unwrap();
+    file.sync_all().unwrap();
+    // Chunk 10's read brings the block of crcs 0..1024 into the cache, chunk 300's bad one too.
+    let at = 10 * 4096;
+    assert_eq!(
+        store.get_range("large", at..at + 100).unwrap().unwrap(),
+        &v[at..at + 100]
+    );
+    file.write_at(&good, crc_of(300)).unwrap();
+    file.sync_all().unwrap();
+    let at = 300 * 4096;
+    assert_eq!(
+        store.get_range("large", at..at + 100).unwrap().unwrap(),
+        &v[at..at + 100],
+        "the read with the kept bad crc is tried again from the file"
+    );
+}

@@ -24,7 +24,9 @@
 //! Only verified bytes go in: a value after its chunk crcs (and, compressed, its frames' crcs)
 //! checked out; a frame table after its decoder checked it. A chunk crc block is the checksums
 //! themselves: each one is checked against its chunk when a read uses it, so a damaged crc can
-//! only fail a read, as it would from the disk, never let damaged data through.
+//! only fail a read, never let damaged data through; and a read that fails with crcs from the
+//! cache drops them and reads again from the file (`Reader::read_stored_at`), so a crc damaged
+//! in transit does not outlive one read.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -210,6 +212,13 @@ impl Cache {
     pub(super) fn insert(&self, key: Key, value: Cached) {
         if let Some(inner) = &self.inner {
             inner.insert(key, value);
+        }
+    }
+
+    /// Drops the entry under `key`, if any.
+    pub(super) fn remove(&self, key: &Key) {
+        if let Some(inner) = &self.inner {
+            inner.remove(key);
         }
     }
 

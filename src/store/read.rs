@@ -13,6 +13,7 @@ use super::compress::{self, CachedTable, FrameCache};
 use super::segments::SegmentTable;
 use super::shared::Shared;
 use crate::error::{Corruption, Error, Result};
+use crate::format::CHUNK_SIZE;
 use crate::index::{Index, IndexEntry};
 use crate::io::aligned::BufPool;
 use crate::io::file::SegmentFile;
@@ -248,14 +249,27 @@ impl Reader {
     }
 
     /// Stored bytes `[start, start + dst.len())` of `found`'s record, verified.
+    ///
+    /// A crc block kept by the cache is not verified as a whole when it is read (each crc is
+    /// checked against its chunk when used), so one damaged in transit could fail every later
+    /// read of its chunks: a read that fails verification forgets the blocks it used and is
+    /// tried once more with everything from the file, whose answer stands.
     fn read_stored_at(&self, found: &Located, start: u64, dst: &mut [u8]) -> Result<()> {
-        segment::read_value(
-            &found.entry.span(),
-            start,
-            dst,
-            |o, b| self.fetch(found, o, b),
-            |c, b| self.read_crcs(found, c, b),
-        )
+        let span = found.entry.span();
+        let fetch = |o, b: &mut [u8]| self.fetch(found, o, b);
+        let result =
+            segment::read_value(&span, start, dst, fetch, |c, b| self.read_crcs(found, c, b));
+        if !matches!(result, Err(Error::Corruption { .. })) || !self.cache.is_on() {
+            return result;
+        }
+        let chunks = start / CHUNK_SIZE..(start + dst.len() as u64).div_ceil(CHUNK_SIZE);
+        let per_block = CRC_BLOCK / 4;
+        for block in chunks.start / per_block..chunks.end.div_ceil(per_block) {
+            self.cache.remove(&Key::of(&found.entry, Part::Crcs(block)));
+        }
+        segment::read_value(&span, start, dst, fetch, |c, b| {
+            self.fetch(found, span.crc_offset(c), b)
+        })
     }
 
     /// The chunk crcs of `found`'s record from chunk `first` on, filling `dst`: from the cache,

@@ -141,7 +141,14 @@ impl Reader {
             }
             Some(Lookup::Located(found)) => found,
         };
-        out.resize(to_usize(found.entry.value_len)?, 0);
+        let len = to_usize(found.entry.value_len)?;
+        if out.capacity() < len {
+            // A fresh zeroed allocation (the zeroes of a large one come from the kernel for
+            // free) rather than growing `out`, which would copy and then zero it.
+            *out = vec![0u8; len];
+        } else {
+            out.resize(len, 0);
+        }
         self.read_uncached(&found, 0, out, None)?;
         if self.cache.holds_whole(&found.entry) {
             let bytes = Cached::Bytes(Bytes::copy_from_slice(out));

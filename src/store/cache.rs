@@ -124,8 +124,6 @@ pub(super) struct Cache {
     inner: Option<Inner>,
     capacity: u64,
     max_whole: u64,
-    hits: AtomicU64,
-    misses: AtomicU64,
     evictions: Arc<AtomicU64>,
 }
 
@@ -171,8 +169,6 @@ impl Cache {
             inner,
             capacity,
             max_whole,
-            hits: AtomicU64::new(0),
-            misses: AtomicU64::new(0),
             evictions,
         }
     }
@@ -187,17 +183,10 @@ impl Cache {
         self.inner.is_some()
     }
 
-    /// The entry under `key`, counting a hit or a miss.
+    /// The entry under `key`, counting a hit or a miss (in its shard: no counter shared by
+    /// all readers).
     pub(super) fn get(&self, key: &Key) -> Option<Cached> {
-        let inner = self.inner.as_ref()?;
-        let found = inner.get(key);
-        let counter = if found.is_some() {
-            &self.hits
-        } else {
-            &self.misses
-        };
-        counter.fetch_add(1, Ordering::Relaxed);
-        found
+        self.inner.as_ref()?.get(key)
     }
 
     /// The bytes under `key` (a whole value or a crc block), counting a hit or a miss.
@@ -225,8 +214,8 @@ impl Cache {
     /// Hits, misses, evictions and bytes held since open.
     pub(super) fn figures(&self) -> CacheFigures {
         CacheFigures {
-            hits: self.hits.load(Ordering::Relaxed),
-            misses: self.misses.load(Ordering::Relaxed),
+            hits: self.inner.as_ref().map_or(0, |c| c.hits()),
+            misses: self.inner.as_ref().map_or(0, |c| c.misses()),
             evictions: self.evictions.load(Ordering::Relaxed),
             bytes: self.inner.as_ref().map_or(0, |c| c.weight()),
             capacity: self.capacity,

@@ -12,11 +12,15 @@
 //! # Why an entry can never be stale
 //!
 //! Entries are keyed by where the bytes live: file id and record offset (and the part). The
-//! bytes at a place never change while a store is open: a block of a segment is written once
-//! (docs/design.md, "A block is written once"), and file ids are never reused by a `Store`: they
-//! are allocated by `Appender::take_file_ids`, which only moves `next_segment` up (with checked
-//! arithmetic), starting above every id found at open; a file that is removed (compaction, a
-//! failed blob put, an unused spare) takes its id with it. An overwrite, a delete or a
+//! bytes at a place never change while a store is open once a reader can reach them: a record
+//! enters the index only once it is whole (a streamed blob's head, rewritten at `finish`,
+//! before), a block of a segment is written once (docs/design.md, "A block is written once"),
+//! and later writes to a file go after its records (copies, the footer, zeroes ahead). And file
+//! ids are never reused by a `Store`: every id, a blob file's (`AppendGuard::take_file_ids`) or a
+//! new log segment's (`AppendGuard::make_room`), comes from `segment::allocate_ids` on
+//! `Appender::next_segment`, which then only moves up (checked arithmetic, no wrap), starting
+//! above every id found at open; a file that is removed (compaction, a failed blob put, an
+//! unused spare) takes its id with it. An overwrite, a delete or a
 //! compaction move changes the index entry, so the next read looks up another key (or none)
 //! and the old entry is never served again: it only waits to be evicted. The cache lives and
 //! dies with its `Store`, so a reopen, which could find a file under an old id, starts empty.

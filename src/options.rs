@@ -357,8 +357,8 @@ impl Options {
     ///
     /// The cache holds verified bytes of values read before: small values whole (at most an
     /// eighth of the capacity and at most 1 MiB each), so that a repeated `get` reads no disk;
-    /// for larger values, their chunk checksums and frame tables, so that a range read of a
-    /// value read before is one disk read. A value enters when it is read, never when it is
+    /// for larger values, their chunk checksums and frame tables, so that a range read near an
+    /// earlier one is one disk read. A value enters when it is read, never when it is
     /// written; one pass over many values does not push out the often-read ones (a value is
     /// kept long only once it is read again). It can never serve an old value: entries are
     /// keyed by where the bytes are, which every overwrite, delete and compaction changes.

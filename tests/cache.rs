@@ -217,23 +217,46 @@ fn the_cache_never_holds_more_than_its_capacity() {
     );
 }
 
-/// A range read of a large value keeps a block of its chunk checksums: the next range read
-/// of the value, anywhere in the same 4 MiB, finds them in memory and reads only its chunks.
+/// Where the crc of chunk `chunk` of the value of key "large" (5 bytes) lies in its blob file:
+/// after the segment header (64), the record header (32), the key and the value.
+fn crc_offset(value_len: usize, chunk: usize) -> u64 {
+    (64 + 32 + 5 + value_len + 4 * chunk) as u64
+}
+
+/// The file sector (512 bytes) of the crc of chunk `chunk` of the value of key "large".
+fn crc_sector(value_len: usize, chunk: usize) -> u64 {
+    crc_offset(value_len, chunk) / 512
+}
+
+/// A range read of a large value keeps the file sector of checksums it read: the next range
+/// read whose checksums lie in the same sector finds them in memory and reads only its chunks.
 #[test]
 fn range_reads_of_a_large_value_keep_its_checksums() {
     let fx = TestStore::new(options(1 << 20));
     let store = fx.open();
-    let v = value(10, 3 << 20);
+    let len = 3 << 20;
+    let v = value(10, len);
     store.put("large", &v).unwrap();
-    let read = |at: usize| {
+    let read = |chunk: usize| {
+        let at = chunk * 4096;
         let got = store.get_range("large", at..at + 4096).unwrap().unwrap();
         assert_eq!(got, &v[at..at + 4096]);
         let s = store.stats();
         (s.cache_hits, s.cache_misses)
     };
-    assert_eq!(read(1 << 20), (0, 1));
-    assert_eq!(read(2 << 20), (1, 1));
-    assert_eq!(read(12345), (2, 1));
+    let near = (0..768)
+        .find(|&c| c != 256 && crc_sector(len, c) == crc_sector(len, 256))
+        .unwrap();
+    let far = 512;
+    assert_ne!(crc_sector(len, far), crc_sector(len, 256));
+    assert_eq!(read(256), (0, 1));
+    assert_eq!(
+        read(near),
+        (1, 1),
+        "chunk {near}'s crc is in the sector kept"
+    );
+    assert_eq!(read(far), (1, 2));
+    assert_eq!(read(256), (2, 2));
 }
 
 /// One pass over many values read once does not push out values read again and again.
@@ -314,19 +337,18 @@ fn read_your_writes_while_compaction_moves_cached_values() {
     assert!(compactor.join().unwrap() > 0, "nothing was compacted");
 }
 
-/// A crc block kept by the cache is not verified as a whole: a crc that was damaged when the
-/// block was read (here: damaged on disk, then repaired, as a flipped bit in transit would
-/// look) fails only the read that uses it, which then drops the block and reads again from the
-/// file.
+/// A crc sector kept by the cache is not verified as a whole: a crc that was damaged when the
+/// sector was read (here: damaged on disk, then repaired, as a flipped bit in transit would
+/// look) fails only the read that uses it, which then drops the sector and reads again from
+/// the file.
 #[test]
-fn a_damaged_crc_in_a_cached_block_fails_no_later_read() {
+fn a_damaged_crc_in_a_cached_sector_fails_no_later_read() {
     let fx = TestStore::new(options(1 << 20));
     let store = fx.open();
     let v = value(11, 3 << 20);
     store.put("large", &v).unwrap();
     let blob = &written_files(fx.path(), FileKind::Blob)[0];
-    // Segment header (64), record header (32), the key: then the value, then its crcs.
-    let crc_of = |chunk: u64| 64 + 32 + 5 + v.len() as u64 + 4 * chunk;
+    let crc_of = |chunk: usize| crc_offset(v.len(), chunk);
     let file = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
@@ -337,8 +359,12 @@ fn a_damaged_crc_in_a_cached_block_fails_no_later_read() {
     let flipped = [good[0] ^ 0xff, good[1], good[2], good[3]];
     file.write_at(&flipped, crc_of(300)).unwrap();
     file.sync_all().unwrap();
-    // Chunk 10's read brings the block of crcs 0..1024 into the cache, chunk 300's bad one too.
-    let at = 10 * 4096;
+    // A read of a chunk whose crc shares chunk 300's file sector brings the bad one into the
+    // cache.
+    let neighbour = (0..768)
+        .find(|&c| c != 300 && crc_sector(v.len(), c) == crc_sector(v.len(), 300))
+        .unwrap();
+    let at = neighbour * 4096;
     assert_eq!(
         store.get_range("large", at..at + 100).unwrap().unwrap(),
         &v[at..at + 100]

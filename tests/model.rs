@@ -643,7 +643,7 @@ proptest! {
     }
 
     /// As `sync_direct_lz4_matches_model`, with a read cache of 32 KiB, which evicts all the
-    /// time (whole values of up to 4 KiB, frame tables, crc blocks).
+    /// time (whole values of up to 4 KiB, frame tables, crc sectors).
     #[test]
     fn sync_direct_lz4_small_cache_matches_model(ops in ops()) {
         run_cached(&ops, IoMode::Direct, Durability::Sync, (Compression::Lz4, 32 << 10))?;

@@ -768,7 +768,7 @@ fn stress_mixed_ops_overlapping_keys_64_threads() {
 }
 
 /// The read cache under overwrites, deletes and compaction moves: a cache small enough to
-/// evict all the time (values of up to 8 KiB are kept whole, larger ones' crc blocks), and a
+/// evict all the time (values of up to 8 KiB are kept whole, larger ones' crc sectors), and a
 /// thread that compacts the store over and over, moving values that readers have cached. Every
 /// read must still see a value the history explains (never stale, never torn), and a thread's
 /// read after its own write must see it.

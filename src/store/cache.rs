@@ -5,8 +5,10 @@
 //! not push the hot ones out) holds three kinds of [`Part`] of a record:
 //!
 //! - a small value **whole**: its bytes as `get` returns them (verified, decompressed);
-//! - a 4 KiB **block of a value's chunk crc table**, for values whose reads fetch their crcs
-//!   apart from their chunks: the next range read of such a value is one disk round trip;
+//! - a **sector of a value's chunk crc table** (the file's 512-byte sector that holds the crcs
+//!   a read needed: what a direct read of them fetches anyway), for values whose reads fetch
+//!   their crcs apart from their chunks: the next range read nearby (the sector's up to 128
+//!   crcs cover 512 KiB of value) is one disk round trip;
 //! - the **frame table** of a compressed value (its header and a chunk of entries).
 //!
 //! # Why an entry can never be stale
@@ -26,7 +28,7 @@
 //! dies with its `Store`, so a reopen, which could find a file under an old id, starts empty.
 //!
 //! Only verified bytes go in: a value after its chunk crcs (and, compressed, its frames' crcs)
-//! checked out; a frame table after its decoder checked it. A chunk crc block is the checksums
+//! checked out; a frame table after its decoder checked it. A chunk crc sector is the checksums
 //! themselves: each one is checked against its chunk when a read uses it, so a damaged crc can
 //! only fail a read, never let damaged data through; and a read that fails with crcs from the
 //! cache drops them and reads again from the file (`Reader::read_stored_at`), so a crc damaged
@@ -49,15 +51,17 @@ pub(super) const ENTRY_OVERHEAD: u64 = 128;
 /// The largest value kept whole, however large the cache.
 const MAX_WHOLE_VALUE: u64 = 1 << 20;
 
-/// Bytes of chunk crcs per cached block (1024 crcs, for 4 MiB of stored value).
-pub(super) const CRC_BLOCK: u64 = 4096;
+/// Crcs are cached by file sector of this many bytes (the direct-read alignment here): a miss
+/// reads no more than a direct read of the few crcs it needs would.
+pub(super) const CRC_SECTOR: u64 = 512;
 
 /// Which part of a record an entry holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(super) enum Part {
     /// The whole value, as readers see it.
     Value,
-    /// Block `n` of the chunk crc table (bytes `[n · CRC_BLOCK, (n + 1) · CRC_BLOCK)` of it).
+    /// The crcs in file sector `n` (file bytes `[n · CRC_SECTOR, (n + 1) · CRC_SECTOR)`, the
+    /// part of them that lies in the record's chunk crc table).
     Crcs(u64),
     /// The frame table of a compressed value.
     Frames,
@@ -193,7 +197,7 @@ impl Cache {
         self.inner.as_ref()?.get(key)
     }
 
-    /// The bytes under `key` (a whole value or a crc block), counting a hit or a miss.
+    /// The bytes under `key` (a whole value or a crc sector), counting a hit or a miss.
     pub(super) fn get_bytes(&self, key: &Key) -> Option<Bytes> {
         match self.get(key)? {
             Cached::Bytes(b) => Some(b),

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::append::Log;
-use super::cache::{CRC_BLOCK, Cache, CacheFigures, Cached, Key, Part};
+use super::cache::{CRC_SECTOR, Cache, CacheFigures, Cached, Key, Part};
 use super::compress::{self, CachedTable, FrameCache};
 use super::segments::SegmentTable;
 use super::shared::Shared;
@@ -35,7 +35,7 @@ pub(super) struct Reader {
     log: Arc<Log>,
     pool: BufPool,
     read_align: u64,
-    /// Small values whole, chunk crc blocks and frame tables of values read before.
+    /// Small values whole, chunk crc sectors and frame tables of values read before.
     cache: Cache,
 }
 
@@ -257,9 +257,9 @@ impl Reader {
 
     /// Stored bytes `[start, start + dst.len())` of `found`'s record, verified.
     ///
-    /// A crc block kept by the cache is not verified as a whole when it is read (each crc is
+    /// A crc sector kept by the cache is not verified as a whole when it is read (each crc is
     /// checked against its chunk when used), so one damaged in transit could fail every later
-    /// read of its chunks: a read that fails verification forgets the blocks it used and is
+    /// read of its chunks: a read that fails verification forgets the sectors it used and is
     /// tried once more with everything from the file, whose answer stands.
     fn read_stored_at(&self, found: &Located, start: u64, dst: &mut [u8]) -> Result<()> {
         let span = found.entry.span();
@@ -270,9 +270,11 @@ impl Reader {
             return result;
         }
         let chunks = start / CHUNK_SIZE..(start + dst.len() as u64).div_ceil(CHUNK_SIZE);
-        let per_block = CRC_BLOCK / 4;
-        for block in chunks.start / per_block..chunks.end.div_ceil(per_block) {
-            self.cache.remove(&Key::of(&found.entry, Part::Crcs(block)));
+        let sectors = span.crc_offset(chunks.start) / CRC_SECTOR
+            ..span.crc_offset(chunks.end).div_ceil(CRC_SECTOR);
+        for sector in sectors {
+            self.cache
+                .remove(&Key::of(&found.entry, Part::Crcs(sector)));
         }
         segment::read_value(&span, start, dst, fetch, |c, b| {
             self.fetch(found, span.crc_offset(c), b)
@@ -280,35 +282,39 @@ impl Reader {
     }
 
     /// The chunk crcs of `found`'s record from chunk `first` on, filling `dst`: from the cache,
-    /// or read a whole block of [`CRC_BLOCK`] bytes at a time (one disk read either way) and
-    /// kept, so that the next read of the value fetches only its chunks.
+    /// or read a whole file sector of [`CRC_SECTOR`] bytes at a time (what a direct read of
+    /// them fetches anyway) and kept, so that the next read nearby fetches only its chunks.
     fn read_crcs(&self, found: &Located, first: u64, dst: &mut [u8]) -> Result<()> {
         let span = found.entry.span();
+        let (mut at, end) = (
+            span.crc_offset(first),
+            span.crc_offset(first) + dst.len() as u64,
+        );
         if !self.cache.is_on() {
-            return self.fetch(found, span.crc_offset(first), dst);
+            return self.fetch(found, at, dst);
         }
-        let per_block = CRC_BLOCK / 4;
-        let (mut chunk, mut done) = (first, 0);
-        while done < dst.len() {
-            let block = chunk / per_block;
-            let key = Key::of(&found.entry, Part::Crcs(block));
+        let table = span.crc_offset(0)..span.crc_offset(0) + span.crc_table_len();
+        while at < end {
+            let sector = at / CRC_SECTOR;
+            let from = (sector * CRC_SECTOR).max(table.start);
+            let to = ((sector + 1) * CRC_SECTOR).min(table.end);
+            let key = Key::of(&found.entry, Part::Crcs(sector));
             let crcs = match self.cache.get_bytes(&key) {
                 Some(b) => b,
                 None => {
-                    let from = block * CRC_BLOCK;
-                    let to = (from + CRC_BLOCK).min(span.crc_table_len());
                     let mut buf = vec![0u8; (to - from) as usize];
-                    self.fetch(found, span.crc_offset(0) + from, &mut buf)?;
+                    self.fetch(found, from, &mut buf)?;
                     let b = Bytes::from(buf);
                     self.cache.insert(key, Cached::Bytes(b.clone()));
                     b
                 }
             };
-            let at = ((chunk - block * per_block) * 4) as usize;
-            let n = (crcs.len() - at).min(dst.len() - done);
-            dst[done..done + n].copy_from_slice(&crcs[at..at + n]);
-            done += n;
-            chunk += n as u64 / 4;
+            let upto = to.min(end);
+            let done = (at - span.crc_offset(first)) as usize;
+            let n = (upto - at) as usize;
+            let i = (at - from) as usize;
+            dst[done..done + n].copy_from_slice(&crcs[i..i + n]);
+            at = upto;
         }
         Ok(())
     }

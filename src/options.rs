@@ -132,6 +132,8 @@ pub struct Options {
     read_only: bool,
     /// See [`Options::recovery_mode`].
     recovery_mode: RecoveryMode,
+    /// See [`Options::cache_capacity`].
+    cache_capacity: u64,
 }
 
 impl Default for Options {
@@ -154,6 +156,7 @@ impl Default for Options {
             create: true,
             read_only: false,
             recovery_mode: RecoveryMode::Strict,
+            cache_capacity: 64 << 20,
         }
     }
 }
@@ -412,6 +415,29 @@ impl Options {
         self.recovery_mode
     }
 
+    /// Bytes of memory for the read cache (default 64 MiB; 0 turns it off), counting each
+    /// entry's bookkeeping (about 128 bytes) as well as its bytes.
+    ///
+    /// The cache holds verified bytes of values read before: small values whole (at most an
+    /// eighth of the capacity and at most 1 MiB each), so that a repeated `get` reads no disk;
+    /// for larger values, their chunk checksums and frame tables, so that a range read near an
+    /// earlier one is one disk read. A value enters when it is read, never when it is
+    /// written; one pass over many values does not push out the often-read ones (a value is
+    /// kept long only once it is read again). It can never serve an old value: entries are
+    /// keyed by where the bytes are, which every overwrite, delete and compaction changes.
+    /// [`Stats`](crate::Stats) has its hits, misses, evictions and bytes.
+    ///
+    /// ```
+    /// let opts = podstore::Options::default().cache_capacity(256 << 20);
+    /// assert_eq!(opts.get_cache_capacity(), 256 << 20);
+    /// let no_cache = podstore::Options::default().cache_capacity(0);
+    /// # let _ = no_cache;
+    /// ```
+    pub fn cache_capacity(mut self, bytes: u64) -> Self {
+        self.cache_capacity = bytes;
+        self
+    }
+
     // Getters: `get_` + the setter's name (the convention of `std::process::Command`, whose
     // builder methods also take the bare names).
 
@@ -571,6 +597,15 @@ impl Options {
     /// ```
     pub fn get_read_only(&self) -> bool {
         self.read_only
+    }
+
+    /// The value set by [`Options::cache_capacity`].
+    ///
+    /// ```
+    /// assert_eq!(podstore::Options::default().get_cache_capacity(), 64 << 20);
+    /// ```
+    pub fn get_cache_capacity(&self) -> u64 {
+        self.cache_capacity
     }
 
     pub(crate) fn validate(&self) -> Result<()> {

@@ -68,7 +68,12 @@ impl Inner {
             recovered.next_file_id,
         )?);
         let blobs = Arc::new(Blobs::new(shared.clone(), log.clone()));
-        let reader = Arc::new(Reader::new(&shared, log.clone(), pool));
+        let reader = Arc::new(Reader::new(
+            &shared,
+            log.clone(),
+            pool,
+            opts.get_cache_capacity(),
+        ));
         let compactor = Compactor::new(
             shared.clone(),
             log.clone(),

@@ -5,6 +5,7 @@
 //! - `blob`: large values, each in a blob file of its own;
 //! - `writer`: [`ValueWriter`], a put whose value is streamed into a blob file;
 //! - `read`: from a key to verified value bytes; [`ValueReader`], [`Keys`];
+//! - `cache`: the read cache (small values whole, chunk checksums, frame tables);
 //! - `segments`: the table of open segment and blob files;
 //! - `shared`: the handles every part works with (directory, I/O profile, index, pending writes,
 //!   open files, counters);
@@ -34,6 +35,7 @@ mod append;
 mod background;
 mod blob;
 mod checkpoint;
+mod cache;
 mod compact;
 mod compress;
 mod inner;
@@ -333,8 +335,63 @@ impl Store {
     pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
         let key = key.as_ref();
         check_key(key)?;
-        let reader = &self.inner.reader;
-        reader.locate(key)?.map(|f| reader.read_all(&f)).transpose()
+        let mut value = Vec::new();
+        Ok(self
+            .inner
+            .reader
+            .get_into(key, &mut value)?
+            .then_some(value))
+    }
+
+    /// The value of `key` as shared bytes ([`bytes::Bytes`], cheap to clone). A value the read
+    /// cache holds (see [`Options::cache_capacity`]) is handed out without a copy: the `Bytes`
+    /// shares the cache's buffer, which stays alive as long as any clone does, even after the
+    /// cache drops it. A value read from disk is read into its own buffer, which the cache then
+    /// shares.
+    ///
+    /// ```
+    /// # fn main() -> podstore::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = podstore::Store::open(dir.path())?;
+    /// store.put("k", "hello")?;
+    /// let first = store.get_bytes("k")?.unwrap(); // read from disk, then cached
+    /// let again = store.get_bytes("k")?.unwrap(); // from the cache: the same buffer
+    /// assert_eq!(first, &b"hello"[..]);
+    /// assert_eq!(first.as_ptr(), again.as_ptr());
+    /// assert_eq!(store.get_bytes("missing")?, None);
+    /// # Ok(()) }
+    /// ```
+    pub fn get_bytes(&self, key: impl AsRef<[u8]>) -> Result<Option<bytes::Bytes>> {
+        let key = key.as_ref();
+        check_key(key)?;
+        self.inner.reader.get_shared(key)
+    }
+
+    /// Reads the value of `key` into `buf`, reusing its allocation; returns whether `key` has a
+    /// value. `buf` is cleared first, and holds exactly the value afterwards (it is left empty
+    /// for a missing key; after an error its contents are unspecified). A loop that reads many
+    /// values into one buffer allocates only when a value is longer than any before it.
+    ///
+    /// ```
+    /// # fn main() -> podstore::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = podstore::Store::open(dir.path())?;
+    /// store.put("a", "first")?;
+    /// store.put("b", "2nd")?;
+    /// let mut buf = Vec::with_capacity(64);
+    /// assert!(store.get_into("a", &mut buf)?);
+    /// assert_eq!(buf, b"first");
+    /// assert!(store.get_into("b", &mut buf)?);
+    /// assert_eq!(buf, b"2nd");
+    /// assert!(!store.get_into("missing", &mut buf)?);
+    /// assert!(buf.is_empty());
+    /// # Ok(()) }
+    /// ```
+    pub fn get_into(&self, key: impl AsRef<[u8]>, buf: &mut Vec<u8>) -> Result<bool> {
+        let key = key.as_ref();
+        buf.clear();
+        check_key(key)?;
+        self.inner.reader.get_into(key, buf)
     }
 
     /// Bytes `range` of the value of `key`.
@@ -844,6 +901,7 @@ impl Store {
             &inner.log,
             &inner.shared.index,
             &inner.shared.counters,
+            inner.reader.cache_figures(),
             self.io_mode(),
         )
     }

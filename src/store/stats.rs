@@ -4,6 +4,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::append::Log;
+use super::cache::CacheFigures;
 use super::segments::SegmentTable;
 use crate::index::Index;
 use crate::options::IoMode;
@@ -54,6 +55,18 @@ pub struct Stats {
     pub files_removed: u64,
     /// Tombstones dropped by compaction since open.
     pub tombstones_dropped: u64,
+    /// Lookups the read cache answered since open (see
+    /// [`Options::cache_capacity`](crate::Options::cache_capacity)): a whole value, a block of
+    /// chunk checksums or a frame table found in memory.
+    pub cache_hits: u64,
+    /// Lookups of the read cache that found nothing since open (the bytes were then read from
+    /// disk). A range read of a small value that is not cached counts one too.
+    pub cache_misses: u64,
+    /// Entries the read cache dropped to make room since open.
+    pub cache_evictions: u64,
+    /// Bytes the read cache holds now, each entry's bookkeeping included: never more than
+    /// the capacity.
+    pub cache_bytes: u64,
 }
 
 impl Stats {
@@ -114,6 +127,7 @@ pub(super) fn collect(
     log: &Log,
     index: &Index,
     counters: &Counters,
+    cache: CacheFigures,
     io_mode: IoMode,
 ) -> Stats {
     let handles = segments.snapshot();
@@ -158,6 +172,10 @@ pub(super) fn collect(
         segments_compacted: c.segments_compacted.load(Ordering::Relaxed),
         files_removed: c.files_removed.load(Ordering::Relaxed),
         tombstones_dropped: c.tombstones_dropped.load(Ordering::Relaxed),
+        cache_hits: cache.hits,
+        cache_misses: cache.misses,
+        cache_evictions: cache.evictions,
+        cache_bytes: cache.bytes,
     }
 }
 

@@ -34,9 +34,13 @@ fn run() -> Result<(), Failure> {
         }
     };
     let opts = Options::default().create(false).read_only(true);
-    let store = Store::open_with(dir.path(), opts).map_err(|e| match e.is_corruption() {
-        true => Failure::other(format!("damaged: {e}")),
-        false => Failure::usage(e),
+    let store = Store::open_with(dir.path(), opts).map_err(|e| {
+        // A store whose catalog lists files that are missing or cut is damaged, not a usage
+        // error: the message names every such file.
+        match e.is_corruption() || matches!(e, podstore::Error::Damaged { .. }) {
+            true => Failure::other(format!("damaged: {e}")),
+            false => Failure::usage(e),
+        }
     })?;
     let recovery = store.recovery();
     println!(
@@ -60,15 +64,20 @@ fn run() -> Result<(), Failure> {
     for key in &report.affected_keys {
         println!("  unreadable key: {}", show(key));
     }
+    for f in &report.files {
+        println!("  {f}");
+    }
     store.close()?;
     if report.is_clean() {
         println!("clean");
         Ok(())
     } else {
         Err(Failure::other(format!(
-            "the store is damaged: {} damaged place(s), {} unreadable key(s)",
+            "the store is damaged: {} damaged place(s), {} unreadable key(s), {} missing or \
+             cut file(s)",
             report.damage.len(),
-            report.affected_keys.len()
+            report.affected_keys.len(),
+            report.files.len()
         )))
     }
 }

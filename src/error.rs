@@ -208,6 +208,93 @@ pub enum Error {
         /// The id.
         id: u64,
     },
+    /// Files the store's catalog lists are missing or not what it says (cut short, grown,
+    /// footer damaged, renamed), or the catalog itself does not verify. Open refuses such a
+    /// store rather than serve what is left: a key could read an older value, or a deleted
+    /// key come back. Nothing was changed in the files named. Open with
+    /// [`RecoveryMode::Salvage`](crate::RecoveryMode::Salvage) to keep every intact record
+    /// and have the loss reported in [`RecoveryReport::lost`](crate::RecoveryReport::lost).
+    Damaged {
+        /// The store directory.
+        dir: PathBuf,
+        /// Every file found wrong.
+        files: Vec<DamagedFile>,
+    },
+}
+
+/// A file of a store that is missing or not what the store's catalog says
+/// ([`Error::Damaged`], [`RecoveryReport::lost`](crate::RecoveryReport::lost),
+/// [`VerifyReport::files`](crate::VerifyReport::files)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DamagedFile {
+    /// Its name in the store directory (`seg-<id>.pod`, `blob-<id>.pod` or `CATALOG`).
+    pub name: String,
+    /// What is wrong.
+    pub problem: FileProblem,
+}
+
+/// What is wrong with a [`DamagedFile`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FileProblem {
+    /// The catalog lists the file and the directory does not have it: every record in it is
+    /// lost (a deleted key whose tombstone was in it can come back).
+    Missing {
+        /// Its length when sealed; `None` for a file that was still being written.
+        sealed_len: Option<u64>,
+    },
+    /// A sealed file whose length is not the one it was sealed with: cut short (its footer,
+    /// and the records past the cut, are lost) or grown.
+    LengthChanged {
+        /// The length it was sealed with.
+        expected: u64,
+        /// Its length now.
+        found: u64,
+    },
+    /// A sealed file whose footer no longer verifies: the record list of the file is lost
+    /// (salvage recovers the records by scanning).
+    FooterDamaged,
+    /// A file whose header names another file id: renamed, or swapped with another, outside
+    /// the store. Its records cannot be read under this name.
+    Misnamed {
+        /// The id its header gives.
+        header_id: u64,
+    },
+    /// The catalog itself does not verify at `offset`: which files the store has is unknown
+    /// (salvage rebuilds it from the directory).
+    CatalogCorrupt {
+        /// Byte offset in `CATALOG`.
+        offset: u64,
+        /// What is wrong.
+        kind: Corruption,
+    },
+}
+
+impl fmt::Display for DamagedFile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let name = &self.name;
+        match &self.problem {
+            FileProblem::Missing {
+                sealed_len: Some(len),
+            } => write!(f, "{name} is missing (sealed, {len} bytes)"),
+            FileProblem::Missing { sealed_len: None } => {
+                write!(f, "{name} is missing (it was being written)")
+            }
+            FileProblem::LengthChanged { expected, found } => write!(
+                f,
+                "{name} is {found} bytes long, but was sealed at {expected} bytes"
+            ),
+            FileProblem::FooterDamaged => write!(f, "{name}: its footer does not verify"),
+            FileProblem::Misnamed { header_id } => write!(
+                f,
+                "{name} holds the bytes of file id {header_id:016x} (renamed or swapped)"
+            ),
+            FileProblem::CatalogCorrupt { offset, kind } => {
+                write!(f, "{name} does not verify at offset {offset}: {kind}")
+            }
+        }
+    }
 }
 
 impl Error {
@@ -321,6 +408,20 @@ impl fmt::Display for Error {
                 ),
                 None => write!(f, "file ids used up: the next would be {id:#x}"),
             },
+            Error::Damaged { dir, files } => {
+                write!(f, "store {} is damaged: ", dir.display())?;
+                for (i, file) in files.iter().enumerate() {
+                    if i > 0 {
+                        write!(f, "; ")?;
+                    }
+                    write!(f, "{file}")?;
+                }
+                write!(
+                    f,
+                    " (nothing was changed; RecoveryMode::Salvage opens what is left and reports \
+                     what was lost)"
+                )
+            }
         }
     }
 }

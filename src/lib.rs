@@ -58,6 +58,7 @@ pub mod format;
 #[allow(dead_code, unused_imports)]
 mod format;
 mod index;
+pub mod inspect;
 mod io;
 mod options;
 mod range;
@@ -66,17 +67,17 @@ mod store;
 mod verify;
 
 pub use batch::Batch;
-pub use error::{Corruption, Error, FileKind, Result};
+pub use error::{Corruption, DamagedFile, Error, FileKind, FileProblem, Result};
 /// Test hooks: failpoints that abort the process at a named protocol step. Only with the
 /// `testing` feature, which a user's build never needs.
 #[cfg(feature = "testing")]
 #[doc(hidden)]
 pub use failpoint::{COMPACTION_FAILPOINTS, arm_failpoint};
-pub use options::{Compression, Durability, IoMode, Options};
+pub use options::{Compression, Durability, IoMode, Options, RecoveryMode};
 pub use range::ValueRange;
 pub use store::{
-    CompactionReport, Keys, QuarantineReason, QuarantinedFile, RecoveredSegment, RecoveryReport,
-    Stats, Store, ValueReader, ValueWriter,
+    CheckpointReport, CompactionReport, Keys, QuarantineReason, QuarantinedFile, RecoveredSegment,
+    RecoveryReport, Stats, Store, ValueReader, ValueWriter,
 };
 pub use verify::{Damage, Structure, VerifyReport};
 

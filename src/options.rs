@@ -59,6 +59,27 @@ pub enum Compression {
     Auto,
 }
 
+/// What open does with a store whose catalog reveals damage: a file it lists missing, cut
+/// short or grown, a sealed file whose footer no longer verifies, a file renamed or swapped, a
+/// catalog that does not verify. See [`Options::recovery_mode`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum RecoveryMode {
+    /// Open fails with [`Error::Damaged`](crate::Error::Damaged), naming every such file and
+    /// what is wrong with it, and changes nothing in them: serving what is left could let a
+    /// key read an older value, or a deleted key come back. (Recovery from a crash needs no
+    /// salvage: a torn write is not damage.)
+    #[default]
+    Strict,
+    /// Open anyway: a missing file is forgotten, a damaged one recovered by scanning its
+    /// records (intact ones are kept; what follows damage that cannot be skipped is lost), a
+    /// misnamed one moved to `quarantine/`, the catalog rewritten to match; and every such
+    /// file reported in [`RecoveryReport::lost`](crate::RecoveryReport::lost) (and logged).
+    /// Later opens in the default mode then succeed. A key whose newest value or tombstone was
+    /// in a lost file reads an older value: the report is the only notice.
+    Salvage,
+}
+
 /// Options for [`Store::open_with`](crate::Store::open_with).
 ///
 /// Built from [`Options::default`] with one method per option, each taking and returning the
@@ -109,6 +130,10 @@ pub struct Options {
     create: bool,
     /// See [`Options::read_only`].
     read_only: bool,
+    /// See [`Options::recovery_mode`].
+    recovery_mode: RecoveryMode,
+    /// See [`Options::cache_capacity`].
+    cache_capacity: u64,
 }
 
 impl Default for Options {
@@ -130,6 +155,8 @@ impl Default for Options {
             compaction_rate: Some(64 << 20),
             create: true,
             read_only: false,
+            recovery_mode: RecoveryMode::Strict,
+            cache_capacity: 64 << 20,
         }
     }
 }
@@ -349,6 +376,68 @@ impl Options {
         self
     }
 
+    /// What open does when the store's catalog reveals a missing or damaged file (default
+    /// [`RecoveryMode::Strict`]: refuse, with [`Error::Damaged`](crate::Error::Damaged)). See
+    /// [`RecoveryMode`].
+    ///
+    /// ```
+    /// use podstore::{Error, Options, RecoveryMode, Store};
+    /// let dir = tempfile::tempdir()?;
+    /// let store = Store::open(dir.path())?;
+    /// store.put("k", "v")?;
+    /// store.seal()?;
+    /// store.close()?;
+    /// // An operator deletes a sealed file by mistake.
+    /// for entry in std::fs::read_dir(dir.path())? {
+    ///     let path = entry?.path();
+    ///     if path.file_name().unwrap().to_string_lossy().starts_with("seg-") {
+    ///         std::fs::remove_file(path)?;
+    ///     }
+    /// }
+    /// assert!(matches!(Store::open(dir.path()), Err(Error::Damaged { .. })));
+    /// let store = Store::open_with(dir.path(), Options::default().recovery_mode(RecoveryMode::Salvage))?;
+    /// assert_eq!(store.recovery().lost.len(), 1);
+    /// assert_eq!(store.get("k")?, None);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn recovery_mode(mut self, mode: RecoveryMode) -> Self {
+        self.recovery_mode = mode;
+        self
+    }
+
+    /// The value set by [`Options::recovery_mode`].
+    ///
+    /// ```
+    /// use podstore::RecoveryMode;
+    /// assert_eq!(podstore::Options::default().get_recovery_mode(), RecoveryMode::Strict);
+    /// ```
+    pub fn get_recovery_mode(&self) -> RecoveryMode {
+        self.recovery_mode
+    }
+
+    /// Bytes of memory for the read cache (default 64 MiB; 0 turns it off), counting each
+    /// entry's bookkeeping (about 128 bytes) as well as its bytes.
+    ///
+    /// The cache holds verified bytes of values read before: small values whole (at most an
+    /// eighth of the capacity and at most 1 MiB each), so that a repeated `get` reads no disk;
+    /// for larger values, their chunk checksums and frame tables, so that a range read near an
+    /// earlier one is one disk read. A value enters when it is read, never when it is
+    /// written; one pass over many values does not push out the often-read ones (a value is
+    /// kept long only once it is read again). It can never serve an old value: entries are
+    /// keyed by where the bytes are, which every overwrite, delete and compaction changes.
+    /// [`Stats`](crate::Stats) has its hits, misses, evictions and bytes.
+    ///
+    /// ```
+    /// let opts = podstore::Options::default().cache_capacity(256 << 20);
+    /// assert_eq!(opts.get_cache_capacity(), 256 << 20);
+    /// let no_cache = podstore::Options::default().cache_capacity(0);
+    /// # let _ = no_cache;
+    /// ```
+    pub fn cache_capacity(mut self, bytes: u64) -> Self {
+        self.cache_capacity = bytes;
+        self
+    }
+
     // Getters: `get_` + the setter's name (the convention of `std::process::Command`, whose
     // builder methods also take the bare names).
 
@@ -508,6 +597,15 @@ impl Options {
     /// ```
     pub fn get_read_only(&self) -> bool {
         self.read_only
+    }
+
+    /// The value set by [`Options::cache_capacity`].
+    ///
+    /// ```
+    /// assert_eq!(podstore::Options::default().get_cache_capacity(), 64 << 20);
+    /// ```
+    pub fn get_cache_capacity(&self) -> u64 {
+        self.cache_capacity
     }
 
     pub(crate) fn validate(&self) -> Result<()> {

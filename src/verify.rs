@@ -70,12 +70,17 @@ pub struct VerifyReport {
     /// Live keys whose value does not verify: reads of them return [`Error::Corruption`].
     /// Sorted.
     pub affected_keys: Vec<Vec<u8>>,
+    /// Files the store's catalog lists that are missing from the directory now, or sealed
+    /// files whose length changed (what a reopen would refuse the store for, with
+    /// [`Error::Damaged`]). A file deleted while the store has it open is still read through
+    /// the store's open handle, so only this list reports it.
+    pub files: Vec<crate::error::DamagedFile>,
 }
 
 impl VerifyReport {
-    /// True when nothing is damaged.
+    /// True when nothing is damaged: no damaged structure, no missing or changed file.
     pub fn is_clean(&self) -> bool {
-        self.damage.is_empty()
+        self.damage.is_empty() && self.files.is_empty()
     }
 }
 
@@ -141,17 +146,35 @@ pub(crate) struct ActiveBound {
     pub data_end: u64,
 }
 
+/// How verify reads: the bounce buffers of direct reads, their alignment, and the block size
+/// to assume where a segment header cannot say.
+pub(crate) struct Reading<'a> {
+    pub pool: &'a BufPool,
+    pub read_align: u64,
+    pub default_block: u32,
+}
+
 /// Checks `segments` (id, file) and fills a report; `live` gives a key's index entry.
 pub(crate) fn run(
     segments: &[(u64, Arc<SegmentFile>)],
     active: Option<ActiveBound>,
-    pool: &BufPool,
-    read_align: u64,
-    default_block: u32,
+    reading: Reading<'_>,
     live: &dyn Fn(&[u8]) -> Option<IndexEntry>,
     keys: &mut dyn Iterator<Item = Vec<u8>>,
+    progress: &mut dyn FnMut(u64, u64),
 ) -> Result<VerifyReport> {
     let mut report = VerifyReport::default();
+    let mut total = 0;
+    for (_, file) in segments {
+        total += file.len()?;
+    }
+    let mut done = 0;
+    progress(0, total);
+    let Reading {
+        pool,
+        read_align,
+        default_block,
+    } = reading;
     let mut unknown: HashMap<u64, Vec<(u64, u64)>> = HashMap::new();
     let mut bad_values: HashMap<(u64, u64), ()> = HashMap::new();
     let mut by_id = HashMap::new();
@@ -180,6 +203,8 @@ pub(crate) fn run(
         check
             .run(bound)
             .map_err(|e| crate::segment::read_error(*id, 0, file.path(), e))?;
+        done += len;
+        progress(done.min(total), total);
         let skipped = std::mem::take(&mut check.skipped);
         if !skipped.is_empty() {
             unknown.insert(*id, skipped);

@@ -626,7 +626,12 @@ fn a_sealed_segment_rescanned_keeps_a_damaged_compressed_record_and_reports_it()
         flip(&path, at + b_stored as usize - 15);
         let len = fs::metadata(&path).unwrap().len() as usize;
         flip(&path, len - 1);
-        let store = Store::open_with(dir.path(), o).unwrap();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        let store = common::store::open_salvaging(
+            dir.path(),
+            o,
+            &[(name, podstore::FileProblem::FooterDamaged)],
+        );
         let report = &store.recovery().recovered;
         assert_eq!(report.len(), 1, "{mode:?}: {report:?}");
         assert_eq!(report[0].damaged_records.len(), 1, "{report:?}");

@@ -5,7 +5,7 @@ mod common;
 use common::Random;
 use common::files::{FileKind, dir_with, file_name};
 
-use podstore::{Error, IoMode, Options, Store};
+use podstore::{Error, FileProblem, IoMode, Options, Store};
 
 fn opts(mode: IoMode) -> Options {
     Options::default()
@@ -149,9 +149,11 @@ fn assert_quarantined(
     }
 }
 
-/// Issue 14: two blob files with swapped names were both deleted at open. Each header names
-/// the other's id: both are set aside in quarantine/ with their bytes, reported, and the keys
-/// are not served from a file under the wrong id. The next open finds nothing more to do.
+/// Issue 14: two blob files with swapped names were both deleted at open. The catalog lists
+/// both as sealed and each header names the other's id: the default open refuses the store,
+/// naming both. Salvage sets both aside in quarantine/ with their bytes, reports them lost, and
+/// the keys are not served from a file under the wrong id. The next open finds nothing more to
+/// do.
 #[test]
 fn swapped_blob_files_are_quarantined_and_reported_never_deleted() {
     for mode in common::store::MODES {
@@ -161,9 +163,17 @@ fn swapped_blob_files_are_quarantined_and_reported_never_deleted() {
         std::fs::rename(&px, dir.path().join("tmp")).unwrap();
         std::fs::rename(&py, &px).unwrap();
         std::fs::rename(dir.path().join("tmp"), &py).unwrap();
-        let store = Store::open_with(dir.path(), opts(mode)).unwrap();
-        let report = store.recovery().clone();
         let (nx, ny) = (file_name(x, FileKind::Blob), file_name(y, FileKind::Blob));
+        // The catalog lists both as sealed: the default open refuses the store, naming both.
+        let store = common::store::open_salvaging(
+            dir.path(),
+            opts(mode),
+            &[
+                (nx.clone(), FileProblem::Misnamed { header_id: y }),
+                (ny.clone(), FileProblem::Misnamed { header_id: x }),
+            ],
+        );
+        let report = store.recovery().clone();
         // blob x now holds y's bytes and the other way round.
         assert_quarantined(dir.path(), &report, &[(nx.clone(), by), (ny.clone(), bx)]);
         for q in &report.quarantined {
@@ -181,8 +191,10 @@ fn swapped_blob_files_are_quarantined_and_reported_never_deleted() {
             assert!(got.is_none() || got.as_deref() == Some(old), "{got:?}");
         }
         store.close().unwrap();
+        // Salvage brought the catalog in line: the default open works again.
         let store = Store::open_with(dir.path(), opts(mode)).unwrap();
         assert!(store.recovery().quarantined.is_empty());
+        assert!(store.recovery().lost.is_empty());
         store.close().unwrap();
         assert_eq!(
             std::fs::read_dir(dir.path().join("quarantine"))
@@ -194,7 +206,8 @@ fn swapped_blob_files_are_quarantined_and_reported_never_deleted() {
 }
 
 /// A blob file renamed to an unused id, and a file of random bytes named like a blob file,
-/// were deleted at open. Both are set aside and reported; every other value reads back.
+/// were deleted at open. The default open refuses the store (the catalog's blob x is missing);
+/// salvage sets both aside and reports them; every other value reads back.
 #[test]
 fn renamed_and_random_blob_files_are_quarantined_never_deleted() {
     for mode in common::store::MODES {
@@ -209,7 +222,18 @@ fn renamed_and_random_blob_files_are_quarantined_never_deleted() {
         // A blob file of zeroes holds nothing: it may be removed.
         let zeroes_name = file_name(y + 60, FileKind::Blob);
         std::fs::write(dir.path().join(&zeroes_name), vec![0u8; 8192]).unwrap();
-        let store = Store::open_with(dir.path(), opts(mode)).unwrap();
+        // Blob x is gone from its name: the default open refuses the store.
+        let sealed_len = bytes_x.len() as u64;
+        let store = common::store::open_salvaging(
+            dir.path(),
+            opts(mode),
+            &[(
+                file_name(x, FileKind::Blob),
+                FileProblem::Missing {
+                    sealed_len: Some(sealed_len),
+                },
+            )],
+        );
         let report = store.recovery().clone();
         assert_quarantined(
             dir.path(),
@@ -242,7 +266,8 @@ fn renamed_and_random_blob_files_are_quarantined_never_deleted() {
 }
 
 /// A blob file whose footer and record are both damaged (two faults) was deleted, and the key's
-/// older version came back without a word. It is now set aside and reported.
+/// older version came back without a word. The default open now refuses the store; salvage
+/// sets the file aside and reports it.
 #[test]
 fn a_blob_file_damaged_twice_is_quarantined_and_reported() {
     let (dir, x, _) = store_with_two_blobs(IoMode::Buffered);
@@ -252,7 +277,11 @@ fn a_blob_file_damaged_twice_is_quarantined_and_reported() {
     bytes[n - 10] ^= 0xff; // the trailer
     bytes[5000] ^= 0xff; // a value byte
     std::fs::write(&path, &bytes).unwrap();
-    let store = Store::open_with(dir.path(), opts(IoMode::Buffered)).unwrap();
+    let store = common::store::open_salvaging(
+        dir.path(),
+        opts(IoMode::Buffered),
+        &[(file_name(x, FileKind::Blob), FileProblem::FooterDamaged)],
+    );
     let report = store.recovery().clone();
     assert_quarantined(
         dir.path(),

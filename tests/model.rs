@@ -14,7 +14,10 @@
 //! often; the background compactor is off to keep runs reproducible).
 //!
 //! Each property runs in both I/O modes; one more runs with every value compressed (lz4, in
-//! frames of 4 KiB so that values span many frames). `PROPTEST_CASES` overrides the number of cases;
+//! frames of 4 KiB so that values span many frames). The read cache has its default capacity,
+//! except in two properties: one without a cache, one with a cache small enough to evict all
+//! the time (a cached value must never outlive its overwrite, delete or compaction move).
+//! `PROPTEST_CASES` overrides the number of cases;
 //! failures are saved to `tests/model.proptest-regressions` and replayed first on later runs.
 
 mod common;
@@ -317,14 +320,18 @@ fn value_diff(expected: &[u8], got: &[u8]) -> String {
 // Running a sequence
 // ---------------------------------------------------------------------------------------------
 
+/// The read cache's capacity for most properties: podstore's default.
+const DEFAULT_CACHE: u64 = 64 << 20;
+
 fn open(
     dir: &Path,
     io_mode: IoMode,
     durability: Durability,
-    compression: Compression,
+    (compression, cache): (Compression, u64),
 ) -> Result<Store, String> {
     let opts = common::store::small_with(io_mode, durability)
         .compression(compression)
+        .cache_capacity(cache)
         .compression_frame_size(4096)
         // Compaction runs when the sequence says (deterministic); at a low threshold, so that
         // it moves values often.
@@ -393,12 +400,22 @@ fn run(
     durability: Durability,
     compression: Compression,
 ) -> Result<(), TestCaseError> {
+    run_cached(ops, io_mode, durability, (compression, DEFAULT_CACHE))
+}
+
+/// [`run`] with a read cache of `cache` bytes (0: none).
+fn run_cached(
+    ops: &[Op],
+    io_mode: IoMode,
+    durability: Durability,
+    (compression, cache): (Compression, u64),
+) -> Result<(), TestCaseError> {
     let dir = tempfile::Builder::new()
         .prefix("podstore-model-")
         .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
         .map_err(|e| TestCaseError::fail(format!("temp dir: {e}")))?;
     let mut store =
-        open(dir.path(), io_mode, durability, compression).map_err(TestCaseError::fail)?;
+        open(dir.path(), io_mode, durability, (compression, cache)).map_err(TestCaseError::fail)?;
     let mut model = Model::new(durability);
     let mut puts = 0u32;
     let final_reopen = Op::Reopen;
@@ -409,7 +426,7 @@ fn run(
             &mut model,
             &mut puts,
             op,
-            (io_mode, compression),
+            (io_mode, compression, cache),
         )
         .map_err(|e| TestCaseError::fail(format!("op #{i} {op:?}: {e}")))?;
         if store.len() != model.live.len() {
@@ -432,7 +449,7 @@ fn step(
     model: &mut Model,
     puts: &mut u32,
     op: &Op,
-    (io_mode, compression): (IoMode, Compression),
+    (io_mode, compression, cache): (IoMode, Compression, u64),
 ) -> Result<Store, String> {
     match *op {
         Op::Put { key: k, len } => {
@@ -456,6 +473,19 @@ fn step(
                         expected.map(|v| v.len())
                     ));
                 }
+            }
+            // The other two whole-value reads (the second read of a value comes from the
+            // cache, when it has one) agree with `get`.
+            let shared = store.get_bytes(&k).map_err(|e| format!("get_bytes: {e}"))?;
+            if shared.as_deref() != got.as_deref() {
+                return Err("get_bytes differs from get".into());
+            }
+            let mut buf = b"left over".to_vec();
+            let found = store
+                .get_into(&k, &mut buf)
+                .map_err(|e| format!("get_into: {e}"))?;
+            if (found, buf.as_slice()) != (got.is_some(), got.as_deref().unwrap_or_default()) {
+                return Err("get_into differs from get".into());
             }
             let contains = store.contains(&k).map_err(|e| format!("contains: {e}"))?;
             if contains != expected.is_some() {
@@ -514,7 +544,7 @@ fn step(
         Op::Reopen => {
             store.close().map_err(|e| format!("close: {e}"))?;
             model.all_durable();
-            let store = open(dir, io_mode, model.durability, compression)?;
+            let store = open(dir, io_mode, model.durability, (compression, cache))?;
             let report = store.recovery();
             if !report.recovered.is_empty() || report.removed_segments != 0 {
                 return Err(format!("recovery after a clean close: {report:?}"));
@@ -524,7 +554,7 @@ fn step(
         }
         Op::CrashReopen => {
             store.simulate_crash();
-            let store = open(dir, io_mode, model.durability, compression)?;
+            let store = open(dir, io_mode, model.durability, (compression, cache))?;
             model.crashed(contents(&store)?)?;
             return Ok(store);
         }
@@ -604,6 +634,19 @@ proptest! {
     #[test]
     fn sync_direct_lz4_matches_model(ops in ops()) {
         run(&ops, IoMode::Direct, Durability::Sync, Compression::Lz4)?;
+    }
+
+    /// As `sync_direct_matches_model`, without a read cache: every read from disk.
+    #[test]
+    fn sync_direct_without_cache_matches_model(ops in ops()) {
+        run_cached(&ops, IoMode::Direct, Durability::Sync, (Compression::None, 0))?;
+    }
+
+    /// As `sync_direct_lz4_matches_model`, with a read cache of 32 KiB, which evicts all the
+    /// time (whole values of up to 4 KiB, frame tables, crc sectors).
+    #[test]
+    fn sync_direct_lz4_small_cache_matches_model(ops in ops()) {
+        run_cached(&ops, IoMode::Direct, Durability::Sync, (Compression::Lz4, 32 << 10))?;
     }
 
     /// Sync durability, buffered I/O: the model is exact, across reopens and crashes.

@@ -540,10 +540,31 @@ impl Worker {
         self.finish(start, "put", key, Some(Write::Put(id)), None);
     }
 
+    /// A read of a whole value, by one of the three calls that read one (`get`, `get_bytes`,
+    /// `get_into` into a buffer that held another value).
     fn get(&mut self) {
         let key = self.random_key();
         let start = self.clock.now();
-        let got = self.store.get(key_name(key)).expect("get");
+        let got = match self.rng.below(3) {
+            0 => self.store.get(key_name(key)).expect("get"),
+            1 => self
+                .store
+                .get_bytes(key_name(key))
+                .expect("get_bytes")
+                .map(|b| b.to_vec()),
+            _ => {
+                let mut buf = vec![0xee; self.rng.below(2 * KIB)];
+                let found = self
+                    .store
+                    .get_into(key_name(key), &mut buf)
+                    .expect("get_into");
+                assert!(
+                    found || buf.is_empty(),
+                    "get_into left a missing key's buffer full"
+                );
+                found.then_some(buf)
+            }
+        };
         let seen = match got {
             None => Seen::Absent,
             Some(v) => Seen::Value(decode_value(key, &v).unwrap_or_else(|e| panic!("get: {e}"))),
@@ -625,6 +646,19 @@ impl Worker {
 /// against the history; stops the store as `ending` says, reopens it and checks that it holds
 /// exactly that state; last, checks what every read saw while the workers ran.
 fn run_mixed(what: &str, opts: Options, threads: usize, ops: usize, ending: Ending) {
+    run_mixed_with(what, opts, threads, ops, ending, false)
+}
+
+/// [`run_mixed`], with a thread that compacts the store over and over while the workers run
+/// when `compacting` is set.
+fn run_mixed_with(
+    what: &str,
+    opts: Options,
+    threads: usize,
+    ops: usize,
+    ending: Ending,
+    compacting: bool,
+) {
     let batch_override = match opts.get_durability() {
         Durability::Sync => Durability::Buffered,
         Durability::Buffered => Durability::Sync,
@@ -646,10 +680,26 @@ fn run_mixed(what: &str, opts: Options, threads: usize, ops: usize, ending: Endi
             thread::spawn(move || worker.run(ops))
         })
         .collect();
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let compactor = compacting.then(|| {
+        let (store, done) = (Arc::clone(&store), Arc::clone(&done));
+        thread::spawn(move || {
+            let mut compacted = 0;
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                compacted += store.compact().expect("compact").segments_compacted;
+            }
+            compacted
+        })
+    });
     let mut events: Vec<Event> = workers
         .into_iter()
         .flat_map(|w| w.join().expect("worker thread panicked"))
         .collect();
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    if let Some(c) = compactor {
+        let compacted = c.join().expect("compactor panicked");
+        assert!(compacted > 0, "{what}: nothing was compacted");
+    }
     assert_exercised(&events, what);
 
     let final_at = clock.now();
@@ -715,6 +765,28 @@ fn stress_mixed_ops_overlapping_keys_64_threads() {
     let opts = stress_options(IoMode::Direct, Durability::Sync);
     let what = "64 threads, direct, sync";
     run_mixed(what, opts, 64, OPS_PER_THREAD / 2, Ending::Close);
+}
+
+/// The read cache under overwrites, deletes and compaction moves: a cache small enough to
+/// evict all the time (values of up to 8 KiB are kept whole, larger ones' crc sectors), and a
+/// thread that compacts the store over and over, moving values that readers have cached. Every
+/// read must still see a value the history explains (never stale, never torn), and a thread's
+/// read after its own write must see it.
+#[test]
+fn stress_mixed_ops_with_a_small_cache_and_compaction() {
+    let opts = stress_options(IoMode::Direct, Durability::Sync)
+        .cache_capacity(64 * KIB as u64)
+        .compaction_threshold(0.2);
+    let what = "32 threads, direct, sync, 64 KiB cache, compacting";
+    run_mixed_with(what, opts, 32, OPS_PER_THREAD, Ending::Close, true);
+}
+
+/// The same history without a cache: what the others are measured against.
+#[test]
+fn stress_mixed_ops_without_a_cache() {
+    let opts = stress_options(IoMode::Direct, Durability::Sync).cache_capacity(0);
+    let what = "32 threads, direct, sync, no cache";
+    run_mixed(what, opts, 32, OPS_PER_THREAD, Ending::Close);
 }
 
 /// Buffered writes are visible at once; `flush` makes them durable, so a crash right after it

@@ -6,6 +6,7 @@
 //!
 //! All integers are little-endian.
 
+pub mod catalog;
 pub mod cursor;
 pub mod footer;
 pub mod frames;
@@ -169,10 +170,10 @@ mod layout_doc {
 
     #[test]
     fn design_doc_matches_code() {
-        use super::{footer, frames, record, segment_header};
+        use super::{catalog, footer, frames, record, segment_header};
         // (name of the `layout:` block, the code's (offset, size) fields, fixed length)
         type Layout = (&'static str, &'static [(usize, usize)], usize);
-        let layouts: [Layout; 7] = [
+        let layouts: [Layout; 9] = [
             (
                 "segment-header",
                 segment_header::FIELDS,
@@ -196,6 +197,8 @@ mod layout_doc {
                 frames::FRAME_TABLE_HEADER_LEN,
             ),
             ("frame-entry", frames::ENTRY_FIELDS, frames::FRAME_ENTRY_LEN),
+            ("catalog-header", catalog::HEADER_FIELDS, catalog::SLOT_LEN),
+            ("catalog-edit", catalog::EDIT_FIELDS, catalog::SLOT_LEN),
         ];
         for (name, fields, len) in layouts {
             check(name, fields, len);

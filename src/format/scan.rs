@@ -60,6 +60,25 @@ pub fn scan_segment<S: ByteSource + ?Sized>(
     src: &S,
     expected_segment: u64,
 ) -> Result<ScanOutcome, ScanError> {
+    scan(src, expected_segment, false)
+}
+
+/// [`scan_segment`] for a segment known (from the store's catalog) to have been sealed, whose
+/// footer is lost or damaged: every write in it had been synced, so nothing in it is torn, and a
+/// record whose value fails verification is damage, kept and reported, whether or not the scan
+/// reaches a footer table after it (salvage keeps every intact record).
+pub fn scan_sealed_segment<S: ByteSource + ?Sized>(
+    src: &S,
+    expected_segment: u64,
+) -> Result<ScanOutcome, ScanError> {
+    scan(src, expected_segment, true)
+}
+
+fn scan<S: ByteSource + ?Sized>(
+    src: &S,
+    expected_segment: u64,
+    known_sealed: bool,
+) -> Result<ScanOutcome, ScanError> {
     let len = src.len();
     let mut hdr = [0u8; SEGMENT_HEADER_LEN];
     if len < SEGMENT_HEADER_LEN as u64 {
@@ -157,7 +176,7 @@ pub fn scan_segment<S: ByteSource + ?Sized>(
         }
     };
     let mut stopped_at = stopped_at;
-    if !damaged.is_empty() && !sealed {
+    if !damaged.is_empty() && !sealed && !known_sealed {
         // The log was not sealed: the first damaged record is where an interrupted write tore
         // it, and nothing from there on was acknowledged. Cut there.
         let (end, count, at) = cut;
@@ -364,6 +383,10 @@ mod tests {
         img.extend(crate::format::footer::encode_footer(
             3, ends[2], table_at, 512, &entries,
         ));
+        // Known to be sealed (the catalog says so): damage, kept, without a table.
+        let known = scan_sealed_segment(&img[..], 3).unwrap();
+        assert_eq!(known.records.len(), 3);
+        assert_eq!(known.damaged.len(), 1);
         // A footer table that does not name these records is no proof of sealing.
         let mut forged = img.clone();
         forged[table_at as usize + 8] ^= 1;

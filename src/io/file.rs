@@ -157,21 +157,8 @@ impl SegmentFile {
     /// Writes all of `data` at `offset`. With O_DIRECT, `data`'s address, length and `offset`
     /// must be aligned (the writer guarantees it by construction). A short write is continued
     /// where it stopped.
-    pub fn write_all_at(&self, mut data: &[u8], mut offset: u64) -> Result<()> {
-        while !data.is_empty() {
-            match self.file.write_at(data, offset) {
-                Ok(0) => {
-                    return Err(self.err("write segment", io::ErrorKind::WriteZero.into()));
-                }
-                Ok(n) => {
-                    data = &data[n..];
-                    offset += n as u64;
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(self.err("write segment", e)),
-            }
-        }
-        Ok(())
+    pub fn write_all_at(&self, data: &[u8], offset: u64) -> Result<()> {
+        write_full(&*self.file, data, offset).map_err(|e| self.err("write segment", e))
     }
 
     /// fdatasync.
@@ -231,6 +218,120 @@ impl SegmentFile {
     fn err(&self, op: &'static str, e: io::Error) -> Error {
         Error::io(op, Some(self.path.clone()), e)
     }
+}
+
+/// Writes all of `data` at `offset`, continuing a short write where it stopped.
+fn write_full(file: &dyn StorageFile, mut data: &[u8], mut offset: u64) -> io::Result<()> {
+    while !data.is_empty() {
+        match file.write_at(data, offset) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => {
+                data = &data[n..];
+                offset += n as u64;
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// A small file of the store's own that is not a segment (the catalog): buffered I/O, read
+/// whole, written at positions, synced.
+#[derive(Debug)]
+pub struct PlainFile {
+    file: Box<dyn StorageFile>,
+    path: PathBuf,
+}
+
+impl PlainFile {
+    /// Creates a new file; fails if it exists.
+    pub fn create_new(path: &Path, profile: &IoProfile) -> Result<PlainFile> {
+        let file = profile
+            .storage
+            .open(path, OpenMode::CreateNew, false)
+            .map_err(|e| Error::io("create file", Some(path.to_path_buf()), e))?;
+        Ok(PlainFile {
+            file,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// Opens an existing file (for reading only in a read-only store); `None` when there is
+    /// none.
+    pub fn open(path: &Path, profile: &IoProfile) -> Result<Option<PlainFile>> {
+        let mode = if profile.read_only {
+            OpenMode::ReadOnly
+        } else {
+            OpenMode::Existing
+        };
+        match profile.storage.open(path, mode, false) {
+            Ok(file) => Ok(Some(PlainFile {
+                file,
+                path: path.to_path_buf(),
+            })),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(Error::io("open file", Some(path.to_path_buf()), e)),
+        }
+    }
+
+    /// The file's length.
+    pub fn len(&self) -> Result<u64> {
+        self.file
+            .len()
+            .map_err(|e| Error::io("stat file", Some(self.path.clone()), e))
+    }
+
+    /// The whole file.
+    pub fn read_all(&self) -> Result<Vec<u8>> {
+        let err = |e| Error::io("read file", Some(self.path.clone()), e);
+        let len = self.file.len().map_err(err)?;
+        let mut buf = vec![0u8; usize::try_from(len).unwrap_or(usize::MAX)];
+        let n = read_full(&*self.file, &mut buf, 0).map_err(err)?;
+        buf.truncate(n);
+        Ok(buf)
+    }
+
+    /// Writes all of `data` at `offset`.
+    pub fn write_all_at(&self, data: &[u8], offset: u64) -> Result<()> {
+        write_full(&*self.file, data, offset)
+            .map_err(|e| Error::io("write file", Some(self.path.clone()), e))
+    }
+
+    /// fdatasync.
+    pub fn sync_data(&self) -> Result<()> {
+        self.file
+            .sync_data()
+            .map_err(|e| Error::io("sync file", Some(self.path.clone()), e))
+    }
+}
+
+/// Makes `to` a second name of the file `from` (durable after [`sync_dir`] of `to`'s
+/// directory); `Ok(false)` where the two are on different file systems (EXDEV).
+pub fn hard_link(profile: &IoProfile, from: &Path, to: &Path) -> Result<bool> {
+    match profile.storage.hard_link(from, to) {
+        Ok(()) => Ok(true),
+        Err(e) if e.raw_os_error() == Some(rustix::io::Errno::XDEV.raw_os_error()) => Ok(false),
+        Err(e) => Err(Error::io("link file", Some(to.to_path_buf()), e)),
+    }
+}
+
+/// Whether anything (a file or a directory) is at `path`.
+pub fn exists(profile: &IoProfile, path: &Path) -> Result<bool> {
+    match profile.storage.list_dir(path) {
+        Ok(_) => Ok(true),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+        Err(e) if e.kind() == io::ErrorKind::NotADirectory => Ok(true),
+        Err(e) => Err(Error::io("look up path", Some(path.to_path_buf()), e)),
+    }
+}
+
+/// Renames `from` to `to`, replacing it (durable after [`sync_dir`]).
+pub fn rename(profile: &IoProfile, from: &Path, to: &Path) -> Result<()> {
+    profile
+        .storage
+        .rename(from, to)
+        .map_err(|e| Error::io("rename file", Some(from.to_path_buf()), e))
 }
 
 /// Reads until `buf` is full or the file ends; returns the bytes read.

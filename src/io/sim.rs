@@ -764,6 +764,11 @@ impl Storage for Sim {
         }))
     }
 
+    /// Not simulated: EXDEV, as between two file systems (callers copy instead).
+    fn hard_link(&self, _from: &Path, _to: &Path) -> io::Result<()> {
+        Err(errno(rustix::io::Errno::XDEV))
+    }
+
     fn remove_file(&self, path: &Path) -> io::Result<()> {
         let mut s = self.lock();
         if let Gate::Fail(e) = s.gate(OpKind::Remove, Some(path)) {

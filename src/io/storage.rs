@@ -59,6 +59,10 @@ pub trait Storage: Send + Sync + fmt::Debug {
     /// Renames a file, replacing `to` (durable after [`Storage::sync_dir`] of the directories
     /// of both names: of `to`'s for the new name, of `from`'s for the old name's removal).
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
+    /// Makes `to` a second name of the file `from` (a hard link; durable after
+    /// [`Storage::sync_dir`] of `to`'s directory). EXDEV where the two are on different file
+    /// systems (callers then copy).
+    fn hard_link(&self, from: &Path, to: &Path) -> io::Result<()>;
     /// fsync of a directory: makes the creations, removals and renames in it durable.
     fn sync_dir(&self, dir: &Path) -> io::Result<()>;
     /// The names of the entries of a directory (names that are not UTF-8 are left out).
@@ -138,6 +142,10 @@ impl Storage for RealStorage {
 
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
         fs::rename(from, to)
+    }
+
+    fn hard_link(&self, from: &Path, to: &Path) -> io::Result<()> {
+        fs::hard_link(from, to)
     }
 
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {

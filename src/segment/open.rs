@@ -10,7 +10,7 @@ use crate::error::{Corruption, Error, Result};
 use crate::format::align_up;
 use crate::format::cursor::ByteSource;
 use crate::format::footer::{FooterEntry, TRAILER_LEN, Trailer, decode_table, encode_footer};
-use crate::format::scan::{ScanError, scan_segment};
+use crate::format::scan::{ScanError, scan_sealed_segment, scan_segment};
 use crate::format::segment_header::SEGMENT_HEADER_LEN;
 use crate::format::segment_header::SegmentHeader;
 use crate::io::aligned::BufPool;
@@ -46,14 +46,39 @@ pub struct LoadedSegment {
     pub opened: Opened,
 }
 
+/// What the catalog says a file should be, for [`open`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expect {
+    /// No catalog (a store written by a version without one, or rebuilt in salvage): the file
+    /// is judged by its bytes alone.
+    Unlisted,
+    /// The catalog lists the file as created and not sealed: a log segment being written, or a
+    /// blob file whose put was not acknowledged (a blob put is acknowledged only after its seal
+    /// is in the catalog).
+    Created,
+    /// The catalog lists the file as sealed, `length` bytes long: its footer must verify.
+    Sealed {
+        /// Its length when it was sealed.
+        length: u64,
+    },
+    /// Salvage of a file the catalog lists as sealed that is not what was sealed: recovered
+    /// like an unlisted file, but nothing in it is torn (every write in it had been synced), so
+    /// a damaged record is kept and reported, and the intact ones after it too.
+    WasSealed,
+}
+
 /// What [`open`] found in a segment file.
 pub enum Found {
     /// The file, sealed (or recovered and sealed now), and its entries.
     Loaded(LoadedSegment),
     /// The file holds no byte that is not zero (or none at all): nothing was ever written to it
-    /// that reached the disk, so nothing in it can have been acknowledged (see [`open`]). The
-    /// caller may remove it.
+    /// that reached the disk, so nothing in it can have been acknowledged (see [`open`]); or it
+    /// is a blob file the catalog lists as not sealed whose record is not whole (a torn put,
+    /// never acknowledged). The caller may remove it.
     Empty,
+    /// The catalog lists the file as sealed and it is not what was sealed: nothing was written
+    /// to it.
+    Damaged(crate::error::FileProblem),
     /// The file cannot be used and holds bytes other than zeroes: the caller moves it to the
     /// quarantine directory and reports it; it is never removed.
     Unusable(QuarantineReason),
@@ -81,6 +106,10 @@ pub enum QuarantineReason {
     /// A log segment whose header verifies but which holds no whole record: its first write
     /// was torn by a crash (nothing in it was acknowledged), or its first record was damaged.
     NoWholeRecord,
+    /// A file named like a store file that the store's catalog does not list, and which holds
+    /// bytes other than zeroes: not one the store made (the store records a file in its
+    /// catalog before it writes anything to it), e.g. copied in from elsewhere.
+    NotInCatalog,
 }
 
 impl std::fmt::Display for QuarantineReason {
@@ -106,8 +135,23 @@ impl std::fmt::Display for QuarantineReason {
                 f,
                 "log segment without a whole record (a first write torn by a crash, or damage)"
             ),
+            QuarantineReason::NotInCatalog => write!(
+                f,
+                "not in the store's catalog (a file the store did not make)"
+            ),
         }
     }
+}
+
+/// The file id in the segment header of `src`, if it has one that verifies.
+fn header_id(src: &FileSource<'_>, id: u64, path: &Path) -> Result<Option<u64>> {
+    if src.len < SEGMENT_HEADER_LEN as u64 {
+        return Ok(None);
+    }
+    let mut head = [0u8; SEGMENT_HEADER_LEN];
+    src.read_exact_at(0, &mut head)
+        .map_err(|e| read_error(id, 0, path, e))?;
+    Ok(SegmentHeader::decode(&head).ok().map(|h| h.segment))
 }
 
 /// True when every byte of the `len` bytes of `src` is zero (or `len` is 0).
@@ -142,16 +186,31 @@ fn all_zero(src: &FileSource<'_>, id: u64, path: &Path) -> Result<bool> {
 ///
 /// A blob file whose footer is damaged but whose record verifies is sealed again, like a
 /// recovered log segment. A log segment whose header is damaged (not all zero) is an error.
+///
+/// `expect` is what the catalog says. A file it lists as sealed must have its length and a
+/// footer that verifies, else [`Found::Damaged`], and nothing is written to it. A blob file it
+/// lists as created, whose record is not whole, is [`Found::Empty`]: its put was never
+/// acknowledged.
 pub fn open(
     dir: &Path,
     id: u64,
     kind: SegmentKind,
     profile: &IoProfile,
     pool: &BufPool,
+    expect: Expect,
 ) -> Result<Found> {
+    use crate::error::FileProblem;
     let path = dir.join(file_name(id, kind));
     let file = SegmentFile::open(&path, profile)?;
     let len = file.len()?;
+    if let Expect::Sealed { length } = expect
+        && length != len
+    {
+        return Ok(Found::Damaged(FileProblem::LengthChanged {
+            expected: length,
+            found: len,
+        }));
+    }
     let src = FileSource {
         file: &file,
         pool,
@@ -165,20 +224,23 @@ pub fn open(
             opened: Opened::Sealed,
         }));
     }
-    // A header that verifies but names another id: renamed or swapped outside the store.
-    if len >= SEGMENT_HEADER_LEN as u64 {
-        let mut head = [0u8; SEGMENT_HEADER_LEN];
-        src.read_exact_at(0, &mut head)
-            .map_err(|e| read_error(id, 0, &path, e))?;
-        if let Ok(h) = SegmentHeader::decode(&head)
-            && h.segment != id
-        {
-            return Ok(Found::Unusable(QuarantineReason::Misnamed {
-                header_id: h.segment,
-            }));
-        }
+    if matches!(expect, Expect::Sealed { .. }) {
+        return Ok(Found::Damaged(match header_id(&src, id, &path)? {
+            Some(h) if h != id => FileProblem::Misnamed { header_id: h },
+            _ => FileProblem::FooterDamaged,
+        }));
     }
-    let scanned = scan_segment(&src, id);
+    // A header that verifies but names another id: renamed or swapped outside the store.
+    if let Some(h) = header_id(&src, id, &path)?
+        && h != id
+    {
+        return Ok(Found::Unusable(QuarantineReason::Misnamed { header_id: h }));
+    }
+    let scanned = if expect == Expect::WasSealed {
+        scan_sealed_segment(&src, id)
+    } else {
+        scan_segment(&src, id)
+    };
     if kind == SegmentKind::Blob {
         // A blob file without a valid footer was either torn by a crash before its put was
         // acknowledged, or damaged after. Its one record tells: whole and verified, it is kept
@@ -187,7 +249,9 @@ pub fn open(
         // never acknowledged, but a footer and a record damaged together look the same.
         let whole = matches!(&scanned, Ok(o) if o.records.len() == 1 && o.damaged.is_empty());
         if !whole {
-            return Ok(if all_zero(&src, id, &path)? {
+            // Listed as created, not sealed: its put was never acknowledged (a blob put is
+            // acknowledged only once its seal is in the catalog), whatever the file holds.
+            return Ok(if expect == Expect::Created || all_zero(&src, id, &path)? {
                 Found::Empty
             } else {
                 Found::Unusable(QuarantineReason::BlobNotWhole)

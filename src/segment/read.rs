@@ -74,18 +74,34 @@ pub struct ValueSpan {
     pub stored_len: u64,
 }
 
+impl ValueSpan {
+    /// File offset of the crc of stored chunk `chunk` (the table follows the stored bytes).
+    pub fn crc_offset(&self, chunk: u64) -> u64 {
+        self.value_offset + self.stored_len + 4 * chunk
+    }
+
+    /// Bytes of the chunk crc table.
+    pub fn crc_table_len(&self) -> u64 {
+        4 * chunk_count(self.stored_len)
+    }
+}
+
 /// Reads stored value bytes `[start, start + dst.len())` of the record `entry` into `dst`,
 /// verifying every chunk it touches. `fetch(offset, buf)` reads file bytes of the entry's
 /// segment. For a compressed value these are the stored (compressed) bytes:
 /// the store's `compress::read_framed` decodes them.
 ///
 /// Disk reads are proportional to the range: the covering chunks (4 KiB each) and their crc
-/// table entries, in one read when they lie close together, in two otherwise.
+/// table entries, in one read when they lie close together, in two otherwise. In the second
+/// case the crcs come from `read_crcs(first_chunk, buf)`, which fills `buf` with the crcs of
+/// chunks `first_chunk..` (from the file at [`ValueSpan::crc_offset`], or from memory: the
+/// store's read cache keeps them, so that the next read of the value is one round trip).
 pub fn read_value(
     entry: &ValueSpan,
     start: u64,
     dst: &mut [u8],
     mut fetch: impl FnMut(u64, &mut [u8]) -> Result<()>,
+    mut read_crcs: impl FnMut(u64, &mut [u8]) -> Result<()>,
 ) -> Result<()> {
     if dst.is_empty() {
         return Ok(());
@@ -132,7 +148,7 @@ pub fn read_value(
         return Ok(());
     }
     let mut table = vec![0u8; table_len];
-    fetch(table_at, &mut table)?;
+    read_crcs(c0, &mut table)?;
     if data_start == start && data_end == end {
         fetch(vo + data_start, dst)?;
         return verify(dst, &table);

@@ -225,11 +225,24 @@ impl Log {
     /// Makes every byte appended so far durable, copies included (which `flush` would not
     /// wait for: they reuse old sequence numbers), and applies the index updates it covers.
     pub(super) fn sync_all(&self) -> Result<()> {
-        let ticket = {
+        self.sync_all_active().map(|_| ())
+    }
+
+    /// [`Log::sync_all`], returning the active segment as it was when the sync was asked for:
+    /// its id and the end of its records, all durable once this returns.
+    pub(super) fn sync_all_active(&self) -> Result<Option<(u64, u64)>> {
+        let (ticket, active) = {
             let mut app = self.lock();
             app.submit_group()?;
-            app.app.wb.sync_ticket()
+            let active = app.active().map(|a| (a.id, a.data_end));
+            (app.app.wb.sync_ticket(), active)
         };
+        self.wait_for_sync(ticket)?;
+        Ok(active)
+    }
+
+    /// Waits until sync `ticket` has completed.
+    fn wait_for_sync(&self, ticket: u64) -> Result<()> {
         let mut st = self.progress.lock();
         loop {
             if let Some(f) = st.failure {
@@ -245,17 +258,44 @@ impl Log {
     /// Seals the active segment, makes every write durable, and stops the flush thread.
     pub(super) fn shut_down(&self) -> Result<()> {
         let result = (|| {
-            let last = {
+            let (last, ticket) = {
                 let mut app = self.lock();
                 if app.app.active.is_some() {
                     app.seal()?;
                 }
-                app.last_seq()
+                (app.last_seq(), app.app.wb.sync_ticket())
             };
-            self.wait(last, last, true)
+            self.wait(last, last, true)?;
+            // The footer's own sync too, so that the seal can be recorded.
+            self.wait_for_sync(ticket)?;
+            self.record_seals()
         })();
         self.stop();
         result
+    }
+
+    /// Records in the catalog the seals of log segments whose footers have become durable. A
+    /// seal is recorded after the fact (by the background compactor's tick, `compact`, and
+    /// close), not by the write that seals: until then the catalog lists the segment as created,
+    /// and open recovers it like any segment being written (which a sealed one passes, from its
+    /// footer); only a cut or a damaged footer in that window goes undetected.
+    pub(super) fn record_seals(&self) -> Result<()> {
+        let shared = &self.shared;
+        if !shared.catalog.is_kept() {
+            return Ok(());
+        }
+        let syncs_done = self.progress.lock().syncs_done;
+        for (id, handle) in shared.segments.sealed_by(syncs_done) {
+            let listed = shared.catalog.file(id);
+            if handle.kind == SegmentKind::Log
+                && listed.is_some_and(|f| f.state == crate::format::catalog::FileState::Created)
+            {
+                shared
+                    .catalog
+                    .sealed(id, SegmentKind::Log, handle.file.len()?)?;
+            }
+        }
+        Ok(())
     }
 
     /// Stops the flush thread the way a crash would: writes already handed to it finish, the
@@ -467,6 +507,11 @@ impl AppendGuard<'_> {
                 log.progress.poison(&e);
                 return Err(e);
             }
+            // Listed in the catalog before anything is written to it: open then knows that a
+            // missing log segment held records, and that an unlisted one with bytes is not the
+            // store's. If the creation cannot be recorded, the file stays empty and unused (an
+            // empty file is removed at the next open, listed or not).
+            shared.catalog.created(&[(id, SegmentKind::Log)])?;
             shared.segments.insert(
                 id,
                 SegmentHandle {

@@ -15,7 +15,7 @@ use super::shared::Shared;
 use crate::error::Result;
 use crate::format::record::record_len;
 use crate::index::IndexEntry;
-use crate::io::file::{self, SegmentFile};
+use crate::io::file::SegmentFile;
 use crate::segment::{self, BlobStream, SegmentKind};
 
 /// A blob file taken for a put: a spare, or the first of `new_ids`, to be created.
@@ -207,6 +207,12 @@ impl Blobs {
         if spares {
             self.creating.store(false, Ordering::Release);
         }
+        // Listed in the catalog before a put writes to them (see `Blobs::publish` for why a
+        // listed, unsealed blob file is never mistaken for a lost one).
+        let created = created.and_then(|f| {
+            let listed: Vec<_> = f.iter().map(|(id, _)| (*id, SegmentKind::Blob)).collect();
+            shared.catalog.created(&listed).map(|()| f)
+        });
         created.map(|mut f| {
             let mine = f.remove(0).1;
             self.lock_spares().extend(f);
@@ -224,6 +230,19 @@ impl Blobs {
         written: Result<Arc<SegmentFile>>,
     ) -> Result<()> {
         let shared = &self.shared;
+        // The put is acknowledged only once its seal is in the catalog: open then refuses a
+        // store in which the file of an acknowledged put is missing or cut, and treats a blob
+        // file the catalog does not list as sealed as a put that never returned (removed if it
+        // is not whole, forgotten if it is gone).
+        let written = written.and_then(|file| {
+            let sealed = file
+                .len()
+                .and_then(|len| shared.catalog.sealed(id, SegmentKind::Blob, len));
+            // On failure the file stays: whether the seal reached the catalog is unknown (a
+            // failed sync), and a sealed file must never go missing. Whole and sealed, it may
+            // be loaded at the next open, like any blob put that failed after its footer.
+            sealed.map(|()| file)
+        });
         match written {
             Ok(file) => {
                 shared.counters.add_user_bytes(record_bytes);
@@ -260,11 +279,13 @@ impl Blobs {
         if spares.is_empty() {
             return Ok(());
         }
-        for (id, file) in spares {
-            drop(file);
-            let path = segment::path(&self.shared.dir, id, SegmentKind::Blob);
-            file::remove_file(&self.shared.profile, &path)?;
-        }
-        file::sync_dir(&self.shared.profile, &self.shared.dir)
+        let files: Vec<_> = spares
+            .into_iter()
+            .map(|(id, file)| {
+                drop(file);
+                (id, SegmentKind::Blob)
+            })
+            .collect();
+        self.shared.catalog.remove(&files, true)
     }
 }

@@ -24,7 +24,6 @@ use crate::failpoint;
 use crate::format::footer::FooterEntry;
 use crate::format::record::{RecordKind, record_len};
 use crate::index::IndexEntry;
-use crate::io::file;
 use crate::segment::{self, SegmentKind};
 
 /// How often the background compactor looks for work.
@@ -33,7 +32,7 @@ pub(super) const CHECK_INTERVAL: Duration = Duration::from_millis(500);
 /// State kept between compactions (behind [`Compactor::state`], which also makes them run one
 /// at a time).
 #[derive(Debug, Default)]
-struct CompactorState {
+pub(super) struct CompactorState {
     /// Segments whose compaction stopped at a live value that failed verification. The
     /// background compactor does not retry them; [`Store::compact`](crate::Store::compact)
     /// does.
@@ -103,6 +102,15 @@ impl Compactor {
         }
     }
 
+    /// Holds compaction off (no file is removed) until the guard is dropped; a background
+    /// compaction in progress yields first.
+    pub(super) fn pause(&self) -> std::sync::MutexGuard<'_, CompactorState> {
+        self.waiting.fetch_add(1, Ordering::SeqCst);
+        let state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        self.waiting.fetch_sub(1, Ordering::SeqCst);
+        state
+    }
+
     /// Compacts now, unthrottled, retrying segments found damaged before.
     pub(super) fn compact_now(&self) -> Result<CompactionReport> {
         // A throttled background compaction yields (between records) rather than make this
@@ -111,6 +119,7 @@ impl Compactor {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         self.waiting.fetch_sub(1, Ordering::SeqCst);
         self.seal_active_if_dead()?;
+        self.log.record_seals()?;
         self.compact(&mut state, None, &|| false, true, false)
     }
 
@@ -154,6 +163,8 @@ impl Compactor {
     /// One background pass: compacts if there is anything to do (without syncing otherwise),
     /// unless [`Compactor::compact_now`] is running or waiting.
     pub(super) fn compact_in_background(&self, stop: &dyn Fn() -> bool) -> Result<()> {
+        // Seals become durable between ticks: recorded here, in the background.
+        self.log.record_seals()?;
         let Ok(mut state) = self.state.try_lock() else {
             return Ok(());
         };
@@ -417,10 +428,11 @@ impl Compactor {
     /// located a value in it before keep reading through their open handle.
     fn remove_file(&self, id: u64, handle: &SegmentHandle) -> Result<()> {
         let p = &self.shared;
-        let path = handle.file.path().to_path_buf();
         // Forgotten only once the removal is durable: until then the file still counts for the
-        // tombstone rule (`oldest_put_except`), since a crash could bring it back.
-        file::remove_durably(&p.profile, &p.dir, &path)?;
+        // tombstone rule (`oldest_put_except`), since a crash could bring it back. The removal
+        // is recorded in the catalog before the unlink (open removes a file whose removal it
+        // finds recorded, and refuses a store missing one whose removal it does not).
+        p.catalog.remove(&[(id, handle.kind)], true)?;
         p.segments.remove(id);
         p.counters.file_removed();
         Ok(())

@@ -5,8 +5,6 @@
 //! holds the policy and the I/O around them.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
 
 use crate::MAX_VALUE_LEN;
 use crate::error::{Corruption, Error, Result};
@@ -149,7 +147,7 @@ impl FrameCache {
     }
 
     /// Keeps the encoded entries that lie whole in `bytes`, stored bytes read from offset `at`:
-    /// at most a chunk of them (the last ones), which bounds what a [`TableCache`] holds.
+    /// at most a chunk of them (the last ones), which bounds what a [`CachedTable`] holds.
     fn keep_entries(&mut self, header: &FrameTableHeader, bytes: &[u8], at: u64) {
         let entries_at = header.entries_at();
         let entry = FRAME_ENTRY_LEN as u64;
@@ -174,69 +172,39 @@ impl FrameCache {
     }
 }
 
-/// Verified frame table bytes of one value, as kept by a [`TableCache`].
+/// Verified frame table bytes of one value, as the read cache keeps them
+/// ([`Part::Frames`](super::cache::Part::Frames)): the header and at most one 4 KiB chunk of
+/// entries. With them, a range read of a value read before goes straight to its frames; without,
+/// every range read first reads the chunks that hold the table header (the last two of the
+/// stored bytes; the first one in older stores) and their checksums.
 #[derive(Debug)]
-struct CachedTable {
+pub(super) struct CachedTable {
     header: FrameTableHeader,
     entries_first: u64,
     entries: Vec<u8>,
 }
 
-/// Frame tables of recently read compressed values, shared by all readers of a store, so that a
-/// range read of a value read before goes straight to its frames: without it, every range read
-/// first reads the value's first 4 KiB chunk (two disk reads with direct I/O: the chunk and its
-/// checksum at the end of the stored bytes).
-///
-/// Keyed by (segment, record offset, sequence number): a record never changes, and a sequence
-/// number is never reused, so an entry can never describe another value. It holds what was
-/// verified when it was read: the table header and at most one 4 KiB chunk of entries per value,
-/// for at most [`TableCache::CAPACITY`] values (about 1 MiB).
-#[derive(Debug, Default)]
-pub struct TableCache {
-    tables: Mutex<HashMap<(u64, u64, u64), Arc<CachedTable>>>,
-}
-
-impl TableCache {
-    /// Values whose tables are kept; when full, an arbitrary one is dropped.
-    pub const CAPACITY: usize = 256;
-
-    fn key(entry: &IndexEntry) -> (u64, u64, u64) {
-        (entry.segment, entry.offset, entry.seq)
+impl CachedTable {
+    /// Bytes it takes (for the cache's weight).
+    pub(super) fn bytes(&self) -> u64 {
+        (std::mem::size_of::<CachedTable>() + self.entries.len()) as u64
     }
 
-    /// Fills `cache` with what is kept for `entry`; returns whether there was anything.
-    pub fn seed(&self, entry: &IndexEntry, cache: &mut FrameCache) -> bool {
-        let found = self
-            .tables
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&Self::key(entry))
-            .cloned();
-        if let Some(t) = found {
-            cache.header = Some(t.header);
-            cache.entries_first = t.entries_first;
-            cache.entries.clear();
-            cache.entries.extend_from_slice(&t.entries);
-            return true;
-        }
-        false
-    }
-
-    /// Keeps what `cache` learned about `entry`'s table.
-    pub fn remember(&self, entry: &IndexEntry, cache: &FrameCache) {
-        let Some(header) = cache.header else { return };
-        let table = Arc::new(CachedTable {
-            header,
+    /// What `cache` learned about a table, if it read one.
+    pub(super) fn of(cache: &FrameCache) -> Option<CachedTable> {
+        Some(CachedTable {
+            header: cache.header?,
             entries_first: cache.entries_first,
             entries: cache.entries.clone(),
-        });
-        let mut tables = self.tables.lock().unwrap_or_else(|p| p.into_inner());
-        if tables.len() >= Self::CAPACITY
-            && let Some(k) = tables.keys().next().copied()
-        {
-            tables.remove(&k);
-        }
-        tables.insert(Self::key(entry), table);
+        })
+    }
+
+    /// Fills `cache` with this table.
+    pub(super) fn seed(&self, cache: &mut FrameCache) {
+        cache.header = Some(self.header);
+        cache.entries_first = self.entries_first;
+        cache.entries.clear();
+        cache.entries.extend_from_slice(&self.entries);
     }
 }
 
@@ -244,10 +212,11 @@ impl TableCache {
 /// `dst`. `read_stored(offset, buf)` reads verified stored bytes of the value (chunk crcs
 /// checked: see `segment::read_value`).
 ///
-/// Reads the frame table header (with the first 4 KiB chunk, which a verified read fetches
-/// whole anyway, and which holds the entries of the first 254 frames), the entries of the frames
-/// the range touches (unless they came with it), and those frames' stored bytes in one read;
-/// decompresses only those frames and checks each one's crc.
+/// Reads the frame table header (trailing: with the last two 4 KiB chunks, which a verified read
+/// fetches whole anyway, and which hold the entries of up to 254 frames; leading, in older
+/// stores: with the first chunk), the entries of the frames the range touches (unless they came
+/// with it), and those frames' stored bytes in one read; decompresses only those frames and
+/// checks each one's crc.
 pub fn read_framed(
     entry: &IndexEntry,
     start: u64,
@@ -575,17 +544,17 @@ mod tests {
     }
 
     #[test]
-    fn the_table_cache_skips_the_first_chunk_and_stays_bounded() {
+    fn a_kept_table_skips_the_table_chunks() {
         let f = MIN_FRAME_SIZE as u64;
         let value = text(40 * f as usize);
         let fx = Fixture::new(&value, MIN_FRAME_SIZE);
-        let tables = TableCache::default();
         let mut cache = FrameCache::default();
-        assert!(!tables.seed(&fx.entry, &mut cache));
+        assert!(CachedTable::of(&cache).is_none());
         let (_, cold) = fx.read(20 * f, 10, &mut cache);
-        tables.remember(&fx.entry, &cache);
+        let kept = CachedTable::of(&cache).expect("a table was read");
         let mut cache = FrameCache::default();
-        assert!(tables.seed(&fx.entry, &mut cache));
+        kept.seed(&mut cache);
+        assert!(cache.has_table());
         let (got, warm) = fx.read(20 * f, 10, &mut cache);
         assert_eq!(got.unwrap(), &value[20 * f as usize..20 * f as usize + 10]);
         let frame = crate::format::frames::decode_table(&fx.stored, fx.stored.len() as u64)
@@ -596,15 +565,6 @@ mod tests {
             "only the frame: no table read again"
         );
         assert!(cold > warm);
-        // Another record (or the same place with another sequence number) is not served.
-        let mut other = fx.entry;
-        other.seq += 1;
-        assert!(!tables.seed(&other, &mut FrameCache::default()));
-        for seq in 0..TableCache::CAPACITY as u64 * 2 {
-            other.seq = 1000 + seq;
-            tables.remember(&other, &cache);
-        }
-        assert_eq!(tables.tables.lock().unwrap().len(), TableCache::CAPACITY);
     }
 
     #[test]

@@ -50,7 +50,8 @@ impl Inner {
     /// Recovers the store in `dir` and starts its write path.
     pub(super) fn start(dir: PathBuf, opts: Options, profile: IoProfile) -> Result<Inner> {
         let pool = read::new_pool(profile.mem_align);
-        let recovered = open::recover(&dir, &profile, &pool)?;
+        let salvage = opts.get_recovery_mode() == crate::options::RecoveryMode::Salvage;
+        let recovered = open::recover(&dir, &profile, &pool, salvage)?;
         let shared = Shared {
             dir,
             profile,
@@ -58,6 +59,7 @@ impl Inner {
             pending: Arc::new(PendingQueue::default()),
             segments: Arc::new(SegmentTable::new(recovered.segments)),
             counters: Arc::new(Counters::default()),
+            catalog: Arc::new(recovered.catalog),
         };
         let log = Arc::new(Log::start(
             shared.clone(),
@@ -66,7 +68,12 @@ impl Inner {
             recovered.next_file_id,
         )?);
         let blobs = Arc::new(Blobs::new(shared.clone(), log.clone()));
-        let reader = Arc::new(Reader::new(&shared, log.clone(), pool));
+        let reader = Arc::new(Reader::new(
+            &shared,
+            log.clone(),
+            pool,
+            opts.get_cache_capacity(),
+        ));
         let compactor = Compactor::new(
             shared.clone(),
             log.clone(),

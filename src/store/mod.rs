@@ -5,6 +5,7 @@
 //! - `blob`: large values, each in a blob file of its own;
 //! - `writer`: [`ValueWriter`], a put whose value is streamed into a blob file;
 //! - `read`: from a key to verified value bytes; [`ValueReader`], [`Keys`];
+//! - `cache`: the read cache (small values whole, chunk checksums, frame tables);
 //! - `segments`: the table of open segment and blob files;
 //! - `shared`: the handles every part works with (directory, I/O profile, index, pending writes,
 //!   open files, counters);
@@ -33,6 +34,8 @@ use crate::{MAX_KEY_LEN, MAX_VALUE_LEN};
 mod append;
 mod background;
 mod blob;
+mod cache;
+mod checkpoint;
 mod compact;
 mod compress;
 mod inner;
@@ -48,6 +51,7 @@ use compress::StoredValue;
 use inner::{Inner, Presence};
 
 pub use crate::segment::QuarantineReason;
+pub use checkpoint::CheckpointReport;
 pub use compact::CompactionReport;
 pub use open::{QuarantinedFile, RecoveredSegment, RecoveryReport};
 pub use read::{Keys, ValueReader};
@@ -331,8 +335,63 @@ impl Store {
     pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
         let key = key.as_ref();
         check_key(key)?;
-        let reader = &self.inner.reader;
-        reader.locate(key)?.map(|f| reader.read_all(&f)).transpose()
+        let mut value = Vec::new();
+        Ok(self
+            .inner
+            .reader
+            .get_into(key, &mut value)?
+            .then_some(value))
+    }
+
+    /// The value of `key` as shared bytes ([`bytes::Bytes`], cheap to clone). A value the read
+    /// cache holds (see [`Options::cache_capacity`]) is handed out without a copy: the `Bytes`
+    /// shares the cache's buffer, which stays alive as long as any clone does, even after the
+    /// cache drops it. A value read from disk is read into its own buffer, which the cache then
+    /// shares.
+    ///
+    /// ```
+    /// # fn main() -> podstore::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = podstore::Store::open(dir.path())?;
+    /// store.put("k", "hello")?;
+    /// let first = store.get_bytes("k")?.unwrap(); // read from disk, then cached
+    /// let again = store.get_bytes("k")?.unwrap(); // from the cache: the same buffer
+    /// assert_eq!(first, &b"hello"[..]);
+    /// assert_eq!(first.as_ptr(), again.as_ptr());
+    /// assert_eq!(store.get_bytes("missing")?, None);
+    /// # Ok(()) }
+    /// ```
+    pub fn get_bytes(&self, key: impl AsRef<[u8]>) -> Result<Option<bytes::Bytes>> {
+        let key = key.as_ref();
+        check_key(key)?;
+        self.inner.reader.get_shared(key)
+    }
+
+    /// Reads the value of `key` into `buf`, reusing its allocation; returns whether `key` has a
+    /// value. `buf` is cleared first, and holds exactly the value afterwards (it is left empty
+    /// for a missing key; after an error its contents are unspecified). A loop that reads many
+    /// values into one buffer allocates only when a value is longer than any before it.
+    ///
+    /// ```
+    /// # fn main() -> podstore::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = podstore::Store::open(dir.path())?;
+    /// store.put("a", "first")?;
+    /// store.put("b", "2nd")?;
+    /// let mut buf = Vec::with_capacity(64);
+    /// assert!(store.get_into("a", &mut buf)?);
+    /// assert_eq!(buf, b"first");
+    /// assert!(store.get_into("b", &mut buf)?);
+    /// assert_eq!(buf, b"2nd");
+    /// assert!(!store.get_into("missing", &mut buf)?);
+    /// assert!(buf.is_empty());
+    /// # Ok(()) }
+    /// ```
+    pub fn get_into(&self, key: impl AsRef<[u8]>, buf: &mut Vec<u8>) -> Result<bool> {
+        let key = key.as_ref();
+        buf.clear();
+        check_key(key)?;
+        self.inner.reader.get_into(key, buf)
     }
 
     /// Bytes `range` of the value of `key`.
@@ -584,6 +643,24 @@ impl Store {
     /// # Ok(()) }
     /// ```
     pub fn verify(&self) -> Result<VerifyReport> {
+        self.verify_with_progress(|_, _| {})
+    }
+
+    /// [`Store::verify`], calling `progress(bytes_checked, bytes_total)` as it goes (after each
+    /// file; once with 0 before the first): for a progress bar.
+    ///
+    /// ```
+    /// # fn main() -> podstore::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = podstore::Store::open(dir.path())?;
+    /// store.put("k", vec![1u8; 100_000])?;
+    /// let mut seen = Vec::new();
+    /// let report = store.verify_with_progress(|done, total| seen.push((done, total)))?;
+    /// assert!(report.is_clean());
+    /// assert_eq!(seen.last().map(|&(d, t)| d == t), Some(true));
+    /// # Ok(()) }
+    /// ```
+    pub fn verify_with_progress(&self, mut progress: impl FnMut(u64, u64)) -> Result<VerifyReport> {
         let inner = &self.inner;
         let (active, next_file_id) = {
             let app = inner.log.lock();
@@ -608,15 +685,20 @@ impl Store {
             .filter(|(id, _)| *id < next_file_id)
             .map(|(id, h)| (id, h.file))
             .collect();
-        verify::run(
+        let mut report = verify::run(
             &segments,
             active,
-            inner.reader.pool(),
-            self.inner.shared.profile.read_align,
-            self.inner.shared.profile.block_size,
+            verify::Reading {
+                pool: inner.reader.pool(),
+                read_align: inner.shared.profile.read_align,
+                default_block: inner.shared.profile.block_size,
+            },
             &|key| self.inner.shared.index.get(key),
             &mut self.keys(),
-        )
+            &mut progress,
+        )?;
+        report.files = inner.shared.catalog.check_dir()?;
+        Ok(report)
     }
 
     /// The I/O mode in use: [`IoMode::Direct`] or [`IoMode::Buffered`] (what
@@ -707,6 +789,42 @@ impl Store {
         self.inner.compactor.compact_now()
     }
 
+    /// Writes a consistent, openable copy of the store to `dest` (a path that must not exist)
+    /// while it stays open and writes go on: a backup of a live store.
+    ///
+    /// **Consistency point**: every write acknowledged before the call is in the copy (it is
+    /// made durable first, whatever its durability); a write made during the call is in it
+    /// whole, or not at all. The copy opens like any store (`Store::open(dest)`), and recovers
+    /// its last segment like one left by a crash.
+    ///
+    /// **Cost**: sealed files never change and are hard-linked into `dest` (no bytes copied,
+    /// and they share disk space with the store until compaction removes them from it); where
+    /// `dest` is on another file system they are copied. The active log segment is copied up
+    /// to the end of its records (at most [`Options::segment_size`]). Compaction waits while
+    /// the checkpoint runs; reads and writes do not.
+    ///
+    /// **Crash safety**: the copy is built in `<dest>.podstore-partial` beside `dest`, every
+    /// file synced, its catalog written last, and then renamed to `dest`: `dest` never holds an
+    /// incomplete checkpoint. An interrupted one leaves `<dest>.podstore-partial`, which the
+    /// next checkpoint to `dest` refuses (remove it).
+    ///
+    /// ```
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let dir = tempfile::tempdir()?;
+    /// # let backups = tempfile::tempdir()?;
+    /// let store = podstore::Store::open(dir.path())?;
+    /// store.put("k", "v")?;
+    /// let dest = backups.path().join("monday");
+    /// store.checkpoint(&dest)?;
+    /// store.put("k", "changed")?;
+    /// let copy = podstore::Store::open(&dest)?;
+    /// assert_eq!(copy.get("k")?.as_deref(), Some(&b"v"[..]));
+    /// # Ok(()) }
+    /// ```
+    pub fn checkpoint(&self, dest: impl AsRef<Path>) -> Result<CheckpointReport> {
+        checkpoint::run(&self.inner, dest.as_ref())
+    }
+
     /// Seals the active log segment now: appends its footer and makes it durable. The next
     /// write starts a new segment. Returns whether there was an active segment to seal.
     ///
@@ -736,6 +854,33 @@ impl Store {
         Ok(sealed)
     }
 
+    /// Every segment and blob file of the store, from its header and footer, with the bytes of
+    /// live values the store reads in it and the rest (dead or overhead): what
+    /// `podstore inspect` shows. Reads each file's header and footer.
+    ///
+    /// ```
+    /// # fn main() -> podstore::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = podstore::Store::open(dir.path())?;
+    /// store.put("k", "v")?;
+    /// store.seal()?;
+    /// let files = store.files()?;
+    /// assert_eq!(files.len(), 1);
+    /// assert!(files[0].sealed);
+    /// assert!(files[0].live_bytes.unwrap() > 0);
+    /// # Ok(()) }
+    /// ```
+    pub fn files(&self) -> Result<Vec<crate::inspect::FileInfo>> {
+        let inner = &self.inner;
+        stats::files(
+            &inner.shared.segments,
+            &inner.log,
+            &inner.shared.index,
+            &inner.shared.profile,
+            inner.reader.pool(),
+        )
+    }
+
     /// What the store holds, takes and has written. Takes a lock of the index per shard and
     /// looks up the length of every file (no file data is read).
     ///
@@ -756,6 +901,7 @@ impl Store {
             &inner.log,
             &inner.shared.index,
             &inner.shared.counters,
+            inner.reader.cache_figures(),
             self.io_mode(),
         )
     }

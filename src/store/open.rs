@@ -6,14 +6,17 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::segments::{FileSummary, SegmentHandle};
-use crate::error::{Error, Result};
+use crate::error::{DamagedFile, Error, FileProblem, Result};
+use crate::format::catalog::{Edit, FileState, Op};
 use crate::format::record::RecordKind;
 use crate::index::Index;
 use crate::io::aligned::BufPool;
 use crate::io::file::{self, DirLock, IoMode, IoProfile};
 use crate::io::storage::Storage;
 use crate::options::Options;
-use crate::segment::{self, Found, Opened, QuarantineReason};
+use crate::segment::{
+    self, Catalog, Expect, Found, LoadedCatalog, Opened, QuarantineReason, WholeError,
+};
 
 /// Prepares the directory of a store about to be opened: checks that it holds a store (with
 /// `create(false)`), creates it (unless read-only), takes the lock, and asks the direct-I/O
@@ -85,6 +88,16 @@ pub struct RecoveryReport {
     /// directory of the store, never removed (also logged as warnings). Their records are not
     /// in the index: a key whose newest value was in one reads an older value, or none.
     pub quarantined: Vec<QuarantinedFile>,
+    /// Files the catalog lists that were missing or damaged, opened anyway with
+    /// [`RecoveryMode::Salvage`](crate::RecoveryMode::Salvage) (with the default mode, open
+    /// fails with [`Error::Damaged`] instead): the records of a missing file are lost, and a
+    /// damaged one was recovered by scanning it (its records after damage that cannot be
+    /// skipped are lost). A key whose newest value or tombstone was lost reads an older value.
+    /// Also a `CATALOG` that did not verify (rebuilt from the directory).
+    pub lost: Vec<DamagedFile>,
+    /// A new catalog was written: the store had none (a new store, or one written by a
+    /// version without a catalog), salvage rebuilt it, or it had many removed files to forget.
+    pub catalog_written: bool,
 }
 
 /// A file that open set aside in the store's `quarantine/` directory.
@@ -133,10 +146,19 @@ pub(super) struct Recovered {
     pub(super) max_seq: u64,
     /// The id for the next new file.
     pub(super) next_file_id: u64,
+    /// The catalog, checked and brought up to date.
+    pub(super) catalog: Catalog,
 }
 
-/// Opens every segment and blob file in `dir` and rebuilds the index from their footers.
-pub(super) fn recover(dir: &Path, profile: &IoProfile, pool: &BufPool) -> Result<Recovered> {
+/// Opens every segment and blob file in `dir`, checks them against the catalog, and rebuilds
+/// the index from their footers. With `salvage`, damage the catalog reveals is reported in
+/// [`RecoveryReport::lost`] instead of refusing the store.
+pub(super) fn recover(
+    dir: &Path,
+    profile: &IoProfile,
+    pool: &BufPool,
+    salvage: bool,
+) -> Result<Recovered> {
     let index = Index::default();
     let mut segments = HashMap::new();
     let mut report = RecoveryReport::default();
@@ -146,54 +168,146 @@ pub(super) fn recover(dir: &Path, profile: &IoProfile, pool: &BufPool) -> Result
     // remembered while loading so that an older put read later cannot come back.
     let mut tombstones: HashMap<Vec<u8>, u64> = HashMap::new();
     let ids = segment::list(profile, dir)?;
+    let catalog = match segment::load(dir, profile)? {
+        LoadedCatalog::Absent => None,
+        LoadedCatalog::Found {
+            file,
+            state,
+            slots,
+            usable,
+        } => Some(Catalog::found(dir, profile, file, state, slots, usable)),
+        LoadedCatalog::Corrupt(damaged) if salvage => {
+            log::warn!("podstore: {}: {damaged}; rebuilding it", dir.display());
+            report.lost.push(damaged);
+            None
+        }
+        LoadedCatalog::Corrupt(damaged) => {
+            return Err(Error::Damaged {
+                dir: dir.to_path_buf(),
+                files: vec![damaged],
+            });
+        }
+    };
+    // A file the catalog lists that is not in the directory: found before anything is done.
+    let mut damaged = Vec::new();
+    let mut catalog_edits = Vec::new();
+    if let Some(catalog) = &catalog {
+        for (&id, f) in &catalog.state().files {
+            if f.state == FileState::Removed || ids.contains(&(id, f.kind)) {
+                continue;
+            }
+            if f.state == FileState::Created && f.kind == segment::SegmentKind::Blob {
+                // A blob file not sealed in the catalog held no acknowledged put (a blob put
+                // is acknowledged once its seal is recorded): a spare removed at close, or a
+                // failed put's file. Its absence loses nothing.
+                catalog_edits.push(Edit {
+                    id,
+                    kind: f.kind,
+                    op: Op::Remove,
+                });
+                continue;
+            }
+            let sealed_len = match f.state {
+                FileState::Sealed { length } => Some(length),
+                _ => None,
+            };
+            damaged.push(DamagedFile {
+                name: segment::file_name(id, f.kind),
+                problem: FileProblem::Missing { sealed_len },
+            });
+            // Salvage accepts the loss: the file is forgotten.
+            catalog_edits.push(Edit {
+                id,
+                kind: f.kind,
+                op: Op::Remove,
+            });
+        }
+        if !damaged.is_empty() && !salvage {
+            return Err(Error::Damaged {
+                dir: dir.to_path_buf(),
+                files: damaged,
+            });
+        }
+    }
     for &(id, kind) in &ids {
-        let loaded = match segment::open(dir, id, kind, profile, pool)? {
+        let listed = catalog.as_ref().map(|c| c.file(id));
+        let expect = match listed {
+            None => Expect::Unlisted,
+            Some(Some(f)) if f.kind == kind => match f.state {
+                FileState::Created => Expect::Created,
+                FileState::Sealed { length } => Expect::Sealed { length },
+                FileState::Removed => {
+                    // Its removal is recorded: the store had proven it garbage and was about
+                    // to unlink it when it stopped.
+                    if !profile.read_only {
+                        file::remove_durably(profile, dir, &segment::path(dir, id, kind))?;
+                        report.removed_segments += 1;
+                    }
+                    continue;
+                }
+            },
+            // Not listed (or listed as the other kind): not a file the store made.
+            Some(_) => Expect::Unlisted,
+        };
+        let not_listed = listed.is_some() && expect == Expect::Unlisted;
+        let mut found = segment::open(dir, id, kind, profile, pool, expect)?;
+        if let Found::Damaged(problem) = found {
+            damaged.push(DamagedFile {
+                name: segment::file_name(id, kind),
+                problem,
+            });
+            if !salvage {
+                continue;
+            }
+            // Salvage: recovered like a file without a catalog (scanned, sealed again, or set
+            // aside), and listed again from what it now is.
+            catalog_edits.push(Edit {
+                id,
+                kind,
+                op: Op::Remove,
+            });
+            found = segment::open(dir, id, kind, profile, pool, Expect::WasSealed)?;
+        }
+        let loaded = match found {
+            Found::Loaded(loaded) if not_listed && expect == Expect::Unlisted => {
+                drop(loaded);
+                let reason = QuarantineReason::NotInCatalog;
+                set_aside(dir, profile, id, kind, reason, None, &mut report)?;
+                continue;
+            }
             Found::Loaded(loaded) => loaded,
             // A read-only store removes nothing; the file holds nothing to load.
             Found::Empty if profile.read_only => continue,
             Found::Empty => {
-                // Proven to hold nothing (see `segment::open`): the one kind of file open removes.
+                // Proven to hold nothing acknowledged (see `segment::open`): the one kind of
+                // file open removes. Its removal is recorded first when the catalog lists it.
+                if let (Some(catalog), Expect::Created) = (&catalog, expect) {
+                    let recorded = catalog.record(&[Edit {
+                        id,
+                        kind,
+                        op: Op::Remove,
+                    }]);
+                    match recorded {
+                        Ok(()) => {}
+                        // Not recorded, so not removed: a later open removes it.
+                        Err(Error::StorageFull { .. } | Error::Poisoned) => continue,
+                        Err(e) => return Err(e),
+                    }
+                }
                 let path = segment::path(dir, id, kind);
                 file::remove_durably(profile, dir, &path)?;
                 report.removed_segments += 1;
                 continue;
             }
             Found::Unusable(reason) => {
-                let name = segment::file_name(id, kind);
-                let moved = if profile.read_only {
-                    Err(crate::Error::ReadOnly)
-                } else {
-                    segment::quarantine(profile, dir, &name)
-                };
-                let moved_to = match moved {
-                    Ok(to) => {
-                        log::warn!(
-                            "podstore: {} set aside as {}: {reason}",
-                            dir.join(&name).display(),
-                            to.display()
-                        );
-                        Some(to)
-                    }
-                    // No space for the quarantine directory, or a read-only store: left where
-                    // it is, unused.
-                    Err(e @ (crate::Error::StorageFull { .. } | crate::Error::ReadOnly)) => {
-                        log::warn!(
-                            "podstore: {} not used ({reason}); left in place: {e}",
-                            dir.join(&name).display(),
-                        );
-                        None
-                    }
-                    Err(e) => return Err(e),
-                };
-                report.quarantined.push(QuarantinedFile {
-                    name,
-                    moved_to,
-                    reason,
-                });
+                let listed_by = catalog.as_ref().filter(|_| expect == Expect::Created);
+                set_aside(dir, profile, id, kind, reason, listed_by, &mut report)?;
                 continue;
             }
+            Found::Damaged(_) => unreachable!("a file opened without a catalog's expectation"),
         };
         let mut footer_durable = true;
+        let found_sealed = loaded.opened == Opened::Sealed;
         match loaded.opened {
             Opened::Sealed => report.sealed_segments += 1,
             Opened::Recovered {
@@ -212,6 +326,21 @@ pub(super) fn recover(dir: &Path, profile: &IoProfile, pool: &BufPool) -> Result
                     sealed,
                 })
             }
+        }
+        if footer_durable && !matches!(expect, Expect::Sealed { .. }) && !profile.read_only {
+            if found_sealed {
+                // A footer found, but not known to be durable: after a process kill it may
+                // be in the page cache only. Synced before the seal is recorded, or a power
+                // loss now could leave a catalog that says sealed and a file without a footer.
+                loaded.file.sync_data()?;
+            }
+            catalog_edits.push(Edit {
+                id,
+                kind,
+                op: Op::Seal {
+                    length: loaded.file.len()?,
+                },
+            });
         }
         let summary = FileSummary::of(&loaded.entries);
         index.reserve(loaded.entries.len());
@@ -240,12 +369,166 @@ pub(super) fn recover(dir: &Path, profile: &IoProfile, pool: &BufPool) -> Result
         }
         segments.insert(id, handle);
     }
+    if !damaged.is_empty() {
+        if !salvage {
+            return Err(Error::Damaged {
+                dir: dir.to_path_buf(),
+                files: damaged,
+            });
+        }
+        for d in &damaged {
+            log::warn!("podstore: {}: {d}; salvaged what was left", dir.display());
+        }
+        report.lost.extend(damaged);
+    }
+    // `segment::list` refused ids above MAX_FILE_ID, so this cannot overflow.
+    let max_id = ids
+        .last()
+        .map_or(0, |&(id, _)| id)
+        .max(catalog.as_ref().map_or(0, |c| c.state().max_id));
+    let catalog = settle_catalog(
+        dir,
+        profile,
+        catalog,
+        &catalog_edits,
+        &segments,
+        max_id,
+        &mut report,
+    )?;
     Ok(Recovered {
         index,
         segments,
         report,
         max_seq,
-        // `segment::list` refused ids above MAX_FILE_ID, so this cannot overflow.
-        next_file_id: ids.last().map_or(1, |&(id, _)| id + 1),
+        next_file_id: max_id + 1,
+        catalog,
     })
+}
+
+/// The catalog the running store records in: the one found, with `edits` (what open learnt)
+/// appended, when it is clean; else a new one listing what open kept (a store without a
+/// catalog, one rebuilt in salvage, one whose edits salvage contradicts, or one with many
+/// removed files to forget). Read-only: the catalog as found, nothing written.
+fn settle_catalog(
+    dir: &Path,
+    profile: &IoProfile,
+    catalog: Option<Catalog>,
+    edits: &[Edit],
+    kept: &HashMap<u64, SegmentHandle>,
+    max_id: u64,
+    report: &mut RecoveryReport,
+) -> Result<Catalog> {
+    // Salvage's edits may contradict the catalog (a damaged file listed again): rewritten.
+    let salvaged = !report.lost.is_empty();
+    if profile.read_only {
+        return Ok(catalog.unwrap_or_else(|| Catalog::absent(dir, profile)));
+    }
+    let found = match catalog {
+        Some(catalog) => {
+            let state = catalog.state();
+            let removed = state
+                .files
+                .values()
+                .filter(|f| f.state == FileState::Removed)
+                .count();
+            let rewrite =
+                salvaged || (removed > REWRITE_REMOVED && removed > state.files.len() - removed);
+            if !rewrite {
+                return match catalog.record(edits) {
+                    // Unrecorded seals are recorded by a later open or the running store's
+                    // ticks; unrecorded removals of missing blob files are harmless.
+                    Ok(()) | Err(Error::StorageFull { .. } | Error::Poisoned) => Ok(catalog),
+                    Err(e) => Err(e),
+                };
+            }
+            Some(catalog)
+        }
+        None => None,
+    };
+    let mut files = Vec::with_capacity(kept.len());
+    for (&id, h) in kept {
+        let state = match h.sealed_at {
+            Some(_) => FileState::Sealed {
+                length: h.file.len()?,
+            },
+            None => FileState::Created,
+        };
+        files.push((id, h.kind, state));
+    }
+    files.sort_unstable_by_key(|f| f.0);
+    match Catalog::write_whole(dir, profile, &files, max_id) {
+        Ok(catalog) => {
+            // Worth reporting unless the store is new.
+            report.catalog_written = !kept.is_empty() || salvaged || found.is_some();
+            Ok(catalog)
+        }
+        // A full disk does not make the store unopenable: it keeps the catalog it had (or
+        // runs without one, which the next open writes).
+        Err(WholeError::NotWritten(e @ Error::StorageFull { .. })) => {
+            log::warn!(
+                "podstore: {}: no space to write the catalog ({e}); the next open writes it",
+                dir.display()
+            );
+            Ok(found.unwrap_or_else(|| Catalog::absent(dir, profile)))
+        }
+        Err(WholeError::NotWritten(e) | WholeError::Installed(e)) => Err(e),
+    }
+}
+
+/// Removed files a catalog may list before open writes it anew, without them.
+const REWRITE_REMOVED: usize = 4096;
+
+/// Moves file `id` to `quarantine/` (left in place, unused, in a read-only store or on a full
+/// disk) and reports it.
+fn set_aside(
+    dir: &Path,
+    profile: &IoProfile,
+    id: u64,
+    kind: segment::SegmentKind,
+    reason: QuarantineReason,
+    listed_by: Option<&Catalog>,
+    report: &mut RecoveryReport,
+) -> Result<()> {
+    let name = segment::file_name(id, kind);
+    let moved = if profile.read_only {
+        Err(crate::Error::ReadOnly)
+    } else {
+        // A file the catalog lists leaves it first, as if removed: open would otherwise
+        // find it missing next time.
+        let forgotten = match listed_by {
+            Some(catalog) => catalog.record(&[Edit {
+                id,
+                kind,
+                op: Op::Remove,
+            }]),
+            None => Ok(()),
+        };
+        forgotten.and_then(|()| segment::quarantine(profile, dir, &name))
+    };
+    let moved_to = match moved {
+        Ok(to) => {
+            log::warn!(
+                "podstore: {} set aside as {}: {reason}",
+                dir.join(&name).display(),
+                to.display()
+            );
+            Some(to)
+        }
+        // No space for the quarantine directory, or a read-only store: left where it is,
+        // unused.
+        Err(e @ (Error::StorageFull { .. } | Error::ReadOnly | Error::Poisoned)) => {
+            log::warn!(
+                "podstore: {} not used ({reason}); left in place: {e}",
+                dir.join(&name).display(),
+            );
+            None
+        }
+        Err(e) => return Err(e),
+    };
+    report.quarantined.push(QuarantinedFile {
+        name,
+        moved_to,
+        reason,
+    });
+    Ok(())
 }

@@ -1,15 +1,19 @@
 //! The read path: from a key to its index entry and the file it points into ([`Reader::locate`]),
-//! then to verified value bytes, from the write buffers or the file ([`Reader::read_value`]);
-//! [`ValueReader`] streams a value, [`Keys`] lists the keys.
+//! then to verified value bytes, from the read cache (`cache.rs`), the write buffers or the file
+//! ([`Reader::read_value`]); [`ValueReader`] streams a value, [`Keys`] lists the keys.
 
 use std::io::{self, Read, Seek, SeekFrom};
 use std::sync::Arc;
 
+use bytes::Bytes;
+
 use super::append::Log;
-use super::compress::{self, FrameCache, TableCache};
+use super::cache::{CRC_SECTOR, Cache, CacheFigures, Cached, Key, Part};
+use super::compress::{self, CachedTable, FrameCache};
 use super::segments::SegmentTable;
 use super::shared::Shared;
 use crate::error::{Corruption, Error, Result};
+use crate::format::CHUNK_SIZE;
 use crate::index::{Index, IndexEntry};
 use crate::io::aligned::BufPool;
 use crate::io::file::SegmentFile;
@@ -31,8 +35,14 @@ pub(super) struct Reader {
     log: Arc<Log>,
     pool: BufPool,
     read_align: u64,
-    /// Frame tables of recently read compressed values.
-    frame_tables: TableCache,
+    /// Small values whole, chunk crc sectors and frame tables of values read before.
+    cache: Cache,
+}
+
+/// What [`Reader::lookup`] found: a value in the cache, or where to read it.
+enum Lookup {
+    Cached(Bytes),
+    Located(Located),
 }
 
 /// An index entry and the file it points into, held open for the read.
@@ -44,15 +54,25 @@ pub(super) struct Located {
 
 impl Reader {
     /// The read path of a store whose direct reads go through `pool` (see [`new_pool`]).
-    pub(super) fn new(shared: &Shared, log: Arc<Log>, pool: BufPool) -> Reader {
+    pub(super) fn new(
+        shared: &Shared,
+        log: Arc<Log>,
+        pool: BufPool,
+        cache_capacity: u64,
+    ) -> Reader {
         Reader {
             index: shared.index.clone(),
             segments: shared.segments.clone(),
             log,
             pool,
             read_align: shared.profile.read_align,
-            frame_tables: TableCache::default(),
+            cache: Cache::new(cache_capacity),
         }
+    }
+
+    /// What the read cache did since open.
+    pub(super) fn cache_figures(&self) -> CacheFigures {
+        self.cache.figures()
     }
 
     /// The bounce buffers of direct reads (open and `verify` read through them too).
@@ -63,14 +83,20 @@ impl Reader {
     /// The index entry of `key` and the file it points into. A value moved by compaction between
     /// the index lookup and the file lookup is looked up again.
     pub(super) fn locate(&self, key: &[u8]) -> Result<Option<Located>> {
+        match self.index.get(key) {
+            Some(entry) => self.locate_entry(key, entry),
+            None => Ok(None),
+        }
+    }
+
+    /// [`Reader::locate`], from `entry`, the index entry of `key` just looked up.
+    fn locate_entry(&self, key: &[u8], mut entry: IndexEntry) -> Result<Option<Located>> {
         loop {
-            let Some(entry) = self.index.get(key) else {
-                return Ok(None);
-            };
             if let Some(file) = self.segments.file(entry.segment) {
                 return Ok(Some(Located { entry, file }));
             }
-            if self.index.get(key) == Some(entry) {
+            let now = self.index.get(key);
+            if now == Some(entry) {
                 // Not moved: the index names a file the store does not have.
                 return Err(Error::Corruption {
                     file: crate::error::FileKind::Log,
@@ -82,14 +108,72 @@ impl Reader {
                     },
                 });
             }
+            match now {
+                Some(e) => entry = e,
+                None => return Ok(None),
+            }
         }
     }
 
-    /// The whole value of `found`.
-    pub(super) fn read_all(&self, found: &Located) -> Result<Vec<u8>> {
+    /// The value of `key` if the cache holds it whole (then no file is looked up), else where
+    /// it is.
+    fn lookup(&self, key: &[u8]) -> Result<Option<Lookup>> {
+        let Some(entry) = self.index.get(key) else {
+            return Ok(None);
+        };
+        if self.cache.holds_whole(&entry)
+            && let Some(b) = self.cache.get_bytes(&Key::of(&entry, Part::Value))
+        {
+            return Ok(Some(Lookup::Cached(b)));
+        }
+        Ok(self.locate_entry(key, entry)?.map(Lookup::Located))
+    }
+
+    /// The whole value of `key` in `out` (cleared first; its allocation is reused), copied from
+    /// the cache or read (and then kept, if small enough); whether `key` has a value.
+    pub(super) fn get_into(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
+        out.clear();
+        let found = match self.lookup(key)? {
+            None => return Ok(false),
+            Some(Lookup::Cached(b)) => {
+                out.extend_from_slice(&b);
+                return Ok(true);
+            }
+            Some(Lookup::Located(found)) => found,
+        };
+        let len = to_usize(found.entry.value_len)?;
+        if out.capacity() < len {
+            // A fresh zeroed allocation (the zeroes of a large one come from the kernel for
+            // free) rather than growing `out`, which would copy and then zero it.
+            *out = vec![0u8; len];
+        } else {
+            out.resize(len, 0);
+        }
+        self.read_uncached(&found, 0, out, None)?;
+        if self.cache.holds_whole(&found.entry) {
+            let bytes = Cached::Bytes(Bytes::copy_from_slice(out));
+            self.cache.insert(Key::of(&found.entry, Part::Value), bytes);
+        }
+        Ok(true)
+    }
+
+    /// The whole value of `key` as shared bytes: the cache's own, or read (and then kept, if
+    /// small enough, without a copy).
+    pub(super) fn get_shared(&self, key: &[u8]) -> Result<Option<Bytes>> {
+        let found = match self.lookup(key)? {
+            None => return Ok(None),
+            Some(Lookup::Cached(b)) => return Ok(Some(b)),
+            Some(Lookup::Located(found)) => found,
+        };
         let mut out = vec![0u8; to_usize(found.entry.value_len)?];
-        self.read_value(found, 0, &mut out, None)?;
-        Ok(out)
+        self.read_uncached(&found, 0, &mut out, None)?;
+        let bytes = Bytes::from(out);
+        if self.cache.holds_whole(&found.entry) {
+            let shared = Cached::Bytes(bytes.clone());
+            self.cache
+                .insert(Key::of(&found.entry, Part::Value), shared);
+        }
+        Ok(Some(bytes))
     }
 
     /// Bytes `range` of the value of `found` (the value of `key`), by [`range::resolve`]'s
@@ -106,29 +190,60 @@ impl Reader {
         Ok(out)
     }
 
-    /// Reads value bytes `[start, start + dst.len())` of `found`, verified; for a compressed
-    /// value, decompresses the frames they are in, keeping what `cache` allows across reads.
+    /// Reads value bytes `[start, start + dst.len())` of `found`, verified: from the cache if it
+    /// holds the value whole, else as [`Reader::read_uncached`] does.
     pub(super) fn read_value(
         &self,
         found: &Located,
         start: u64,
         dst: &mut [u8],
-        cache: Option<&mut FrameCache>,
+        frames: Option<&mut FrameCache>,
+    ) -> Result<()> {
+        if self.cache.holds_whole(&found.entry)
+            && let Some(b) = self.cache.get_bytes(&Key::of(&found.entry, Part::Value))
+        {
+            let at = start as usize;
+            dst.copy_from_slice(&b[at..at + dst.len()]);
+            return Ok(());
+        }
+        self.read_uncached(found, start, dst, frames)
+    }
+
+    /// Reads value bytes `[start, start + dst.len())` of `found` from the buffers or the file,
+    /// verified (chunk crcs, from the cache if it has them); for a compressed value, decompresses
+    /// the frames they are in, keeping what `frames` allows across reads, and the frame table
+    /// in the cache.
+    fn read_uncached(
+        &self,
+        found: &Located,
+        start: u64,
+        dst: &mut [u8],
+        frames: Option<&mut FrameCache>,
     ) -> Result<()> {
         let entry = &found.entry;
-        let read_stored = |off: u64, buf: &mut [u8]| {
-            segment::read_value(&entry.span(), off, buf, |o, b| self.fetch(found, o, b))
-        };
+        let read_stored = |off: u64, buf: &mut [u8]| self.read_stored_at(found, off, buf);
         if !entry.is_compressed() {
             return read_stored(start, dst)
                 .map_err(|e| e.in_file(segment::kind_of(found.file.path())));
         }
         let mut one_off = FrameCache::default();
-        let cache = cache.unwrap_or(&mut one_off);
-        let known = cache.has_table() || self.frame_tables.seed(entry, cache);
-        let result = compress::read_framed(entry, start, dst, cache, read_stored);
-        if !known && result.is_ok() {
-            self.frame_tables.remember(entry, cache);
+        let frames = frames.unwrap_or(&mut one_off);
+        let key = Key::of(entry, Part::Frames);
+        let known = frames.has_table()
+            || match self.cache.get(&key) {
+                Some(Cached::Frames(table)) => {
+                    table.seed(frames);
+                    true
+                }
+                _ => false,
+            };
+        let result = compress::read_framed(entry, start, dst, frames, read_stored);
+        if !known
+            && result.is_ok()
+            && self.cache.is_on()
+            && let Some(table) = CachedTable::of(frames)
+        {
+            self.cache.insert(key, Cached::Frames(Arc::new(table)));
         }
         result.map_err(|e| e.in_file(segment::kind_of(found.file.path())))
     }
@@ -136,8 +251,72 @@ impl Reader {
     /// Reads the stored bytes of `found`'s record, verified (compaction copies them as they
     /// are, compressed or not).
     pub(super) fn read_stored(&self, found: &Located, dst: &mut [u8]) -> Result<()> {
-        segment::read_value(&found.entry.span(), 0, dst, |o, b| self.fetch(found, o, b))
+        self.read_stored_at(found, 0, dst)
             .map_err(|e| e.in_file(segment::kind_of(found.file.path())))
+    }
+
+    /// Stored bytes `[start, start + dst.len())` of `found`'s record, verified.
+    ///
+    /// A crc sector kept by the cache is not verified as a whole when it is read (each crc is
+    /// checked against its chunk when used), so one damaged in transit could fail every later
+    /// read of its chunks: a read that fails verification forgets the sectors it used and is
+    /// tried once more with everything from the file, whose answer stands.
+    fn read_stored_at(&self, found: &Located, start: u64, dst: &mut [u8]) -> Result<()> {
+        let span = found.entry.span();
+        let fetch = |o, b: &mut [u8]| self.fetch(found, o, b);
+        let result =
+            segment::read_value(&span, start, dst, fetch, |c, b| self.read_crcs(found, c, b));
+        if !matches!(result, Err(Error::Corruption { .. })) || !self.cache.is_on() {
+            return result;
+        }
+        let chunks = start / CHUNK_SIZE..(start + dst.len() as u64).div_ceil(CHUNK_SIZE);
+        let sectors = span.crc_offset(chunks.start) / CRC_SECTOR
+            ..span.crc_offset(chunks.end).div_ceil(CRC_SECTOR);
+        for sector in sectors {
+            self.cache
+                .remove(&Key::of(&found.entry, Part::Crcs(sector)));
+        }
+        segment::read_value(&span, start, dst, fetch, |c, b| {
+            self.fetch(found, span.crc_offset(c), b)
+        })
+    }
+
+    /// The chunk crcs of `found`'s record from chunk `first` on, filling `dst`: from the cache,
+    /// or read a whole file sector of [`CRC_SECTOR`] bytes at a time (what a direct read of
+    /// them fetches anyway) and kept, so that the next read nearby fetches only its chunks.
+    fn read_crcs(&self, found: &Located, first: u64, dst: &mut [u8]) -> Result<()> {
+        let span = found.entry.span();
+        let (mut at, end) = (
+            span.crc_offset(first),
+            span.crc_offset(first) + dst.len() as u64,
+        );
+        if !self.cache.is_on() {
+            return self.fetch(found, at, dst);
+        }
+        let table = span.crc_offset(0)..span.crc_offset(0) + span.crc_table_len();
+        while at < end {
+            let sector = at / CRC_SECTOR;
+            let from = (sector * CRC_SECTOR).max(table.start);
+            let to = ((sector + 1) * CRC_SECTOR).min(table.end);
+            let key = Key::of(&found.entry, Part::Crcs(sector));
+            let crcs = match self.cache.get_bytes(&key) {
+                Some(b) => b,
+                None => {
+                    let mut buf = vec![0u8; (to - from) as usize];
+                    self.fetch(found, from, &mut buf)?;
+                    let b = Bytes::from(buf);
+                    self.cache.insert(key, Cached::Bytes(b.clone()));
+                    b
+                }
+            };
+            let upto = to.min(end);
+            let done = (at - span.crc_offset(first)) as usize;
+            let n = (upto - at) as usize;
+            let i = (at - from) as usize;
+            dst[done..done + n].copy_from_slice(&crcs[i..i + n]);
+            at = upto;
+        }
+        Ok(())
     }
 
     /// Reads bytes `[offset, offset + dst.len())` of the segment of `found` from wherever they

@@ -9,6 +9,7 @@ use super::segments::SegmentTable;
 use super::stats::Counters;
 use crate::index::{Index, PendingQueue};
 use crate::io::file::IoProfile;
+use crate::segment::Catalog;
 
 /// The handles every part of the store works with.
 #[derive(Clone)]
@@ -25,4 +26,6 @@ pub(super) struct Shared {
     pub(super) segments: Arc<SegmentTable>,
     /// Byte and file counters since open.
     pub(super) counters: Arc<Counters>,
+    /// The list of the store's files: every creation, seal and removal is recorded in it.
+    pub(super) catalog: Arc<Catalog>,
 }

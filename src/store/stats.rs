@@ -4,6 +4,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::append::Log;
+use super::cache::CacheFigures;
 use super::segments::SegmentTable;
 use crate::index::Index;
 use crate::options::IoMode;
@@ -54,6 +55,18 @@ pub struct Stats {
     pub files_removed: u64,
     /// Tombstones dropped by compaction since open.
     pub tombstones_dropped: u64,
+    /// Lookups the read cache answered since open (see
+    /// [`Options::cache_capacity`](crate::Options::cache_capacity)): a whole value, a block of
+    /// chunk checksums or a frame table found in memory.
+    pub cache_hits: u64,
+    /// Lookups of the read cache that found nothing since open (the bytes were then read from
+    /// disk). A range read of a small value that is not cached counts one too.
+    pub cache_misses: u64,
+    /// Entries the read cache dropped to make room since open.
+    pub cache_evictions: u64,
+    /// Bytes the read cache holds now, each entry's bookkeeping included: never more than
+    /// the capacity.
+    pub cache_bytes: u64,
 }
 
 impl Stats {
@@ -114,6 +127,7 @@ pub(super) fn collect(
     log: &Log,
     index: &Index,
     counters: &Counters,
+    cache: CacheFigures,
     io_mode: IoMode,
 ) -> Stats {
     let handles = segments.snapshot();
@@ -158,5 +172,36 @@ pub(super) fn collect(
         segments_compacted: c.segments_compacted.load(Ordering::Relaxed),
         files_removed: c.files_removed.load(Ordering::Relaxed),
         tombstones_dropped: c.tombstones_dropped.load(Ordering::Relaxed),
+        cache_hits: cache.hits,
+        cache_misses: cache.misses,
+        cache_evictions: cache.evictions,
+        cache_bytes: cache.bytes,
     }
+}
+
+/// [`Store::files`](super::Store::files): every file's header and footer, with the live bytes
+/// the index counts in it.
+pub(super) fn files(
+    segments: &SegmentTable,
+    log: &Log,
+    index: &Index,
+    profile: &crate::io::file::IoProfile,
+    pool: &crate::io::aligned::BufPool,
+) -> crate::Result<Vec<crate::inspect::FileInfo>> {
+    let active = log.lock().active();
+    let usage = index.usage_all();
+    let mut out = Vec::new();
+    for (id, h) in segments.snapshot() {
+        let mut info = crate::inspect::info_of(&h.file, profile, pool)?;
+        let live = usage.get(&id).map_or(0, |u| u.live_bytes);
+        let preallocated = match &active {
+            Some(a) if a.id == id => info.len.saturating_sub(a.position),
+            _ => 0,
+        };
+        let kept = live + h.summary.tombstone_bytes + preallocated;
+        info.live_bytes = Some(live);
+        info.dead_bytes = Some(info.len.saturating_sub(kept));
+        out.push(info);
+    }
+    Ok(out)
 }

@@ -648,3 +648,64 @@ fn a_buffered_streamed_put_never_survives_an_earlier_write() {
         }
     }
 }
+
+/// Issue 14: the catalog under a power loss at every mutating I/O of a workload that creates,
+/// seals, compacts and removes files (log segments and blob files, a blob file created ahead
+/// and removed at close, a reopen), in every survival mode, with and without a second crash in
+/// the recovery: the open after the crash never refuses the store (a crash is not damage), and
+/// holds every acknowledged write.
+#[test]
+fn the_catalog_survives_a_power_loss_at_every_io_of_create_seal_compact_and_remove() {
+    let ops = vec![
+        Op::Put { key: 0, len: 300 },
+        Op::Put {
+            key: 1,
+            len: LARGE + 10,
+        },
+        Op::Batch(vec![(2, Some(19_000)), (3, Some(19_000))]),
+        Op::Put { key: 1, len: 5_000 },
+        Op::Delete { key: 0 },
+        Op::Compact,
+        Op::Put {
+            key: 4,
+            len: LARGE + 20,
+        },
+        Op::Reopen,
+        Op::Delete { key: 4 },
+        Op::Compact,
+    ];
+    // The number of mutating calls of the whole workload, run without a crash.
+    let counted = new_sim(SimConfig::default());
+    let case = |crash_at: u64, survival, recovery_crash, kill_first| Case {
+        durability: Durability::Sync,
+        config: SimConfig::default(),
+        ops: ops.clone(),
+        crash_at: (CrashOn::Mutation, crash_at),
+        survival,
+        recovery_crash,
+        kill_first,
+        seed: crash_at,
+    };
+    counted.crash_at(CrashOn::Mutation, u64::MAX);
+    run_workload(&case(u64::MAX, Survival::DropAll, None, false), &counted).unwrap();
+    let mutations: u64 = counted
+        .stats()
+        .calls
+        .iter()
+        .filter(|(k, _)| k.mutates())
+        .map(|(_, n)| n)
+        .sum();
+    assert!(mutations > 50, "{mutations}");
+    let mut runs = 0;
+    for n in 1..=mutations {
+        for (i, &survival) in Survival::ALL.iter().enumerate() {
+            // A second crash in the recovery in one mode of each point, a process kill in one.
+            let recovery_crash = (i == 1).then_some(1 + n % 7);
+            let kill_first = i == 2;
+            run_case(&case(n, survival, recovery_crash, kill_first))
+                .unwrap_or_else(|e| panic!("crash at mutation {n}, {survival:?}: {e}"));
+            runs += 1;
+        }
+    }
+    println!("catalog crash points: {mutations} mutations x {runs} runs");
+}

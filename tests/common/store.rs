@@ -118,3 +118,58 @@ pub fn env_u64(var: &str, default: u64) -> u64 {
         Err(_) => default,
     }
 }
+
+/// Opens the damaged store in `dir`: asserts that the default open refuses it with
+/// `Error::Damaged` naming exactly the files and problems of `expect` and changes nothing in
+/// the store's files, then opens it with `RecoveryMode::Salvage` and asserts that it reports
+/// the same files lost.
+#[track_caller]
+pub fn open_salvaging(
+    dir: &Path,
+    opts: Options,
+    expect: &[(String, podstore::FileProblem)],
+) -> Store {
+    let snapshot = || -> Vec<(std::path::PathBuf, Vec<u8>)> {
+        super::files::store_paths(dir)
+            .into_iter()
+            .map(|p| {
+                let bytes = std::fs::read(&p).unwrap();
+                (p, bytes)
+            })
+            .collect()
+    };
+    let before = snapshot();
+    let pairs = |files: &[podstore::DamagedFile]| -> Vec<(String, podstore::FileProblem)> {
+        let mut v: Vec<_> = files
+            .iter()
+            .map(|f| (f.name.clone(), f.problem.clone()))
+            .collect();
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+        v
+    };
+    let mut want = expect.to_vec();
+    want.sort_by(|a, b| a.0.cmp(&b.0));
+    match Store::open_with(dir, opts.clone()) {
+        Err(podstore::Error::Damaged { dir: d, files }) => {
+            assert_eq!(d, dir);
+            assert_eq!(pairs(&files), want, "what the default open refused");
+        }
+        Err(e) => panic!("the default open failed with {e:?}, not Damaged"),
+        Ok(s) => panic!(
+            "the default open accepted a damaged store: {:?}",
+            s.recovery()
+        ),
+    }
+    assert!(
+        snapshot() == before,
+        "the refused open changed the store's files"
+    );
+    let store = Store::open_with(dir, opts.recovery_mode(podstore::RecoveryMode::Salvage))
+        .expect("salvage open");
+    assert_eq!(
+        pairs(&store.recovery().lost),
+        want,
+        "what salvage reported lost"
+    );
+    store
+}

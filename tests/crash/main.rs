@@ -4,7 +4,8 @@
 //!   directory: single puts and deletes; then also atomic batches (all-or-nothing) and large
 //!   values in blob files; then all that while the store compacts. `PODSTORE_CRASH_SEED` and
 //!   `PODSTORE_CRASH_ROUNDS` vary them for long runs (scripts/crash-loop.sh); and a streamed put
-//!   (`Store::writer`) killed mid-stream and after `finish`;
+//!   (`Store::writer`) killed mid-stream and after `finish`; a process taking checkpoints of a
+//!   store being written, killed midway;
 //! - `compaction`: a process aborted at each step of the compaction protocol (failpoints);
 //! - `lock`: a second process refused by the directory lock until the holder dies;
 //! - `torn_tail`: torn tails (truncations) and torn blocks (zeroes, garbage) in the segment
@@ -56,6 +57,7 @@ fn crash_child() {
             seed.parse().unwrap(),
             round.parse().unwrap(),
         ),
+        ["checkpoint", mode] => kill9::checkpoint_child(Path::new(&dir), parse_mode(mode)),
         ["stream", mode, finish, lz4] => kill9::stream_child(
             Path::new(&dir),
             parse_mode(mode),

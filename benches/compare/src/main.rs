@@ -37,6 +37,7 @@ usage:
         reopen   [--keys 1000000] [--size 100]
       common: [--load-threads 16] [--seed 1] [--keep]
               [--write-buffer SIZE] (podstore engines: Options::write_buffer_size, for experiments)
+              [--cache-capacity SIZE] (podstore engines: Options::cache_capacity, 0 = off)
   compare suite [--quick] [--out FILE] [--jsonl FILE] [--charts-dir DIR] [--dir DIR] [--reps N]
                 [--engines a,b,...] [--workloads put,get,range,seqwrite,mix,oldest,reopen]
   compare report --from FILE.jsonl [--out FILE.md] [--charts-dir DIR]

@@ -266,12 +266,13 @@ fn run_inner(args: &Args) -> Res<String> {
         "dir": base.display().to_string(),
         "fs": sys::mount_of(&base).fstype,
     });
-    if let Some(size) = args.str("write-buffer") {
-        if !engine.starts_with("podstore") {
-            return Err("--write-buffer is for the podstore engines".into());
+    for (flag, _, cell) in engines::podstore::TUNING {
+        if let Some(size) = args.str(flag) {
+            if !engine.starts_with("podstore") {
+                return Err(format!("--{flag} is for the podstore engines").into());
+            }
+            let _ = cell.set(sys::parse_size(size)?);
         }
-        let size = sys::parse_size(size)? as usize;
-        let _ = engines::podstore::WRITE_BUFFER.set(size);
     }
     let (mut params, fields) = match workload.as_str() {
         "put" => put(args, &engine, &dir.path, seed)?,
@@ -283,8 +284,10 @@ fn run_inner(args: &Args) -> Res<String> {
         "ycsb" => ycsb(args, &engine, &dir.path, seed, load_threads)?,
         other => return Err(format!("unknown workload {other:?}").into()),
     };
-    if let Some(&size) = engines::podstore::WRITE_BUFFER.get() {
-        params["write_buffer"] = json!(size);
+    for (_, field, cell) in engines::podstore::TUNING {
+        if let Some(&size) = cell.get() {
+            params[field] = json!(size);
+        }
     }
     out["params"] = params;
     merge(&mut out, fields);

@@ -24,6 +24,7 @@ fn main() -> std::io::Result<()> {
         ("segment_header", header_seeds()),
         ("scan", scan_seeds()),
         ("frames", frames_seeds()),
+        ("catalog", catalog_seeds()),
     ] {
         let d = dir.join(target);
         fs::create_dir_all(&d)?;
@@ -40,6 +41,29 @@ fn main() -> std::io::Result<()> {
     }
     println!("{total} seeds written");
     Ok(())
+}
+
+/// Catalogs: empty, and with creations, seals and removals of both kinds, with zero slots after.
+fn catalog_seeds() -> Vec<Vec<u8>> {
+    use podstore::FileKind;
+    use podstore::format::catalog::{Edit, Op, SLOT_LEN, encode_header};
+    let edit = |id, kind, op| Edit { id, kind, op }.encode();
+    let mut seeds = vec![encode_header().to_vec()];
+    let mut b = encode_header().to_vec();
+    for e in [
+        edit(1, FileKind::Log, Op::Create),
+        edit(2, FileKind::Blob, Op::Create),
+        edit(2, FileKind::Blob, Op::Seal { length: 1 << 20 }),
+        edit(1, FileKind::Log, Op::Seal { length: 8192 }),
+        edit(3, FileKind::Log, Op::Create),
+        edit(1, FileKind::Log, Op::Remove),
+    ] {
+        b.extend_from_slice(&e);
+        seeds.push(b.clone());
+    }
+    b.resize(b.len() + 4 * SLOT_LEN, 0);
+    seeds.push(b);
+    seeds
 }
 
 /// A deterministic byte pattern (xorshift), for values and for unstructured seeds.

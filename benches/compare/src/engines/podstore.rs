@@ -8,7 +8,18 @@ use super::{Engine, OpenSpec, Res};
 
 /// `compare run --write-buffer SIZE`: podstore's `Options::write_buffer_size` for this run
 /// (default: podstore's default), for experiments; the suite never sets it.
-pub static WRITE_BUFFER: OnceLock<usize> = OnceLock::new();
+pub static WRITE_BUFFER: OnceLock<u64> = OnceLock::new();
+
+/// `compare run --cache-capacity SIZE`: podstore's `Options::cache_capacity` for this run
+/// (0 turns the read cache off; default: podstore's default), for experiments such as the
+/// cost of the cache on cold reads and puts; the suite never sets it.
+pub static CACHE_CAPACITY: OnceLock<u64> = OnceLock::new();
+
+/// The experiment flags above: flag, JSON field, where the value goes.
+pub static TUNING: [(&str, &str, &OnceLock<u64>); 2] = [
+    ("write-buffer", "write_buffer", &WRITE_BUFFER),
+    ("cache-capacity", "cache_capacity", &CACHE_CAPACITY),
+];
 
 pub struct Pod {
     store: Store,
@@ -24,7 +35,10 @@ impl Pod {
         };
         let mut opts = Options::default().io_mode(mode).durability(durability);
         if let Some(&size) = WRITE_BUFFER.get() {
-            opts = opts.write_buffer_size(size);
+            opts = opts.write_buffer_size(size as usize);
+        }
+        if let Some(&bytes) = CACHE_CAPACITY.get() {
+            opts = opts.cache_capacity(bytes);
         }
         let store = Store::open_with(&spec.dir, opts)?;
         if store.io_mode() != mode {

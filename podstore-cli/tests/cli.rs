@@ -1,0 +1,327 @@
+//! The `podstore` binary, run as a real process against real stores: every subcommand, its
+//! output and its exit code.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use podstore::{Options, Store};
+
+fn podstore(args: &[&str]) -> Output {
+    run(args, None)
+}
+
+fn run(args: &[&str], stdin: Option<&[u8]>) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_podstore"))
+        .args(args)
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    if let Some(bytes) = stdin {
+        // A child that fails before reading its input closes the pipe: not the test's error.
+        match child.stdin.take().unwrap().write_all(bytes) {
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+            other => other.unwrap(),
+        }
+    }
+    child.wait_with_output().unwrap()
+}
+
+fn code(o: &Output) -> i32 {
+    o.status.code().expect("exited")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[track_caller]
+fn ok(args: &[&str]) -> String {
+    let o = podstore(args);
+    assert_eq!(code(&o), 0, "{args:?}: {}", stderr(&o));
+    stdout(&o)
+}
+
+/// A closed store with a few values, a blob file, a delete, and a sealed segment.
+fn store() -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::TempDir::new().unwrap();
+    let dir = tmp.path().join("store");
+    let s = Store::open_with(&dir, Options::default().segment_size(1 << 20)).unwrap();
+    s.put("photos/1", vec![1u8; 5000]).unwrap();
+    s.put("photos/2", vec![2u8; 300]).unwrap();
+    s.put("docs/a", "hello").unwrap();
+    s.put("big", vec![7u8; 2 << 20]).unwrap();
+    s.put([0u8, 255], "binary key").unwrap();
+    s.put("gone", "x").unwrap();
+    s.delete("gone").unwrap();
+    s.close().unwrap();
+    (tmp, dir)
+}
+
+/// The first log segment file of a store directory.
+fn first_segment(dir: &Path) -> PathBuf {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.file_name().unwrap().to_string_lossy().starts_with("seg-"))
+        .unwrap()
+}
+
+fn p(path: &Path) -> &str {
+    path.to_str().unwrap()
+}
+
+#[test]
+fn stats_for_humans_and_for_scripts() {
+    let (_tmp, dir) = store();
+    let out = ok(&["stats", p(&dir)]);
+    assert!(out.contains("keys        5"), "{out}");
+    let json: serde_json::Value = serde_json::from_str(&ok(&["stats", "--json", p(&dir)])).unwrap();
+    assert_eq!(json["live_keys"], 5);
+    assert_eq!(json["blob_files"], 1);
+    assert!(json["disk_bytes"].as_u64().unwrap() > 2 << 20);
+}
+
+#[test]
+fn ls_in_the_librarys_order_with_prefix_long_and_hex() {
+    let (_tmp, dir) = store();
+    let store = Store::open_with(&dir, Options::default().read_only(true)).unwrap();
+    let library: Vec<String> = store.keys().map(|k| k.escape_ascii().to_string()).collect();
+    drop(store);
+    let out = ok(&["ls", p(&dir)]);
+    assert_eq!(out.lines().collect::<Vec<_>>(), library);
+    let photos = ok(&["ls", "--prefix", "photos/", "--long", p(&dir)]);
+    let mut lines: Vec<&str> = photos.lines().map(str::trim_start).collect();
+    lines.sort_by_key(|l| l.split_whitespace().nth(1).map(str::to_string));
+    assert_eq!(lines, ["5000  photos/1", "300  photos/2"], "{photos}");
+    let hex = ok(&["--hex", "ls", "--prefix", "00", p(&dir)]);
+    assert_eq!(hex.trim(), "00ff");
+}
+
+#[test]
+fn get_whole_values_ranges_and_to_a_file() {
+    let (tmp, dir) = store();
+    let o = podstore(&["get", p(&dir), "docs/a"]);
+    assert_eq!(o.stdout, b"hello");
+    let o = podstore(&["get", "--range", "1..3", p(&dir), "docs/a"]);
+    assert_eq!(o.stdout, b"el");
+    // HTTP range semantics: an end past the value is clamped.
+    let o = podstore(&["get", "--range", "3..100", p(&dir), "docs/a"]);
+    assert_eq!(o.stdout, b"lo");
+    let o = podstore(&["--hex", "get", p(&dir), "00ff"]);
+    assert_eq!(o.stdout, b"binary key");
+    let file = tmp.path().join("big.out");
+    ok(&["get", "-o", p(&file), p(&dir), "big"]);
+    assert_eq!(std::fs::read(&file).unwrap(), vec![7u8; 2 << 20]);
+    // -o never replaces a file.
+    let o = podstore(&["get", "-o", p(&file), p(&dir), "docs/a"]);
+    assert_eq!(code(&o), 5, "{}", stderr(&o));
+    assert_eq!(std::fs::read(&file).unwrap().len(), 2 << 20);
+    // Missing key: 3; a range past the end: 2; bad range syntax: 2.
+    assert_eq!(code(&podstore(&["get", p(&dir), "nope"])), 3);
+    assert_eq!(
+        code(&podstore(&["get", "--range", "9..", p(&dir), "docs/a"])),
+        2
+    );
+    assert_eq!(
+        code(&podstore(&["get", "--range", "x", p(&dir), "docs/a"])),
+        2
+    );
+}
+
+#[test]
+fn put_from_a_file_and_from_stdin_small_and_streamed() {
+    let (tmp, dir) = store();
+    let src = tmp.path().join("src");
+    let big: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
+    std::fs::write(&src, &big).unwrap();
+    ok(&["put", p(&dir), "from-file", p(&src)]);
+    let o = run(&["put", p(&dir), "from-stdin", "-"], Some(b"piped bytes"));
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let o = run(&["put", p(&dir), "stdin-default"], Some(&big));
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let store = Store::open_with(&dir, Options::default().read_only(true)).unwrap();
+    assert_eq!(store.get("from-file").unwrap(), Some(big.clone()));
+    assert_eq!(
+        store.get("from-stdin").unwrap().as_deref(),
+        Some(&b"piped bytes"[..])
+    );
+    assert_eq!(store.get("stdin-default").unwrap(), Some(big));
+    drop(store);
+    // No store there: 3, and nothing created; with --create, a new store.
+    let new = tmp.path().join("new");
+    let o = run(&["put", p(&new), "k"], Some(b"v"));
+    assert_eq!(code(&o), 3, "{}", stderr(&o));
+    assert!(!new.exists());
+    let o = run(&["put", "--create", p(&new), "k"], Some(b"v"));
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert_eq!(podstore(&["get", p(&new), "k"]).stdout, b"v");
+    // A missing input file: 3.
+    assert_eq!(code(&podstore(&["put", p(&dir), "k", "/no/such/file"])), 3);
+}
+
+#[test]
+fn rm_deletes_and_says_which_keys_had_no_value() {
+    let (_tmp, dir) = store();
+    ok(&["rm", p(&dir), "photos/1", "photos/2"]);
+    let o = podstore(&["rm", p(&dir), "docs/a", "never"]);
+    assert_eq!(code(&o), 3);
+    assert!(stderr(&o).contains("never"), "{}", stderr(&o));
+    let left = ok(&["ls", p(&dir)]);
+    assert!(
+        !left.contains("photos") && !left.contains("docs/a"),
+        "{left}"
+    );
+}
+
+#[test]
+fn compact_gives_space_back() {
+    let (_tmp, dir) = store();
+    let disk = |dir: &Path| {
+        let json: serde_json::Value =
+            serde_json::from_str(&ok(&["stats", "--json", p(dir)])).unwrap();
+        json["disk_bytes"].as_u64().unwrap()
+    };
+    let before = disk(&dir);
+    ok(&["rm", p(&dir), "big", "photos/1", "photos/2", "docs/a"]);
+    let out = ok(&["compact", p(&dir)]);
+    assert!(out.contains("freed"), "{out}");
+    // The blob file (perhaps already at the close after `rm`) and the dead segment.
+    assert!(
+        disk(&dir) + (2 << 20) < before,
+        "{before} -> {}",
+        disk(&dir)
+    );
+}
+
+#[test]
+fn verify_clean_damaged_and_missing_files() {
+    let (tmp, dir) = store();
+    assert!(ok(&["verify", p(&dir)]).contains("clean"));
+    // A flipped byte inside a value of a sealed segment: 1, and the damage is named.
+    let seg = first_segment(&dir);
+    let copy = tmp.path().join("copy");
+    std::fs::create_dir(&copy).unwrap();
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_file() {
+            std::fs::copy(e.path(), copy.join(e.file_name())).unwrap();
+        }
+    }
+    let mut bytes = std::fs::read(&seg).unwrap();
+    let at = bytes
+        .windows(5000)
+        .position(|w| w.iter().all(|&b| b == 1))
+        .unwrap();
+    bytes[at + 100] ^= 0xff;
+    std::fs::write(&seg, &bytes).unwrap();
+    let o = podstore(&["verify", p(&dir)]);
+    assert_eq!(code(&o), 1, "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains("unreadable key: photos/1"),
+        "{}",
+        stdout(&o)
+    );
+    // A sealed file deleted: the open refuses the store as damaged, 1, naming the file.
+    let name = seg.file_name().unwrap().to_string_lossy().into_owned();
+    std::fs::remove_file(copy.join(&name)).unwrap();
+    let o = podstore(&["verify", p(&copy)]);
+    assert_eq!(code(&o), 1);
+    // Named, and the rest of the store checked (read-only: nothing changed).
+    assert!(
+        stdout(&o).contains(&format!("damaged file: {name} is missing")),
+        "{}",
+        stdout(&o)
+    );
+    assert!(stdout(&o).contains("records"), "{}", stdout(&o));
+    assert!(
+        stderr(&o).contains("1 missing or cut file"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!copy.join(&name).exists());
+    let o = podstore(&["verify", p(&copy)]);
+    assert_eq!(code(&o), 1, "still damaged: verify changed nothing");
+    // No store: 3.
+    assert_eq!(code(&podstore(&["verify", p(&tmp.path().join("none"))])), 3);
+}
+
+#[test]
+fn verify_and_reads_work_beside_a_read_only_opener_and_a_writer_locks_them_out() {
+    let (_tmp, dir) = store();
+    let reader = Store::open_with(&dir, Options::default().read_only(true)).unwrap();
+    assert!(ok(&["verify", p(&dir)]).contains("clean"));
+    assert_eq!(podstore(&["get", p(&dir), "docs/a"]).stdout, b"hello");
+    drop(reader);
+    let writer = Store::open(&dir).unwrap();
+    let o = podstore(&["verify", p(&dir)]);
+    assert_eq!(code(&o), 4, "{}", stderr(&o));
+    assert!(stderr(&o).starts_with("podstore: "), "{}", stderr(&o));
+    assert_eq!(stderr(&o).lines().count(), 1);
+    drop(writer);
+}
+
+#[test]
+fn inspect_a_store_a_catalog_a_lone_file_and_its_records() {
+    let (tmp, dir) = store();
+    let out = ok(&["inspect", p(&dir)]);
+    assert!(out.starts_with("catalog: "), "{out}");
+    assert!(out.contains("blob-") && out.contains("seg-"), "{out}");
+    assert!(out.contains("live "), "{out}");
+    let json: serde_json::Value =
+        serde_json::from_str(&ok(&["inspect", "--json", p(&dir)])).unwrap();
+    assert!(json["files"].as_array().unwrap().len() >= 2);
+    let catalog = ok(&["inspect", p(&dir.join("CATALOG"))]);
+    assert!(catalog.contains("sealed"), "{catalog}");
+    // A lone file copied out of the store.
+    let seg = first_segment(&dir);
+    let lone = tmp.path().join("lone.pod");
+    std::fs::copy(&seg, &lone).unwrap();
+    let out = ok(&["inspect", p(&lone)]);
+    assert!(
+        out.contains("sealed") && out.contains("tombstones"),
+        "{out}"
+    );
+    let recs = ok(&["inspect", "--records", p(&lone)]);
+    assert!(recs.contains("photos/1") && recs.contains("del"), "{recs}");
+    assert!(recs.contains("records; end at"), "{recs}");
+    let json: serde_json::Value =
+        serde_json::from_str(&ok(&["inspect", "--records", p(&lone), "--json"])).unwrap();
+    assert!(json["records"].as_array().unwrap().len() >= 5);
+    // Not there: 3; nothing to inspect: 2.
+    assert_eq!(code(&podstore(&["inspect", "/no/such/path"])), 3);
+    assert_eq!(code(&podstore(&["inspect"])), 2);
+}
+
+#[test]
+fn checkpoint_makes_an_openable_copy_and_refuses_an_existing_destination() {
+    let (tmp, dir) = store();
+    let dest = tmp.path().join("backup");
+    let out = ok(&["checkpoint", p(&dir), p(&dest)]);
+    assert!(out.contains("files linked"), "{out}");
+    assert_eq!(podstore(&["get", p(&dest), "docs/a"]).stdout, b"hello");
+    assert!(ok(&["verify", p(&dest)]).contains("clean"));
+    let o = podstore(&["checkpoint", p(&dir), p(&dest)]);
+    assert_eq!(code(&o), 5, "{}", stderr(&o));
+}
+
+#[test]
+fn wrong_arguments_are_exit_2_with_one_line() {
+    let o = podstore(&["get"]);
+    assert_eq!(code(&o), 2);
+    let o = podstore(&["--hex", "get", "/tmp", "abc"]);
+    assert_eq!(code(&o), 2);
+    assert_eq!(stderr(&o).lines().count(), 1, "{}", stderr(&o));
+    assert_eq!(code(&podstore(&["frobnicate"])), 2);
+    assert_eq!(code(&podstore(&["--help"])), 0);
+}

@@ -1,0 +1,388 @@
+//! The catalog file (`CATALOG`, format in [`crate::format::catalog`]): loaded at open, appended
+//! to as files are created, sealed and removed, and written whole when a store gets one.
+//!
+//! Every append is written into zero slots the file already has and fdatasync'd before the
+//! caller goes on: an edit counts once its sync returned. The order of each edit against the
+//! file operation it describes is what makes the catalog exact after any crash (docs/design.md,
+//! "Catalog"): a file's name is durable before its creation is recorded, its footer durable
+//! before its seal is, and its removal recorded before it is unlinked.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+
+use super::names::file_name;
+use crate::error::{DamagedFile, Error, FileKind, FileProblem, Result};
+use crate::format::catalog::{
+    CatalogFile, CatalogState, Edit, FileState, Op, SLOT_LEN, encode_header, replay,
+};
+use crate::io::file::{self, IoProfile, PlainFile};
+
+/// Name of the catalog in the store directory.
+pub const CATALOG_NAME: &str = "CATALOG";
+/// Name the catalog is written under before it replaces `CATALOG`.
+const CATALOG_TMP: &str = "CATALOG.tmp";
+/// Zero slots added when the catalog runs out of them (64 KiB).
+const GROW_SLOTS: u64 = 2048;
+
+/// What open found for a catalog.
+pub enum LoadedCatalog {
+    /// No `CATALOG`: a new store, or one written by a version without a catalog.
+    Absent,
+    /// A catalog that verifies.
+    Found {
+        /// The file (open for writing unless the store is read-only).
+        file: PlainFile,
+        /// Its edits, replayed.
+        state: CatalogState,
+        /// Its length in slots.
+        slots: u64,
+        /// False when what follows its last edit could not be zeroed (a full disk): no edit
+        /// may be appended.
+        usable: bool,
+    },
+    /// A catalog that does not verify.
+    Corrupt(DamagedFile),
+}
+
+/// Reads and replays the catalog of `dir`. A write-mode open then zeroes whatever follows the
+/// last edit (a torn edit, or edits of an append whose sync never returned), so that no later
+/// append can make them part of the log: see [`Catalog::found`].
+pub fn load(dir: &Path, profile: &IoProfile) -> Result<LoadedCatalog> {
+    let Some(file) = PlainFile::open(&dir.join(CATALOG_NAME), profile)? else {
+        return Ok(LoadedCatalog::Absent);
+    };
+    let bytes = file.read_all()?;
+    if !profile.read_only {
+        // After a process kill (not a power loss), edits whose sync never returned may still be
+        // in the page cache, and open acts on what it reads (it unlinks a file whose removal
+        // it reads): made durable first, so that a power loss now cannot take them back.
+        file.sync_data()?;
+    }
+    match replay(&bytes) {
+        Ok(state) => {
+            let tail_dirty = bytes[(state.end_slot as usize * SLOT_LEN).min(bytes.len())..]
+                .iter()
+                .any(|&b| b != 0);
+            let slots = (bytes.len() / SLOT_LEN) as u64;
+            let mut usable = true;
+            if tail_dirty && !profile.read_only {
+                let from = state.end_slot * SLOT_LEN as u64;
+                let zeroed = file
+                    .write_all_at(&vec![0u8; bytes.len() - from as usize], from)
+                    .and_then(|()| file.sync_data());
+                match zeroed {
+                    Ok(()) => {}
+                    // No edit can be appended safely until a later open zeroes it; the store
+                    // still opens (for reads, deletes into the active segment, and the like).
+                    Err(Error::StorageFull { .. }) => usable = false,
+                    Err(e) => return Err(e),
+                }
+            }
+            Ok(LoadedCatalog::Found {
+                file,
+                state,
+                slots,
+                usable,
+            })
+        }
+        Err(e) => Ok(LoadedCatalog::Corrupt(DamagedFile {
+            name: CATALOG_NAME.to_string(),
+            problem: FileProblem::CatalogCorrupt {
+                offset: e.offset,
+                kind: e.kind,
+            },
+        })),
+    }
+}
+
+/// How [`Catalog::write_whole`] failed.
+#[derive(Debug)]
+pub enum WholeError {
+    /// Before the new catalog replaced the old one: the store's catalog is as it was.
+    NotWritten(Error),
+    /// While or after it replaced the old one: which of the two is the store's is unknown
+    /// until the next open.
+    Installed(Error),
+}
+
+/// The store's catalog while it is open.
+pub struct Catalog {
+    dir: PathBuf,
+    profile: IoProfile,
+    inner: Mutex<Inner>,
+}
+
+struct Inner {
+    /// `None`: the store has no catalog (read-only without one, or a full disk kept open from
+    /// writing one): edits are not recorded, and the next open writes one.
+    file: Option<PlainFile>,
+    state: CatalogState,
+    /// The file's length in slots.
+    slots: u64,
+    /// An append's sync failed: what reached the disk is unknown, so no more are made.
+    failed: bool,
+}
+
+impl Catalog {
+    /// A store without a catalog: edits are dropped (see [`Catalog::is_kept`]).
+    pub fn absent(dir: &Path, profile: &IoProfile) -> Catalog {
+        Catalog::with(dir, profile, None, CatalogState::default(), 0)
+    }
+
+    /// The catalog [`load`] found; with `usable` false, every append fails
+    /// ([`Error::Poisoned`]).
+    pub fn found(
+        dir: &Path,
+        profile: &IoProfile,
+        file: PlainFile,
+        state: CatalogState,
+        slots: u64,
+        usable: bool,
+    ) -> Catalog {
+        let c = Catalog::with(dir, profile, Some(file), state, slots);
+        c.lock().failed = !usable;
+        c
+    }
+
+    fn with(
+        dir: &Path,
+        profile: &IoProfile,
+        file: Option<PlainFile>,
+        state: CatalogState,
+        slots: u64,
+    ) -> Catalog {
+        Catalog {
+            dir: dir.to_path_buf(),
+            profile: profile.clone(),
+            inner: Mutex::new(Inner {
+                file,
+                state,
+                slots,
+                failed: false,
+            }),
+        }
+    }
+
+    /// Writes a new catalog listing `files` (id, kind, state) and remembering `max_id`, and
+    /// makes it the store's: written as `CATALOG.tmp` and synced (a failure there leaves the
+    /// store's catalog as it was, and is [`WholeError::NotWritten`]), then renamed over
+    /// `CATALOG` and the rename made durable. A crash leaves the old catalog (or none) or the
+    /// new one, whole; a `CATALOG.tmp` left behind is the store's own unfinished copy, and is
+    /// replaced.
+    pub fn write_whole(
+        dir: &Path,
+        profile: &IoProfile,
+        files: &[(u64, FileKind, FileState)],
+        max_id: u64,
+    ) -> std::result::Result<Catalog, WholeError> {
+        let mut state = CatalogState::default();
+        let mut edits = Vec::new();
+        for &(id, kind, st) in files {
+            let op = match st {
+                FileState::Created => Op::Create,
+                FileState::Sealed { length } => Op::Seal { length },
+                FileState::Removed => continue,
+            };
+            edits.push(Edit { id, kind, op });
+        }
+        if max_id > edits.iter().map(|e| e.id).max().unwrap_or(0) {
+            // The highest id ever used, so that it is never used again.
+            edits.push(Edit {
+                id: max_id,
+                kind: FileKind::Log,
+                op: Op::Remove,
+            });
+        }
+        let mut bytes = encode_header().to_vec();
+        for e in &edits {
+            state.apply(*e).map_err(|_| {
+                WholeError::NotWritten(internal("catalog snapshot contradicts itself"))
+            })?;
+            bytes.extend_from_slice(&e.encode());
+        }
+        state.end_slot = 1 + edits.len() as u64;
+        let slots = state.end_slot + GROW_SLOTS;
+        bytes.resize(slots as usize * SLOT_LEN, 0);
+        let tmp = dir.join(CATALOG_TMP);
+        let written = (|| {
+            match file::remove_file(profile, &tmp) {
+                Ok(()) => {}
+                Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
+            let f = PlainFile::create_new(&tmp, profile)?;
+            f.write_all_at(&bytes, 0)?;
+            f.sync_data()?;
+            Ok(f)
+        })()
+        .map_err(WholeError::NotWritten)?;
+        file::rename(profile, &tmp, &dir.join(CATALOG_NAME)).map_err(WholeError::Installed)?;
+        file::sync_dir(profile, dir).map_err(WholeError::Installed)?;
+        Ok(Catalog::with(dir, profile, Some(written), state, slots))
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether the store has a catalog (edits are recorded).
+    pub fn is_kept(&self) -> bool {
+        self.lock().file.is_some()
+    }
+
+    /// What the catalog says about file `id`.
+    pub fn file(&self, id: u64) -> Option<CatalogFile> {
+        self.lock().state.files.get(&id).copied()
+    }
+
+    /// The replayed state.
+    pub fn state(&self) -> CatalogState {
+        self.lock().state.clone()
+    }
+
+    /// Appends `edits` and makes them durable. Without a catalog, does nothing. A failed sync
+    /// leaves the catalog unusable until the store is reopened ([`Error::Poisoned`]): which of
+    /// its edits reached the disk is unknown.
+    pub fn record(&self, edits: &[Edit]) -> Result<()> {
+        if edits.is_empty() {
+            return Ok(());
+        }
+        let mut g = self.lock();
+        let g = &mut *g;
+        if g.failed {
+            return Err(Error::Poisoned);
+        }
+        let Some(file) = &g.file else {
+            return if self.profile.read_only {
+                Err(Error::ReadOnly)
+            } else {
+                Ok(())
+            };
+        };
+        let mut next = g.state.clone();
+        let mut bytes = Vec::with_capacity(edits.len() * SLOT_LEN);
+        for e in edits {
+            next.apply(*e)
+                .map_err(|_| internal("catalog edit contradicts the catalog"))?;
+            bytes.extend_from_slice(&e.encode());
+        }
+        next.end_slot += edits.len() as u64;
+        let mut slots = g.slots;
+        if next.end_slot > slots {
+            // Out of zero slots: the file grows by a few more, written with the edits.
+            slots = next.end_slot + GROW_SLOTS;
+            bytes.resize((slots - g.state.end_slot) as usize * SLOT_LEN, 0);
+        }
+        // A failed write is not acknowledged and changes nothing here: the next append writes
+        // over whatever part of it reached the file.
+        file.write_all_at(&bytes, g.state.end_slot * SLOT_LEN as u64)?;
+        if let Err(e) = file.sync_data() {
+            g.failed = true;
+            return Err(e);
+        }
+        g.state = next;
+        g.slots = slots;
+        Ok(())
+    }
+
+    /// Records that the files `files` were created (their names are durable).
+    pub fn created(&self, files: &[(u64, FileKind)]) -> Result<()> {
+        self.record(&edits(files, Op::Create))
+    }
+
+    /// Records that file `id` is sealed (its footer is durable), `length` bytes long.
+    pub fn sealed(&self, id: u64, kind: FileKind, length: u64) -> Result<()> {
+        self.record(&[Edit {
+            id,
+            kind,
+            op: Op::Seal { length },
+        }])
+    }
+
+    /// Removes store files that hold nothing the store needs: their removal is recorded first,
+    /// then they are unlinked, then (with `durable`) the directory is fsync'd. If the removal
+    /// cannot be recorded, nothing is unlinked: a file the catalog lists must not go missing.
+    pub fn remove(&self, files: &[(u64, FileKind)], durable: bool) -> Result<()> {
+        if files.is_empty() {
+            return Ok(());
+        }
+        self.record(&edits(files, Op::Remove))?;
+        for &(id, kind) in files {
+            file::remove_file(&self.profile, &self.dir.join(file_name(id, kind)))?;
+        }
+        if durable {
+            file::sync_dir(&self.profile, &self.dir)?;
+        }
+        Ok(())
+    }
+
+    /// The files the catalog lists as sealed or being written that the directory does not
+    /// have now, and sealed ones whose length changed (for `Store::verify`: open checks the
+    /// same as it opens each file). A blob file listed as not sealed held no acknowledged put
+    /// and is not missed. Safe beside writers: a file is listed only after it was created, and
+    /// a removal is recorded before the unlink, so a file counts as missing only if the
+    /// catalog still lists it after the directory was read.
+    pub fn check_dir(&self) -> Result<Vec<DamagedFile>> {
+        let before = self.state();
+        if self.lock().file.is_none() {
+            return Ok(Vec::new());
+        }
+        let mut present = std::collections::HashMap::new();
+        for (id, kind) in super::names::list(&self.profile, &self.dir)? {
+            let path = self.dir.join(file_name(id, kind));
+            // A file removed between the listing and here is judged by the catalog below.
+            let len = match PlainFile::open(&path, &self.profile)? {
+                Some(f) => f.len()?,
+                None => continue,
+            };
+            present.insert((id, kind), len);
+        }
+        let after = self.state();
+        let still_listed = |id: u64| {
+            after
+                .files
+                .get(&id)
+                .is_some_and(|f| f.state != FileState::Removed)
+        };
+        let mut problems = Vec::new();
+        for (&id, f) in &before.files {
+            let name = file_name(id, f.kind);
+            let found = present.get(&(id, f.kind)).copied();
+            let problem = match (f.state, found) {
+                (FileState::Removed, _) => continue,
+                (FileState::Created, None) if f.kind == FileKind::Blob => continue,
+                (FileState::Created, None) => FileProblem::Missing { sealed_len: None },
+                (FileState::Sealed { length }, None) => FileProblem::Missing {
+                    sealed_len: Some(length),
+                },
+                (FileState::Sealed { length }, Some(len)) if len != length => {
+                    FileProblem::LengthChanged {
+                        expected: length,
+                        found: len,
+                    }
+                }
+                _ => continue,
+            };
+            if still_listed(id) {
+                problems.push(DamagedFile { name, problem });
+            }
+        }
+        Ok(problems)
+    }
+}
+
+/// One edit `op` per file.
+fn edits(files: &[(u64, FileKind)], op: Op) -> Vec<Edit> {
+    files
+        .iter()
+        .map(|&(id, kind)| Edit { id, kind, op })
+        .collect()
+}
+
+fn internal(what: &'static str) -> Error {
+    Error::Io {
+        op: what,
+        path: None,
+        source: std::io::Error::other("internal error"),
+    }
+}

@@ -1,0 +1,300 @@
+//! The read cache: verified bytes kept in memory, shared by every reader of a store.
+//!
+//! One bounded, concurrent cache ([`quick_cache`], sharded, scan-resistant: a new entry starts
+//! in a small cold queue and only a second hit promotes it, so one pass over many values does
+//! not push the hot ones out) holds three kinds of [`Part`] of a record:
+//!
+//! - a small value **whole**: its bytes as `get` returns them (verified, decompressed);
+//! - a **sector of a value's chunk crc table** (the file's 512-byte sector that holds the crcs
+//!   a read needed: what a direct read of them fetches anyway), for values whose reads fetch
+//!   their crcs apart from their chunks: the next range read nearby (the sector's up to 128
+//!   crcs cover 512 KiB of value) is one disk round trip;
+//! - the **frame table** of a compressed value (its header and a chunk of entries).
+//!
+//! # Why an entry can never be stale
+//!
+//! Entries are keyed by where the bytes live: file id and record offset (and the part). The
+//! bytes at a place never change while a store is open once a reader can reach them: a record
+//! enters the index only once it is whole (a streamed blob's head, rewritten at `finish`,
+//! before), a block of a segment is written once (docs/design.md, "A block is written once"),
+//! and later writes to a file go after its records (copies, the footer, zeroes ahead). And file
+//! ids are never reused by a `Store`: every id, a blob file's (`AppendGuard::take_file_ids`) or a
+//! new log segment's (`AppendGuard::make_room`), comes from `segment::allocate_ids` on
+//! `Appender::next_segment`, which then only moves up (checked arithmetic, no wrap), starting
+//! above every id found at open; a file that is removed (compaction, a failed blob put, an
+//! unused spare) takes its id with it. An overwrite, a delete or a
+//! compaction move changes the index entry, so the next read looks up another key (or none)
+//! and the old entry is never served again: it only waits to be evicted. The cache lives and
+//! dies with its `Store`, so a reopen, which could find a file under an old id, starts empty.
+//!
+//! Only verified bytes go in: a value after its chunk crcs (and, compressed, its frames' crcs)
+//! checked out; a frame table after its decoder checked it. A chunk crc sector is the checksums
+//! themselves: each one is checked against its chunk when a read uses it, so a damaged crc can
+//! only fail a read, never let damaged data through; and a read that fails with crcs from the
+//! cache drops them and reads again from the file (`Reader::read_stored_at`), so a crc damaged
+//! in transit does not outlive one read.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use bytes::Bytes;
+use quick_cache::sync::Cache as QuickCache;
+use quick_cache::{Lifecycle, OptionsBuilder, Weighter};
+
+use super::compress::CachedTable;
+use crate::index::IndexEntry;
+
+/// Bytes counted per entry on top of its payload: the key and value slots, the cache's own
+/// bookkeeping and the shared buffer's header.
+pub(super) const ENTRY_OVERHEAD: u64 = 128;
+
+/// The largest value kept whole, however large the cache.
+const MAX_WHOLE_VALUE: u64 = 1 << 20;
+
+/// Crcs are cached by file sector of this many bytes (the direct-read alignment here): a miss
+/// reads no more than a direct read of the few crcs it needs would.
+pub(super) const CRC_SECTOR: u64 = 512;
+
+/// Which part of a record an entry holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(super) enum Part {
+    /// The whole value, as readers see it.
+    Value,
+    /// The crcs in file sector `n` (file bytes `[n · CRC_SECTOR, (n + 1) · CRC_SECTOR)`, the
+    /// part of them that lies in the record's chunk crc table).
+    Crcs(u64),
+    /// The frame table of a compressed value.
+    Frames,
+}
+
+/// Where the cached bytes live: file id, record offset and the part of the record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(super) struct Key {
+    file: u64,
+    offset: u64,
+    part: Part,
+}
+
+impl Key {
+    /// The key of `part` of the record `entry` points to.
+    pub(super) fn of(entry: &IndexEntry, part: Part) -> Key {
+        Key {
+            file: entry.segment,
+            offset: entry.offset,
+            part,
+        }
+    }
+}
+
+/// A cached payload.
+#[derive(Debug, Clone)]
+pub(super) enum Cached {
+    /// A whole value or a block of chunk crcs.
+    Bytes(Bytes),
+    /// A frame table.
+    Frames(Arc<CachedTable>),
+}
+
+impl Cached {
+    fn payload_len(&self) -> u64 {
+        match self {
+            Cached::Bytes(b) => b.len() as u64,
+            Cached::Frames(t) => t.bytes(),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+struct ByBytes;
+
+impl Weighter<Key, Cached> for ByBytes {
+    fn weight(&self, _key: &Key, val: &Cached) -> u64 {
+        val.payload_len() + ENTRY_OVERHEAD
+    }
+}
+
+/// Counts evictions (and inserts the cache refused as too heavy, which it reports the same way).
+#[derive(Debug, Clone, Default)]
+struct CountEvictions(Arc<AtomicU64>);
+
+impl Lifecycle<Key, Cached> for CountEvictions {
+    type RequestState = ();
+    fn begin_request(&self) {}
+    fn on_evict(&self, _state: &mut (), _key: Key, _val: Cached) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+type Inner = QuickCache<Key, Cached, ByBytes, std::hash::RandomState, CountEvictions>;
+
+/// The store's read cache; a capacity of 0 makes every lookup miss and every insert a no-op.
+pub(super) struct Cache {
+    inner: Option<Inner>,
+    capacity: u64,
+    max_whole: u64,
+    evictions: Arc<AtomicU64>,
+}
+
+/// What the cache did since open, for [`Stats`](crate::Stats).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct CacheFigures {
+    pub(super) hits: u64,
+    pub(super) misses: u64,
+    pub(super) evictions: u64,
+    pub(super) bytes: u64,
+    pub(super) capacity: u64,
+}
+
+impl Cache {
+    /// A cache of at most `capacity` bytes, entries' overhead included.
+    pub(super) fn new(capacity: u64) -> Cache {
+        let max_whole = (capacity / 8).min(MAX_WHOLE_VALUE);
+        let evictions = Arc::new(AtomicU64::new(0));
+        let inner = (capacity > 0).then(|| {
+            // Each shard has its own part of the capacity: keep a shard able to hold a few of
+            // the largest entries (a value of `max_whole` bytes), else they would be refused.
+            let by_size = (capacity / (4 * (max_whole + ENTRY_OVERHEAD))).max(1);
+            let cores = std::thread::available_parallelism().map_or(4, |n| n.get()) as u64;
+            // A power of two (the cache would round it up), and a capacity that it divides:
+            // each shard gets `capacity / shards`, so that together they never exceed it
+            // (the cache may halve the count, which keeps it a divisor).
+            let wanted = by_size.min(cores * 4);
+            let shards = 1u64 << (63 - wanted.leading_zeros());
+            let options = OptionsBuilder::new()
+                .shards(shards as usize)
+                .estimated_items_capacity((capacity / (4096 + ENTRY_OVERHEAD)).max(16) as usize)
+                .weight_capacity(capacity - capacity % shards)
+                .build()
+                .expect("every option is set");
+            QuickCache::with_options(
+                options,
+                ByBytes,
+                std::hash::RandomState::new(),
+                CountEvictions(evictions.clone()),
+            )
+        });
+        Cache {
+            inner,
+            capacity,
+            max_whole,
+            evictions,
+        }
+    }
+
+    /// Whether the value of `entry` is kept whole (small enough, and the cache is on).
+    pub(super) fn holds_whole(&self, entry: &IndexEntry) -> bool {
+        self.inner.is_some() && entry.value_len <= self.max_whole
+    }
+
+    /// Whether the cache is on.
+    pub(super) fn is_on(&self) -> bool {
+        self.inner.is_some()
+    }
+
+    /// The entry under `key`, counting a hit or a miss (in its shard: no counter shared by
+    /// all readers).
+    pub(super) fn get(&self, key: &Key) -> Option<Cached> {
+        self.inner.as_ref()?.get(key)
+    }
+
+    /// The bytes under `key` (a whole value or a crc sector), counting a hit or a miss.
+    pub(super) fn get_bytes(&self, key: &Key) -> Option<Bytes> {
+        match self.get(key)? {
+            Cached::Bytes(b) => Some(b),
+            Cached::Frames(_) => None,
+        }
+    }
+
+    /// Keeps `value` under `key`. Only verified bytes may be inserted (see the module's doc).
+    pub(super) fn insert(&self, key: Key, value: Cached) {
+        if let Some(inner) = &self.inner {
+            inner.insert(key, value);
+        }
+    }
+
+    /// Drops the entry under `key`, if any.
+    pub(super) fn remove(&self, key: &Key) {
+        if let Some(inner) = &self.inner {
+            inner.remove(key);
+        }
+    }
+
+    /// Hits, misses, evictions and bytes held since open.
+    pub(super) fn figures(&self) -> CacheFigures {
+        CacheFigures {
+            hits: self.inner.as_ref().map_or(0, |c| c.hits()),
+            misses: self.inner.as_ref().map_or(0, |c| c.misses()),
+            evictions: self.evictions.load(Ordering::Relaxed),
+            bytes: self.inner.as_ref().map_or(0, |c| c.weight()),
+            capacity: self.capacity,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(segment: u64, offset: u64, len: u64) -> IndexEntry {
+        IndexEntry {
+            segment,
+            offset,
+            value_len: len,
+            stored_len: len,
+            seq: 1,
+            key_len: 1,
+            flags: 0,
+        }
+    }
+
+    #[test]
+    fn off_holds_nothing() {
+        let c = Cache::new(0);
+        let k = Key::of(&entry(1, 64, 10), Part::Value);
+        c.insert(k, Cached::Bytes(Bytes::from_static(b"0123456789")));
+        assert!(c.get(&k).is_none());
+        assert!(!c.holds_whole(&entry(1, 64, 10)));
+        assert_eq!(c.figures(), CacheFigures::default());
+    }
+
+    #[test]
+    fn the_weight_counts_overhead_and_stays_under_capacity() {
+        let cap = 1 << 20;
+        let c = Cache::new(cap);
+        assert!(c.holds_whole(&entry(1, 0, cap / 8)));
+        assert!(!c.holds_whole(&entry(1, 0, cap / 8 + 1)));
+        for i in 0..10_000u64 {
+            let k = Key::of(&entry(1, i * 4096, 1000), Part::Value);
+            c.insert(k, Cached::Bytes(Bytes::from(vec![i as u8; 1000])));
+            assert!(c.figures().bytes <= cap);
+        }
+        let f = c.figures();
+        assert!(f.evictions > 0, "{f:?}");
+        assert!(f.bytes > cap / 2, "{f:?}");
+        // Every entry is counted with its overhead.
+        assert_eq!(f.bytes % (1000 + ENTRY_OVERHEAD), 0);
+        // A value of the largest size still fits in a shard.
+        let big = Key::of(&entry(2, 0, cap / 8), Part::Value);
+        c.insert(
+            big,
+            Cached::Bytes(Bytes::from(vec![1u8; (cap / 8) as usize])),
+        );
+        assert!(c.get(&big).is_some());
+    }
+
+    #[test]
+    fn parts_and_places_are_distinct_keys() {
+        let c = Cache::new(1 << 20);
+        let e = entry(3, 4096, 10);
+        c.insert(
+            Key::of(&e, Part::Value),
+            Cached::Bytes(Bytes::from_static(b"v")),
+        );
+        assert!(c.get(&Key::of(&e, Part::Crcs(0))).is_none());
+        assert!(c.get(&Key::of(&entry(3, 8192, 10), Part::Value)).is_none());
+        assert!(c.get(&Key::of(&entry(4, 4096, 10), Part::Value)).is_none());
+        assert_eq!(c.get_bytes(&Key::of(&e, Part::Value)).unwrap(), &b"v"[..]);
+        let f = c.figures();
+        assert_eq!((f.hits, f.misses), (1, 3));
+    }
+}

@@ -283,8 +283,9 @@ fn report() {
         meds[1].0 / meds[2].0
     );
 
-    // The first read of a value since the store was opened also reads the value's first chunk
-    // (its frame table): one 4 KiB range of each of COLD_VALUES values, in a freshly opened store.
+    // The first read of a value since the store was opened also reads the chunks of its frame
+    // table (the last two of its stored bytes; the first one in stores written before the
+    // trailing table): one 4 KiB range of each of COLD_VALUES values, in a freshly opened store.
     println!();
     println!(
         "== first get_range of 4 KiB of each of {COLD_VALUES} values of 1 MiB text, right after \

@@ -12,7 +12,7 @@ use common::files::store_paths as pod_files;
 use common::store::assert_bytes_eq as assert_bytes;
 use common::{Random, XorShift};
 
-use podstore::format::frames::{FRAME_TABLE_MAGIC, FrameTableHeader, decode_table};
+use podstore::format::frames::{FRAME_TRAILER_MAGIC, FrameTableHeader, decode_table};
 use podstore::{Batch, Compression, Corruption, Durability, Error, IoMode, Options, Store};
 
 /// A small frame size keeps the values of these tests small while still spanning many frames.
@@ -380,15 +380,16 @@ fn batches_and_large_values_are_compressed_too() {
     }
 }
 
-/// Where a compressed value's stored bytes start in its file: the frame table's magic, confirmed
-/// by the whole table decoding for that stored length.
+/// Where a compressed value's stored bytes start in its file: the magic of the frame table
+/// header that ends them, confirmed by the whole table decoding for that stored length.
 fn find_stored(dir: &Path, stored_len: u64) -> (PathBuf, usize) {
     let mut found = Vec::new();
     for p in pod_files(dir) {
         let bytes = fs::read(&p).unwrap();
-        for at in 0..bytes.len().saturating_sub(24) {
-            if bytes[at..at + 4] == FRAME_TABLE_MAGIC
-                && decode_table(&bytes[at..], stored_len).is_ok()
+        for end in stored_len as usize..=bytes.len() {
+            let at = end - stored_len as usize;
+            if bytes[end - 24..end - 20] == FRAME_TRAILER_MAGIC
+                && decode_table(&bytes[at..end], stored_len).is_ok()
             {
                 found.push((p.clone(), at));
             }
@@ -487,13 +488,16 @@ fn a_damaged_frame_fails_only_the_reads_that_touch_it() {
         );
         store.close().unwrap();
 
-        // Damage in the first chunk (the frame table header) fails every read of the value.
-        flip(&path, at + 2);
+        // Damage in the chunk of the frame table header (the last 24 stored bytes) fails every
+        // read of the value.
+        let header_at = stored_len as usize - 22;
+        flip(&path, at + header_at);
         let store = Store::open_with(dir.path(), Options::default().io_mode(mode)).unwrap();
+        let chunk_at = at as u64 + (header_at as u64 / 4096) * 4096;
         for (a, b) in [(0, 1), (len - 1, len), (5 * FR, 5 * FR + 4096)] {
             match store.get_range(b"k", a..b) {
                 Err(Error::Corruption { offset, kind, .. }) => {
-                    assert_eq!(offset, at as u64, "{what} {a}..{b}");
+                    assert_eq!(offset, chunk_at, "{what} {a}..{b}");
                     assert!(matches!(kind, Corruption::ChecksumMismatch { .. }));
                 }
                 other => panic!("{what} {a}..{b}: {other:?}"),
@@ -615,11 +619,11 @@ fn a_sealed_segment_rescanned_keeps_a_damaged_compressed_record_and_reports_it()
         store.put(b"c", &c).unwrap();
         let b_stored = store.stored_len(b"b").unwrap().unwrap();
         store.close().unwrap();
-        // Damage b's frame table header (its first chunk) and the segment's trailer: the open
-        // rescans the segment, which reaches the footer table, so nothing can be torn: b is kept
-        // as damaged, without a length, and a and c as written.
+        // Damage b's frame table header (its last 24 stored bytes) and the segment's trailer:
+        // the open rescans the segment, which reaches the footer table, so nothing can be torn:
+        // b is kept as damaged, without a length, and a and c as written.
         let (path, at) = find_stored(dir.path(), b_stored);
-        flip(&path, at + 9);
+        flip(&path, at + b_stored as usize - 15);
         let len = fs::metadata(&path).unwrap().len() as usize;
         flip(&path, len - 1);
         let name = path.file_name().unwrap().to_string_lossy().into_owned();

@@ -1,11 +1,14 @@
-//! Framed (compressed) values: `FrameTableHeader::decode`, `decode_entries`, `decode_table`,
-//! `decode_frame` and `decode_value` on arbitrary bytes, and the round trip `encode_framed` →
-//! decode with single-byte corruption and truncation.
+//! Framed (compressed) values, in both layouts (trailing: the table after the frames, as written
+//! now; leading: the table first, as older stores hold it): `FrameTableHeader::decode` and
+//! `decode_trailer`, `decode_entries`, `decode_table`, `decode_frame` and `decode_value` on
+//! arbitrary bytes, and the round trip `encode_framed` (and `FrameEncoder` fed in pieces, and the
+//! same value in the leading layout) → decode with single-byte corruption and truncation.
 //!
 //! Input, read twice:
 //! * raw: bytes 0..8 a stored length as a record header would claim it (the read path decodes
-//!   the table header from the value's first chunk with that length), 8..16 picks a window of
-//!   frames, 16.. the stored bytes (seeds: `encode_framed` outputs, with their true length);
+//!   a leading table header from the value's first chunk with that length), 8..16 picks a window
+//!   of frames, 16.. the stored bytes (seeds: `encode_framed` outputs, with their true length, in
+//!   both layouts); a trailing header is decoded from the end of the stored bytes;
 //! * structured: the same bytes drive an `Unstructured` that builds a value to round-trip.
 //!
 //! Checks: nothing panics; nothing allocates more than a small multiple of the input (run with
@@ -17,8 +20,9 @@
 use libfuzzer_sys::fuzz_target;
 use podstore::MAX_VALUE_LEN;
 use podstore::format::frames::{
-    FRAME_TABLE_HEADER_LEN, FrameEntry, FrameTableHeader, MAX_FRAME_SIZE, MAX_LZ4_EXPANSION,
-    MIN_FRAME_SIZE, decode_entries, decode_frame, decode_table, decode_value, encode_framed,
+    FRAME_TABLE_HEADER_LEN, FrameEncoder, FrameEntry, FrameTableHeader, MAX_FRAME_SIZE,
+    MAX_LZ4_EXPANSION, MIN_FRAME_SIZE, decode_entries, decode_frame, decode_table, decode_value,
+    encode_framed, to_leading_layout,
 };
 use podstore_fuzz::{Unstructured, arbitrary, fill, u64_at};
 
@@ -41,7 +45,8 @@ fn check_entries(h: &FrameTableHeader, first: u64, entries: &[FrameEntry], store
         let frame_len = h.frame_len(i);
         assert!(len >= 1 && len <= frame_len, "frame {i}: {e:?}");
         assert!(frame_len <= len * MAX_LZ4_EXPANSION);
-        assert!(e.offset >= h.table_len() && e.end() <= stored_len);
+        let region = h.frames_region();
+        assert!(e.offset >= region.start && e.end() <= region.end.min(stored_len));
         if k > 0 {
             assert_eq!(entries[k - 1].end(), e.offset, "frames back to back");
         }
@@ -57,8 +62,10 @@ fn raw(data: &[u8]) {
         check_header(&h, whole);
         assert_eq!(entries.len() as u64, h.frame_count);
         check_entries(&h, 0, &entries, whole);
-        assert_eq!(entries[0].offset, h.table_len());
-        assert_eq!(entries.last().map(|e| e.end()), Some(whole));
+        let region = h.frames_region();
+        assert_eq!(entries[0].offset, region.start);
+        assert_eq!(entries.last().map(|e| e.end()), Some(region.end));
+        assert!(region.end <= whole);
     }
     if let Ok(v) = decode_value(stored) {
         assert!(!v.is_empty());
@@ -66,21 +73,29 @@ fn raw(data: &[u8]) {
     }
 
     // The range read's path: the header with the record's claimed stored length (the bytes at
-    // hand may be only the first chunk), then a window of entries, then those frames.
+    // hand may be only the first chunk), or a trailing one at the end of the stored bytes, then a
+    // window of entries, then those frames.
     let claimed = u64_at(data, 0) % (MAX_VALUE_LEN + 64);
-    let Ok(h) = FrameTableHeader::decode(stored, claimed) else {
-        return;
-    };
-    check_header(&h, claimed);
     let pick = u64_at(data, 8);
+    if let Ok(h) = FrameTableHeader::decode(stored, claimed) {
+        window(&h, stored, claimed, pick);
+    }
+    if let Ok(h) = FrameTableHeader::decode_trailer(stored, whole) {
+        window(&h, stored, whole, pick);
+    }
+}
+
+/// Decodes the window of entries `pick` chooses, then their frames.
+fn window(h: &FrameTableHeader, stored: &[u8], stored_len: u64, pick: u64) {
+    check_header(h, stored_len);
     let first = (pick & 0xffff) % (h.frame_count + 1);
     let n = ((pick >> 16) & 0xff).min(h.frame_count - first);
     let from = (h.entry_offset(first) as usize).min(stored.len());
-    let Ok(entries) = decode_entries(&h, first..first + n, &stored[from..], claimed) else {
+    let Ok(entries) = decode_entries(h, first..first + n, &stored[from..], stored_len) else {
         return;
     };
     assert_eq!(entries.len() as u64, n);
-    check_entries(&h, first, &entries, claimed);
+    check_entries(h, first, &entries, stored_len);
     for (k, e) in entries.iter().enumerate() {
         let i = first + k as u64;
         let Some(src) = stored.get(e.offset as usize..e.end() as usize) else {
@@ -88,7 +103,7 @@ fn raw(data: &[u8]) {
         };
         // At most MAX_FRAME_SIZE: the header decoder bounds the frame size.
         let mut out = vec![0u8; h.frame_len(i) as usize];
-        let _ = decode_frame(&h, i, e, src, &mut out);
+        let _ = decode_frame(h, i, e, src, &mut out);
     }
 }
 
@@ -122,6 +137,25 @@ fn round_trip(u: &mut Unstructured<'_>) -> arbitrary::Result<()> {
     }
     let stored = encode_framed(&value, frame_size);
     let s = stored.len() as u64;
+    // The stream encoder, fed in pieces, writes the same bytes.
+    let mut streamed = Vec::new();
+    let mut emit = |b: &[u8]| -> Result<(), ()> {
+        streamed.extend_from_slice(b);
+        Ok(())
+    };
+    let mut encoder = FrameEncoder::new(frame_size);
+    let mut rest = &value[..];
+    while !rest.is_empty() {
+        let n = u.int_in_range(1..=rest.len())?;
+        encoder.write(&rest[..n], &mut emit).unwrap();
+        rest = &rest[n..];
+    }
+    assert_eq!(encoder.finish(&mut emit), Ok(s));
+    assert!(streamed == stored, "the stream encoder wrote other bytes");
+    // Both layouts; which one is damaged and cut below is the input's choice.
+    let leading = to_leading_layout(&stored);
+    assert_eq!(decode_value(&leading).expect("leading round trip"), value);
+    let stored = if u.arbitrary()? { leading } else { stored };
     let (h, entries) = decode_table(&stored, s).expect("a freshly framed value must decode");
     assert_eq!(h.value_len, value.len() as u64);
     assert_eq!(h.frame_size, frame_size);
@@ -146,9 +180,16 @@ fn round_trip(u: &mut Unstructured<'_>) -> arbitrary::Result<()> {
     // Truncated: never decodes.
     let cut = u.int_in_range(0..=stored.len() - 1)?;
     assert!(decode_value(&stored[..cut]).is_err());
-    assert_eq!(
-        FrameTableHeader::decode(&stored[..cut], s).is_ok(),
-        cut >= FRAME_TABLE_HEADER_LEN
-    );
+    if h.entries_at() == FRAME_TABLE_HEADER_LEN as u64 {
+        assert_eq!(
+            FrameTableHeader::decode(&stored[..cut], s).is_ok(),
+            cut >= FRAME_TABLE_HEADER_LEN
+        );
+    } else {
+        assert_eq!(
+            FrameTableHeader::decode_trailer(&stored[cut..], s).is_ok(),
+            stored.len() - cut >= FRAME_TABLE_HEADER_LEN
+        );
+    }
     Ok(())
 }

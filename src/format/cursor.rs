@@ -15,7 +15,7 @@ use std::io;
 
 use super::footer::{FooterEntry, TABLE_MAGIC};
 use super::frames::{FRAME_ENTRY_LEN, FRAME_TABLE_HEADER_LEN, FrameTableHeader};
-use super::frames::{decode_entries, decode_frame};
+use super::frames::{decode_entries, decode_frame, decode_header};
 use super::record::{
     FLAG_COMPRESSED, RECORD_HEADER_LEN, RECORD_MAGIC, RecordHeader, RecordPlace, chunk_count,
     verify_chunks,
@@ -181,9 +181,14 @@ impl ValueChecker {
         value_offset: u64,
         stored_len: u64,
     ) -> io::Result<Result<FrameTableHeader, Corruption>> {
-        let mut head = [0u8; FRAME_TABLE_HEADER_LEN];
-        src.read_exact_at(value_offset, &mut head)?;
-        Ok(FrameTableHeader::decode(&head, stored_len))
+        // The trailing layout's header ends the stored bytes; the leading one starts them.
+        let mut tail = [0u8; FRAME_TABLE_HEADER_LEN];
+        src.read_exact_at(value_offset + stored_len - tail.len() as u64, &mut tail)?;
+        decode_header(&tail, stored_len, None, || {
+            let mut head = [0u8; FRAME_TABLE_HEADER_LEN];
+            src.read_exact_at(value_offset, &mut head)?;
+            Ok(FrameTableHeader::decode(&head, stored_len))
+        })
     }
 
     /// Checks the frame table (and, with [`Frames::Decode`], every frame) of a compressed value
@@ -206,7 +211,8 @@ impl ValueChecker {
             Err(kind) => return Ok(bad(None, 0, kind)),
         };
         let value_len = Some(header.value_len);
-        let mut expected_offset = header.table_len();
+        let region = header.frames_region();
+        let mut expected_offset = region.start;
         let mut first = 0;
         while first < header.frame_count {
             let last = (first + ENTRIES_PER_READ).min(header.frame_count);
@@ -241,7 +247,7 @@ impl ValueChecker {
             }
             first = last;
         }
-        if expected_offset != stored_len {
+        if expected_offset != region.end {
             let kind = Corruption::InvalidField {
                 field: "frame table stored length",
                 value: stored_len,

@@ -527,6 +527,23 @@ mod tests {
         out
     }
 
+    /// The image with the stored bytes of the compressed record at `offset` in both layouts:
+    /// as written (trailing table), and as versions before it wrote them (leading table).
+    fn both_layouts(img: &[u8], offset: u64) -> [Vec<u8>; 2] {
+        use crate::format::frames::to_leading_layout;
+        [
+            img.to_vec(),
+            with_stored(img, offset, |s| *s = to_leading_layout(s)),
+        ]
+    }
+
+    /// The frame table header of stored bytes `s`, either layout.
+    fn table_of(s: &[u8]) -> crate::format::frames::FrameTableHeader {
+        crate::format::frames::decode_table(s, s.len() as u64)
+            .unwrap()
+            .0
+    }
+
     #[test]
     fn a_compressed_record_with_a_bad_frame_table_is_damaged() {
         let t = text(3 * 4096 + 10);
@@ -535,37 +552,49 @@ mod tests {
             (b"b", &t, true),
             (b"c", b"last", false),
         ]);
-        // An entry whose offset is wrong (crc-valid stored bytes, so only the table check can
-        // see it), and a header that does not decode.
-        let bad_entry = with_stored(&img, offsets[1], |s| s[24] ^= 1);
-        let bad_header = with_stored(&img, offsets[1], |s| s[0] = b'X');
-        for (bad, value_len) in [(bad_entry, t.len() as u64), (bad_header, 0)] {
-            // Unsealed: taken for the torn tail.
-            let out = scan_segment(&bad[..], 3).unwrap();
-            assert_eq!(out.records.len(), 1);
-            assert_eq!(out.stopped_at.as_ref().map(|s| s.0), Some(offsets[1]));
-            // Sealed: kept and reported, the record after it too.
-            let sealed = sealed_with_table_of(&img, &bad);
-            let out = scan_segment(&sealed[..], 3).unwrap();
-            assert_eq!(out.records.len(), 3);
-            assert_eq!(out.damaged.len(), 1);
-            assert_eq!(out.damaged[0].0, offsets[1]);
-            assert_eq!(out.records[1].value_len, value_len);
+        for img in both_layouts(&img, offsets[1]) {
+            // An entry whose offset is wrong (crc-valid stored bytes, so only the table check
+            // can see it), and a header that does not decode.
+            let bad_entry = with_stored(&img, offsets[1], |s| {
+                let at = table_of(s).entry_offset(0) as usize;
+                s[at] ^= 1;
+            });
+            let bad_header = with_stored(&img, offsets[1], |s| {
+                let (h, n) = (table_of(s), s.len());
+                let at = if h.entries_at() == 24 { 0 } else { n - 24 };
+                s[at] = b'X';
+            });
+            for (bad, value_len) in [(bad_entry, t.len() as u64), (bad_header, 0)] {
+                // Unsealed: taken for the torn tail.
+                let out = scan_segment(&bad[..], 3).unwrap();
+                assert_eq!(out.records.len(), 1);
+                assert_eq!(out.stopped_at.as_ref().map(|s| s.0), Some(offsets[1]));
+                // Sealed: kept and reported, the record after it too.
+                let sealed = sealed_with_table_of(&img, &bad);
+                let out = scan_segment(&sealed[..], 3).unwrap();
+                assert_eq!(out.records.len(), 3);
+                assert_eq!(out.damaged.len(), 1);
+                assert_eq!(out.damaged[0].0, offsets[1]);
+                assert_eq!(out.records[1].value_len, value_len);
+            }
         }
     }
 
     #[test]
     fn a_damaged_frame_keeps_the_length_from_the_table_header() {
         let t = text(4 * 4096);
-        let (mut img, offsets) = compressed_image(&[(b"b", &t, true), (b"c", b"last", false)]);
-        let clean = img.clone();
-        let stored_at = offsets[0] as usize + RECORD_HEADER_LEN + 1;
-        let stored_len = out_stored_len(&img, offsets[0]);
-        img[stored_at + stored_len as usize - 3] ^= 0x20; // in the last frame
-        let img = sealed_with_table_of(&clean, &img);
-        let out = scan_segment(&img[..], 3).unwrap();
-        assert_eq!(out.damaged.len(), 1);
-        assert_eq!(out.records[0].value_len, t.len() as u64);
+        let (img, offsets) = compressed_image(&[(b"b", &t, true), (b"c", b"last", false)]);
+        for clean in both_layouts(&img, offsets[0]) {
+            let mut img = clean.clone();
+            let stored_at = offsets[0] as usize + RECORD_HEADER_LEN + 1;
+            let stored_len = out_stored_len(&img, offsets[0]) as usize;
+            let region = table_of(&img[stored_at..stored_at + stored_len]).frames_region();
+            img[stored_at + region.end as usize - 3] ^= 0x20; // in the last frame
+            let img = sealed_with_table_of(&clean, &img);
+            let out = scan_segment(&img[..], 3).unwrap();
+            assert_eq!(out.damaged.len(), 1);
+            assert_eq!(out.records[0].value_len, t.len() as u64);
+        }
     }
 
     /// `damaged` followed by the footer table that sealing `clean` (the same records, undamaged)

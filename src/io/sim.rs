@@ -239,6 +239,8 @@ pub struct SimStats {
     /// Every fault that fired, in order: kind of call, error, name of the file (for calls on
     /// an open file or a path).
     pub fired_at: Vec<(OpKind, FaultError, Option<String>)>,
+    /// fdatasync calls by the name of the thread that made them (`""`: unnamed).
+    pub syncs_by_thread: BTreeMap<String, u64>,
 }
 
 #[derive(Debug, Default)]
@@ -261,6 +263,7 @@ struct State {
     fired: BTreeMap<(OpKind, FaultError), u64>,
     /// Where each fault fired: the kind of call and the file's name (when on a file).
     fired_at: Vec<(OpKind, FaultError, Option<String>)>,
+    syncs_by_thread: BTreeMap<String, u64>,
     violations: Vec<String>,
     /// Random source for failed syncs.
     rng: Option<Rng>,
@@ -436,6 +439,8 @@ impl State {
     }
 
     fn sync(&mut self, f: &SimFile) -> io::Result<()> {
+        let thread = std::thread::current().name().unwrap_or("").to_string();
+        *self.syncs_by_thread.entry(thread).or_insert(0) += 1;
         let ino = f.ino;
         match self.gate(OpKind::Sync, Some(&f.path)) {
             Gate::Fail(e) => {
@@ -584,6 +589,7 @@ impl Sim {
             faults: s.fired.clone(),
             crashed: s.crashed,
             fired_at: s.fired_at.clone(),
+            syncs_by_thread: s.syncs_by_thread.clone(),
         }
     }
 

@@ -17,6 +17,15 @@
 //! Readers find bytes that are not on disk yet in the [`Tail`]: the buffer being filled and the
 //! buffers being written. They lock it only to copy, never across I/O, so a reader does not wait
 //! for a writer's disk I/O.
+//!
+//! **A lone durable writer writes its own group.** When nothing is in flight and the flush
+//! thread is not zeroing ahead, the writer that leads a group commit takes the group itself
+//! ([`WriteBuffer::take_own_group`]) and writes and syncs it in its own thread
+//! ([`IoOrder::run`]) instead of handing it to the flush thread and waiting to be woken: two
+//! thread hand-offs fewer per durable put. All log I/O (the flush thread's jobs, its zeroes
+//! ahead, and such a writer's group) runs under one lock, [`IoOrder`], in hand-off order, so
+//! the flush thread's single sequence of writes and syncs is unchanged, only some of it runs in
+//! another thread.
 
 use std::sync::mpsc::{Receiver, Sender, TryRecvError, channel};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -170,8 +179,8 @@ impl Tail {
     }
 }
 
-/// A unit of work for the flush thread.
-struct Job {
+/// A unit of log I/O: a handed-off buffer to write (and sync), run by [`IoOrder::run`].
+pub struct Job {
     /// The bytes to write (None for a sync without new data); `len` of them.
     buf: Option<Arc<AlignedBuf>>,
     /// Bytes of `buf` to write: a multiple of the block size.
@@ -187,9 +196,139 @@ struct Job {
     seals: bool,
 }
 
-/// Called by the flush thread once log records up to a sequence number are durable, before
-/// waiters are told: the store publishes them to its index here.
-pub type OnDurable = Box<dyn Fn(u64) + Send>;
+/// What the flush thread is sent.
+enum Msg {
+    /// A buffer to write (or a sync alone).
+    Job(Job),
+    /// Nothing to write: look whether the zero-ahead has work (after a writer wrote its own
+    /// group, which the flush thread did not see).
+    Wake,
+}
+
+/// Called once log records up to a sequence number are durable, before waiters are told (by the
+/// flush thread, or by a writer that wrote its own group): the store publishes them to its index
+/// here.
+pub type OnDurable = Box<dyn Fn(u64) + Send + Sync>;
+
+/// The one place log I/O happens: jobs (by the flush thread, or by a lone writer for its own
+/// group) and the zero-ahead run under its lock ([`IoOrder::lock`]), one at a time, in the order
+/// their buffers were handed off. It also holds what running a job needs.
+pub struct IoOrder {
+    zero: Mutex<ZeroAhead>,
+    spare: Sender<AlignedBuf>,
+    tail: Arc<Mutex<Tail>>,
+    progress: Arc<Progress>,
+    on_durable: OnDurable,
+    mem_align: usize,
+}
+
+/// The I/O order, held: no other log I/O runs until it is dropped.
+pub struct IoTurn<'a>(MutexGuard<'a, ZeroAhead>);
+
+impl IoOrder {
+    fn lock(&self) -> IoTurn<'_> {
+        IoTurn(self.zero.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// The I/O order if no log I/O is running now (the flush thread may be zeroing ahead).
+    pub fn try_lock(&self) -> Option<IoTurn<'_>> {
+        match self.zero.try_lock() {
+            Ok(g) => Some(IoTurn(g)),
+            Err(std::sync::TryLockError::Poisoned(p)) => Some(IoTurn(p.into_inner())),
+            Err(std::sync::TryLockError::WouldBlock) => None,
+        }
+    }
+
+    /// Runs `job`: writes its buffer and gives the buffer back, cuts the file when it seals,
+    /// fdatasyncs when asked, publishes, and reports progress. After a failure (this job's or an
+    /// earlier one's) nothing more is written, synced or published. Returns whether the
+    /// zero-ahead has work now.
+    pub fn run(&self, turn: &mut IoTurn<'_>, mut job: Job) -> bool {
+        let zero = &mut *turn.0;
+        let progress = &self.progress;
+        // After a failure nothing more is written, synced or published: a later job's sync
+        // must not acknowledge records whose bytes were in a job that failed.
+        let failed = progress.lock().failure.is_some();
+        let mut result = Ok(());
+        if let Some(buf) = job.buf.take() {
+            if !failed {
+                result = job.file.write_all_at(&buf[..job.len], job.offset);
+            }
+            if failed || result.is_err() {
+                // Not written: the store is poisoned. The bytes stay in the tail, where readers
+                // find the buffered writes that were already visible, and the appender gets a
+                // new buffer (a poisoned store appends nothing more, so this happens at most
+                // once per buffer).
+                let _ = self
+                    .spare
+                    .send(AlignedBuf::zeroed(buf.len(), self.mem_align));
+            } else {
+                // Written: readers now find these bytes in the file. They only touch in-flight
+                // buffers under the tail lock, so once it is out of the list this Arc is the
+                // last one.
+                lock_tail(&self.tail)
+                    .inflight
+                    .retain(|f| !Arc::ptr_eq(&f.buf, &buf));
+                if let Ok(buf) = Arc::try_unwrap(buf) {
+                    // The appender may be waiting for it; hand it back before the sync.
+                    let _ = self.spare.send(buf);
+                }
+            }
+        }
+        if failed {
+            zero.file = None;
+            let mut st = progress.lock();
+            st.inflight -= 1;
+            drop(st);
+            progress.notify();
+            return false;
+        }
+        if result.is_ok() && job.seals {
+            result = job.file.set_len(job.offset + job.len as u64);
+        }
+        zero.wrote(&job);
+        if result.is_ok() && job.sync {
+            result = job.file.sync_data();
+        }
+        if result.is_ok() && job.sync {
+            (self.on_durable)(job.durable_seq);
+        }
+        let mut st = progress.lock();
+        match result {
+            Ok(()) if job.sync => {
+                st.durable_seq = st.durable_seq.max(job.durable_seq);
+                st.syncs_done += 1;
+            }
+            Ok(()) => {}
+            Err(e) => {
+                st.failure.get_or_insert(FailureKind::of(&e));
+            }
+        }
+        st.inflight -= 1;
+        drop(st);
+        progress.notify();
+        zero.wants_step()
+    }
+
+    /// Zeroes one more chunk ahead if there is a reason to; returns whether it did anything.
+    fn zero_step(&self) -> bool {
+        let mut turn = self.lock();
+        let zero = &mut *turn.0;
+        let failed = self.progress.lock().failure.is_some();
+        match if failed { Ok(false) } else { zero.step() } {
+            Ok(stepped) => stepped,
+            Err(e) => {
+                self.progress
+                    .lock()
+                    .failure
+                    .get_or_insert(FailureKind::of(&e));
+                self.progress.notify();
+                zero.file = None;
+                false
+            }
+        }
+    }
+}
 
 /// Starts the flush thread. Returns the appender's end of the double buffer, the tail that
 /// readers look into, and the thread.
@@ -202,7 +341,7 @@ pub fn start(
     progress: Arc<Progress>,
     on_durable: OnDurable,
 ) -> Result<(WriteBuffer, Arc<Mutex<Tail>>, JoinHandle<()>)> {
-    let (job_tx, job_rx) = channel::<Job>();
+    let (job_tx, job_rx) = channel::<Msg>();
     let (spare_tx, spare_rx) = channel::<AlignedBuf>();
     let size = align_up(buffer_size as u64, block_size) as usize;
     spare_tx
@@ -215,21 +354,18 @@ pub fn start(
         target: None,
         inflight: Vec::new(),
     }));
-    let thread_progress = progress.clone();
-    let thread_tail = tail.clone();
-    let zero = ZeroAhead::new(direct, mem_align, segment_size);
+    let io = Arc::new(IoOrder {
+        zero: Mutex::new(ZeroAhead::new(direct, mem_align, segment_size)),
+        spare: spare_tx,
+        tail: tail.clone(),
+        progress: progress.clone(),
+        on_durable,
+        mem_align,
+    });
+    let thread_io = io.clone();
     let handle = std::thread::Builder::new()
         .name("podstore-flush".into())
-        .spawn(move || {
-            flush_loop(
-                job_rx,
-                spare_tx,
-                thread_tail,
-                thread_progress,
-                on_durable,
-                zero,
-            )
-        })
+        .spawn(move || flush_loop(job_rx, thread_io))
         .map_err(|e| Error::io("start flush thread", None, e))?;
     Ok((
         WriteBuffer {
@@ -240,6 +376,7 @@ pub fn start(
             spare_rx,
             job_tx: Some(job_tx),
             progress,
+            io,
             syncs_sent: 0,
         },
         tail,
@@ -253,7 +390,9 @@ fn lock_tail(tail: &Mutex<Tail>) -> MutexGuard<'_, Tail> {
 
 /// Bytes zeroed per step of the zero-ahead.
 const ZERO_CHUNK: u64 = 1 << 20;
-/// How far ahead of the written end the zero-ahead goes.
+/// How far ahead of the written end the zero-ahead goes. It tops the zeroed space up a whole
+/// chunk at a time, once less than `ZERO_WINDOW - ZERO_CHUNK` is left: one zero write and sync
+/// per megabyte of small writes, not one per write.
 const ZERO_WINDOW: u64 = 4 << 20;
 /// Zero-ahead follows only synced writes of at most this many bytes: the latency-bound pattern
 /// it helps. Large or unsynced writes are bandwidth-bound, and zeroes ahead of them would only
@@ -320,17 +459,25 @@ impl ZeroAhead {
         self.frontier = self.frontier.max(end);
     }
 
+    /// Whether [`ZeroAhead::step`] has something to do.
+    fn wants_step(&self) -> bool {
+        self.file.is_some()
+            && self.enabled
+            && self.wanted
+            && self.frontier < (self.written_end + ZERO_WINDOW - ZERO_CHUNK).min(self.limit)
+    }
+
     /// Zeroes one more chunk ahead if there is a reason to; returns whether it did anything.
     /// A failed zero write (a full disk, say) just stops the zero-ahead for this segment: no
     /// data is involved. A failed sync is reported, because it may concern data written before.
     fn step(&mut self) -> Result<bool> {
-        let Some(file) = self.file.as_ref().filter(|_| self.enabled && self.wanted) else {
+        if !self.wants_step() {
+            return Ok(false);
+        }
+        let Some(file) = self.file.as_ref() else {
             return Ok(false);
         };
         let want = (self.written_end + ZERO_WINDOW).min(self.limit);
-        if self.frontier >= want {
-            return Ok(false);
-        }
         let n = ZERO_CHUNK.min(want - self.frontier) as usize;
         let mem_align = self.mem_align;
         let zeroes = self
@@ -346,95 +493,25 @@ impl ZeroAhead {
     }
 }
 
-fn flush_loop(
-    jobs: Receiver<Job>,
-    spare: Sender<AlignedBuf>,
-    tail: Arc<Mutex<Tail>>,
-    progress: Arc<Progress>,
-    on_durable: OnDurable,
-    mut zero: ZeroAhead,
-) {
+fn flush_loop(jobs: Receiver<Msg>, io: Arc<IoOrder>) {
     loop {
-        let mut job = match jobs.try_recv() {
-            Ok(job) => job,
+        let msg = match jobs.try_recv() {
+            Ok(msg) => msg,
             Err(TryRecvError::Disconnected) => return,
             Err(TryRecvError::Empty) => {
                 // Idle: zero ahead, a chunk at a time so that a new job waits for one at most.
-                let failed = progress.lock().failure.is_some();
-                match if failed { Ok(false) } else { zero.step() } {
-                    Ok(true) => continue,
-                    Ok(false) => {}
-                    Err(e) => {
-                        progress.lock().failure.get_or_insert(FailureKind::of(&e));
-                        progress.notify();
-                        zero.file = None;
-                    }
+                if io.zero_step() {
+                    continue;
                 }
                 match jobs.recv() {
-                    Ok(job) => job,
+                    Ok(msg) => msg,
                     Err(_) => return,
                 }
             }
         };
-        // After a failure nothing more is written, synced or published: a later job's sync
-        // must not acknowledge records whose bytes were in a job that failed.
-        let failed = progress.lock().failure.is_some();
-        let mut result = Ok(());
-        if let Some(buf) = job.buf.take() {
-            if !failed {
-                result = job.file.write_all_at(&buf[..job.len], job.offset);
-            }
-            if failed || result.is_err() {
-                // Not written: the store is poisoned. The bytes stay in the tail, where readers
-                // find the buffered writes that were already visible, and the appender gets a
-                // new buffer (a poisoned store appends nothing more, so this happens at most
-                // once per buffer).
-                let _ = spare.send(AlignedBuf::zeroed(buf.len(), zero.mem_align));
-            } else {
-                // Written: readers now find these bytes in the file. They only touch in-flight
-                // buffers under the tail lock, so once it is out of the list this Arc is the
-                // last one.
-                lock_tail(&tail)
-                    .inflight
-                    .retain(|f| !Arc::ptr_eq(&f.buf, &buf));
-                if let Ok(buf) = Arc::try_unwrap(buf) {
-                    // The appender may be waiting for it; hand it back before the sync.
-                    let _ = spare.send(buf);
-                }
-            }
+        if let Msg::Job(job) = msg {
+            io.run(&mut io.lock(), job);
         }
-        if failed {
-            zero.file = None;
-            let mut st = progress.lock();
-            st.inflight -= 1;
-            drop(st);
-            progress.notify();
-            continue;
-        }
-        if result.is_ok() && job.seals {
-            result = job.file.set_len(job.offset + job.len as u64);
-        }
-        zero.wrote(&job);
-        if result.is_ok() && job.sync {
-            result = job.file.sync_data();
-        }
-        if result.is_ok() && job.sync {
-            on_durable(job.durable_seq);
-        }
-        let mut st = progress.lock();
-        match result {
-            Ok(()) if job.sync => {
-                st.durable_seq = st.durable_seq.max(job.durable_seq);
-                st.syncs_done += 1;
-            }
-            Ok(()) => {}
-            Err(e) => {
-                st.failure.get_or_insert(FailureKind::of(&e));
-            }
-        }
-        st.inflight -= 1;
-        drop(st);
-        progress.notify();
     }
 }
 
@@ -446,9 +523,10 @@ pub struct WriteBuffer {
     capacity: usize,
     block: u64,
     spare_rx: Receiver<AlignedBuf>,
-    job_tx: Option<Sender<Job>>,
+    job_tx: Option<Sender<Msg>>,
     progress: Arc<Progress>,
-    /// Jobs with an fdatasync sent so far.
+    io: Arc<IoOrder>,
+    /// Jobs with an fdatasync sent (or taken by their writer) so far.
     syncs_sent: u64,
 }
 
@@ -538,6 +616,13 @@ impl WriteBuffer {
     }
 
     fn hand_off(&mut self, sync: bool, durable_seq: u64, seals: bool) -> Result<()> {
+        let job = self.take_buffer(sync, durable_seq, seals)?;
+        self.send(job)
+    }
+
+    /// Takes the buffer being filled for a job: zero-padded to the block size, swapped for the
+    /// spare (waiting for it), and listed in the tail until it is written.
+    fn take_buffer(&mut self, sync: bool, durable_seq: u64, seals: bool) -> Result<Job> {
         // Wait for the other buffer without holding the tail lock: readers keep going.
         let next = self.spare_rx.recv().map_err(|_| Error::Poisoned)?;
         let mut t = lock_tail(&self.tail);
@@ -558,8 +643,7 @@ impl WriteBuffer {
         });
         t.buf_offset += len as u64;
         t.fill = 0;
-        drop(t);
-        self.send(Job {
+        Ok(Job {
             buf: Some(full),
             len,
             file,
@@ -568,6 +652,37 @@ impl WriteBuffer {
             durable_seq,
             seals,
         })
+    }
+
+    /// The I/O order: taken by a writer that writes its own group (see
+    /// [`WriteBuffer::take_own_group`]).
+    pub fn io_order(&self) -> Arc<IoOrder> {
+        self.io.clone()
+    }
+
+    /// The lone writer's fast path: takes everything appended so far as a synced job for the
+    /// calling thread to run ([`IoOrder::run`]) with `turn`, instead of handing it to the flush
+    /// thread. The caller holds `turn` (so no log I/O runs) and has seen no job in flight (so
+    /// every earlier job is done): running this job now keeps the hand-off order. `None` when
+    /// nothing was appended since the last hand-off.
+    pub fn take_own_group(&mut self, _turn: &IoTurn<'_>, durable_seq: u64) -> Result<Option<Job>> {
+        if lock_tail(&self.tail).fill == 0 {
+            return Ok(None);
+        }
+        if let Some(e) = self.failure() {
+            return Err(e);
+        }
+        let job = self.take_buffer(true, durable_seq, false)?;
+        self.progress.lock().inflight += 1;
+        self.syncs_sent += 1;
+        Ok(Some(job))
+    }
+
+    /// Asks the flush thread to look for zero-ahead work (after a writer wrote its own group).
+    pub fn wake_flusher(&self) {
+        if let Some(tx) = &self.job_tx {
+            let _ = tx.send(Msg::Wake);
+        }
     }
 
     /// Sends a job. On a poisoned store the job is still sent, so that the flush thread hands
@@ -580,7 +695,7 @@ impl WriteBuffer {
             st.failure
         };
         let sync = job.sync;
-        if tx.send(job).is_err() {
+        if tx.send(Msg::Job(job)).is_err() {
             self.progress.lock().inflight -= 1;
             return Err(Error::Poisoned);
         }

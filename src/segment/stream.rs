@@ -1,6 +1,10 @@
 //! A blob file written as its value streams in, for a value whose length is known only at the
 //! end (`Store::writer`). The on-disk result is byte for byte what [`write_blob`] writes.
 //!
+//! The stream takes the record's *stored* bytes: the value, or (compressed by the caller, frame
+//! by frame) its frames followed by the frame table; the record's flags and the value's length
+//! as put are given at [`BlobStream::finish`].
+//!
 //! The record's header (which holds the value's length and the sequence number) and key sit in
 //! the file's first blocks, before the value. Those blocks (`[0, head_end)`, the header, key and
 //! the first value bytes up to the next block boundary) are kept in memory and written last,
@@ -44,7 +48,8 @@ pub struct BlobStream {
     /// The value bytes after the head, once there are any.
     rest: Option<AlignedStream<Arc<SegmentFile>>>,
     crcs: ChunkCrcs,
-    value_len: u64,
+    /// Stored bytes written so far.
+    stored_len: u64,
     /// Cleared by `finish`: an unfinished stream removes its file when dropped.
     unfinished: bool,
 }
@@ -65,7 +70,7 @@ impl BlobStream {
             head_end,
             rest: None,
             crcs: ChunkCrcs::new(blob_record_place(id)),
-            value_len: 0,
+            stored_len: 0,
             unfinished: true,
         }
     }
@@ -75,9 +80,9 @@ impl BlobStream {
         self.id
     }
 
-    /// Value bytes written so far.
-    pub fn value_len(&self) -> u64 {
-        self.value_len
+    /// Stored bytes written so far.
+    pub fn stored_len(&self) -> u64 {
+        self.stored_len
     }
 
     #[cfg(any(test, feature = "testing"))]
@@ -89,9 +94,9 @@ impl BlobStream {
             + self.crcs.table_len()
     }
 
-    /// Appends value bytes. A value longer than `MAX_VALUE_LEN` is [`Error::ValueTooLarge`].
+    /// Appends stored bytes. More than `MAX_VALUE_LEN` of them is [`Error::ValueTooLarge`].
     pub fn write(&mut self, mut bytes: &[u8]) -> Result<()> {
-        let len = self.value_len + bytes.len() as u64;
+        let len = self.stored_len + bytes.len() as u64;
         if len > MAX_VALUE_LEN {
             return Err(Error::ValueTooLarge {
                 len,
@@ -99,7 +104,7 @@ impl BlobStream {
             });
         }
         self.crcs.update(bytes);
-        self.value_len = len;
+        self.stored_len = len;
         if self.head_value.len() < self.head_room {
             let n = bytes.len().min(self.head_room - self.head_value.len());
             if self.head_value.capacity() == 0 {
@@ -124,26 +129,33 @@ impl BlobStream {
         rest.append(bytes)
     }
 
-    /// Writes the header (with sequence number `seq`), key, crc table and footer, each after
-    /// what it names is durable, and returns the sealed file. On error the file is removed (best
-    /// effort).
-    pub fn finish(mut self, dir: &Path, seq: u64) -> Result<Arc<SegmentFile>> {
+    /// Writes the header (with sequence number `seq` and `flags`: whether the stored bytes are
+    /// framed), key, crc table and footer (with `value_len`, the value's length as put), each
+    /// after what it names is durable, and returns the sealed file. On error the file is removed
+    /// (best effort).
+    pub fn finish(
+        mut self,
+        dir: &Path,
+        seq: u64,
+        flags: u16,
+        value_len: u64,
+    ) -> Result<Arc<SegmentFile>> {
         self.unfinished = false;
-        let result = self.seal(seq);
+        let result = self.seal(seq, flags, value_len);
         if result.is_err() {
             let _ = remove_file(&self.profile, &path(dir, self.id, SegmentKind::Blob));
         }
         result.map(|()| self.file.clone())
     }
 
-    fn seal(&mut self, seq: u64) -> Result<()> {
-        let header = blob_record_header(&self.key, 0, self.value_len, seq);
+    fn seal(&mut self, seq: u64, flags: u16, value_len: u64) -> Result<()> {
+        let header = blob_record_header(&self.key, flags, self.stored_len, seq);
         let Some(mut rest) = self.rest.take() else {
             // The whole value fits in the head blocks: written like any blob.
             let value = BlobValue {
                 stored: &self.head_value,
-                value_len: self.value_len,
-                flags: 0,
+                value_len,
+                flags,
             };
             return write_blob_record(&self.file, self.id, seq, &self.key, value, &self.profile);
         };
@@ -169,12 +181,8 @@ impl BlobStream {
         head.append(&self.key)?;
         head.append(&self.head_value)?;
         head.finish()?;
-        let entry = FooterEntry::for_record(
-            BLOB_RECORD_OFFSET,
-            &header,
-            self.key.clone(),
-            self.value_len,
-        );
+        let entry =
+            FooterEntry::for_record(BLOB_RECORD_OFFSET, &header, self.key.clone(), value_len);
         write_blob_footer(&self.file, self.id, entry, footer_at, &self.profile)
     }
 

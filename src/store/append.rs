@@ -2,10 +2,13 @@
 //! sealing.
 //!
 //! Writers take the append lock ([`Log::lock`]), append their records to the write buffer and
-//! queue their index updates; then they wait ([`Log::wait`]) for the flush thread to make them
-//! durable. Writers whose records arrive while a write and sync are in flight wait; when it
-//! finishes, the first to wake hands everything appended meanwhile to the flush thread as one
-//! write and one fdatasync. A lone writer finds nothing in flight and syncs at once.
+//! queue their index updates; then they wait ([`Log::wait`]) until they are durable. A writer
+//! that finds nothing in flight leads a group commit: it takes everything appended so far and
+//! writes and syncs it itself, in its own thread (a lone writer thus syncs at once, with no
+//! hand-off to the flush thread and no wake-up). Writers whose records arrive while that write
+//! and sync run wait; when it finishes, the first to wake leads the next group with everything
+//! appended meanwhile. Full buffers, groups closed at their caps and seals go to the flush
+//! thread.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
@@ -197,7 +200,25 @@ impl Log {
                     continue;
                 }
             }
-            app.submit_group()?;
+            // Nothing in flight: lead the group. Write and sync it in this thread if no log I/O
+            // runs (the flush thread may be zeroing ahead: then hand it over as usual).
+            let io = app.app.wb.io_order();
+            let Some(mut turn) = io.try_lock() else {
+                app.submit_group()?;
+                continue;
+            };
+            let Some(job) = app.take_own_group(&turn)? else {
+                // Nothing appended since the last hand-off: a sync alone, by the flush thread.
+                drop(turn);
+                app.submit_group()?;
+                continue;
+            };
+            // Others append to the other buffer meanwhile: the next group.
+            drop(app);
+            if io.run(&mut turn, job) {
+                drop(turn);
+                self.lock().app.wb.wake_flusher();
+            }
         }
     }
 
@@ -395,6 +416,18 @@ impl AppendGuard<'_> {
     ) -> Result<IndexEntry> {
         self.make_room(record_bytes)?;
         Ok(self.append(key, value, 0, Some(seq))?.1)
+    }
+
+    /// Takes the group being formed for the calling thread to write and sync itself (see
+    /// [`WriteBuffer::take_own_group`]); `None` if nothing was appended since the last hand-off.
+    fn take_own_group(&mut self, turn: &writer::IoTurn<'_>) -> Result<Option<writer::Job>> {
+        let last = self.last_seq();
+        let job = self.app.wb.take_own_group(turn, last)?;
+        if job.is_some() {
+            self.app.group_bytes = 0;
+            self.app.group_records = 0;
+        }
+        Ok(job)
     }
 
     /// Hands the group being formed to the flush thread with an fdatasync.

@@ -115,13 +115,15 @@ impl Blobs {
         Ok(BlobStream::new(file, id, key, &self.shared.profile))
     }
 
-    /// Commits a streamed put: numbers it, writes the record's head and footer (durable), and
+    /// Commits a streamed put of a value of `value_len` bytes, stored as the stream's bytes with
+    /// record flags `flags`: numbers it, writes the record's head and footer (durable), and
     /// publishes it. With `flush_first` (buffered durability), every write numbered before it is
     /// made durable first, so that a crash still loses only a suffix of the writes.
     pub(super) fn finish_stream(
         &self,
         key: &[u8],
         stream: BlobStream,
+        (flags, value_len): (u16, u64),
         flush_first: bool,
     ) -> Result<()> {
         let shared = &self.shared;
@@ -129,7 +131,7 @@ impl Blobs {
             stream.abandon(&shared.dir);
             return Err(e);
         }
-        let value_len = stream.value_len();
+        let stored_len = stream.stored_len();
         let (before, seq, id) = {
             let mut app = self.log.lock();
             let before = app.last_seq();
@@ -139,10 +141,10 @@ impl Blobs {
                 segment: id,
                 offset: segment::BLOB_RECORD_OFFSET,
                 value_len,
-                stored_len: value_len,
+                stored_len,
                 seq,
                 key_len: key.len() as u32,
-                flags: 0,
+                flags,
             };
             shared.pending.push(seq, key, Some(entry), true);
             (before, seq, id)
@@ -154,13 +156,13 @@ impl Blobs {
             Ok(())
         };
         let written = match flushed {
-            Ok(()) => stream.finish(&shared.dir, seq),
+            Ok(()) => stream.finish(&shared.dir, seq, flags, value_len),
             Err(e) => {
                 stream.abandon(&shared.dir);
                 Err(e)
             }
         };
-        self.publish(seq, id, record_len(key.len() as u64, value_len), written)
+        self.publish(seq, id, record_len(key.len() as u64, stored_len), written)
     }
 
     /// Takes a blob file for a put: a spare, or the first of a few new ids (created by

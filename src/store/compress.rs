@@ -10,7 +10,7 @@ use crate::MAX_VALUE_LEN;
 use crate::error::{Corruption, Error, Result};
 use crate::format::frames::{
     FRAME_ENTRY_LEN, FRAME_TABLE_HEADER_LEN, FrameEntry, FrameTableHeader, decode_entries,
-    decode_frame, encode_framed,
+    decode_frame, decode_header, encode_framed,
 };
 use crate::format::record::FLAG_COMPRESSED;
 use crate::format::{CHUNK_SIZE, align_down, align_up};
@@ -78,6 +78,21 @@ impl<'a> StoredValue<'a> {
     }
 }
 
+/// Whether a streamed value (`Store::writer`) is compressed, decided from `sample`, its first
+/// frame: always with `Lz4`, never with `None`, and with `Auto` when the sample's estimated
+/// saving reaches `Options::compression_min_saving`. (A value that ends before its first frame
+/// is full is stored as [`StoredValue::encode`] says, like a put.)
+pub fn compress_stream(sample: &[u8], opts: &Options) -> bool {
+    match opts.get_compression() {
+        Compression::None => false,
+        Compression::Lz4 => true,
+        Compression::Auto => {
+            estimated_saving(sample, opts.get_compression_frame_size())
+                >= opts.get_compression_min_saving()
+        }
+    }
+}
+
 /// Bytes per sample slice of [`estimated_saving`].
 const SAMPLE_SLICE: usize = 4096;
 /// Number of sample slices.
@@ -131,6 +146,26 @@ impl FrameCache {
         self.header.is_some()
     }
 
+    /// Keeps the encoded entries that lie whole in `bytes`, stored bytes read from offset `at`:
+    /// at most a chunk of them (the last ones), which bounds what a [`CachedTable`] holds.
+    fn keep_entries(&mut self, header: &FrameTableHeader, bytes: &[u8], at: u64) {
+        let entries_at = header.entries_at();
+        let entry = FRAME_ENTRY_LEN as u64;
+        let end = at + bytes.len() as u64;
+        let last = (end.saturating_sub(entries_at) / entry).min(header.frame_count);
+        let first = at
+            .saturating_sub(entries_at)
+            .div_ceil(entry)
+            .max(last.saturating_sub(CHUNK_SIZE / entry));
+        self.entries.clear();
+        self.entries_first = first.min(last);
+        if first < last {
+            let from = (header.entry_offset(first) - at) as usize;
+            let to = (header.entry_offset(last) - at) as usize;
+            self.entries.extend_from_slice(&bytes[from..to]);
+        }
+    }
+
     fn entries_cover(&self, frames: &std::ops::Range<u64>) -> bool {
         let end = self.entries_first + (self.entries.len() / FRAME_ENTRY_LEN) as u64;
         frames.start >= self.entries_first && frames.end <= end
@@ -140,8 +175,8 @@ impl FrameCache {
 /// Verified frame table bytes of one value, as the read cache keeps them
 /// ([`Part::Frames`](super::cache::Part::Frames)): the header and at most one 4 KiB chunk of
 /// entries. With them, a range read of a value read before goes straight to its frames; without,
-/// every range read first reads the value's first 4 KiB chunk (two disk reads with direct I/O:
-/// the chunk and its checksum at the end of the stored bytes).
+/// every range read first reads the chunks that hold the table header (the last two of the
+/// stored bytes; the first one in older stores) and their checksums.
 #[derive(Debug)]
 pub(super) struct CachedTable {
     header: FrameTableHeader,
@@ -177,10 +212,11 @@ impl CachedTable {
 /// `dst`. `read_stored(offset, buf)` reads verified stored bytes of the value (chunk crcs
 /// checked: see `segment::read_value`).
 ///
-/// Reads the frame table header (with the first 4 KiB chunk, which a verified read fetches
-/// whole anyway, and which holds the entries of the first 254 frames), the entries of the frames
-/// the range touches (unless they came with it), and those frames' stored bytes in one read;
-/// decompresses only those frames and checks each one's crc.
+/// Reads the frame table header (trailing: with the last two 4 KiB chunks, which a verified read
+/// fetches whole anyway, and which hold the entries of up to 254 frames; leading, in older
+/// stores: with the first chunk), the entries of the frames the range touches (unless they came
+/// with it), and those frames' stored bytes in one read; decompresses only those frames and
+/// checks each one's crc.
 pub fn read_framed(
     entry: &IndexEntry,
     start: u64,
@@ -199,9 +235,43 @@ pub fn read_framed(
     let header = match cache.header {
         Some(h) => h,
         None => {
-            let mut head = vec![0u8; stored_len.min(CHUNK_SIZE) as usize];
-            read_stored(0, &mut head)?;
-            let h = FrameTableHeader::decode(&head, stored_len).map_err(|k| corrupt(0, k))?;
+            // A trailing table's header is in the last 24 stored bytes: read the chunk that
+            // holds them and the one before (a verified read fetches whole chunks anyway, and
+            // their crcs are adjacent too: the same disk reads as one chunk), so that a table of
+            // up to 254 frames is read whole even when it straddles a chunk boundary. A leading
+            // table (older stores) is in the first chunk instead.
+            let lo = align_down(
+                stored_len.saturating_sub(FRAME_TABLE_HEADER_LEN as u64),
+                CHUNK_SIZE,
+            )
+            .saturating_sub(CHUNK_SIZE);
+            let mut tail = vec![0u8; (stored_len - lo) as usize];
+            // Damage there is the table's if the table is trailing; if it is leading (an older
+            // store), it is the last frames', which must not fail reads of the others.
+            let tail_read = match read_stored(lo, &mut tail) {
+                Err(e) if lo == 0 => return Err(e),
+                r => r,
+            };
+            let tail_ok = if tail_read.is_ok() { &tail[..] } else { &[] };
+            let mut head = None;
+            let h = decode_header(tail_ok, stored_len, Some(entry.value_len), || {
+                let mut bytes = if lo == 0 {
+                    tail.clone()
+                } else {
+                    vec![0u8; stored_len.min(CHUNK_SIZE) as usize]
+                };
+                if lo != 0 {
+                    read_stored(0, &mut bytes)?;
+                }
+                let h = FrameTableHeader::decode(&bytes, stored_len);
+                head = Some(bytes);
+                Ok::<_, Error>(h)
+            })?;
+            let h = match (h, tail_read) {
+                (Ok(h), _) => h,
+                (Err(_), Err(e)) => return Err(e),
+                (Err(k), Ok(())) => return Err(corrupt(0, k)),
+            };
             if h.value_len != entry.value_len {
                 return Err(corrupt(
                     0,
@@ -211,12 +281,11 @@ pub fn read_framed(
                     },
                 ));
             }
-            let in_head = ((head.len() - FRAME_TABLE_HEADER_LEN) / FRAME_ENTRY_LEN)
-                .min(h.frame_count as usize);
-            head.truncate(FRAME_TABLE_HEADER_LEN + in_head * FRAME_ENTRY_LEN);
-            head.drain(..FRAME_TABLE_HEADER_LEN);
-            cache.entries_first = 0;
-            cache.entries = head;
+            let (bytes, at) = match head {
+                Some(head) => (head, 0),
+                None => (tail, lo),
+            };
+            cache.keep_entries(&h, &bytes, at);
             cache.header = Some(h);
             h
         }
@@ -245,11 +314,12 @@ pub fn read_framed(
         // Read the entries of every frame whose entry lies in the chunks the needed entries
         // touch: the disk read is the same, and a stream of reads then needs no more for a
         // while.
-        let lo = align_down(header.entry_offset(todo.start), CHUNK_SIZE)
-            .max(FRAME_TABLE_HEADER_LEN as u64);
-        let first = (lo - FRAME_TABLE_HEADER_LEN as u64).div_ceil(FRAME_ENTRY_LEN as u64);
-        let hi = align_up(header.entry_offset(todo.end), CHUNK_SIZE).min(header.table_len());
-        let last = (hi - FRAME_TABLE_HEADER_LEN as u64) / FRAME_ENTRY_LEN as u64;
+        let entries_at = header.entries_at();
+        let lo = align_down(header.entry_offset(todo.start), CHUNK_SIZE).max(entries_at);
+        let first = (lo - entries_at).div_ceil(FRAME_ENTRY_LEN as u64);
+        let hi = align_up(header.entry_offset(todo.end), CHUNK_SIZE)
+            .min(header.entry_offset(header.frame_count));
+        let last = (hi - entries_at) / FRAME_ENTRY_LEN as u64;
         let mut bytes = std::mem::take(&mut cache.entries);
         bytes.resize(((last - first) as usize) * FRAME_ENTRY_LEN, 0);
         read_stored(header.entry_offset(first), &mut bytes)?;
@@ -317,7 +387,28 @@ mod tests {
 
     impl Fixture {
         fn new(value: &[u8], frame_size: u32) -> Fixture {
-            let stored = encode_framed(value, frame_size);
+            Fixture::with_stored(value, encode_framed(value, frame_size))
+        }
+
+        /// The value in both layouts: trailing (as written now) and leading (older stores).
+        fn both(value: &[u8], frame_size: u32) -> [Fixture; 2] {
+            let trailing = encode_framed(value, frame_size);
+            let leading = crate::format::frames::to_leading_layout(&trailing);
+            [
+                Fixture::with_stored(value, trailing),
+                Fixture::with_stored(value, leading),
+            ]
+        }
+
+        /// Bytes of the stored value that are not frames.
+        fn table_bytes(&self) -> u64 {
+            let (h, _) =
+                crate::format::frames::decode_table(&self.stored, self.stored.len() as u64)
+                    .unwrap();
+            h.table_len()
+        }
+
+        fn with_stored(value: &[u8], stored: Vec<u8>) -> Fixture {
             let entry = IndexEntry {
                 segment: 1,
                 offset: 64,
@@ -346,9 +437,11 @@ mod tests {
     fn every_range_around_frame_boundaries() {
         let f = MIN_FRAME_SIZE as u64;
         let value = text(5 * f as usize + 123);
-        let fx = Fixture::new(&value, MIN_FRAME_SIZE);
         let points = [0, 1, f - 1, f, f + 1, 2 * f, 3 * f - 2, 5 * f, 5 * f + 122];
-        for &a in &points {
+        for (fx, &a) in Fixture::both(&value, MIN_FRAME_SIZE)
+            .iter()
+            .flat_map(|fx| points.iter().map(move |a| (fx, a)))
+        {
             for &b in points.iter().chain(&[value.len() as u64]) {
                 if a > b {
                     continue;
@@ -360,96 +453,98 @@ mod tests {
     }
 
     #[test]
-    fn a_small_range_reads_its_frame_and_the_first_chunk_only() {
+    fn a_small_range_reads_its_frames_and_the_chunks_of_its_table() {
         let f = MIN_FRAME_SIZE as u64;
         let value = text(250 * f as usize);
-        let fx = Fixture::new(&value, MIN_FRAME_SIZE);
-        let start = 123 * f + 1000;
-        let (got, bytes_read) = fx.read(start, 4096, &mut FrameCache::default());
-        assert_eq!(got.unwrap(), &value[start as usize..start as usize + 4096]);
-        let header = FrameTableHeader::new(value.len() as u64, MIN_FRAME_SIZE);
-        // The range straddles frames 123 and 124.
-        let entries = decode_entries(
-            &header,
-            123..125,
-            &fx.stored[header.entry_offset(123) as usize..],
-            fx.stored.len() as u64,
-        )
-        .unwrap();
-        assert_eq!(
-            bytes_read,
-            4096 + entries.iter().map(|e| e.stored_len as u64).sum::<u64>()
-        );
+        for fx in Fixture::both(&value, MIN_FRAME_SIZE) {
+            let start = 123 * f + 1000;
+            let (got, bytes_read) = fx.read(start, 4096, &mut FrameCache::default());
+            assert_eq!(got.unwrap(), &value[start as usize..start as usize + 4096]);
+            let s = fx.stored.len() as u64;
+            let (header, all) = crate::format::frames::decode_table(&fx.stored, s).unwrap();
+            // The range straddles frames 123 and 124.
+            let frames: u64 = all[123..125].iter().map(|e| e.stored_len as u64).sum();
+            // The chunk holding the last 24 bytes, where a trailing table's header is, and the
+            // one before: the whole table of these 250 frames. A leading table is in the first
+            // chunk, read after the last two showed no trailing header.
+            let tail = s - align_down(s - 24, 4096) + 4096;
+            let table = match header.layout {
+                crate::format::frames::FrameLayout::Trailing => tail,
+                crate::format::frames::FrameLayout::Leading => tail + 4096,
+            };
+            assert_eq!(bytes_read, table + frames, "{:?}", header.layout);
+        }
     }
 
     #[test]
     fn a_stream_of_small_reads_decodes_each_frame_once() {
         let f = MIN_FRAME_SIZE as usize;
         let value = text(300 * f + 17);
-        let fx = Fixture::new(&value, MIN_FRAME_SIZE);
-        let mut cache = FrameCache::default();
-        let mut total_read = 0;
-        let mut pos = 0;
-        while pos < value.len() {
-            let n = 1000.min(value.len() - pos);
-            let (got, r) = fx.read(pos as u64, n, &mut cache);
-            assert_eq!(got.unwrap(), &value[pos..pos + n]);
-            total_read += r;
-            pos += n;
+        for fx in Fixture::both(&value, MIN_FRAME_SIZE) {
+            let mut cache = FrameCache::default();
+            let mut total_read = 0;
+            let mut pos = 0;
+            while pos < value.len() {
+                let n = 1000.min(value.len() - pos);
+                let (got, r) = fx.read(pos as u64, n, &mut cache);
+                assert_eq!(got.unwrap(), &value[pos..pos + n]);
+                total_read += r;
+                pos += n;
+            }
+            // Each frame's stored bytes once, the entries once per 4 KiB chunk of them, and
+            // the chunk of the table header.
+            let frames_stored = fx.stored.len() as u64 - fx.table_bytes();
+            assert!(
+                total_read <= frames_stored + 3 * 4096 + 4096,
+                "read {total_read} for {frames_stored} stored frame bytes"
+            );
         }
-        // Each frame's stored bytes once, the entries once per 4 KiB chunk of them, and the
-        // first chunk.
-        let frames_stored = fx.stored.len() as u64
-            - FrameTableHeader::new(value.len() as u64, MIN_FRAME_SIZE).table_len();
-        assert!(
-            total_read <= frames_stored + 3 * 4096 + 4096,
-            "read {total_read} for {frames_stored} stored frame bytes"
-        );
     }
 
     #[test]
     fn a_value_length_that_disagrees_with_the_table_is_corruption() {
         let value = text(10_000);
-        let mut fx = Fixture::new(&value, MIN_FRAME_SIZE);
-        fx.entry.value_len = 9_999;
-        let (got, _) = fx.read(0, 10, &mut FrameCache::default());
-        assert!(matches!(
-            got,
-            Err(Error::Corruption {
-                kind: Corruption::InvalidField { .. },
-                ..
-            })
-        ));
+        for mut fx in Fixture::both(&value, MIN_FRAME_SIZE) {
+            fx.entry.value_len = 9_999;
+            let (got, _) = fx.read(0, 10, &mut FrameCache::default());
+            assert!(matches!(
+                got,
+                Err(Error::Corruption {
+                    kind: Corruption::InvalidField { .. },
+                    ..
+                })
+            ));
+        }
     }
 
     #[test]
     fn a_damaged_frame_fails_only_the_reads_that_touch_it() {
         let f = MIN_FRAME_SIZE as u64;
         let value = text(4 * f as usize);
-        let mut fx = Fixture::new(&value, MIN_FRAME_SIZE);
-        let header = FrameTableHeader::new(value.len() as u64, MIN_FRAME_SIZE);
-        let (_, entries) =
-            crate::format::frames::decode_table(&fx.stored, fx.stored.len() as u64).unwrap();
-        let victim = entries[2];
-        fx.stored[(victim.offset + 3) as usize] ^= 0x55;
-        for (a, b) in [(0, f), (f, 2 * f), (3 * f, 4 * f), (2 * f - 1, 2 * f)] {
-            let (got, _) = fx.read(a, (b - a) as usize, &mut FrameCache::default());
-            assert_eq!(got.unwrap(), &value[a as usize..b as usize]);
-        }
-        for (a, b) in [(2 * f, 2 * f + 1), (2 * f - 1, 2 * f + 1), (0, 4 * f)] {
-            let (got, _) = fx.read(a, (b - a) as usize, &mut FrameCache::default());
-            match got {
-                Err(Error::Corruption {
-                    segment: 1, offset, ..
-                }) => assert_eq!(offset, fx.entry.value_offset() + victim.offset),
-                other => panic!("{a}..{b}: {other:?}"),
+        for mut fx in Fixture::both(&value, MIN_FRAME_SIZE) {
+            let (header, entries) =
+                crate::format::frames::decode_table(&fx.stored, fx.stored.len() as u64).unwrap();
+            let victim = entries[2];
+            fx.stored[(victim.offset + 3) as usize] ^= 0x55;
+            for (a, b) in [(0, f), (f, 2 * f), (3 * f, 4 * f), (2 * f - 1, 2 * f)] {
+                let (got, _) = fx.read(a, (b - a) as usize, &mut FrameCache::default());
+                assert_eq!(got.unwrap(), &value[a as usize..b as usize]);
             }
+            for (a, b) in [(2 * f, 2 * f + 1), (2 * f - 1, 2 * f + 1), (0, 4 * f)] {
+                let (got, _) = fx.read(a, (b - a) as usize, &mut FrameCache::default());
+                match got {
+                    Err(Error::Corruption {
+                        segment: 1, offset, ..
+                    }) => assert_eq!(offset, fx.entry.value_offset() + victim.offset),
+                    other => panic!("{a}..{b}: {other:?}"),
+                }
+            }
+            assert_eq!(header.frame_count, 4);
         }
-        assert_eq!(header.frame_count, 4);
     }
 
     #[test]
-    fn a_kept_table_skips_the_first_chunk() {
+    fn a_kept_table_skips_the_table_chunks() {
         let f = MIN_FRAME_SIZE as u64;
         let value = text(40 * f as usize);
         let fx = Fixture::new(&value, MIN_FRAME_SIZE);
@@ -462,7 +557,51 @@ mod tests {
         assert!(cache.has_table());
         let (got, warm) = fx.read(20 * f, 10, &mut cache);
         assert_eq!(got.unwrap(), &value[20 * f as usize..20 * f as usize + 10]);
-        assert_eq!(cold - warm, 4096, "the first chunk is not read again");
+        let frame = crate::format::frames::decode_table(&fx.stored, fx.stored.len() as u64)
+            .unwrap()
+            .1[20];
+        assert_eq!(
+            warm, frame.stored_len as u64,
+            "only the frame: no table read again"
+        );
+        assert!(cold > warm);
+    }
+
+    #[test]
+    fn damage_at_the_end_of_an_older_value_fails_only_the_reads_of_its_frames() {
+        // Leading layout: the last chunk holds the last frames, not the table. A read of the
+        // first frames probes it (for a trailing table) and must not fail because of it.
+        let f = MIN_FRAME_SIZE as u64;
+        let value = text(20 * f as usize);
+        let [_, fx] = Fixture::both(&value, MIN_FRAME_SIZE);
+        let bad = align_down(fx.stored.len() as u64 - 1, CHUNK_SIZE);
+        let read = |start: u64, len: usize| {
+            let mut out = vec![0u8; len];
+            let mut cache = FrameCache::default();
+            read_framed(&fx.entry, start, &mut out, &mut cache, |off, buf| {
+                if off + buf.len() as u64 > bad {
+                    return Err(Error::Corruption {
+                        file: crate::error::FileKind::Log,
+                        segment: 1,
+                        offset: bad,
+                        kind: Corruption::ChecksumMismatch {
+                            got: 0,
+                            expected: 1,
+                        },
+                    });
+                }
+                let at = off as usize;
+                buf.copy_from_slice(&fx.stored[at..at + buf.len()]);
+                Ok(())
+            })
+            .map(|()| out)
+        };
+        assert_eq!(read(0, 100).unwrap(), &value[..100]);
+        assert_eq!(
+            read(5 * f, 10).unwrap(),
+            &value[5 * f as usize..5 * f as usize + 10]
+        );
+        assert!(read(20 * f - 10, 10).is_err());
     }
 
     #[test]

@@ -475,8 +475,8 @@ impl Store {
     /// atomically and durably. Dropping the writer unfinished stores nothing.
     ///
     /// The value goes to a blob file of its own whatever its length (even below
-    /// [`Options::large_value_threshold`]), uncompressed whatever [`Options::compression`]
-    /// says. See [`ValueWriter`] for the memory it takes.
+    /// [`Options::large_value_threshold`]), compressed frame by frame as it comes when
+    /// [`Options::compression`] says so. See [`ValueWriter`] for the memory it takes.
     ///
     /// ```
     /// # fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -3,8 +3,12 @@
 use std::io;
 
 use super::Store;
+use super::compress::{StoredValue, compress_stream};
+use crate::MAX_VALUE_LEN;
 use crate::error::{Error, Result};
-use crate::options::Durability;
+use crate::format::frames::FrameEncoder;
+use crate::format::record::FLAG_COMPRESSED;
+use crate::options::{Compression, Durability};
 use crate::segment::BlobStream;
 
 /// Streams a value into the store, for values too large to hold in memory. Returned by
@@ -20,10 +24,14 @@ use crate::segment::BlobStream;
 /// left by a crash is removed at the next open.
 ///
 /// The value goes to a blob file of its own whatever its length, written as it comes through a
-/// 1 MiB buffer: memory stays bounded (the buffer, two blocks, and the value's checksum table of
-/// 4 bytes per 4 KiB, i.e. 0.1 % of the value) up to [`MAX_VALUE_LEN`](crate::MAX_VALUE_LEN).
-/// The value is stored uncompressed, whatever [`Options::compression`](crate::Options::compression)
-/// says: a compressed value starts with its frame table, whose size is known only at the end.
+/// 1 MiB buffer. With [`Options::compression`](crate::Options::compression) on it is compressed
+/// frame by frame as it comes (`Lz4`: always; `Auto`: when its first frame compresses well
+/// enough, else it is stored raw; a frame that does not shrink is stored raw either way), and the
+/// frame table is written after the frames at `finish`. Memory stays bounded up to
+/// [`MAX_VALUE_LEN`](crate::MAX_VALUE_LEN): the buffer, two blocks, the checksum table of the
+/// stored bytes (4 bytes per 4 KiB, 0.1 %), and when compressing two frames
+/// ([`Options::compression_frame_size`](crate::Options::compression_frame_size), 64 KiB by
+/// default) and 16 bytes per frame (0.02 %).
 ///
 /// ```
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -43,14 +51,39 @@ pub struct ValueWriter<'a> {
     key: Vec<u8>,
     /// `None` after a write failed: the stream was abandoned, and `finish` fails.
     stream: Option<BlobStream>,
+    encoding: Encoding,
+    /// Value bytes taken so far.
+    len: u64,
+}
+
+/// How a streamed value's bytes become stored bytes.
+#[derive(Debug)]
+enum Encoding {
+    /// As they are.
+    Raw,
+    /// Compressed frame by frame, the frame table at the end.
+    Framed(FrameEncoder),
+    /// `Compression::Auto`: the first frame, held until it is full (or the value ends) to decide
+    /// from.
+    Sampling(Vec<u8>),
 }
 
 impl<'a> ValueWriter<'a> {
     pub(super) fn new(store: &'a Store, key: &[u8], stream: BlobStream) -> ValueWriter<'a> {
+        let opts = &store.inner.opts;
+        let encoding = match opts.get_compression() {
+            Compression::None => Encoding::Raw,
+            Compression::Lz4 => {
+                Encoding::Framed(FrameEncoder::new(opts.get_compression_frame_size()))
+            }
+            Compression::Auto => Encoding::Sampling(Vec::new()),
+        };
         ValueWriter {
             store,
             key: key.to_vec(),
             stream: Some(stream),
+            encoding,
+            len: 0,
         }
     }
 
@@ -67,7 +100,7 @@ impl<'a> ValueWriter<'a> {
     /// # Ok(()) }
     /// ```
     pub fn len(&self) -> u64 {
-        self.stream.as_ref().map_or(0, |s| s.value_len())
+        if self.stream.is_some() { self.len } else { 0 }
     }
 
     /// True while nothing has been written.
@@ -113,11 +146,76 @@ impl<'a> ValueWriter<'a> {
                 source: io::Error::other("an earlier write to this ValueWriter failed"),
             });
         };
+        let mut stream = stream;
+        let encoding = std::mem::replace(&mut self.encoding, Encoding::Raw);
+        let flags = match self.end_value(encoding, &mut stream) {
+            Ok(flags) => flags,
+            Err(e) => {
+                stream.abandon(&self.store.inner.shared.dir);
+                return Err(e);
+            }
+        };
         let flush_first = self.store.inner.opts.get_durability() == Durability::Buffered;
         self.store
             .inner
             .blobs
-            .finish_stream(&self.key, stream, flush_first)
+            .finish_stream(&self.key, stream, (flags, self.len), flush_first)
+    }
+
+    /// Writes what the encoding still holds (the last frame and the frame table, or a value
+    /// that ended while sampling); returns the record flags of the stored bytes.
+    fn end_value(&self, encoding: Encoding, stream: &mut BlobStream) -> Result<u16> {
+        match encoding {
+            Encoding::Raw => Ok(0),
+            // Nothing was written: the empty value, stored raw.
+            Encoding::Framed(_) if self.len == 0 => Ok(0),
+            Encoding::Framed(encoder) => {
+                encoder.finish(&mut |b| stream.write(b))?;
+                Ok(FLAG_COMPRESSED)
+            }
+            // Shorter than a frame: stored as a put would store it.
+            Encoding::Sampling(value) => {
+                let stored = StoredValue::encode(&value, &self.store.inner.opts);
+                stream.write(&stored.bytes)?;
+                Ok(stored.flags())
+            }
+        }
+    }
+
+    /// Takes value bytes: encodes them and writes the stored bytes that result.
+    fn take(&mut self, bytes: &[u8]) -> Result<()> {
+        let len = self.len + bytes.len() as u64;
+        if len > MAX_VALUE_LEN {
+            return Err(Error::ValueTooLarge {
+                len,
+                max: MAX_VALUE_LEN,
+            });
+        }
+        let opts = &self.store.inner.opts;
+        let Some(stream) = self.stream.as_mut() else {
+            return Ok(());
+        };
+        let mut bytes = bytes;
+        if let Encoding::Sampling(first) = &mut self.encoding {
+            let frame = opts.get_compression_frame_size() as usize;
+            let n = (frame - first.len()).min(bytes.len());
+            first.extend_from_slice(&bytes[..n]);
+            bytes = &bytes[n..];
+            if first.len() < frame {
+                self.len = len;
+                return Ok(());
+            }
+            let first = std::mem::take(first);
+            self.encoding = if compress_stream(&first, opts) {
+                Encoding::Framed(FrameEncoder::new(frame as u32))
+            } else {
+                Encoding::Raw
+            };
+            encode(&mut self.encoding, stream, &first)?;
+        }
+        encode(&mut self.encoding, stream, bytes)?;
+        self.len = len;
+        Ok(())
     }
 
     /// Bytes of memory the writer holds for the value (its buffers and the checksum table so
@@ -125,18 +223,32 @@ impl<'a> ValueWriter<'a> {
     #[cfg(feature = "testing")]
     #[doc(hidden)]
     pub fn memory(&self) -> usize {
-        self.stream.as_ref().map_or(0, |s| s.memory())
+        let encoding = match &self.encoding {
+            Encoding::Raw => 0,
+            Encoding::Framed(encoder) => encoder.memory(),
+            Encoding::Sampling(first) => first.capacity(),
+        };
+        self.stream.as_ref().map_or(0, |s| s.memory()) + encoding
+    }
+}
+
+/// Writes `bytes` to `stream` as `encoding` stores them (not [`Encoding::Sampling`]).
+fn encode(encoding: &mut Encoding, stream: &mut BlobStream, bytes: &[u8]) -> Result<()> {
+    match encoding {
+        Encoding::Raw => stream.write(bytes),
+        Encoding::Framed(encoder) => encoder.write(bytes, &mut |b| stream.write(b)),
+        Encoding::Sampling(_) => unreachable!("a value is sampled before it is encoded"),
     }
 }
 
 impl io::Write for ValueWriter<'_> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let Some(stream) = self.stream.as_mut() else {
+        if self.stream.is_none() {
             return Err(io::Error::other(
                 "an earlier write to this ValueWriter failed",
             ));
-        };
-        if let Err(e) = stream.write(buf) {
+        }
+        if let Err(e) = self.take(buf) {
             // The file's state is unknown: nothing of it may ever be committed.
             if let Some(stream) = self.stream.take() {
                 stream.abandon(&self.store.inner.shared.dir);

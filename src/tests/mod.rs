@@ -3,6 +3,7 @@
 //! They reach the store through `Store::open_with_storage`, which is not public.
 
 mod faults;
+mod group_commit;
 mod powerloss;
 mod quarantine;
 

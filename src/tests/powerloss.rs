@@ -25,7 +25,7 @@ use proptest::test_runner::{Config, TestCaseError, TestRunner};
 
 use super::{Commit, KEYS, LARGE, Seen, apply, key, new_sim, observe, open, options, seen_state};
 use crate::io::sim::{CrashOn, Sim, SimConfig, Survival};
-use crate::{Batch, Durability, Store};
+use crate::{Batch, Compression, Durability, Store};
 
 /// Cases run by `cargo test` (override with `PROPTEST_CASES`).
 const CASES: u32 = 48;
@@ -574,11 +574,14 @@ fn a_power_loss_during_recovery_after_a_kill_never_seals_damaged_records() {
 fn a_streamed_put_cut_by_power_loss_is_old_or_whole() {
     use std::io::Write;
     const LEN: usize = 300_000;
-    for seed in 0..12 {
+    // Raw, and framed (compressed frame by frame, the frame table written at `finish`).
+    for (seed, compression) in (0..12).flat_map(|s| [(s, Compression::None), (s, Compression::Lz4)])
+    {
+        let opts = options(Durability::Sync).compression(compression);
         // None: power lost mid-stream, before `finish`; Some(n): at the n-th sync of `finish`.
         for crash in [None, Some(0), Some(1), Some(2)] {
             let sim = new_sim(SimConfig::default());
-            let store = open(&sim, options(Durability::Sync)).unwrap();
+            let store = open(&sim, opts.clone()).unwrap();
             store.put(key(0), super::value(1, 100)).unwrap();
             let new = super::value(2, LEN);
             let mut writer = store.writer(key(0)).unwrap();
@@ -596,9 +599,9 @@ fn a_streamed_put_cut_by_power_loss_is_old_or_whole() {
                 }
             };
             drop(store);
-            let what = format!("seed {seed}, crash {crash:?}");
+            let what = format!("seed {seed}, {compression:?}, crash {crash:?}");
             let after = sim.after_crash(Survival::RandomSectors, seed);
-            let store = open(&after, options(Durability::Sync)).unwrap();
+            let store = open(&after, opts.clone()).unwrap();
             let seen = observe(&store).unwrap_or_else(|e| panic!("{what}: {e}"));
             let whole = Seen::Version(2, LEN);
             let allowed = match (acked, crash) {

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use podstore::format::record::{FLAG_BATCH_CONTINUES, RecordPlace, decode_record};
 use podstore::format::segment_header::SEGMENT_HEADER_LEN;
-use podstore::{Durability, Error, IoMode, Options, Store};
+use podstore::{Compression, Durability, Error, IoMode, Options, Store};
 use tempfile::TempDir;
 
 use crate::child::{ChildProc, emit};
@@ -889,10 +889,17 @@ fn kill9_during_compaction_buffered() {
 
 /// The child of [`a_streamed_put_killed_mid_stream_leaves_the_old_value`]: puts the old value,
 /// streams a new one (8 MiB, then "streaming"), and with `finish` commits it ("finished") and
-/// waits to be killed; without, it streams on until killed.
-pub fn stream_child(dir: &Path, mode: IoMode, finish: bool) {
+/// waits to be killed; without, it streams on until killed. With `lz4`, the value is compressed
+/// frame by frame as it streams.
+pub fn stream_child(dir: &Path, mode: IoMode, finish: bool, lz4: bool) {
     use std::io::Write;
-    let store = Store::open_with(dir, Options::default().io_mode(mode)).unwrap();
+    let compression = if lz4 {
+        Compression::Lz4
+    } else {
+        Compression::None
+    };
+    let opts = Options::default().io_mode(mode).compression(compression);
+    let store = Store::open_with(dir, opts).unwrap();
     store.put("k", "old").unwrap();
     let mut writer = store.writer("k").unwrap();
     let chunk = vec![5u8; 1 << 20];
@@ -917,9 +924,9 @@ pub fn stream_child(dir: &Path, mode: IoMode, finish: bool) {
 /// new value is there, whole.
 #[test]
 fn a_streamed_put_killed_mid_stream_leaves_the_old_value() {
-    for finish in [false, true] {
+    for (finish, lz4) in [(false, false), (true, false), (false, true), (true, true)] {
         let dir = TempDir::new().unwrap();
-        let job = format!("stream direct {finish}");
+        let job = format!("stream direct {finish} {lz4}");
         let mut child = ChildProc::spawn(dir.path(), &job);
         assert_eq!(child.next_message().as_deref(), Some("streaming"));
         if finish {
@@ -932,6 +939,8 @@ fn a_streamed_put_killed_mid_stream_leaves_the_old_value() {
         if finish {
             assert_eq!(got.len(), 8 << 20, "{job}");
             assert!(got.iter().all(|&b| b == 5), "{job}");
+            let stored = store.stored_len("k").unwrap().unwrap();
+            assert_eq!(stored < 1 << 20, lz4, "{job}: stored in {stored} bytes");
         } else {
             assert_eq!(got, b"old", "{job}");
         }

@@ -58,9 +58,12 @@ fn crash_child() {
             round.parse().unwrap(),
         ),
         ["checkpoint", mode] => kill9::checkpoint_child(Path::new(&dir), parse_mode(mode)),
-        ["stream", mode, finish] => {
-            kill9::stream_child(Path::new(&dir), parse_mode(mode), finish.parse().unwrap())
-        }
+        ["stream", mode, finish, lz4] => kill9::stream_child(
+            Path::new(&dir),
+            parse_mode(mode),
+            finish.parse().unwrap(),
+            lz4.parse().unwrap(),
+        ),
         _ => panic!("unknown crash child job {job:?}"),
     }
 }

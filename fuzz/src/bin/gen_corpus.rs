@@ -206,9 +206,10 @@ fn scan_seeds() -> Vec<Vec<u8>> {
     seeds
 }
 
-/// Stored bytes of compressed values (text and random), for the frame decoders.
+/// Stored bytes of compressed values (text and random, in both frame table layouts), for the
+/// frame decoders.
 fn frames_seeds() -> Vec<Vec<u8>> {
-    use podstore::format::frames::encode_framed;
+    use podstore::format::frames::{encode_framed, to_leading_layout};
     let mut out = Vec::new();
     for (len, frame) in [
         (1usize, 4096u32),
@@ -222,11 +223,14 @@ fn frames_seeds() -> Vec<Vec<u8>> {
             .map(|i| (i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56) as u8)
             .collect();
         for value in [text, random] {
-            let stored = encode_framed(&value, frame);
-            let mut seed = (stored.len() as u64).to_le_bytes().to_vec();
-            seed.extend_from_slice(&(1u64 << 16 | 0).to_le_bytes()); // frames 0..1
-            seed.extend_from_slice(&stored);
-            out.push(seed);
+            let trailing = encode_framed(&value, frame);
+            let leading = to_leading_layout(&trailing);
+            for stored in [trailing, leading] {
+                let mut seed = (stored.len() as u64).to_le_bytes().to_vec();
+                seed.extend_from_slice(&(1u64 << 16 | 0).to_le_bytes()); // frames 0..1
+                seed.extend_from_slice(&stored);
+                out.push(seed);
+            }
         }
     }
     out

@@ -15,6 +15,8 @@ after=${2:?usage: compare-builds.sh BEFORE_BIN AFTER_BIN [REPS] [OUT] [DIR]}
 reps=${3:-10}
 out=${4:-compare-builds.jsonl}
 dir=${5:-${PODSTORE_BENCH_DIR:-/tmp}}
+# ROWS (one row of `compare run` arguments per line) replaces the default rows, e.g.
+#   ROWS=$'--workload put --size 1M --threads 1\n--workload put --size 1M --threads 8' ...
 rows=(
   "--workload put --size 1K --threads 1"
   "--workload put --size 1K --threads 64"
@@ -24,6 +26,9 @@ rows=(
   "--workload range --size 10M --range 0+4K"
   "--workload range --size 100M --range end-4K+4K"
 )
+if [ -n "${ROWS:-}" ]; then
+  mapfile -t rows <<<"$ROWS"
+fi
 : >"$out"
 for r in $(seq 1 "$reps"); do
   for row in "${rows[@]}"; do

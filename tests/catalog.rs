@@ -61,7 +61,8 @@ fn cut(path: &Path, len: u64) {
 }
 
 /// Every store file deleted, and cut at several places, one at a time: the default open refuses
-/// the store naming that file and what is wrong (so does a read-only open), changing nothing;
+/// the store naming that file and what is wrong (so does a read-only open), changing nothing
+/// (but a blob file cut only in its footer, which is rebuilt from its whole record);
 /// salvage reports it, and every key it serves reads its newest value or, for a key whose
 /// newest record was in the lost file, a value it had before (never bytes it never had).
 #[test]
@@ -81,6 +82,8 @@ fn every_sealed_file_deleted_or_cut_is_found_every_time() {
             let len = std::fs::metadata(original.path().join(&name))
                 .unwrap()
                 .len();
+            let bytes = std::fs::read(original.path().join(&name)).unwrap();
+            let footer_at = common::records::trailer(&bytes).unwrap().table_offset;
             let mut damages: Vec<(String, Option<u64>)> = vec![("deleted".into(), None)];
             for c in [len - 1, len - 8192, len / 2, 64, 0] {
                 damages.push((format!("cut to {c}"), Some(c)));
@@ -104,6 +107,20 @@ fn every_sealed_file_deleted_or_cut_is_found_every_time() {
                         }
                     }
                 };
+                if kind == FileKind::Blob && cut_to.is_some_and(|c| c >= footer_at) {
+                    // Only a blob file's footer is cut: it is rebuilt from the record (its footer
+                    // is not synced before the seal is recorded, so a power loss can take it).
+                    let store = Store::open_with(copy.path(), opts(mode)).unwrap();
+                    let rec = &store.recovery().recovered;
+                    assert!(rec.iter().any(|r| r.segment == id), "{ctx}: {rec:?}");
+                    for (k, v) in &model {
+                        assert_eq!(store.get(k).unwrap().as_ref(), Some(v), "{ctx}");
+                    }
+                    assert!(store.verify().unwrap().is_clean(), "{ctx}");
+                    store.close().unwrap();
+                    cases += 1;
+                    continue;
+                }
                 let ro = opts(mode).read_only(true);
                 match Store::open_with(copy.path(), ro) {
                     Err(Error::Damaged { files, .. }) => {

@@ -141,7 +141,10 @@ pub(super) fn blob_record_header(
 }
 
 /// Seals blob file `id`, whose record (footer entry `entry`) is written up to `footer_at`: syncs
-/// it, then writes the footer there and syncs again.
+/// it, then writes the footer there, **without a sync of its own**: the caller records the
+/// file's seal in the catalog (one fdatasync of the catalog) before the put is acknowledged,
+/// and a footer that a power loss takes is rebuilt from the record at the next open (the
+/// catalog's length says where it ends; see `segment::open`). One fdatasync per large put saved.
 pub(super) fn write_blob_footer(
     file: &SegmentFile,
     id: u64,
@@ -152,7 +155,28 @@ pub(super) fn write_blob_footer(
     let block = profile.block_size;
     let data_end = BLOB_RECORD_OFFSET + entry.record_len();
     let footer = encode_footer(id, data_end, footer_at, block, &[entry]);
-    write_footer_after_sync(file, footer_at, &footer, block, profile).map_err(Error::from)
+    file.sync_data()?;
+    write_footer(file, footer_at, &footer, block, profile)
+}
+
+/// Writes `footer` at `footer_at` (a boundary of the write block `block`).
+fn write_footer(
+    file: &SegmentFile,
+    footer_at: u64,
+    footer: &[u8],
+    block: u32,
+    profile: &IoProfile,
+) -> Result<()> {
+    let mut stream = AlignedStream::new(
+        file,
+        footer_at,
+        footer.len(),
+        profile.mem_align,
+        block as u64,
+    );
+    stream.append(footer)?;
+    stream.finish()?;
+    Ok(())
 }
 
 /// Makes everything written to `file` so far durable, then writes `footer` at `footer_at` (a
@@ -166,15 +190,9 @@ pub(super) fn write_footer_after_sync(
     profile: &IoProfile,
 ) -> Result<(), FooterError> {
     file.sync_data().map_err(FooterError::Sync)?;
-    let block = block as u64;
-    (|| {
-        let mut stream =
-            AlignedStream::new(file, footer_at, footer.len(), profile.mem_align, block);
-        stream.append(footer)?;
-        stream.finish()?;
-        file.sync_data()
-    })()
-    .map_err(FooterError::Footer)
+    write_footer(file, footer_at, footer, block, profile)
+        .and_then(|()| file.sync_data())
+        .map_err(FooterError::Footer)
 }
 
 /// Which step of [`write_footer_after_sync`] failed.

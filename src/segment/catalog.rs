@@ -7,8 +7,9 @@
 //! "Catalog"): a file's name is durable before its creation is recorded, its footer durable
 //! before its seal is, and its removal recorded before it is unlinked.
 
+use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use super::names::file_name;
 use crate::error::{DamagedFile, Error, FileKind, FileProblem, Result};
@@ -110,18 +111,44 @@ pub struct Catalog {
     dir: PathBuf,
     profile: IoProfile,
     inner: Mutex<Inner>,
+    /// Signalled when a group's append ends.
+    appended: Condvar,
 }
 
 struct Inner {
     /// `None`: the store has no catalog (read-only without one, or a full disk kept open from
     /// writing one): edits are not recorded, and the next open writes one.
-    file: Option<PlainFile>,
+    file: Option<Arc<PlainFile>>,
     state: CatalogState,
     /// The file's length in slots.
     slots: u64,
     /// An append's sync failed: what reached the disk is unknown, so no more are made.
     failed: bool,
+    /// Edits of calls waiting for the next append (group commit: concurrent calls share one
+    /// write and one fdatasync).
+    queue: Vec<Edit>,
+    /// Calls numbered so far, and the highest whose append has ended (done or failed).
+    issued: u64,
+    done: u64,
+    /// A call is appending a group: the others queue their edits and wait.
+    appending: bool,
+    /// The groups whose append failed (first and last call, and how), the most recent last.
+    failures: VecDeque<(u64, u64, Failed)>,
 }
+
+/// How a group's append failed, for each call in it.
+#[derive(Debug, Clone, Copy)]
+enum Failed {
+    /// No space (ENOSPC from the write or the sync).
+    Full,
+    /// The sync failed (the catalog is poisoned) or the write failed otherwise.
+    Io,
+    /// The group contradicts the catalog (a bug).
+    Contradiction,
+}
+
+/// Failed groups remembered for the calls still waiting on them.
+const FAILURES_KEPT: usize = 1024;
 
 impl Catalog {
     /// A store without a catalog: edits are dropped (see [`Catalog::is_kept`]).
@@ -155,11 +182,17 @@ impl Catalog {
             dir: dir.to_path_buf(),
             profile: profile.clone(),
             inner: Mutex::new(Inner {
-                file,
+                file: file.map(Arc::new),
                 state,
                 slots,
                 failed: false,
+                queue: Vec::new(),
+                issued: 0,
+                done: 0,
+                appending: false,
+                failures: VecDeque::new(),
             }),
+            appended: Condvar::new(),
         }
     }
 
@@ -240,49 +273,116 @@ impl Catalog {
         self.lock().state.clone()
     }
 
-    /// Appends `edits` and makes them durable. Without a catalog, does nothing. A failed sync
-    /// leaves the catalog unusable until the store is reopened ([`Error::Poisoned`]): which of
-    /// its edits reached the disk is unknown.
+    /// Appends `edits` and makes them durable. Without a catalog, does nothing. Concurrent
+    /// calls share one write and one fdatasync: the first to find no append under way appends
+    /// the edits of every call queued by then. A failed sync leaves the catalog unusable until
+    /// the store is reopened ([`Error::Poisoned`]): which of its edits reached the disk is
+    /// unknown. A failed write (no space to grow) fails the calls of its group and changes
+    /// nothing: the next append writes over whatever part of it reached the file.
     pub fn record(&self, edits: &[Edit]) -> Result<()> {
         if edits.is_empty() {
             return Ok(());
         }
         let mut g = self.lock();
-        let g = &mut *g;
         if g.failed {
             return Err(Error::Poisoned);
         }
-        let Some(file) = &g.file else {
+        if g.file.is_none() {
             return if self.profile.read_only {
                 Err(Error::ReadOnly)
             } else {
                 Ok(())
             };
-        };
+        }
+        g.queue.extend_from_slice(edits);
+        g.issued += 1;
+        let mine = g.issued;
+        while g.done < mine {
+            if !g.appending {
+                g = self.append_group(g);
+                continue;
+            }
+            g = self.appended.wait(g).unwrap_or_else(|p| p.into_inner());
+        }
+        let failed = g
+            .failures
+            .iter()
+            .rev()
+            .find(|&&(lo, hi, _)| lo <= mine && mine <= hi)
+            .map(|f| f.2);
+        match failed {
+            None => Ok(()),
+            Some(Failed::Full) => Err(Error::StorageFull {
+                path: Some(self.dir.join(CATALOG_NAME)),
+            }),
+            Some(Failed::Io) if g.failed => Err(Error::Poisoned),
+            Some(Failed::Io) => Err(Error::io(
+                "append to catalog",
+                Some(self.dir.join(CATALOG_NAME)),
+                std::io::Error::other("the write of the catalog failed"),
+            )),
+            Some(Failed::Contradiction) => Err(internal("catalog edit contradicts the catalog")),
+        }
+    }
+
+    /// Appends every queued edit as one group (the lock is released during the I/O, so that
+    /// other calls queue meanwhile), and marks the calls numbered so far done.
+    fn append_group<'a>(&'a self, mut g: MutexGuard<'a, Inner>) -> MutexGuard<'a, Inner> {
+        g.appending = true;
+        let batch = std::mem::take(&mut g.queue);
+        let (first, last) = (g.done + 1, g.issued);
+        let file = g.file.clone().expect("a catalog file");
         let mut next = g.state.clone();
-        let mut bytes = Vec::with_capacity(edits.len() * SLOT_LEN);
-        for e in edits {
-            next.apply(*e)
-                .map_err(|_| internal("catalog edit contradicts the catalog"))?;
+        let mut bytes = Vec::with_capacity(batch.len() * SLOT_LEN);
+        let mut contradiction = false;
+        for e in &batch {
+            contradiction |= next.apply(*e).is_err();
             bytes.extend_from_slice(&e.encode());
         }
-        next.end_slot += edits.len() as u64;
+        next.end_slot += batch.len() as u64;
         let mut slots = g.slots;
         if next.end_slot > slots {
             // Out of zero slots: the file grows by a few more, written with the edits.
             slots = next.end_slot + GROW_SLOTS;
             bytes.resize((slots - g.state.end_slot) as usize * SLOT_LEN, 0);
         }
-        // A failed write is not acknowledged and changes nothing here: the next append writes
-        // over whatever part of it reached the file.
-        file.write_all_at(&bytes, g.state.end_slot * SLOT_LEN as u64)?;
-        if let Err(e) = file.sync_data() {
-            g.failed = true;
-            return Err(e);
+        let at = g.state.end_slot * SLOT_LEN as u64;
+        let outcome = if contradiction {
+            Err(Failed::Contradiction)
+        } else {
+            drop(g);
+            let written = match file.write_all_at(&bytes, at) {
+                // A failed sync poisons the catalog whatever the cause; ENOSPC is still said
+                // as such.
+                Ok(()) => file.sync_data().map_err(|e| match e {
+                    Error::StorageFull { .. } => (Failed::Full, true),
+                    _ => (Failed::Io, true),
+                }),
+                Err(Error::StorageFull { .. }) => Err((Failed::Full, false)),
+                Err(_) => Err((Failed::Io, false)),
+            };
+            g = self.lock();
+            written.map_err(|(how, poisoned)| {
+                g.failed |= poisoned;
+                how
+            })
+        };
+        match outcome {
+            Ok(()) => {
+                g.state = next;
+                g.slots = slots;
+            }
+            Err(how) => {
+                if g.failures.len() == FAILURES_KEPT {
+                    g.failures.pop_front();
+                }
+                g.failures.push_back((first, last, how));
+            }
         }
-        g.state = next;
-        g.slots = slots;
-        Ok(())
+        g.done = last;
+        g.appending = false;
+        self.appended.notify_all();
+        g
     }
 
     /// Records that the files `files` were created (their names are durable).

@@ -143,6 +143,59 @@ impl std::fmt::Display for QuarantineReason {
     }
 }
 
+/// What [`restore_blob_footer`] rebuilt.
+struct Restored {
+    entries: Vec<FooterEntry>,
+    opened: Opened,
+}
+
+/// The footer of a blob file the catalog lists as sealed, `length` bytes long, whose footer is
+/// missing or does not verify: rebuilt and written again if its one record is whole and the
+/// footer that sealing it writes ends exactly at `length` (the footer is derived from the
+/// record: nothing is lost). `None` when that is not so (then it is damage).
+fn restore_blob_footer(
+    src: &FileSource<'_>,
+    id: u64,
+    length: u64,
+    profile: &IoProfile,
+    path: &Path,
+) -> Result<Option<Restored>> {
+    let Ok(outcome) = scan_sealed_segment(src, id) else {
+        return Ok(None);
+    };
+    if outcome.records.len() != 1 || !outcome.damaged.is_empty() {
+        return Ok(None);
+    }
+    let block = outcome.header.block_size;
+    let footer_at = align_up(outcome.data_end, block as u64);
+    let footer = encode_footer(id, outcome.data_end, footer_at, block, &outcome.records);
+    if footer_at + footer.len() as u64 != length {
+        return Ok(None);
+    }
+    let sealed = if profile.read_only {
+        false
+    } else {
+        match write_footer_after_sync(src.file, footer_at, &footer, block, profile) {
+            Ok(()) => true,
+            Err(FooterError::Footer(Error::StorageFull { .. })) => false,
+            Err(FooterError::Sync(e) | FooterError::Footer(e)) => return Err(e),
+        }
+    };
+    log::warn!(
+        "podstore: {}: footer rebuilt from its record (lost at a power loss, or damaged)",
+        path.display()
+    );
+    Ok(Some(Restored {
+        opened: Opened::Recovered {
+            data_end: outcome.data_end,
+            torn_at: None,
+            damaged: Vec::new(),
+            sealed,
+        },
+        entries: outcome.records,
+    }))
+}
+
 /// The file id in the segment header of `src`, if it has one that verifies.
 fn header_id(src: &FileSource<'_>, id: u64, path: &Path) -> Result<Option<u64>> {
     if src.len < SEGMENT_HEADER_LEN as u64 {
@@ -203,31 +256,48 @@ pub fn open(
     let path = dir.join(file_name(id, kind));
     let file = SegmentFile::open(&path, profile)?;
     let len = file.len()?;
-    if let Expect::Sealed { length } = expect
-        && length != len
-    {
-        return Ok(Found::Damaged(FileProblem::LengthChanged {
-            expected: length,
-            found: len,
-        }));
-    }
     let src = FileSource {
         file: &file,
         pool,
         read_align: profile.read_align,
         len,
     };
+    if let Expect::Sealed { length } = expect {
+        if len == length
+            && let Some(entries) = read_footer(&src, id, &path)?
+        {
+            return Ok(Found::Loaded(LoadedSegment {
+                file,
+                entries,
+                opened: Opened::Sealed,
+            }));
+        }
+        // A blob file's footer is not synced before its seal is recorded (its record is): a
+        // power loss can take the footer, or part of it, and nothing else.
+        if kind == SegmentKind::Blob
+            && len <= length
+            && let Some(restored) = restore_blob_footer(&src, id, length, profile, &path)?
+        {
+            return Ok(Found::Loaded(LoadedSegment {
+                file,
+                entries: restored.entries,
+                opened: restored.opened,
+            }));
+        }
+        return Ok(Found::Damaged(match header_id(&src, id, &path)? {
+            Some(h) if h != id => FileProblem::Misnamed { header_id: h },
+            _ if len != length => FileProblem::LengthChanged {
+                expected: length,
+                found: len,
+            },
+            _ => FileProblem::FooterDamaged,
+        }));
+    }
     if let Some(entries) = read_footer(&src, id, &path)? {
         return Ok(Found::Loaded(LoadedSegment {
             file,
             entries,
             opened: Opened::Sealed,
-        }));
-    }
-    if matches!(expect, Expect::Sealed { .. }) {
-        return Ok(Found::Damaged(match header_id(&src, id, &path)? {
-            Some(h) if h != id => FileProblem::Misnamed { header_id: h },
-            _ => FileProblem::FooterDamaged,
         }));
     }
     // A header that verifies but names another id: renamed or swapped outside the store.

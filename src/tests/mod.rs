@@ -2,6 +2,7 @@
 //! loss at every kind of I/O ([`powerloss`]) and I/O errors at every I/O site ([`faults`]).
 //! They reach the store through `Store::open_with_storage`, which is not public.
 
+mod catalog;
 mod faults;
 mod group_commit;
 mod powerloss;

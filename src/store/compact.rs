@@ -115,9 +115,7 @@ impl Compactor {
     pub(super) fn compact_now(&self) -> Result<CompactionReport> {
         // A throttled background compaction yields (between records) rather than make this
         // call wait for it at its rate.
-        self.waiting.fetch_add(1, Ordering::SeqCst);
-        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        self.waiting.fetch_sub(1, Ordering::SeqCst);
+        let mut state = self.pause();
         self.seal_active_if_dead()?;
         self.log.record_seals()?;
         self.compact(&mut state, None, &|| false, true, false)

@@ -327,3 +327,32 @@ fn salvage_of_a_cut_sealed_segment_keeps_the_records_after_a_damaged_one() {
         vec![victim.offset]
     );
 }
+
+/// A log segment's seal is in the catalog as soon as its footer is durable (recorded by the
+/// writer), not at the next background tick or at close: a segment cut right after its seal is
+/// found too.
+#[test]
+fn a_seal_is_recorded_as_soon_as_the_footer_is_durable() {
+    use podstore::inspect::{Listed, read_catalog};
+    for mode in common::store::MODES {
+        let dir = tempfile::TempDir::new().unwrap();
+        // No background compactor, no flush ticker: nothing records seals behind the writer.
+        let store = Store::open_with(dir.path(), opts(mode)).unwrap();
+        store.put("k", vec![1u8; 10_000]).unwrap();
+        assert!(store.seal().unwrap());
+        let (id, kind) = store_files(dir.path())[0];
+        let name = file_name(id, kind);
+        let len = std::fs::metadata(dir.path().join(&name)).unwrap().len();
+        let listed = read_catalog(dir.path()).unwrap().unwrap();
+        let entry = listed.iter().find(|e| e.name == name).expect("listed");
+        assert_eq!(entry.listed, Listed::Sealed { len }, "{mode:?}");
+        // Cut while the store is open: verify and the next open find it.
+        cut(&dir.path().join(&name), len - 4096);
+        assert!(!store.verify().unwrap().is_clean());
+        drop(store);
+        assert!(matches!(
+            Store::open_with(dir.path(), opts(mode)),
+            Err(Error::Damaged { .. })
+        ));
+    }
+}

@@ -210,6 +210,18 @@ enum Msg {
 /// here.
 pub type OnDurable = Box<dyn Fn(u64) + Send + Sync>;
 
+/// Called with a segment file and its length once the job that sealed it (its footer) is
+/// durable: the store records the seal in its catalog there and then.
+pub type OnSealed = Box<dyn Fn(&SegmentFile, u64) + Send + Sync>;
+
+/// What the store does when log writes become durable ([`start`]).
+pub struct Hooks {
+    /// Writes up to a sequence number are durable.
+    pub on_durable: OnDurable,
+    /// A segment's footer is durable.
+    pub on_sealed: OnSealed,
+}
+
 /// The one place log I/O happens: jobs (by the flush thread, or by a lone writer for its own
 /// group) and the zero-ahead run under its lock ([`IoOrder::lock`]), one at a time, in the order
 /// their buffers were handed off. It also holds what running a job needs.
@@ -219,6 +231,7 @@ pub struct IoOrder {
     tail: Arc<Mutex<Tail>>,
     progress: Arc<Progress>,
     on_durable: OnDurable,
+    on_sealed: OnSealed,
     mem_align: usize,
 }
 
@@ -292,6 +305,9 @@ impl IoOrder {
         }
         if result.is_ok() && job.sync {
             (self.on_durable)(job.durable_seq);
+            if job.seals {
+                (self.on_sealed)(&job.file, job.offset + job.len as u64);
+            }
         }
         let mut st = progress.lock();
         match result {
@@ -339,8 +355,12 @@ pub fn start(
     block_size: u64,
     segment_size: u64,
     progress: Arc<Progress>,
-    on_durable: OnDurable,
+    hooks: Hooks,
 ) -> Result<(WriteBuffer, Arc<Mutex<Tail>>, JoinHandle<()>)> {
+    let Hooks {
+        on_durable,
+        on_sealed,
+    } = hooks;
     let (job_tx, job_rx) = channel::<Msg>();
     let (spare_tx, spare_rx) = channel::<AlignedBuf>();
     let size = align_up(buffer_size as u64, block_size) as usize;
@@ -360,6 +380,7 @@ pub fn start(
         tail: tail.clone(),
         progress: progress.clone(),
         on_durable,
+        on_sealed,
         mem_align,
     });
     let thread_io = io.clone();

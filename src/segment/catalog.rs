@@ -122,8 +122,9 @@ struct Inner {
     state: CatalogState,
     /// The file's length in slots.
     slots: u64,
-    /// An append's sync failed: what reached the disk is unknown, so no more are made.
-    failed: bool,
+    /// An append's sync failed (how: no space, or another error): what reached the disk is
+    /// unknown, so no more are made. `Some(Failed::Io)` too for a catalog open found unusable.
+    failed: Option<Failed>,
     /// Edits of calls waiting for the next append (group commit: concurrent calls share one
     /// write and one fdatasync).
     queue: Vec<Edit>,
@@ -167,7 +168,7 @@ impl Catalog {
         usable: bool,
     ) -> Catalog {
         let c = Catalog::with(dir, profile, Some(file), state, slots);
-        c.lock().failed = !usable;
+        c.lock().failed = (!usable).then_some(Failed::Full);
         c
     }
 
@@ -185,7 +186,7 @@ impl Catalog {
                 file: file.map(Arc::new),
                 state,
                 slots,
-                failed: false,
+                failed: None,
                 queue: Vec::new(),
                 issued: 0,
                 done: 0,
@@ -284,8 +285,8 @@ impl Catalog {
             return Ok(());
         }
         let mut g = self.lock();
-        if g.failed {
-            return Err(Error::Poisoned);
+        if let Some(how) = g.failed {
+            return Err(self.poisoned(how));
         }
         if g.file.is_none() {
             return if self.profile.read_only {
@@ -315,13 +316,24 @@ impl Catalog {
             Some(Failed::Full) => Err(Error::StorageFull {
                 path: Some(self.dir.join(CATALOG_NAME)),
             }),
-            Some(Failed::Io) if g.failed => Err(Error::Poisoned),
+            Some(Failed::Io) if g.failed.is_some() => Err(Error::Poisoned),
             Some(Failed::Io) => Err(Error::io(
                 "append to catalog",
                 Some(self.dir.join(CATALOG_NAME)),
                 std::io::Error::other("the write of the catalog failed"),
             )),
             Some(Failed::Contradiction) => Err(internal("catalog edit contradicts the catalog")),
+        }
+    }
+
+    /// What a call gets once the catalog is poisoned: a full disk stays `StorageFull` (as the
+    /// log's failures do), anything else is `Poisoned`.
+    fn poisoned(&self, how: Failed) -> Error {
+        match how {
+            Failed::Full => Error::StorageFull {
+                path: Some(self.dir.join(CATALOG_NAME)),
+            },
+            _ => Error::Poisoned,
         }
     }
 
@@ -363,7 +375,9 @@ impl Catalog {
             };
             g = self.lock();
             written.map_err(|(how, poisoned)| {
-                g.failed |= poisoned;
+                if poisoned {
+                    g.failed.get_or_insert(how);
+                }
                 how
             })
         };

@@ -88,6 +88,7 @@ impl Log {
         let (wb, tail, flusher) = {
             let pending = shared.pending.clone();
             let index = shared.index.clone();
+            let catalog = shared.catalog.clone();
             writer::start(
                 opts.get_write_buffer_size(),
                 shared.profile.direct,
@@ -95,7 +96,10 @@ impl Log {
                 shared.profile.block_size as u64,
                 opts.get_segment_size(),
                 progress.clone(),
-                Box::new(move |seq| pending.ready_through(seq, &index)),
+                writer::Hooks {
+                    on_durable: Box::new(move |seq| pending.ready_through(seq, &index)),
+                    on_sealed: Box::new(move |file, len| record_seal(&catalog, file, len)),
+                },
             )?
         };
         Ok(Log {
@@ -274,11 +278,11 @@ impl Log {
         result
     }
 
-    /// Records in the catalog the seals of log segments whose footers have become durable. A
-    /// seal is recorded after the fact (by the background compactor's tick, `compact`, and
-    /// close), not by the write that seals: until then the catalog lists the segment as created,
-    /// and open recovers it like any segment being written (which a sealed one passes, from its
-    /// footer); only a cut or a damaged footer in that window goes undetected.
+    /// Records in the catalog the seals of log segments whose footers are durable but whose seal
+    /// the writer could not record when their sync returned (`record_seal`): called by the
+    /// background compactor's tick, `compact` and close. Until then the catalog lists such a
+    /// segment as created, and open recovers it like any segment being written (which a sealed
+    /// one passes, from its footer).
     pub(super) fn record_seals(&self) -> Result<()> {
         let shared = &self.shared;
         if !shared.catalog.is_kept() {
@@ -577,6 +581,27 @@ impl AppendGuard<'_> {
         let ticket = app.wb.sync_ticket();
         self.log.shared.segments.mark_sealed(id, ticket, summary);
         Ok(())
+    }
+}
+
+/// Records in `catalog` that log segment `file` is sealed, `len` bytes long: called by the writer
+/// once the footer's sync has returned, so that the catalog knows the seal at once (the
+/// background's `Log::record_seals` catches any this missed). A failure is logged: the seal is
+/// then recorded by a later tick, `compact`, close, or the next open.
+fn record_seal(catalog: &crate::segment::Catalog, file: &SegmentFile, len: u64) {
+    let name = file.path().file_name().and_then(|n| n.to_str());
+    let Some((id, kind)) = name.and_then(segment::parse_file_name) else {
+        return;
+    };
+    let listed = catalog.file(id);
+    if kind == SegmentKind::Log
+        && listed.is_some_and(|f| f.state == crate::format::catalog::FileState::Created)
+        && let Err(e) = catalog.sealed(id, kind, len)
+    {
+        log::warn!(
+            "podstore: recording the seal of {}: {e}",
+            file.path().display()
+        );
     }
 }
 

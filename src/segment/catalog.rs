@@ -198,9 +198,9 @@ impl Catalog {
     }
 
     /// Writes a new catalog listing `files` (id, kind, state) and remembering `max_id`, and
-    /// makes it the store's: written as `CATALOG.tmp` and synced (a failure there leaves the
-    /// store's catalog as it was, and is [`WholeError::NotWritten`]), then renamed over
-    /// `CATALOG` and the rename made durable. A crash leaves the old catalog (or none) or the
+    /// makes it the store's: written as `CATALOG.tmp`, synced, its name made durable (a failure
+    /// there leaves the store's catalog as it was, and is [`WholeError::NotWritten`]), then
+    /// renamed over `CATALOG` and the rename made durable. A crash leaves the old catalog (or none) or the
     /// new one, whole; a `CATALOG.tmp` left behind is the store's own unfinished copy, and is
     /// replaced.
     pub fn write_whole(
@@ -238,15 +238,20 @@ impl Catalog {
         let slots = state.end_slot + GROW_SLOTS;
         bytes.resize(slots as usize * SLOT_LEN, 0);
         let tmp = dir.join(CATALOG_TMP);
+        // Every change of a name is made durable before the next: the rename then can only
+        // ever move the new file's name, whatever else a crash keeps of the directory's
+        // pending changes (a left-over `CATALOG.tmp` of an earlier attempt, unsynced, could
+        // otherwise take the new file's place).
         let written = (|| {
             match file::remove_file(profile, &tmp) {
-                Ok(()) => {}
+                Ok(()) => file::sync_dir(profile, dir)?,
                 Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => return Err(e),
             }
             let f = PlainFile::create_new(&tmp, profile)?;
             f.write_all_at(&bytes, 0)?;
             f.sync_data()?;
+            file::sync_dir(profile, dir)?;
             Ok(f)
         })()
         .map_err(WholeError::NotWritten)?;

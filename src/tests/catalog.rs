@@ -97,3 +97,48 @@ fn a_crash_while_a_new_store_writes_its_catalog_leaves_no_damage() {
         }
     }
 }
+
+/// The same, when the first crash only kills the process (its unsynced writes and directory
+/// changes stay pending), and the power loss comes at any call of the open that follows (which
+/// writes the catalog again, under the same temporary name).
+#[test]
+fn a_kill_then_a_power_loss_while_the_catalog_is_written_leaves_no_damage() {
+    use crate::io::sim::{CrashOn, SimConfig, Survival};
+    let opts = || super::options(crate::Durability::Sync);
+    let mutations = |sim: &crate::io::sim::Sim| -> u64 {
+        sim.stats()
+            .calls
+            .iter()
+            .filter(|(k, _)| k.mutates())
+            .map(|(_, n)| n)
+            .sum()
+    };
+    let counted = super::new_sim(SimConfig::default());
+    drop(super::open(&counted, opts()).unwrap());
+    let first = mutations(&counted);
+    for n in 1..=first {
+        let sim = super::new_sim(SimConfig::default());
+        sim.crash_at(CrashOn::Mutation, n);
+        let _ = super::open(&sim, opts());
+        let killed = sim.after_process_kill();
+        let before = mutations(&killed);
+        drop(super::open(&killed.after_process_kill(), opts()));
+        let second = mutations(&killed).saturating_sub(before).max(12);
+        for m in 1..=second {
+            for (i, &mode) in Survival::ALL.iter().enumerate() {
+                for seed in 0..24u64 {
+                    let survivor = sim.after_process_kill();
+                    survivor.crash_at(CrashOn::Mutation, m);
+                    let _ = super::open(&survivor, opts());
+                    survivor.crash_now();
+                    let after = survivor.after_crash(mode, seed * 7 + i as u64);
+                    if let Err(e) = super::open(&after, opts()) {
+                        panic!(
+                            "kill at {n}, power loss at {m} of the next open, {mode:?}, seed {seed}: {e}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}

@@ -581,6 +581,17 @@ impl Sim {
         self.lock().violations.clone()
     }
 
+    /// The calls made so far that change the file system (writes, syncs, creations, removals,
+    /// renames, directory syncs...): what a crash point counts ([`CrashOn::Mutation`]).
+    pub fn mutating_calls(&self) -> u64 {
+        self.stats()
+            .calls
+            .iter()
+            .filter(|(k, _)| k.mutates())
+            .map(|(_, n)| n)
+            .sum()
+    }
+
     /// Counters.
     pub fn stats(&self) -> SimStats {
         let s = self.lock();

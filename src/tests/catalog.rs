@@ -75,13 +75,7 @@ fn a_crash_while_a_new_store_writes_its_catalog_leaves_no_damage() {
     let counted = super::new_sim(SimConfig::default());
     let store = super::open(&counted, super::options(crate::Durability::Sync)).unwrap();
     drop(store);
-    let mutations: u64 = counted
-        .stats()
-        .calls
-        .iter()
-        .filter(|(k, _)| k.mutates())
-        .map(|(_, n)| n)
-        .sum();
+    let mutations = counted.mutating_calls();
     for n in 1..=mutations {
         for (m, &mode) in Survival::ALL.iter().enumerate() {
             for seed in 0..20 {
@@ -105,14 +99,7 @@ fn a_crash_while_a_new_store_writes_its_catalog_leaves_no_damage() {
 fn a_kill_then_a_power_loss_while_the_catalog_is_written_leaves_no_damage() {
     use crate::io::sim::{CrashOn, SimConfig, Survival};
     let opts = || super::options(crate::Durability::Sync);
-    let mutations = |sim: &crate::io::sim::Sim| -> u64 {
-        sim.stats()
-            .calls
-            .iter()
-            .filter(|(k, _)| k.mutates())
-            .map(|(_, n)| n)
-            .sum()
-    };
+    let mutations = |sim: &crate::io::sim::Sim| sim.mutating_calls();
     let counted = super::new_sim(SimConfig::default());
     drop(super::open(&counted, opts()).unwrap());
     let first = mutations(&counted);

@@ -680,14 +680,7 @@ fn an_open_on_a_full_disk_fails_at_no_write() {
 fn a_read_only_store_makes_no_mutating_call() {
     let sim = new_sim(SimConfig::default());
     let expected = crashed_store(&sim);
-    let mutations = |sim: &Sim| -> u64 {
-        sim.stats()
-            .calls
-            .iter()
-            .filter(|(k, _)| k.mutates())
-            .map(|(_, n)| n)
-            .sum()
-    };
+    let mutations = |sim: &Sim| sim.mutating_calls();
     let before = mutations(&sim);
     for _ in 0..2 {
         let store = open(&sim, options(Durability::Sync).read_only(true)).expect("open");

@@ -688,13 +688,7 @@ fn the_catalog_survives_a_power_loss_at_every_io_of_create_seal_compact_and_remo
     };
     counted.crash_at(CrashOn::Mutation, u64::MAX);
     run_workload(&case(u64::MAX, Survival::DropAll, None, false), &counted).unwrap();
-    let mutations: u64 = counted
-        .stats()
-        .calls
-        .iter()
-        .filter(|(k, _)| k.mutates())
-        .map(|(_, n)| n)
-        .sum();
+    let mutations = counted.mutating_calls();
     assert!(mutations > 50, "{mutations}");
     let mut runs = 0;
     for n in 1..=mutations {

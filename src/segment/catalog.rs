@@ -274,6 +274,11 @@ impl Catalog {
         self.lock().state.files.get(&id).copied()
     }
 
+    /// The highest id any edit names (0: none): ids above it are free.
+    pub fn max_id(&self) -> u64 {
+        self.lock().state.max_id
+    }
+
     /// The replayed state.
     pub fn state(&self) -> CatalogState {
         self.lock().state.clone()

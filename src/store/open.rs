@@ -385,7 +385,7 @@ pub(super) fn recover(
     let max_id = ids
         .last()
         .map_or(0, |&(id, _)| id)
-        .max(catalog.as_ref().map_or(0, |c| c.state().max_id));
+        .max(catalog.as_ref().map_or(0, |c| c.max_id()));
     let catalog = settle_catalog(
         dir,
         profile,

@@ -60,6 +60,7 @@ fn run() -> Result<(), Failure> {
 
     print!("live keys:");
     for key in store.keys() {
+        let key = key?;
         print!(" {}", show(&key));
     }
     println!();

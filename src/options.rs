@@ -134,7 +134,13 @@ pub struct Options {
     recovery_mode: RecoveryMode,
     /// See [`Options::cache_capacity`].
     cache_capacity: u64,
+    /// Bits of each key hash the index uses: 64, fewer only in tests (`testing_hash_bits`).
+    hash_bits: u32,
 }
+
+/// Largest segment size: record offsets in the index are 40 bits wide (a record larger than
+/// the segment size gets a segment of its own, and is at most 4 GiB).
+const MAX_SEGMENT_SIZE: u64 = 64 << 30;
 
 impl Default for Options {
     fn default() -> Self {
@@ -157,6 +163,7 @@ impl Default for Options {
             read_only: false,
             recovery_mode: RecoveryMode::Strict,
             cache_capacity: 64 << 20,
+            hash_bits: 64,
         }
     }
 }
@@ -608,6 +615,20 @@ impl Options {
         self.cache_capacity
     }
 
+    /// Test machinery (the `testing` feature): the index keeps only the top `bits` bits of each
+    /// key's hash, so that keys share fingerprints (0: every key collides with every other).
+    /// Reads and writes stay correct, one record read per colliding key slower.
+    #[cfg(feature = "testing")]
+    pub fn testing_hash_bits(mut self, bits: u32) -> Self {
+        self.hash_bits = bits.min(64);
+        self
+    }
+
+    /// Bits of each key hash the index uses.
+    pub(crate) fn get_hash_bits(&self) -> u32 {
+        self.hash_bits
+    }
+
     pub(crate) fn validate(&self) -> Result<()> {
         use crate::format::frames::{MAX_FRAME_SIZE, MIN_FRAME_SIZE};
         if !(MIN_FRAME_SIZE..=MAX_FRAME_SIZE).contains(&self.compression_frame_size) {
@@ -630,8 +651,10 @@ impl Options {
                 "compaction_rate must be positive (None for no limit)",
             ));
         }
-        if self.segment_size < (1 << 20) {
-            return Err(Error::InvalidOptions("segment_size must be at least 1 MiB"));
+        if !((1 << 20)..=MAX_SEGMENT_SIZE).contains(&self.segment_size) {
+            return Err(Error::InvalidOptions(
+                "segment_size must be between 1 MiB and 64 GiB",
+            ));
         }
         if !((64 << 10)..=(64 << 20)).contains(&self.write_buffer_size) {
             return Err(Error::InvalidOptions(

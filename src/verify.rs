@@ -154,13 +154,13 @@ pub(crate) struct Reading<'a> {
     pub default_block: u32,
 }
 
-/// Checks `segments` (id, file) and fills a report; `live` gives a key's index entry.
+/// Checks `segments` (id, file) and fills a report; `live` lists the live keys with their
+/// index entries.
 pub(crate) fn run(
     segments: &[(u64, Arc<SegmentFile>)],
     active: Option<ActiveBound>,
     reading: Reading<'_>,
-    live: &dyn Fn(&[u8]) -> Option<IndexEntry>,
-    keys: &mut dyn Iterator<Item = Vec<u8>>,
+    live: Vec<(Vec<u8>, IndexEntry)>,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<VerifyReport> {
     let mut report = VerifyReport::default();
@@ -220,8 +220,7 @@ pub(crate) fn run(
     }
     // Judge every live key by its own record.
     let mut affected = Vec::new();
-    for key in keys {
-        let Some(e) = live(&key) else { continue };
+    for (key, e) in live {
         if bad_values.contains_key(&(e.segment, e.offset)) {
             affected.push(key);
             continue;

@@ -19,7 +19,7 @@ fn opts(mode: IoMode) -> Options {
 /// store's range with a typed error naming the file, in every build.
 #[test]
 fn a_file_named_with_an_id_at_the_top_of_the_range_is_refused_not_a_panic() {
-    for id in [u64::MAX, u64::MAX - 1, 1 << 63] {
+    for id in [u64::MAX, u64::MAX - 1, 1 << 63, 1 << 40] {
         for kind in [FileKind::Log, FileKind::Blob] {
             let name = file_name(id, kind);
             let dir = dir_with([(name.clone(), &[][..])]);
@@ -43,7 +43,7 @@ fn a_file_named_with_an_id_at_the_top_of_the_range_is_refused_not_a_panic() {
 /// refused with a typed error (no panic, no wrap to id 0), and reads and a reopen still work.
 #[test]
 fn the_write_that_needs_an_id_past_the_last_is_refused() {
-    let top = i64::MAX as u64;
+    let top = (1u64 << 40) - 1; // segment::names::MAX_FILE_ID
     for mode in common::store::MODES {
         let dir = tempfile::TempDir::new().unwrap();
         {

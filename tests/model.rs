@@ -114,12 +114,54 @@ enum Op {
         key: u8,
         len: usize,
     },
+    /// An atomic batch of puts (`Some(len)`) and deletes (`None`).
+    Batch {
+        ops: Vec<(u8, Option<usize>)>,
+    },
+    /// Checks `keys()`, `range(..)` over `bounds` and `prefix(..)` of `prefix` against the
+    /// model, in ascending order.
+    List {
+        bounds: (Edge, Edge),
+        prefix: Vec<u8>,
+    },
     /// `compact` (which makes every earlier write durable), then a check of the contents.
     Compact,
     /// `close` and open again.
     Reopen,
     /// `simulate_crash` (like kill -9) and open again.
     CrashReopen,
+}
+
+/// One bound of a listed range: around key `k`'s bytes.
+#[derive(Debug, Clone)]
+enum Edge {
+    Included(Vec<u8>),
+    Excluded(Vec<u8>),
+    Unbounded,
+}
+
+impl Edge {
+    fn bound(&self) -> std::ops::Bound<&[u8]> {
+        match self {
+            Edge::Included(k) => std::ops::Bound::Included(k),
+            Edge::Excluded(k) => std::ops::Bound::Excluded(k),
+            Edge::Unbounded => std::ops::Bound::Unbounded,
+        }
+    }
+}
+
+/// A range bound: a key of the key space, a prefix of one, or a byte string between keys.
+fn edge() -> impl Strategy<Value = Edge> {
+    let bytes = prop_oneof![
+        3 => key_index().prop_map(key),
+        2 => (key_index(), 0..6usize).prop_map(|(k, n)| key(k)[..n.min(key(k).len())].to_vec()),
+        1 => prop::collection::vec(any::<u8>(), 0..3),
+    ];
+    prop_oneof![
+        2 => bytes.clone().prop_map(Edge::Included),
+        2 => bytes.prop_map(Edge::Excluded),
+        1 => Just(Edge::Unbounded),
+    ]
 }
 
 fn key_index() -> impl Strategy<Value = u8> {
@@ -168,6 +210,15 @@ fn op() -> impl Strategy<Value = Op> {
         10 => key_index().prop_map(|key| Op::Delete { key }),
         4 => Just(Op::Flush),
         4 => (key_index(), value_len()).prop_map(|(key, len)| Op::PutIfAbsent { key, len }),
+        4 => prop::collection::vec((key_index(), prop::option::of(0..5000usize)), 1..5)
+            .prop_map(|ops| Op::Batch { ops }),
+        4 => (edge(), edge(), prop_oneof![
+                key_index().prop_map(|k| key(k)[..1].to_vec()),
+                key_index().prop_map(|k| key(k)[..2.min(key(k).len())].to_vec()),
+                Just(Vec::new()),
+                Just(b"A.".to_vec()),
+            ])
+            .prop_map(|(a, b, prefix)| Op::List { bounds: (a, b), prefix }),
         5 => Just(Op::Compact),
         3 => Just(Op::Reopen),
         4 => Just(Op::CrashReopen),
@@ -323,15 +374,41 @@ fn value_diff(expected: &[u8], got: &[u8]) -> String {
 /// The read cache's capacity for most properties: podstore's default.
 const DEFAULT_CACHE: u64 = 64 << 20;
 
+/// How a property's store is set up beyond its I/O mode and durability.
+#[derive(Debug, Clone, Copy)]
+struct Tuning {
+    compression: Compression,
+    /// Read cache capacity (0: none).
+    cache: u64,
+    /// Bits of each key hash the index keeps (64 in a store; fewer makes keys share
+    /// fingerprints, so that the index must tell them apart by reading their records).
+    hash_bits: u32,
+}
+
+impl Tuning {
+    fn new(compression: Compression, cache: u64) -> Tuning {
+        Tuning {
+            compression,
+            cache,
+            hash_bits: 64,
+        }
+    }
+}
+
 fn open(
     dir: &Path,
     io_mode: IoMode,
     durability: Durability,
-    (compression, cache): (Compression, u64),
+    Tuning {
+        compression,
+        cache,
+        hash_bits,
+    }: Tuning,
 ) -> Result<Store, String> {
     let opts = common::store::small_with(io_mode, durability)
         .compression(compression)
         .cache_capacity(cache)
+        .testing_hash_bits(hash_bits)
         .compression_frame_size(4096)
         // Compaction runs when the sequence says (deterministic); at a low threshold, so that
         // it moves values often.
@@ -349,7 +426,13 @@ fn open(
 
 /// Everything the store holds, read through `keys()` and `get()`.
 fn contents(store: &Store) -> Result<Map, String> {
-    let keys: Vec<Vec<u8>> = store.keys().collect();
+    let keys: Vec<Vec<u8>> = store
+        .keys()
+        .collect::<podstore::Result<_>>()
+        .map_err(|e| format!("keys(): {e}"))?;
+    if !keys.is_sorted() {
+        return Err("keys() is not in ascending order".into());
+    }
     let distinct: HashSet<&Vec<u8>> = keys.iter().collect();
     if distinct.len() != keys.len() {
         return Err(format!(
@@ -400,7 +483,12 @@ fn run(
     durability: Durability,
     compression: Compression,
 ) -> Result<(), TestCaseError> {
-    run_cached(ops, io_mode, durability, (compression, DEFAULT_CACHE))
+    run_cached(
+        ops,
+        io_mode,
+        durability,
+        Tuning::new(compression, DEFAULT_CACHE),
+    )
 }
 
 /// [`run`] with a read cache of `cache` bytes (0: none).
@@ -408,14 +496,13 @@ fn run_cached(
     ops: &[Op],
     io_mode: IoMode,
     durability: Durability,
-    (compression, cache): (Compression, u64),
+    tuning: Tuning,
 ) -> Result<(), TestCaseError> {
     let dir = tempfile::Builder::new()
         .prefix("podstore-model-")
         .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
         .map_err(|e| TestCaseError::fail(format!("temp dir: {e}")))?;
-    let mut store =
-        open(dir.path(), io_mode, durability, (compression, cache)).map_err(TestCaseError::fail)?;
+    let mut store = open(dir.path(), io_mode, durability, tuning).map_err(TestCaseError::fail)?;
     let mut model = Model::new(durability);
     let mut puts = 0u32;
     let final_reopen = Op::Reopen;
@@ -426,7 +513,7 @@ fn run_cached(
             &mut model,
             &mut puts,
             op,
-            (io_mode, compression, cache),
+            (io_mode, tuning),
         )
         .map_err(|e| TestCaseError::fail(format!("op #{i} {op:?}: {e}")))?;
         if store.len() != model.live.len() {
@@ -449,7 +536,7 @@ fn step(
     model: &mut Model,
     puts: &mut u32,
     op: &Op,
-    (io_mode, compression, cache): (IoMode, Compression, u64),
+    (io_mode, tuning): (IoMode, Tuning),
 ) -> Result<Store, String> {
     match *op {
         Op::Put { key: k, len } => {
@@ -536,6 +623,62 @@ fn step(
                 model.write(k, Some(v));
             }
         }
+        Op::Batch { ref ops } => {
+            let mut batch = podstore::Batch::new();
+            let mut writes = Vec::new();
+            for &(k, len) in ops {
+                let value = len.map(|len| {
+                    *puts += 1;
+                    value(*puts, len)
+                });
+                match &value {
+                    Some(v) => batch.put(key(k), v),
+                    None => batch.delete(key(k)),
+                };
+                writes.push((key(k), value));
+            }
+            store
+                .write(&batch)
+                .map_err(|e| format!("write batch: {e}"))?;
+            for (k, v) in writes {
+                model.write(k, v);
+            }
+        }
+        Op::List {
+            bounds: (ref start, ref end),
+            ref prefix,
+        } => {
+            let mut all: Vec<&Vec<u8>> = model.live.keys().collect();
+            all.sort();
+            let list = |keys: podstore::Keys, what: &str| {
+                keys.collect::<podstore::Result<Vec<Vec<u8>>>>()
+                    .map_err(|e| format!("{what}: {e}"))
+            };
+            let want: Vec<Vec<u8>> = all.iter().map(|k| k.to_vec()).collect();
+            let got = list(store.keys(), "keys()")?;
+            if got != want {
+                return Err(format!("keys() gave {got:?}, want {want:?}"));
+            }
+            let bounds = (start.bound(), end.bound());
+            let want: Vec<Vec<u8>> = all
+                .iter()
+                .filter(|k| <_ as std::ops::RangeBounds<[u8]>>::contains(&bounds, k.as_slice()))
+                .map(|k| k.to_vec())
+                .collect();
+            let got = list(store.range::<&[u8], _>(bounds), "range")?;
+            if got != want {
+                return Err(format!("range({bounds:?}) gave {got:?}, want {want:?}"));
+            }
+            let want: Vec<Vec<u8>> = all
+                .iter()
+                .filter(|k| k.starts_with(prefix))
+                .map(|k| k.to_vec())
+                .collect();
+            let got = list(store.prefix(prefix), "prefix")?;
+            if got != want {
+                return Err(format!("prefix({prefix:?}) gave {got:?}, want {want:?}"));
+            }
+        }
         Op::Compact => {
             store.compact().map_err(|e| format!("compact: {e}"))?;
             model.all_durable();
@@ -544,7 +687,7 @@ fn step(
         Op::Reopen => {
             store.close().map_err(|e| format!("close: {e}"))?;
             model.all_durable();
-            let store = open(dir, io_mode, model.durability, (compression, cache))?;
+            let store = open(dir, io_mode, model.durability, tuning)?;
             let report = store.recovery();
             if !report.recovered.is_empty() || report.removed_segments != 0 {
                 return Err(format!("recovery after a clean close: {report:?}"));
@@ -554,7 +697,7 @@ fn step(
         }
         Op::CrashReopen => {
             store.simulate_crash();
-            let store = open(dir, io_mode, model.durability, (compression, cache))?;
+            let store = open(dir, io_mode, model.durability, tuning)?;
             model.crashed(contents(&store)?)?;
             return Ok(store);
         }
@@ -639,14 +782,32 @@ proptest! {
     /// As `sync_direct_matches_model`, without a read cache: every read from disk.
     #[test]
     fn sync_direct_without_cache_matches_model(ops in ops()) {
-        run_cached(&ops, IoMode::Direct, Durability::Sync, (Compression::None, 0))?;
+        run_cached(&ops, IoMode::Direct, Durability::Sync, Tuning::new(Compression::None, 0))?;
     }
 
     /// As `sync_direct_lz4_matches_model`, with a read cache of 32 KiB, which evicts all the
     /// time (whole values of up to 4 KiB, frame tables, crc sectors).
     #[test]
     fn sync_direct_lz4_small_cache_matches_model(ops in ops()) {
-        run_cached(&ops, IoMode::Direct, Durability::Sync, (Compression::Lz4, 32 << 10))?;
+        let tuning = Tuning::new(Compression::Lz4, 32 << 10);
+        run_cached(&ops, IoMode::Direct, Durability::Sync, tuning)?;
+    }
+
+    /// As `sync_direct_matches_model` with an index that keeps 3 bits of each key hash: every
+    /// key shares its fingerprint with about an eighth of the others, so every put, delete,
+    /// `put_if_absent`, batch, compaction move and get must tell keys apart by their records.
+    #[test]
+    fn sync_direct_colliding_fingerprints_matches_model(ops in ops()) {
+        let tuning = Tuning { hash_bits: 3, ..Tuning::new(Compression::None, DEFAULT_CACHE) };
+        run_cached(&ops, IoMode::Direct, Durability::Sync, tuning)?;
+    }
+
+    /// As `buffered_buffered_io_matches_model`, with every key sharing one fingerprint and no
+    /// read cache: every lookup reads every record of the index's one slot.
+    #[test]
+    fn buffered_all_keys_colliding_matches_model(ops in ops()) {
+        let tuning = Tuning { hash_bits: 0, ..Tuning::new(Compression::None, 0) };
+        run_cached(&ops, IoMode::Buffered, Durability::Buffered, tuning)?;
     }
 
     /// Sync durability, buffered I/O: the model is exact, across reopens and crashes.

@@ -200,7 +200,10 @@ fn read_contents(store: &Store, keys: usize, what: &str) -> Contents {
             value.map(|v| (k, v))
         })
         .collect();
-    let mut listed: Vec<usize> = store.keys().map(|name| key_index(&name)).collect();
+    let mut listed: Vec<usize> = store
+        .keys()
+        .map(|name| key_index(&name.expect("listing reads")))
+        .collect();
     listed.sort_unstable();
     let present: Vec<usize> = contents.keys().copied().collect();
     assert_eq!(listed, present, "{what}: keys() against get()");

@@ -599,10 +599,9 @@ fn records(file: &Path, as_json: bool, hex: bool) -> Result<(), Failure> {
 fn ls(dir: &Path, prefix: Option<&[u8]>, long: bool, hex: bool) -> Result<(), Failure> {
     let store = open(dir, true)?;
     let mut out = io::stdout().lock();
-    for key in store.keys() {
-        if prefix.is_some_and(|p| !key.starts_with(p)) {
-            continue;
-        }
+    // In ascending byte order: the store lists keys sorted.
+    for key in store.prefix(prefix.unwrap_or_default()) {
+        let key = key?;
         let written = if long {
             let len = store.value_len(&key)?.unwrap_or(0);
             writeln!(out, "{len:>12}  {}", show_key(&key, hex))

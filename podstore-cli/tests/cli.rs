@@ -96,7 +96,10 @@ fn stats_for_humans_and_for_scripts() {
 fn ls_in_the_librarys_order_with_prefix_long_and_hex() {
     let (_tmp, dir) = store();
     let store = Store::open_with(&dir, Options::default().read_only(true)).unwrap();
-    let library: Vec<String> = store.keys().map(|k| k.escape_ascii().to_string()).collect();
+    let library: Vec<String> = store
+        .keys()
+        .map(|k| k.unwrap().escape_ascii().to_string())
+        .collect();
     drop(store);
     let out = ok(&["ls", p(&dir)]);
     assert_eq!(out.lines().collect::<Vec<_>>(), library);

@@ -26,11 +26,11 @@ pub(crate) fn kind_of(path: &Path) -> SegmentKind {
         .map_or(SegmentKind::Log, |(_, kind)| kind)
 }
 
-/// The largest file id the store uses. Ids are handed out one by one from 1, so a store
-/// never gets near it (2^63 files); a name above it in the directory was not made by the
-/// store, and is refused at open ([`Error::FileIdOutOfRange`]) rather than let the next id
-/// overflow or wrap.
-pub const MAX_FILE_ID: u64 = i64::MAX as u64;
+/// The largest file id the store uses (2^40 − 1: the index keeps ids in 40 bits). Ids are
+/// handed out one by one from 1, so a store never gets near it (a trillion files); a name above
+/// it in the directory was not made by the store, and is refused at open
+/// ([`Error::FileIdOutOfRange`]) rather than let the next id overflow or wrap.
+pub const MAX_FILE_ID: u64 = (1 << 40) - 1;
 
 /// The id and kind in a segment file name: exactly what [`file_name`] writes (16 lowercase hex
 /// digits), so that the name parsed is the name opened.

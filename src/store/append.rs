@@ -22,7 +22,7 @@ use crate::format::record::{
     FLAG_BATCH_CONTINUES, RecordHeader, RecordKind, RecordPlace, write_record,
 };
 use crate::format::segment_header::SegmentHeader;
-use crate::index::IndexEntry;
+use crate::index::{IndexEntry, Seen};
 use crate::io::file::{self, SegmentFile};
 use crate::io::writer::{self, Progress, Tail, WriteBuffer};
 use crate::options::{Durability, Options};
@@ -30,6 +30,17 @@ use crate::segment::{self, SegmentKind};
 
 /// One operation to append: a put (with its value, as stored) or a delete.
 pub(super) type Op<'a> = (&'a [u8], Option<&'a StoredValue<'a>>);
+
+/// What [`AppendGuard::append_ops`] appended.
+#[derive(Debug)]
+pub(super) struct Appended {
+    /// Sequence number of the first record.
+    pub(super) first: u64,
+    /// Sequence number of the last record.
+    pub(super) last: u64,
+    /// The records whose index update waits to be resolved: sequence number and op position.
+    pub(super) unresolved: Vec<(u64, usize)>,
+}
 
 /// The log: the double-buffered writer, its flush thread, and the state behind the append lock.
 pub(super) struct Log {
@@ -52,6 +63,19 @@ pub(super) struct Appender {
     /// Bytes and records appended since the last synced hand-off: the group being formed.
     group_bytes: u64,
     group_records: usize,
+    /// Segments sealed whose footer may not be durable yet: id, the sync ticket after which it
+    /// is, and the entries of the footer (listing reads them here until then).
+    sealing: Vec<(u64, u64, Arc<Vec<FooterEntry>>)>,
+}
+
+/// The records of the log segments whose footers cannot be read yet (see
+/// [`Log::unsealed_records`]).
+pub(super) struct UnsealedRecords {
+    /// Per segment: its id and its records (of the active segment, every record appended).
+    pub(super) segments: Vec<(u64, Arc<Vec<FooterEntry>>)>,
+    /// Syncs done when they were taken: a segment not listed whose footer's ticket is at most
+    /// this has a durable footer.
+    pub(super) syncs_done: u64,
 }
 
 struct ActiveSegment {
@@ -114,11 +138,32 @@ impl Log {
                 next_seq: max_seq + 1,
                 group_bytes: 0,
                 group_records: 0,
+                sealing: Vec::new(),
             }),
             tail,
             progress,
             flusher: Mutex::new(Some(flusher)),
         })
+    }
+
+    /// The records of the active segment and of the segments whose footer is not durable yet,
+    /// taken under the append lock (listing reads every other file's footer).
+    pub(super) fn unsealed_records(&self) -> UnsealedRecords {
+        let app = self.lock();
+        let syncs_done = self.progress.lock().syncs_done;
+        let mut segments: Vec<(u64, Arc<Vec<FooterEntry>>)> = app
+            .app
+            .sealing
+            .iter()
+            .map(|(id, _, e)| (*id, e.clone()))
+            .collect();
+        if let Some(a) = &app.app.active {
+            segments.push((a.id, Arc::new(a.records.clone())));
+        }
+        UnsealedRecords {
+            segments,
+            syncs_done,
+        }
     }
 
     /// Takes the append lock.
@@ -362,11 +407,17 @@ impl AppendGuard<'_> {
     /// all but the last carry [`FLAG_BATCH_CONTINUES`]. Queues their index updates (made ready
     /// at once for buffered writes) and closes the group commit if it reached its caps.
     /// Returns the first and last sequence numbers used.
+    ///
+    /// `seen` holds, per op, the key's hash and what the writer saw of it in the index (see
+    /// [`Seen`]); the ops whose index update could not be resolved against it are listed in
+    /// [`Appended::unresolved`], for [`Inner::settle`](super::inner::Inner::settle).
     pub(super) fn append_ops(
         &mut self,
         ops: &[Op<'_>],
+        seen: &[(u64, Seen)],
         durability: Durability,
-    ) -> Result<(u64, u64)> {
+    ) -> Result<Appended> {
+        debug_assert_eq!(ops.len(), seen.len());
         // A poisoned store takes no more writes, buffered ones included, until it is reopened.
         if let Some(e) = self.app.wb.failure() {
             return Err(e);
@@ -378,17 +429,22 @@ impl AppendGuard<'_> {
         // A batch never spans segments: recovery must see all of it in one scan.
         self.make_room(total)?;
         let first = self.app.next_seq;
-        for (i, (key, value)) in ops.iter().enumerate() {
+        let mut unresolved = Vec::new();
+        for (i, ((key, value), (hash, seen))) in ops.iter().zip(seen).enumerate() {
             let flags = if i + 1 < ops.len() {
                 FLAG_BATCH_CONTINUES
             } else {
                 0
             };
             let (seq, entry) = self.append(key, *value, flags, None)?;
-            self.log
-                .shared
+            let shared = &self.log.shared;
+            let entry = value.map(|_| entry);
+            if !shared
                 .pending
-                .push(seq, key, value.map(|_| entry), false);
+                .push(seq, key, *hash, entry, false, seen, &shared.index)
+            {
+                unresolved.push((seq, i));
+            }
         }
         let last = self.last_seq();
         self.log.shared.counters.add_user_bytes(total);
@@ -405,7 +461,11 @@ impl AppendGuard<'_> {
         {
             self.submit_group()?;
         }
-        Ok((first, last))
+        Ok(Appended {
+            first,
+            last,
+            unresolved,
+        })
     }
 
     /// Appends a copy of a record (compaction) that keeps its sequence number `seq`: `value`
@@ -478,9 +538,8 @@ impl AppendGuard<'_> {
                 offset: place.offset,
                 value_len,
                 stored_len: header.value_len,
-                seq,
                 key_len: header.key_len,
-                flags,
+                flags: flags & crate::format::record::FLAG_COMPRESSED,
             },
         ))
     }
@@ -523,6 +582,7 @@ impl AppendGuard<'_> {
                     kind: SegmentKind::Log,
                     sealed_at: None,
                     summary: FileSummary::default(),
+                    unsealed: None,
                 },
             );
             let app = &mut *self.app;
@@ -579,6 +639,9 @@ impl AppendGuard<'_> {
         app.group_records = 0;
         app.wb.submit_seal(last)?;
         let ticket = app.wb.sync_ticket();
+        let syncs_done = self.log.progress.lock().syncs_done;
+        app.sealing.retain(|(_, t, _)| *t > syncs_done);
+        app.sealing.push((id, ticket, Arc::new(entries)));
         self.log.shared.segments.mark_sealed(id, ticket, summary);
         Ok(())
     }

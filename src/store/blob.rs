@@ -10,11 +10,13 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::append::{AppendGuard, Log};
 use super::compress::StoredValue;
+use super::read::Reader;
+use super::resolve;
 use super::segments::{FileSummary, SegmentHandle};
 use super::shared::Shared;
 use crate::error::Result;
-use crate::format::record::record_len;
-use crate::index::IndexEntry;
+use crate::format::record::{FLAG_COMPRESSED, record_len};
+use crate::index::{IndexEntry, Seen};
 use crate::io::file::SegmentFile;
 use crate::segment::{self, BlobStream, SegmentKind};
 
@@ -32,6 +34,8 @@ const BLOB_FILES_PER_CREATE: u64 = 8;
 pub(super) struct Blobs {
     shared: Shared,
     log: Arc<Log>,
+    /// Reads the records a put's key may replace (`resolve`).
+    reader: Arc<Reader>,
     /// Blob files created ahead (empty, names durable), for large puts to come.
     spares: Mutex<Vec<(u64, SegmentFile)>>,
     /// A large put is creating spare blob files: the others create only their own.
@@ -43,10 +47,11 @@ pub(super) struct Blobs {
 
 impl Blobs {
     /// The blob-file writer of a store.
-    pub(super) fn new(shared: Shared, log: Arc<Log>) -> Blobs {
+    pub(super) fn new(shared: Shared, log: Arc<Log>, reader: Arc<Reader>) -> Blobs {
         Blobs {
             shared,
             log,
+            reader,
             spares: Mutex::new(Vec::new()),
             creating: AtomicBool::new(false),
             abandoned_seq: AtomicU64::new(u64::MAX),
@@ -66,6 +71,7 @@ impl Blobs {
         mut app: AppendGuard<'_>,
         key: &[u8],
         value: &StoredValue<'_>,
+        (hash, seen): &(u64, Seen),
     ) -> Result<()> {
         if let Some(e) = self.log.failure() {
             return Err(e);
@@ -79,12 +85,16 @@ impl Blobs {
             offset: segment::BLOB_RECORD_OFFSET,
             value_len: value.value_len,
             stored_len: value.stored_len(),
-            seq,
             key_len: key.len() as u32,
-            flags: value.flags(),
+            flags: value.flags() & FLAG_COMPRESSED,
         };
-        shared.pending.push(seq, key, Some(entry), true);
+        let resolved = shared
+            .pending
+            .push(seq, key, *hash, Some(entry), true, seen, &shared.index);
         drop(app);
+        if !resolved {
+            resolve::settle(shared, &self.reader, &[(seq, key)]);
+        }
         let id = reserved.id;
         let blob = segment::BlobValue {
             stored: &value.bytes,
@@ -132,7 +142,14 @@ impl Blobs {
             return Err(e);
         }
         let stored_len = stream.stored_len();
-        let (before, seq, id) = {
+        let (hash, seen) = match resolve::seen(shared, &self.reader, key) {
+            Ok(s) => s,
+            Err(e) => {
+                stream.abandon(&shared.dir);
+                return Err(e);
+            }
+        };
+        let (before, seq, id, resolved) = {
             let mut app = self.log.lock();
             let before = app.last_seq();
             let seq = app.take_seq();
@@ -142,13 +159,18 @@ impl Blobs {
                 offset: segment::BLOB_RECORD_OFFSET,
                 value_len,
                 stored_len,
-                seq,
                 key_len: key.len() as u32,
-                flags,
+                flags: flags & FLAG_COMPRESSED,
             };
-            shared.pending.push(seq, key, Some(entry), true);
-            (before, seq, id)
+            let resolved =
+                shared
+                    .pending
+                    .push(seq, key, hash, Some(entry), true, &seen, &shared.index);
+            (before, seq, id, resolved)
         };
+        if !resolved {
+            resolve::settle(shared, &self.reader, &[(seq, key)]);
+        }
         let flushed = if flush_first {
             // Not `flush`: it would wait for this put too.
             self.log.flush_to(before)

@@ -4,7 +4,10 @@
 //! in a small cold queue and only a second hit promotes it, so one pass over many values does
 //! not push the hot ones out) holds three kinds of [`Part`] of a record:
 //!
-//! - a small value **whole**: its bytes as `get` returns them (verified, decompressed);
+//! - a small value **whole**: its key, then its bytes as `get` returns them (verified,
+//!   decompressed): the key, because the index keeps only a fingerprint of it and a reader must
+//!   tell whose value it found;
+//! - the **key** of a larger record, for the same reason;
 //! - a **sector of a value's chunk crc table** (the file's 512-byte sector that holds the crcs
 //!   a read needed: what a direct read of them fetches anyway), for values whose reads fetch
 //!   their crcs apart from their chunks: the next range read nearby (the sector's up to 128
@@ -65,6 +68,9 @@ pub(super) enum Part {
     Crcs(u64),
     /// The frame table of a compressed value.
     Frames,
+    /// The key of a record too large to be read whole when its key is checked: kept so that
+    /// the next read of it tells its key without a disk read.
+    Key,
 }
 
 /// Where the cached bytes live: file id, record offset and the part of the record.
@@ -241,7 +247,6 @@ mod tests {
             offset,
             value_len: len,
             stored_len: len,
-            seq: 1,
             key_len: 1,
             flags: 0,
         }

@@ -323,14 +323,11 @@ impl Compactor {
                     else {
                         continue;
                     };
-                    if p.index.get(&e.key) != Some(old) {
+                    if !p.index.contains(p.index.hash(&e.key), id, e.offset) {
                         continue; // overwritten or deleted: dead
                     }
                     value.resize(old.stored_len as usize, 0);
-                    let found = Located {
-                        entry: old,
-                        file: handle.file.clone(),
-                    };
+                    let found = Located::new(old, handle.file.clone());
                     self.reader.read_stored(&found, &mut value)?;
                     let Some((new, n)) = self.append_copy(e, Some((&old, &value)))? else {
                         continue;
@@ -362,7 +359,8 @@ impl Compactor {
         failpoint::hit("compact:synced");
         for (key, old, new) in &moved {
             // A key written meanwhile keeps its newer value; the copy is dead on arrival.
-            p.index.replace_if(key, old, *new);
+            let hash = p.index.hash(key);
+            p.pending.replace_if_idle(key, hash, old, *new, &p.index);
         }
         failpoint::hit("compact:switched");
         if p.pending.references(id) || p.index.usage(id).live_records > 0 {
@@ -392,7 +390,9 @@ impl Compactor {
         let p = &self.shared;
         let mut app = self.log.lock();
         if let Some((old, _)) = value
-            && p.index.get(&e.key) != Some(*old)
+            && !p
+                .index
+                .contains(p.index.hash(&e.key), old.segment, old.offset)
         {
             return Ok(None);
         }

@@ -414,7 +414,6 @@ mod tests {
                 offset: 64,
                 value_len: value.len() as u64,
                 stored_len: stored.len() as u64,
-                seq: 1,
                 key_len: 1,
                 flags: FLAG_COMPRESSED,
             };

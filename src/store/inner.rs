@@ -14,7 +14,7 @@ use super::segments::SegmentTable;
 use super::shared::Shared;
 use super::stats::Counters;
 use crate::error::{Error, Result};
-use crate::index::PendingQueue;
+use crate::index::{PendingQueue, Seen};
 use crate::io::file::IoProfile;
 use crate::options::Options;
 
@@ -44,6 +44,8 @@ pub(super) enum Presence {
     Present,
     /// A put on its way, with this sequence number.
     Pending(u64),
+    /// The index changed since the caller looked: look again.
+    Changed,
 }
 
 impl Inner {
@@ -51,7 +53,7 @@ impl Inner {
     pub(super) fn start(dir: PathBuf, opts: Options, profile: IoProfile) -> Result<Inner> {
         let pool = read::new_pool(profile.mem_align);
         let salvage = opts.get_recovery_mode() == crate::options::RecoveryMode::Salvage;
-        let recovered = open::recover(&dir, &profile, &pool, salvage)?;
+        let recovered = open::recover(&dir, &profile, &pool, salvage, opts.get_hash_bits())?;
         let shared = Shared {
             dir,
             profile,
@@ -67,13 +69,13 @@ impl Inner {
             recovered.max_seq,
             recovered.next_file_id,
         )?);
-        let blobs = Arc::new(Blobs::new(shared.clone(), log.clone()));
         let reader = Arc::new(Reader::new(
             &shared,
             log.clone(),
             pool,
             opts.get_cache_capacity(),
         ));
+        let blobs = Arc::new(Blobs::new(shared.clone(), log.clone(), reader.clone()));
         let compactor = Compactor::new(
             shared.clone(),
             log.clone(),
@@ -161,13 +163,25 @@ impl Inner {
         result.and(self.blobs.remove_spares())
     }
 
-    /// Whether `key` has a value, as the next write will find it (call under the append lock).
-    pub(super) fn presence(&self, key: &[u8]) -> Presence {
+    /// Whether `key` (hashing to `hash`) has a value, as the next write will find it, given
+    /// what the caller has `seen` of it (call under the append lock).
+    pub(super) fn presence(&self, key: &[u8], hash: u64, seen: &Seen) -> Presence {
         match self.shared.pending.last_queued(key) {
             Some((true, seq)) => Presence::Pending(seq),
             Some((false, _)) => Presence::Absent,
-            None if self.shared.index.get(key).is_some() => Presence::Present,
+            None if self.shared.index.places(hash) != seen.places => Presence::Changed,
+            None if seen.current.is_some() => Presence::Present,
             None => Presence::Absent,
         }
+    }
+
+    /// What the index holds for `key` now, for a write of it: its hash and [`Seen`].
+    pub(super) fn seen(&self, key: &[u8]) -> Result<(u64, Seen)> {
+        super::resolve::seen(&self.shared, &self.reader, key)
+    }
+
+    /// Resolves writes queued unresolved: [`super::resolve::settle`].
+    pub(super) fn settle(&self, unresolved: &[(u64, &[u8])]) {
+        super::resolve::settle(&self.shared, &self.reader, unresolved)
     }
 }

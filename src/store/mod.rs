@@ -4,7 +4,9 @@
 //! - `append`: the log write path — the active segment, group commit, making room, sealing;
 //! - `blob`: large values, each in a blob file of its own;
 //! - `writer`: [`ValueWriter`], a put whose value is streamed into a blob file;
-//! - `read`: from a key to verified value bytes; [`ValueReader`], [`Keys`];
+//! - `read`: from a key to verified value bytes; [`ValueReader`];
+//! - `list`: keys in order, from the footers ([`Keys`]);
+//! - `resolve`: which index entry a write replaces;
 //! - `cache`: the read cache (small values whole, chunk checksums, frame tables);
 //! - `segments`: the table of open segment and blob files;
 //! - `shared`: the handles every part works with (directory, I/O profile, index, pending writes,
@@ -19,6 +21,7 @@
 //! and the counters (`shared`), and call each other's methods, never each other's fields.
 //! This file is the public API only: it checks arguments and calls the parts.
 
+use std::ops::{Bound, RangeBounds};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -39,8 +42,10 @@ mod checkpoint;
 mod compact;
 mod compress;
 mod inner;
+mod list;
 mod open;
 mod read;
+mod resolve;
 mod segments;
 mod shared;
 mod stats;
@@ -53,8 +58,9 @@ use inner::{Inner, Presence};
 pub use crate::segment::QuarantineReason;
 pub use checkpoint::CheckpointReport;
 pub use compact::CompactionReport;
+pub use list::Keys;
 pub use open::{QuarantinedFile, RecoveredSegment, RecoveryReport};
-pub use read::{Keys, ValueReader};
+pub use read::ValueReader;
 pub use stats::Stats;
 pub use writer::ValueWriter;
 
@@ -174,14 +180,40 @@ impl Store {
         check_value(value)?;
         let durability = self.inner.opts.get_durability();
         let stored = StoredValue::encode(value, &self.inner.opts);
+        let seen = self.inner.seen(key)?;
         let log = &self.inner.log;
         if durability == Durability::Sync
             && value.len() as u64 >= self.inner.opts.get_large_value_threshold()
         {
-            return self.inner.blobs.put(log.lock(), key, &stored);
+            return self.inner.blobs.put(log.lock(), key, &stored, &seen);
         }
-        let (first, last) = log.lock().append_ops(&[(key, Some(&stored))], durability)?;
-        log.acknowledge(first, last, durability)
+        let appended = log.lock().append_ops(
+            &[(key, Some(&stored))],
+            std::slice::from_ref(&seen),
+            durability,
+        )?;
+        self.finish_write(&appended, &[(key, Some(&stored))], durability)
+    }
+
+    /// Resolves what `append_ops` left unresolved of `ops`, then waits for the writes to be
+    /// acknowledged.
+    fn finish_write(
+        &self,
+        appended: &append::Appended,
+        ops: &[Op<'_>],
+        durability: Durability,
+    ) -> Result<()> {
+        if !appended.unresolved.is_empty() {
+            let keys: Vec<(u64, &[u8])> = appended
+                .unresolved
+                .iter()
+                .map(|&(seq, i)| (seq, ops[i].0))
+                .collect();
+            self.inner.settle(&keys);
+        }
+        self.inner
+            .log
+            .acknowledge(appended.first, appended.last, durability)
     }
 
     /// Inserts `key` only if it has no value; returns whether it did. Durable like
@@ -207,9 +239,8 @@ impl Store {
         check_key(key)?;
         check_value(value)?;
         // Cheap answer for the common case, before compressing anything.
-        if self.inner.shared.index.get(key).is_some()
-            && self.inner.shared.pending.last_queued(key).is_none()
-        {
+        let mut seen = self.inner.seen(key)?;
+        if seen.1.current.is_some() && self.inner.shared.pending.last_queued(key).is_none() {
             return Ok(false);
         }
         let durability = self.inner.opts.get_durability();
@@ -219,22 +250,35 @@ impl Store {
         let log = &self.inner.log;
         loop {
             let mut app = log.lock();
-            match self.inner.presence(key) {
+            match self.inner.presence(key, seen.0, &seen.1) {
                 Presence::Present => return Ok(false),
                 Presence::Pending(seq) => {
                     drop(app);
                     // Its outcome decides: acknowledged, the key is present; failed, look again.
                     log.wait(seq, seq, durability == Durability::Sync)?;
+                    seen = self.inner.seen(key)?;
+                    continue;
+                }
+                Presence::Changed => {
+                    drop(app);
+                    seen = self.inner.seen(key)?;
                     continue;
                 }
                 Presence::Absent => {}
             }
             if large {
-                return self.inner.blobs.put(app, key, &stored).map(|()| true);
+                return self
+                    .inner
+                    .blobs
+                    .put(app, key, &stored, &seen)
+                    .map(|()| true);
             }
-            let (first, last) = app.append_ops(&[(key, Some(&stored))], durability)?;
+            let ops = [(key, Some(&stored))];
+            let appended = app.append_ops(&ops, std::slice::from_ref(&seen), durability)?;
             drop(app);
-            return log.acknowledge(first, last, durability).map(|()| true);
+            return self
+                .finish_write(&appended, &ops, durability)
+                .map(|()| true);
         }
     }
 
@@ -279,9 +323,12 @@ impl Store {
             .zip(&values)
             .map(|(op, v)| (op.key.as_slice(), v.as_ref()))
             .collect();
-        let log = &self.inner.log;
-        let (first, last) = log.lock().append_ops(&ops, durability)?;
-        log.acknowledge(first, last, durability)
+        let seen = ops
+            .iter()
+            .map(|(key, _)| self.inner.seen(key))
+            .collect::<Result<Vec<_>>>()?;
+        let appended = self.inner.log.lock().append_ops(&ops, &seen, durability)?;
+        self.finish_write(&appended, &ops, durability)
     }
 
     /// Deletes `key`; returns whether it existed. Durable like [`Store::put`].
@@ -302,23 +349,34 @@ impl Store {
         check_key(key)?;
         let durability = self.inner.opts.get_durability();
         let log = &self.inner.log;
-        let mut app = log.lock();
-        match self.inner.shared.pending.last_queued(key) {
-            Some((false, seq)) => {
-                // Another writer's delete of the key is on its way. Answer "absent" only once it
-                // is acknowledged, like a delete of our own, so that no later read of ours can
-                // still see the old value.
-                drop(app);
-                log.acknowledge(seq, seq, durability)?;
-                return Ok(false);
+        let mut seen = self.inner.seen(key)?;
+        loop {
+            let app = log.lock();
+            match self.inner.presence(key, seen.0, &seen.1) {
+                Presence::Absent => {
+                    if let Some((false, seq)) = self.inner.shared.pending.last_queued(key) {
+                        // Another writer's delete of the key is on its way. Answer "absent"
+                        // only once it is acknowledged, like a delete of our own, so that no
+                        // later read of ours can still see the old value.
+                        drop(app);
+                        log.acknowledge(seq, seq, durability)?;
+                    }
+                    return Ok(false);
+                }
+                Presence::Changed => {
+                    drop(app);
+                    seen = self.inner.seen(key)?;
+                    continue;
+                }
+                Presence::Present | Presence::Pending(_) => {}
             }
-            None if self.inner.shared.index.get(key).is_none() => return Ok(false),
-            Some((true, _)) | None => {}
+            let mut app = app;
+            let ops = [(key, None)];
+            let appended = app.append_ops(&ops, std::slice::from_ref(&seen), durability)?;
+            drop(app);
+            self.finish_write(&appended, &ops, durability)?;
+            return Ok(true);
         }
-        let (first, last) = app.append_ops(&[(key, None)], durability)?;
-        drop(app);
-        log.acknowledge(first, last, durability)?;
-        Ok(true)
     }
 
     /// The value of `key`.
@@ -514,7 +572,7 @@ impl Store {
     pub fn value_len(&self, key: impl AsRef<[u8]>) -> Result<Option<u64>> {
         let key = key.as_ref();
         check_key(key)?;
-        Ok(self.inner.shared.index.get(key).map(|e| e.value_len))
+        Ok(self.inner.reader.locate(key)?.map(|f| f.entry.value_len))
     }
 
     /// How many bytes the value of `key` takes in its record: its length if it is stored raw,
@@ -532,7 +590,7 @@ impl Store {
     pub fn stored_len(&self, key: impl AsRef<[u8]>) -> Result<Option<u64>> {
         let key = key.as_ref();
         check_key(key)?;
-        Ok(self.inner.shared.index.get(key).map(|e| e.stored_len))
+        Ok(self.inner.reader.locate(key)?.map(|f| f.entry.stored_len))
     }
 
     /// Whether `key` has a value.
@@ -549,7 +607,7 @@ impl Store {
     pub fn contains(&self, key: impl AsRef<[u8]>) -> Result<bool> {
         let key = key.as_ref();
         check_key(key)?;
-        Ok(self.inner.shared.index.get(key).is_some())
+        Ok(self.inner.reader.locate(key)?.is_some())
     }
 
     /// Number of live keys.
@@ -582,22 +640,70 @@ impl Store {
         self.inner.shared.index.is_empty()
     }
 
-    /// An iterator over the live keys, in no particular order. It walks the index shard by
-    /// shard: keys written or deleted while it runs may or may not appear.
+    /// The live keys, in ascending byte order.
+    ///
+    /// Listing reads the keys from the files' footers (the index keeps none): its cost grows
+    /// with the store. Keys written or deleted while it runs may or may not appear. A failed
+    /// read is an `Err` item.
     ///
     /// ```
     /// # fn main() -> podstore::Result<()> {
     /// # let dir = tempfile::tempdir().unwrap();
     /// # let store = podstore::Store::open(dir.path())?;
-    /// store.put("a", "1")?;
     /// store.put("b", "2")?;
-    /// let mut keys: Vec<Vec<u8>> = store.keys().collect();
-    /// keys.sort();
+    /// store.put("a", "1")?;
+    /// let keys = store.keys().collect::<podstore::Result<Vec<_>>>()?;
     /// assert_eq!(keys, [b"a".to_vec(), b"b".to_vec()]);
     /// # Ok(()) }
     /// ```
     pub fn keys(&self) -> Keys {
-        Keys::new(self.inner.shared.index.clone())
+        self.range::<&[u8], _>(..)
+    }
+
+    /// The live keys in `range`, in ascending byte order (see [`Store::keys`]).
+    ///
+    /// ```
+    /// # fn main() -> podstore::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = podstore::Store::open(dir.path())?;
+    /// for k in ["a", "b", "c", "d"] {
+    ///     store.put(k, "v")?;
+    /// }
+    /// let keys = store.range("b".."d").collect::<podstore::Result<Vec<_>>>()?;
+    /// assert_eq!(keys, [b"b".to_vec(), b"c".to_vec()]);
+    /// # Ok(()) }
+    /// ```
+    pub fn range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Keys {
+        fn bound<K: AsRef<[u8]>>(b: Bound<&K>) -> Bound<&[u8]> {
+            match b {
+                Bound::Included(k) => Bound::Included(k.as_ref()),
+                Bound::Excluded(k) => Bound::Excluded(k.as_ref()),
+                Bound::Unbounded => Bound::Unbounded,
+            }
+        }
+        let bounds = (bound(range.start_bound()), bound(range.end_bound()));
+        Keys::new(list::live_entries(
+            &self.inner,
+            bounds,
+            list::OnDamage::Fail,
+        ))
+    }
+
+    /// The live keys that start with `prefix`, in ascending byte order (see [`Store::keys`]).
+    ///
+    /// ```
+    /// # fn main() -> podstore::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = podstore::Store::open(dir.path())?;
+    /// for k in ["img/1", "img/2", "txt/1"] {
+    ///     store.put(k, "v")?;
+    /// }
+    /// let keys = store.prefix("img/").collect::<podstore::Result<Vec<_>>>()?;
+    /// assert_eq!(keys, [b"img/1".to_vec(), b"img/2".to_vec()]);
+    /// # Ok(()) }
+    /// ```
+    pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> Keys {
+        self.range(list::prefix_bounds(prefix.as_ref()))
     }
 
     /// Makes every earlier write durable (those made with [`Durability::Buffered`]).

@@ -158,15 +158,15 @@ pub(super) fn recover(
     profile: &IoProfile,
     pool: &BufPool,
     salvage: bool,
+    hash_bits: u32,
 ) -> Result<Recovered> {
-    let index = Index::default();
+    let index = Index::with_hash_bits(hash_bits);
     let mut segments = HashMap::new();
     let mut report = RecoveryReport::default();
     let mut max_seq = 0;
     // Blob files interleave with log segments, so the newest record of a key is the one with
-    // the highest sequence number, not the one in the highest segment. Tombstones are
-    // remembered while loading so that an older put read later cannot come back.
-    let mut tombstones: HashMap<Vec<u8>, u64> = HashMap::new();
+    // the highest sequence number, not the one in the highest segment: the builder keeps it.
+    let mut builder = crate::index::Builder::default();
     let ids = segment::list(profile, dir)?;
     let catalog = match segment::load(dir, profile)? {
         LoadedCatalog::Absent => None,
@@ -343,29 +343,20 @@ pub(super) fn recover(
             });
         }
         let summary = FileSummary::of(&loaded.entries);
-        index.reserve(loaded.entries.len());
+        let unsealed = (!footer_durable).then(|| Arc::new(loaded.entries.clone()));
+        builder.reserve(loaded.entries.len());
         for e in loaded.entries {
             max_seq = max_seq.max(e.seq);
-            // One lookup per entry in the common case (no tombstones loaded yet).
-            if !tombstones.is_empty() && tombstones.get(&e.key).is_some_and(|&t| t >= e.seq) {
-                continue;
-            }
-            match e.kind {
-                RecordKind::Put => {
-                    let entry = crate::index::IndexEntry::of_footer_entry(id, &e);
-                    index.insert_if_newer(e.key, entry);
-                }
-                RecordKind::Tombstone => {
-                    if index.remove_if_older(&e.key, e.seq) {
-                        tombstones.insert(e.key, e.seq);
-                    }
-                }
-            }
+            let entry = (e.kind == RecordKind::Put)
+                .then(|| crate::index::IndexEntry::of_footer_entry(id, &e));
+            builder.add(e.key, e.seq, entry);
         }
         let mut handle = SegmentHandle::sealed(Arc::new(loaded.file), kind, summary);
         if !footer_durable {
-            // No footer on disk: compaction (which reads footers) leaves it alone.
+            // No footer on disk: compaction (which reads footers) leaves it alone, and listing
+            // takes its records from here.
             handle.sealed_at = None;
+            handle.unsealed = unsealed;
         }
         segments.insert(id, handle);
     }
@@ -386,6 +377,7 @@ pub(super) fn recover(
         .last()
         .map_or(0, |&(id, _)| id)
         .max(catalog.as_ref().map_or(0, |c| c.max_id()));
+    builder.finish(&index);
     let catalog = settle_catalog(
         dir,
         profile,

@@ -1,6 +1,6 @@
 //! The read path: from a key to its index entry and the file it points into ([`Reader::locate`]),
 //! then to verified value bytes, from the read cache (`cache.rs`), the write buffers or the file
-//! ([`Reader::read_value`]); [`ValueReader`] streams a value, [`Keys`] lists the keys.
+//! ([`Reader::read_value`]); [`ValueReader`] streams a value.
 
 use std::io::{self, Read, Seek, SeekFrom};
 use std::sync::Arc;
@@ -14,7 +14,8 @@ use super::segments::SegmentTable;
 use super::shared::Shared;
 use crate::error::{Corruption, Error, Result};
 use crate::format::CHUNK_SIZE;
-use crate::index::{Index, IndexEntry};
+use crate::format::record::{RECORD_HEADER_LEN, RecordHeader, RecordKind, RecordPlace};
+use crate::index::{Index, IndexEntry, Seen};
 use crate::io::aligned::BufPool;
 use crate::io::file::SegmentFile;
 use crate::range::{self, ValueRange};
@@ -50,7 +51,40 @@ enum Lookup {
 pub(super) struct Located {
     pub(super) entry: IndexEntry,
     pub(super) file: Arc<SegmentFile>,
+    /// The whole record, when the read that checked its key fetched it (a small one).
+    prefetched: Option<Arc<[u8]>>,
+    /// The whole value, when the cache held it as the key was checked.
+    whole: Option<Bytes>,
 }
+
+impl Located {
+    /// The record `entry` names, in `file`.
+    pub(super) fn new(entry: IndexEntry, file: Arc<SegmentFile>) -> Located {
+        Located {
+            entry,
+            file,
+            prefetched: None,
+            whole: None,
+        }
+    }
+}
+
+/// Whether an index entry is the key looked up.
+enum Identity {
+    /// It is: the record, and the value if the cache holds it whole.
+    Mine {
+        found: Located,
+        cached: Option<Bytes>,
+    },
+    /// It is another key's (sharing the fingerprint).
+    Other,
+    /// Its file is gone (moved by compaction since the lookup).
+    Gone,
+}
+
+/// Records up to this length are read whole when their key is checked: one read fetches the
+/// key and the value (a cold get of a small value is one disk read).
+const WHOLE_RECORD_READ: u64 = 64 << 10;
 
 impl Reader {
     /// The read path of a store whose direct reads go through `pool` (see [`new_pool`]).
@@ -80,53 +114,191 @@ impl Reader {
         &self.pool
     }
 
-    /// The index entry of `key` and the file it points into. A value moved by compaction between
-    /// the index lookup and the file lookup is looked up again.
+    /// The index entry of `key` and the file it points into.
     pub(super) fn locate(&self, key: &[u8]) -> Result<Option<Located>> {
-        match self.index.get(key) {
-            Some(entry) => self.locate_entry(key, entry),
-            None => Ok(None),
-        }
+        Ok(self.find(key)?.map(|(mut found, whole)| {
+            found.whole = whole;
+            found
+        }))
     }
 
-    /// [`Reader::locate`], from `entry`, the index entry of `key` just looked up.
-    fn locate_entry(&self, key: &[u8], mut entry: IndexEntry) -> Result<Option<Located>> {
+    /// What the index holds for `key` right now, for a writer ([`Seen`]): the entries with its
+    /// fingerprint, and which of them is the key's (read from their records, or the cache).
+    /// No read at all for a key whose fingerprint is new.
+    pub(super) fn seen(&self, key: &[u8], hash: u64) -> Result<Seen> {
+        let mut last = None;
         loop {
-            if let Some(file) = self.segments.file(entry.segment) {
-                return Ok(Some(Located { entry, file }));
+            let candidates = self.index.candidates(hash, key.len() as u32);
+            let mut current = None;
+            let mut gone = false;
+            for c in candidates.as_slice() {
+                match self.identify(key, *c)? {
+                    Identity::Mine { found, .. } => {
+                        current = Some(found.entry);
+                        break;
+                    }
+                    Identity::Other => {}
+                    Identity::Gone => gone = true,
+                }
             }
-            let now = self.index.get(key);
-            if now == Some(entry) {
-                // Not moved: the index names a file the store does not have.
-                return Err(Error::Corruption {
-                    file: crate::error::FileKind::Log,
-                    segment: entry.segment,
-                    offset: entry.offset,
-                    kind: Corruption::InvalidField {
-                        field: "index segment id",
-                        value: entry.segment,
-                    },
-                });
+            let places = candidates.places();
+            if !gone || current.is_some() {
+                return Ok(Seen { places, current });
             }
-            match now {
-                Some(e) => entry = e,
-                None => return Ok(None),
-            }
+            self.check_not_stuck(&mut last, places)?;
         }
     }
 
-    /// The value of `key` if the cache holds it whole (then no file is looked up), else where
-    /// it is.
-    fn lookup(&self, key: &[u8]) -> Result<Option<Lookup>> {
-        let Some(entry) = self.index.get(key) else {
-            return Ok(None);
+    /// The live record of `key` and, if the cache holds its value whole, the value.
+    fn find(&self, key: &[u8]) -> Result<Option<(Located, Option<Bytes>)>> {
+        let hash = self.index.hash(key);
+        let mut last = None;
+        loop {
+            let candidates = self.index.candidates(hash, key.len() as u32);
+            let mut gone = false;
+            for c in candidates.as_slice() {
+                match self.identify(key, *c)? {
+                    Identity::Mine { found, cached } => return Ok(Some((found, cached))),
+                    Identity::Other => {}
+                    Identity::Gone => gone = true,
+                }
+            }
+            if !gone {
+                return Ok(None);
+            }
+            // A value moved by compaction between the index lookup and the file lookup: look
+            // again.
+            self.check_not_stuck(&mut last, candidates.places())?;
+        }
+    }
+
+    /// Fails when an index lookup that found an entry naming a missing file finds the same
+    /// entries as the last one: not a compaction move, the index names a file the store does
+    /// not have.
+    fn check_not_stuck(
+        &self,
+        last: &mut Option<Vec<(u64, u64)>>,
+        places: Vec<(u64, u64)>,
+    ) -> Result<()> {
+        if last.as_ref() == Some(&places) {
+            let (segment, offset) = places
+                .iter()
+                .copied()
+                .find(|(s, _)| self.segments.file(*s).is_none())
+                .unwrap_or_default();
+            return Err(Error::Corruption {
+                file: crate::error::FileKind::Log,
+                segment,
+                offset,
+                kind: Corruption::InvalidField {
+                    field: "index segment id",
+                    value: segment,
+                },
+            });
+        }
+        *last = Some(places);
+        Ok(())
+    }
+
+    /// Whether `entry` (an entry with the fingerprint of `key`) is `key`'s: from the cache (a
+    /// whole value kept with its key, or the key of a large value read before), else from its
+    /// record. A record of at most [`WHOLE_RECORD_READ`] bytes is read whole, so that the read
+    /// which checks the key also fetches the value (kept in the [`Located`]).
+    fn identify(&self, key: &[u8], entry: IndexEntry) -> Result<Identity> {
+        let Some(file) = self.segments.file(entry.segment) else {
+            return Ok(Identity::Gone);
         };
         if self.cache.holds_whole(&entry)
             && let Some(b) = self.cache.get_bytes(&Key::of(&entry, Part::Value))
         {
-            return Ok(Some(Lookup::Cached(b)));
+            // Kept as key, then value.
+            if b.len() as u64 == key.len() as u64 + entry.value_len && b.starts_with(key) {
+                let value = b.slice(key.len()..);
+                let found = Located::new(entry, file);
+                return Ok(Identity::Mine {
+                    found,
+                    cached: Some(value),
+                });
+            }
+            return Ok(Identity::Other);
         }
-        Ok(self.locate_entry(key, entry)?.map(Lookup::Located))
+        let whole = entry.record_len() <= WHOLE_RECORD_READ;
+        if !whole && let Some(k) = self.cache.get_bytes(&Key::of(&entry, Part::Key)) {
+            return Ok(if &*k == key {
+                Identity::Mine {
+                    found: Located::new(entry, file),
+                    cached: None,
+                }
+            } else {
+                Identity::Other
+            });
+        }
+        let mut found = Located::new(entry, file);
+        let head = (RECORD_HEADER_LEN + key.len()) as u64;
+        let mut buf = vec![0u8; if whole { entry.record_len() } else { head } as usize];
+        if self.fetch(&found, entry.offset, &mut buf).is_err() {
+            // Another key's record, shorter than this key's would be, at the end of the data:
+            // read its header and key alone.
+            buf.truncate(RECORD_HEADER_LEN);
+            self.fetch(&found, entry.offset, &mut buf)
+                .map_err(|e| e.in_file(segment::kind_of(found.file.path())))?;
+        }
+        let corrupt = |at: u64, kind: Corruption| Error::Corruption {
+            file: segment::kind_of(found.file.path()),
+            segment: entry.segment,
+            offset: at,
+            kind,
+        };
+        let header = RecordHeader::decode(&buf).map_err(|k| corrupt(entry.offset, k))?;
+        let key_end = RECORD_HEADER_LEN + header.key_len as usize;
+        if buf.len() < key_end {
+            let mut head = vec![0u8; key_end];
+            self.fetch(&found, entry.offset, &mut head)
+                .map_err(|e| e.in_file(segment::kind_of(found.file.path())))?;
+            buf = head;
+        }
+        let place = RecordPlace {
+            segment: entry.segment,
+            offset: entry.offset,
+        };
+        RecordHeader::verify(
+            &buf[..RECORD_HEADER_LEN],
+            place,
+            &buf[RECORD_HEADER_LEN..key_end],
+        )
+        .map_err(|k| corrupt(entry.offset, k))?;
+        if &buf[RECORD_HEADER_LEN..key_end] != key {
+            return Ok(Identity::Other);
+        }
+        if header.kind != RecordKind::Put || header.value_len != entry.stored_len {
+            return Err(corrupt(
+                entry.offset,
+                Corruption::InvalidField {
+                    field: "record value length (the index's differs)",
+                    value: header.value_len,
+                },
+            ));
+        }
+        if whole && buf.len() as u64 == entry.record_len() {
+            found.prefetched = Some(buf.into());
+        } else if self.cache.is_on() {
+            self.cache.insert(
+                Key::of(&entry, Part::Key),
+                Cached::Bytes(Bytes::copy_from_slice(key)),
+            );
+        }
+        Ok(Identity::Mine {
+            found,
+            cached: None,
+        })
+    }
+
+    /// The value of `key` if the cache holds it whole (then no file is read), else where it is.
+    fn lookup(&self, key: &[u8]) -> Result<Option<Lookup>> {
+        Ok(self.find(key)?.map(|(found, cached)| match cached {
+            Some(b) => Lookup::Cached(b),
+            None => Lookup::Located(found),
+        }))
     }
 
     /// The whole value of `key` in `out` (cleared first; its allocation is reused), copied from
@@ -151,7 +323,10 @@ impl Reader {
         }
         self.read_uncached(&found, 0, out, None)?;
         if self.cache.holds_whole(&found.entry) {
-            let bytes = Cached::Bytes(Bytes::copy_from_slice(out));
+            let mut kept = Vec::with_capacity(key.len() + out.len());
+            kept.extend_from_slice(key);
+            kept.extend_from_slice(out);
+            let bytes = Cached::Bytes(Bytes::from(kept));
             self.cache.insert(Key::of(&found.entry, Part::Value), bytes);
         }
         Ok(true)
@@ -165,15 +340,21 @@ impl Reader {
             Some(Lookup::Cached(b)) => return Ok(Some(b)),
             Some(Lookup::Located(found)) => found,
         };
-        let mut out = vec![0u8; to_usize(found.entry.value_len)?];
-        self.read_uncached(&found, 0, &mut out, None)?;
-        let bytes = Bytes::from(out);
-        if self.cache.holds_whole(&found.entry) {
-            let shared = Cached::Bytes(bytes.clone());
-            self.cache
-                .insert(Key::of(&found.entry, Part::Value), shared);
+        if !self.cache.holds_whole(&found.entry) {
+            let mut out = vec![0u8; to_usize(found.entry.value_len)?];
+            self.read_uncached(&found, 0, &mut out, None)?;
+            return Ok(Some(Bytes::from(out)));
         }
-        Ok(Some(bytes))
+        // Kept as key, then value, in one buffer; the caller gets the value's part of it.
+        let mut kept = vec![0u8; key.len() + to_usize(found.entry.value_len)?];
+        kept[..key.len()].copy_from_slice(key);
+        self.read_uncached(&found, 0, &mut kept[key.len()..], None)?;
+        let bytes = Bytes::from(kept);
+        self.cache.insert(
+            Key::of(&found.entry, Part::Value),
+            Cached::Bytes(bytes.clone()),
+        );
+        Ok(Some(bytes.slice(key.len()..)))
     }
 
     /// Bytes `range` of the value of `found` (the value of `key`), by [`range::resolve`]'s
@@ -199,10 +380,16 @@ impl Reader {
         dst: &mut [u8],
         frames: Option<&mut FrameCache>,
     ) -> Result<()> {
+        if let Some(b) = &found.whole {
+            let at = start as usize;
+            dst.copy_from_slice(&b[at..at + dst.len()]);
+            return Ok(());
+        }
         if self.cache.holds_whole(&found.entry)
             && let Some(b) = self.cache.get_bytes(&Key::of(&found.entry, Part::Value))
         {
-            let at = start as usize;
+            // Kept as key, then value.
+            let at = found.entry.key_len as usize + start as usize;
             dst.copy_from_slice(&b[at..at + dst.len()]);
             return Ok(());
         }
@@ -323,6 +510,13 @@ impl Reader {
     /// are: the write buffers (copied under the tail lock, which is never held across I/O) or
     /// the file.
     fn fetch(&self, found: &Located, offset: u64, dst: &mut [u8]) -> Result<()> {
+        if let Some(record) = &found.prefetched
+            && let Some(at) = offset.checked_sub(found.entry.offset)
+            && at + dst.len() as u64 <= record.len() as u64
+        {
+            dst.copy_from_slice(&record[at as usize..at as usize + dst.len()]);
+            return Ok(());
+        }
         let segment = found.entry.segment;
         let mut done = 0;
         while done < dst.len() {
@@ -502,44 +696,5 @@ impl Seek for ValueReader {
                 "seek to a negative or overflowing position",
             )),
         }
-    }
-}
-
-/// Iterator over live keys. Returned by [`Store::keys`](crate::Store::keys).
-pub struct Keys {
-    index: Arc<Index>,
-    next_shard: usize,
-    current: std::vec::IntoIter<Vec<u8>>,
-}
-
-impl Keys {
-    pub(super) fn new(index: Arc<Index>) -> Keys {
-        Keys {
-            index,
-            next_shard: 0,
-            current: Vec::new().into_iter(),
-        }
-    }
-}
-
-impl Iterator for Keys {
-    type Item = Vec<u8>;
-    fn next(&mut self) -> Option<Vec<u8>> {
-        loop {
-            if let Some(k) = self.current.next() {
-                return Some(k);
-            }
-            if self.next_shard == self.index.shard_count() {
-                return None;
-            }
-            self.current = self.index.shard_keys(self.next_shard).into_iter();
-            self.next_shard += 1;
-        }
-    }
-}
-
-impl std::fmt::Debug for Keys {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Keys").finish_non_exhaustive()
     }
 }

@@ -21,6 +21,9 @@ pub(super) struct SegmentHandle {
     pub(super) sealed_at: Option<u64>,
     /// What its footer names.
     pub(super) summary: FileSummary,
+    /// The records of a file left without a footer at open (a read-only open, a full disk):
+    /// listing has no footer to read them from.
+    pub(super) unsealed: Option<Arc<Vec<FooterEntry>>>,
 }
 
 /// What a file's footer names, for the tombstone rule and [`Stats`](super::Stats).
@@ -75,6 +78,7 @@ impl SegmentHandle {
             kind,
             sealed_at: Some(0),
             summary,
+            unsealed: None,
         }
     }
 }

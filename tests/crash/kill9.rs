@@ -437,7 +437,7 @@ pub fn workload_child(dir: &Path, mix: Mix, mode: IoMode, seed: u64, round: u64)
         mix,
         store
             .keys()
-            .map(|k| String::from_utf8(k).expect("utf-8 key")),
+            .map(|k| String::from_utf8(k.unwrap()).expect("utf-8 key")),
     );
     let writing = std::sync::atomic::AtomicBool::new(true);
     std::thread::scope(|s| {
@@ -652,7 +652,7 @@ fn verify_model(store: &Store, model: &HashMap<String, KeyState>, ctx: &str) {
     let live = live_keys(model);
     let keys: HashSet<String> = store
         .keys()
-        .map(|k| String::from_utf8(k).unwrap())
+        .map(|k| String::from_utf8(k.unwrap()).unwrap())
         .collect();
     assert_eq!(keys, live, "{ctx}: the store's keys");
     assert_eq!(store.len(), live.len(), "{ctx}: len");

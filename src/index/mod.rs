@@ -1,0 +1,463 @@
+//! The in-memory index: from a key's hash to where its record is. Rebuilt at open from segment
+//! footers (and from the recovery scan of a segment that was not sealed).
+//!
+//! # What it keeps, and what it does not
+//!
+//! Per live key, 23 bytes ([`packed`]): a 24-bit fingerprint of the key's hash, the file id,
+//! the record offset and the value's stored and put lengths. Keys stay on disk: the memory per
+//! key does not depend on the key's length. The hash's top 16 bits choose one of 65 536 shards,
+//! each a vector sorted by fingerprint, allocated to fit (exactly at open, in steps of 1/16 as
+//! it grows): 40 bits of the hash tell keys apart before any read, so two keys meet in one slot
+//! about once per 2^40 / n lookups.
+//!
+//! Two keys may share a fingerprint: the index then holds both entries, and only a read tells
+//! them apart. A reader reads the record an entry names and checks its key (the same read that
+//! fetches a small value: `store/read.rs`); a writer finds which entry, if any, is its key's
+//! before it writes ([`Seen`], resolved against the [`PendingQueue`] so that a change in
+//! between is noticed). Every change of the index happens under the pending queue's lock, in
+//! log order per key.
+//!
+//! No lock of the index is held across a syscall.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, RwLock};
+
+use crate::format::footer::FooterEntry;
+use crate::segment::ValueSpan;
+
+mod build;
+mod packed;
+mod pending;
+
+pub use build::Builder;
+use packed::{PACKED_LEN, Packed};
+pub use pending::{PendingQueue, Seen};
+
+/// Where a live value is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct IndexEntry {
+    /// Segment id.
+    pub segment: u64,
+    /// Offset of the record in the segment.
+    pub offset: u64,
+    /// Length of the value as put (uncompressed): what readers see.
+    pub value_len: u64,
+    /// Length of the value bytes in the record: `value_len` unless the value is compressed
+    /// ([`FLAG_COMPRESSED`](crate::format::record::FLAG_COMPRESSED) in `flags`).
+    pub stored_len: u64,
+    /// Key length (locates the value inside the record). The index does not keep it: an entry
+    /// it returns has the length of the key it was looked up with.
+    pub key_len: u32,
+    /// Record flags (only [`FLAG_COMPRESSED`](crate::format::record::FLAG_COMPRESSED) is kept).
+    pub flags: u16,
+}
+
+impl IndexEntry {
+    /// The entry of the put that footer entry `e` of segment `segment` names.
+    pub fn of_footer_entry(segment: u64, e: &FooterEntry) -> IndexEntry {
+        debug_assert_eq!(e.kind, crate::format::record::RecordKind::Put);
+        IndexEntry {
+            segment,
+            offset: e.offset,
+            value_len: e.value_len,
+            stored_len: e.stored_len,
+            key_len: e.key.len() as u32,
+            flags: e.flags & crate::format::record::FLAG_COMPRESSED,
+        }
+    }
+
+    /// Where the stored value bytes lie, for [`crate::segment::read_value`].
+    pub fn span(&self) -> ValueSpan {
+        ValueSpan {
+            segment: self.segment,
+            record_offset: self.offset,
+            value_offset: self.value_offset(),
+            stored_len: self.stored_len,
+        }
+    }
+
+    /// True when the value is stored compressed (as a frame table and lz4 frames).
+    pub fn is_compressed(&self) -> bool {
+        self.flags & crate::format::record::FLAG_COMPRESSED != 0
+    }
+
+    /// File offset of the first value byte.
+    pub fn value_offset(&self) -> u64 {
+        self.offset + crate::format::record::RECORD_HEADER_LEN as u64 + self.key_len as u64
+    }
+
+    /// Bytes of the whole record (header, key, stored value, chunk checksums).
+    pub fn record_len(&self) -> u64 {
+        crate::format::record::record_len(self.key_len as u64, self.stored_len)
+    }
+
+    /// File id and record offset: what names the record.
+    pub fn place(&self) -> (u64, u64) {
+        (self.segment, self.offset)
+    }
+}
+
+/// What the live entries of one segment take: the figures compaction chooses by.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SegmentUsage {
+    /// Bytes of the records of live values (header, key, value, checksums).
+    pub live_bytes: u64,
+    /// Number of live values.
+    pub live_records: u64,
+}
+
+/// The 64-bit hash of a key (xxh3: specified, stable across versions and machines, so it can be
+/// written to disk).
+pub fn key_hash(key: &[u8]) -> u64 {
+    xxhash_rust::xxh3::xxh3_64(key)
+}
+
+/// Bits of the hash that choose the shard.
+const SHARD_BITS: u32 = 16;
+const SHARDS: usize = 1 << SHARD_BITS;
+
+/// The entries whose fingerprint matches a hash (usually none or one).
+#[derive(Debug, Clone, Default)]
+pub struct Candidates(Vec<IndexEntry>);
+
+impl Candidates {
+    /// The entries.
+    pub fn as_slice(&self) -> &[IndexEntry] {
+        &self.0
+    }
+
+    /// The records they name.
+    pub fn places(&self) -> Vec<(u64, u64)> {
+        self.0.iter().map(IndexEntry::place).collect()
+    }
+}
+
+type Shard = RwLock<Vec<Packed>>;
+
+/// The sharded hash → [`IndexEntry`] table.
+#[derive(Debug)]
+pub struct Index {
+    shards: Box<[Shard]>,
+    /// Bits of a key's hash that count (all but in tests that weaken the hash on purpose).
+    mask: u64,
+    len: AtomicU64,
+    /// Per segment, what its live entries take. Updated under the shard lock of the key that
+    /// changes, so that the accounting of one key is never applied out of order.
+    usage: Mutex<BTreeMap<u64, SegmentUsage>>,
+}
+
+impl Default for Index {
+    fn default() -> Self {
+        Index::with_hash_bits(64)
+    }
+}
+
+/// Which shard and fingerprint a (masked) hash falls to.
+fn place_of(h: u64) -> (usize, u32) {
+    (
+        (h >> (64 - SHARD_BITS)) as usize,
+        ((h >> 24) & 0xFF_FFFF) as u32,
+    )
+}
+
+impl Index {
+    /// An empty index that keeps only the top `bits` bits of every key hash (64 in a store; fewer
+    /// only in tests, to make keys collide).
+    pub fn with_hash_bits(bits: u32) -> Index {
+        let mask = match bits {
+            0 => 0,
+            b if b >= 64 => u64::MAX,
+            b => !0u64 << (64 - b),
+        };
+        Index {
+            shards: (0..SHARDS).map(|_| RwLock::new(Vec::new())).collect(),
+            mask,
+            len: AtomicU64::new(0),
+            usage: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    /// The hash of `key` as this index uses it.
+    pub fn hash(&self, key: &[u8]) -> u64 {
+        key_hash(key) & self.mask
+    }
+
+    fn shard(&self, i: usize) -> std::sync::RwLockReadGuard<'_, Vec<Packed>> {
+        self.shards[i].read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn shard_mut(&self, i: usize) -> std::sync::RwLockWriteGuard<'_, Vec<Packed>> {
+        self.shards[i].write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The entries that may be the key of hash `h` (a key of `key_len` bytes): those with its
+    /// fingerprint. At most one is the key's; a read of the record tells which.
+    pub fn candidates(&self, h: u64, key_len: u32) -> Candidates {
+        let (s, fp) = place_of(h);
+        let shard = self.shard(s);
+        let from = shard.partition_point(|p| p.fp() < fp);
+        Candidates(
+            shard[from..]
+                .iter()
+                .take_while(|p| p.fp() == fp)
+                .map(|p| p.unpack(key_len))
+                .collect(),
+        )
+    }
+
+    /// The records whose entries have the fingerprint of `h`.
+    pub fn places(&self, h: u64) -> Vec<(u64, u64)> {
+        self.candidates(h, 0).places()
+    }
+
+    /// True when the record at `offset` of `segment`, whose key hashes to `h`, is its key's live
+    /// record (no key is needed: a record is named by its place).
+    pub fn contains(&self, h: u64, segment: u64, offset: u64) -> bool {
+        let (s, fp) = place_of(h);
+        let shard = self.shard(s);
+        let from = shard.partition_point(|p| p.fp() < fp);
+        shard[from..]
+            .iter()
+            .take_while(|p| p.fp() == fp)
+            .any(|p| p.place() == (segment, offset))
+    }
+
+    /// Replaces the entry `old` (named by its place) of a key hashing to `h` with `new`, either
+    /// of which may be absent (a new key; a delete). Called in log order per key, under the
+    /// pending queue's lock.
+    pub fn apply(&self, h: u64, old: Option<&IndexEntry>, new: Option<&IndexEntry>) {
+        let (s, fp) = place_of(h);
+        let mut shard = self.shard_mut(s);
+        let removed = old.and_then(|o| remove_place(&mut shard, fp, o.place()));
+        debug_assert_eq!(
+            removed.is_some(),
+            old.is_some(),
+            "the entry a write replaces is in the index"
+        );
+        if let Some(n) = new {
+            insert(&mut shard, fp, n);
+        }
+        match (removed.is_some(), new.is_some()) {
+            (false, true) => {
+                self.len.fetch_add(1, Ordering::Relaxed);
+            }
+            (true, false) => {
+                self.len.fetch_sub(1, Ordering::Relaxed);
+            }
+            _ => {}
+        }
+        self.account(old.filter(|_| removed.is_some()), new);
+    }
+
+    /// Points the key hashing to `h` at `new` if its entry is still `expected` (a value moved by
+    /// compaction); returns whether it did. A key written or deleted since keeps its newer state.
+    pub fn replace_if(&self, h: u64, expected: &IndexEntry, new: IndexEntry) -> bool {
+        let (s, fp) = place_of(h);
+        let mut shard = self.shard_mut(s);
+        let from = shard.partition_point(|p| p.fp() < fp);
+        let Some(i) = shard[from..]
+            .iter()
+            .take_while(|p| p.fp() == fp)
+            .position(|p| p.place() == expected.place())
+        else {
+            return false;
+        };
+        shard[from + i] = Packed::pack(fp, &new);
+        self.account(Some(expected), Some(&new));
+        true
+    }
+
+    /// Loads the live entries found at open: `(hash, entry)` pairs, one per live key, into an
+    /// empty index, each shard allocated to fit.
+    pub fn load(&self, mut entries: Vec<(u64, IndexEntry)>) {
+        debug_assert!(self.is_empty());
+        let mut counts = vec![0usize; SHARDS];
+        for (h, _) in &entries {
+            counts[place_of(*h).0] += 1;
+        }
+        let mut shards: Vec<Vec<Packed>> = counts.iter().map(|&n| Vec::with_capacity(n)).collect();
+        let mut usage = BTreeMap::<u64, SegmentUsage>::new();
+        let mut run: Option<(u64, SegmentUsage)> = None;
+        for (h, e) in entries.drain(..) {
+            let (s, fp) = place_of(h);
+            shards[s].push(Packed::pack(fp, &e));
+            match &mut run {
+                Some((seg, u)) if *seg == e.segment => {
+                    u.live_bytes += e.record_len();
+                    u.live_records += 1;
+                }
+                _ => {
+                    if let Some((seg, u)) = run.take() {
+                        add_usage(&mut usage, seg, u);
+                    }
+                    run = Some((
+                        e.segment,
+                        SegmentUsage {
+                            live_bytes: e.record_len(),
+                            live_records: 1,
+                        },
+                    ));
+                }
+            }
+        }
+        if let Some((seg, u)) = run {
+            add_usage(&mut usage, seg, u);
+        }
+        drop(entries);
+        let mut total = 0;
+        for (slot, mut v) in self.shards.iter().zip(shards) {
+            v.sort_unstable_by_key(|p| p.fp());
+            total += v.len() as u64;
+            *slot.write().unwrap_or_else(|p| p.into_inner()) = v;
+        }
+        self.len.store(total, Ordering::Relaxed);
+        *self.usage.lock().unwrap_or_else(|p| p.into_inner()) = usage;
+    }
+
+    /// Moves the bytes of `old` out of, and those of `new` into, their segments' usage.
+    fn account(&self, old: Option<&IndexEntry>, new: Option<&IndexEntry>) {
+        let mut usage = self.usage.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(o) = old
+            && let Some(u) = usage.get_mut(&o.segment)
+        {
+            u.live_bytes = u.live_bytes.saturating_sub(o.record_len());
+            u.live_records -= 1;
+            if u.live_records == 0 {
+                usage.remove(&o.segment);
+            }
+        }
+        if let Some(n) = new {
+            let u = usage.entry(n.segment).or_default();
+            u.live_bytes += n.record_len();
+            u.live_records += 1;
+        }
+    }
+
+    /// What the live entries of `segment` take.
+    pub fn usage(&self, segment: u64) -> SegmentUsage {
+        self.usage
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&segment)
+            .copied()
+            .unwrap_or_default()
+    }
+
+    /// Usage of every segment that holds a live entry.
+    pub fn usage_all(&self) -> BTreeMap<u64, SegmentUsage> {
+        self.usage.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Heap bytes the index has allocated: every shard's entries (by capacity) and the shard
+    /// table itself. Counted, not estimated: the vectors' capacities are what the allocator was
+    /// asked for.
+    pub fn memory_bytes(&self) -> u64 {
+        let entries: u64 = self
+            .shards
+            .iter()
+            .map(|s| s.read().unwrap_or_else(|p| p.into_inner()).capacity() as u64)
+            .sum();
+        entries * PACKED_LEN as u64 + (SHARDS * std::mem::size_of::<Shard>()) as u64
+    }
+
+    /// Number of live keys.
+    pub fn len(&self) -> u64 {
+        self.len.load(Ordering::Relaxed)
+    }
+
+    /// True when there are no live keys.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+fn add_usage(usage: &mut BTreeMap<u64, SegmentUsage>, seg: u64, u: SegmentUsage) {
+    let t = usage.entry(seg).or_default();
+    t.live_bytes += u.live_bytes;
+    t.live_records += u.live_records;
+}
+
+/// Removes the entry at `place` with fingerprint `fp` from a sorted shard.
+fn remove_place(shard: &mut Vec<Packed>, fp: u32, place: (u64, u64)) -> Option<Packed> {
+    let from = shard.partition_point(|p| p.fp() < fp);
+    let i = shard[from..]
+        .iter()
+        .take_while(|p| p.fp() == fp)
+        .position(|p| p.place() == place)?;
+    Some(shard.remove(from + i))
+}
+
+/// Inserts `entry` with fingerprint `fp` into a sorted shard, growing it by 1/16 at a time so
+/// that a grown index stays within about 6 % of its entries' bytes.
+fn insert(shard: &mut Vec<Packed>, fp: u32, entry: &IndexEntry) {
+    if shard.len() == shard.capacity() {
+        shard.reserve_exact(shard.len() / 16 + 1);
+    }
+    let at = shard.partition_point(|p| p.fp() <= fp);
+    shard.insert(at, Packed::pack(fp, entry));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(segment: u64, offset: u64) -> IndexEntry {
+        IndexEntry {
+            segment,
+            offset,
+            value_len: 10,
+            stored_len: 10,
+            key_len: 3,
+            flags: 0,
+        }
+    }
+
+    #[test]
+    fn colliding_keys_keep_their_own_entries() {
+        // Two bits of hash: every key falls into one of four slots.
+        let index = Index::with_hash_bits(2);
+        let keys: Vec<Vec<u8>> = (0..64u32).map(|i| i.to_le_bytes().to_vec()).collect();
+        for (i, k) in keys.iter().enumerate() {
+            index.apply(index.hash(k), None, Some(&entry(1, 64 + i as u64)));
+        }
+        assert_eq!(index.len(), 64);
+        for (i, k) in keys.iter().enumerate() {
+            let h = index.hash(k);
+            assert!(index.contains(h, 1, 64 + i as u64));
+            assert!(index.places(h).len() > 1);
+        }
+        // Moving, replacing and removing one key's entry leaves the others alone.
+        let h0 = index.hash(&keys[0]);
+        assert!(index.replace_if(h0, &entry(1, 64), entry(2, 64)));
+        assert!(!index.replace_if(h0, &entry(1, 64), entry(3, 64)));
+        index.apply(h0, Some(&entry(2, 64)), None);
+        assert_eq!(index.len(), 63);
+        assert!(!index.contains(h0, 2, 64));
+        for (i, k) in keys.iter().enumerate().skip(1) {
+            assert!(index.contains(index.hash(k), 1, 64 + i as u64));
+        }
+        assert_eq!(index.usage(1).live_records, 63);
+        assert_eq!(index.usage(2).live_records, 0);
+    }
+
+    #[test]
+    fn load_fits_shards_to_their_entries() {
+        let index = Index::default();
+        let n = 100_000u64;
+        let entries: Vec<(u64, IndexEntry)> = (0..n)
+            .map(|i| (key_hash(&i.to_le_bytes()), entry(1 + i / 50_000, 64 + i)))
+            .collect();
+        index.load(entries);
+        assert_eq!(index.len(), n);
+        assert_eq!(
+            index.memory_bytes(),
+            n * PACKED_LEN as u64 + (SHARDS * std::mem::size_of::<Shard>()) as u64
+        );
+        for i in (0..n).step_by(997) {
+            assert!(index.contains(key_hash(&i.to_le_bytes()), 1 + i / 50_000, 64 + i));
+        }
+        assert_eq!(index.usage(1).live_records, 50_000);
+        assert_eq!(index.usage(2).live_records, 50_000);
+    }
+}

@@ -1,0 +1,167 @@
+//! One index entry packed into 23 bytes: what the index keeps per live key.
+//!
+//! ```text
+//! byte  0      3          8          13              18         23
+//!       | fp   | file id  | offset   | stored length | value len |
+//!         u24    u40        u40        u40 (bit 39:    u40
+//!                                      compressed)
+//! ```
+//!
+//! Integers are big-endian so that the fingerprint sorts as bytes. The key itself is not kept:
+//! a reader checks it in the record it reads (`store/read.rs`), and its length is the length of
+//! the key being looked up. Bounds: file ids below 2^40 (`segment::names::MAX_FILE_ID`), offsets
+//! below 2^40 (a segment is far smaller), stored and value lengths up to 2^32
+//! ([`crate::format::MAX_VALUE_LEN`]).
+
+use super::IndexEntry;
+use crate::format::record::FLAG_COMPRESSED;
+
+/// Bytes per packed entry.
+pub const PACKED_LEN: usize = 23;
+
+/// Largest value a 40-bit field holds.
+pub const MAX_40: u64 = (1 << 40) - 1;
+
+const COMPRESSED_BIT: u64 = 1 << 39;
+
+/// A packed entry.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct Packed([u8; PACKED_LEN]);
+
+impl std::fmt::Debug for Packed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Packed")
+            .field("fp", &self.fp())
+            .field("entry", &self.unpack(0))
+            .finish()
+    }
+}
+
+fn put40(b: &mut [u8], v: u64) {
+    debug_assert!(v <= MAX_40);
+    b.copy_from_slice(&v.to_be_bytes()[3..]);
+}
+
+fn get40(b: &[u8]) -> u64 {
+    let mut w = [0u8; 8];
+    w[3..].copy_from_slice(b);
+    u64::from_be_bytes(w)
+}
+
+impl Packed {
+    /// Packs `entry` under fingerprint `fp` (24 bits). The caller has checked the bounds
+    /// ([`Packed::fits`]).
+    pub fn pack(fp: u32, entry: &IndexEntry) -> Packed {
+        debug_assert!(fp < 1 << 24 && Packed::fits(entry));
+        let mut b = [0u8; PACKED_LEN];
+        b[0..3].copy_from_slice(&fp.to_be_bytes()[1..]);
+        put40(&mut b[3..8], entry.segment);
+        put40(&mut b[8..13], entry.offset);
+        let compressed = if entry.flags & FLAG_COMPRESSED != 0 {
+            COMPRESSED_BIT
+        } else {
+            0
+        };
+        put40(&mut b[13..18], entry.stored_len | compressed);
+        put40(&mut b[18..23], entry.value_len);
+        Packed(b)
+    }
+
+    /// True when every field of `entry` fits its packed width.
+    pub fn fits(entry: &IndexEntry) -> bool {
+        entry.segment <= MAX_40
+            && entry.offset <= MAX_40
+            && entry.stored_len < COMPRESSED_BIT
+            && entry.value_len <= MAX_40
+    }
+
+    /// The fingerprint.
+    pub fn fp(&self) -> u32 {
+        u32::from_be_bytes([0, self.0[0], self.0[1], self.0[2]])
+    }
+
+    /// File id and record offset: what names the record.
+    pub fn place(&self) -> (u64, u64) {
+        (get40(&self.0[3..8]), get40(&self.0[8..13]))
+    }
+
+    /// The entry, for a key of `key_len` bytes.
+    pub fn unpack(&self, key_len: u32) -> IndexEntry {
+        let stored = get40(&self.0[13..18]);
+        let (segment, offset) = self.place();
+        IndexEntry {
+            segment,
+            offset,
+            value_len: get40(&self.0[18..23]),
+            stored_len: stored & !COMPRESSED_BIT,
+            key_len,
+            flags: if stored & COMPRESSED_BIT != 0 {
+                FLAG_COMPRESSED
+            } else {
+                0
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_at_the_bounds() {
+        for (segment, offset, stored_len, value_len, flags) in [
+            (0, 0, 0, 0, 0),
+            (
+                MAX_40,
+                MAX_40,
+                crate::format::MAX_VALUE_LEN,
+                MAX_40,
+                FLAG_COMPRESSED,
+            ),
+            (1, 64, 5, 5, 0),
+            (7, 4096, 100, 9000, FLAG_COMPRESSED),
+        ] {
+            let e = IndexEntry {
+                segment,
+                offset,
+                value_len,
+                stored_len,
+                key_len: 16,
+                flags,
+            };
+            assert!(Packed::fits(&e));
+            for fp in [0, 1, 0xFF_FFFF, 0x12_3456] {
+                let p = Packed::pack(fp, &e);
+                assert_eq!(p.fp(), fp);
+                assert_eq!(p.unpack(16), e);
+                assert_eq!(p.place(), (segment, offset));
+            }
+        }
+        assert_eq!(std::mem::size_of::<Packed>(), PACKED_LEN);
+    }
+
+    #[test]
+    fn out_of_range_fields_do_not_fit() {
+        let ok = IndexEntry {
+            segment: 1,
+            offset: 64,
+            value_len: 1,
+            stored_len: 1,
+            key_len: 1,
+            flags: 0,
+        };
+        assert!(!Packed::fits(&IndexEntry {
+            segment: MAX_40 + 1,
+            ..ok
+        }));
+        assert!(!Packed::fits(&IndexEntry {
+            offset: MAX_40 + 1,
+            ..ok
+        }));
+        assert!(!Packed::fits(&IndexEntry {
+            stored_len: COMPRESSED_BIT,
+            ..ok
+        }));
+    }
+}

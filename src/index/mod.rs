@@ -180,7 +180,12 @@ impl Index {
 
     /// The hash of `key` as this index uses it.
     pub fn hash(&self, key: &[u8]) -> u64 {
-        key_hash(key) & self.mask
+        self.hash_of(key_hash(key))
+    }
+
+    /// The hash this index uses for a key whose [`key_hash`] is `full` (read from a footer).
+    pub fn hash_of(&self, full: u64) -> u64 {
+        full & self.mask
     }
 
     fn shard(&self, i: usize) -> std::sync::RwLockReadGuard<'_, Vec<Packed>> {

@@ -163,7 +163,6 @@ pub(super) fn recover(
     let index = Index::with_hash_bits(hash_bits);
     let mut segments = HashMap::new();
     let mut report = RecoveryReport::default();
-    let mut max_seq = 0;
     // Blob files interleave with log segments, so the newest record of a key is the one with
     // the highest sequence number, not the one in the highest segment: the builder keeps it.
     let mut builder = crate::index::Builder::default();
@@ -345,11 +344,23 @@ pub(super) fn recover(
         let summary = FileSummary::of(&loaded.entries);
         let unsealed = (!footer_durable).then(|| Arc::new(loaded.entries.clone()));
         builder.reserve(loaded.entries.len());
-        for e in loaded.entries {
-            max_seq = max_seq.max(e.seq);
-            let entry = (e.kind == RecordKind::Put)
-                .then(|| crate::index::IndexEntry::of_footer_entry(id, &e));
-            builder.add(e.key, e.seq, entry);
+        // Entries read from a footer can be read again by ordinal (if open must compare two
+        // keys of one hash); those of a recovery scan are kept with their keys.
+        let from_footer = found_sealed;
+        for (ordinal, e) in loaded.entries.into_iter().enumerate() {
+            let tombstone = e.kind == RecordKind::Tombstone;
+            let entry = if tombstone {
+                crate::index::IndexEntry {
+                    segment: id,
+                    offset: e.offset,
+                    ..Default::default()
+                }
+            } else {
+                crate::index::IndexEntry::of_footer_entry(id, &e)
+            };
+            let hash = crate::index::key_hash(&e.key);
+            let key = (!from_footer).then_some(e.key);
+            builder.add(hash, e.seq, entry, tombstone, ordinal as u32, key);
         }
         let mut handle = SegmentHandle::sealed(Arc::new(loaded.file), kind, summary);
         if !footer_durable {
@@ -377,7 +388,15 @@ pub(super) fn recover(
         .last()
         .map_or(0, |&(id, _)| id)
         .max(catalog.as_ref().map_or(0, |c| c.max_id()));
-    builder.finish(&index);
+    let max_seq = builder.max_seq();
+    builder.finish(&index, &mut |id, ordinals| {
+        let file = &segments[&id].file;
+        let entries = segment::read_sealed_entries(file, id, file.len()?, profile, pool)?;
+        Ok(ordinals
+            .iter()
+            .map(|&o| entries[o as usize].key.clone())
+            .collect())
+    })?;
     let catalog = settle_catalog(
         dir,
         profile,

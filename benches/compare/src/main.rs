@@ -34,8 +34,8 @@ usage:
                  (durable puts alternating with gets from the oldest 5 % of the keys)
         ycsb     --mix a|b|c|f [--records 200000] [--ops 400000] [--threads 8] [--size 1K] [--secs 60]
                  (YCSB core workloads, scrambled zipfian keys, unsynced updates, run after a reopen)
-        reopen   [--keys 1000000] [--size 100]
-      common: [--load-threads 16] [--seed 1] [--keep]
+        reopen   [--keys 1000000] [--size 100] [--key-len 16]
+      common: [--load-threads 16] [--seed 1] [--keep] [--key-len 16] (keys padded to it)
               [--write-buffer SIZE] (podstore engines: Options::write_buffer_size, for experiments)
               [--cache-capacity SIZE] (podstore engines: Options::cache_capacity, 0 = off)
   compare suite [--quick] [--out FILE] [--jsonl FILE] [--charts-dir DIR] [--dir DIR] [--reps N]
@@ -128,6 +128,13 @@ fn main() -> ExitCode {
     if args.flag("help") {
         println!("{USAGE}");
         return ExitCode::SUCCESS;
+    }
+    match args.num("key-len", 16) {
+        Ok(n) => values::set_key_len(n as usize),
+        Err(e) => {
+            eprintln!("compare: {e}");
+            return ExitCode::from(2);
+        }
     }
     let result = match cmd.as_str() {
         "run" => workloads::run(&args).map(|line| println!("{line}")),

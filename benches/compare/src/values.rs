@@ -33,9 +33,19 @@ impl Rng {
     }
 }
 
-/// The key of item `i`: 16 ASCII bytes, sorted like `i`.
+/// Length of every key (`--key-len`, at least 16; set once at start).
+static KEY_LEN: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+
+/// Sets the length of the keys `key` makes (`--key-len`); 16 unless called.
+pub fn set_key_len(len: usize) {
+    let _ = KEY_LEN.set(len.max(16));
+}
+
+/// The key of item `i`: 16 ASCII bytes (or `--key-len`, padded with `.`), sorted like `i`.
 pub fn key(i: u64) -> Vec<u8> {
-    format!("key-{i:012}").into_bytes()
+    let mut k = format!("key-{i:012}").into_bytes();
+    k.resize(*KEY_LEN.get().unwrap_or(&16), b'.');
+    k
 }
 
 /// Values of one length, cut from one buffer of pseudo-random (incompressible) bytes: value `i`

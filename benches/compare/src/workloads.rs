@@ -717,6 +717,7 @@ fn reopen(
         .arg(dir)
         .args(["--keys", &n.to_string(), "--size", &size.to_string()])
         .args(["--seed", &seed.to_string()])
+        .args(["--key-len", &key(0).len().to_string()])
         .output()?;
     if !out.status.success() {
         return Err(format!(
@@ -741,12 +742,12 @@ fn reopen(
     merge(&mut fields, probe);
     // What the store holds on disk after closing (file sizes), and what the open read of it.
     fields["store_bytes"] = json!(store_bytes);
-    fields["data_bytes"] = json!(n * (16 + size));
+    fields["data_bytes"] = json!(n * (key(0).len() as u64 + size));
     fields["open_read_fraction"] = match fields["open_read_bytes"].as_f64() {
         Some(r) if store_bytes > 0 => json!(r / store_bytes as f64),
         _ => Value::Null,
     };
-    let params = json!({"keys": n, "size": size, "page_cache_dropped": dropped});
+    let params = json!({"keys": n, "size": size, "key_len": key(0).len(), "page_cache_dropped": dropped});
     Ok((params, fields))
 }
 

@@ -16,6 +16,9 @@ use std::collections::HashMap;
 use super::{Index, IndexEntry};
 use crate::error::Result;
 
+/// Reads the keys at some ordinals of a file's footer: `(file, ordinals) -> keys`, in order.
+pub type FetchKeys<'a> = dyn FnMut(u64, &[u32]) -> Result<Vec<Vec<u8>>> + 'a;
+
 /// One record noted at open.
 #[derive(Debug, Clone, Copy)]
 struct Noted {
@@ -78,11 +81,7 @@ impl Builder {
     /// Loads each key's newest record into `index` (empty), if it is a put. `fetch_keys(file,
     /// ordinals)` returns the keys at those ordinals of a file's footer, in that order: it is
     /// asked only for records that share their hash with another record and came without a key.
-    pub fn finish(
-        self,
-        index: &Index,
-        fetch_keys: &mut dyn FnMut(u64, &[u32]) -> Result<Vec<Vec<u8>>>,
-    ) -> Result<()> {
+    pub fn finish(self, index: &Index, fetch_keys: &mut FetchKeys<'_>) -> Result<()> {
         let Builder {
             mut noted,
             mut keys,

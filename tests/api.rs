@@ -1332,3 +1332,35 @@ fn errors_name_the_blob_file_and_a_path_that_is_a_file() {
         "{err}"
     );
 }
+
+/// The index keeps 23 bytes per key, whatever the key's length: counted from what it allocated
+/// (`Stats::index_bytes`), for short and long keys, after puts and after a reopen (which sizes
+/// every shard to fit).
+#[test]
+fn the_index_takes_23_bytes_per_key_whatever_the_key_length() {
+    const KEYS: u64 = 20_000;
+    for key_len in [16usize, 1000] {
+        let fx = Fixture::new(
+            podstore::Options::default()
+                .io_mode(podstore::IoMode::Buffered)
+                .durability(podstore::Durability::Buffered),
+        );
+        let store = fx.open();
+        let empty = store.stats().index_bytes;
+        for i in 0..KEYS {
+            let mut key = format!("{i:016}").into_bytes();
+            key.resize(key_len, b'.');
+            store.put(&key, b"v").unwrap();
+        }
+        let grown = store.stats().index_bytes - empty;
+        // Shards grow by 1/16 of their length at a time: with about 0.3 keys per shard here,
+        // by one entry at a time.
+        assert_eq!(grown, KEYS * 23, "key length {key_len}");
+        let store = fx.reopen(store);
+        assert_eq!(
+            store.stats().index_bytes - empty,
+            KEYS * 23,
+            "key length {key_len}, reopened"
+        );
+    }
+}

@@ -9,7 +9,7 @@ use podstore::{Durability, Error, IoMode, Store};
 use tempfile::TempDir;
 
 use crate::common::files::{read_segments, segment_name, store_with};
-use crate::common::records::{CHUNK, Rec, scan_records, trailer};
+use crate::common::records::{CHUNK, Rec, footer_start, scan_records, trailer};
 use crate::common::store::{MODES, mode_name, show_key};
 use crate::support::{
     BLOCK, assert_corrupt, assert_reads, check_options, describe, open, options, value_for,
@@ -228,6 +228,10 @@ fn flipped_footer_or_trailer_byte_is_rescanned_or_reported() {
         let table = trailer.table_offset;
         let trailer_at = len - TRAILER_LEN as u64;
         let places = [
+            ("key section magic", footer_start(&fx.bytes)),
+            ("first key block's count", footer_start(&fx.bytes) + 8),
+            ("first key", footer_start(&fx.bytes) + 11),
+            ("block index", table - 1),
             ("table magic", table),
             ("first entry's record offset", table + 8),
             ("first entry's value length", table + 16),

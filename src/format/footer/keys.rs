@@ -133,7 +133,7 @@ pub fn decode_block_index(
         return invalid("footer key block count", n as u64);
     }
     let mut blocks: Vec<BlockRef> = Vec::with_capacity(n);
-    let mut expect_at = header.key_offset + KEYS_HEADER_LEN as u64;
+    let mut expect_at = header.key_offset.saturating_add(KEYS_HEADER_LEN as u64);
     for i in 0..n {
         let e = &index[i * BLOCK_INDEX_ENTRY_LEN..];
         let offset = get_u64(e, index_off::OFFSET);
@@ -152,7 +152,7 @@ pub fn decode_block_index(
         if let Some(prev) = blocks.last_mut() {
             prev.count = first - prev.first;
         }
-        expect_at = offset + len as u64;
+        expect_at = offset.saturating_add(len as u64);
         blocks.push(BlockRef {
             offset,
             len,

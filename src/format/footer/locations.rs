@@ -131,12 +131,12 @@ impl LocationHeader {
         }
         if !h.index_len.is_multiple_of(BLOCK_INDEX_ENTRY_LEN as u64)
             || h.index_offset.checked_add(h.index_len) != Some(trailer.table_offset)
-            || h.index_offset < h.key_offset + KEYS_HEADER_LEN as u64
+            || h.index_offset < h.key_offset.saturating_add(KEYS_HEADER_LEN as u64)
         {
             return invalid("footer block index length", h.index_len);
         }
         let blocks = h.block_count();
-        let has_blocks = h.index_offset > h.key_offset + KEYS_HEADER_LEN as u64;
+        let has_blocks = h.index_offset > h.key_offset.saturating_add(KEYS_HEADER_LEN as u64);
         if (blocks == 0) != (trailer.entry_count == 0)
             || blocks > trailer.entry_count
             || has_blocks != (blocks > 0)

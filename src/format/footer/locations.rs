@@ -103,6 +103,21 @@ impl LocationHeader {
         need(table, table_len)?;
         let table = &table[..table_len];
         check_crc(segment_crc(trailer.segment, table), trailer.table_crc)?;
+        Self::decode_header(trailer, table)
+    }
+
+    /// Decodes the header from the first [`LOCATION_HEADER_LEN`] bytes of the location table
+    /// **without** the table's crc (which covers the whole table): for a reader of keys, which
+    /// reads the header and the block index but not the table. Every field is checked against
+    /// the trailer (which verified) as [`LocationHeader::decode`] checks it; the block index
+    /// crc it names, and each key block's crc, then verify what the reader uses.
+    pub fn decode_header(trailer: &Trailer, header: &[u8]) -> Result<LocationHeader, Corruption> {
+        if trailer.version == FOOTER_V1 {
+            return Err(Corruption::UnsupportedVersion {
+                found: trailer.version as u32,
+            });
+        }
+        let table = header;
         need(table, LOCATION_HEADER_LEN)?;
         let magic = magic_at(table, off::MAGIC);
         if magic != LOCATION_MAGIC {

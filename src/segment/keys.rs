@@ -97,16 +97,6 @@ impl<S: ByteSource> SortedKeys<S> {
         }))
     }
 
-    /// Number of keys in the file (from its trailer).
-    pub fn len(&self) -> u64 {
-        self.trailer.entry_count
-    }
-
-    /// True when the file names no key.
-    pub fn is_empty(&self) -> bool {
-        self.trailer.entry_count == 0
-    }
-
     fn read(&self, at: u64, len: u64) -> Result<Vec<u8>> {
         let mut buf = vec![0u8; len as usize];
         self.src

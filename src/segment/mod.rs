@@ -4,8 +4,6 @@
 
 mod blob;
 mod catalog;
-// Used by the tests until ordered listing (issue 13) reads it.
-#[allow(dead_code)]
 mod keys;
 mod names;
 mod open;
@@ -14,7 +12,6 @@ mod stream;
 
 pub use blob::*;
 pub use catalog::*;
-#[allow(unused_imports)]
 pub use keys::SortedKeys;
 pub use names::*;
 pub use open::*;

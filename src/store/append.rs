@@ -66,6 +66,15 @@ struct ActiveSegment {
     records: Vec<FooterEntry>,
 }
 
+/// Keys of the active segment, for ordered listing ([`AppendGuard::active_keys`]).
+pub(super) struct ActiveKeys {
+    pub(super) id: u64,
+    /// One past the last byte of the last record appended.
+    pub(super) data_end: u64,
+    /// `(key, record offset)`, in file order.
+    pub(super) keys: Vec<(Vec<u8>, u64)>,
+}
+
 /// The active segment as [`Stats`](super::Stats) and `verify` see it.
 pub(super) struct ActiveView {
     pub(super) id: u64,
@@ -346,6 +355,22 @@ impl AppendGuard<'_> {
         let (ids, next) = segment::allocate_ids(self.app.next_segment, count)?;
         self.app.next_segment = next;
         Ok(ids)
+    }
+
+    /// The active segment's id, the end of its records, and the keys of the records appended
+    /// to it for which `keep` holds, with their offsets, in file order (ordered listing,
+    /// `store::list`). `None` when no segment is active.
+    pub(super) fn active_keys(&self, keep: impl Fn(&[u8]) -> bool) -> Option<ActiveKeys> {
+        self.app.active.as_ref().map(|a| ActiveKeys {
+            id: a.id,
+            data_end: a.data_end,
+            keys: a
+                .records
+                .iter()
+                .filter(|r| keep(&r.key))
+                .map(|r| (r.key.clone(), r.offset))
+                .collect(),
+        })
     }
 
     /// The active segment, if one is open.

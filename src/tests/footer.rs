@@ -98,3 +98,43 @@ fn locations_entries_and_sorted_keys_of_a_sealed_segment_agree() {
         );
     }
 }
+
+/// Issue 13: listing a short prefix reads a few blocks per file, not the store. 60 000 keys in
+/// about 9 sealed segments (about 25 key blocks each); a prefix of 10 keys costs at most the trailer, the location header,
+/// the block index, a binary search over ~20 key blocks and the block or two the prefix covers,
+/// per file: reads counted by the simulator.
+#[test]
+fn a_prefix_listing_reads_a_few_blocks_per_file() {
+    use crate::io::sim::OpKind;
+    let sim = super::new_sim(SimConfig::default());
+    let opts = super::options(Durability::Buffered);
+    let store = super::open(&sim, opts.clone()).unwrap();
+    let key = |i: u32| format!("key/{:06}", (i * 7919) % 60_000);
+    for i in 0..60_000u32 {
+        store.put(key(i), [7u8; 100]).unwrap();
+    }
+    store.close().unwrap();
+    let store = super::open(&sim, opts).unwrap();
+    let files = sim
+        .file_names(Path::new(super::DIR))
+        .iter()
+        .filter(|n| n.starts_with("seg-"))
+        .count() as u64;
+    assert!(files >= 4, "{files} segments");
+    let reads = |sim: &crate::io::sim::Sim| sim.stats().calls.get(&OpKind::Read).copied();
+    let before = reads(&sim).unwrap_or(0);
+    let listed: Vec<Vec<u8>> = store.prefix("key/01234").collect::<Result<_>>().unwrap();
+    let used = reads(&sim).unwrap_or(0) - before;
+    assert_eq!(listed.len(), 10);
+    assert!(listed.windows(2).all(|w| w[0] < w[1]));
+    // Per file: trailer, header, index, ~log2(blocks) + 1 probes, the blocks it covers.
+    assert!(used <= files * 12, "{used} reads for {files} files");
+    let before = reads(&sim).unwrap_or(0);
+    assert_eq!(store.range::<&[u8]>(..).count(), 60_000);
+    let all = reads(&sim).unwrap_or(0) - before;
+    // A full listing reads every key block of every file (about 25 each here).
+    assert!(
+        all > 3 * used,
+        "a full listing ({all} reads) against a prefix ({used})"
+    );
+}

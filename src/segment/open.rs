@@ -9,6 +9,7 @@ use super::read::{FileSource, corruption, read_error};
 use crate::error::{Corruption, Error, Result};
 use crate::format::align_up;
 use crate::format::cursor::ByteSource;
+use crate::format::footer::v1::encode_footer_v1;
 use crate::format::footer::{
     FooterEntry, Location, TRAILER_LEN, Trailer, decode_entries, decode_locations, encode_footer,
     key_section,
@@ -172,7 +173,12 @@ fn restore_blob_footer(
     }
     let block = outcome.header.block_size;
     let footer_at = align_up(outcome.data_end, block as u64);
-    let footer = encode_footer(id, outcome.data_end, footer_at, block, &outcome.records);
+    let mut footer = encode_footer(id, outcome.data_end, footer_at, block, &outcome.records);
+    if footer_at + footer.len() as u64 != length {
+        // A blob file sealed by an earlier release ends in a footer of version 1, which can be
+        // a block shorter (a key of nearly 4 KiB): rebuilt as it was.
+        footer = encode_footer_v1(id, outcome.data_end, footer_at, block, &outcome.records);
+    }
     if footer_at + footer.len() as u64 != length {
         return Ok(None);
     }

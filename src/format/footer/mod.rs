@@ -220,8 +220,9 @@ pub(crate) fn segment_crc(segment: u64, bytes: &[u8]) -> u32 {
 /// Encodes a complete footer of version 2 (key section, location table, padding, trailer) to be
 /// written at `footer_offset`; its length makes the file end on a multiple of `block_size`.
 ///
-/// `entries` (one per key, distinct keys) may come in any order: the footer lists them in
-/// ascending byte order of key.
+/// `entries` (one per key) may come in any order: the footer lists them in ascending byte order
+/// of key. (Should a key come twice, which no caller does, the footer names its entry with the
+/// highest sequence number, the later one of equals.)
 pub fn encode_footer(
     segment: u64,
     data_end: u64,
@@ -230,11 +231,19 @@ pub fn encode_footer(
     entries: &[FooterEntry],
 ) -> Vec<u8> {
     let mut sorted: Vec<&FooterEntry> = entries.iter().collect();
-    sorted.sort_unstable_by(|a, b| a.key.cmp(&b.key));
-    debug_assert!(
-        sorted.windows(2).all(|w| w[0].key != w[1].key),
-        "one footer entry per key"
-    );
+    // Stable: of entries with one key (callers pass one per key), the later one stays when the
+    // sequence numbers tie, as `segment::last_per_key` chooses.
+    sorted.sort_by(|a, b| a.key.cmp(&b.key));
+    // A footer names a key once (the decoder requires strictly ascending keys): its newest.
+    sorted.dedup_by(|later, earlier| {
+        if later.key != earlier.key {
+            return false;
+        }
+        if later.seq >= earlier.seq {
+            *earlier = *later;
+        }
+        true
+    });
     let mut out = Vec::with_capacity(
         sorted.iter().map(|e| e.key.len() + 40).sum::<usize>()
             + LOCATION_HEADER_LEN

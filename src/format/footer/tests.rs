@@ -480,3 +480,20 @@ fn key_hash_is_xxh3_and_stable() {
     assert_eq!(key_hash(b"a"), key_hash(b"a"));
     assert_ne!(key_hash(b"a"), key_hash(b"b"));
 }
+
+#[test]
+fn a_key_given_twice_is_named_once_by_its_newest_entry() {
+    let mut e = entries();
+    let mut older = e[1].clone();
+    older.seq = e[1].seq - 1;
+    older.offset = 64;
+    let mut tie = e[2].clone();
+    tie.offset = 77; // same seq as e[2], given later: it wins
+    e.insert(0, older);
+    e.push(tie.clone());
+    let (footer, file_len) = sealed_with(&e, 600, 600);
+    let got = decode_all_of(&footer, 600, file_len).unwrap();
+    let mut want = entries();
+    want[2] = tie;
+    assert_eq!(got, sorted(want));
+}

@@ -4,7 +4,9 @@
 
 use divan::{Bencher, black_box};
 use podstore::format::CHUNK_SIZE;
-use podstore::format::footer::{FooterEntry, TRAILER_LEN, Trailer, decode_table, encode_footer};
+use podstore::format::footer::{
+    FooterEntry, TRAILER_LEN, Trailer, decode_footer, decode_locations, encode_footer,
+};
 use podstore::format::record::{
     RecordKind, RecordPlace, chunk_crc, decode_record, encode_record, verify_chunks,
 };
@@ -101,7 +103,35 @@ fn footer_decode(bencher: Bencher, n: u64) {
         .counter(divan::counter::ItemsCount::new(n as usize))
         .bench(|| {
             let t = Trailer::decode(&footer[footer.len() - TRAILER_LEN..], file_len).unwrap();
-            decode_table(&t, black_box(&footer[..t.table_len as usize]))
+            decode_footer(&t, black_box(&footer[..]), data_end)
+                .unwrap()
+                .len()
+        });
+}
+
+/// What open reads: the location table alone (no keys).
+#[divan::bench(args = [1_000, 100_000])]
+fn footer_decode_locations(bencher: Bencher, n: u64) {
+    let entries: Vec<FooterEntry> = (0..n)
+        .map(|i| FooterEntry {
+            key: format!("key-{i:012}").into_bytes(),
+            kind: RecordKind::Put,
+            flags: 0,
+            offset: 64 + i * 1100,
+            stored_len: 1024,
+            value_len: 1024,
+            seq: i + 1,
+        })
+        .collect();
+    let data_end = 64 + n * 1100;
+    let footer = encode_footer(1, data_end, data_end, 4096, &entries);
+    let file_len = data_end + footer.len() as u64;
+    bencher
+        .counter(divan::counter::ItemsCount::new(n as usize))
+        .bench(|| {
+            let t = Trailer::decode(&footer[footer.len() - TRAILER_LEN..], file_len).unwrap();
+            let at = (t.table_offset - data_end) as usize;
+            decode_locations(&t, black_box(&footer[at..]))
                 .unwrap()
                 .len()
         });

@@ -31,9 +31,7 @@ use crate::error::{Corruption, Error, Result};
 use crate::format::cursor::{
     ByteSource, Frames, RecordCursor, ValueChecker, ValueDamage, Verdict, first_nonzero,
 };
-use crate::format::footer::{
-    FooterEntry, TRAILER_LEN, Trailer, decode_table as decode_footer_table,
-};
+use crate::format::footer::{FooterEntry, TRAILER_LEN, Trailer, decode_entries, key_section};
 use crate::format::record::RecordPlace;
 use crate::format::segment_header::{SEGMENT_HEADER_LEN, SegmentHeader};
 use crate::index::IndexEntry;
@@ -396,7 +394,17 @@ impl<S: ByteSource + ?Sized> SegmentCheck<'_, S> {
         };
         let mut table = vec![0u8; trailer.table_len as usize];
         self.src.read_exact_at(trailer.table_offset, &mut table)?;
-        let entries = match decode_footer_table(&trailer, &table) {
+        // Version 2: the key section before the table (keys, in blocks, and their index).
+        let keys = match key_section(&trailer, &table) {
+            Ok(Some((at, len))) => {
+                let mut keys = vec![0u8; len as usize];
+                self.src.read_exact_at(at, &mut keys)?;
+                Ok(keys)
+            }
+            Ok(None) => Ok(Vec::new()),
+            Err(kind) => Err(kind),
+        };
+        let entries = match keys.and_then(|keys| decode_entries(&trailer, &keys, &table)) {
             Ok(e) => Some(e),
             Err(kind) => {
                 self.damage(

@@ -25,7 +25,7 @@ use std::path::Path;
 
 use common::files::{FileKind, dir_with, parse_name, written_files};
 use common::parallel::map_parallel;
-use common::records::{Rec, scan_records, trailer};
+use common::records::{Rec, footer_start, scan_records, trailer};
 use common::store::{env_u64, show_key as show};
 use common::{Random, XorShift};
 use podstore::format::footer::TRAILER_LEN;
@@ -82,13 +82,15 @@ impl SegFile {
         let outcome = scan_segment(&bytes[..], id).unwrap_or_else(|_| panic!("{name}: scan"));
         assert!(outcome.damaged.is_empty(), "{name}: pristine records");
         assert_eq!(outcome.data_end, trailer.data_end, "{name}");
+        let footer_at = footer_start(&bytes);
         SegFile {
             name,
             id,
             records: scan_records(id, &bytes),
             bytes,
             data_end: trailer.data_end,
-            table_offset: trailer.table_offset,
+            // The footer's start: its key section (version 2), then the location table.
+            table_offset: footer_at,
             table_end: trailer.table_offset + trailer.table_len,
         }
     }

@@ -472,6 +472,61 @@ fn check_contents(store: &Store, expected: &Map) -> Result<(), String> {
             diff(expected, &got)
         ));
     }
+    check_listing(store, expected)
+}
+
+/// Ordered listing against the model as a `BTreeMap`: the whole range, ranges of every bound
+/// kind between keys of the key space, and prefixes (a key's first letter, its first two bytes,
+/// a prefix no key has).
+fn check_listing(store: &Store, expected: &Map) -> Result<(), String> {
+    use std::ops::Bound::{self, Excluded, Included, Unbounded};
+    let model: std::collections::BTreeSet<&[u8]> = expected.keys().map(Vec::as_slice).collect();
+    let listed = |it: podstore::Keys<'_>| -> Result<Vec<Vec<u8>>, String> {
+        it.collect::<podstore::Result<_>>()
+            .map_err(|e| format!("listing: {e}"))
+    };
+    let labels = |keys: &[Vec<u8>]| keys.iter().map(|k| key_label(k)).collect::<Vec<_>>();
+    let check = |what: String, got: Vec<Vec<u8>>, want: Vec<Vec<u8>>| {
+        if got == want {
+            Ok(())
+        } else {
+            Err(format!(
+                "{what}: listed {:?}, the model has {:?}",
+                labels(&got),
+                labels(&want)
+            ))
+        }
+    };
+    let all: Vec<Vec<u8>> = model.iter().map(|k| k.to_vec()).collect();
+    check("range(..)".into(), listed(store.range::<&[u8]>(..))?, all)?;
+    let n = KEY_LENS.len() as u8;
+    for a in 0..n {
+        let b = (a + 4).min(n - 1);
+        let (ka, kb) = (key(a), key(b));
+        type Bounds<'a> = (Bound<&'a [u8]>, Bound<&'a [u8]>);
+        let bounds: [Bounds<'_>; 4] = [
+            (Included(&ka), Excluded(&kb)),
+            (Excluded(&ka), Included(&kb)),
+            (Included(&ka), Unbounded),
+            (Unbounded, Excluded(&ka)),
+        ];
+        for (lo, hi) in bounds {
+            let want: Vec<Vec<u8>> = model
+                .range::<[u8], _>((lo, hi))
+                .map(|k| k.to_vec())
+                .collect();
+            let got = listed(store.range::<&[u8]>((lo, hi)))?;
+            check(format!("range({lo:?}, {hi:?})"), got, want)?;
+        }
+        for p in [&ka[..1], &ka[..ka.len().min(2)], b"Z".as_slice()] {
+            let want: Vec<Vec<u8>> = model
+                .iter()
+                .filter(|k| k.starts_with(p))
+                .map(|k| k.to_vec())
+                .collect();
+            check(format!("prefix({p:?})"), listed(store.prefix(p))?, want)?;
+        }
+    }
     Ok(())
 }
 
@@ -665,7 +720,7 @@ fn step(
                 .filter(|k| <_ as std::ops::RangeBounds<[u8]>>::contains(&bounds, k.as_slice()))
                 .map(|k| k.to_vec())
                 .collect();
-            let got = list(store.range::<&[u8], _>(bounds), "range")?;
+            let got = list(store.range::<&[u8]>(bounds), "range")?;
             if got != want {
                 return Err(format!("range({bounds:?}) gave {got:?}, want {want:?}"));
             }

@@ -1,6 +1,8 @@
-//! The footer: `Trailer::decode` on the last 64 bytes of arbitrary "files", `decode_table` on
-//! what the trailer points at, and the round trip `encode_footer` → decode with single-byte
-//! corruption, truncation and a too-short file.
+//! The footer, both versions: `Trailer::decode` on the last 64 bytes of arbitrary "files",
+//! `decode_locations` and `decode_footer` on what the trailer points at, the key-section decoders
+//! (`decode_block_index`, `decode_key_block`, `parse_key_block`) on arbitrary bytes, and the
+//! round trip `encode_footer` (version 2, entries in any order) → decode with single-byte
+//! corruption, truncation and a too-short file; the same for `encode_footer_v1`.
 //!
 //! Input, read three ways:
 //! * as a whole sealed segment file: trailer = last 64 bytes, file length = input length
@@ -8,15 +10,18 @@
 //! * bytes 0..8 a file length, 8..72 a trailer, 72.. a table;
 //! * structured: an `Unstructured` that builds footer entries to round-trip.
 //!
-//! `decode_table` is given trailers that `Trailer::decode` accepted, as the store does, and
-//! also trailers built by the caller, which it must reject rather than panic on.
+//! The decoders are given trailers that `Trailer::decode` accepted, as the store does, and
+//! also trailers built by the caller, which they must reject rather than panic on.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use podstore::format::align_up;
+use podstore::format::footer::v1::encode_footer_v1;
 use podstore::format::footer::{
-    ENTRY_FIXED_LEN, FooterEntry, TABLE_HEADER_LEN, TRAILER_LEN, Trailer, decode_table,
-    encode_footer,
+    BlockRef, FOOTER_V1, FOOTER_V2, FooterEntry, LOCATION_HEADER_LEN, Location, LocationHeader,
+    MIN_LOCATION_ENTRY_LEN, TABLE_HEADER_LEN, TRAILER_LEN, Trailer, decode_block_index,
+    decode_entries, decode_footer, decode_key_block, decode_locations, encode_footer, key_section,
+    parse_key_block,
 };
 use podstore::format::record::{FLAG_COMPRESSED, KNOWN_FLAGS, RecordKind};
 use podstore::format::segment_header::SEGMENT_HEADER_LEN;
@@ -36,11 +41,24 @@ fn raw(data: &[u8]) {
             check_trailer(&t, tail, file_len);
             // Trailer::decode guarantees that the table lies inside the file.
             let table = &data[t.table_offset as usize..];
-            if let Ok(entries) = decode_table(&t, table) {
-                check_entries(&t, &entries);
-                re_encode(&t, &table[..t.table_len as usize], &entries);
+            let locations = decode_locations(&t, table);
+            if let Ok(locations) = &locations {
+                check_locations(&t, locations);
             }
-            let _ = decode_table(&t, data);
+            if let Ok(entries) = decode_footer(&t, data, 0) {
+                check_entries(&t, &entries);
+                let locations = locations.as_ref().expect("whole entries imply locations");
+                let mut sorted = entries.clone();
+                sorted.sort_by(|a, b| a.key.cmp(&b.key));
+                let want: Vec<Location> = sorted
+                    .iter()
+                    .enumerate()
+                    .map(|(i, e)| Location::of_entry(e, i as u32))
+                    .collect();
+                assert_eq!(locations, &want);
+                re_encode(&t, &entries);
+            }
+            key_blocks(&t, data);
         }
     }
     caller_built_trailer(data);
@@ -48,15 +66,66 @@ fn raw(data: &[u8]) {
         let file_len = u64_at(data, 0);
         if let Ok(t) = Trailer::decode(rest, file_len) {
             check_trailer(&t, &rest[..TRAILER_LEN], file_len);
-            if let Ok(entries) = decode_table(&t, &rest[TRAILER_LEN..]) {
-                check_entries(&t, &entries);
+            if let Ok(locations) = decode_locations(&t, &rest[TRAILER_LEN..]) {
+                check_locations(&t, &locations);
             }
+        }
+    }
+    // The key-block decoders on arbitrary bytes, with an arbitrary index entry.
+    if data.len() >= 16 {
+        let block = BlockRef {
+            offset: u64_at(data, 0),
+            len: u64_at(data, 8) as u32 & 0x3fff,
+            first: 0,
+            count: u64_at(data, 12) as u32 & 0x7ff,
+        };
+        if let Ok(kb) = decode_key_block(data[15] as u64, u64::MAX, &block, &data[16..]) {
+            check_block(&kb.entries, block.count);
+        }
+        if let Ok((kb, len)) = parse_key_block(data[15] as u64, block.offset, &data[16..]) {
+            assert!(len <= data.len() - 16);
+            assert!(!kb.entries.is_empty());
         }
     }
 }
 
-/// `decode_table` with a trailer that did not come from `Trailer::decode`: bytes 0..8 segment id,
-/// 8 entry count, 9..11 table length, 11.. the table, whose crc the trailer gets right.
+/// The blocks of a footer of version 2 whose location table decodes, through the decoders
+/// listing uses; they agree with the whole decode.
+fn key_blocks(t: &Trailer, data: &[u8]) {
+    let table = &data[t.table_offset as usize..];
+    let Ok(h) = LocationHeader::decode(t, table) else {
+        return;
+    };
+    let Some(index) = data.get(h.index_offset as usize..) else {
+        return;
+    };
+    let Ok(blocks) = decode_block_index(t, &h, index) else {
+        return;
+    };
+    let mut total = 0u64;
+    for b in &blocks {
+        assert!(b.offset >= h.key_offset && b.offset + b.len as u64 <= h.index_offset);
+        total += b.count as u64;
+        if let Ok(kb) = decode_key_block(t.segment, t.data_end, b, &data[b.offset as usize..]) {
+            check_block(&kb.entries, b.count);
+        }
+    }
+    assert_eq!(total, t.entry_count);
+}
+
+fn check_block(entries: &[(&[u8], u64)], count: u32) {
+    assert_eq!(entries.len() as u32, count);
+    for w in entries.windows(2) {
+        assert!(w[0].0 < w[1].0, "keys of a block ascend");
+    }
+    for (k, _) in entries {
+        assert!(!k.is_empty() && k.len() <= MAX_KEY_LEN);
+    }
+}
+
+/// The decoders with a trailer that did not come from `Trailer::decode`: bytes 0..8 segment id,
+/// 8 entry count, 9..11 table length, 11.. the table, whose crc the trailer gets right; the
+/// version from the count's low bit.
 fn caller_built_trailer(data: &[u8]) {
     let Some(table) = data.get(11..) else {
         return;
@@ -67,15 +136,23 @@ fn caller_built_trailer(data: &[u8]) {
     h.update(&segment.to_le_bytes());
     h.update(&table[..table_len]);
     let t = Trailer {
+        version: if data[8] & 1 == 0 {
+            FOOTER_V1
+        } else {
+            FOOTER_V2
+        },
         segment,
-        entry_count: data[8] as u64,
+        entry_count: data[8] as u64 >> 1,
         table_offset: 4096,
         table_len: table_len as u64,
         data_end: 4096,
         table_crc: h.finalize(),
         block_size: 4096,
     };
-    if let Ok(entries) = decode_table(&t, table) {
+    if let Ok(locations) = decode_locations(&t, table) {
+        check_locations(&t, &locations);
+    }
+    if let Ok(entries) = decode_entries(&t, table, table) {
         check_entries(&t, &entries);
     }
 }
@@ -87,13 +164,17 @@ fn trailer_reserved(i: usize) -> bool {
 
 /// What `Trailer::decode` promises about a trailer it accepts.
 fn check_trailer(t: &Trailer, tail: &[u8], file_len: u64) {
+    assert!(t.version == FOOTER_V1 || t.version == FOOTER_V2);
     assert!(t.block_size.is_power_of_two() && (512..=65536).contains(&t.block_size));
-    assert!(t.table_len >= TABLE_HEADER_LEN as u64);
+    let (header, min_entry) = if t.version == FOOTER_V1 {
+        (TABLE_HEADER_LEN as u64, 41)
+    } else {
+        (LOCATION_HEADER_LEN as u64, MIN_LOCATION_ENTRY_LEN as u64)
+    };
+    assert!(t.table_len >= header);
     assert!(t.table_offset + t.table_len <= file_len - TRAILER_LEN as u64);
     assert!(t.data_end >= SEGMENT_HEADER_LEN as u64 && t.data_end <= t.table_offset);
-    assert!(
-        t.entry_count <= (t.table_len - TABLE_HEADER_LEN as u64) / (ENTRY_FIXED_LEN as u64 + 1)
-    );
+    assert!(t.entry_count <= (t.table_len - header) / min_entry);
     let again = t.encode();
     assert_eq!(Trailer::decode(&again, file_len).as_ref(), Ok(t));
     if (0..TRAILER_LEN)
@@ -104,73 +185,91 @@ fn check_trailer(t: &Trailer, tail: &[u8], file_len: u64) {
     }
 }
 
-/// What `decode_table` promises about the entries it returns.
+/// What `decode_locations` promises.
+fn check_locations(t: &Trailer, locations: &[Location]) {
+    assert_eq!(locations.len() as u64, t.entry_count);
+    for (i, l) in locations.iter().enumerate() {
+        assert_eq!(l.ordinal as usize, i);
+        assert!(l.key_len >= 1 && l.key_len as usize <= MAX_KEY_LEN);
+        assert!(l.value_len <= MAX_VALUE_LEN && l.stored_len <= MAX_VALUE_LEN);
+        assert!(l.offset >= SEGMENT_HEADER_LEN as u64 && l.offset < t.data_end);
+        assert!(l.flags & !KNOWN_FLAGS == 0);
+        if l.flags & FLAG_COMPRESSED == 0 {
+            assert_eq!(l.value_len, l.stored_len);
+        }
+    }
+}
+
+/// What the whole decode promises about the entries it returns.
 fn check_entries(t: &Trailer, entries: &[FooterEntry]) {
     assert_eq!(entries.len() as u64, t.entry_count);
-    let mut len = TABLE_HEADER_LEN as u64;
     for e in entries {
         assert!(!e.key.is_empty() && e.key.len() <= MAX_KEY_LEN);
         assert!(e.value_len <= MAX_VALUE_LEN);
         assert!(e.offset >= SEGMENT_HEADER_LEN as u64 && e.offset < t.data_end);
-        len += (ENTRY_FIXED_LEN + e.key.len()) as u64;
     }
-    assert_eq!(len, t.table_len, "entries do not use the table exactly");
+    if t.version == FOOTER_V2 {
+        for w in entries.windows(2) {
+            assert!(w[0].key < w[1].key, "entries of version 2 ascend by key");
+        }
+    }
 }
 
-/// Re-encodes decoded entries and checks that they decode to the same again; with the reserved
-/// bytes zero, the table bytes are reproduced exactly.
-fn re_encode(t: &Trailer, table: &[u8], entries: &[FooterEntry]) {
-    let footer = encode_footer(t.segment, t.data_end, t.table_offset, t.block_size, entries);
-    let file_len = t.table_offset + footer.len() as u64;
+/// Re-encodes decoded entries (as version 2) and checks that they decode to the same again, in
+/// key order.
+fn re_encode(t: &Trailer, entries: &[FooterEntry]) {
+    let mut keys: Vec<&[u8]> = entries.iter().map(|e| e.key.as_slice()).collect();
+    keys.sort();
+    keys.dedup();
+    if keys.len() != entries.len() {
+        return; // a footer of version 1 may name a key twice; the encoder takes one per key
+    }
+    let at = align_up(t.data_end, t.block_size as u64);
+    let footer = encode_footer(t.segment, t.data_end, at, t.block_size, entries);
+    let file_len = at + footer.len() as u64;
     assert_eq!(file_len % t.block_size as u64, 0);
     let t2 = Trailer::decode(&footer[footer.len() - TRAILER_LEN..], file_len)
         .expect("re-encoded trailer must decode");
     assert_eq!(
         (
+            t2.version,
             t2.segment,
             t2.entry_count,
-            t2.table_offset,
-            t2.table_len,
             t2.data_end,
             t2.block_size
         ),
         (
+            FOOTER_V2,
             t.segment,
             t.entry_count,
-            t.table_offset,
-            t.table_len,
             t.data_end,
             t.block_size
         )
     );
-    assert_eq!(decode_table(&t2, &footer).as_deref(), Ok(entries));
-    let mut reserved_zero = table[4..8] == [0; 4];
-    let mut pos = TABLE_HEADER_LEN;
-    for e in entries {
-        reserved_zero &= table[pos + 29..pos + 32] == [0; 3];
-        pos += ENTRY_FIXED_LEN + e.key.len();
-    }
-    if reserved_zero {
-        assert_eq!(&footer[..table.len()], table);
-        assert_eq!(t2.table_crc, t.table_crc);
-    }
+    let mut sorted = entries.to_vec();
+    sorted.sort_by(|a, b| a.key.cmp(&b.key));
+    assert_eq!(decode_footer(&t2, &footer, at), Ok(sorted));
 }
 
 fn round_trip(u: &mut Unstructured<'_>) -> arbitrary::Result<()> {
     let segment: u64 = u.arbitrary()?;
     let block = *u.choose(&BLOCK_SIZES)?;
-    let n = u.int_in_range(0..=24usize)?;
+    let v2 = u.ratio(3u8, 4)?;
+    let n = u.int_in_range(0..=if v2 { 400usize } else { 24 })?;
     let min_end = if n == 0 { 64 } else { 65 };
     let data_end = u.int_in_range(min_end..=1u64 << 40)?;
-    let table_offset = if u.arbitrary()? {
+    let at = if u.arbitrary()? {
         align_up(data_end, block as u64)
     } else {
         data_end + u.int_in_range(0..=3 * block as u64)?
     };
-    let mut entries = Vec::with_capacity(n);
+    let mut entries: Vec<FooterEntry> = Vec::with_capacity(n);
     for _ in 0..n {
         let long = u.ratio(1u8, 16)?;
         let key = arb_key(u, if long { MAX_KEY_LEN } else { 64 })?;
+        if entries.iter().any(|e| e.key == key) {
+            continue; // one entry per key, as sealing passes them
+        }
         // Only what a writer produces: known flags, tombstones without a value.
         let kind = if u.arbitrary()? {
             RecordKind::Put
@@ -203,64 +302,76 @@ fn round_trip(u: &mut Unstructured<'_>) -> arbitrary::Result<()> {
             seq: u.arbitrary()?,
         });
     }
-    let mut footer = encode_footer(segment, data_end, table_offset, block, &entries);
-    let file_len = table_offset + footer.len() as u64;
+    // Sequence numbers of one footer lie within u64 of each other by construction; any order.
+    let mut footer = if v2 {
+        encode_footer(segment, data_end, at, block, &entries)
+    } else {
+        encode_footer_v1(segment, data_end, at, block, &entries)
+    };
+    let file_len = at + footer.len() as u64;
     assert_eq!(file_len % block as u64, 0, "footer does not end on a block");
-    let table_len = TABLE_HEADER_LEN
-        + entries
-            .iter()
-            .map(|e| ENTRY_FIXED_LEN + e.key.len())
-            .sum::<usize>();
-    assert!(footer.len() >= table_len + TRAILER_LEN);
-    assert!(footer.len() < table_len + TRAILER_LEN + block as usize);
-
     let tail_at = footer.len() - TRAILER_LEN;
     let t = Trailer::decode(&footer[tail_at..], file_len).expect("encoded trailer must decode");
+    assert_eq!(t.version, if v2 { FOOTER_V2 } else { FOOTER_V1 });
     assert_eq!(
-        t,
-        Trailer {
-            table_crc: t.table_crc,
-            segment,
-            entry_count: n as u64,
-            table_offset,
-            table_len: table_len as u64,
-            data_end,
-            block_size: block,
-        }
+        (t.segment, t.entry_count, t.data_end),
+        (segment, n_of(&entries), data_end)
     );
-    assert_eq!(decode_table(&t, &footer).as_ref(), Ok(&entries));
+    let table_end = (t.table_offset + t.table_len - at) as usize;
+    assert!(footer.len() < table_end + TRAILER_LEN + block as usize);
+    let mut want = entries.clone();
+    if v2 {
+        want.sort_by(|a, b| a.key.cmp(&b.key));
+    }
+    assert_eq!(decode_footer(&t, &footer, at).as_ref(), Ok(&want));
     assert_eq!(
-        decode_table(&t, &footer[..table_len]).as_ref(),
-        Ok(&entries)
+        decode_footer(&t, &footer[..table_end], at).as_ref(),
+        Ok(&want)
     );
+    let table = &footer[(t.table_offset - at) as usize..table_end];
+    let locations = decode_locations(&t, table).expect("encoded locations decode");
+    check_locations(&t, &locations);
+    if v2 {
+        // At most 41 bytes per key (the longest varints), whatever the entries.
+        assert!(t.table_len <= (LOCATION_HEADER_LEN + 41 * entries.len()) as u64);
+        assert_eq!(
+            key_section(&t, table).unwrap(),
+            Some((at, t.table_offset - at))
+        );
+    }
 
     // A file too short to hold the table before the trailer.
-    let short = u.int_in_range(0..=table_offset + table_len as u64 + TRAILER_LEN as u64 - 1)?;
+    let short = u.int_in_range(0..=t.table_offset + t.table_len + TRAILER_LEN as u64 - 1)?;
     assert!(
         Trailer::decode(&footer[tail_at..], short).is_err(),
         "file length {short} accepted"
     );
 
-    // A truncated table.
-    let cut = u.int_in_range(0..=table_len - 1)?;
+    // A truncated footer.
+    let cut = u.int_in_range(0..=table_end - 1)?;
     assert!(matches!(
-        decode_table(&t, &footer[..cut]),
+        decode_footer(&t, &footer[..cut], at),
         Err(Corruption::Truncated { .. })
     ));
 
-    // Any one byte changed in the table or the trailer.
-    let i = u.int_in_range(0..=table_len + TRAILER_LEN - 1)?;
-    let pos = if i < table_len {
+    // Any one byte changed in the key section, the table or the trailer.
+    let i = u.int_in_range(0..=table_end + TRAILER_LEN - 1)?;
+    let pos = if i < table_end {
         i
     } else {
-        tail_at + i - table_len
+        tail_at + i - table_end
     };
     let mask = u.int_in_range(1..=255u8)?;
     footer[pos] ^= mask;
-    let res = Trailer::decode(&footer[tail_at..], file_len).and_then(|t| decode_table(&t, &footer));
+    let res =
+        Trailer::decode(&footer[tail_at..], file_len).and_then(|t| decode_footer(&t, &footer, at));
     assert!(
         res.is_err(),
         "byte {pos} xor {mask:#04x} undetected: {res:?}"
     );
     Ok(())
+}
+
+fn n_of(entries: &[FooterEntry]) -> u64 {
+    entries.len() as u64
 }

@@ -23,7 +23,8 @@
 
 use libfuzzer_sys::fuzz_target;
 use podstore::format::align_up;
-use podstore::format::footer::{TABLE_MAGIC, TRAILER_LEN};
+use podstore::format::cursor::is_footer_start;
+use podstore::format::footer::TRAILER_LEN;
 use podstore::format::record::{
     RECORD_HEADER_LEN, RecordHeader, RecordKind, RecordPlace, decode_record,
 };
@@ -64,10 +65,14 @@ fn raw(data: &[u8]) {
 fn check_outcome(bytes: &[u8], segment: u64, out: &ScanOutcome) {
     assert_eq!(out.header.segment, segment);
     let block = out.header.block_size as u64;
-    // A scan that ends at a footer table's magic (a sealed segment whose trailer is lost) keeps
-    // records whose values fail verification and lists them in `damaged`; their header and key
-    // verify all the same.
-    let at_table = |at: u64| bytes.get(at as usize..at as usize + 4) == Some(&TABLE_MAGIC[..]);
+    // A scan that ends at a footer's magic (`PODK`, or `PODT` for version 1: a sealed segment
+    // whose trailer is lost) keeps records whose values fail verification and lists them in
+    // `damaged`; their header and key verify all the same.
+    let at_table = |at: u64| {
+        bytes
+            .get(at as usize..at as usize + 4)
+            .is_some_and(is_footer_start)
+    };
     let end = out.data_end;
     let next_block = align_up(end + 1, block);
     let ends_at_table = at_table(end)

@@ -13,7 +13,7 @@
 
 use std::io;
 
-use super::footer::{FooterEntry, TABLE_MAGIC};
+use super::footer::{FooterEntry, KEYS_MAGIC, TABLE_MAGIC};
 use super::frames::{FRAME_ENTRY_LEN, FRAME_TABLE_HEADER_LEN, FrameTableHeader};
 use super::frames::{decode_entries, decode_frame, decode_header};
 use super::record::{
@@ -23,6 +23,11 @@ use super::record::{
 use super::segment_header::SEGMENT_HEADER_LEN;
 use super::{CHUNK_SIZE, align_up};
 use crate::error::Corruption;
+
+/// Whether `magic` starts a footer: its key section (version 2) or its table (version 1).
+pub fn is_footer_start(magic: &[u8]) -> bool {
+    magic == KEYS_MAGIC || magic == TABLE_MAGIC
+}
 
 /// Positional, exact reads of a segment's bytes.
 pub trait ByteSource {
@@ -445,7 +450,7 @@ impl<'a, S: ByteSource + ?Sized> RecordCursor<'a, S> {
             self.pos = pad_end;
             return Ok(Verdict::Padding);
         }
-        if self.footer_table && self.head[..probe.min(4)] == TABLE_MAGIC {
+        if self.footer_table && is_footer_start(&self.head[..probe.min(4)]) {
             return Ok(Verdict::FooterTable);
         }
         if probe < RECORD_HEADER_LEN {
@@ -531,7 +536,7 @@ impl<'a, S: ByteSource + ?Sized> RecordCursor<'a, S> {
             for i in 0..n.min(read.saturating_sub(3)) {
                 let magic = &buf[i..i + 4];
                 let cand = at + i as u64;
-                if self.footer_table && magic == TABLE_MAGIC {
+                if self.footer_table && is_footer_start(magic) {
                     return Ok(Some(cand));
                 }
                 if magic != RECORD_MAGIC || self.end - cand < RECORD_HEADER_LEN as u64 {

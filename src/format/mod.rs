@@ -24,7 +24,8 @@ pub const MAX_KEY_LEN: usize = 4096;
 /// [`Error::ValueTooLarge`](crate::error::Error::ValueTooLarge).
 pub const MAX_VALUE_LEN: u64 = 1 << 32;
 
-/// Version written into every segment header, record and footer trailer.
+/// Version written into every segment header and record (footer trailers have versions of
+/// their own: [`footer::FOOTER_V2`]).
 pub const FORMAT_VERSION: u8 = 1;
 
 /// Value bytes are checksummed in chunks of this size, so that a range read verifies only the
@@ -173,7 +174,7 @@ mod layout_doc {
         use super::{catalog, footer, frames, record, segment_header};
         // (name of the `layout:` block, the code's (offset, size) fields, fixed length)
         type Layout = (&'static str, &'static [(usize, usize)], usize);
-        let layouts: [Layout; 9] = [
+        let layouts: [Layout; 14] = [
             (
                 "segment-header",
                 segment_header::FIELDS,
@@ -181,13 +182,38 @@ mod layout_doc {
             ),
             ("record", record::FIELDS, record::RECORD_HEADER_LEN),
             (
+                "footer-keys",
+                footer::keys::HEADER_FIELDS,
+                footer::KEYS_HEADER_LEN,
+            ),
+            (
+                "key-block",
+                footer::keys::BLOCK_FIELDS,
+                footer::keys::BLOCK_HEADER_LEN,
+            ),
+            (
+                "key-block-index",
+                footer::keys::INDEX_FIELDS,
+                footer::BLOCK_INDEX_ENTRY_LEN,
+            ),
+            (
+                "location-table",
+                footer::locations::HEADER_FIELDS,
+                footer::LOCATION_HEADER_LEN,
+            ),
+            (
+                "location-entry",
+                footer::locations::ENTRY_FIELDS,
+                footer::locations::LOCATION_ENTRY_FIXED_LEN,
+            ),
+            (
                 "footer-table",
-                footer::TABLE_FIELDS,
+                footer::v1::TABLE_FIELDS,
                 footer::TABLE_HEADER_LEN,
             ),
             (
                 "footer-entry",
-                footer::ENTRY_FIELDS,
+                footer::v1::ENTRY_FIELDS,
                 footer::ENTRY_FIXED_LEN,
             ),
             ("trailer", footer::TRAILER_FIELDS, footer::TRAILER_LEN),

@@ -17,7 +17,7 @@ use std::io;
 
 pub use super::cursor::ByteSource;
 use super::cursor::{Frames, RecordCursor, Verdict};
-use super::footer::{FooterEntry, TABLE_MAGIC};
+use super::footer::{FooterEntry, KEYS_MAGIC, TABLE_MAGIC};
 use super::record::{FLAG_BATCH_CONTINUES, RECORD_HEADER_LEN};
 use super::segment_header::{SEGMENT_HEADER_LEN, SegmentHeader};
 use crate::error::Corruption;
@@ -139,7 +139,13 @@ fn scan<S: ByteSource + ?Sized>(
                         },
                     ));
                 }
-                if footer_table_matches(src, pos, &records, damaged.first().map(|d| d.0))? {
+                if footer_table_matches(
+                    src,
+                    expected_segment,
+                    pos,
+                    &records,
+                    damaged.first().map(|d| d.0),
+                )? {
                     sealed = true;
                     break None;
                 }
@@ -194,22 +200,33 @@ fn scan<S: ByteSource + ?Sized>(
     })
 }
 
-/// Whether the `PODT` at `pos` starts the footer table of these records: its first entry must
-/// name one of them (offset, sequence number and key). Four magic bytes alone could be a bit
-/// flip of a record magic, or value bytes of a torn write.
+/// Whether the footer magic at `pos` starts the footer of these records: for a footer of
+/// version 2 (`PODK`), its first key block must verify (its crc binds it to this segment and
+/// offset) and its first key name one of them (offset and key); for one of version 1 (`PODT`),
+/// the table's first entry must name one of them (offset, sequence number and key). Four magic
+/// bytes alone could be a bit flip of a record magic, or value bytes of a torn write.
 ///
 /// With `damaged_from` (the offset of the first record whose value failed verification), the
-/// table must also name that record or a later one: only then was it written by a seal that had
-/// the damaged record in its log, which proves the log went on after it (damage, to be kept and
-/// reported). A table written by an earlier recovery names only the records before the torn
-/// write it cut, and proves nothing about the torn record: the scan must cut there again, or a
-/// torn, unacknowledged write would be kept and hide its key's acknowledged value.
+/// footer must also name that record or a later one: only then was it written by a seal that
+/// had the damaged record in its log, which proves the log went on after it (damage, to be kept
+/// and reported). A footer written by an earlier recovery names only the records before the
+/// torn write it cut, and proves nothing about the torn record: the scan must cut there again,
+/// or a torn, unacknowledged write would be kept and hide its key's acknowledged value. Every
+/// entry read on the way must name one of the records. A footer of version 2 lists keys in key
+/// order, not record order, so the entries are read (block by block) until one names the
+/// damaged record or a later one.
 fn footer_table_matches<S: ByteSource + ?Sized>(
     src: &S,
+    segment: u64,
     pos: u64,
     records: &[FooterEntry],
     damaged_from: Option<u64>,
 ) -> io::Result<bool> {
+    let mut magic = [0u8; 4];
+    src.read_exact_at(pos, &mut magic)?;
+    if magic == KEYS_MAGIC {
+        return sorted_footer_matches(src, segment, pos, records, damaged_from);
+    }
     use super::footer::{ENTRY_FIXED_LEN, TABLE_HEADER_LEN};
     let mut at = pos + TABLE_HEADER_LEN as u64;
     // Entries name distinct records: more than `records` of them cannot all match.
@@ -238,6 +255,43 @@ fn footer_table_matches<S: ByteSource + ?Sized>(
             Some(d) if offset < d => at = key_at + key_len,
             _ => return Ok(true),
         }
+    }
+    Ok(false)
+}
+
+/// [`footer_table_matches`] for a footer of version 2 at `pos`.
+fn sorted_footer_matches<S: ByteSource + ?Sized>(
+    src: &S,
+    segment: u64,
+    pos: u64,
+    records: &[FooterEntry],
+    damaged_from: Option<u64>,
+) -> io::Result<bool> {
+    use super::footer::{KEYS_HEADER_LEN, keys::MAX_KEY_BLOCK_LEN, parse_key_block};
+    let by_offset: std::collections::HashMap<u64, &FooterEntry> =
+        records.iter().map(|r| (r.offset, r)).collect();
+    let mut at = pos + KEYS_HEADER_LEN as u64;
+    let mut seen = 0;
+    let mut buf = Vec::new();
+    // Entries name distinct records: more than `records` of them cannot all match.
+    while seen < records.len() && at < src.len() {
+        let n = (src.len() - at).min(MAX_KEY_BLOCK_LEN as u64) as usize;
+        buf.resize(n, 0);
+        src.read_exact_at(at, &mut buf)?;
+        let Ok((block, len)) = parse_key_block(segment, at, &buf) else {
+            return Ok(false);
+        };
+        for (key, offset) in block.entries {
+            match by_offset.get(&offset) {
+                Some(r) if r.key == key => {}
+                _ => return Ok(false),
+            }
+            match damaged_from {
+                Some(d) if offset < d => seen += 1,
+                _ => return Ok(true),
+            }
+        }
+        at += len as u64;
     }
     Ok(false)
 }
@@ -441,7 +495,13 @@ mod tests {
             ]],
             512,
         );
-        let all = scan_segment(&clean[..], 3).unwrap().records;
+        // One entry per key, its newest record (what `last_per_key` keeps): "b" and the last "a".
+        let all: Vec<FooterEntry> = scan_segment(&clean[..], 3)
+            .unwrap()
+            .records
+            .into_iter()
+            .skip(1)
+            .collect();
         let mut sealed = img[..table_at as usize].to_vec();
         sealed.extend(crate::format::footer::encode_footer(
             3, ends[2], table_at, 512, &all,

@@ -107,11 +107,8 @@ pub struct SegmentUsage {
     pub live_records: u64,
 }
 
-/// The 64-bit hash of a key (xxh3: specified, stable across versions and machines, so it can be
-/// written to disk).
-pub fn key_hash(key: &[u8]) -> u64 {
-    xxhash_rust::xxh3::xxh3_64(key)
-}
+/// The 64-bit hash of a key, as footers write it (xxh3: specified and stable).
+pub use crate::format::footer::key_hash;
 
 /// Bits of the hash that choose the shard.
 const SHARD_BITS: u32 = 16;

@@ -1,9 +1,10 @@
 //! Segment and blob files: their names (`names`), the catalog that lists them (`catalog`), opening one at store open (`open`: from its
-//! footer, by recovery, or into quarantine), reading verified value ranges (`read`), and writing
+//! footer, by recovery, or into quarantine), reading verified value ranges (`read`), the sorted keys of a sealed file (`keys`), and writing
 //! blob files (`blob`, and `stream` for a value that streams in).
 
 mod blob;
 mod catalog;
+mod keys;
 mod names;
 mod open;
 mod read;
@@ -11,6 +12,7 @@ mod stream;
 
 pub use blob::*;
 pub use catalog::*;
+pub use keys::SortedKeys;
 pub use names::*;
 pub use open::*;
 pub use read::*;

@@ -9,7 +9,11 @@ use super::read::{FileSource, corruption, read_error};
 use crate::error::{Corruption, Error, Result};
 use crate::format::align_up;
 use crate::format::cursor::ByteSource;
-use crate::format::footer::{FooterEntry, TRAILER_LEN, Trailer, decode_table, encode_footer};
+use crate::format::footer::v1::encode_footer_v1;
+use crate::format::footer::{
+    FooterEntry, Location, TRAILER_LEN, Trailer, decode_entries, decode_locations, encode_footer,
+    key_section,
+};
 use crate::format::scan::{ScanError, scan_sealed_segment, scan_segment};
 use crate::format::segment_header::SEGMENT_HEADER_LEN;
 use crate::format::segment_header::SegmentHeader;
@@ -36,14 +40,34 @@ pub enum Opened {
     },
 }
 
-/// An opened segment: its file and its entries (last record per key, in file order).
+/// An opened segment: its file and its records (last record per key; in key order when read
+/// from a footer, in file order when recovered by a scan).
 pub struct LoadedSegment {
     /// The file, open for reads.
     pub file: SegmentFile,
-    /// Entries of the footer.
-    pub entries: Vec<FooterEntry>,
+    /// What its footer (or the recovery scan) names.
+    pub records: Records,
     /// How it was opened.
     pub opened: Opened,
+}
+
+/// The records of an opened segment.
+pub enum Records {
+    /// Whole entries, keys included (a footer that had to be checked whole, a recovery scan).
+    Entries(Vec<FooterEntry>),
+    /// The location table alone (a log segment whose seal the catalog records): keys stay on
+    /// disk, in key order (`Location::ordinal`).
+    Locations(Vec<Location>),
+}
+
+impl Records {
+    /// Number of records.
+    pub fn count(&self) -> usize {
+        match self {
+            Records::Entries(e) => e.len(),
+            Records::Locations(l) => l.len(),
+        }
+    }
 }
 
 /// What the catalog says a file should be, for [`open`].
@@ -168,7 +192,12 @@ fn restore_blob_footer(
     }
     let block = outcome.header.block_size;
     let footer_at = align_up(outcome.data_end, block as u64);
-    let footer = encode_footer(id, outcome.data_end, footer_at, block, &outcome.records);
+    let mut footer = encode_footer(id, outcome.data_end, footer_at, block, &outcome.records);
+    if footer_at + footer.len() as u64 != length {
+        // A blob file sealed by an earlier release ends in a footer of version 1, which can be
+        // a block shorter (a key of nearly 4 KiB): rebuilt as it was.
+        footer = encode_footer_v1(id, outcome.data_end, footer_at, block, &outcome.records);
+    }
     if footer_at + footer.len() as u64 != length {
         return Ok(None);
     }
@@ -263,12 +292,25 @@ pub fn open(
         len,
     };
     if let Expect::Sealed { length } = expect {
+        // A log segment's seal is recorded once its footer is durable: its location table is
+        // all open needs (at most 32 bytes per key; the keys stay on disk). A blob file's footer
+        // is not synced before its seal (below): read whole, so that a torn one is found.
+        if len == length
+            && kind == SegmentKind::Log
+            && let Some(locations) = read_locations_from(&src, id, &path)?
+        {
+            return Ok(Found::Loaded(LoadedSegment {
+                file,
+                records: Records::Locations(locations),
+                opened: Opened::Sealed,
+            }));
+        }
         if len == length
             && let Some(entries) = read_footer(&src, id, &path)?
         {
             return Ok(Found::Loaded(LoadedSegment {
                 file,
-                entries,
+                records: Records::Entries(entries),
                 opened: Opened::Sealed,
             }));
         }
@@ -280,7 +322,7 @@ pub fn open(
         {
             return Ok(Found::Loaded(LoadedSegment {
                 file,
-                entries: restored.entries,
+                records: Records::Entries(restored.entries),
                 opened: restored.opened,
             }));
         }
@@ -296,7 +338,7 @@ pub fn open(
     if let Some(entries) = read_footer(&src, id, &path)? {
         return Ok(Found::Loaded(LoadedSegment {
             file,
-            entries,
+            records: Records::Entries(entries),
             opened: Opened::Sealed,
         }));
     }
@@ -390,7 +432,7 @@ pub fn open(
     };
     Ok(Found::Loaded(LoadedSegment {
         file,
-        entries,
+        records: Records::Entries(entries),
         opened: Opened::Recovered {
             data_end: outcome.data_end,
             torn_at: outcome.stopped_at.map(|(at, _)| at),
@@ -461,8 +503,58 @@ pub fn read_sealed_entries(
     ))
 }
 
-/// Reads and verifies the footer; `None` when there is no valid one (an unsealed segment).
-fn read_footer(src: &FileSource<'_>, id: u64, path: &Path) -> Result<Option<Vec<FooterEntry>>> {
+/// The locations of the footer of the sealed file `id` (`file`, `len` bytes long): its
+/// location table only (for a footer of version 2, at most 32 bytes per key for small keys and
+/// values, no keys; see [`crate::format::footer::decode_locations`]), in ascending key order.
+///
+/// The same rules as the whole footer's read ([`read_sealed_entries`]): `Ok(None)` when the file
+/// has no valid trailer or its table fails its crc (a torn footer: the segment is unsealed),
+/// an error for a trailer of another version or a table that verifies but does not decode.
+///
+/// It proves the location table, not the key section before it: a footer written without a
+/// sync of its own (a blob file's) or not yet known to be durable (a log segment the catalog
+/// does not list as sealed) may have a torn key section; such a file's footer is checked whole
+/// (`read_sealed_entries`, or open's read of the footer) before it is trusted.
+#[cfg(test)]
+pub fn read_locations(
+    file: &SegmentFile,
+    id: u64,
+    len: u64,
+    profile: &IoProfile,
+    pool: &BufPool,
+) -> Result<Option<Vec<Location>>> {
+    let src = FileSource {
+        file,
+        pool,
+        read_align: profile.read_align,
+        len,
+    };
+    read_locations_from(&src, id, file.path())
+}
+
+/// [`read_locations`] from `src`.
+fn read_locations_from(
+    src: &FileSource<'_>,
+    id: u64,
+    path: &Path,
+) -> Result<Option<Vec<Location>>> {
+    let Some((trailer, table)) = read_trailer_and_table(src, id, path)? else {
+        return Ok(None);
+    };
+    match decode_locations(&trailer, &table) {
+        Ok(locations) => Ok(Some(locations)),
+        Err(Corruption::ChecksumMismatch { .. }) => Ok(None),
+        Err(kind) => Err(corruption(path, id, trailer.table_offset, kind)),
+    }
+}
+
+/// The trailer (of segment `id`) and the table it points at; `None` when there is no valid
+/// trailer (an unsealed segment).
+fn read_trailer_and_table(
+    src: &FileSource<'_>,
+    id: u64,
+    path: &Path,
+) -> Result<Option<(Trailer, Vec<u8>)>> {
     let len = src.len;
     if len < (SEGMENT_HEADER_LEN + TRAILER_LEN) as u64 {
         return Ok(None);
@@ -483,14 +575,38 @@ fn read_footer(src: &FileSource<'_>, id: u64, path: &Path) -> Result<Option<Vec<
     let mut table = vec![0u8; trailer.table_len as usize];
     src.read_exact_at(trailer.table_offset, &mut table)
         .map_err(|e| read_error(id, trailer.table_offset, path, e))?;
-    match decode_table(&trailer, &table) {
+    Ok(Some((trailer, table)))
+}
+
+/// Reads and verifies the whole footer, keys included (in ascending key order for a footer of
+/// version 2, in record order for one of version 1); `None` when there is no valid one (an
+/// unsealed segment).
+fn read_footer(src: &FileSource<'_>, id: u64, path: &Path) -> Result<Option<Vec<FooterEntry>>> {
+    let Some((trailer, table)) = read_trailer_and_table(src, id, path)? else {
+        return Ok(None);
+    };
+    let torn_or = |at: u64, kind: Corruption| match kind {
+        // A trailer that verifies but a table (or key section) that does not: the footer write
+        // was torn (the trailer reached the disk, part of the rest did not). Treat as unsealed
+        // and rescan.
+        Corruption::ChecksumMismatch { .. } => Ok(None),
+        // Bytes whose crc verifies but which do not decode were written whole, by a writer of
+        // another format: an error, not a torn footer.
+        kind => Err(corruption(path, id, at, kind)),
+    };
+    let keys = match key_section(&trailer, &table) {
+        Ok(None) => Vec::new(),
+        Ok(Some((at, key_len))) => {
+            let mut keys = vec![0u8; key_len as usize];
+            src.read_exact_at(at, &mut keys)
+                .map_err(|e| read_error(id, at, path, e))?;
+            keys
+        }
+        Err(kind) => return torn_or(trailer.table_offset, kind),
+    };
+    match decode_entries(&trailer, &keys, &table) {
         Ok(entries) => Ok(Some(entries)),
-        // A trailer that verifies but a table that does not: the footer write was torn (the
-        // trailer reached the disk, part of the table did not). Treat as unsealed and rescan.
-        Err(Corruption::ChecksumMismatch { .. }) => Ok(None),
-        // A table whose crc verifies but which does not decode was written whole, by a writer
-        // of another format: an error, not a torn footer.
-        Err(kind) => Err(corruption(path, id, trailer.table_offset, kind)),
+        Err(kind) => torn_or(trailer.table_offset, kind),
     }
 }
 

@@ -34,7 +34,8 @@ impl ByteSource for FileSource<'_> {
     }
 }
 
-pub(super) fn corruption(path: &Path, segment: u64, offset: u64, kind: Corruption) -> Error {
+/// [`Error::Corruption`] of the file at `path` (its kind from its name).
+pub(crate) fn corruption(path: &Path, segment: u64, offset: u64, kind: Corruption) -> Error {
     Error::Corruption {
         file: kind_of(path),
         segment,

@@ -2,7 +2,6 @@
 //! (`stats`, `files`, `recovery`, `io_mode`, `path`), giving space back (`compact`, `seal`) and
 //! copying it (`checkpoint`). The data API (open, put, get, ...) is in `store/mod.rs`.
 
-use std::ops::Bound;
 use std::path::Path;
 
 use super::{CheckpointReport, CompactionReport, RecoveryReport, Stats, Store, checkpoint, stats};
@@ -85,11 +84,7 @@ impl Store {
                 read_align: inner.shared.profile.read_align,
                 default_block: inner.shared.profile.block_size,
             },
-            super::list::live_entries(
-                inner,
-                (Bound::Unbounded, Bound::Unbounded),
-                super::list::OnDamage::Skip,
-            )?,
+            super::list::Keys::all_entries_skipping_damage(self)?,
             &mut progress,
         )?;
         report.files = inner.shared.catalog.check_dir()?;

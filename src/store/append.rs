@@ -40,6 +40,8 @@ pub(super) struct Appended {
     pub(super) last: u64,
     /// The records whose index update waits to be resolved: sequence number and op position.
     pub(super) unresolved: Vec<(u64, usize)>,
+    /// Where each op's record went (a tombstone's too).
+    pub(super) entries: Vec<IndexEntry>,
 }
 
 /// The log: the double-buffered writer, its flush thread, and the state behind the append lock.
@@ -63,19 +65,6 @@ pub(super) struct Appender {
     /// Bytes and records appended since the last synced hand-off: the group being formed.
     group_bytes: u64,
     group_records: usize,
-    /// Segments sealed whose footer may not be durable yet: id, the sync ticket after which it
-    /// is, and the entries of the footer (listing reads them here until then).
-    sealing: Vec<(u64, u64, Arc<Vec<FooterEntry>>)>,
-}
-
-/// The records of the log segments whose footers cannot be read yet (see
-/// [`Log::unsealed_records`]).
-pub(super) struct UnsealedRecords {
-    /// Per segment: its id and its records (of the active segment, every record appended).
-    pub(super) segments: Vec<(u64, Arc<Vec<FooterEntry>>)>,
-    /// Syncs done when they were taken: a segment not listed whose footer's ticket is at most
-    /// this has a durable footer.
-    pub(super) syncs_done: u64,
 }
 
 struct ActiveSegment {
@@ -88,6 +77,15 @@ struct ActiveSegment {
     data_end: u64,
     /// Every record appended, for the footer.
     records: Vec<FooterEntry>,
+}
+
+/// Keys of the active segment, for ordered listing ([`AppendGuard::active_keys`]).
+pub(super) struct ActiveKeys {
+    pub(super) id: u64,
+    /// One past the last byte of the last record appended.
+    pub(super) data_end: u64,
+    /// `(key, record offset)`, in file order.
+    pub(super) keys: Vec<(Vec<u8>, u64)>,
 }
 
 /// The active segment as [`Stats`](super::Stats) and `verify` see it.
@@ -138,32 +136,11 @@ impl Log {
                 next_seq: max_seq + 1,
                 group_bytes: 0,
                 group_records: 0,
-                sealing: Vec::new(),
             }),
             tail,
             progress,
             flusher: Mutex::new(Some(flusher)),
         })
-    }
-
-    /// The records of the active segment and of the segments whose footer is not durable yet,
-    /// taken under the append lock (listing reads every other file's footer).
-    pub(super) fn unsealed_records(&self) -> UnsealedRecords {
-        let app = self.lock();
-        let syncs_done = self.progress.lock().syncs_done;
-        let mut segments: Vec<(u64, Arc<Vec<FooterEntry>>)> = app
-            .app
-            .sealing
-            .iter()
-            .map(|(id, _, e)| (*id, e.clone()))
-            .collect();
-        if let Some(a) = &app.app.active {
-            segments.push((a.id, Arc::new(a.records.clone())));
-        }
-        UnsealedRecords {
-            segments,
-            syncs_done,
-        }
     }
 
     /// Takes the append lock.
@@ -393,6 +370,22 @@ impl AppendGuard<'_> {
         Ok(ids)
     }
 
+    /// The active segment's id, the end of its records, and the keys of the records appended
+    /// to it for which `keep` holds, with their offsets, in file order (ordered listing,
+    /// `store::list`). `None` when no segment is active.
+    pub(super) fn active_keys(&self, keep: impl Fn(&[u8]) -> bool) -> Option<ActiveKeys> {
+        self.app.active.as_ref().map(|a| ActiveKeys {
+            id: a.id,
+            data_end: a.data_end,
+            keys: a
+                .records
+                .iter()
+                .filter(|r| keep(&r.key))
+                .map(|r| (r.key.clone(), r.offset))
+                .collect(),
+        })
+    }
+
     /// The active segment, if one is open.
     pub(super) fn active(&self) -> Option<ActiveView> {
         self.app.active.as_ref().map(|a| ActiveView {
@@ -430,6 +423,7 @@ impl AppendGuard<'_> {
         self.make_room(total)?;
         let first = self.app.next_seq;
         let mut unresolved = Vec::new();
+        let mut entries = Vec::with_capacity(ops.len());
         for (i, ((key, value), (hash, seen))) in ops.iter().zip(seen).enumerate() {
             let flags = if i + 1 < ops.len() {
                 FLAG_BATCH_CONTINUES
@@ -437,6 +431,7 @@ impl AppendGuard<'_> {
                 0
             };
             let (seq, entry) = self.append(key, *value, flags, None)?;
+            entries.push(entry);
             let shared = &self.log.shared;
             let entry = value.map(|_| entry);
             if !shared
@@ -465,6 +460,7 @@ impl AppendGuard<'_> {
             first,
             last,
             unresolved,
+            entries,
         })
     }
 
@@ -582,7 +578,6 @@ impl AppendGuard<'_> {
                     kind: SegmentKind::Log,
                     sealed_at: None,
                     summary: FileSummary::default(),
-                    unsealed: None,
                 },
             );
             let app = &mut *self.app;
@@ -639,9 +634,7 @@ impl AppendGuard<'_> {
         app.group_records = 0;
         app.wb.submit_seal(last)?;
         let ticket = app.wb.sync_ticket();
-        let syncs_done = self.log.progress.lock().syncs_done;
-        app.sealing.retain(|(_, t, _)| *t > syncs_done);
-        app.sealing.push((id, ticket, Arc::new(entries)));
+
         self.log.shared.segments.mark_sealed(id, ticket, summary);
         Ok(())
     }

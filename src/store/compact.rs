@@ -303,8 +303,11 @@ impl Compactor {
     ) -> Result<()> {
         let p = &self.shared;
         let len = handle.file.len()?;
-        let entries =
+        let mut entries =
             segment::read_sealed_entries(&handle.file, id, len, &p.profile, self.reader.pool())?;
+        // A footer lists keys in key order: copy in record order, so that the segment is read
+        // sequentially.
+        entries.sort_unstable_by_key(|e| e.offset);
         // A tombstone older than every put in every other file (and every write still on its
         // way) hides nothing that can come back: it is dropped. Copies made below keep their
         // sequence numbers, so they never make this unsafe.

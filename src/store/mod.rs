@@ -21,7 +21,6 @@
 //! and the counters (`shared`), and call each other's methods, never each other's fields.
 //! This file is the public API only: it checks arguments and calls the parts.
 
-use std::ops::{Bound, RangeBounds};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -192,6 +191,13 @@ impl Store {
             std::slice::from_ref(&seen),
             durability,
         )?;
+        if seen.1.current.is_some() {
+            // An overwrite: the key is in use, so its next read, or its next overwrite (which
+            // must tell its record from another key's), finds the new value in memory.
+            self.inner
+                .reader
+                .keep_written(key, value, &appended.entries[0]);
+        }
         self.finish_write(&appended, &[(key, Some(&stored))], durability)
     }
 
@@ -656,54 +662,8 @@ impl Store {
     /// assert_eq!(keys, [b"a".to_vec(), b"b".to_vec()]);
     /// # Ok(()) }
     /// ```
-    pub fn keys(&self) -> Keys {
-        self.range::<&[u8], _>(..)
-    }
-
-    /// The live keys in `range`, in ascending byte order (see [`Store::keys`]).
-    ///
-    /// ```
-    /// # fn main() -> podstore::Result<()> {
-    /// # let dir = tempfile::tempdir().unwrap();
-    /// # let store = podstore::Store::open(dir.path())?;
-    /// for k in ["a", "b", "c", "d"] {
-    ///     store.put(k, "v")?;
-    /// }
-    /// let keys = store.range("b".."d").collect::<podstore::Result<Vec<_>>>()?;
-    /// assert_eq!(keys, [b"b".to_vec(), b"c".to_vec()]);
-    /// # Ok(()) }
-    /// ```
-    pub fn range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Keys {
-        fn bound<K: AsRef<[u8]>>(b: Bound<&K>) -> Bound<&[u8]> {
-            match b {
-                Bound::Included(k) => Bound::Included(k.as_ref()),
-                Bound::Excluded(k) => Bound::Excluded(k.as_ref()),
-                Bound::Unbounded => Bound::Unbounded,
-            }
-        }
-        let bounds = (bound(range.start_bound()), bound(range.end_bound()));
-        Keys::new(list::live_entries(
-            &self.inner,
-            bounds,
-            list::OnDamage::Fail,
-        ))
-    }
-
-    /// The live keys that start with `prefix`, in ascending byte order (see [`Store::keys`]).
-    ///
-    /// ```
-    /// # fn main() -> podstore::Result<()> {
-    /// # let dir = tempfile::tempdir().unwrap();
-    /// # let store = podstore::Store::open(dir.path())?;
-    /// for k in ["img/1", "img/2", "txt/1"] {
-    ///     store.put(k, "v")?;
-    /// }
-    /// let keys = store.prefix("img/").collect::<podstore::Result<Vec<_>>>()?;
-    /// assert_eq!(keys, [b"img/1".to_vec(), b"img/2".to_vec()]);
-    /// # Ok(()) }
-    /// ```
-    pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> Keys {
-        self.range(list::prefix_bounds(prefix.as_ref()))
+    pub fn keys(&self) -> Keys<'_> {
+        self.range::<[u8]>(..)
     }
 
     /// Makes every earlier write durable (those made with [`Durability::Buffered`]).

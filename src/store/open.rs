@@ -318,7 +318,7 @@ pub(super) fn recover(
                 footer_durable = sealed;
                 report.recovered.push(RecoveredSegment {
                     segment: id,
-                    entries: loaded.entries.len(),
+                    entries: loaded.records.count(),
                     data_end,
                     torn_at,
                     damaged_records: damaged,
@@ -341,33 +341,57 @@ pub(super) fn recover(
                 },
             });
         }
-        let summary = FileSummary::of(&loaded.entries);
-        let unsealed = (!footer_durable).then(|| Arc::new(loaded.entries.clone()));
-        builder.reserve(loaded.entries.len());
-        // Entries read from a footer can be read again by ordinal (if open must compare two
-        // keys of one hash); those of a recovery scan are kept with their keys.
-        let from_footer = found_sealed;
-        for (ordinal, e) in loaded.entries.into_iter().enumerate() {
-            let tombstone = e.kind == RecordKind::Tombstone;
-            let entry = if tombstone {
-                crate::index::IndexEntry {
-                    segment: id,
-                    offset: e.offset,
-                    ..Default::default()
+        let mut summary = FileSummary::default();
+        builder.reserve(loaded.records.count());
+        match loaded.records {
+            // Keys on disk: records that share a hash with another have theirs read again by
+            // ordinal if open must compare them (`Builder::finish`).
+            segment::Records::Locations(locations) => {
+                for l in locations {
+                    let tombstone = l.kind == RecordKind::Tombstone;
+                    let len = crate::format::record::record_len(l.key_len as u64, l.stored_len);
+                    summary.add(l.kind, l.seq, len);
+                    let entry = crate::index::IndexEntry {
+                        segment: id,
+                        offset: l.offset,
+                        value_len: l.value_len,
+                        stored_len: l.stored_len,
+                        key_len: l.key_len as u32,
+                        flags: l.flags & crate::format::record::FLAG_COMPRESSED,
+                    };
+                    builder.add(l.key_hash, l.seq, entry, tombstone, l.ordinal, None);
                 }
-            } else {
-                crate::index::IndexEntry::of_footer_entry(id, &e)
-            };
-            let hash = crate::index::key_hash(&e.key);
-            let key = (!from_footer).then_some(e.key);
-            builder.add(hash, e.seq, entry, tombstone, ordinal as u32, key);
+            }
+            // Entries read from a whole footer can be read again by ordinal too; those of a
+            // recovery scan (in file order, with no footer yet) are kept with their keys.
+            segment::Records::Entries(mut entries) => {
+                if found_sealed {
+                    // Ordinals count in key order, as `fetch_keys` below reads them (a version
+                    // 1 footer lists its entries in record order).
+                    entries.sort_unstable_by(|a, b| a.key.cmp(&b.key));
+                }
+                for (ordinal, e) in entries.into_iter().enumerate() {
+                    let tombstone = e.kind == RecordKind::Tombstone;
+                    summary.add(e.kind, e.seq, e.record_len());
+                    let entry = if tombstone {
+                        crate::index::IndexEntry {
+                            segment: id,
+                            offset: e.offset,
+                            ..Default::default()
+                        }
+                    } else {
+                        crate::index::IndexEntry::of_footer_entry(id, &e)
+                    };
+                    let hash = crate::index::key_hash(&e.key);
+                    let key = (!found_sealed).then_some(e.key);
+                    builder.add(hash, e.seq, entry, tombstone, ordinal as u32, key);
+                }
+            }
         }
         let mut handle = SegmentHandle::sealed(Arc::new(loaded.file), kind, summary);
         if !footer_durable {
-            // No footer on disk: compaction (which reads footers) leaves it alone, and listing
-            // takes its records from here.
+            // No footer on disk: compaction (which reads footers) leaves it alone.
             handle.sealed_at = None;
-            handle.unsealed = unsealed;
         }
         segments.insert(id, handle);
     }
@@ -391,7 +415,9 @@ pub(super) fn recover(
     let max_seq = builder.max_seq();
     builder.finish(&index, &mut |id, ordinals| {
         let file = &segments[&id].file;
-        let entries = segment::read_sealed_entries(file, id, file.len()?, profile, pool)?;
+        let mut entries = segment::read_sealed_entries(file, id, file.len()?, profile, pool)?;
+        // In key order, as ordinals count (a no-op for version 2 footers).
+        entries.sort_unstable_by(|a, b| a.key.cmp(&b.key));
         Ok(ordinals
             .iter()
             .map(|&o| entries[o as usize].key.clone())

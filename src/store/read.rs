@@ -293,6 +293,23 @@ impl Reader {
         })
     }
 
+    /// Keeps `value`, just written as the value of `key` in the record `entry` names, in the
+    /// cache if it is small enough to be kept whole: an overwritten key is likely to be read or
+    /// overwritten again. Not verified bytes read from a file, but the bytes the record holds
+    /// (the caller's own); nobody looks them up before the index names the record.
+    pub(super) fn keep_written(&self, key: &[u8], value: &[u8], entry: &IndexEntry) {
+        if !self.cache.holds_whole(entry) {
+            return;
+        }
+        let mut kept = Vec::with_capacity(key.len() + value.len());
+        kept.extend_from_slice(key);
+        kept.extend_from_slice(value);
+        self.cache.insert(
+            Key::of(entry, Part::Value),
+            Cached::Bytes(Bytes::from(kept)),
+        );
+    }
+
     /// The value of `key` if the cache holds it whole (then no file is read), else where it is.
     fn lookup(&self, key: &[u8]) -> Result<Option<Lookup>> {
         Ok(self.find(key)?.map(|(found, cached)| match cached {

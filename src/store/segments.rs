@@ -5,8 +5,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use crate::format::footer::FooterEntry;
-use crate::format::record::{RecordKind, record_len};
+use crate::format::record::RecordKind;
 use crate::io::file::SegmentFile;
 use crate::segment::SegmentKind;
 
@@ -21,9 +20,6 @@ pub(super) struct SegmentHandle {
     pub(super) sealed_at: Option<u64>,
     /// What its footer names.
     pub(super) summary: FileSummary,
-    /// The records of a file left without a footer at open (a read-only open, a full disk):
-    /// listing has no footer to read them from.
-    pub(super) unsealed: Option<Arc<Vec<FooterEntry>>>,
 }
 
 /// What a file's footer names, for the tombstone rule and [`Stats`](super::Stats).
@@ -59,15 +55,6 @@ impl FileSummary {
             }
         }
     }
-
-    /// The summary of the records a footer names.
-    pub(super) fn of(entries: &[FooterEntry]) -> FileSummary {
-        let mut s = FileSummary::default();
-        for e in entries {
-            s.add(e.kind, e.seq, record_len(e.key.len() as u64, e.stored_len));
-        }
-        s
-    }
 }
 
 impl SegmentHandle {
@@ -78,7 +65,6 @@ impl SegmentHandle {
             kind,
             sealed_at: Some(0),
             summary,
-            unsealed: None,
         }
     }
 }

@@ -1,9 +1,11 @@
 //! Crate-internal tests that run the store on the simulated file system (`io::sim`): power
-//! loss at every kind of I/O ([`powerloss`]) and I/O errors at every I/O site ([`faults`]).
+//! loss at every kind of I/O ([`powerloss`]), I/O errors at every I/O site ([`faults`]), and
+//! footers read at the segment layer ([`footer`]).
 //! They reach the store through `Store::open_with_storage`, which is not public.
 
 mod catalog;
 mod faults;
+mod footer;
 mod group_commit;
 mod powerloss;
 mod quarantine;

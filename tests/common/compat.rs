@@ -6,7 +6,8 @@
 //! [`expected_contents`] is what a store that went through it must read back.
 //!
 //! The committed copy, tests/fixtures/store-130d492, was written by commit 130d492 ("Simulator
-//! stays test-only"), the commit before the store restructure. To write a new one (only for a
+//! stays test-only"), the commit before the store restructure; tests/fixtures/store-3e7568a by
+//! commit 3e7568a, the last with version 1 footers (and the first with a catalog). To write a new one (only for a
 //! new format version; the old copy stays, it is the point):
 //!
 //! ```text
@@ -22,6 +23,12 @@ use super::{Random, XorShift};
 
 /// Where the committed fixture is, from the package root.
 pub const FIXTURE_DIR: &str = "tests/fixtures/store-130d492";
+
+/// The same history written by commit 3e7568a, the last build with version 1 footers and the
+/// first with a catalog: its sealed log segments are listed as sealed, so open reads their
+/// location tables alone (decoded from the old table), and reads keys by ordinal to tell records
+/// of one hash apart.
+pub const FIXTURE_DIR_WITH_CATALOG: &str = "tests/fixtures/store-3e7568a";
 
 /// Values of at least this many bytes, put with `Durability::Sync`, go to a blob file.
 pub const LARGE: u64 = 64 << 10;

@@ -2,7 +2,7 @@
 //! and the trailer at the end of a sealed file.
 
 use podstore::Corruption;
-use podstore::format::footer::{TRAILER_LEN, Trailer};
+use podstore::format::footer::{TRAILER_LEN, Trailer, key_section};
 use podstore::format::record::{RecordHeader, RecordKind, RecordPlace, decode_record};
 use podstore::format::scan::scan_segment;
 
@@ -71,4 +71,15 @@ pub fn scan_records(segment: u64, bytes: &[u8]) -> Vec<Rec> {
 pub fn trailer(bytes: &[u8]) -> Result<Trailer, Corruption> {
     let at = bytes.len().saturating_sub(TRAILER_LEN);
     Trailer::decode(&bytes[at..], bytes.len() as u64)
+}
+
+/// Where the footer of a sealed file's bytes starts: its key section (version 2) or its table
+/// (version 1). Panics if the file does not end in a footer that verifies.
+pub fn footer_start(bytes: &[u8]) -> u64 {
+    let t = trailer(bytes).expect("a sealed file");
+    let table = &bytes[t.table_offset as usize..(t.table_offset + t.table_len) as usize];
+    match key_section(&t, table).expect("a footer that verifies") {
+        Some((at, _)) => at,
+        None => t.table_offset,
+    }
 }

@@ -9,7 +9,7 @@ use podstore::{Durability, Error, IoMode, Store};
 use tempfile::TempDir;
 
 use crate::common::files::{read_segments, segment_name, store_with};
-use crate::common::records::{CHUNK, Rec, scan_records, trailer};
+use crate::common::records::{CHUNK, Rec, footer_start, scan_records, trailer};
 use crate::common::store::{MODES, mode_name, show_key};
 use crate::support::{
     BLOCK, assert_corrupt, assert_reads, check_options, describe, open, options, value_for,
@@ -228,6 +228,10 @@ fn flipped_footer_or_trailer_byte_is_rescanned_or_reported() {
         let table = trailer.table_offset;
         let trailer_at = len - TRAILER_LEN as u64;
         let places = [
+            ("key section magic", footer_start(&fx.bytes)),
+            ("first key block's count", footer_start(&fx.bytes) + 8),
+            ("first key", footer_start(&fx.bytes) + 11),
+            ("block index", table - 1),
             ("table magic", table),
             ("first entry's record offset", table + 8),
             ("first entry's value length", table + 16),
@@ -391,7 +395,7 @@ fn zeroed_block_inside_a_big_value_fails_get_and_reader() {
 /// blob file, would remove it).
 #[test]
 fn a_whole_footer_that_does_not_decode_refuses_to_open() {
-    use podstore::format::footer::{decode_table, encode_footer};
+    use podstore::format::footer::{decode_footer, key_section, v1::encode_footer_v1};
     let dir = TempDir::new().unwrap();
     let opts = options(IoMode::Direct, Durability::Sync).large_value_threshold(64 << 10);
     let store = Store::open_with(dir.path(), opts.clone()).unwrap();
@@ -411,17 +415,16 @@ fn a_whole_footer_that_does_not_decode_refuses_to_open() {
     let len = bytes.len() as u64;
     let t = trailer(&bytes).unwrap();
     let table = &bytes[t.table_offset as usize..(t.table_offset + t.table_len) as usize];
-    let mut entries = decode_table(&t, table).unwrap();
-    entries[0].flags = 0x8000; // a flag no writer of this version sets
-    let footer = encode_footer(
-        t.segment,
-        t.data_end,
-        t.table_offset,
-        t.block_size,
-        &entries,
-    );
-    assert_eq!(t.table_offset + footer.len() as u64, len);
-    bytes[t.table_offset as usize..].copy_from_slice(&footer);
+    let (start, _) = key_section(&t, table)
+        .unwrap()
+        .expect("a footer of version 2");
+    let mut entries = decode_footer(&t, &bytes[start as usize..], start).unwrap();
+    // A footer of version 1 (which stores flags whole) with a flag no writer sets: both its
+    // crcs verify.
+    entries[0].flags = 0x8000;
+    let footer = encode_footer_v1(t.segment, t.data_end, start, t.block_size, &entries);
+    assert_eq!(start + footer.len() as u64, len);
+    bytes[start as usize..].copy_from_slice(&footer);
     std::fs::write(&blob, &bytes).unwrap();
 
     match Store::open_with(dir.path(), opts) {

@@ -12,7 +12,7 @@ use tempfile::TempDir;
 
 use crate::common::files::{read_segments, segment_name};
 use crate::common::parallel::for_each_parallel;
-use crate::common::records::{Rec, scan_records, trailer};
+use crate::common::records::{Rec, footer_start, scan_records, trailer};
 use crate::common::store::{MODES, mode_name, show_key};
 use crate::common::{Random, SplitMix};
 use crate::support::{BLOCK, assert_reads, check_options, open, options, value_for};
@@ -463,9 +463,14 @@ fn sealed_segment_cut_inside_its_footer_is_rescanned() {
         let data_end = img.recs.last().unwrap().end;
         let table_end = trailer.table_offset + trailer.table_len;
         let trailer_at = len - TRAILER_LEN as u64;
+        let footer_at = footer_start(bytes);
         let cuts: BTreeSet<u64> = [
             data_end,
             data_end + 1,
+            footer_at,
+            footer_at + 1,
+            footer_at + 9,
+            (footer_at + trailer.table_offset) / 2,
             trailer.table_offset,
             trailer.table_offset + 1,
             data_end + 4,
@@ -518,8 +523,7 @@ fn crash_during_recovery_while_the_footer_is_written_recovers_again() {
         let copy = img.with_newest(torn);
         open(copy.path(), mode).close().unwrap();
         let sealed = std::fs::read(copy.path().join(segment_name(id))).unwrap();
-        let trailer = trailer(&sealed).unwrap();
-        let footer_at = trailer.table_offset as usize;
+        let footer_at = footer_start(&sealed) as usize;
         assert_eq!(footer_at as u64 % BLOCK, 0);
         assert!(
             footer_at >= torn.len(),

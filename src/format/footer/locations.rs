@@ -1,0 +1,326 @@
+//! The location table of a footer of version 2: a fixed header (where the key section and its
+//! block index are, the base sequence number), then one entry per key, in ascending key order,
+//! of a fixed key hash and varints. What opening a store reads: no keys.
+
+use super::keys::{BLOCK_INDEX_ENTRY_LEN, KEYS_HEADER_LEN};
+use super::varint;
+use super::{FOOTER_V1, FooterEntry, Trailer, check_entry_fields, key_hash, segment_crc};
+use crate::error::Corruption;
+use crate::format::record::{FLAG_COMPRESSED, KNOWN_FLAGS, RecordKind};
+use crate::format::{
+    MAX_KEY_LEN, MAX_VALUE_LEN, check_crc, get_u32, get_u64, magic_at, need, reserved_zero,
+};
+
+/// Magic number of the location table.
+pub const LOCATION_MAGIC: [u8; 4] = *b"PODL";
+/// Length of the location table's header.
+pub const LOCATION_HEADER_LEN: usize = 56;
+/// Shortest location entry: the key hash and five one-byte fields.
+pub const MIN_LOCATION_ENTRY_LEN: usize = 8 + 5;
+/// Longest location entry: the key hash, sequence delta and offset of up to 10 bytes, stored
+/// length 5, key length 2, flags and kind 1, value length 5.
+pub const MAX_LOCATION_ENTRY_LEN: usize = 8 + 10 + 10 + 5 + 2 + 1 + 5;
+
+mod off {
+    pub const MAGIC: usize = 0;
+    pub const INDEX_CRC: usize = 4;
+    pub const KEY_OFFSET: usize = 8;
+    pub const KEY_LEN: usize = 16;
+    pub const INDEX_OFFSET: usize = 24;
+    pub const INDEX_LEN: usize = 32;
+    pub const BASE_SEQ: usize = 40;
+    pub const RESERVED: usize = 48;
+}
+
+#[cfg(test)]
+pub(crate) const HEADER_FIELDS: &[(usize, usize)] = &[
+    (off::MAGIC, 4),
+    (off::INDEX_CRC, 4),
+    (off::KEY_OFFSET, 8),
+    (off::KEY_LEN, 8),
+    (off::INDEX_OFFSET, 8),
+    (off::INDEX_LEN, 8),
+    (off::BASE_SEQ, 8),
+    (off::RESERVED, 8),
+];
+
+/// The fixed part of a location entry (the rest is varints).
+#[cfg(test)]
+pub(crate) const ENTRY_FIELDS: &[(usize, usize)] = &[(0, 8)];
+/// Length of the fixed part of a location entry: the key hash.
+pub const LOCATION_ENTRY_FIXED_LEN: usize = 8;
+
+/// The header of a location table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LocationHeader {
+    /// crc32(segment id ‖ block index bytes).
+    pub index_crc: u32,
+    /// File offset of the key section (its `PODK` header).
+    pub key_offset: u64,
+    /// Length of the key section: header, key blocks and block index. It ends where the
+    /// location table starts.
+    pub key_len: u64,
+    /// File offset of the block index.
+    pub index_offset: u64,
+    /// Length of the block index ([`BLOCK_INDEX_ENTRY_LEN`] per key block).
+    pub index_len: u64,
+    /// The lowest sequence number of the entries; each entry stores its own minus this.
+    pub base_seq: u64,
+}
+
+impl LocationHeader {
+    /// Number of key blocks.
+    pub fn block_count(&self) -> u64 {
+        self.index_len / BLOCK_INDEX_ENTRY_LEN as u64
+    }
+
+    pub(super) fn encode(&self, out: &mut Vec<u8>) {
+        let mut b = [0u8; LOCATION_HEADER_LEN];
+        b[off::MAGIC..off::MAGIC + 4].copy_from_slice(&LOCATION_MAGIC);
+        b[off::INDEX_CRC..off::INDEX_CRC + 4].copy_from_slice(&self.index_crc.to_le_bytes());
+        for (at, v) in [
+            (off::KEY_OFFSET, self.key_offset),
+            (off::KEY_LEN, self.key_len),
+            (off::INDEX_OFFSET, self.index_offset),
+            (off::INDEX_LEN, self.index_len),
+            (off::BASE_SEQ, self.base_seq),
+        ] {
+            b[at..at + 8].copy_from_slice(&v.to_le_bytes());
+        }
+        out.extend_from_slice(&b);
+    }
+
+    /// Verifies the location table `table` of a footer of version 2 (its crc, from the
+    /// trailer) and decodes its header, checking that the key section and block index lie
+    /// between the data end and the table, back to back.
+    pub fn decode(trailer: &Trailer, table: &[u8]) -> Result<LocationHeader, Corruption> {
+        if trailer.version == FOOTER_V1 {
+            return Err(Corruption::UnsupportedVersion {
+                found: trailer.version as u32,
+            });
+        }
+        let table_len = usize::try_from(trailer.table_len).unwrap_or(usize::MAX);
+        need(table, table_len)?;
+        let table = &table[..table_len];
+        check_crc(segment_crc(trailer.segment, table), trailer.table_crc)?;
+        Self::decode_header(trailer, table)
+    }
+
+    /// Decodes the header from the first [`LOCATION_HEADER_LEN`] bytes of the location table
+    /// **without** the table's crc (which covers the whole table): for a reader of keys, which
+    /// reads the header and the block index but not the table. Every field is checked against
+    /// the trailer (which verified) as [`LocationHeader::decode`] checks it; the block index
+    /// crc it names, and each key block's crc, then verify what the reader uses.
+    pub fn decode_header(trailer: &Trailer, header: &[u8]) -> Result<LocationHeader, Corruption> {
+        if trailer.version == FOOTER_V1 {
+            return Err(Corruption::UnsupportedVersion {
+                found: trailer.version as u32,
+            });
+        }
+        let table = header;
+        need(table, LOCATION_HEADER_LEN)?;
+        let magic = magic_at(table, off::MAGIC);
+        if magic != LOCATION_MAGIC {
+            return Err(Corruption::BadMagic {
+                structure: "footer location table",
+                found: magic,
+            });
+        }
+        reserved_zero(
+            &table[off::RESERVED..LOCATION_HEADER_LEN],
+            "location table reserved",
+        )?;
+        let h = LocationHeader {
+            index_crc: get_u32(table, off::INDEX_CRC),
+            key_offset: get_u64(table, off::KEY_OFFSET),
+            key_len: get_u64(table, off::KEY_LEN),
+            index_offset: get_u64(table, off::INDEX_OFFSET),
+            index_len: get_u64(table, off::INDEX_LEN),
+            base_seq: get_u64(table, off::BASE_SEQ),
+        };
+        let invalid = |field, value| Err(Corruption::InvalidField { field, value });
+        if h.key_offset < trailer.data_end
+            || h.key_offset.checked_add(h.key_len) != Some(trailer.table_offset)
+        {
+            return invalid("footer key section offset", h.key_offset);
+        }
+        if !h.index_len.is_multiple_of(BLOCK_INDEX_ENTRY_LEN as u64)
+            || h.index_offset.checked_add(h.index_len) != Some(trailer.table_offset)
+            || h.index_offset < h.key_offset.saturating_add(KEYS_HEADER_LEN as u64)
+        {
+            return invalid("footer block index length", h.index_len);
+        }
+        let blocks = h.block_count();
+        let has_blocks = h.index_offset > h.key_offset.saturating_add(KEYS_HEADER_LEN as u64);
+        if (blocks == 0) != (trailer.entry_count == 0)
+            || blocks > trailer.entry_count
+            || has_blocks != (blocks > 0)
+        {
+            return invalid("footer key block count", blocks);
+        }
+        Ok(h)
+    }
+}
+
+/// Where one key's newest record in a segment is, as the location table says: everything a
+/// footer entry holds but the key, plus the key's hash and its position in key order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Location {
+    /// [`key_hash`] of the key.
+    pub key_hash: u64,
+    /// Sequence number of the record.
+    pub seq: u64,
+    /// Record offset in the segment.
+    pub offset: u64,
+    /// Length of the value bytes in the record (after compression).
+    pub stored_len: u64,
+    /// Length of the value as put (equal to `stored_len` unless compressed).
+    pub value_len: u64,
+    /// Length of the key (1 ..= 4096).
+    pub key_len: u16,
+    /// The record's flags.
+    pub flags: u16,
+    /// Put or tombstone.
+    pub kind: RecordKind,
+    /// Position of the key in the footer's ascending key order (0-based).
+    pub ordinal: u32,
+}
+
+impl Location {
+    /// The location of footer entry `e`, `ordinal`-th in key order.
+    pub fn of_entry(e: &FooterEntry, ordinal: u32) -> Location {
+        Location {
+            key_hash: key_hash(&e.key),
+            seq: e.seq,
+            offset: e.offset,
+            stored_len: e.stored_len,
+            value_len: e.value_len,
+            key_len: e.key.len() as u16,
+            flags: e.flags,
+            kind: e.kind,
+            ordinal,
+        }
+    }
+
+    /// The footer entry of this location with its key.
+    pub fn with_key(&self, key: Vec<u8>) -> FooterEntry {
+        FooterEntry {
+            key,
+            kind: self.kind,
+            flags: self.flags,
+            offset: self.offset,
+            stored_len: self.stored_len,
+            value_len: self.value_len,
+            seq: self.seq,
+        }
+    }
+}
+
+/// Appends the location table: header, then one entry per key of `sorted` (ascending keys).
+pub(super) fn encode_locations(
+    out: &mut Vec<u8>,
+    header: &LocationHeader,
+    sorted: &[&FooterEntry],
+) {
+    header.encode(out);
+    for e in sorted {
+        debug_assert!(e.flags & !KNOWN_FLAGS == 0 && e.seq >= header.base_seq);
+        out.extend_from_slice(&key_hash(&e.key).to_le_bytes());
+        varint::put(out, e.seq - header.base_seq);
+        varint::put(out, e.offset);
+        varint::put(out, e.stored_len);
+        varint::put(out, e.key.len() as u64);
+        out.push((e.flags as u8 & 0b11) | ((e.kind as u8) << 2));
+        if e.flags & FLAG_COMPRESSED != 0 {
+            varint::put(out, e.value_len);
+        }
+    }
+}
+
+/// Decodes and verifies the location table `table` described by `trailer` (the
+/// `trailer.table_len` bytes at `trailer.table_offset`), in ascending key order.
+///
+/// For a footer of version 1 it decodes the old table (keys included), sorts it by key and
+/// hashes the keys, so that callers need not know the version.
+pub fn decode_locations(trailer: &Trailer, table: &[u8]) -> Result<Vec<Location>, Corruption> {
+    if trailer.version == FOOTER_V1 {
+        let mut entries = super::v1::decode_table(trailer, table)?;
+        entries.sort_unstable_by(|a, b| a.key.cmp(&b.key));
+        return Ok(entries
+            .iter()
+            .enumerate()
+            .map(|(i, e)| Location::of_entry(e, i as u32))
+            .collect());
+    }
+    let header = LocationHeader::decode(trailer, table)?;
+    let table = &table[..trailer.table_len as usize];
+    // Bounded by the table length (Trailer::decode, and again here for trailers built by hand).
+    let count = trailer.entry_count;
+    if count > trailer.max_entries() || count > u32::MAX as u64 {
+        return Err(Corruption::InvalidField {
+            field: "trailer entry count",
+            value: count,
+        });
+    }
+    let mut out = Vec::with_capacity(count as usize);
+    let mut pos = LOCATION_HEADER_LEN;
+    for ordinal in 0..count as u32 {
+        need(table, pos + LOCATION_ENTRY_FIXED_LEN)?;
+        let hash = get_u64(table, pos);
+        pos += LOCATION_ENTRY_FIXED_LEN;
+        let delta = varint::get(table, &mut pos, "footer sequence number")?;
+        let seq = header
+            .base_seq
+            .checked_add(delta)
+            .ok_or(Corruption::InvalidField {
+                field: "footer sequence number",
+                value: delta,
+            })?;
+        let offset = varint::get(table, &mut pos, "footer record offset")?;
+        let stored_len = varint::get_max(table, &mut pos, MAX_VALUE_LEN, "footer stored length")?;
+        let key_len = varint::get_max(table, &mut pos, MAX_KEY_LEN as u64, "footer key length")?;
+        need(table, pos + 1)?;
+        let fk = table[pos];
+        pos += 1;
+        if fk & 0xf0 != 0 {
+            return Err(Corruption::InvalidField {
+                field: "footer record flags",
+                value: fk as u64,
+            });
+        }
+        let kind = RecordKind::from_u8(fk >> 2)?;
+        let flags = (fk & 0b11) as u16;
+        let value_len = if flags & FLAG_COMPRESSED != 0 {
+            varint::get_max(table, &mut pos, MAX_VALUE_LEN, "footer value length")?
+        } else {
+            stored_len
+        };
+        check_entry_fields(
+            kind,
+            flags,
+            offset,
+            stored_len,
+            value_len,
+            key_len as usize,
+            trailer.data_end,
+        )?;
+        out.push(Location {
+            key_hash: hash,
+            seq,
+            offset,
+            stored_len,
+            value_len,
+            key_len: key_len as u16,
+            flags,
+            kind,
+            ordinal,
+        });
+    }
+    if pos != table.len() {
+        return Err(Corruption::InvalidField {
+            field: "footer table length",
+            value: table.len() as u64,
+        });
+    }
+    Ok(out)
+}

@@ -13,39 +13,82 @@
 
 use std::collections::HashMap;
 
-use super::{Index, IndexEntry};
+use super::{Index, IndexEntry, SegmentUsage};
 use crate::error::Result;
 
 /// Reads the keys at some ordinals of a file's footer: `(file, ordinals) -> keys`, in order.
 pub type FetchKeys<'a> = dyn FnMut(u64, &[u32]) -> Result<Vec<Vec<u8>>> + 'a;
 
 /// One record noted at open.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Default)]
 struct Noted {
     /// The key's full [`super::key_hash`] (as the footer wrote it).
     hash: u64,
     seq: u64,
     /// Where the record is (`entry.segment` is its file); for a tombstone only the place counts.
     entry: IndexEntry,
-    tombstone: bool,
     /// The record's position in its footer's key order (to read its key if needed).
     ordinal: u32,
+    tombstone: bool,
 }
 
+/// Bits of the hash that split the records into buckets, each sorted on its own.
+const BUCKET_BITS: u32 = 16;
+
 /// The records seen while files are loaded; [`Builder::finish`] keeps each key's newest.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Builder {
-    noted: Vec<Noted>,
-    /// Keys already in hand (records found by a recovery scan or in a footer of the old format),
-    /// by position in `noted`.
-    keys: HashMap<usize, Box<[u8]>>,
+    /// Per file, in the order loaded (one vector each: no vector of every record regrows).
+    files: Vec<Vec<Noted>>,
+    /// Keys already in hand (records found by a recovery scan), by file and ordinal.
+    keys: HashMap<(u64, u32), Box<[u8]>>,
+    /// Records per bucket (see [`Builder::finish`]).
+    counts: Vec<usize>,
+    /// What the puts of each file take; `finish` takes out the dead ones.
+    usage: HashMap<u64, SegmentUsage>,
+    /// The file started last and what its puts take so far (added to `usage` when the next
+    /// starts: no map lookup per record).
+    current: Option<(u64, SegmentUsage)>,
     max_seq: u64,
 }
 
+impl Default for Builder {
+    fn default() -> Self {
+        Builder {
+            files: Vec::new(),
+            keys: HashMap::new(),
+            counts: vec![0; 1 << BUCKET_BITS],
+            usage: HashMap::new(),
+            current: None,
+            max_seq: 0,
+        }
+    }
+}
+
+fn bucket_of(hash: u64) -> usize {
+    (hash >> (64 - BUCKET_BITS)) as usize
+}
+
 impl Builder {
-    /// Notes a record: its key's full hash, its sequence number, where it is (`entry`) and
-    /// whether it is a tombstone, its ordinal in its footer's key order, and its key if the
-    /// caller has it.
+    /// Starts the records of file `segment`, about `records` of them.
+    pub fn start_file(&mut self, segment: u64, records: usize) {
+        self.files.push(Vec::with_capacity(records));
+        self.end_file();
+        self.current = Some((segment, SegmentUsage::default()));
+    }
+
+    /// Adds what the puts of the file started last take to `usage`.
+    fn end_file(&mut self) {
+        if let Some((segment, u)) = self.current.take() {
+            let t = self.usage.entry(segment).or_default();
+            t.live_bytes += u.live_bytes;
+            t.live_records += u.live_records;
+        }
+    }
+
+    /// Notes a record of the file started last: its key's full hash, its sequence number,
+    /// where it is (`entry`) and whether it is a tombstone, its ordinal in its footer's key
+    /// order (or any number unique in its file, with its key), and its key if the caller has it.
     pub fn add(
         &mut self,
         hash: u64,
@@ -56,21 +99,30 @@ impl Builder {
         key: Option<Vec<u8>>,
     ) {
         if let Some(k) = key {
-            self.keys.insert(self.noted.len(), k.into_boxed_slice());
+            self.keys
+                .insert((entry.segment, ordinal), k.into_boxed_slice());
         }
         self.max_seq = self.max_seq.max(seq);
-        self.noted.push(Noted {
+        if self
+            .current
+            .as_ref()
+            .is_none_or(|(segment, _)| *segment != entry.segment)
+        {
+            self.start_file(entry.segment, 0);
+        }
+        self.counts[bucket_of(hash)] += 1;
+        if !tombstone && let Some((_, u)) = &mut self.current {
+            u.live_bytes += entry.record_len();
+            u.live_records += 1;
+        }
+        let file = self.files.last_mut().expect("a file started");
+        file.push(Noted {
             hash,
             seq,
             entry,
-            tombstone,
             ordinal,
+            tombstone,
         });
-    }
-
-    /// Makes room for `additional` more records.
-    pub fn reserve(&mut self, additional: usize) {
-        self.noted.reserve(additional);
     }
 
     /// The highest sequence number noted (0 if none).
@@ -81,80 +133,95 @@ impl Builder {
     /// Loads each key's newest record into `index` (empty), if it is a put. `fetch_keys(file,
     /// ordinals)` returns the keys at those ordinals of a file's footer, in that order: it is
     /// asked only for records that share their hash with another record and came without a key.
-    pub fn finish(self, index: &Index, fetch_keys: &mut FetchKeys<'_>) -> Result<()> {
+    ///
+    /// The records are spread into 65 536 buckets by the top bits of their hash (one pass, each
+    /// file's vector freed as it is emptied), and each bucket, a few hundred records, is sorted
+    /// on its own: by hash, newest first (ties, a compaction copy and its original both on disk
+    /// after a crash, hold one value; the lower file and offset wins, so that open is
+    /// deterministic).
+    pub fn finish(mut self, index: &Index, fetch_keys: &mut FetchKeys<'_>) -> Result<()> {
+        self.end_file();
         let Builder {
-            mut noted,
+            files,
             mut keys,
+            counts,
+            mut usage,
             ..
         } = self;
-        // Sorted by hash, newest first; of two records with one sequence number (a compaction
-        // copy and its original, both on disk after a crash), the first noted stays first.
-        let mut order: Vec<u32> = (0..noted.len() as u32).collect();
-        order.sort_unstable_by(|&a, &b| {
-            let (x, y) = (&noted[a as usize], &noted[b as usize]);
-            (x.hash, std::cmp::Reverse(x.seq), a).cmp(&(y.hash, std::cmp::Reverse(y.seq), b))
-        });
-        // Runs of one hash with more than one record: their keys are needed.
-        let mut wanted: HashMap<u64, Vec<(u32, usize)>> = HashMap::new();
-        let mut start = 0;
-        while start < order.len() {
-            let hash = noted[order[start] as usize].hash;
-            let end = start
-                + order[start..]
-                    .iter()
-                    .take_while(|&&i| noted[i as usize].hash == hash)
-                    .count();
-            if end - start > 1 {
-                for &i in &order[start..end] {
-                    let i = i as usize;
-                    if !keys.contains_key(&i) {
-                        let n = &noted[i];
-                        wanted
-                            .entry(n.entry.segment)
-                            .or_default()
-                            .push((n.ordinal, i));
+        let mut starts = vec![0usize; (1 << BUCKET_BITS) + 1];
+        for (b, n) in counts.into_iter().enumerate() {
+            starts[b + 1] = starts[b] + n;
+        }
+        let total = starts[starts.len() - 1];
+        let mut sorted = vec![Noted::default(); total];
+        let mut next = starts.clone();
+        for file in files {
+            for n in file {
+                let b = bucket_of(n.hash);
+                sorted[next[b]] = n;
+                next[b] += 1;
+            }
+        }
+        drop(next);
+        let order = |x: &Noted, y: &Noted| {
+            (
+                x.hash,
+                std::cmp::Reverse(x.seq),
+                x.entry.segment,
+                x.entry.offset,
+            )
+                .cmp(&(
+                    y.hash,
+                    std::cmp::Reverse(y.seq),
+                    y.entry.segment,
+                    y.entry.offset,
+                ))
+        };
+        // Sorted per bucket; runs of one hash with more than one record need their keys.
+        let mut wanted: HashMap<u64, Vec<u32>> = HashMap::new();
+        for b in 0..1 << BUCKET_BITS {
+            let bucket = &mut sorted[starts[b]..starts[b + 1]];
+            bucket.sort_unstable_by(order);
+            for run in bucket.chunk_by(|x, y| x.hash == y.hash) {
+                if run.len() > 1 {
+                    for n in run {
+                        if !keys.contains_key(&(n.entry.segment, n.ordinal)) {
+                            wanted.entry(n.entry.segment).or_default().push(n.ordinal);
+                        }
                     }
                 }
             }
-            start = end;
         }
-        for (file, mut want) in wanted {
-            want.sort_unstable();
-            let ordinals: Vec<u32> = want.iter().map(|w| w.0).collect();
+        for (file, mut ordinals) in wanted {
+            ordinals.sort_unstable();
             let got = fetch_keys(file, &ordinals)?;
-            debug_assert_eq!(got.len(), want.len());
-            for ((_, i), key) in want.into_iter().zip(got) {
-                keys.insert(i, key.into_boxed_slice());
+            debug_assert_eq!(got.len(), ordinals.len());
+            for (o, key) in ordinals.into_iter().zip(got) {
+                keys.insert((file, o), key.into_boxed_slice());
             }
         }
         // The newest record of each key: within a run of one hash, the first of each key.
-        let mut live: Vec<(u64, IndexEntry)> = Vec::with_capacity(noted.len());
-        let mut start = 0;
-        while start < order.len() {
-            let hash = noted[order[start] as usize].hash;
-            let run: Vec<usize> = order[start..]
-                .iter()
-                .take_while(|&&i| noted[i as usize].hash == hash)
-                .map(|&i| i as usize)
-                .collect();
-            start += run.len();
-            for (j, &i) in run.iter().enumerate() {
-                let newest = run.len() == 1
-                    || run[..j]
-                        .iter()
-                        .all(|&earlier| keys.get(&earlier) != keys.get(&i));
-                if newest && !noted[i].tombstone {
-                    live.push((index.hash_of(hash), noted[i].entry));
+        let mut live: Vec<(u64, IndexEntry)> = Vec::with_capacity(total);
+        for run in sorted.chunk_by(|x, y| x.hash == y.hash) {
+            let key = |n: &Noted| keys.get(&(n.entry.segment, n.ordinal));
+            for (j, n) in run.iter().enumerate() {
+                let newest = j == 0 || run[..j].iter().all(|earlier| key(earlier) != key(n));
+                if n.tombstone {
+                    continue;
+                }
+                if newest {
+                    live.push((index.hash_of(n.hash), n.entry));
+                } else if let Some(u) = usage.get_mut(&n.entry.segment) {
+                    // A put that a newer record of its key replaced: not live after all.
+                    u.live_bytes -= n.entry.record_len();
+                    u.live_records -= 1;
                 }
             }
         }
-        drop(order);
-        noted.clear();
-        noted.shrink_to_fit();
+        drop(sorted);
         drop(keys);
-        // Per file, so that the load's usage accounting meets each file in one run.
-        live.sort_unstable_by_key(|(_, e)| e.segment);
-        index.load(live);
+        usage.retain(|_, u| u.live_records > 0);
+        index.load(live, usage.into_iter().collect());
         Ok(())
     }
 }
@@ -181,10 +248,12 @@ mod tests {
         let index = Index::default();
         let mut b = Builder::default();
         let h = 0xdead_beef_0000_0001;
+        b.start_file(1, 2);
         // File 1: key "a" (seq 1) at ordinal 0, key "b" (seq 2) at ordinal 1.
         b.add(h, 1, at(1, 64), false, 0, None);
         b.add(h, 2, at(1, 200), false, 1, None);
         // File 2: key "a" again (seq 3), then a tombstone of "b" (seq 4): keys in hand.
+        b.start_file(2, 3);
         b.add(h, 3, at(2, 64), false, 0, Some(b"a".to_vec()));
         b.add(h, 4, at(2, 300), true, 1, Some(b"b".to_vec()));
         // A key of another hash, alone: never fetched.
@@ -211,6 +280,7 @@ mod tests {
     fn without_shared_hashes_no_key_is_read() {
         let index = Index::default();
         let mut b = Builder::default();
+        b.start_file(1, 1000);
         for i in 0..1000u64 {
             b.add(
                 i.wrapping_mul(0x9e37_79b9_7f4a_7c15),

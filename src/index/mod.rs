@@ -271,46 +271,26 @@ impl Index {
     }
 
     /// Loads the live entries found at open: `(hash, entry)` pairs, one per live key, into an
-    /// empty index, each shard allocated to fit.
-    pub fn load(&self, mut entries: Vec<(u64, IndexEntry)>) {
+    /// empty index, each shard allocated to fit; `usage` is what they take per segment.
+    pub fn load(&self, entries: Vec<(u64, IndexEntry)>, usage: BTreeMap<u64, SegmentUsage>) {
         debug_assert!(self.is_empty());
+        debug_assert_eq!(
+            usage.values().map(|u| u.live_records).sum::<u64>(),
+            entries.len() as u64
+        );
         let mut counts = vec![0usize; SHARDS];
         for (h, _) in &entries {
             counts[place_of(*h).0] += 1;
         }
         let mut shards: Vec<Vec<Packed>> = counts.iter().map(|&n| Vec::with_capacity(n)).collect();
-        let mut usage = BTreeMap::<u64, SegmentUsage>::new();
-        let mut run: Option<(u64, SegmentUsage)> = None;
-        for (h, e) in entries.drain(..) {
+        let total = entries.len() as u64;
+        for (h, e) in entries {
             let (s, fp) = place_of(h);
             shards[s].push(Packed::pack(fp, &e));
-            match &mut run {
-                Some((seg, u)) if *seg == e.segment => {
-                    u.live_bytes += e.record_len();
-                    u.live_records += 1;
-                }
-                _ => {
-                    if let Some((seg, u)) = run.take() {
-                        add_usage(&mut usage, seg, u);
-                    }
-                    run = Some((
-                        e.segment,
-                        SegmentUsage {
-                            live_bytes: e.record_len(),
-                            live_records: 1,
-                        },
-                    ));
-                }
-            }
         }
-        if let Some((seg, u)) = run {
-            add_usage(&mut usage, seg, u);
-        }
-        drop(entries);
-        let mut total = 0;
         for (slot, mut v) in self.shards.iter().zip(shards) {
+            // Usually sorted already (open emits entries by hash).
             v.sort_unstable_by_key(|p| p.fp());
-            total += v.len() as u64;
             *slot.write().unwrap_or_else(|p| p.into_inner()) = v;
         }
         self.len.store(total, Ordering::Relaxed);
@@ -372,12 +352,6 @@ impl Index {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
-}
-
-fn add_usage(usage: &mut BTreeMap<u64, SegmentUsage>, seg: u64, u: SegmentUsage) {
-    let t = usage.entry(seg).or_default();
-    t.live_bytes += u.live_bytes;
-    t.live_records += u.live_records;
 }
 
 /// Removes the entry at `place` with fingerprint `fp` from a sorted shard.
@@ -450,7 +424,13 @@ mod tests {
         let entries: Vec<(u64, IndexEntry)> = (0..n)
             .map(|i| (key_hash(&i.to_le_bytes()), entry(1 + i / 50_000, 64 + i)))
             .collect();
-        index.load(entries);
+        let mut usage = BTreeMap::new();
+        for (_, e) in &entries {
+            let u: &mut SegmentUsage = usage.entry(e.segment).or_default();
+            u.live_bytes += e.record_len();
+            u.live_records += 1;
+        }
+        index.load(entries, usage);
         assert_eq!(index.len(), n);
         assert_eq!(
             index.memory_bytes(),

@@ -342,7 +342,7 @@ pub(super) fn recover(
             });
         }
         let mut summary = FileSummary::default();
-        builder.reserve(loaded.records.count());
+        builder.start_file(id, loaded.records.count());
         match loaded.records {
             // Keys on disk: records that share a hash with another have theirs read again by
             // ordinal if open must compare them (`Builder::finish`).

@@ -784,17 +784,39 @@ fn probe_inner(args: &Args) -> Res<String> {
     if v != pool.value(probe) {
         return Err("probe key has the wrong value after reopen".into());
     }
+    // A prefix of 100 keys (`key-` and the first 10 of 12 digits), from a cold page cache:
+    // what a short listing reads.
+    let prefix = {
+        let k = key(probe);
+        k[..14.min(k.len())].to_vec()
+    };
+    let dropped = sys::drop_caches();
+    let io0 = sys::io_counters();
+    let t = Instant::now();
+    let listed = e.prefix(&prefix).transpose()?;
+    let prefix_us = t.elapsed().as_secs_f64() * 1e6;
+    let prefix_io = sys::io_counters().since(io0);
     e.close()?;
     let rss_delta = rss1.saturating_sub(rss0);
-    Ok(json!({
+    let prefix_fields = match listed {
+        Some(keys) => json!({
+            "prefix_keys": keys.len(),
+            "prefix_us": prefix_us,
+            "prefix_read_bytes": prefix_io.read_bytes,
+            "prefix_cold": dropped,
+        }),
+        None => json!({}),
+    };
+    let mut out = json!({
         "open_secs": open_secs,
         "open_read_bytes": io.read_bytes,
         "rss_before_open_bytes": rss0,
         "rss_delta_bytes": rss_delta,
         "rss_bytes_per_key": rss_delta as f64 / n.max(1) as f64,
         "first_get_us": first_get_us,
-    })
-    .to_string())
+    });
+    merge(&mut out, prefix_fields);
+    Ok(out.to_string())
 }
 
 #[cfg(test)]

@@ -59,6 +59,12 @@ pub trait Engine: Send + Sync {
     /// Bytes `off..off + len` of the value of `key`, copied into a new vector.
     fn get_range(&self, key: &[u8], off: u64, len: u64) -> Res<Option<Vec<u8>>>;
 
+    /// The keys that start with `prefix`, in order, where the engine lists by prefix (`None`:
+    /// not measured for it).
+    fn prefix(&self, _prefix: &[u8]) -> Option<Res<Vec<Vec<u8>>>> {
+        None
+    }
+
     /// Flushes and closes.
     fn close(self: Box<Self>) -> Res<()>;
 

@@ -53,6 +53,15 @@ impl Engine for Pod {
         Ok(self.store.put(key, value)?)
     }
 
+    fn prefix(&self, prefix: &[u8]) -> Option<Res<Vec<Vec<u8>>>> {
+        Some(
+            self.store
+                .prefix(prefix)
+                .collect::<podstore::Result<Vec<_>>>()
+                .map_err(Into::into),
+        )
+    }
+
     fn sync(&self) -> Res<()> {
         Ok(self.store.flush()?)
     }

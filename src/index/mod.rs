@@ -114,19 +114,48 @@ pub use crate::format::footer::key_hash;
 const SHARD_BITS: u32 = 16;
 const SHARDS: usize = 1 << SHARD_BITS;
 
-/// The entries whose fingerprint matches a hash (usually none or one).
-#[derive(Debug, Clone, Default)]
-pub struct Candidates(Vec<IndexEntry>);
+/// The entries whose fingerprint matches a hash (usually none or one: held inline, so that a
+/// lookup allocates nothing).
+#[derive(Debug, Clone)]
+pub struct Candidates {
+    first: [IndexEntry; 2],
+    count: usize,
+    more: Vec<IndexEntry>,
+}
 
 impl Candidates {
+    fn new() -> Candidates {
+        Candidates {
+            first: [IndexEntry::default(); 2],
+            count: 0,
+            more: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, e: IndexEntry) {
+        if self.count < 2 {
+            self.first[self.count] = e;
+        } else {
+            if self.more.is_empty() {
+                self.more.extend_from_slice(&self.first);
+            }
+            self.more.push(e);
+        }
+        self.count += 1;
+    }
+
     /// The entries.
     pub fn as_slice(&self) -> &[IndexEntry] {
-        &self.0
+        if self.count <= 2 {
+            &self.first[..self.count]
+        } else {
+            &self.more
+        }
     }
 
     /// The records they name.
     pub fn places(&self) -> Vec<(u64, u64)> {
-        self.0.iter().map(IndexEntry::place).collect()
+        self.as_slice().iter().map(IndexEntry::place).collect()
     }
 }
 
@@ -199,13 +228,11 @@ impl Index {
         let (s, fp) = place_of(h);
         let shard = self.shard(s);
         let from = shard.partition_point(|p| p.fp() < fp);
-        Candidates(
-            shard[from..]
-                .iter()
-                .take_while(|p| p.fp() == fp)
-                .map(|p| p.unpack(key_len))
-                .collect(),
-        )
+        let mut found = Candidates::new();
+        for p in shard[from..].iter().take_while(|p| p.fp() == fp) {
+            found.push(p.unpack(key_len));
+        }
+        found
     }
 
     /// The records whose entries have the fingerprint of `h`.

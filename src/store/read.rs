@@ -132,7 +132,7 @@ impl Reader {
             let mut current = None;
             let mut gone = false;
             for c in candidates.as_slice() {
-                match self.identify(key, *c)? {
+                match self.identify(key, *c, true)? {
                     Identity::Mine { found, .. } => {
                         current = Some(found.entry);
                         break;
@@ -151,13 +151,19 @@ impl Reader {
 
     /// The live record of `key` and, if the cache holds its value whole, the value.
     fn find(&self, key: &[u8]) -> Result<Option<(Located, Option<Bytes>)>> {
+        self.find_in(key, true)
+    }
+
+    /// [`Reader::find`]; `whole` false when the caller already looked for whole values in the
+    /// cache (so that a miss is counted once).
+    fn find_in(&self, key: &[u8], whole: bool) -> Result<Option<(Located, Option<Bytes>)>> {
         let hash = self.index.hash(key);
         let mut last = None;
         loop {
             let candidates = self.index.candidates(hash, key.len() as u32);
             let mut gone = false;
             for c in candidates.as_slice() {
-                match self.identify(key, *c)? {
+                match self.identify(key, *c, whole)? {
                     Identity::Mine { found, cached } => return Ok(Some((found, cached))),
                     Identity::Other => {}
                     Identity::Gone => gone = true,
@@ -204,11 +210,12 @@ impl Reader {
     /// whole value kept with its key, or the key of a large value read before), else from its
     /// record. A record of at most [`WHOLE_RECORD_READ`] bytes is read whole, so that the read
     /// which checks the key also fetches the value (kept in the [`Located`]).
-    fn identify(&self, key: &[u8], entry: IndexEntry) -> Result<Identity> {
+    fn identify(&self, key: &[u8], entry: IndexEntry, whole_cached: bool) -> Result<Identity> {
         let Some(file) = self.segments.file(entry.segment) else {
             return Ok(Identity::Gone);
         };
-        if self.cache.holds_whole(&entry)
+        if whole_cached
+            && self.cache.holds_whole(&entry)
             && let Some(b) = self.cache.get_bytes(&Key::of(&entry, Part::Value))
         {
             // Kept as key, then value.
@@ -312,10 +319,26 @@ impl Reader {
 
     /// The value of `key` if the cache holds it whole (then no file is read), else where it is.
     fn lookup(&self, key: &[u8]) -> Result<Option<Lookup>> {
-        Ok(self.find(key)?.map(|(found, cached)| match cached {
-            Some(b) => Lookup::Cached(b),
-            None => Lookup::Located(found),
-        }))
+        // The common warm case first: an entry whose whole value the cache holds with this key
+        // (no file looked up, nothing read).
+        let candidates = self
+            .index
+            .candidates(self.index.hash(key), key.len() as u32);
+        for c in candidates.as_slice() {
+            if self.cache.holds_whole(c)
+                && let Some(b) = self.cache.get_bytes(&Key::of(c, Part::Value))
+                && b.len() as u64 == key.len() as u64 + c.value_len
+                && b.starts_with(key)
+            {
+                return Ok(Some(Lookup::Cached(b.slice(key.len()..))));
+            }
+        }
+        Ok(self
+            .find_in(key, false)?
+            .map(|(found, cached)| match cached {
+                Some(b) => Lookup::Cached(b),
+                None => Lookup::Located(found),
+            }))
     }
 
     /// The whole value of `key` in `out` (cleared first; its allocation is reused), copied from

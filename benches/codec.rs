@@ -82,12 +82,11 @@ fn chunk_checksums(bencher: Bencher, len: usize) {
         });
 }
 
-/// Decoding a footer of n entries: what opening a store does per segment.
-#[divan::bench(args = [1_000, 100_000])]
-fn footer_decode(bencher: Bencher, n: u64) {
-    let entries: Vec<FooterEntry> = (0..n)
+/// `n` footer entries of 1 KiB values, keys `{prefix}{i:012}`.
+fn footer_entries(n: u64, prefix: &str) -> Vec<FooterEntry> {
+    (0..n)
         .map(|i| FooterEntry {
-            key: format!("object/{i:012}").into_bytes(),
+            key: format!("{prefix}{i:012}").into_bytes(),
             kind: RecordKind::Put,
             flags: 0,
             offset: 64 + i * 1100,
@@ -95,7 +94,13 @@ fn footer_decode(bencher: Bencher, n: u64) {
             value_len: 1024,
             seq: i + 1,
         })
-        .collect();
+        .collect()
+}
+
+/// Decoding a footer of n entries: what opening a store does per segment.
+#[divan::bench(args = [1_000, 100_000])]
+fn footer_decode(bencher: Bencher, n: u64) {
+    let entries = footer_entries(n, "object/");
     let data_end = 64 + n * 1100;
     let footer = encode_footer(1, data_end, data_end, 4096, &entries);
     let file_len = data_end + footer.len() as u64;
@@ -112,17 +117,7 @@ fn footer_decode(bencher: Bencher, n: u64) {
 /// What open reads: the location table alone (no keys).
 #[divan::bench(args = [1_000, 100_000])]
 fn footer_decode_locations(bencher: Bencher, n: u64) {
-    let entries: Vec<FooterEntry> = (0..n)
-        .map(|i| FooterEntry {
-            key: format!("key-{i:012}").into_bytes(),
-            kind: RecordKind::Put,
-            flags: 0,
-            offset: 64 + i * 1100,
-            stored_len: 1024,
-            value_len: 1024,
-            seq: i + 1,
-        })
-        .collect();
+    let entries = footer_entries(n, "key-");
     let data_end = 64 + n * 1100;
     let footer = encode_footer(1, data_end, data_end, 4096, &entries);
     let file_len = data_end + footer.len() as u64;

@@ -590,6 +590,12 @@ fn read_footer(src: &FileSource<'_>, id: u64, path: &Path) -> Result<Option<Vec<
         // was torn (the trailer reached the disk, part of the rest did not). Treat as unsealed
         // and rescan.
         Corruption::ChecksumMismatch { .. } => Ok(None),
+        // The key section's magic is under no crc (its blocks are, each): missing where the
+        // location table says the section starts, the section was torn in the same way.
+        Corruption::BadMagic {
+            structure: "footer key section",
+            ..
+        } => Ok(None),
         // Bytes whose crc verifies but which do not decode were written whole, by a writer of
         // another format: an error, not a torn footer.
         kind => Err(corruption(path, id, at, kind)),

@@ -13,6 +13,7 @@
 
 use std::collections::HashMap;
 
+use super::packed::Packed;
 use super::{Index, IndexEntry, SegmentUsage};
 use crate::error::Result;
 
@@ -32,8 +33,9 @@ struct Noted {
     tombstone: bool,
 }
 
-/// Bits of the hash that split the records into buckets, each sorted on its own.
-const BUCKET_BITS: u32 = 16;
+/// Bits of the hash that split the records into buckets, each sorted on its own: the index's
+/// shards.
+const BUCKET_BITS: u32 = super::SHARD_BITS;
 
 /// The records seen while files are loaded; [`Builder::finish`] keeps each key's newest.
 #[derive(Debug)]
@@ -200,28 +202,51 @@ impl Builder {
                 keys.insert((file, o), key.into_boxed_slice());
             }
         }
-        // The newest record of each key: within a run of one hash, the first of each key.
-        let mut live: Vec<(u64, IndexEntry)> = Vec::with_capacity(total);
-        for run in sorted.chunk_by(|x, y| x.hash == y.hash) {
-            let key = |n: &Noted| keys.get(&(n.entry.segment, n.ordinal));
-            for (j, n) in run.iter().enumerate() {
-                let newest = j == 0 || run[..j].iter().all(|earlier| key(earlier) != key(n));
-                if n.tombstone {
-                    continue;
+        // The newest record of each key: within a run of one hash, the first of each key. With
+        // the whole hash in use, buckets are the index's shards and each is in fingerprint
+        // order already: its live entries become the shard, allocated to fit, with no list of
+        // every live entry in between.
+        let direct = index.hash_of(u64::MAX) == u64::MAX;
+        let mut live: Vec<(u64, IndexEntry)> = Vec::new();
+        let mut shards: Vec<Vec<Packed>> =
+            Vec::with_capacity(if direct { 1 << BUCKET_BITS } else { 0 });
+        for b in 0..1 << BUCKET_BITS {
+            let bucket = &sorted[starts[b]..starts[b + 1]];
+            let mut shard = Vec::with_capacity(if direct { bucket.len() } else { 0 });
+            for run in bucket.chunk_by(|x, y| x.hash == y.hash) {
+                let key = |n: &Noted| keys.get(&(n.entry.segment, n.ordinal));
+                for (j, n) in run.iter().enumerate() {
+                    let newest = j == 0 || run[..j].iter().all(|earlier| key(earlier) != key(n));
+                    if n.tombstone {
+                        continue;
+                    }
+                    if !newest {
+                        // A put that a newer record of its key replaced: not live after all.
+                        if let Some(u) = usage.get_mut(&n.entry.segment) {
+                            u.live_bytes -= n.entry.record_len();
+                            u.live_records -= 1;
+                        }
+                    } else if direct {
+                        shard.push(Packed::pack(super::place_of(n.hash).1, &n.entry));
+                    } else {
+                        live.push((index.hash_of(n.hash), n.entry));
+                    }
                 }
-                if newest {
-                    live.push((index.hash_of(n.hash), n.entry));
-                } else if let Some(u) = usage.get_mut(&n.entry.segment) {
-                    // A put that a newer record of its key replaced: not live after all.
-                    u.live_bytes -= n.entry.record_len();
-                    u.live_records -= 1;
-                }
+            }
+            if direct {
+                shard.shrink_to_fit();
+                shards.push(shard);
             }
         }
         drop(sorted);
         drop(keys);
         usage.retain(|_, u| u.live_records > 0);
-        index.load(live, usage.into_iter().collect());
+        let usage = usage.into_iter().collect();
+        if direct {
+            index.install(shards, usage);
+        } else {
+            index.load(live, usage);
+        }
         Ok(())
     }
 }

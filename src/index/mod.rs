@@ -324,6 +324,21 @@ impl Index {
         *self.usage.lock().unwrap_or_else(|p| p.into_inner()) = usage;
     }
 
+    /// Installs shards built at open (`build.rs`): one vector per shard, in shard order, each
+    /// sorted by fingerprint; `usage` is what their entries take per segment.
+    fn install(&self, shards: Vec<Vec<Packed>>, usage: BTreeMap<u64, SegmentUsage>) {
+        debug_assert!(self.is_empty() && shards.len() == SHARDS);
+        let mut total = 0;
+        for (slot, v) in self.shards.iter().zip(shards) {
+            debug_assert!(v.is_sorted_by_key(|p| p.fp()));
+            total += v.len() as u64;
+            *slot.write().unwrap_or_else(|p| p.into_inner()) = v;
+        }
+        debug_assert_eq!(usage.values().map(|u| u.live_records).sum::<u64>(), total);
+        self.len.store(total, Ordering::Relaxed);
+        *self.usage.lock().unwrap_or_else(|p| p.into_inner()) = usage;
+    }
+
     /// Moves the bytes of `old` out of, and those of `new` into, their segments' usage.
     fn account(&self, old: Option<&IndexEntry>, new: Option<&IndexEntry>) {
         let mut usage = self.usage.lock().unwrap_or_else(|p| p.into_inner());

@@ -10,6 +10,13 @@
 //! record. Records that share a hash are usually one key written more than once (an overwrite
 //! whose old record awaits compaction), but may be two keys: for those alone the keys are read
 //! (`Builder::finish`'s `fetch_keys`, from the footers' key blocks), and compared.
+//!
+//! Memory: each record noted costs 48 bytes ([`Noted`]) in its file's vector, then 48 more in
+//! one array sorted by bucket, at `finish`. Both are large allocations, which the allocator
+//! returns to the system when they are freed (many small vectors, one per bucket, were tried:
+//! freed among the shards that outlive them, their memory stayed resident, 10 bytes per key).
+//! Much of open's time is the kernel handing out zeroed pages for this transient memory, so
+//! the less of it, the faster.
 
 use std::collections::HashMap;
 
@@ -20,32 +27,61 @@ use crate::error::Result;
 /// Reads the keys at some ordinals of a file's footer: `(file, ordinals) -> keys`, in order.
 pub type FetchKeys<'a> = dyn FnMut(u64, &[u32]) -> Result<Vec<Vec<u8>>> + 'a;
 
-/// One record noted at open.
-#[derive(Debug, Clone, Copy, Default)]
+/// One record noted at open: 48 bytes.
+#[derive(Debug, Clone, Copy)]
 struct Noted {
     /// The key's full [`super::key_hash`] (as the footer wrote it).
     hash: u64,
     seq: u64,
-    /// Where the record is (`entry.segment` is its file); for a tombstone only the place counts.
-    entry: IndexEntry,
+    /// Where the record is and its lengths, as the index will keep it (for a tombstone only
+    /// the place counts).
+    packed: Packed,
+    /// The record's key length (for what the record takes on disk).
+    key_len: u16,
     /// The record's position in its footer's key order (to read its key if needed).
     ordinal: u32,
     tombstone: bool,
 }
 
+impl Noted {
+    fn segment(&self) -> u64 {
+        self.packed.place().0
+    }
+
+    fn entry(&self) -> IndexEntry {
+        self.packed.unpack(self.key_len as u32)
+    }
+
+    /// Sort order within a bucket: by hash, newest first; ties (a compaction copy and its
+    /// original both on disk after a crash, which hold one value) by place, lower first.
+    fn order(&self, other: &Noted) -> std::cmp::Ordering {
+        (self.hash, std::cmp::Reverse(self.seq))
+            .cmp(&(other.hash, std::cmp::Reverse(other.seq)))
+            .then_with(|| self.packed.place().cmp(&other.packed.place()))
+    }
+}
+
+const _: () = assert!(
+    std::mem::size_of::<Noted>() == 48,
+    "what the module doc says"
+);
+
 /// Bits of the hash that split the records into buckets, each sorted on its own: the index's
 /// shards.
 const BUCKET_BITS: u32 = super::SHARD_BITS;
+
+/// Below this many records, `finish` works on one thread (starting others costs more).
+const PARALLEL_MIN_RECORDS: usize = 1 << 16;
 
 /// The records seen while files are loaded; [`Builder::finish`] keeps each key's newest.
 #[derive(Debug)]
 pub struct Builder {
     /// Per file, in the order loaded (one vector each: no vector of every record regrows).
     files: Vec<Vec<Noted>>,
-    /// Keys already in hand (records found by a recovery scan), by file and ordinal.
-    keys: HashMap<(u64, u32), Box<[u8]>>,
     /// Records per bucket (see [`Builder::finish`]).
     counts: Vec<usize>,
+    /// Keys already in hand (records found by a recovery scan), by file and ordinal.
+    keys: HashMap<(u64, u32), Box<[u8]>>,
     /// What the puts of each file take; `finish` takes out the dead ones.
     usage: HashMap<u64, SegmentUsage>,
     /// The file started last and what its puts take so far (added to `usage` when the next
@@ -58,8 +94,8 @@ impl Default for Builder {
     fn default() -> Self {
         Builder {
             files: Vec::new(),
-            keys: HashMap::new(),
             counts: vec![0; 1 << BUCKET_BITS],
+            keys: HashMap::new(),
             usage: HashMap::new(),
             current: None,
             max_seq: 0,
@@ -69,6 +105,17 @@ impl Default for Builder {
 
 fn bucket_of(hash: u64) -> usize {
     (hash >> (64 - BUCKET_BITS)) as usize
+}
+
+/// What one thread of [`Builder::finish`] built from its buckets.
+#[derive(Default)]
+struct Built {
+    /// Each bucket's shard (the whole hash in use), in bucket order.
+    shards: Vec<Vec<Packed>>,
+    /// The live entries with their (masked) hashes (a testing index with fewer hash bits).
+    live: Vec<(u64, IndexEntry)>,
+    /// Per file, what its puts that newer records replaced take: bytes, records.
+    dead: HashMap<u64, (u64, u64)>,
 }
 
 impl Builder {
@@ -91,6 +138,8 @@ impl Builder {
     /// Notes a record of the file started last: its key's full hash, its sequence number,
     /// where it is (`entry`) and whether it is a tombstone, its ordinal in its footer's key
     /// order (or any number unique in its file, with its key), and its key if the caller has it.
+    /// `entry` fits the index ([`Packed::fits`]): the caller checked the file id, and footers
+    /// and scans bound offsets and lengths.
     pub fn add(
         &mut self,
         hash: u64,
@@ -112,16 +161,18 @@ impl Builder {
         {
             self.start_file(entry.segment, 0);
         }
-        self.counts[bucket_of(hash)] += 1;
         if !tombstone && let Some((_, u)) = &mut self.current {
             u.live_bytes += entry.record_len();
             u.live_records += 1;
         }
+        debug_assert!(entry.key_len <= u16::MAX as u32);
+        self.counts[bucket_of(hash)] += 1;
         let file = self.files.last_mut().expect("a file started");
         file.push(Noted {
             hash,
             seq,
-            entry,
+            packed: Packed::pack(super::place_of(hash).1, &entry),
+            key_len: entry.key_len as u16,
             ordinal,
             tombstone,
         });
@@ -138,9 +189,8 @@ impl Builder {
     ///
     /// The records are spread into 65 536 buckets by the top bits of their hash (one pass, each
     /// file's vector freed as it is emptied), and each bucket, a few hundred records, is sorted
-    /// on its own: by hash, newest first (ties, a compaction copy and its original both on disk
-    /// after a crash, hold one value; the lower file and offset wins, so that open is
-    /// deterministic).
+    /// on its own ([`Noted::order`]). Buckets are shared out between threads (one per core, at
+    /// most 8) for the sorting and for building the shards.
     pub fn finish(mut self, index: &Index, fetch_keys: &mut FetchKeys<'_>) -> Result<()> {
         self.end_file();
         let Builder {
@@ -155,7 +205,19 @@ impl Builder {
             starts[b + 1] = starts[b] + n;
         }
         let total = starts[starts.len() - 1];
-        let mut sorted = vec![Noted::default(); total];
+        let mut sorted = Vec::with_capacity(total);
+        // Every slot is written once below: the placeholder never survives.
+        sorted.resize(
+            total,
+            Noted {
+                hash: 0,
+                seq: 0,
+                packed: Packed::pack(0, &IndexEntry::default()),
+                key_len: 0,
+                ordinal: 0,
+                tombstone: true,
+            },
+        );
         let mut next = starts.clone();
         for file in files {
             for n in file {
@@ -165,36 +227,29 @@ impl Builder {
             }
         }
         drop(next);
-        let order = |x: &Noted, y: &Noted| {
-            (
-                x.hash,
-                std::cmp::Reverse(x.seq),
-                x.entry.segment,
-                x.entry.offset,
-            )
-                .cmp(&(
-                    y.hash,
-                    std::cmp::Reverse(y.seq),
-                    y.entry.segment,
-                    y.entry.offset,
-                ))
+        let threads = if total < PARALLEL_MIN_RECORDS {
+            1
+        } else {
+            std::thread::available_parallelism().map_or(1, |n| n.get().min(8))
         };
+        let parts = split(&mut sorted, &starts, threads);
         // Sorted per bucket; runs of one hash with more than one record need their keys.
-        let mut wanted: HashMap<u64, Vec<u32>> = HashMap::new();
-        for b in 0..1 << BUCKET_BITS {
-            let bucket = &mut sorted[starts[b]..starts[b + 1]];
-            bucket.sort_unstable_by(order);
-            for run in bucket.chunk_by(|x, y| x.hash == y.hash) {
-                if run.len() > 1 {
-                    for n in run {
-                        if !keys.contains_key(&(n.entry.segment, n.ordinal)) {
-                            wanted.entry(n.entry.segment).or_default().push(n.ordinal);
-                        }
-                    }
-                }
-            }
+        let wanted: Vec<(u64, u32)> = std::thread::scope(|s| {
+            let keys = &keys;
+            let workers: Vec<_> = parts
+                .into_iter()
+                .map(|(records, starts)| s.spawn(move || sort_buckets(records, starts, keys)))
+                .collect();
+            workers
+                .into_iter()
+                .flat_map(|w| w.join().expect("a sorting thread panicked"))
+                .collect()
+        });
+        let mut by_file: HashMap<u64, Vec<u32>> = HashMap::new();
+        for (file, ordinal) in wanted {
+            by_file.entry(file).or_default().push(ordinal);
         }
-        for (file, mut ordinals) in wanted {
+        for (file, mut ordinals) in by_file {
             ordinals.sort_unstable();
             let got = fetch_keys(file, &ordinals)?;
             debug_assert_eq!(got.len(), ordinals.len());
@@ -202,44 +257,38 @@ impl Builder {
                 keys.insert((file, o), key.into_boxed_slice());
             }
         }
-        // The newest record of each key: within a run of one hash, the first of each key. With
-        // the whole hash in use, buckets are the index's shards and each is in fingerprint
-        // order already: its live entries become the shard, allocated to fit, with no list of
-        // every live entry in between.
+        // With the whole hash in use, buckets are the index's shards and each is in
+        // fingerprint order already: its live entries become the shard, allocated to fit, with
+        // no list of every live entry in between.
         let direct = index.hash_of(u64::MAX) == u64::MAX;
-        let mut live: Vec<(u64, IndexEntry)> = Vec::new();
-        let mut shards: Vec<Vec<Packed>> =
-            Vec::with_capacity(if direct { 1 << BUCKET_BITS } else { 0 });
-        for b in 0..1 << BUCKET_BITS {
-            let bucket = &sorted[starts[b]..starts[b + 1]];
-            let mut shard = Vec::with_capacity(if direct { bucket.len() } else { 0 });
-            for run in bucket.chunk_by(|x, y| x.hash == y.hash) {
-                let key = |n: &Noted| keys.get(&(n.entry.segment, n.ordinal));
-                for (j, n) in run.iter().enumerate() {
-                    let newest = j == 0 || run[..j].iter().all(|earlier| key(earlier) != key(n));
-                    if n.tombstone {
-                        continue;
-                    }
-                    if !newest {
-                        // A put that a newer record of its key replaced: not live after all.
-                        if let Some(u) = usage.get_mut(&n.entry.segment) {
-                            u.live_bytes -= n.entry.record_len();
-                            u.live_records -= 1;
-                        }
-                    } else if direct {
-                        shard.push(Packed::pack(super::place_of(n.hash).1, &n.entry));
-                    } else {
-                        live.push((index.hash_of(n.hash), n.entry));
-                    }
-                }
-            }
-            if direct {
-                shard.shrink_to_fit();
-                shards.push(shard);
-            }
-        }
+        let parts = split(&mut sorted, &starts, threads);
+        let built: Vec<Built> = std::thread::scope(|s| {
+            let keys = &keys;
+            let workers: Vec<_> = parts
+                .into_iter()
+                .map(|(records, starts)| {
+                    s.spawn(move || build_shards(records, starts, keys, index, direct))
+                })
+                .collect();
+            workers
+                .into_iter()
+                .map(|w| w.join().expect("an index building thread panicked"))
+                .collect()
+        });
         drop(sorted);
         drop(keys);
+        let mut shards = Vec::with_capacity(if direct { 1 << BUCKET_BITS } else { 0 });
+        let mut live = Vec::new();
+        for b in built {
+            shards.extend(b.shards);
+            live.extend(b.live);
+            for (file, (bytes, records)) in b.dead {
+                if let Some(u) = usage.get_mut(&file) {
+                    u.live_bytes -= bytes;
+                    u.live_records -= records;
+                }
+            }
+        }
         usage.retain(|_, u| u.live_records > 0);
         let usage = usage.into_iter().collect();
         if direct {
@@ -249,6 +298,97 @@ impl Builder {
         }
         Ok(())
     }
+}
+
+/// `records` (sorted by bucket; bucket `b` at `starts[b]..starts[b + 1]`) cut into `parts`
+/// runs of whole buckets, each with its buckets' starts (relative to the whole).
+fn split<'a>(
+    mut records: &'a mut [Noted],
+    starts: &'a [usize],
+    parts: usize,
+) -> Vec<(&'a mut [Noted], &'a [usize])> {
+    let buckets = starts.len() - 1;
+    let per = buckets.div_ceil(parts);
+    let mut out = Vec::with_capacity(parts);
+    let mut b = 0;
+    while b < buckets {
+        let end = (b + per).min(buckets);
+        let (head, tail) = records.split_at_mut(starts[end] - starts[b]);
+        out.push((head, &starts[b..=end]));
+        records = tail;
+        b = end;
+    }
+    out
+}
+
+/// The buckets of `records`, bucket `i` at `starts[i] - starts[0]..starts[i + 1] - starts[0]`.
+fn buckets<'a>(records: &'a [Noted], starts: &'a [usize]) -> impl Iterator<Item = &'a [Noted]> {
+    starts
+        .windows(2)
+        .map(move |w| &records[w[0] - starts[0]..w[1] - starts[0]])
+}
+
+/// Sorts each bucket of `records`; returns the records whose keys must be read: those that
+/// share their hash with another record and whose keys are not in `keys`.
+fn sort_buckets(
+    records: &mut [Noted],
+    starts: &[usize],
+    keys: &HashMap<(u64, u32), Box<[u8]>>,
+) -> Vec<(u64, u32)> {
+    let mut wanted = Vec::new();
+    for w in starts.windows(2) {
+        let bucket = &mut records[w[0] - starts[0]..w[1] - starts[0]];
+        bucket.sort_unstable_by(Noted::order);
+        for run in bucket.chunk_by(|x, y| x.hash == y.hash) {
+            if run.len() > 1 {
+                for n in run {
+                    if !keys.contains_key(&(n.segment(), n.ordinal)) {
+                        wanted.push((n.segment(), n.ordinal));
+                    }
+                }
+            }
+        }
+    }
+    wanted
+}
+
+/// The live entries of the sorted buckets of `records`: within a run of one hash, the first
+/// record of each key, if a put.
+fn build_shards(
+    records: &[Noted],
+    starts: &[usize],
+    keys: &HashMap<(u64, u32), Box<[u8]>>,
+    index: &Index,
+    direct: bool,
+) -> Built {
+    let mut built = Built::default();
+    let key = |n: &Noted| keys.get(&(n.segment(), n.ordinal));
+    for bucket in buckets(records, starts) {
+        let mut shard = Vec::with_capacity(if direct { bucket.len() } else { 0 });
+        for run in bucket.chunk_by(|x, y| x.hash == y.hash) {
+            for (j, n) in run.iter().enumerate() {
+                if n.tombstone {
+                    continue;
+                }
+                let newest = j == 0 || run[..j].iter().all(|earlier| key(earlier) != key(n));
+                if !newest {
+                    // A put that a newer record of its key replaced: not live after all.
+                    let d = built.dead.entry(n.segment()).or_default();
+                    d.0 += n.entry().record_len();
+                    d.1 += 1;
+                } else if direct {
+                    shard.push(n.packed);
+                } else {
+                    built.live.push((index.hash_of(n.hash), n.entry()));
+                }
+            }
+        }
+        if direct {
+            shard.shrink_to_fit();
+            built.shards.push(shard);
+        }
+    }
+    built
 }
 
 #[cfg(test)]
@@ -319,5 +459,53 @@ mod tests {
         b.finish(&index, &mut |_, _| panic!("no key needed"))
             .unwrap();
         assert_eq!(index.len(), 900);
+    }
+
+    /// Enough records for `finish` to share the buckets out between threads: each key's newest
+    /// record wins wherever its bucket fell, and what the dead ones took leaves the usage.
+    #[test]
+    fn many_records_keep_each_keys_newest() {
+        let index = Index::default();
+        let mut b = Builder::default();
+        let keys = 3 * PARALLEL_MIN_RECORDS as u64;
+        let hash = |k: u64| (k + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        // File 1 writes every key; file 2 overwrites every third and deletes every fifth.
+        b.start_file(1, keys as usize);
+        for k in 0..keys {
+            b.add(hash(k), k, at(1, 64 + k), false, k as u32, None);
+        }
+        b.start_file(2, keys as usize);
+        for k in 0..keys {
+            if k % 3 == 0 || k % 5 == 0 {
+                b.add(hash(k), keys + k, at(2, 64 + k), k % 5 == 0, k as u32, None);
+            }
+        }
+        let mut fetched = 0;
+        b.finish(&index, &mut |_, ordinals| {
+            // Every shared hash is one key written twice: the same key at both places.
+            fetched += ordinals.len();
+            Ok(ordinals.iter().map(|o| o.to_le_bytes().to_vec()).collect())
+        })
+        .unwrap();
+        let twice = (0..keys).filter(|k| k % 3 == 0 || k % 5 == 0).count();
+        assert_eq!(fetched, 2 * twice);
+        let mut live = 0;
+        for k in 0..keys {
+            let (in1, in2) = (
+                index.contains(hash(k), 1, 64 + k),
+                index.contains(hash(k), 2, 64 + k),
+            );
+            match (k % 5 == 0, k % 3 == 0) {
+                (true, _) => assert!(!in1 && !in2, "key {k} deleted"),
+                (false, true) => assert!(!in1 && in2, "key {k} overwritten"),
+                (false, false) => assert!(in1 && !in2, "key {k} written once"),
+            }
+            live += u64::from(in1 || in2);
+        }
+        assert_eq!(index.len(), live);
+        let only1 = (0..keys).filter(|k| k % 3 != 0 && k % 5 != 0).count() as u64;
+        assert_eq!(index.usage(1).live_records, only1);
+        assert_eq!(index.usage(1).live_bytes, only1 * at(1, 0).record_len());
+        assert_eq!(index.usage(2).live_records, live - only1);
     }
 }

@@ -11,7 +11,7 @@ use crate::format::align_up;
 use crate::format::cursor::ByteSource;
 use crate::format::footer::v1::encode_footer_v1;
 use crate::format::footer::{
-    FooterEntry, Location, TRAILER_LEN, Trailer, decode_entries, decode_locations, encode_footer,
+    FooterEntry, Location, TRAILER_LEN, Trailer, decode_entries, encode_footer, for_each_location,
     key_section,
 };
 use crate::format::scan::{ScanError, scan_sealed_segment, scan_segment};
@@ -57,7 +57,7 @@ pub enum Records {
     Entries(Vec<FooterEntry>),
     /// The location table alone (a log segment whose seal the catalog records): keys stay on
     /// disk, in key order (`Location::ordinal`).
-    Locations(Vec<Location>),
+    Locations(Locations),
 }
 
 impl Records {
@@ -65,8 +65,44 @@ impl Records {
     pub fn count(&self) -> usize {
         match self {
             Records::Entries(e) => e.len(),
-            Records::Locations(l) => l.len(),
+            Records::Locations(l) => l.count,
         }
+    }
+}
+
+/// A location table read and verified, kept as its bytes: [`Locations::for_each`] decodes it
+/// again entry by entry, so that opening a store never holds a vector of every location of a
+/// segment (56 bytes per key, millions per segment) on top of what the index builder notes.
+pub struct Locations {
+    trailer: Trailer,
+    table: Vec<u8>,
+    count: usize,
+}
+
+impl Locations {
+    /// Verifies `table` (which `trailer` points at) whole.
+    fn check(trailer: Trailer, table: Vec<u8>) -> std::result::Result<Locations, Corruption> {
+        let mut count = 0;
+        for_each_location(&trailer, &table, |_| count += 1)?;
+        Ok(Locations {
+            trailer,
+            table,
+            count,
+        })
+    }
+
+    /// Calls `f` with each location, in ascending key order.
+    pub fn for_each(&self, f: impl FnMut(Location)) {
+        for_each_location(&self.trailer, &self.table, f)
+            .expect("a location table decodes as it did when it was checked");
+    }
+
+    /// The locations, collected.
+    #[cfg(test)]
+    pub fn to_vec(&self) -> Vec<Location> {
+        let mut out = Vec::with_capacity(self.count);
+        self.for_each(|l| out.push(l));
+        out
     }
 }
 
@@ -529,22 +565,19 @@ pub fn read_locations(
         read_align: profile.read_align,
         len,
     };
-    read_locations_from(&src, id, file.path())
+    Ok(read_locations_from(&src, id, file.path())?.map(|l| l.to_vec()))
 }
 
 /// [`read_locations`] from `src`.
-fn read_locations_from(
-    src: &FileSource<'_>,
-    id: u64,
-    path: &Path,
-) -> Result<Option<Vec<Location>>> {
+fn read_locations_from(src: &FileSource<'_>, id: u64, path: &Path) -> Result<Option<Locations>> {
     let Some((trailer, table)) = read_trailer_and_table(src, id, path)? else {
         return Ok(None);
     };
-    match decode_locations(&trailer, &table) {
+    let table_offset = trailer.table_offset;
+    match Locations::check(trailer, table) {
         Ok(locations) => Ok(Some(locations)),
         Err(Corruption::ChecksumMismatch { .. }) => Ok(None),
-        Err(kind) => Err(corruption(path, id, trailer.table_offset, kind)),
+        Err(kind) => Err(corruption(path, id, table_offset, kind)),
     }
 }
 

@@ -347,7 +347,7 @@ pub(super) fn recover(
             // Keys on disk: records that share a hash with another have theirs read again by
             // ordinal if open must compare them (`Builder::finish`).
             segment::Records::Locations(locations) => {
-                for l in locations {
+                locations.for_each(|l| {
                     let tombstone = l.kind == RecordKind::Tombstone;
                     let len = crate::format::record::record_len(l.key_len as u64, l.stored_len);
                     summary.add(l.kind, l.seq, len);
@@ -360,7 +360,7 @@ pub(super) fn recover(
                         flags: l.flags & crate::format::record::FLAG_COMPRESSED,
                     };
                     builder.add(l.key_hash, l.seq, entry, tombstone, l.ordinal, None);
-                }
+                });
             }
             // Entries read from a whole footer can be read again by ordinal too; those of a
             // recovery scan (in file order, with no footer yet) are kept with their keys.

@@ -243,14 +243,29 @@ pub(super) fn encode_locations(
 /// For a footer of version 1 it decodes the old table (keys included), sorts it by key and
 /// hashes the keys, so that callers need not know the version.
 pub fn decode_locations(trailer: &Trailer, table: &[u8]) -> Result<Vec<Location>, Corruption> {
+    // Bounded by what the bytes can hold, whatever the trailer says.
+    let fit = (table.len() / MIN_LOCATION_ENTRY_LEN) as u64;
+    let mut out = Vec::with_capacity(trailer.entry_count.min(fit) as usize);
+    for_each_location(trailer, table, |l| out.push(l))?;
+    Ok(out)
+}
+
+/// [`decode_locations`] without collecting them: calls `f` with each location in ascending key
+/// order as it is decoded (no vector of them: open builds its index from a table of millions).
+/// An error can come after some calls; a caller that must not act on a table that fails
+/// checks it first (`for_each_location(t, table, |_| ())`).
+pub fn for_each_location(
+    trailer: &Trailer,
+    table: &[u8],
+    mut f: impl FnMut(Location),
+) -> Result<(), Corruption> {
     if trailer.version == FOOTER_V1 {
         let mut entries = super::v1::decode_table(trailer, table)?;
         entries.sort_unstable_by(|a, b| a.key.cmp(&b.key));
-        return Ok(entries
-            .iter()
-            .enumerate()
-            .map(|(i, e)| Location::of_entry(e, i as u32))
-            .collect());
+        for (i, e) in entries.iter().enumerate() {
+            f(Location::of_entry(e, i as u32));
+        }
+        return Ok(());
     }
     let header = LocationHeader::decode(trailer, table)?;
     let table = &table[..trailer.table_len as usize];
@@ -262,7 +277,6 @@ pub fn decode_locations(trailer: &Trailer, table: &[u8]) -> Result<Vec<Location>
             value: count,
         });
     }
-    let mut out = Vec::with_capacity(count as usize);
     let mut pos = LOCATION_HEADER_LEN;
     for ordinal in 0..count as u32 {
         need(table, pos + LOCATION_ENTRY_FIXED_LEN)?;
@@ -304,7 +318,7 @@ pub fn decode_locations(trailer: &Trailer, table: &[u8]) -> Result<Vec<Location>
             key_len as usize,
             trailer.data_end,
         )?;
-        out.push(Location {
+        f(Location {
             key_hash: hash,
             seq,
             offset,
@@ -322,5 +336,5 @@ pub fn decode_locations(trailer: &Trailer, table: &[u8]) -> Result<Vec<Location>
             value: table.len() as u64,
         });
     }
-    Ok(out)
+    Ok(())
 }

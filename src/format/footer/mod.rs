@@ -38,7 +38,7 @@ pub use keys::{
 };
 pub use locations::{
     LOCATION_ENTRY_FIXED_LEN, LOCATION_HEADER_LEN, LOCATION_MAGIC, Location, LocationHeader,
-    MAX_LOCATION_ENTRY_LEN, MIN_LOCATION_ENTRY_LEN, decode_locations,
+    MAX_LOCATION_ENTRY_LEN, MIN_LOCATION_ENTRY_LEN, decode_locations, for_each_location,
 };
 pub use v1::{ENTRY_FIXED_LEN, TABLE_HEADER_LEN, TABLE_MAGIC};
 

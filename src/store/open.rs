@@ -228,6 +228,8 @@ pub(super) fn recover(
             });
         }
     }
+    // Location tables are read into one buffer, reused (see `segment::Locations::into_buffer`).
+    let mut table_buf = Vec::new();
     for &(id, kind) in &ids {
         let listed = catalog.as_ref().map(|c| c.file(id));
         let expect = match listed {
@@ -249,7 +251,7 @@ pub(super) fn recover(
             Some(_) => Expect::Unlisted,
         };
         let not_listed = listed.is_some() && expect == Expect::Unlisted;
-        let mut found = segment::open(dir, id, kind, profile, pool, expect)?;
+        let mut found = segment::open(dir, id, kind, profile, pool, expect, &mut table_buf)?;
         if let Found::Damaged(problem) = found {
             damaged.push(DamagedFile {
                 name: segment::file_name(id, kind),
@@ -265,7 +267,15 @@ pub(super) fn recover(
                 kind,
                 op: Op::Remove,
             });
-            found = segment::open(dir, id, kind, profile, pool, Expect::WasSealed)?;
+            found = segment::open(
+                dir,
+                id,
+                kind,
+                profile,
+                pool,
+                Expect::WasSealed,
+                &mut table_buf,
+            )?;
         }
         let loaded = match found {
             Found::Loaded(loaded) if not_listed && expect == Expect::Unlisted => {
@@ -361,6 +371,7 @@ pub(super) fn recover(
                     };
                     builder.add(l.key_hash, l.seq, entry, tombstone, l.ordinal, None);
                 });
+                table_buf = locations.into_buffer();
             }
             // Entries read from a whole footer can be read again by ordinal too; those of a
             // recovery scan (in file order, with no footer yet) are kept with their keys.
@@ -412,6 +423,7 @@ pub(super) fn recover(
         .last()
         .map_or(0, |&(id, _)| id)
         .max(catalog.as_ref().map_or(0, |c| c.max_id()));
+    drop(table_buf);
     let max_seq = builder.max_seq();
     builder.finish(&index, &mut |id, ordinals| {
         let file = &segments[&id].file;

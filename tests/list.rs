@@ -249,9 +249,13 @@ fn a_damaged_key_block_is_an_error_item() {
         .unwrap();
     let bytes = std::fs::read(&seg).unwrap();
     let id = u64::from_str_radix(&seg.file_name().unwrap().to_string_lossy()[4..20], 16).unwrap();
-    // A byte in the last key block: after every key but the last few hundred.
+    // A byte in the last key block: after every key but the last few hundred. The tree here is
+    // one level, its root right after the last block.
     let t = common::records::trailer(&bytes).unwrap();
-    let at = t.table_offset - 16 * 3 - 100; // inside the last block, before the block index
+    let table = &bytes[t.table_offset as usize..][..t.table_len as usize];
+    let h = podstore::format::footer::LocationHeader::decode(&t, table).unwrap();
+    assert_eq!(h.depth, 1);
+    let at = h.root_offset - 100;
     let file = std::fs::OpenOptions::new().write(true).open(&seg).unwrap();
     file.write_all_at(&[bytes[at as usize] ^ 0x08], at).unwrap();
     drop(file);

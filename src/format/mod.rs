@@ -192,9 +192,9 @@ mod layout_doc {
                 footer::keys::BLOCK_HEADER_LEN,
             ),
             (
-                "key-block-index",
-                footer::keys::INDEX_FIELDS,
-                footer::BLOCK_INDEX_ENTRY_LEN,
+                "index-node",
+                footer::tree::NODE_FIELDS,
+                footer::NODE_HEADER_LEN,
             ),
             (
                 "location-table",

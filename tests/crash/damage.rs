@@ -231,7 +231,7 @@ fn flipped_footer_or_trailer_byte_is_rescanned_or_reported() {
             ("key section magic", footer_start(&fx.bytes)),
             ("first key block's count", footer_start(&fx.bytes) + 8),
             ("first key", footer_start(&fx.bytes) + 11),
-            ("block index", table - 1),
+            ("fence-key tree root", table - 1),
             ("table magic", table),
             ("first entry's record offset", table + 8),
             ("first entry's value length", table + 16),

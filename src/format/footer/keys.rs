@@ -1,13 +1,13 @@
 //! The key section of a footer of version 2: a short header (`PODK`, which the recovery scan
 //! recognises as the start of a footer), key blocks of about 4 KiB holding the keys in
-//! ascending byte order with their record offsets, and a block index of fixed-width entries
-//! (block offset, length, ordinal of its first key) that a reader binary-searches by the first
-//! key of each probed block.
+//! ascending byte order with their record offsets, then the fence-key tree over the blocks
+//! ([`super::tree`]), whose root ends the section.
 
+use super::tree::{TreeInfo, decode_tree, encode_tree};
 use super::varint;
-use super::{FooterEntry, Location, LocationHeader, Trailer, key_hash, segment_crc};
+use super::{FooterEntry, Location, LocationHeader, Trailer, key_hash};
 use crate::error::Corruption;
-use crate::format::{MAX_KEY_LEN, check_crc, get_u16, get_u32, get_u64, magic_at, need};
+use crate::format::{MAX_KEY_LEN, check_crc, get_u16, get_u32, magic_at, need};
 
 /// Magic number of the key section, the first bytes of a footer of version 2.
 pub const KEYS_MAGIC: [u8; 4] = *b"PODK";
@@ -16,27 +16,13 @@ pub const KEYS_HEADER_LEN: usize = 8;
 /// A key block closes once it holds this many bytes (entry count and entries); it always
 /// holds at least one key, so a block of one 4 KiB key is longer.
 pub const KEY_BLOCK_TARGET: usize = 4096;
-/// Length of a block index entry.
-pub const BLOCK_INDEX_ENTRY_LEN: usize = 16;
 /// Length of a key block's fixed parts: entry count and crc.
 const BLOCK_FIXED_LEN: usize = 2 + 4;
 /// Longest key block: just under the target, then a longest entry, then the crc.
 pub const MAX_KEY_BLOCK_LEN: usize = KEY_BLOCK_TARGET - 1 + 2 + MAX_KEY_LEN + 10 + 4;
 /// Shortest key block: count, one entry of a 1-byte key, crc.
-const MIN_KEY_BLOCK_LEN: usize = BLOCK_FIXED_LEN + 3;
+pub(crate) const MIN_KEY_BLOCK_LEN: usize = BLOCK_FIXED_LEN + 3;
 
-mod index_off {
-    pub const OFFSET: usize = 0;
-    pub const LEN: usize = 8;
-    pub const FIRST: usize = 12;
-}
-
-#[cfg(test)]
-pub(crate) const INDEX_FIELDS: &[(usize, usize)] = &[
-    (index_off::OFFSET, 8),
-    (index_off::LEN, 4),
-    (index_off::FIRST, 4),
-];
 #[cfg(test)]
 pub(crate) const HEADER_FIELDS: &[(usize, usize)] = &[(0, 4), (4, 4)];
 #[cfg(test)]
@@ -45,27 +31,18 @@ pub(crate) const BLOCK_FIELDS: &[(usize, usize)] = &[(0, 2)];
 #[cfg(test)]
 pub(crate) const BLOCK_HEADER_LEN: usize = 2;
 
-/// One key block, as the block index names it.
+/// Where a key block or an index node is in the file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BlockRef {
-    /// File offset of the block.
+    /// File offset.
     pub offset: u64,
-    /// Its length, crc included.
+    /// Length, crc included.
     pub len: u32,
-    /// Ordinal (position in key order) of its first key.
-    pub first: u32,
-    /// Number of keys in it.
-    pub count: u32,
 }
 
-/// What the encoder of the key section returns: where the block index is.
-pub(super) struct IndexInfo {
-    pub offset: u64,
-    pub len: u64,
-    pub crc: u32,
-}
-
-fn block_crc(segment: u64, offset: u64, bytes: &[u8]) -> u32 {
+/// crc32(segment id ‖ offset ‖ bytes): the crc of a key block or index node at `offset`, bound to
+/// its file and its place in it.
+pub(super) fn block_crc(segment: u64, offset: u64, bytes: &[u8]) -> u32 {
     let mut h = crc32fast::Hasher::new();
     h.update(&segment.to_le_bytes());
     h.update(&offset.to_le_bytes());
@@ -73,18 +50,18 @@ fn block_crc(segment: u64, offset: u64, bytes: &[u8]) -> u32 {
     h.finalize()
 }
 
-/// Appends the key section (header, blocks, block index) of `sorted` (ascending keys), which
+/// Appends the key section (header, blocks, fence-key tree) of `sorted` (ascending keys), which
 /// starts at file offset `at`.
 pub(super) fn encode_key_section(
     out: &mut Vec<u8>,
     segment: u64,
     at: u64,
     sorted: &[&FooterEntry],
-) -> IndexInfo {
+) -> TreeInfo {
     let start = out.len();
     out.extend_from_slice(&KEYS_MAGIC);
     out.extend_from_slice(&[0u8; 4]);
-    let mut index = Vec::new();
+    let mut blocks = Vec::new();
     let mut i = 0;
     while i < sorted.len() {
         let block_start = out.len();
@@ -102,72 +79,10 @@ pub(super) fn encode_key_section(
         let offset = at + (block_start - start) as u64;
         let crc = block_crc(segment, offset, &out[block_start..]);
         out.extend_from_slice(&crc.to_le_bytes());
-        index.extend_from_slice(&offset.to_le_bytes());
-        index.extend_from_slice(&((out.len() - block_start) as u32).to_le_bytes());
-        index.extend_from_slice(&(first as u32).to_le_bytes());
+        let len = (out.len() - block_start) as u32;
+        blocks.push((BlockRef { offset, len }, sorted[first].key.as_slice()));
     }
-    let info = IndexInfo {
-        offset: at + (out.len() - start) as u64,
-        len: index.len() as u64,
-        crc: segment_crc(segment, &index),
-    };
-    out.extend_from_slice(&index);
-    info
-}
-
-/// Decodes and verifies the block index (`header.index_len` bytes at `header.index_offset`):
-/// its crc, and that its blocks lie back to back from the key section's header to the index,
-/// with first ordinals that start at 0 and grow, every block holding at least one key.
-pub fn decode_block_index(
-    trailer: &Trailer,
-    header: &LocationHeader,
-    index: &[u8],
-) -> Result<Vec<BlockRef>, Corruption> {
-    let len = usize::try_from(header.index_len).unwrap_or(usize::MAX);
-    need(index, len)?;
-    let index = &index[..len];
-    check_crc(segment_crc(trailer.segment, index), header.index_crc)?;
-    let invalid = |field, value| Err(Corruption::InvalidField { field, value });
-    let n = index.len() / BLOCK_INDEX_ENTRY_LEN;
-    if n as u64 > trailer.entry_count {
-        return invalid("footer key block count", n as u64);
-    }
-    let mut blocks: Vec<BlockRef> = Vec::with_capacity(n);
-    let mut expect_at = header.key_offset.saturating_add(KEYS_HEADER_LEN as u64);
-    for i in 0..n {
-        let e = &index[i * BLOCK_INDEX_ENTRY_LEN..];
-        let offset = get_u64(e, index_off::OFFSET);
-        let len = get_u32(e, index_off::LEN);
-        let first = get_u32(e, index_off::FIRST);
-        if offset != expect_at {
-            return invalid("footer key block offset", offset);
-        }
-        if !(MIN_KEY_BLOCK_LEN..=MAX_KEY_BLOCK_LEN).contains(&(len as usize)) {
-            return invalid("footer key block length", len as u64);
-        }
-        let expected_first = blocks.last().map_or(0, |b| b.first as u64 + 1);
-        if (first as u64) < expected_first || first as u64 >= trailer.entry_count {
-            return invalid("footer key block ordinal", first as u64);
-        }
-        if let Some(prev) = blocks.last_mut() {
-            prev.count = first - prev.first;
-        }
-        expect_at = offset.saturating_add(len as u64);
-        blocks.push(BlockRef {
-            offset,
-            len,
-            first,
-            count: 0,
-        });
-    }
-    if let Some(last) = blocks.last_mut() {
-        // entry_count > first (checked above) and fits u32 for any table that decodes.
-        last.count = (trailer.entry_count - last.first as u64).min(u32::MAX as u64) as u32;
-    }
-    if expect_at != header.index_offset && n > 0 {
-        return invalid("footer key block offset", expect_at);
-    }
-    Ok(blocks)
+    encode_tree(out, segment, at, start, blocks)
 }
 
 /// A decoded key block: its keys (ascending) and their record offsets.
@@ -178,9 +93,9 @@ pub struct KeyBlock<'a> {
 }
 
 /// Decodes and verifies the key block `block` of segment `segment` from its bytes (`block.len`
-/// of them, read at `block.offset`): its crc (bound to the segment and the block's offset), its
-/// entry count (the index's), keys of 1..=4096 bytes in strictly ascending order, and record
-/// offsets in the data region `[64, data_end)`.
+/// of them, read at `block.offset`): its crc (bound to the segment and the block's offset), at
+/// least one entry, keys of 1..=4096 bytes in strictly ascending order, and record offsets in
+/// the data region `[64, data_end)`.
 pub fn decode_key_block<'a>(
     segment: u64,
     data_end: u64,
@@ -202,13 +117,14 @@ pub fn decode_key_block<'a>(
         get_u32(bytes, len - 4),
     )?;
     let count = get_u16(body, 0) as u32;
-    if count != block.count || count == 0 {
+    if count == 0 {
         return Err(Corruption::InvalidField {
             field: "footer key block entry count",
             value: count as u64,
         });
     }
-    let mut entries: Vec<(&[u8], u64)> = Vec::with_capacity(count as usize);
+    // An entry takes at least 3 bytes: the count cannot make this allocate more than the block.
+    let mut entries: Vec<(&[u8], u64)> = Vec::with_capacity((count as usize).min(body.len() / 3));
     let mut pos = 2;
     for _ in 0..count {
         let key_len = varint::get_max(body, &mut pos, MAX_KEY_LEN as u64, "footer key length")?;
@@ -245,7 +161,7 @@ pub fn decode_key_block<'a>(
     Ok(KeyBlock { entries })
 }
 
-/// Decodes the key block at file offset `offset` of segment `segment` without its index entry
+/// Decodes the key block at file offset `offset` of segment `segment` without knowing its length
 /// (the recovery scan, whose trailer is lost, walks blocks this way): `bytes` are the file's
 /// bytes from `offset` on, as many as are available. Returns the block and its length.
 pub fn parse_key_block(
@@ -271,8 +187,6 @@ pub fn parse_key_block(
     let block = BlockRef {
         offset,
         len: len as u32,
-        first: 0,
-        count,
     };
     Ok((decode_key_block(segment, u64::MAX, &block, bytes)?, len))
 }
@@ -291,8 +205,9 @@ pub(crate) fn check_keys_header(keys: &[u8]) -> Result<(), Corruption> {
 }
 
 /// Joins the key section `keys` (`header.key_len` bytes at `header.key_offset`) with the
-/// decoded `locations`: every key block verifies, and every key matches its location (length,
-/// record offset and hash), in strictly ascending order across blocks.
+/// decoded `locations`: the fence-key tree verifies whole ([`decode_tree`]), every key block
+/// verifies and starts with its fence key, and every key matches its location (length, record
+/// offset and hash), in strictly ascending order across blocks.
 pub(super) fn decode_all(
     trailer: &Trailer,
     header: &LocationHeader,
@@ -303,21 +218,27 @@ pub(super) fn decode_all(
     need(keys, len)?;
     let keys = &keys[..len];
     check_keys_header(keys)?;
-    let rel = |at: u64| (at - header.key_offset) as usize;
-    let blocks = decode_block_index(trailer, header, &keys[rel(header.index_offset)..])?;
+    let blocks = decode_tree(trailer.segment, header, keys)?;
     let mut out: Vec<FooterEntry> = Vec::with_capacity(locations.len());
     for b in &blocks {
-        let kb = decode_key_block(trailer.segment, trailer.data_end, b, &keys[rel(b.offset)..])?;
-        if let (Some(prev), Some((first, _))) = (out.last(), kb.entries.first())
-            && prev.key.as_slice() >= *first
-        {
+        // decode_tree checked that every block lies in the section.
+        let bytes = &keys[(b.block.offset - header.key_offset) as usize..];
+        let kb = decode_key_block(trailer.segment, trailer.data_end, &b.block, bytes)?;
+        let first = kb.entries[0].0;
+        if first != b.key {
             return Err(Corruption::InvalidField {
-                field: "footer key order",
-                value: b.offset,
+                field: "footer fence key",
+                value: b.block.offset,
             });
         }
-        for (i, (key, offset)) in kb.entries.into_iter().enumerate() {
-            let ordinal = b.first as usize + i;
+        if out.last().is_some_and(|prev| prev.key.as_slice() >= first) {
+            return Err(Corruption::InvalidField {
+                field: "footer key order",
+                value: b.block.offset,
+            });
+        }
+        for (key, offset) in kb.entries {
+            let ordinal = out.len();
             let Some(loc) = locations.get(ordinal) else {
                 return Err(Corruption::InvalidField {
                     field: "footer key block entry count",

@@ -1,8 +1,9 @@
-//! The location table of a footer of version 2: a fixed header (where the key section and its
-//! block index are, the base sequence number), then one entry per key, in ascending key order,
+//! The location table of a footer of version 2: a fixed header (where the key section and the
+//! root of its fence-key tree are, the tree's depth, the base sequence number), then one entry per key, in ascending key order,
 //! of a fixed key hash and varints. What opening a store reads: no keys.
 
-use super::keys::{BLOCK_INDEX_ENTRY_LEN, KEYS_HEADER_LEN};
+use super::keys::{BlockRef, KEYS_HEADER_LEN, MIN_KEY_BLOCK_LEN};
+use super::tree::{MAX_NODE_LEN, MAX_TREE_DEPTH, MIN_NODE_LEN};
 use super::varint;
 use super::{FOOTER_V1, FooterEntry, Trailer, check_entry_fields, key_hash, segment_crc};
 use crate::error::Corruption;
@@ -23,25 +24,27 @@ pub const MAX_LOCATION_ENTRY_LEN: usize = 8 + 10 + 10 + 5 + 2 + 1 + 5;
 
 mod off {
     pub const MAGIC: usize = 0;
-    pub const INDEX_CRC: usize = 4;
+    pub const ROOT_LEN: usize = 4;
     pub const KEY_OFFSET: usize = 8;
     pub const KEY_LEN: usize = 16;
-    pub const INDEX_OFFSET: usize = 24;
-    pub const INDEX_LEN: usize = 32;
+    pub const ROOT_OFFSET: usize = 24;
+    pub const DEPTH: usize = 32;
+    pub const RESERVED_1: usize = 33;
     pub const BASE_SEQ: usize = 40;
-    pub const RESERVED: usize = 48;
+    pub const RESERVED_2: usize = 48;
 }
 
 #[cfg(test)]
 pub(crate) const HEADER_FIELDS: &[(usize, usize)] = &[
     (off::MAGIC, 4),
-    (off::INDEX_CRC, 4),
+    (off::ROOT_LEN, 4),
     (off::KEY_OFFSET, 8),
     (off::KEY_LEN, 8),
-    (off::INDEX_OFFSET, 8),
-    (off::INDEX_LEN, 8),
+    (off::ROOT_OFFSET, 8),
+    (off::DEPTH, 1),
+    (off::RESERVED_1, 7),
     (off::BASE_SEQ, 8),
-    (off::RESERVED, 8),
+    (off::RESERVED_2, 8),
 ];
 
 /// The fixed part of a location entry (the rest is varints).
@@ -53,46 +56,50 @@ pub const LOCATION_ENTRY_FIXED_LEN: usize = 8;
 /// The header of a location table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LocationHeader {
-    /// crc32(segment id ‖ block index bytes).
-    pub index_crc: u32,
     /// File offset of the key section (its `PODK` header).
     pub key_offset: u64,
-    /// Length of the key section: header, key blocks and block index. It ends where the
+    /// Length of the key section: header, key blocks and fence-key tree. It ends where the
     /// location table starts.
     pub key_len: u64,
-    /// File offset of the block index.
-    pub index_offset: u64,
-    /// Length of the block index ([`BLOCK_INDEX_ENTRY_LEN`] per key block).
-    pub index_len: u64,
+    /// File offset of the root node of the fence-key tree (without keys: the end of the key
+    /// section).
+    pub root_offset: u64,
+    /// Length of the root node (0 without keys). The root ends the key section.
+    pub root_len: u32,
+    /// Number of index levels above the key blocks: 1 ..= [`MAX_TREE_DEPTH`], 0 without keys.
+    pub depth: u8,
     /// The lowest sequence number of the entries; each entry stores its own minus this.
     pub base_seq: u64,
 }
 
 impl LocationHeader {
-    /// Number of key blocks.
-    pub fn block_count(&self) -> u64 {
-        self.index_len / BLOCK_INDEX_ENTRY_LEN as u64
+    /// The root node of the fence-key tree, of level [`depth`](Self::depth); `None` without keys.
+    pub fn root(&self) -> Option<BlockRef> {
+        (self.depth > 0).then_some(BlockRef {
+            offset: self.root_offset,
+            len: self.root_len,
+        })
     }
 
     pub(super) fn encode(&self, out: &mut Vec<u8>) {
         let mut b = [0u8; LOCATION_HEADER_LEN];
         b[off::MAGIC..off::MAGIC + 4].copy_from_slice(&LOCATION_MAGIC);
-        b[off::INDEX_CRC..off::INDEX_CRC + 4].copy_from_slice(&self.index_crc.to_le_bytes());
+        b[off::ROOT_LEN..off::ROOT_LEN + 4].copy_from_slice(&self.root_len.to_le_bytes());
         for (at, v) in [
             (off::KEY_OFFSET, self.key_offset),
             (off::KEY_LEN, self.key_len),
-            (off::INDEX_OFFSET, self.index_offset),
-            (off::INDEX_LEN, self.index_len),
+            (off::ROOT_OFFSET, self.root_offset),
             (off::BASE_SEQ, self.base_seq),
         ] {
             b[at..at + 8].copy_from_slice(&v.to_le_bytes());
         }
+        b[off::DEPTH] = self.depth;
         out.extend_from_slice(&b);
     }
 
     /// Verifies the location table `table` of a footer of version 2 (its crc, from the
-    /// trailer) and decodes its header, checking that the key section and block index lie
-    /// between the data end and the table, back to back.
+    /// trailer) and decodes its header, checking that the key section lies between the data end
+    /// and the table, and that the root of its tree ends it.
     pub fn decode(trailer: &Trailer, table: &[u8]) -> Result<LocationHeader, Corruption> {
         if trailer.version == FOOTER_V1 {
             return Err(Corruption::UnsupportedVersion {
@@ -108,9 +115,10 @@ impl LocationHeader {
 
     /// Decodes the header from the first [`LOCATION_HEADER_LEN`] bytes of the location table
     /// **without** the table's crc (which covers the whole table): for a reader of keys, which
-    /// reads the header and the block index but not the table. Every field is checked against
-    /// the trailer (which verified) as [`LocationHeader::decode`] checks it; the block index
-    /// crc it names, and each key block's crc, then verify what the reader uses.
+    /// reads the header and a path down the fence-key tree but not the table. Every field is
+    /// checked against the trailer (which verified) as [`LocationHeader::decode`] checks it; the
+    /// crcs of the nodes and key blocks read, each bound to its offset, and the level each node
+    /// records, then verify what the reader uses.
     pub fn decode_header(trailer: &Trailer, header: &[u8]) -> Result<LocationHeader, Corruption> {
         if trailer.version == FOOTER_V1 {
             return Err(Corruption::UnsupportedVersion {
@@ -127,15 +135,19 @@ impl LocationHeader {
             });
         }
         reserved_zero(
-            &table[off::RESERVED..LOCATION_HEADER_LEN],
+            &table[off::RESERVED_1..off::BASE_SEQ],
+            "location table reserved",
+        )?;
+        reserved_zero(
+            &table[off::RESERVED_2..LOCATION_HEADER_LEN],
             "location table reserved",
         )?;
         let h = LocationHeader {
-            index_crc: get_u32(table, off::INDEX_CRC),
             key_offset: get_u64(table, off::KEY_OFFSET),
             key_len: get_u64(table, off::KEY_LEN),
-            index_offset: get_u64(table, off::INDEX_OFFSET),
-            index_len: get_u64(table, off::INDEX_LEN),
+            root_offset: get_u64(table, off::ROOT_OFFSET),
+            root_len: get_u32(table, off::ROOT_LEN),
+            depth: table[off::DEPTH],
             base_seq: get_u64(table, off::BASE_SEQ),
         };
         let invalid = |field, value| Err(Corruption::InvalidField { field, value });
@@ -144,19 +156,30 @@ impl LocationHeader {
         {
             return invalid("footer key section offset", h.key_offset);
         }
-        if !h.index_len.is_multiple_of(BLOCK_INDEX_ENTRY_LEN as u64)
-            || h.index_offset.checked_add(h.index_len) != Some(trailer.table_offset)
-            || h.index_offset < h.key_offset.saturating_add(KEYS_HEADER_LEN as u64)
-        {
-            return invalid("footer block index length", h.index_len);
+        // The root ends the key section.
+        if h.root_offset.checked_add(h.root_len as u64) != Some(trailer.table_offset) {
+            return invalid("footer index root offset", h.root_offset);
         }
-        let blocks = h.block_count();
-        let has_blocks = h.index_offset > h.key_offset.saturating_add(KEYS_HEADER_LEN as u64);
-        if (blocks == 0) != (trailer.entry_count == 0)
-            || blocks > trailer.entry_count
-            || has_blocks != (blocks > 0)
-        {
-            return invalid("footer key block count", blocks);
+        let blocks_at = h.key_offset.saturating_add(KEYS_HEADER_LEN as u64);
+        if trailer.entry_count == 0 {
+            // No keys: no blocks, no tree.
+            if h.depth != 0 || h.root_len != 0 {
+                return invalid("footer index depth", h.depth as u64);
+            }
+            if h.root_offset != blocks_at {
+                return invalid("footer index root offset", h.root_offset);
+            }
+            return Ok(h);
+        }
+        if h.depth == 0 || h.depth > MAX_TREE_DEPTH {
+            return invalid("footer index depth", h.depth as u64);
+        }
+        if !(MIN_NODE_LEN..=MAX_NODE_LEN).contains(&(h.root_len as usize)) {
+            return invalid("footer index node length", h.root_len as u64);
+        }
+        // At least one key block before the root.
+        if h.root_offset < blocks_at.saturating_add(MIN_KEY_BLOCK_LEN as u64) {
+            return invalid("footer index root offset", h.root_offset);
         }
         Ok(h)
     }

@@ -4,15 +4,16 @@
 //! Layout: docs/design.md, "Footer" (offsets checked against it by a test).
 //!
 //! ```text
-//! | key section: "PODK" header, key blocks, block index | location table | pad | trailer |
+//! | key section: "PODK" header, key blocks, fence-key tree | location table | pad | trailer |
 //! ```
 //!
 //! The trailer (64 bytes, last in the file) points at the **location table**, one short entry
 //! per key (a key hash and where its record is, in varints): what opening a store reads, at most
 //! 32 bytes per key for small keys and values ([`decode_locations`]). The **key section** before
-//! it holds the keys themselves, in blocks of about 4 KiB, for ordered listing
-//! ([`decode_key_block`], [`decode_block_index`]) and for the callers that want whole entries
-//! ([`decode_entries`], [`decode_footer`]).
+//! it holds the keys themselves, in blocks of about 4 KiB, and a B+-tree of their first keys
+//! (the fence-key tree, [`tree`]) that ordered listing descends to the block a range starts in
+//! ([`decode_index_node`], [`decode_key_block`]); and it serves the callers that want whole
+//! entries ([`decode_entries`], [`decode_footer`]).
 //!
 //! Footers of version 1 (a single table of whole entries in record order, [`v1`]) are still
 //! decoded by every decoder here; [`encode_footer`] writes version 2 only.
@@ -26,6 +27,7 @@ use crate::error::Corruption;
 
 pub(crate) mod keys;
 pub(crate) mod locations;
+pub(crate) mod tree;
 pub mod v1;
 pub mod varint;
 
@@ -33,12 +35,15 @@ pub mod varint;
 mod tests;
 
 pub use keys::{
-    BLOCK_INDEX_ENTRY_LEN, BlockRef, KEY_BLOCK_TARGET, KEYS_HEADER_LEN, KEYS_MAGIC, KeyBlock,
-    decode_block_index, decode_key_block, parse_key_block,
+    BlockRef, KEY_BLOCK_TARGET, KEYS_HEADER_LEN, KEYS_MAGIC, KeyBlock, MAX_KEY_BLOCK_LEN,
+    decode_key_block, parse_key_block,
 };
 pub use locations::{
     LOCATION_ENTRY_FIXED_LEN, LOCATION_HEADER_LEN, LOCATION_MAGIC, Location, LocationHeader,
     MAX_LOCATION_ENTRY_LEN, MIN_LOCATION_ENTRY_LEN, decode_locations, for_each_location,
+};
+pub use tree::{
+    Child, IndexNode, MAX_NODE_LEN, MAX_TREE_DEPTH, NODE_HEADER_LEN, NODE_TARGET, decode_index_node,
 };
 pub use v1::{ENTRY_FIXED_LEN, TABLE_HEADER_LEN, TABLE_MAGIC};
 
@@ -209,7 +214,7 @@ impl Trailer {
     }
 }
 
-/// crc32(segment id ‖ bytes): the table crc of the trailer, and the block index crc.
+/// crc32(segment id ‖ bytes): the table crc of the trailer.
 pub(crate) fn segment_crc(segment: u64, bytes: &[u8]) -> u32 {
     let mut h = crc32fast::Hasher::new();
     h.update(&segment.to_le_bytes());
@@ -252,14 +257,18 @@ pub fn encode_footer(
             + TRAILER_LEN
             + block_size as usize,
     );
-    let index = keys::encode_key_section(&mut out, segment, footer_offset, &sorted);
+    let tree = keys::encode_key_section(&mut out, segment, footer_offset, &sorted);
     let table_offset = footer_offset + out.len() as u64;
+    let root = tree.root.unwrap_or(BlockRef {
+        offset: table_offset,
+        len: 0,
+    });
     let header = LocationHeader {
-        index_crc: index.crc,
         key_offset: footer_offset,
         key_len: out.len() as u64,
-        index_offset: index.offset,
-        index_len: index.len,
+        root_offset: root.offset,
+        root_len: root.len,
+        depth: tree.depth,
         base_seq: sorted.iter().map(|e| e.seq).min().unwrap_or(0),
     };
     let table_start = out.len();

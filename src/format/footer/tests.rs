@@ -97,13 +97,14 @@ fn many_blocks_and_large_keys_round_trip() {
         assert_eq!(got, sorted(e.clone()), "n={n} len={len}");
         let table = &footer[(t.table_offset - (1 << 20)) as usize..];
         let h = LocationHeader::decode(&t, table).unwrap();
-        let idx = &footer[(h.index_offset - (1 << 20)) as usize..];
-        let blocks = decode_block_index(&t, &h, idx).unwrap();
+        // The listing's decoders, down the tree: every key block, in order.
+        let blocks = leaves(&footer, 1 << 20, &h);
         let mut all = Vec::new();
-        for b in &blocks {
+        for (b, fence) in &blocks {
             assert!(b.len as usize <= keys::MAX_KEY_BLOCK_LEN);
             let bytes = &footer[(b.offset - (1 << 20)) as usize..];
             let kb = decode_key_block(9, t.data_end, b, bytes).unwrap();
+            assert_eq!(kb.entries[0].0, &fence[..]);
             all.extend(kb.entries.iter().map(|(k, o)| (k.to_vec(), *o)));
         }
         let want: Vec<_> = sorted(e).into_iter().map(|e| (e.key, e.offset)).collect();
@@ -112,6 +113,25 @@ fn many_blocks_and_large_keys_round_trip() {
             assert!(blocks.len() > 4, "{} blocks", blocks.len());
         }
     }
+}
+
+/// The key blocks of a footer at `at`, each with its fence key, by descending its tree level by
+/// level through `decode_index_node`.
+pub(super) fn leaves(footer: &[u8], at: u64, h: &LocationHeader) -> Vec<(BlockRef, Vec<u8>)> {
+    let Some(root) = h.root() else {
+        return Vec::new();
+    };
+    let mut level = vec![(root, Vec::new())];
+    for depth in (1..=h.depth).rev() {
+        let mut below = Vec::new();
+        for (node, _) in &level {
+            let bytes = &footer[(node.offset - at) as usize..];
+            let n = decode_index_node(9, depth, node, bytes).unwrap();
+            below.extend(n.children.iter().map(|c| (c.block, c.key.to_vec())));
+        }
+        level = below;
+    }
+    level
 }
 
 proptest! {
@@ -145,7 +165,7 @@ proptest! {
 
 #[test]
 fn every_flip_in_footer_detected() {
-    // Several blocks: the flips cover key blocks, the block index, the location table, the
+    // Several blocks: the flips cover key blocks, the tree (one node), the location table, the
     // padding is not covered (verify checks it), and the trailer.
     let e = many(700, |i| 8 + i % 20);
     let at = 64 * 1024;
@@ -207,15 +227,16 @@ fn truncations_are_typed() {
             "cut {cut}: {res:?}"
         );
     }
-    let idx = &footer[(h.index_offset - at) as usize..][..h.index_len as usize];
-    for cut in 0..idx.len() {
+    let root = h.root().unwrap();
+    let node = &footer[(root.offset - at) as usize..][..root.len as usize];
+    for cut in 0..node.len() {
         assert!(matches!(
-            decode_block_index(&t, &h, &idx[..cut]),
+            decode_index_node(9, h.depth, &root, &node[..cut]),
             Err(Corruption::Truncated { .. })
         ));
     }
-    let blocks = decode_block_index(&t, &h, idx).unwrap();
-    let b = blocks[1];
+    let blocks = leaves(&footer, at, &h);
+    let b = blocks[1].0;
     let bytes = &footer[(b.offset - at) as usize..][..b.len as usize];
     for cut in 0..bytes.len() {
         assert!(matches!(

@@ -1,7 +1,9 @@
 //! The footer, both versions: `Trailer::decode` on the last 64 bytes of arbitrary "files",
-//! `decode_locations` and `decode_footer` on what the trailer points at, the key-section decoders
-//! (`decode_block_index`, `decode_key_block`, `parse_key_block`) on arbitrary bytes, and the
-//! round trip `encode_footer` (version 2, entries in any order) → decode with single-byte
+//! `decode_locations` and `decode_footer` on what the trailer points at, a descent of the
+//! fence-key tree as listing does it (`decode_index_node` level by level, then
+//! `decode_key_block`), which must agree with the whole decode, the key-section decoders
+//! (`decode_index_node`, `decode_key_block`, `parse_key_block`) on arbitrary bytes, with their crc
+//! made to match so that the parsers behind it run, and the round trip `encode_footer` (version 2, entries in any order) → decode with single-byte
 //! corruption, truncation and a too-short file; the same for `encode_footer_v1`.
 //!
 //! Input, read three ways:
@@ -18,10 +20,10 @@ use libfuzzer_sys::fuzz_target;
 use podstore::format::align_up;
 use podstore::format::footer::v1::encode_footer_v1;
 use podstore::format::footer::{
-    BlockRef, FOOTER_V1, FOOTER_V2, FooterEntry, LOCATION_HEADER_LEN, Location, LocationHeader,
-    MIN_LOCATION_ENTRY_LEN, TABLE_HEADER_LEN, TRAILER_LEN, Trailer, decode_block_index,
-    decode_entries, decode_footer, decode_key_block, decode_locations, encode_footer, key_section,
-    parse_key_block,
+    BlockRef, FOOTER_V1, FOOTER_V2, FooterEntry, IndexNode, LOCATION_HEADER_LEN, Location,
+    LocationHeader, MAX_NODE_LEN, MAX_TREE_DEPTH, MIN_LOCATION_ENTRY_LEN, TABLE_HEADER_LEN,
+    TRAILER_LEN, Trailer, decode_entries, decode_footer, decode_index_node, decode_key_block,
+    decode_locations, encode_footer, key_section, parse_key_block,
 };
 use podstore::format::record::{FLAG_COMPRESSED, KNOWN_FLAGS, RecordKind};
 use podstore::format::segment_header::SEGMENT_HEADER_LEN;
@@ -45,7 +47,9 @@ fn raw(data: &[u8]) {
             if let Ok(locations) = &locations {
                 check_locations(&t, locations);
             }
-            if let Ok(entries) = decode_footer(&t, data, 0) {
+            let whole = decode_footer(&t, data, 0);
+            descend(&t, data, whole.as_ref().ok().map(Vec::as_slice));
+            if let Ok(entries) = whole {
                 check_entries(&t, &entries);
                 let locations = locations.as_ref().expect("whole entries imply locations");
                 let mut sorted = entries.clone();
@@ -58,7 +62,6 @@ fn raw(data: &[u8]) {
                 assert_eq!(locations, &want);
                 re_encode(&t, &entries);
             }
-            key_blocks(&t, data);
         }
     }
     caller_built_trailer(data);
@@ -71,50 +74,132 @@ fn raw(data: &[u8]) {
             }
         }
     }
-    // The key-block decoders on arbitrary bytes, with an arbitrary index entry.
+    // The key-block and node decoders on arbitrary bytes at an arbitrary place: as they are,
+    // and with the crc they end in made to match.
     if data.len() >= 16 {
         let block = BlockRef {
             offset: u64_at(data, 0),
             len: u64_at(data, 8) as u32 & 0x3fff,
-            first: 0,
-            count: u64_at(data, 12) as u32 & 0x7ff,
         };
-        if let Ok(kb) = decode_key_block(data[15] as u64, u64::MAX, &block, &data[16..]) {
-            check_block(&kb.entries, block.count);
+        let segment = data[15] as u64;
+        let level = data[14] % (MAX_TREE_DEPTH + 2);
+        let mut bytes = data[16..].to_vec();
+        for fixed in [false, true] {
+            if fixed {
+                let len = (block.len as usize).min(bytes.len());
+                if len < 4 {
+                    break;
+                }
+                let crc = block_crc(segment, block.offset, &bytes[..len - 4]);
+                bytes[len - 4..len].copy_from_slice(&crc.to_le_bytes());
+            }
+            let block = BlockRef {
+                len: block.len.min(bytes.len() as u32),
+                ..block
+            };
+            if let Ok(kb) = decode_key_block(segment, u64::MAX, &block, &bytes) {
+                check_block(&kb.entries);
+            }
+            if let Ok(node) = decode_index_node(segment, level, &block, &bytes) {
+                check_node(&block, &node);
+            }
         }
-        if let Ok((kb, len)) = parse_key_block(data[15] as u64, block.offset, &data[16..]) {
+        if let Ok((kb, len)) = parse_key_block(segment, block.offset, &data[16..]) {
             assert!(len <= data.len() - 16);
             assert!(!kb.entries.is_empty());
         }
     }
 }
 
-/// The blocks of a footer of version 2 whose location table decodes, through the decoders
-/// listing uses; they agree with the whole decode.
-fn key_blocks(t: &Trailer, data: &[u8]) {
-    let table = &data[t.table_offset as usize..];
-    let Ok(h) = LocationHeader::decode(t, table) else {
-        return;
-    };
-    let Some(index) = data.get(h.index_offset as usize..) else {
-        return;
-    };
-    let Ok(blocks) = decode_block_index(t, &h, index) else {
-        return;
-    };
-    let mut total = 0u64;
-    for b in &blocks {
-        assert!(b.offset >= h.key_offset && b.offset + b.len as u64 <= h.index_offset);
-        total += b.count as u64;
-        if let Ok(kb) = decode_key_block(t.segment, t.data_end, b, &data[b.offset as usize..]) {
-            check_block(&kb.entries, b.count);
-        }
-    }
-    assert_eq!(total, t.entry_count);
+/// crc32(segment id ‖ offset ‖ bytes), as key blocks and nodes end in.
+fn block_crc(segment: u64, offset: u64, bytes: &[u8]) -> u32 {
+    let mut h = crc32fast::Hasher::new();
+    h.update(&segment.to_le_bytes());
+    h.update(&offset.to_le_bytes());
+    h.update(bytes);
+    h.finalize()
 }
 
-fn check_block(entries: &[(&[u8], u64)], count: u32) {
-    assert_eq!(entries.len() as u32, count);
+/// The tree of a footer of version 2 whose location table decodes, descended level by level
+/// through the decoders listing uses; when the whole decode succeeded (`whole`), every node and
+/// block decodes and the keys agree with it.
+fn descend(t: &Trailer, data: &[u8], whole: Option<&[FooterEntry]>) {
+    if t.version != FOOTER_V2 {
+        return;
+    }
+    let table = &data[t.table_offset as usize..];
+    let Ok(h) = LocationHeader::decode(t, table) else {
+        assert!(whole.is_none(), "whole entries imply a header");
+        return;
+    };
+    let Some(root) = h.root() else {
+        assert_eq!(t.entry_count, 0);
+        return;
+    };
+    assert!(h.depth >= 1 && h.depth <= MAX_TREE_DEPTH);
+    assert_eq!(root.offset + root.len as u64, t.table_offset);
+    let mut level = vec![root];
+    for depth in (1..=h.depth).rev() {
+        let mut below = Vec::new();
+        for node in &level {
+            let decoded = data
+                .get(node.offset as usize..)
+                .ok_or(())
+                .and_then(|b| decode_index_node(t.segment, depth, node, b).map_err(|_| ()));
+            let Ok(n) = decoded else {
+                assert!(whole.is_none(), "node {node:?} fails, whole decode passed");
+                return;
+            };
+            check_node(node, &n);
+            below.extend(n.children.iter().map(|c| c.block));
+        }
+        // Nodes of one level that name the same children (possible only in crafted bytes) must
+        // not make the walk blow up: a real level has fewer children than the file has bytes.
+        if below.len() > data.len() {
+            assert!(whole.is_none());
+            return;
+        }
+        level = below;
+    }
+    let mut keys: Vec<&[u8]> = Vec::new();
+    for b in &level {
+        let decoded = data
+            .get(b.offset as usize..)
+            .ok_or(())
+            .and_then(|bytes| decode_key_block(t.segment, t.data_end, b, bytes).map_err(|_| ()));
+        let Ok(kb) = decoded else {
+            assert!(whole.is_none(), "block {b:?} fails, whole decode passed");
+            return;
+        };
+        check_block(&kb.entries);
+        keys.extend(kb.entries.iter().map(|(k, _)| *k));
+    }
+    if let Some(entries) = whole {
+        let want: Vec<&[u8]> = entries.iter().map(|e| e.key.as_slice()).collect();
+        assert_eq!(keys, want);
+    }
+}
+
+/// What `decode_index_node` promises: children with ascending fence keys of valid lengths,
+/// back to back, ending at or before the node.
+fn check_node(at: &BlockRef, n: &IndexNode<'_>) {
+    assert!(!n.children.is_empty());
+    for w in n.children.windows(2) {
+        assert!(w[0].key < w[1].key, "fence keys ascend");
+        assert_eq!(w[0].block.offset + w[0].block.len as u64, w[1].block.offset);
+    }
+    let last = n.children.last().unwrap().block;
+    assert!(last.offset + last.len as u64 <= at.offset);
+    for c in &n.children {
+        assert!(!c.key.is_empty() && c.key.len() <= MAX_KEY_LEN);
+        assert!(
+            c.block.len as usize <= MAX_NODE_LEN.max(podstore::format::footer::MAX_KEY_BLOCK_LEN)
+        );
+    }
+}
+
+fn check_block(entries: &[(&[u8], u64)]) {
+    assert!(!entries.is_empty());
     for w in entries.windows(2) {
         assert!(w[0].0 < w[1].0, "keys of a block ascend");
     }

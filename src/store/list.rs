@@ -5,7 +5,7 @@
 //! **Sources.** Taken at the start (the *snapshot*), in this order: under the append lock, the
 //! active segment's id, the end of its records and the keys of its records in the range, and the
 //! id the next new file will get; then the table of open files. Each sealed file with an id below
-//! that one is read through its footer ([`SortedKeys`]: a binary search over its key blocks to the
+//! that one is read through its footer ([`SortedKeys`]: a descent of its fence-key tree to the
 //! start of the range, then its blocks in order; a file of version 1 reads its table whole). A
 //! file whose footer a seal has submitted but not yet made durable is waited for (a sync), so that
 //! its footer is on disk; a file open without a footer (a read-only store's unsealed segment, or
@@ -22,10 +22,11 @@
 //! exactly once, even when compaction moves it meanwhile, a key deleted throughout is not, and a
 //! key written or deleted while the listing runs may or may not be.
 //!
-//! **Cost.** Per file: its trailer at the start, the location table's header and the block
-//! index at the first key, then about log2(blocks) key blocks of 4 KiB to find the start of the
-//! range, then the blocks the range covers; the active segment's keys in the range are copied
-//! under the append lock. A prefix listing of a few keys reads a few KiB per file.
+//! **Cost.** Per file: its trailer at the start, the location table's header with the tree's root
+//! before it (one read), one node of at most 4 KiB per level below the root (one for a 256 MiB
+//! segment) and the key block the range starts in, then the blocks the range covers; the active
+//! segment's keys in the range are copied under the append lock. A prefix listing of a few keys
+//! reads about 12 KiB per file.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashSet};
@@ -133,8 +134,8 @@ fn before_end(key: &[u8], end: &Bound<Vec<u8>>) -> bool {
 
 impl Store {
     /// The live keys in `range`, in ascending byte order, read from the files' sorted footers
-    /// (see docs/design.md, "Footer"): a binary search to the start of the range in each file,
-    /// then only the key blocks the range covers. Keys written or deleted while the iterator
+    /// (see docs/design.md, "Footer"): a descent of each file's fence-key tree to the start of
+    /// the range, then only the key blocks the range covers. Keys written or deleted while the iterator
     /// runs may or may not appear; a key live throughout appears once.
     ///
     /// ```

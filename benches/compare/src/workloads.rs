@@ -747,7 +747,8 @@ fn reopen(
         Some(r) if store_bytes > 0 => json!(r / store_bytes as f64),
         _ => Value::Null,
     };
-    let params = json!({"keys": n, "size": size, "key_len": key(0).len(), "page_cache_dropped": dropped});
+    let params =
+        json!({"keys": n, "size": size, "key_len": key(0).len(), "page_cache_dropped": dropped});
     Ok((params, fields))
 }
 
@@ -803,6 +804,9 @@ fn probe_inner(args: &Args) -> Res<String> {
             "prefix_keys": keys.len(),
             "prefix_us": prefix_us,
             "prefix_read_bytes": prefix_io.read_bytes,
+            // What the listing's read calls returned, without the code paged in after the
+            // drop (see sys::IoCounters).
+            "prefix_read_call_bytes": prefix_io.rchar,
             "prefix_cold": dropped,
         }),
         None => json!({}),

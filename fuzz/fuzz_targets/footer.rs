@@ -3,8 +3,9 @@
 //! fence-key tree as listing does it (`decode_index_node` level by level, then
 //! `decode_key_block`), which must agree with the whole decode, the key-section decoders
 //! (`decode_index_node`, `decode_key_block`, `parse_key_block`) on arbitrary bytes, with their crc
-//! made to match so that the parsers behind it run, and the round trip `encode_footer` (version 2, entries in any order) → decode with single-byte
-//! corruption, truncation and a too-short file; the same for `encode_footer_v1`.
+//! made to match so that the parsers behind it run, and the round trip `encode_footer` (version
+//! 2, entries in any order) → decode with single-byte corruption, truncation and a too-short file;
+//! the same for `encode_footer_v1`.
 //!
 //! Input, read three ways:
 //! * as a whole sealed segment file: trailer = last 64 bytes, file length = input length

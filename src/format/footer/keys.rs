@@ -40,8 +40,8 @@ pub struct BlockRef {
     pub len: u32,
 }
 
-/// crc32(segment id ‖ offset ‖ bytes): the crc of a key block or index node at `offset`, bound to
-/// its file and its place in it.
+/// crc32(segment id ‖ offset ‖ bytes): the crc of a key block or index node at `offset`,
+/// bound to its file and its place in it.
 pub(super) fn block_crc(segment: u64, offset: u64, bytes: &[u8]) -> u32 {
     let mut h = crc32fast::Hasher::new();
     h.update(&segment.to_le_bytes());

@@ -1,6 +1,7 @@
 //! The location table of a footer of version 2: a fixed header (where the key section and the
-//! root of its fence-key tree are, the tree's depth, the base sequence number), then one entry per key, in ascending key order,
-//! of a fixed key hash and varints. What opening a store reads: no keys.
+//! root of its fence-key tree are, the tree's depth, the base sequence number), then one entry
+//! per key, in ascending key order, of a fixed key hash and varints. What opening a store reads:
+//! no keys.
 
 use super::keys::{BlockRef, KEYS_HEADER_LEN, MIN_KEY_BLOCK_LEN};
 use super::tree::{MAX_NODE_LEN, MAX_TREE_DEPTH, MIN_NODE_LEN};

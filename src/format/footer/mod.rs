@@ -11,9 +11,9 @@
 //! per key (a key hash and where its record is, in varints): what opening a store reads, at most
 //! 32 bytes per key for small keys and values ([`decode_locations`]). The **key section** before
 //! it holds the keys themselves, in blocks of about 4 KiB, and a B+-tree of their first keys
-//! (the fence-key tree, [`tree`]) that ordered listing descends to the block a range starts in
-//! ([`decode_index_node`], [`decode_key_block`]); and it serves the callers that want whole
-//! entries ([`decode_entries`], [`decode_footer`]).
+//! (the fence-key tree, written once at seal time) that ordered listing descends to the block a
+//! range starts in, one node per level ([`decode_index_node`], [`decode_key_block`]); and it
+//! serves the callers that want whole entries ([`decode_entries`], [`decode_footer`]).
 //!
 //! Footers of version 1 (a single table of whole entries in record order, [`v1`]) are still
 //! decoded by every decoder here; [`encode_footer`] writes version 2 only.

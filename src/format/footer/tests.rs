@@ -47,7 +47,7 @@ fn decode_all_of(footer: &[u8], at: u64, file_len: u64) -> Result<Vec<FooterEntr
     decode_footer(&t, footer, at)
 }
 
-fn many(n: usize, key_len: impl Fn(usize) -> usize) -> Vec<FooterEntry> {
+pub(super) fn many(n: usize, key_len: impl Fn(usize) -> usize) -> Vec<FooterEntry> {
     (0..n)
         .map(|i| {
             let mut key = format!("{:08}", (i * 7919) % n).into_bytes();

@@ -1,10 +1,9 @@
 use super::*;
 use crate::format::footer::keys::block_crc;
-use crate::format::footer::tests::leaves;
+use crate::format::footer::tests::{leaves, many};
 use crate::format::footer::{
     FooterEntry, LOCATION_HEADER_LEN, TRAILER_LEN, Trailer, decode_footer, encode_footer,
 };
-use crate::format::record::RecordKind;
 
 const SEG: u64 = 9;
 const AT: u64 = 1 << 20;
@@ -164,21 +163,7 @@ fn nodes_close_at_the_target_and_levels_shrink() {
 }
 
 fn entries(n: usize, key_len: usize) -> Vec<FooterEntry> {
-    (0..n)
-        .map(|i| {
-            let mut key = format!("{:08}", (i * 7919) % n).into_bytes();
-            key.resize(key_len, b'x');
-            FooterEntry {
-                key,
-                kind: RecordKind::Put,
-                flags: 0,
-                offset: 64 + i as u64 * 40,
-                stored_len: 3,
-                value_len: 3,
-                seq: 1000 + i as u64,
-            }
-        })
-        .collect()
+    many(n, |_| key_len)
 }
 
 /// 100 keys of 1000 bytes: 5 keys a block, 4 fence keys a node: 20 blocks, 5 nodes, 2, a root.

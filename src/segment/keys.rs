@@ -9,8 +9,9 @@
 //! by block, each block read once and verified (its crc is bound to the file and its offset); the
 //! path of nodes from the root is kept, so that the next block's place comes from the node
 //! already read, and a long listing reads each node once ([`fence`]). Reads are `pread`s through
-//! the file's handle (the same aligned reads as open, direct where the store reads direct);
-//! memory maps were not measured against them.
+//! the file's handle (the same aligned reads as open, direct where the store reads direct), not
+//! a memory map: measured, a map read the device's readahead window around every page a cold
+//! listing touched (docs/design.md, "Ordered listing").
 //!
 //! For a footer of version 1 (a store of an earlier release, until compaction rewrites it) the
 //! whole table is read and sorted in memory once, at the first seek or item.

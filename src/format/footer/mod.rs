@@ -259,18 +259,8 @@ pub fn encode_footer(
     );
     let tree = keys::encode_key_section(&mut out, segment, footer_offset, &sorted);
     let table_offset = footer_offset + out.len() as u64;
-    let root = tree.root.unwrap_or(BlockRef {
-        offset: table_offset,
-        len: 0,
-    });
-    let header = LocationHeader {
-        key_offset: footer_offset,
-        key_len: out.len() as u64,
-        root_offset: root.offset,
-        root_len: root.len,
-        depth: tree.depth,
-        base_seq: sorted.iter().map(|e| e.seq).min().unwrap_or(0),
-    };
+    let base_seq = sorted.iter().map(|e| e.seq).min().unwrap_or(0);
+    let header = tree.header(footer_offset, out.len() as u64, base_seq);
     let table_start = out.len();
     locations::encode_locations(&mut out, &header, &sorted);
     let table_len = (out.len() - table_start) as u64;

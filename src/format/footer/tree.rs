@@ -83,6 +83,25 @@ pub(super) struct TreeInfo {
     pub depth: u8,
 }
 
+impl TreeInfo {
+    /// The location table's header for a key section of `key_len` bytes at `key_offset`
+    /// ending in this tree: without keys, the root is an empty node at the section's end.
+    pub(super) fn header(&self, key_offset: u64, key_len: u64, base_seq: u64) -> LocationHeader {
+        let root = self.root.unwrap_or(BlockRef {
+            offset: key_offset + key_len,
+            len: 0,
+        });
+        LocationHeader {
+            key_offset,
+            key_len,
+            root_offset: root.offset,
+            root_len: root.len,
+            depth: self.depth,
+            base_seq,
+        }
+    }
+}
+
 /// Appends the index levels over `blocks` (the key blocks in order, each with its first key) to
 /// `out`, whose byte `start` is at file offset `at`.
 pub(super) fn encode_tree(

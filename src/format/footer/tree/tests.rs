@@ -31,19 +31,7 @@ fn section(
         ));
     }
     let info = encode_tree(&mut out, SEG, AT, 0, blocks);
-    let end = AT + out.len() as u64;
-    let root = info.root.unwrap_or(BlockRef {
-        offset: end,
-        len: 0,
-    });
-    let header = LocationHeader {
-        key_offset: AT,
-        key_len: out.len() as u64,
-        root_offset: root.offset,
-        root_len: root.len,
-        depth: info.depth,
-        base_seq: 0,
-    };
+    let header = info.header(AT, out.len() as u64, 0);
     (out, info, header)
 }
 

@@ -1259,7 +1259,7 @@ fn workload_text(r: &SuiteRun, wl: &str) -> String {
              keys (a small part of the data set when values are small, so that readahead \
              cannot bring the rest in) are read, each once, in a random order. **warm** (from {} \
              threads): every key is read once (untimed), then keys are drawn at random with \
-             replacement, at most 20 000 gets. Gets of whole values of {}; a run stops after {} \
+             replacement, at most {} gets. Gets of whole values of {}; a run stops after {} \
              s. Example: `compare run --engine podstore --workload get --size 4K --threads 16 \
              --cache cold --dataset {} --max-keys {} --load-threads {} --ops {} --secs {}`.",
             fmt_size(sc.get_dataset),
@@ -1269,6 +1269,7 @@ fn workload_text(r: &SuiteRun, wl: &str) -> String {
             nums(&sc.get_threads),
             sc.get_cold_ops,
             nums(&sc.get_warm_threads),
+            sc.get_warm_ops,
             list(&sc.get_sizes),
             sc.get_secs,
             short(sc.get_dataset),

@@ -40,6 +40,12 @@ impl AlignedBuf {
     }
 }
 
+impl AsRef<[u8]> for AlignedBuf {
+    fn as_ref(&self) -> &[u8] {
+        self
+    }
+}
+
 impl Deref for AlignedBuf {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
@@ -108,6 +114,13 @@ impl BufPool {
         } else {
             self.get()
         }
+    }
+
+    /// A buffer of its own of `len` bytes (rounded up to the alignment), with the pool's
+    /// alignment, not pooled: for a read whose buffer is kept after it (a record read whole and
+    /// handed out without a copy).
+    pub fn alloc(&self, len: usize) -> AlignedBuf {
+        AlignedBuf::zeroed(len.max(1).next_multiple_of(self.align), self.align)
     }
 
     fn take(&self, list: &Mutex<Vec<AlignedBuf>>, size: usize) -> PooledBuf<'_> {

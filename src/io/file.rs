@@ -10,7 +10,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::aligned::BufPool;
+use super::aligned::{AlignedBuf, BufPool};
 use super::storage::{LockGuard, OpenMode, Storage, StorageFile, probe_block};
 use crate::error::{Error, Result};
 use crate::format::{align_down, align_up};
@@ -213,6 +213,42 @@ impl SegmentFile {
             pos = take_end;
         }
         Ok(())
+    }
+
+    /// Reads exactly `len` bytes at `offset` in one read (with O_DIRECT widened to the
+    /// alignment, straight into a buffer of its own from `pool`, no bounce): the buffer and where
+    /// the bytes start in it. For a record read whole and kept: one device round trip, whatever
+    /// its length, and no copy. A read past the end of the file fails with `UnexpectedEof`.
+    pub fn read_owned(
+        &self,
+        offset: u64,
+        len: usize,
+        pool: &BufPool,
+        read_align: u64,
+    ) -> io::Result<(AlignedBuf, usize)> {
+        let end = offset + len as u64;
+        let (start, skip) = if self.direct {
+            let start = align_down(offset, read_align);
+            (start, (offset - start) as usize)
+        } else {
+            (offset, 0)
+        };
+        let stop = if self.direct {
+            align_up(end, read_align)
+        } else {
+            end
+        };
+        let mut buf = pool.alloc((stop - start) as usize);
+        let want = (stop - start) as usize;
+        let got = if self.direct {
+            read_full_direct(&*self.file, &mut buf[..want], start, read_align)?
+        } else {
+            read_full(&*self.file, &mut buf[..want], start)?
+        };
+        if got < skip + len {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+        Ok((buf, skip))
     }
 
     fn err(&self, op: &'static str, e: io::Error) -> Error {

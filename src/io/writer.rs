@@ -177,6 +177,22 @@ impl Tail {
         }
         Err(next)
     }
+
+    /// Whether the buffers hold any byte of `[start, end)` of `segment` (bytes no buffer holds
+    /// are on disk, for good: a byte only ever moves from a buffer to the file).
+    pub fn holds_any(&self, segment: u64, start: u64, end: u64) -> bool {
+        let active = self
+            .target
+            .as_ref()
+            .filter(|(s, _)| *s == segment)
+            .map(|_| (self.buf_offset, self.fill));
+        self.inflight
+            .iter()
+            .filter(|f| f.segment == segment)
+            .map(|f| (f.offset, f.len))
+            .chain(active)
+            .any(|(at, len)| at < end && start < at + len as u64)
+    }
 }
 
 /// A unit of log I/O: a handed-off buffer to write (and sync), run by [`IoOrder::run`].

@@ -175,6 +175,15 @@ impl Log {
             .copy_out(segment, offset, dst)
     }
 
+    /// Whether the write buffers hold any byte of `[start, end)` of `segment`; see
+    /// [`Tail::holds_any`].
+    pub(super) fn buffers_hold(&self, segment: u64, start: u64, end: u64) -> bool {
+        self.tail
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .holds_any(segment, start, end)
+    }
+
     /// Returns once the writes `first..=last` are acknowledged under `durability`: applied to
     /// the index, and for `Sync` durable.
     pub(super) fn acknowledge(&self, first: u64, last: u64, durability: Durability) -> Result<()> {

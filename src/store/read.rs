@@ -51,8 +51,9 @@ enum Lookup {
 pub(super) struct Located {
     pub(super) entry: IndexEntry,
     pub(super) file: Arc<SegmentFile>,
-    /// The whole record, when the read that checked its key fetched it (a small one).
-    prefetched: Option<Arc<[u8]>>,
+    /// The whole record, when the read that checked its key fetched it (a small one, or any
+    /// record up to [`WHOLE_GET_READ`] for a read of the whole value).
+    prefetched: Option<Bytes>,
     /// The whole value, when the cache held it as the key was checked.
     whole: Option<Bytes>,
 }
@@ -85,6 +86,14 @@ enum Identity {
 /// Records up to this length are read whole when their key is checked: one read fetches the
 /// key and the value (a cold get of a small value is one disk read).
 const WHOLE_RECORD_READ: u64 = 64 << 10;
+
+/// When the whole value is wanted (`get`, `get_into`, `get_bytes`), records up to this length
+/// are read whole when their key is checked: one device round trip for the header, the key, the
+/// value and its chunk crcs, where reading the header and key first, then the value (in steps
+/// of the bounce buffers) took two or three (a cold 100 KiB get: 45 µs for the 512-byte header
+/// read, then 114 µs for the value). Above it, the record's header and key are read first, and
+/// the value in steps: the buffer is not doubled for a very large value.
+const WHOLE_GET_READ: u64 = 8 << 20;
 
 impl Reader {
     /// The read path of a store whose direct reads go through `pool` (see [`new_pool`]).
@@ -157,13 +166,24 @@ impl Reader {
     /// [`Reader::find`]; `whole` false when the caller already looked for whole values in the
     /// cache (so that a miss is counted once).
     fn find_in(&self, key: &[u8], whole: bool) -> Result<Option<(Located, Option<Bytes>)>> {
+        self.find_in_reading(key, whole, WHOLE_RECORD_READ)
+    }
+
+    /// [`Reader::find_in`], reading records of up to `whole_read` bytes whole as their key is
+    /// checked.
+    fn find_in_reading(
+        &self,
+        key: &[u8],
+        whole: bool,
+        whole_read: u64,
+    ) -> Result<Option<(Located, Option<Bytes>)>> {
         let hash = self.index.hash(key);
         let mut last = None;
         loop {
             let candidates = self.index.candidates(hash, key.len() as u32);
             let mut gone = false;
             for c in candidates.as_slice() {
-                match self.identify(key, *c, whole)? {
+                match self.identify_reading(key, *c, whole, whole_read)? {
                     Identity::Mine { found, cached } => return Ok(Some((found, cached))),
                     Identity::Other => {}
                     Identity::Gone => gone = true,
@@ -211,6 +231,17 @@ impl Reader {
     /// record. A record of at most [`WHOLE_RECORD_READ`] bytes is read whole, so that the read
     /// which checks the key also fetches the value (kept in the [`Located`]).
     fn identify(&self, key: &[u8], entry: IndexEntry, whole_cached: bool) -> Result<Identity> {
+        self.identify_reading(key, entry, whole_cached, WHOLE_RECORD_READ)
+    }
+
+    /// [`Reader::identify`], reading a record of up to `whole_read` bytes whole.
+    fn identify_reading(
+        &self,
+        key: &[u8],
+        entry: IndexEntry,
+        whole_cached: bool,
+        whole_read: u64,
+    ) -> Result<Identity> {
         let Some(file) = self.segments.file(entry.segment) else {
             return Ok(Identity::Gone);
         };
@@ -229,7 +260,7 @@ impl Reader {
             }
             return Ok(Identity::Other);
         }
-        let whole = entry.record_len() <= WHOLE_RECORD_READ;
+        let whole = entry.record_len() <= whole_read;
         if !whole && let Some(k) = self.cache.get_bytes(&Key::of(&entry, Part::Key)) {
             return Ok(if &*k == key {
                 Identity::Mine {
@@ -242,14 +273,18 @@ impl Reader {
         }
         let mut found = Located::new(entry, file);
         let head = (RECORD_HEADER_LEN + key.len()) as u64;
-        let mut buf = vec![0u8; if whole { entry.record_len() } else { head } as usize];
-        if self.fetch(&found, entry.offset, &mut buf).is_err() {
-            // Another key's record, shorter than this key's would be, at the end of the data:
-            // read its header and key alone.
-            buf.truncate(RECORD_HEADER_LEN);
-            self.fetch(&found, entry.offset, &mut buf)
-                .map_err(|e| e.in_file(segment::kind_of(found.file.path())))?;
-        }
+        let read = if whole { entry.record_len() } else { head } as usize;
+        let mut buf = match self.fetch_owned(&found, entry.offset, read) {
+            Ok(b) => b,
+            Err(_) => {
+                // Another key's record, shorter than this key's would be, at the end of the
+                // data: read its header and key alone.
+                let mut b = vec![0u8; RECORD_HEADER_LEN];
+                self.fetch(&found, entry.offset, &mut b)
+                    .map_err(|e| e.in_file(segment::kind_of(found.file.path())))?;
+                Bytes::from(b)
+            }
+        };
         let corrupt = |at: u64, kind: Corruption| Error::Corruption {
             file: segment::kind_of(found.file.path()),
             segment: entry.segment,
@@ -262,7 +297,7 @@ impl Reader {
             let mut head = vec![0u8; key_end];
             self.fetch(&found, entry.offset, &mut head)
                 .map_err(|e| e.in_file(segment::kind_of(found.file.path())))?;
-            buf = head;
+            buf = Bytes::from(head);
         }
         let place = RecordPlace {
             segment: entry.segment,
@@ -287,7 +322,7 @@ impl Reader {
             ));
         }
         if whole && buf.len() as u64 == entry.record_len() {
-            found.prefetched = Some(buf.into());
+            found.prefetched = Some(buf);
         } else if self.cache.is_on() {
             self.cache.insert(
                 Key::of(&entry, Part::Key),
@@ -334,7 +369,7 @@ impl Reader {
             }
         }
         Ok(self
-            .find_in(key, false)?
+            .find_in_reading(key, false, WHOLE_GET_READ)?
             .map(|(found, cached)| match cached {
                 Some(b) => Lookup::Cached(b),
                 None => Lookup::Located(found),
@@ -544,6 +579,26 @@ impl Reader {
             at = upto;
         }
         Ok(())
+    }
+
+    /// Bytes `[offset, offset + len)` of the segment of `found`, as [`Reader::fetch`] reads
+    /// them, kept: from the file in one read into a buffer of their own when no write buffer
+    /// holds any of them (the common case: a sealed segment, or the written part of the active
+    /// one), else copied and read piecewise.
+    fn fetch_owned(&self, found: &Located, offset: u64, len: usize) -> Result<Bytes> {
+        let segment = found.entry.segment;
+        if found.prefetched.is_none()
+            && !self.log.buffers_hold(segment, offset, offset + len as u64)
+        {
+            let (buf, skip) = found
+                .file
+                .read_owned(offset, len, &self.pool, self.read_align)
+                .map_err(|e| segment::read_error(segment, offset, found.file.path(), e))?;
+            return Ok(Bytes::from_owner(buf).slice(skip..skip + len));
+        }
+        let mut buf = vec![0u8; len];
+        self.fetch(found, offset, &mut buf)?;
+        Ok(Bytes::from(buf))
     }
 
     /// Reads bytes `[offset, offset + dst.len())` of the segment of `found` from wherever they

@@ -9,6 +9,7 @@ mod footer;
 mod group_commit;
 mod powerloss;
 mod quarantine;
+mod reads;
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -586,6 +586,49 @@ mod tests {
     }
 
     #[test]
+    fn a_lazy_put_goes_to_the_front_flagged_and_resolution_removes_the_older_versions() {
+        // Every key in one run.
+        let index = Index::with_hash_bits(0);
+        let h = index.hash(b"k");
+        index.apply(h, None, Some(&entry(1, 64))); // another key
+        index.apply(h, None, Some(&entry(1, 128))); // the key's first version
+        assert!(!index.candidates(h, 3).unresolved());
+        index.apply_write(h, 3, Placement::Front, &[], Some(&entry(2, 64)));
+        let c = index.candidates(h, 3);
+        assert!(c.unresolved());
+        assert_eq!(c.places(), [(2, 64), (1, 64), (1, 128)]);
+        assert_eq!(index.len(), 3);
+        assert_eq!(index.names(h, 2, 64), Naming::Live);
+        assert_eq!(index.names(h, 1, 128), Naming::Behind);
+        assert_eq!(index.names(h, 9, 9), Naming::No);
+        // A write that replaces the newest version keeps its place and flag; so does a move.
+        index.apply(h, Some(&entry(2, 64)), Some(&entry(2, 192)));
+        assert!(index.replace_if(h, &entry(2, 192), entry(3, 64)));
+        assert_eq!(index.places(h), [(3, 64), (1, 64), (1, 128)]);
+        assert!(index.candidates(h, 3).unresolved());
+        // Both versions count live until resolved.
+        assert_eq!(index.usage(1).live_records, 2);
+        index.resolve(h, 3, (3, 64), &[(1, 128)]);
+        assert_eq!(index.places(h), [(3, 64), (1, 64)]);
+        assert!(!index.candidates(h, 3).unresolved());
+        assert_eq!(index.len(), 2);
+        assert_eq!(index.usage(1).live_records, 1);
+        assert_eq!(index.usage(3).live_records, 1);
+        // A delete removes the versions it names, tolerating those already gone.
+        index.apply_write(h, 3, Placement::Front, &[], Some(&entry(4, 64)));
+        index.apply_write(
+            h,
+            3,
+            Placement::Replace(Some(entry(4, 64))),
+            &[(4, 64), (3, 64), (5, 5)],
+            None,
+        );
+        assert_eq!(index.places(h), [(1, 64)]);
+        assert_eq!(index.len(), 1);
+        assert_eq!(index.usage(3).live_records + index.usage(4).live_records, 0);
+    }
+
+    #[test]
     fn load_fits_shards_to_their_entries() {
         let index = Index::default();
         let n = 100_000u64;

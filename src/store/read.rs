@@ -391,12 +391,23 @@ impl Reader {
             .index
             .candidates(self.index.hash(key), key.len() as u32);
         for c in candidates.as_slice() {
-            if self.cache.holds_whole(c)
-                && let Some(b) = self.cache.get_bytes(&Key::of(c, Part::Value))
-                && b.len() as u64 == key.len() as u64 + c.value_len
-                && b.starts_with(key)
-            {
-                return Ok(Some(Lookup::Cached(b.slice(key.len()..))));
+            let cached = if self.cache.holds_whole(c) {
+                self.cache.get_bytes(&Key::of(c, Part::Value))
+            } else {
+                None
+            };
+            match cached {
+                Some(b)
+                    if b.len() as u64 == key.len() as u64 + c.value_len && b.starts_with(key) =>
+                {
+                    return Ok(Some(Lookup::Cached(b.slice(key.len()..))));
+                }
+                Some(_) => {} // another key's
+                // In a run with an unresolved entry, an entry the cache cannot tell may be the
+                // key's newest version, and a cached one behind it an older one: the records
+                // decide, in order.
+                None if candidates.unresolved() => break,
+                None => {}
             }
         }
         Ok(self

@@ -95,7 +95,11 @@ fn resolution(
     index: &Index,
     delete: bool,
 ) -> Option<Placement> {
-    let earlier = q.range(..at).rev().find(|p| &*p.key == key).map(|p| p.entry);
+    let earlier = q
+        .range(..at)
+        .rev()
+        .find(|p| &*p.key == key)
+        .map(|p| p.entry);
     if seen.unknown {
         debug_assert!(!delete, "a delete reads what it removes");
         return Some(earlier.map_or(Placement::Front, Placement::Replace));

@@ -142,7 +142,8 @@ impl Blobs {
             return Err(e);
         }
         let stored_len = stream.stored_len();
-        let (hash, seen) = match resolve::seen(shared, &self.reader, key, resolve::put_look(shared)) {
+        let (hash, seen) = match resolve::seen(shared, &self.reader, key, resolve::put_look(shared))
+        {
             Ok(s) => s,
             Err(e) => {
                 stream.abandon(&shared.dir);

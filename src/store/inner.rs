@@ -103,10 +103,8 @@ impl Inner {
     /// Starts the flush ticker and the background compactor, as the options say. They hold the
     /// store weakly: a store dropped meanwhile ends them.
     pub(super) fn start_background(self: &Arc<Inner>) -> Result<()> {
-        *self.resolver.lock().unwrap_or_else(|p| p.into_inner()) = Some(Resolver::start(
-            self.shared.clone(),
-            self.reader.clone(),
-        )?);
+        *self.resolver.lock().unwrap_or_else(|p| p.into_inner()) =
+            Some(Resolver::start(self.shared.clone(), self.reader.clone())?);
         let mut threads = Vec::new();
         if let Some(interval) = self.opts.get_flush_interval() {
             let inner = Arc::downgrade(self);

@@ -19,16 +19,26 @@ fn key(i: usize) -> Vec<u8> {
 }
 
 fn val(i: usize, round: usize) -> Vec<u8> {
-    format!("value {i} of round {round} ").repeat(1 + i % 4).into_bytes()
+    format!("value {i} of round {round} ")
+        .repeat(1 + i % 4)
+        .into_bytes()
 }
 
 fn check(store: &Store, model: &BTreeMap<Vec<u8>, Vec<u8>>, keys: usize, what: &str) {
     for i in 0..keys {
         let k = key(i);
-        assert_eq!(store.get(&k).unwrap().as_ref(), model.get(&k), "{what}: key {i}");
+        assert_eq!(
+            store.get(&k).unwrap().as_ref(),
+            model.get(&k),
+            "{what}: key {i}"
+        );
     }
     let listed: Vec<Vec<u8>> = store.keys().map(|k| k.unwrap()).collect();
-    assert_eq!(listed, model.keys().cloned().collect::<Vec<_>>(), "{what}: listing");
+    assert_eq!(
+        listed,
+        model.keys().cloned().collect::<Vec<_>>(),
+        "{what}: listing"
+    );
     assert_eq!(store.len(), model.len(), "{what}: len");
 }
 
@@ -61,7 +71,11 @@ fn an_overwrite_reads_nothing_and_its_older_version_is_resolved_later() {
             store.put(key(i), val(i, 1)).unwrap();
             model.insert(key(i), val(i, 1));
         }
-        assert_eq!(reads(&sim), before, "bits {bits}: overwrites read from disk");
+        assert_eq!(
+            reads(&sim),
+            before,
+            "bits {bits}: overwrites read from disk"
+        );
         // Every old entry is still there, behind its key's new one.
         assert_eq!(store.testing_index_entries(), 2 * N as u64, "bits {bits}");
         // Reads take the newest version, listing lists each key once.
@@ -76,7 +90,12 @@ fn an_overwrite_reads_nothing_and_its_older_version_is_resolved_later() {
         assert_eq!(store.stats().live_keys, N as u64);
         for f in store.files().unwrap() {
             if f.id.is_some_and(|id| old_files.contains(&id)) {
-                assert_eq!(f.live_bytes, Some(0), "bits {bits}: {} still counts live", f.name);
+                assert_eq!(
+                    f.live_bytes,
+                    Some(0),
+                    "bits {bits}: {} still counts live",
+                    f.name
+                );
             }
         }
         check(&store, &model, N, "after resolution");
@@ -96,8 +115,15 @@ fn an_overwrite_reads_nothing_and_its_older_version_is_resolved_later() {
         // A delete reads: it must find every version of its key.
         assert!(reads(&sim) > before, "bits {bits}: deletes read nothing?");
         for i in (0..N).step_by(2) {
-            assert_eq!(store.get(key(i)).unwrap(), None, "bits {bits}: key {i} resurrected");
-            assert!(!store.delete(key(i)).unwrap(), "bits {bits}: key {i} deleted twice");
+            assert_eq!(
+                store.get(key(i)).unwrap(),
+                None,
+                "bits {bits}: key {i} resurrected"
+            );
+            assert!(
+                !store.delete(key(i)).unwrap(),
+                "bits {bits}: key {i} deleted twice"
+            );
         }
         // put_if_absent decides by the newest version.
         for i in (1..N).step_by(4) {
@@ -134,7 +160,10 @@ fn compaction_resolves_older_versions_before_it_copies() {
     // copying them (copied, they would still have entries). The active segment, sealed and
     // compacted too, holds the N live records.
     assert_eq!(report.segments_compacted, 2, "{report:?}");
-    assert_eq!(report.records_copied, N as u64, "older versions copied: {report:?}");
+    assert_eq!(
+        report.records_copied, N as u64,
+        "older versions copied: {report:?}"
+    );
     assert_eq!(store.testing_index_entries(), N as u64);
     check(&store, &model, N, "after compaction");
     store.close().unwrap();

@@ -17,6 +17,16 @@
 //! between is noticed). Every change of the index happens under the pending queue's lock, in
 //! log order per key.
 //!
+//! A put that the read cache cannot tell its key's entry for does not read (a *lazy* put): its
+//! entry goes to the front of its fingerprint run, flagged *unresolved* ([`Placement::Front`]),
+//! and the key's older entries stay behind it until the store's resolver removes them
+//! ([`Index::resolve`]). This holds because within a run **a key's entries are ordered newest
+//! first**: a replacement keeps its entry's place and flag ([`Index::apply_write`],
+//! [`Index::replace_if`]), and readers take the first entry whose record is their key's. Until
+//! resolved, an older version is counted in [`Index::len`] and in its segment's usage; a run
+//! without an unresolved entry holds at most one entry per key ([`Candidates::unresolved`],
+//! [`Index::names`]).
+//!
 //! No lock of the index is held across a syscall.
 
 use std::collections::BTreeMap;

@@ -166,6 +166,10 @@ impl Inner {
     pub(super) fn shut_down(&self) -> Result<()> {
         self.stop_background();
         if self.opts.get_background_compaction() && !self.opts.get_read_only() {
+            // The older versions that overwrites left count as live (a blob file holding only
+            // one would look live): resolved first, within the same budget as the compaction.
+            let deadline = std::time::Instant::now() + CLOSE_COMPACTION_BUDGET;
+            super::resolve::settle_until(&self.shared, &self.reader, Some(deadline));
             // Space comes back even in a store closed before its compactor ever ran. A failure
             // is logged, not returned: the close itself (the seal) is what must succeed.
             match self.compactor.compact_at_close(CLOSE_COMPACTION_BUDGET) {

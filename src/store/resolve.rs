@@ -6,6 +6,7 @@
 
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::Instant;
 
 use super::read::{Look, Reader};
 use super::shared::Shared;
@@ -99,14 +100,27 @@ pub(super) fn resolve_key(shared: &Shared, reader: &Reader, hash: u64, key: &[u8
 /// the resolver thread may be resolving: afterwards the index holds one entry per key of every
 /// lazy put applied so far (what exact counts need).
 pub(super) fn settle_all(shared: &Shared, reader: &Reader) {
+    settle_until(shared, reader, None)
+}
+
+/// [`settle_all`], stopping at `deadline` if one is given (the tasks left stay queued).
+pub(super) fn settle_until(shared: &Shared, reader: &Reader, deadline: Option<Instant>) {
     let tasks = shared.pending.tasks();
-    while let Some((hash, key)) = tasks.take() {
-        // A run that keeps changing is resolved by the next call: counts are asked of a store
-        // that writers keep changing anyway.
-        resolve_key(shared, reader, hash, &key);
+    let mut later = Vec::new();
+    while deadline.is_none_or(|d| Instant::now() < d)
+        && let Some((hash, key)) = tasks.take()
+    {
+        if !resolve_key(shared, reader, hash, &key) {
+            later.push((hash, key));
+        }
         tasks.done();
     }
     tasks.wait_idle();
+    // A run that kept changing under every read (its key's writers are busy with it) goes back
+    // to the resolver: counts asked of a store that writers keep changing are not exact anyway.
+    for (hash, key) in later {
+        tasks.requeue(hash, &key);
+    }
 }
 
 /// The resolver thread: woken (no timer) when a lazy put is applied; resolves the runs it

@@ -331,6 +331,9 @@ struct TaskState {
     stopped: bool,
     /// Tests: the resolver thread takes nothing (callers of [`ResolveTasks::take`] still do).
     held: bool,
+    /// Threads waiting on the condition variable: a notification costs a syscall, so it is
+    /// made only when someone waits (not on every lazy put while the resolver is busy).
+    waiters: usize,
 }
 
 impl ResolveTasks {
@@ -343,7 +346,9 @@ impl ResolveTasks {
         let mut st = self.lock();
         if st.queued.insert(key.into()) {
             st.queue.push_back((hash, key.into()));
-            self.changed.notify_all();
+            if st.waiters > 0 {
+                self.changed.notify_all();
+            }
         }
     }
 
@@ -381,22 +386,34 @@ impl ResolveTasks {
                 st.busy += 1;
                 return Some(task);
             }
-            st = self.changed.wait(st).unwrap_or_else(|p| p.into_inner());
+            st = self.wait(st);
         }
+    }
+
+    fn wait<'a>(
+        &self,
+        mut st: std::sync::MutexGuard<'a, TaskState>,
+    ) -> std::sync::MutexGuard<'a, TaskState> {
+        st.waiters += 1;
+        let mut st = self.changed.wait(st).unwrap_or_else(|p| p.into_inner());
+        st.waiters -= 1;
+        st
     }
 
     /// A task taken is finished (resolved, or dropped).
     pub fn done(&self) {
         let mut st = self.lock();
         st.busy -= 1;
-        self.changed.notify_all();
+        if st.waiters > 0 {
+            self.changed.notify_all();
+        }
     }
 
     /// Waits until no task taken by another thread is in progress.
     pub fn wait_idle(&self) {
         let mut st = self.lock();
         while st.busy > 0 {
-            st = self.changed.wait(st).unwrap_or_else(|p| p.into_inner());
+            st = self.wait(st);
         }
     }
 

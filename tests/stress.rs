@@ -792,6 +792,21 @@ fn stress_mixed_ops_without_a_cache() {
     run_mixed(what, opts, 32, OPS_PER_THREAD, Ending::Close);
 }
 
+/// Lazy overwrites under concurrency: no cache and 4 bits of key hash (keys share
+/// fingerprints), so that every overwrite goes to the front of its run without a read and
+/// leaves its older version for the resolver thread, which removes it while writers, readers,
+/// deletes and a compacting thread go on. No read may see an older value once a newer put
+/// returned, nor a deleted key's older version.
+#[test]
+fn stress_mixed_ops_lazy_overwrites_colliding_and_compacting() {
+    let opts = stress_options(IoMode::Direct, Durability::Sync)
+        .cache_capacity(0)
+        .testing_hash_bits(4)
+        .compaction_threshold(0.2);
+    let what = "32 threads, direct, sync, no cache, 4 hash bits, compacting";
+    run_mixed_with(what, opts, 32, OPS_PER_THREAD, Ending::Close, true);
+}
+
 /// Buffered writes are visible at once; `flush` makes them durable, so a crash right after it
 /// loses nothing.
 #[test]

@@ -17,6 +17,16 @@
 //! between is noticed). Every change of the index happens under the pending queue's lock, in
 //! log order per key.
 //!
+//! A put that the read cache cannot tell its key's entry for does not read (a *lazy* put): its
+//! entry goes to the front of its fingerprint run, flagged *unresolved* ([`Placement::Front`]),
+//! and the key's older entries stay behind it until the store's resolver removes them
+//! ([`Index::resolve`]). This holds because within a run **a key's entries are ordered newest
+//! first**: a replacement keeps its entry's place and flag ([`Index::apply_write`],
+//! [`Index::replace_if`]), and readers take the first entry whose record is their key's. Until
+//! resolved, an older version is counted in [`Index::len`] and in its segment's usage; a run
+//! without an unresolved entry holds at most one entry per key ([`Candidates::unresolved`],
+//! [`Index::names`]).
+//!
 //! No lock of the index is held across a syscall.
 
 use std::collections::BTreeMap;
@@ -121,6 +131,7 @@ pub struct Candidates {
     first: [IndexEntry; 2],
     count: usize,
     more: Vec<IndexEntry>,
+    unresolved: bool,
 }
 
 impl Candidates {
@@ -129,6 +140,7 @@ impl Candidates {
             first: [IndexEntry::default(); 2],
             count: 0,
             more: Vec::new(),
+            unresolved: false,
         }
     }
 
@@ -157,6 +169,37 @@ impl Candidates {
     pub fn places(&self) -> Vec<(u64, u64)> {
         self.as_slice().iter().map(IndexEntry::place).collect()
     }
+
+    /// True when one of them is flagged unresolved: an entry behind it may be an older version
+    /// of its key (a stale entry, left by a lazy put). Without one, every key has at most one
+    /// entry in the run.
+    pub fn unresolved(&self) -> bool {
+        self.unresolved
+    }
+}
+
+/// Where a write's new entry goes ([`Index::apply_write`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Placement {
+    /// In place of this entry of the key (`None`: the key has no entry; a new one goes after
+    /// the run's others).
+    Replace(Option<IndexEntry>),
+    /// At the front of the run, flagged unresolved, replacing nothing: a lazy put, which did not
+    /// read to learn which entry is its key's. Entries of the key behind it are older versions,
+    /// removed when resolved.
+    Front,
+}
+
+/// Whether an entry names a record ([`Index::names`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Naming {
+    /// No entry with the key's fingerprint names it: the record is dead.
+    No,
+    /// An entry names it, and no unresolved entry is ahead of it: its key's live record.
+    Live,
+    /// An entry names it behind an unresolved entry: it may be an older version of its key
+    /// (stale) or live; only resolving the run tells.
+    Behind,
 }
 
 type Shard = RwLock<Vec<Packed>>;
@@ -230,6 +273,7 @@ impl Index {
         let from = shard.partition_point(|p| p.fp() < fp);
         let mut found = Candidates::new();
         for p in shard[from..].iter().take_while(|p| p.fp() == fp) {
+            found.unresolved |= p.unresolved();
             found.push(p.unpack(key_len));
         }
         found
@@ -254,29 +298,113 @@ impl Index {
 
     /// Replaces the entry `old` (named by its place) of a key hashing to `h` with `new`, either
     /// of which may be absent (a new key; a delete). Called in log order per key, under the
-    /// pending queue's lock.
+    /// pending queue's lock. (Tests; writes go through [`Index::apply_write`].)
+    #[cfg(test)]
     pub fn apply(&self, h: u64, old: Option<&IndexEntry>, new: Option<&IndexEntry>) {
+        let key_len = old.or(new).map_or(0, |e| e.key_len);
+        self.apply_write(h, key_len, Placement::Replace(old.copied()), &[], new);
+    }
+
+    /// Applies a write of a key of `key_len` bytes hashing to `h`: puts `new` (`None`: a
+    /// delete) where `at` says, then removes the entries of the key at `stale` that are still
+    /// there (a delete's older versions; some may be gone already, removed by the resolver).
+    /// Called in log order per key, under the pending queue's lock.
+    ///
+    /// Within a run, the entries of one key stay ordered newest first: a replacement keeps the
+    /// place (and the unresolved flag) of the entry it replaces, a lazy put goes to the front,
+    /// and a key with no entry in the run may go anywhere.
+    pub fn apply_write(
+        &self,
+        h: u64,
+        key_len: u32,
+        at: Placement,
+        stale: &[(u64, u64)],
+        new: Option<&IndexEntry>,
+    ) {
         let (s, fp) = place_of(h);
         let mut shard = self.shard_mut(s);
-        let removed = old.and_then(|o| remove_place(&mut shard, fp, o.place()));
-        debug_assert_eq!(
-            removed.is_some(),
-            old.is_some(),
-            "the entry a write replaces is in the index"
-        );
-        if let Some(n) = new {
-            insert(&mut shard, fp, n);
-        }
-        match (removed.is_some(), new.is_some()) {
-            (false, true) => {
+        match (at, new) {
+            (Placement::Front, Some(n)) => {
+                let from = shard.partition_point(|p| p.fp() < fp);
+                grow(&mut shard);
+                shard.insert(from, Packed::pack(fp, n).with_unresolved(true));
                 self.len.fetch_add(1, Ordering::Relaxed);
+                self.account(None, Some(n));
             }
-            (true, false) => {
-                self.len.fetch_sub(1, Ordering::Relaxed);
+            (Placement::Front, None) | (Placement::Replace(None), None) => {}
+            (Placement::Replace(None), Some(n)) => {
+                insert(&mut shard, fp, n);
+                self.len.fetch_add(1, Ordering::Relaxed);
+                self.account(None, Some(n));
             }
-            _ => {}
+            (Placement::Replace(Some(o)), new) => {
+                let i = position(&shard, fp, o.place());
+                debug_assert!(i.is_some(), "the entry a write replaces is in the index");
+                if let Some(i) = i {
+                    match new {
+                        Some(n) => {
+                            let flag = shard[i].unresolved();
+                            shard[i] = Packed::pack(fp, n).with_unresolved(flag);
+                        }
+                        None => {
+                            shard.remove(i);
+                            self.len.fetch_sub(1, Ordering::Relaxed);
+                        }
+                    }
+                    self.account(Some(&o), new);
+                } else if let Some(n) = new {
+                    insert(&mut shard, fp, n);
+                    self.len.fetch_add(1, Ordering::Relaxed);
+                    self.account(None, Some(n));
+                }
+            }
         }
-        self.account(old.filter(|_| removed.is_some()), new);
+        self.remove_stale(&mut shard, fp, key_len, stale);
+    }
+
+    /// Removes the entries at `stale` (of a key of `key_len` bytes) still in the run of `fp`,
+    /// counting their records dead.
+    fn remove_stale(&self, shard: &mut Vec<Packed>, fp: u32, key_len: u32, stale: &[(u64, u64)]) {
+        for &place in stale {
+            if let Some(i) = position(shard, fp, place) {
+                let gone = shard.remove(i).unpack(key_len);
+                self.len.fetch_sub(1, Ordering::Relaxed);
+                self.account(Some(&gone), None);
+            }
+        }
+    }
+
+    /// Resolves the run of the key hashing to `h` (of `key_len` bytes), whose newest entry is at
+    /// `newest`: removes its older versions at `stale` and clears the newest's unresolved flag.
+    /// The caller read the records of the run (and checks, under the pending queue's lock,
+    /// that the run is still what it read).
+    pub fn resolve(&self, h: u64, key_len: u32, newest: (u64, u64), stale: &[(u64, u64)]) {
+        let (s, fp) = place_of(h);
+        let mut shard = self.shard_mut(s);
+        self.remove_stale(&mut shard, fp, key_len, stale);
+        if let Some(i) = position(&shard, fp, newest) {
+            shard[i] = shard[i].with_unresolved(false);
+        }
+    }
+
+    /// Whether the record at `offset` of `segment`, whose key hashes to `h`, is named by an
+    /// entry, and whether an unresolved entry is ahead of that entry in the run ([`Naming`]).
+    pub fn names(&self, h: u64, segment: u64, offset: u64) -> Naming {
+        let (s, fp) = place_of(h);
+        let shard = self.shard(s);
+        let from = shard.partition_point(|p| p.fp() < fp);
+        let mut flagged_ahead = false;
+        for p in shard[from..].iter().take_while(|p| p.fp() == fp) {
+            if p.place() == (segment, offset) {
+                return if flagged_ahead {
+                    Naming::Behind
+                } else {
+                    Naming::Live
+                };
+            }
+            flagged_ahead |= p.unresolved();
+        }
+        Naming::No
     }
 
     /// Points the key hashing to `h` at `new` if its entry is still `expected` (a value moved by
@@ -292,7 +420,9 @@ impl Index {
         else {
             return false;
         };
-        shard[from + i] = Packed::pack(fp, &new);
+        // In place, flag kept: the order of the key's versions in the run stays.
+        let flag = shard[from + i].unresolved();
+        shard[from + i] = Packed::pack(fp, &new).with_unresolved(flag);
         self.account(Some(expected), Some(&new));
         true
     }
@@ -385,7 +515,8 @@ impl Index {
         entries * PACKED_LEN as u64 + (SHARDS * std::mem::size_of::<Shard>()) as u64
     }
 
-    /// Number of live keys.
+    /// Number of entries: the live keys, plus the older versions of keys that lazy puts left
+    /// and that are not resolved yet (the store settles them before it reports a count).
     pub fn len(&self) -> u64 {
         self.len.load(Ordering::Relaxed)
     }
@@ -396,22 +527,27 @@ impl Index {
     }
 }
 
-/// Removes the entry at `place` with fingerprint `fp` from a sorted shard.
-fn remove_place(shard: &mut Vec<Packed>, fp: u32, place: (u64, u64)) -> Option<Packed> {
+/// Position of the entry at `place` with fingerprint `fp` in a sorted shard.
+fn position(shard: &[Packed], fp: u32, place: (u64, u64)) -> Option<usize> {
     let from = shard.partition_point(|p| p.fp() < fp);
-    let i = shard[from..]
+    shard[from..]
         .iter()
         .take_while(|p| p.fp() == fp)
-        .position(|p| p.place() == place)?;
-    Some(shard.remove(from + i))
+        .position(|p| p.place() == place)
+        .map(|i| from + i)
 }
 
-/// Inserts `entry` with fingerprint `fp` into a sorted shard, growing it by 1/16 at a time so
-/// that a grown index stays within about 6 % of its entries' bytes.
-fn insert(shard: &mut Vec<Packed>, fp: u32, entry: &IndexEntry) {
+/// Makes room for one more entry, growing a full shard by 1/16 at a time so that a grown index
+/// stays within about 6 % of its entries' bytes.
+fn grow(shard: &mut Vec<Packed>) {
     if shard.len() == shard.capacity() {
         shard.reserve_exact(shard.len() / 16 + 1);
     }
+}
+
+/// Inserts `entry` with fingerprint `fp` into a sorted shard, after the run's others.
+fn insert(shard: &mut Vec<Packed>, fp: u32, entry: &IndexEntry) {
+    grow(shard);
     let at = shard.partition_point(|p| p.fp() <= fp);
     shard.insert(at, Packed::pack(fp, entry));
 }
@@ -457,6 +593,49 @@ mod tests {
         }
         assert_eq!(index.usage(1).live_records, 63);
         assert_eq!(index.usage(2).live_records, 0);
+    }
+
+    #[test]
+    fn a_lazy_put_goes_to_the_front_flagged_and_resolution_removes_the_older_versions() {
+        // Every key in one run.
+        let index = Index::with_hash_bits(0);
+        let h = index.hash(b"k");
+        index.apply(h, None, Some(&entry(1, 64))); // another key
+        index.apply(h, None, Some(&entry(1, 128))); // the key's first version
+        assert!(!index.candidates(h, 3).unresolved());
+        index.apply_write(h, 3, Placement::Front, &[], Some(&entry(2, 64)));
+        let c = index.candidates(h, 3);
+        assert!(c.unresolved());
+        assert_eq!(c.places(), [(2, 64), (1, 64), (1, 128)]);
+        assert_eq!(index.len(), 3);
+        assert_eq!(index.names(h, 2, 64), Naming::Live);
+        assert_eq!(index.names(h, 1, 128), Naming::Behind);
+        assert_eq!(index.names(h, 9, 9), Naming::No);
+        // A write that replaces the newest version keeps its place and flag; so does a move.
+        index.apply(h, Some(&entry(2, 64)), Some(&entry(2, 192)));
+        assert!(index.replace_if(h, &entry(2, 192), entry(3, 64)));
+        assert_eq!(index.places(h), [(3, 64), (1, 64), (1, 128)]);
+        assert!(index.candidates(h, 3).unresolved());
+        // Both versions count live until resolved.
+        assert_eq!(index.usage(1).live_records, 2);
+        index.resolve(h, 3, (3, 64), &[(1, 128)]);
+        assert_eq!(index.places(h), [(3, 64), (1, 64)]);
+        assert!(!index.candidates(h, 3).unresolved());
+        assert_eq!(index.len(), 2);
+        assert_eq!(index.usage(1).live_records, 1);
+        assert_eq!(index.usage(3).live_records, 1);
+        // A delete removes the versions it names, tolerating those already gone.
+        index.apply_write(h, 3, Placement::Front, &[], Some(&entry(4, 64)));
+        index.apply_write(
+            h,
+            3,
+            Placement::Replace(Some(entry(4, 64))),
+            &[(4, 64), (3, 64), (5, 5)],
+            None,
+        );
+        assert_eq!(index.places(h), [(1, 64)]);
+        assert_eq!(index.len(), 1);
+        assert_eq!(index.usage(3).live_records + index.usage(4).live_records, 0);
     }
 
     #[test]

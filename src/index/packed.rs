@@ -1,10 +1,10 @@
 //! One index entry packed into 23 bytes: what the index keeps per live key.
 //!
 //! ```text
-//! byte  0      3          8          13              18         23
-//!       | fp   | file id  | offset   | stored length | value len |
-//!         u24    u40        u40        u40 (bit 39:    u40
-//!                                      compressed)
+//! byte  0      3          8          13              18              23
+//!       | fp   | file id  | offset   | stored length | value len     |
+//!         u24    u40        u40        u40 (bit 39:    u40 (bit 39:
+//!                                      compressed)     unresolved)
 //! ```
 //!
 //! Integers are big-endian so that the fingerprint sorts as bytes. The key itself is not kept:
@@ -12,6 +12,11 @@
 //! the key being looked up. Bounds: file ids below 2^40 (`segment::names::MAX_FILE_ID`), offsets
 //! below 2^40 (a segment is far smaller), stored and value lengths up to 2^32
 //! ([`crate::format::MAX_VALUE_LEN`]).
+//!
+//! The value length's top bit is spare (a value is at most 2^32 bytes), and holds the
+//! *unresolved* flag: entries behind this one in its fingerprint run may be older versions of
+//! its key, left there by a put that did not read to find its key's entry (a lazy put: see the
+//! index module). Cleared once the entries behind it have been checked.
 
 use super::IndexEntry;
 use crate::format::record::FLAG_COMPRESSED;
@@ -23,6 +28,9 @@ pub const PACKED_LEN: usize = 23;
 pub const MAX_40: u64 = (1 << 40) - 1;
 
 const COMPRESSED_BIT: u64 = 1 << 39;
+
+/// In the value length field: the entry is unresolved (see the module doc).
+const UNRESOLVED_BIT: u64 = 1 << 39;
 
 /// A packed entry.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -72,7 +80,22 @@ impl Packed {
         entry.segment <= MAX_40
             && entry.offset <= MAX_40
             && entry.stored_len < COMPRESSED_BIT
-            && entry.value_len <= MAX_40
+            && entry.value_len < UNRESOLVED_BIT
+    }
+
+    /// True when entries behind this one in its run may be older versions of its key.
+    pub fn unresolved(&self) -> bool {
+        self.0[18] & 0x80 != 0
+    }
+
+    /// This entry with the unresolved flag set to `on`.
+    pub fn with_unresolved(mut self, on: bool) -> Packed {
+        if on {
+            self.0[18] |= 0x80;
+        } else {
+            self.0[18] &= 0x7F;
+        }
+        self
     }
 
     /// The fingerprint.
@@ -92,7 +115,7 @@ impl Packed {
         IndexEntry {
             segment,
             offset,
-            value_len: get40(&self.0[18..23]),
+            value_len: get40(&self.0[18..23]) & !UNRESOLVED_BIT,
             stored_len: stored & !COMPRESSED_BIT,
             key_len,
             flags: if stored & COMPRESSED_BIT != 0 {
@@ -116,7 +139,7 @@ mod tests {
                 MAX_40,
                 MAX_40,
                 crate::format::MAX_VALUE_LEN,
-                MAX_40,
+                UNRESOLVED_BIT - 1,
                 FLAG_COMPRESSED,
             ),
             (1, 64, 5, 5, 0),
@@ -136,6 +159,12 @@ mod tests {
                 assert_eq!(p.fp(), fp);
                 assert_eq!(p.unpack(16), e);
                 assert_eq!(p.place(), (segment, offset));
+                assert!(!p.unresolved());
+                // The flag leaves every field alone, and comes off again.
+                let f = p.with_unresolved(true);
+                assert!(f.unresolved());
+                assert_eq!((f.fp(), f.unpack(16)), (fp, e));
+                assert_eq!(f.with_unresolved(false), p);
             }
         }
         assert_eq!(std::mem::size_of::<Packed>(), PACKED_LEN);
@@ -161,6 +190,10 @@ mod tests {
         }));
         assert!(!Packed::fits(&IndexEntry {
             stored_len: COMPRESSED_BIT,
+            ..ok
+        }));
+        assert!(!Packed::fits(&IndexEntry {
+            value_len: UNRESOLVED_BIT,
             ..ok
         }));
     }

@@ -15,19 +15,39 @@
 //! write is not applied (nor any later write of its key). Every change of the index happens
 //! under this queue's lock, which makes "still exactly what the writer saw" a fact until the
 //! write is applied: compaction moves an entry only through [`PendingQueue::replace_if_idle`].
+//!
+//! **Lazy puts.** A put whose look finds entries with its fingerprint that the read cache
+//! cannot tell apart does not read them: its [`Seen`] is `unknown`, and it is resolved at once,
+//! to [`Placement::Front`] (or against an earlier queued write of its key, as any write):
+//! applied, its entry goes to the front of the run, flagged unresolved, and replaces nothing.
+//! Front is right whatever changed since the look, since within a run a key's entries are
+//! ordered newest first and readers take the first whose record is the key's. Applying it
+//! queues a task in [`ResolveTasks`]; the store's resolver reads the run's records off the put
+//! path and removes the key's older entries ([`PendingQueue::resolve_run`]), under this
+//! queue's lock, if the run is still what it read.
+//!
+//! A delete removes every entry of its key: the one it replaces and the older versions it saw
+//! ([`Seen::older`]); so it must resolve against an index that still holds what it saw even when
+//! an earlier write of its key is queued (that write's entry is not in the index yet, but the
+//! older versions it leaves are).
 
-use std::collections::VecDeque;
-use std::sync::Mutex;
+use std::collections::{HashSet, VecDeque};
+use std::sync::{Condvar, Mutex};
 
-use super::{Index, IndexEntry};
+use super::{Index, IndexEntry, Placement};
 
 /// What a writer saw of its key in the index before it wrote.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Seen {
     /// The records named by the entries with the key's fingerprint.
     pub places: Vec<(u64, u64)>,
-    /// Which of them is the key's, if any.
+    /// Which of them is the key's newest, if any.
     pub current: Option<IndexEntry>,
+    /// The key's other entries (older versions behind an unresolved entry), when the look
+    /// read past the first (a delete's, the resolver's).
+    pub older: Vec<(u64, u64)>,
+    /// The look did not read the records: which entry is the key's is unknown (a lazy put).
+    pub unknown: bool,
 }
 
 /// A write waiting to become visible.
@@ -38,8 +58,10 @@ struct Pending {
     hash: u64,
     /// `None` for a delete.
     entry: Option<IndexEntry>,
-    /// The entry this write replaces (`Some(None)`: none); `None` while unresolved.
-    replaces: Option<Option<IndexEntry>>,
+    /// Where its entry goes (which entry it replaces); `None` while unresolved.
+    replaces: Option<Placement>,
+    /// A delete's: every entry of the key it saw, removed too if still there.
+    stale: Vec<(u64, u64)>,
     /// Written to a blob file of its own rather than the log: it becomes ready when that file is
     /// durable, not with the log's syncs.
     blob: bool,
@@ -55,11 +77,15 @@ struct Pending {
 #[derive(Debug, Default)]
 pub struct PendingQueue {
     queue: Mutex<VecDeque<Pending>>,
+    /// Runs left unresolved by lazy puts, for the resolver.
+    tasks: ResolveTasks,
 }
 
-/// The entry a write of `key` queued at position `at` replaces: what the last earlier queued
-/// write of the key leaves, else the index's entry as `seen`, if the index still holds exactly
-/// what the writer saw; `None` if it does not.
+/// Where the entry of a write of `key` queued at position `at` goes: in place of what the last
+/// earlier queued write of the key leaves, else of the index's entry as `seen` if the index
+/// still holds exactly what the writer saw, else (a lazy put) at the front; `None` if it cannot
+/// be resolved yet. A delete (`delete`) needs the index unchanged in every case: it removes the
+/// older versions it saw too.
 fn resolution(
     q: &VecDeque<Pending>,
     at: usize,
@@ -67,11 +93,35 @@ fn resolution(
     hash: u64,
     seen: &Seen,
     index: &Index,
-) -> Option<Option<IndexEntry>> {
-    if let Some(p) = q.range(..at).rev().find(|p| &*p.key == key) {
-        return Some(p.entry);
+    delete: bool,
+) -> Option<Placement> {
+    let earlier = q
+        .range(..at)
+        .rev()
+        .find(|p| &*p.key == key)
+        .map(|p| p.entry);
+    if seen.unknown {
+        debug_assert!(!delete, "a delete reads what it removes");
+        return Some(earlier.map_or(Placement::Front, Placement::Replace));
     }
-    (index.places(hash) == seen.places).then_some(seen.current)
+    let unchanged = || index.places(hash) == seen.places;
+    match earlier {
+        Some(e) if !delete || unchanged() => Some(Placement::Replace(e)),
+        Some(_) => None,
+        None => unchanged().then_some(Placement::Replace(seen.current)),
+    }
+}
+
+/// The entries a delete removes besides the one it replaces: every entry of its key it saw.
+fn stale_of(seen: &Seen, delete: bool) -> Vec<(u64, u64)> {
+    if !delete {
+        return Vec::new();
+    }
+    seen.current
+        .iter()
+        .map(IndexEntry::place)
+        .chain(seen.older.iter().copied())
+        .collect()
 }
 
 impl PendingQueue {
@@ -95,13 +145,15 @@ impl PendingQueue {
     ) -> bool {
         let mut q = self.lock();
         debug_assert!(q.back().is_none_or(|p| p.seq < seq));
-        let replaces = resolution(&q, q.len(), key, hash, seen, index);
+        let delete = entry.is_none();
+        let replaces = resolution(&q, q.len(), key, hash, seen, index, delete);
         q.push_back(Pending {
             seq,
             key: key.into(),
             hash,
             entry,
             replaces,
+            stale: stale_of(seen, delete),
             blob,
             ready: false,
         });
@@ -117,11 +169,13 @@ impl PendingQueue {
         };
         if q[i].replaces.is_none() {
             let (key, hash) = (q[i].key.clone(), q[i].hash);
-            q[i].replaces = resolution(&q, i, &key, hash, seen, index);
+            let delete = q[i].entry.is_none();
+            q[i].replaces = resolution(&q, i, &key, hash, seen, index, delete);
+            q[i].stale = stale_of(seen, delete);
         }
         let done = q[i].replaces.is_some();
         if done {
-            apply(&mut q, index);
+            apply(&mut q, index, &self.tasks);
         }
         done
     }
@@ -134,7 +188,7 @@ impl PendingQueue {
                 p.ready = true;
             }
         }
-        apply(&mut q, index);
+        apply(&mut q, index, &self.tasks);
     }
 
     /// Marks the write `seq` ready and applies what can be applied.
@@ -143,7 +197,7 @@ impl PendingQueue {
         if let Ok(i) = q.binary_search_by_key(&seq, |p| p.seq) {
             q[i].ready = true;
         }
-        apply(&mut q, index);
+        apply(&mut q, index, &self.tasks);
     }
 
     /// Drops the write `seq` without applying it (its blob write failed). A later write of its
@@ -154,12 +208,12 @@ impl PendingQueue {
             && let Some(gone) = q.remove(i)
         {
             for p in q.range_mut(i..) {
-                if *p.key == *gone.key && p.replaces == Some(gone.entry) {
+                if *p.key == *gone.key && p.replaces == Some(Placement::Replace(gone.entry)) {
                     p.replaces = gone.replaces;
                 }
             }
         }
-        apply(&mut q, index);
+        apply(&mut q, index, &self.tasks);
     }
 
     /// Moves the entry of `key` (hashing to `hash`) from `expected` to `new` (compaction) unless
@@ -177,6 +231,25 @@ impl PendingQueue {
             return false;
         }
         index.replace_if(hash, expected, new)
+    }
+
+    /// Resolves the run of a key hashing to `hash` as the resolver read it (`seen`: its newest
+    /// entry and older versions) if the index still holds exactly the entries it read; returns
+    /// whether it did (if not, the resolver reads again).
+    pub fn resolve_run(&self, hash: u64, seen: &Seen, index: &Index) -> bool {
+        let _q = self.lock();
+        if index.places(hash) != seen.places {
+            return false;
+        }
+        if let Some(c) = seen.current {
+            index.resolve(hash, c.key_len, c.place(), &seen.older);
+        }
+        true
+    }
+
+    /// The runs waiting for the resolver.
+    pub fn tasks(&self) -> &ResolveTasks {
+        &self.tasks
     }
 
     /// True while any write with a sequence number in `first..=last` has not been applied.
@@ -217,16 +290,20 @@ impl PendingQueue {
     }
 }
 
-/// Applies every ready, resolved entry not preceded by a waiting entry for the same key.
-fn apply(q: &mut VecDeque<Pending>, index: &Index) {
+/// Applies every ready, resolved entry not preceded by a waiting entry for the same key; a lazy
+/// put applied queues its run for the resolver.
+fn apply(q: &mut VecDeque<Pending>, index: &Index, tasks: &ResolveTasks) {
     let mut waiting: Vec<Box<[u8]>> = Vec::new();
     q.retain(|p| {
         let blocked = waiting.contains(&p.key);
         if p.ready
             && !blocked
-            && let Some(old) = p.replaces
+            && let Some(at) = p.replaces
         {
-            index.apply(p.hash, old.as_ref(), p.entry.as_ref());
+            index.apply_write(p.hash, p.key.len() as u32, at, &p.stale, p.entry.as_ref());
+            if at == Placement::Front && p.entry.is_some() {
+                tasks.add(p.hash, &p.key);
+            }
             false
         } else {
             if !blocked {
@@ -235,4 +312,121 @@ fn apply(q: &mut VecDeque<Pending>, index: &Index) {
             true
         }
     });
+}
+
+/// Keys whose run a lazy put left unresolved, waiting for the resolver (one task per key: a
+/// task resolves every older version of its key), and the resolver's wake-up.
+#[derive(Debug, Default)]
+pub struct ResolveTasks {
+    state: Mutex<TaskState>,
+    changed: Condvar,
+}
+
+#[derive(Debug, Default)]
+struct TaskState {
+    queue: VecDeque<(u64, Box<[u8]>)>,
+    queued: HashSet<Box<[u8]>>,
+    /// Tasks taken and not done yet.
+    busy: usize,
+    stopped: bool,
+    /// Tests: the resolver thread takes nothing (callers of [`ResolveTasks::take`] still do).
+    held: bool,
+    /// Threads waiting on the condition variable: a notification costs a syscall, so it is
+    /// made only when someone waits (not on every lazy put while the resolver is busy).
+    waiters: usize,
+}
+
+impl ResolveTasks {
+    fn lock(&self) -> std::sync::MutexGuard<'_, TaskState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Queues the run of `key` (hashing to `hash`), unless it is queued already.
+    fn add(&self, hash: u64, key: &[u8]) {
+        let mut st = self.lock();
+        if st.queued.insert(key.into()) {
+            st.queue.push_back((hash, key.into()));
+            if st.waiters > 0 {
+                self.changed.notify_all();
+            }
+        }
+    }
+
+    /// Queues the run of `key` again (the resolver could not resolve it yet).
+    pub fn requeue(&self, hash: u64, key: &[u8]) {
+        self.add(hash, key);
+    }
+
+    /// Number of tasks waiting.
+    pub fn len(&self) -> usize {
+        self.lock().queue.len()
+    }
+
+    /// Takes the next task, if any, without waiting; the caller calls [`ResolveTasks::done`]
+    /// after it.
+    pub fn take(&self) -> Option<(u64, Box<[u8]>)> {
+        let mut st = self.lock();
+        let task = st.queue.pop_front()?;
+        st.queued.remove(&task.1);
+        st.busy += 1;
+        Some(task)
+    }
+
+    /// Waits for the next task (the resolver thread); `None` once stopped.
+    pub fn wait_take(&self) -> Option<(u64, Box<[u8]>)> {
+        let mut st = self.lock();
+        loop {
+            if st.stopped {
+                return None;
+            }
+            if !st.held
+                && let Some(task) = st.queue.pop_front()
+            {
+                st.queued.remove(&task.1);
+                st.busy += 1;
+                return Some(task);
+            }
+            st = self.wait(st);
+        }
+    }
+
+    fn wait<'a>(
+        &self,
+        mut st: std::sync::MutexGuard<'a, TaskState>,
+    ) -> std::sync::MutexGuard<'a, TaskState> {
+        st.waiters += 1;
+        let mut st = self.changed.wait(st).unwrap_or_else(|p| p.into_inner());
+        st.waiters -= 1;
+        st
+    }
+
+    /// A task taken is finished (resolved, or dropped).
+    pub fn done(&self) {
+        let mut st = self.lock();
+        st.busy -= 1;
+        if st.waiters > 0 {
+            self.changed.notify_all();
+        }
+    }
+
+    /// Waits until no task taken by another thread is in progress.
+    pub fn wait_idle(&self) {
+        let mut st = self.lock();
+        while st.busy > 0 {
+            st = self.wait(st);
+        }
+    }
+
+    /// Ends [`ResolveTasks::wait_take`] for good (the store closes).
+    pub fn stop(&self) {
+        self.lock().stopped = true;
+        self.changed.notify_all();
+    }
+
+    /// Tests: keeps the resolver thread from taking tasks while `on`.
+    #[cfg(feature = "testing")]
+    pub fn hold(&self, on: bool) {
+        self.lock().held = on;
+        self.changed.notify_all();
+    }
 }

@@ -19,7 +19,8 @@ impl Store {
     /// value one frame at a time. It first makes every earlier write durable (like
     /// [`Store::flush`]) and then checks what is on disk, up to the last record written before
     /// the call. Reads and writes go on meanwhile; segments and keys written after the call
-    /// started may or may not be checked.
+    /// started may or may not be checked. Older index entries that overwrites left for the
+    /// background resolver are resolved first, so that the live figures are exact.
     ///
     /// An I/O error while reading is returned as an error; damage is not an error but the
     /// contents of the [`VerifyReport`]. Docs: docs/reliability.md.
@@ -53,6 +54,8 @@ impl Store {
     /// ```
     pub fn verify_with_progress(&self, mut progress: impl FnMut(u64, u64)) -> Result<VerifyReport> {
         let inner = &self.inner;
+        // Older versions lazy puts left would count as live: resolved first.
+        inner.settle_all();
         let (active, next_file_id) = {
             let app = inner.log.lock();
             let active = app.active().map(|a| verify::ActiveBound {
@@ -134,6 +137,24 @@ impl Store {
     /// ```
     pub fn path(&self) -> &Path {
         &self.inner.shared.dir
+    }
+
+    /// Keeps the background resolver from removing the older index entries that lazy puts
+    /// leave while `on` (`len`, `stats` and compaction still resolve them), so that a test can
+    /// look at them. Only with the `testing` feature.
+    #[cfg(feature = "testing")]
+    #[doc(hidden)]
+    pub fn testing_hold_resolver(&self, on: bool) {
+        self.inner.shared.pending.tasks().hold(on);
+    }
+
+    /// Entries in the index as they are, older versions that lazy puts left and the resolver
+    /// has not removed yet included (`len` and `stats` resolve them first). Only with the
+    /// `testing` feature.
+    #[cfg(feature = "testing")]
+    #[doc(hidden)]
+    pub fn testing_index_entries(&self) -> u64 {
+        self.inner.shared.index.len()
     }
 
     /// Stops the store the way a crash would, for tests: writes already handed to the flush
@@ -262,6 +283,8 @@ impl Store {
     /// ```
     pub fn files(&self) -> Result<Vec<crate::inspect::FileInfo>> {
         let inner = &self.inner;
+        // Older versions lazy puts left would count as live: resolved first.
+        inner.settle_all();
         stats::files(
             &inner.shared.segments,
             &inner.log,
@@ -272,7 +295,12 @@ impl Store {
     }
 
     /// What the store holds, takes and has written. Takes a lock of the index per shard and
-    /// looks up the length of every file (no file data is read).
+    /// looks up the length of every file.
+    ///
+    /// Counts are exact: an overwrite that did not read to find its key's old entry (see
+    /// docs/design.md, "The index") leaves that entry for a background thread to remove; the
+    /// entries still waiting for it are resolved first, in the calling thread, which reads
+    /// their records (none, when the resolver has caught up).
     ///
     /// ```
     /// # fn main() -> podstore::Result<()> {
@@ -286,6 +314,8 @@ impl Store {
     /// ```
     pub fn stats(&self) -> Stats {
         let inner = &self.inner;
+        // Older versions lazy puts left would count as live keys and bytes: resolved first.
+        inner.settle_all();
         stats::collect(
             &inner.shared.segments,
             &inner.log,

@@ -93,7 +93,7 @@ impl Blobs {
             .push(seq, key, *hash, Some(entry), true, seen, &shared.index);
         drop(app);
         if !resolved {
-            resolve::settle(shared, &self.reader, &[(seq, key)]);
+            resolve::settle(shared, &self.reader, &[(seq, key, true)]);
         }
         let id = reserved.id;
         let blob = segment::BlobValue {
@@ -142,7 +142,8 @@ impl Blobs {
             return Err(e);
         }
         let stored_len = stream.stored_len();
-        let (hash, seen) = match resolve::seen(shared, &self.reader, key) {
+        let (hash, seen) = match resolve::seen(shared, &self.reader, key, resolve::put_look(shared))
+        {
             Ok(s) => s,
             Err(e) => {
                 stream.abandon(&shared.dir);
@@ -169,7 +170,7 @@ impl Blobs {
             (before, seq, id, resolved)
         };
         if !resolved {
-            resolve::settle(shared, &self.reader, &[(seq, key)]);
+            resolve::settle(shared, &self.reader, &[(seq, key, true)]);
         }
         let flushed = if flush_first {
             // Not `flush`: it would wait for this put too.

@@ -17,13 +17,14 @@ use super::append::Log;
 use super::blob::Blobs;
 use super::compress::StoredValue;
 use super::read::{Located, Reader};
+use super::resolve;
 use super::segments::SegmentHandle;
 use super::shared::Shared;
 use crate::error::{Error, Result};
 use crate::failpoint;
 use crate::format::footer::FooterEntry;
 use crate::format::record::{RecordKind, record_len};
-use crate::index::IndexEntry;
+use crate::index::{IndexEntry, Naming};
 use crate::segment::{self, SegmentKind};
 
 /// How often the background compactor looks for work.
@@ -326,7 +327,16 @@ impl Compactor {
                     else {
                         continue;
                     };
-                    if !p.index.contains(p.index.hash(&e.key), id, e.offset) {
+                    let hash = p.index.hash(&e.key);
+                    let mut naming = p.index.names(hash, id, e.offset);
+                    if naming == Naming::Behind {
+                        // Maybe an older version a lazy put left: resolve the run now (this
+                        // reads records, as compaction does anyway) rather than copy it. If
+                        // it cannot be resolved now, the record is copied: wasteful, not wrong.
+                        resolve::resolve_key(p, &self.reader, hash, &e.key);
+                        naming = p.index.names(hash, id, e.offset);
+                    }
+                    if naming == Naming::No {
                         continue; // overwritten or deleted: dead
                     }
                     value.resize(old.stored_len as usize, 0);

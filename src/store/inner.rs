@@ -9,7 +9,8 @@ use super::background::Ticker;
 use super::blob::Blobs;
 use super::compact::{self, Compactor};
 use super::open;
-use super::read::{self, Reader};
+use super::read::{self, Look, Reader};
+use super::resolve::Resolver;
 use super::segments::SegmentTable;
 use super::shared::Shared;
 use super::stats::Counters;
@@ -34,6 +35,8 @@ pub(super) struct Inner {
     pub(super) recovery: open::RecoveryReport,
     /// The flush ticker and the compactor thread, while they run.
     pub(super) background: Mutex<Vec<Ticker>>,
+    /// The resolver thread (older versions left by lazy puts), while it runs.
+    pub(super) resolver: Mutex<Option<Resolver>>,
 }
 
 /// Whether a key has a value, counting writes not yet applied to the index.
@@ -93,12 +96,15 @@ impl Inner {
             compactor,
             recovery: recovered.report,
             background: Mutex::new(Vec::new()),
+            resolver: Mutex::new(None),
         })
     }
 
     /// Starts the flush ticker and the background compactor, as the options say. They hold the
     /// store weakly: a store dropped meanwhile ends them.
     pub(super) fn start_background(self: &Arc<Inner>) -> Result<()> {
+        *self.resolver.lock().unwrap_or_else(|p| p.into_inner()) =
+            Some(Resolver::start(self.shared.clone(), self.reader.clone())?);
         let mut threads = Vec::new();
         if let Some(interval) = self.opts.get_flush_interval() {
             let inner = Arc::downgrade(self);
@@ -147,11 +153,23 @@ impl Inner {
         for t in threads.into_iter().rev() {
             t.stop();
         }
+        let resolver = self
+            .resolver
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(r) = resolver {
+            r.stop();
+        }
     }
 
     pub(super) fn shut_down(&self) -> Result<()> {
         self.stop_background();
         if self.opts.get_background_compaction() && !self.opts.get_read_only() {
+            // The older versions that overwrites left count as live (a blob file holding only
+            // one would look live): resolved first, within the same budget as the compaction.
+            let deadline = std::time::Instant::now() + CLOSE_COMPACTION_BUDGET;
+            super::resolve::settle_until(&self.shared, &self.reader, Some(deadline));
             // Space comes back even in a store closed before its compactor ever ran. A failure
             // is logged, not returned: the close itself (the seal) is what must succeed.
             match self.compactor.compact_at_close(CLOSE_COMPACTION_BUDGET) {
@@ -175,13 +193,25 @@ impl Inner {
         }
     }
 
-    /// What the index holds for `key` now, for a write of it: its hash and [`Seen`].
-    pub(super) fn seen(&self, key: &[u8]) -> Result<(u64, Seen)> {
-        super::resolve::seen(&self.shared, &self.reader, key)
+    /// What the index holds for `key` now, for a write of it: its hash and [`Seen`], as far
+    /// as `look` asks.
+    pub(super) fn seen(&self, key: &[u8], look: Look) -> Result<(u64, Seen)> {
+        super::resolve::seen(&self.shared, &self.reader, key, look)
+    }
+
+    /// How a put looks at its key: [`super::resolve::put_look`].
+    pub(super) fn put_look(&self) -> Look {
+        super::resolve::put_look(&self.shared)
     }
 
     /// Resolves writes queued unresolved: [`super::resolve::settle`].
-    pub(super) fn settle(&self, unresolved: &[(u64, &[u8])]) {
+    pub(super) fn settle(&self, unresolved: &[(u64, &[u8], bool)]) {
         super::resolve::settle(&self.shared, &self.reader, unresolved)
+    }
+
+    /// Resolves every run lazy puts left, so that the index holds one entry per key:
+    /// [`super::resolve::settle_all`].
+    pub(super) fn settle_all(&self) {
+        super::resolve::settle_all(&self.shared, &self.reader)
     }
 }

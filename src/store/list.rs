@@ -379,6 +379,11 @@ impl<'a> Keys<'a> {
         let inner = &self.store.inner;
         let index = &inner.shared.index;
         let candidates = index.candidates(index.hash(key), key.len() as u32);
+        if candidates.unresolved() {
+            // An entry that names one of the key's records may be an older version a lazy put
+            // left (not resolved yet): the key's newest entry, read from the records, decides.
+            return Ok(inner.reader.locate(key)?.map(|f| f.entry));
+        }
         if let Some(e) = candidates
             .as_slice()
             .iter()

@@ -53,6 +53,7 @@ mod writer;
 use append::Op;
 use compress::StoredValue;
 use inner::{Inner, Presence};
+use read::Look;
 
 pub use crate::segment::QuarantineReason;
 pub use checkpoint::CheckpointReport;
@@ -179,7 +180,7 @@ impl Store {
         check_value(value)?;
         let durability = self.inner.opts.get_durability();
         let stored = StoredValue::encode(value, &self.inner.opts);
-        let seen = self.inner.seen(key)?;
+        let seen = self.inner.seen(key, self.inner.put_look())?;
         let log = &self.inner.log;
         if durability == Durability::Sync
             && value.len() as u64 >= self.inner.opts.get_large_value_threshold()
@@ -191,9 +192,10 @@ impl Store {
             std::slice::from_ref(&seen),
             durability,
         )?;
-        if seen.1.current.is_some() {
-            // An overwrite: the key is in use, so its next read, or its next overwrite (which
-            // must tell its record from another key's), finds the new value in memory.
+        if seen.1.current.is_some() || seen.1.unknown {
+            // An overwrite (or likely one: its fingerprint is in use): the key is in use, so its
+            // next read, or its next overwrite (which must tell its record from another key's
+            // without a read to stay off the resolver), finds the new value in memory.
             self.inner
                 .reader
                 .keep_written(key, value, &appended.entries[0]);
@@ -210,10 +212,10 @@ impl Store {
         durability: Durability,
     ) -> Result<()> {
         if !appended.unresolved.is_empty() {
-            let keys: Vec<(u64, &[u8])> = appended
+            let keys: Vec<(u64, &[u8], bool)> = appended
                 .unresolved
                 .iter()
-                .map(|&(seq, i)| (seq, ops[i].0))
+                .map(|&(seq, i)| (seq, ops[i].0, ops[i].1.is_some()))
                 .collect();
             self.inner.settle(&keys);
         }
@@ -245,7 +247,8 @@ impl Store {
         check_key(key)?;
         check_value(value)?;
         // Cheap answer for the common case, before compressing anything.
-        let mut seen = self.inner.seen(key)?;
+        // Presence is decided by the key's newest entry: read, never lazy.
+        let mut seen = self.inner.seen(key, Look::First)?;
         if seen.1.current.is_some() && self.inner.shared.pending.last_queued(key).is_none() {
             return Ok(false);
         }
@@ -262,12 +265,12 @@ impl Store {
                     drop(app);
                     // Its outcome decides: acknowledged, the key is present; failed, look again.
                     log.wait(seq, seq, durability == Durability::Sync)?;
-                    seen = self.inner.seen(key)?;
+                    seen = self.inner.seen(key, Look::First)?;
                     continue;
                 }
                 Presence::Changed => {
                     drop(app);
-                    seen = self.inner.seen(key)?;
+                    seen = self.inner.seen(key, Look::First)?;
                     continue;
                 }
                 Presence::Absent => {}
@@ -329,9 +332,14 @@ impl Store {
             .zip(&values)
             .map(|(op, v)| (op.key.as_slice(), v.as_ref()))
             .collect();
+        let put_look = self.inner.put_look();
         let seen = ops
             .iter()
-            .map(|(key, _)| self.inner.seen(key))
+            .map(|(key, value)| {
+                // A delete removes every version of its key: it reads them all.
+                let look = if value.is_some() { put_look } else { Look::All };
+                self.inner.seen(key, look)
+            })
             .collect::<Result<Vec<_>>>()?;
         let appended = self.inner.log.lock().append_ops(&ops, &seen, durability)?;
         self.finish_write(&appended, &ops, durability)
@@ -355,7 +363,8 @@ impl Store {
         check_key(key)?;
         let durability = self.inner.opts.get_durability();
         let log = &self.inner.log;
-        let mut seen = self.inner.seen(key)?;
+        // Every version of the key: the delete removes them all.
+        let mut seen = self.inner.seen(key, Look::All)?;
         loop {
             let app = log.lock();
             match self.inner.presence(key, seen.0, &seen.1) {
@@ -371,7 +380,7 @@ impl Store {
                 }
                 Presence::Changed => {
                     drop(app);
-                    seen = self.inner.seen(key)?;
+                    seen = self.inner.seen(key, Look::All)?;
                     continue;
                 }
                 Presence::Present | Presence::Pending(_) => {}
@@ -618,6 +627,9 @@ impl Store {
 
     /// Number of live keys.
     ///
+    /// Exact: entries that overwrites left for the background resolver (an overwrite does not
+    /// read to find its key's old entry) are resolved first, in the calling thread.
+    ///
     /// ```
     /// # fn main() -> podstore::Result<()> {
     /// # let dir = tempfile::tempdir().unwrap();
@@ -628,6 +640,7 @@ impl Store {
     /// # Ok(()) }
     /// ```
     pub fn len(&self) -> usize {
+        self.inner.settle_all();
         self.inner.shared.index.len() as usize
     }
 
@@ -643,7 +656,7 @@ impl Store {
     /// # Ok(()) }
     /// ```
     pub fn is_empty(&self) -> bool {
-        self.inner.shared.index.is_empty()
+        self.len() == 0
     }
 
     /// The live keys, in ascending byte order.

@@ -83,6 +83,20 @@ enum Identity {
     Gone,
 }
 
+/// How much a writer's look ([`Reader::seen`]) reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Look {
+    /// A put: what the read cache tells, and no read of a file; if that is not enough, the
+    /// look says "unknown" and the put goes to the front of its run (a lazy put).
+    Lazy,
+    /// The key's newest entry, reading records until it is found (`put_if_absent`, a put under
+    /// back-pressure).
+    First,
+    /// Every entry of the key, its older versions too (a delete, the resolver); reads past the
+    /// first only in a run with an unresolved entry.
+    All,
+}
+
 /// Records up to this length are read whole when their key is checked: one read fetches the
 /// key and the value (a cold get of a small value is one disk read).
 const WHOLE_RECORD_READ: u64 = 64 << 10;
@@ -132,30 +146,82 @@ impl Reader {
     }
 
     /// What the index holds for `key` right now, for a writer ([`Seen`]): the entries with its
-    /// fingerprint, and which of them is the key's (read from their records, or the cache).
-    /// No read at all for a key whose fingerprint is new.
-    pub(super) fn seen(&self, key: &[u8], hash: u64) -> Result<Seen> {
+    /// fingerprint, and which of them is the key's (read from their records, or the cache), as
+    /// far as `look` asks. No read at all for a key whose fingerprint is new.
+    pub(super) fn seen(&self, key: &[u8], hash: u64, look: Look) -> Result<Seen> {
         let mut last = None;
         loop {
             let candidates = self.index.candidates(hash, key.len() as u32);
-            let mut current = None;
+            // Older versions of the key can only be behind an unresolved entry.
+            let all = look == Look::All && candidates.unresolved();
+            let mut seen = Seen::default();
             let mut gone = false;
             for c in candidates.as_slice() {
-                match self.identify(key, *c, true)? {
-                    Identity::Mine { found, .. } => {
-                        current = Some(found.entry);
-                        break;
+                let identity = if look == Look::Lazy {
+                    match self.identify_cached(key, *c) {
+                        Some(i) => i,
+                        // Telling would take a read: the put goes to the front instead.
+                        None => {
+                            seen.unknown = true;
+                            break;
+                        }
                     }
+                } else {
+                    self.identify(key, *c, true)?
+                };
+                match identity {
+                    Identity::Mine { found, .. } if seen.current.is_none() => {
+                        seen.current = Some(found.entry);
+                        if !all {
+                            break;
+                        }
+                    }
+                    Identity::Mine { found, .. } => seen.older.push(found.entry.place()),
                     Identity::Other => {}
                     Identity::Gone => gone = true,
                 }
             }
-            let places = candidates.places();
-            if !gone || current.is_some() {
-                return Ok(Seen { places, current });
+            seen.places = candidates.places();
+            if seen.unknown {
+                seen.current = None;
+                seen.older.clear();
+                return Ok(seen);
             }
-            self.check_not_stuck(&mut last, places)?;
+            if !gone || (seen.current.is_some() && !all) {
+                return Ok(seen);
+            }
+            self.check_not_stuck(&mut last, seen.places)?;
         }
+    }
+
+    /// Whether `entry` is `key`'s, if the read cache tells without a read of the file: a whole
+    /// value kept with its key, or the key of a large value read before. A file gone (moved by
+    /// compaction) does not tell either.
+    fn identify_cached(&self, key: &[u8], entry: IndexEntry) -> Option<Identity> {
+        let file = self.segments.file(entry.segment)?;
+        if self.cache.holds_whole(&entry) {
+            let b = self.cache.get_bytes(&Key::of(&entry, Part::Value))?;
+            if b.len() as u64 == key.len() as u64 + entry.value_len && b.starts_with(key) {
+                let value = b.slice(key.len()..);
+                return Some(Identity::Mine {
+                    found: Located::new(entry, file),
+                    cached: Some(value),
+                });
+            }
+            return Some(Identity::Other);
+        }
+        if entry.record_len() > WHOLE_RECORD_READ {
+            let k = self.cache.get_bytes(&Key::of(&entry, Part::Key))?;
+            return Some(if &*k == key {
+                Identity::Mine {
+                    found: Located::new(entry, file),
+                    cached: None,
+                }
+            } else {
+                Identity::Other
+            });
+        }
+        None
     }
 
     /// The live record of `key` and, if the cache holds its value whole, the value.
@@ -360,12 +426,23 @@ impl Reader {
             .index
             .candidates(self.index.hash(key), key.len() as u32);
         for c in candidates.as_slice() {
-            if self.cache.holds_whole(c)
-                && let Some(b) = self.cache.get_bytes(&Key::of(c, Part::Value))
-                && b.len() as u64 == key.len() as u64 + c.value_len
-                && b.starts_with(key)
-            {
-                return Ok(Some(Lookup::Cached(b.slice(key.len()..))));
+            let cached = if self.cache.holds_whole(c) {
+                self.cache.get_bytes(&Key::of(c, Part::Value))
+            } else {
+                None
+            };
+            match cached {
+                Some(b)
+                    if b.len() as u64 == key.len() as u64 + c.value_len && b.starts_with(key) =>
+                {
+                    return Ok(Some(Lookup::Cached(b.slice(key.len()..))));
+                }
+                Some(_) => {} // another key's
+                // In a run with an unresolved entry, an entry the cache cannot tell may be the
+                // key's newest version, and a cached one behind it an older one: the records
+                // decide, in order.
+                None if candidates.unresolved() => break,
+                None => {}
             }
         }
         Ok(self

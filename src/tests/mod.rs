@@ -7,6 +7,7 @@ mod catalog;
 mod faults;
 mod footer;
 mod group_commit;
+mod lazy;
 mod powerloss;
 mod quarantine;
 mod reads;

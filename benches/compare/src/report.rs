@@ -1120,6 +1120,44 @@ fn targets(r: &SuiteRun) -> Vec<Target> {
             "ops/s",
         );
     }
+    // Issue #12: a lone durable writer without a hand-off, group commit kept, cold gets close
+    // to one aligned pread.
+    ratio(
+        "durable 1 KiB puts, 1 thread: ≥ 0.9× raw (#12)".into(),
+        "put",
+        "raw",
+        "ops_per_sec",
+        0.9,
+        &put(1),
+        "ops/s",
+    );
+    ratio(
+        "durable 1 KiB puts, 1 thread: ≥ 1.1× fjall (#12)".into(),
+        "put",
+        "fjall",
+        "ops_per_sec",
+        1.1,
+        &put(1),
+        "ops/s",
+    );
+    ratio(
+        "durable 1 KiB puts, 64 threads: ≥ 10× fjall (#12)".into(),
+        "put",
+        "fjall",
+        "ops_per_sec",
+        10.0,
+        &put(64),
+        "ops/s",
+    );
+    ratio(
+        "cold 4 KiB gets, 1 thread: ≥ 0.9× raw (#12)".into(),
+        "get",
+        "raw",
+        "ops_per_sec",
+        0.9,
+        &cold4k(1),
+        "ops/s",
+    );
     // Issue #12: warm gets (the value was read before) from memory, as LMDB serves them.
     for t in [1, 16] {
         let warm1k = move |c: &Config| {
@@ -1139,6 +1177,35 @@ fn targets(r: &SuiteRun) -> Vec<Target> {
             &warm1k,
             "ops/s",
         );
+    }
+    // Issue #12: each YCSB workload at least as fast as the best peer on it.
+    for mix in ["a", "b", "c", "f"] {
+        let pick = move |c: &Config| c.param("mix") == Some(mix);
+        let pod = figure(r, "ycsb", "podstore", "ops_per_sec", &pick);
+        let best = ["fjall", "redb", "heed", "files"]
+            .into_iter()
+            .filter_map(|e| Some((e, figure(r, "ycsb", e, "ops_per_sec", &pick)?)))
+            .max_by(|a, b| a.1.total_cmp(&b.1));
+        let what = format!("YCSB {}: ≥ the best peer (#12)", mix.to_ascii_uppercase());
+        out.push(match (pod, best) {
+            (Some(p), Some((e, o))) if o > 0.0 => Target {
+                what,
+                figures: format!(
+                    "podstore {} ops/s, best peer {e} {} ops/s: **{}**",
+                    fmt_num(p),
+                    fmt_num(o),
+                    times(p / o)
+                ),
+                met: Some(p >= o),
+                short_by: format!("{} of the 1.00× asked", times(p / o)),
+            },
+            _ => Target {
+                what,
+                figures: "no data".into(),
+                met: None,
+                short_by: String::new(),
+            },
+        });
     }
     // Absolute targets.
     for size in [10 * M, 100 * M] {

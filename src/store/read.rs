@@ -200,28 +200,49 @@ impl Reader {
     fn identify_cached(&self, key: &[u8], entry: IndexEntry) -> Option<Identity> {
         let file = self.segments.file(entry.segment)?;
         if self.cache.holds_whole(&entry) {
-            let b = self.cache.get_bytes(&Key::of(&entry, Part::Value))?;
-            if b.len() as u64 == key.len() as u64 + entry.value_len && b.starts_with(key) {
-                let value = b.slice(key.len()..);
-                return Some(Identity::Mine {
-                    found: Located::new(entry, file),
-                    cached: Some(value),
-                });
-            }
-            return Some(Identity::Other);
+            return self.by_cached_value(key, entry, &file);
         }
         if entry.record_len() > WHOLE_RECORD_READ {
-            let k = self.cache.get_bytes(&Key::of(&entry, Part::Key))?;
-            return Some(if &*k == key {
-                Identity::Mine {
-                    found: Located::new(entry, file),
-                    cached: None,
-                }
-            } else {
-                Identity::Other
-            });
+            return self.by_cached_key(key, entry, &file);
         }
         None
+    }
+
+    /// Whether `entry` is `key`'s, by the whole value the cache keeps with its key (key, then
+    /// value, in one buffer); `None` if the cache does not hold it.
+    fn by_cached_value(
+        &self,
+        key: &[u8],
+        entry: IndexEntry,
+        file: &Arc<SegmentFile>,
+    ) -> Option<Identity> {
+        let b = self.cache.get_bytes(&Key::of(&entry, Part::Value))?;
+        if b.len() as u64 == key.len() as u64 + entry.value_len && b.starts_with(key) {
+            return Some(Identity::Mine {
+                found: Located::new(entry, file.clone()),
+                cached: Some(b.slice(key.len()..)),
+            });
+        }
+        Some(Identity::Other)
+    }
+
+    /// Whether `entry` is `key`'s, by the key of a large value the cache kept when it was read
+    /// before; `None` if the cache does not hold it.
+    fn by_cached_key(
+        &self,
+        key: &[u8],
+        entry: IndexEntry,
+        file: &Arc<SegmentFile>,
+    ) -> Option<Identity> {
+        let k = self.cache.get_bytes(&Key::of(&entry, Part::Key))?;
+        Some(if &*k == key {
+            Identity::Mine {
+                found: Located::new(entry, file.clone()),
+                cached: None,
+            }
+        } else {
+            Identity::Other
+        })
     }
 
     /// The live record of `key` and, if the cache holds its value whole, the value.
@@ -313,29 +334,13 @@ impl Reader {
         };
         if whole_cached
             && self.cache.holds_whole(&entry)
-            && let Some(b) = self.cache.get_bytes(&Key::of(&entry, Part::Value))
+            && let Some(identity) = self.by_cached_value(key, entry, &file)
         {
-            // Kept as key, then value.
-            if b.len() as u64 == key.len() as u64 + entry.value_len && b.starts_with(key) {
-                let value = b.slice(key.len()..);
-                let found = Located::new(entry, file);
-                return Ok(Identity::Mine {
-                    found,
-                    cached: Some(value),
-                });
-            }
-            return Ok(Identity::Other);
+            return Ok(identity);
         }
         let whole = entry.record_len() <= whole_read;
-        if !whole && let Some(k) = self.cache.get_bytes(&Key::of(&entry, Part::Key)) {
-            return Ok(if &*k == key {
-                Identity::Mine {
-                    found: Located::new(entry, file),
-                    cached: None,
-                }
-            } else {
-                Identity::Other
-            });
+        if !whole && let Some(identity) = self.by_cached_key(key, entry, &file) {
+            return Ok(identity);
         }
         let mut found = Located::new(entry, file);
         let head = (RECORD_HEADER_LEN + key.len()) as u64;

@@ -4,7 +4,7 @@
 //! - `append`: the log write path — the active segment, group commit, making room, sealing;
 //! - `blob`: large values, each in a blob file of its own;
 //! - `writer`: [`ValueWriter`], a put whose value is streamed into a blob file;
-//! - `read`: from a key to verified value bytes; [`ValueReader`];
+//! - `read`: from a key to verified value bytes; `value_reader`: [`ValueReader`];
 //! - `list`: keys in order, from the footers ([`Keys`]);
 //! - `resolve`: which index entry a write replaces;
 //! - `cache`: the read cache (small values whole, chunk checksums, frame tables);
@@ -48,6 +48,7 @@ mod resolve;
 mod segments;
 mod shared;
 mod stats;
+mod value_reader;
 mod writer;
 
 use append::Op;
@@ -60,8 +61,8 @@ pub use checkpoint::CheckpointReport;
 pub use compact::CompactionReport;
 pub use list::Keys;
 pub use open::{QuarantinedFile, RecoveredSegment, RecoveryReport};
-pub use read::ValueReader;
 pub use stats::Stats;
+pub use value_reader::ValueReader;
 pub use writer::ValueWriter;
 
 /// An embedded key-value store for blobs, in one directory.

@@ -227,19 +227,13 @@ impl SegmentFile {
         read_align: u64,
     ) -> io::Result<(AlignedBuf, usize)> {
         let end = offset + len as u64;
-        let (start, skip) = if self.direct {
-            let start = align_down(offset, read_align);
-            (start, (offset - start) as usize)
+        let (start, stop) = if self.direct {
+            (align_down(offset, read_align), align_up(end, read_align))
         } else {
-            (offset, 0)
+            (offset, end)
         };
-        let stop = if self.direct {
-            align_up(end, read_align)
-        } else {
-            end
-        };
-        let mut buf = pool.alloc((stop - start) as usize);
-        let want = (stop - start) as usize;
+        let (skip, want) = ((offset - start) as usize, (stop - start) as usize);
+        let mut buf = pool.alloc(want);
         let got = if self.direct {
             read_full_direct(&*self.file, &mut buf[..want], start, read_align)?
         } else {

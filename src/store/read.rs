@@ -668,9 +668,7 @@ impl Reader {
     /// one), else copied and read piecewise.
     fn fetch_owned(&self, found: &Located, offset: u64, len: usize) -> Result<Bytes> {
         let segment = found.entry.segment;
-        if found.prefetched.is_none()
-            && !self.log.buffers_hold(segment, offset, offset + len as u64)
-        {
+        if !self.log.buffers_hold(segment, offset, offset + len as u64) {
             let (buf, skip) = found
                 .file
                 .read_owned(offset, len, &self.pool, self.read_align)

@@ -17,6 +17,7 @@ use crate::options::Durability;
 /// # Ok(()) }
 /// ```
 #[derive(Debug, Clone, Default)]
+#[must_use = "a Batch does nothing until `Store::write` applies it"]
 pub struct Batch {
     pub(crate) ops: Vec<BatchOp>,
     pub(crate) durability: Option<Durability>,

@@ -184,11 +184,29 @@ pub enum Error {
     /// An option is out of its documented range.
     InvalidOptions(&'static str),
     /// No store at this path, opened with [`Options::create`](crate::Options::create) set to
-    /// `false`: the directory does not exist, or holds no store files (neither `LOCK` nor a
-    /// `seg-`/`blob-` file). Nothing was created.
+    /// `false`: the directory does not exist, or holds no store files (no `LOCK`, no `CATALOG`,
+    /// no `seg-`/`blob-` file). Nothing was created.
     NotFound {
         /// The path given to open.
         path: PathBuf,
+    },
+    /// The directory holds no store but other files: open refuses to put a store among them
+    /// (a mistyped path must not turn a home or data directory into a store). Nothing was
+    /// written: no `LOCK`, no `CATALOG`, no segment. Give a new or empty directory, or set
+    /// [`Options::allow_foreign_files`](crate::Options::allow_foreign_files) to create the
+    /// store beside them.
+    ///
+    /// A directory holds a store when it has a `CATALOG` or a `seg-`/`blob-` file; the other
+    /// names podstore writes (`LOCK`, `CATALOG.tmp`, `quarantine/`, `.podstore-probe`: a store
+    /// whose creation stopped after its first files) are not foreign, nor is a file system's
+    /// `lost+found`.
+    ForeignFiles {
+        /// The store directory.
+        path: PathBuf,
+        /// The first few names that are not podstore's (at most 5, in byte order).
+        names: Vec<String>,
+        /// How many names in the directory are not podstore's.
+        total: usize,
     },
     /// `IoMode::Direct` was asked for but the file system refuses O_DIRECT.
     DirectIoUnsupported {
@@ -391,9 +409,28 @@ impl fmt::Display for Error {
             Error::InvalidOptions(what) => write!(f, "invalid options: {what}"),
             Error::NotFound { path } => write!(
                 f,
-                "no store at {} (nothing created: opened with create(false))",
+                "no store at {} (nothing created: opened with Options::create(false))",
                 path.display()
             ),
+            Error::ForeignFiles { path, names, total } => {
+                write!(
+                    f,
+                    "{} holds files that are not a podstore store's: ",
+                    path.display()
+                )?;
+                for (i, name) in names.iter().enumerate() {
+                    let sep = if i > 0 { ", " } else { "" };
+                    write!(f, "{sep}{}", name.escape_debug())?;
+                }
+                if *total > names.len() {
+                    write!(f, " and {} more", total - names.len())?;
+                }
+                write!(
+                    f,
+                    "; nothing was written (use a new or empty directory, or \
+                     Options::allow_foreign_files(true) to create the store beside them)"
+                )
+            }
             Error::DirectIoUnsupported { path } => write!(
                 f,
                 "the file system of {} refuses O_DIRECT (use IoMode::Auto or Buffered)",
@@ -447,5 +484,176 @@ impl std::error::Error for Error {
             Error::Io { source, .. } => Some(source),
             _ => None,
         }
+    }
+}
+
+impl Error {
+    /// The [`io::ErrorKind`] closest to this error, as [`From<Error> for io::Error`] maps it.
+    fn io_kind(&self) -> io::ErrorKind {
+        use io::ErrorKind as K;
+        match self {
+            Error::Io { source, .. } => source.kind(),
+            Error::StorageFull { .. } => K::StorageFull,
+            Error::Corruption { .. } | Error::Damaged { .. } => K::InvalidData,
+            Error::EmptyKey
+            | Error::KeyTooLarge { .. }
+            | Error::ValueTooLarge { .. }
+            | Error::OutOfRange { .. }
+            | Error::InvalidOptions(_) => K::InvalidInput,
+            // Not `WouldBlock`: code that reads it as "not ready, retry at once" would spin
+            // while another process holds the store, perhaps for as long as it runs.
+            Error::Locked { .. } => K::ResourceBusy,
+            Error::NotFound { .. } => K::NotFound,
+            // The path is taken by something else, as `File::create_new` on an existing file.
+            Error::ForeignFiles { .. } => K::AlreadyExists,
+            Error::DirectIoUnsupported { .. } => K::Unsupported,
+            Error::ReadOnly => K::ReadOnlyFilesystem,
+            // A file in the directory the store did not name; else the ids are used up.
+            Error::FileIdOutOfRange { path: Some(_), .. } => K::InvalidData,
+            Error::FileIdOutOfRange { path: None, .. } | Error::Poisoned => K::Other,
+        }
+    }
+}
+
+/// An [`Error`] as an [`io::Error`], for `?` in functions that return [`io::Result`]: its kind
+/// is the closest [`io::ErrorKind`], and the podstore error is kept inside, as the io error's
+/// source, so that its variant can still be matched:
+///
+/// | podstore error | io kind |
+/// |---|---|
+/// | [`Error::Io`] | the kind of the io error it wraps |
+/// | [`Error::NotFound`] | `NotFound` |
+/// | [`Error::EmptyKey`], [`Error::KeyTooLarge`], [`Error::ValueTooLarge`], [`Error::OutOfRange`], [`Error::InvalidOptions`] | `InvalidInput` |
+/// | [`Error::StorageFull`] | `StorageFull` |
+/// | [`Error::Corruption`], [`Error::Damaged`], [`Error::FileIdOutOfRange`] naming a file | `InvalidData` |
+/// | [`Error::Locked`] | `ResourceBusy` (not `WouldBlock`, which callers retry at once) |
+/// | [`Error::ForeignFiles`] | `AlreadyExists` |
+/// | [`Error::DirectIoUnsupported`] | `Unsupported` |
+/// | [`Error::ReadOnly`] | `ReadOnlyFilesystem` |
+/// | [`Error::Poisoned`], file ids used up | `Other` |
+///
+/// ```
+/// use std::io;
+/// fn first_bytes(store: &podstore::Store) -> io::Result<Vec<u8>> {
+///     Ok(store.get_range("missing", 0..4)?.unwrap_or_default())
+/// }
+/// let dir = tempfile::tempdir()?;
+/// let store = podstore::Store::open(dir.path())?;
+/// store.put("k", "value")?;
+/// let err = io::Error::from(store.get_range("k", 9..12).unwrap_err());
+/// assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+/// // The podstore error is inside.
+/// let inner = err.into_inner().unwrap().downcast::<podstore::Error>().unwrap();
+/// assert!(matches!(*inner, podstore::Error::OutOfRange { .. }));
+/// assert!(first_bytes(&store)?.is_empty());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+impl From<Error> for io::Error {
+    fn from(e: Error) -> io::Error {
+        io::Error::new(e.io_kind(), e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use io::ErrorKind as K;
+
+    #[test]
+    fn each_error_becomes_an_io_error_of_its_kind_that_keeps_it() {
+        let path = || PathBuf::from("/s");
+        let corrupt = Corruption::Truncated {
+            needed: 8,
+            available: 2,
+        };
+        let cases = [
+            (
+                Error::io("read", None, io::Error::from(K::PermissionDenied)),
+                K::PermissionDenied,
+            ),
+            (
+                Error::io("read", None, io::Error::from(K::UnexpectedEof)),
+                K::UnexpectedEof,
+            ),
+            (Error::StorageFull { path: None }, K::StorageFull),
+            // ENOSPC from the kernel is StorageFull on the way in, and on the way out.
+            (
+                Error::io("write", None, io::Error::from_raw_os_error(libc_enospc())),
+                K::StorageFull,
+            ),
+            (
+                Error::Corruption {
+                    file: FileKind::Log,
+                    segment: 1,
+                    offset: 0,
+                    kind: corrupt.clone(),
+                },
+                K::InvalidData,
+            ),
+            (
+                Error::Damaged {
+                    dir: path(),
+                    files: Vec::new(),
+                },
+                K::InvalidData,
+            ),
+            (Error::EmptyKey, K::InvalidInput),
+            (Error::KeyTooLarge { len: 9, max: 8 }, K::InvalidInput),
+            (Error::ValueTooLarge { len: 9, max: 8 }, K::InvalidInput),
+            (
+                Error::OutOfRange {
+                    key: b"k".to_vec(),
+                    start: 5,
+                    end: 2,
+                    len: 9,
+                },
+                K::InvalidInput,
+            ),
+            (Error::InvalidOptions("x"), K::InvalidInput),
+            (Error::Locked { path: path() }, K::ResourceBusy),
+            (Error::NotFound { path: path() }, K::NotFound),
+            (
+                Error::ForeignFiles {
+                    path: path(),
+                    names: vec!["a".into()],
+                    total: 1,
+                },
+                K::AlreadyExists,
+            ),
+            (Error::DirectIoUnsupported { path: path() }, K::Unsupported),
+            (Error::ReadOnly, K::ReadOnlyFilesystem),
+            (
+                Error::FileIdOutOfRange {
+                    path: Some(path()),
+                    id: 1 << 41,
+                },
+                K::InvalidData,
+            ),
+            (Error::FileIdOutOfRange { path: None, id: 1 }, K::Other),
+            (Error::Poisoned, K::Other),
+        ];
+        for (error, kind) in cases {
+            let message = error.to_string();
+            let variant = std::mem::discriminant(&error);
+            let io: io::Error = error.into();
+            assert_eq!(io.kind(), kind, "{message}");
+            // The message is the podstore error's, and the error itself is inside.
+            assert_eq!(io.to_string(), message);
+            let back = io.into_inner().unwrap().downcast::<Error>().unwrap();
+            assert_eq!(std::mem::discriminant(&*back), variant, "{message}");
+        }
+    }
+
+    #[test]
+    fn question_mark_turns_an_error_into_an_io_error() {
+        fn read_it() -> io::Result<()> {
+            Err(Error::NotFound {
+                path: PathBuf::from("/nowhere"),
+            })?;
+            Ok(())
+        }
+        let e = read_it().unwrap_err();
+        assert_eq!(e.kind(), K::NotFound);
+        assert!(e.to_string().contains("/nowhere"), "{e}");
     }
 }

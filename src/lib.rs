@@ -47,6 +47,8 @@
 #![warn(unsafe_op_in_unsafe_fn)]
 
 mod batch;
+#[cfg(doctest)]
+mod doctests;
 mod error;
 mod failpoint;
 /// The on-disk codecs, pure and without I/O. Not part of the supported API: reachable only with

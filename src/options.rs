@@ -97,6 +97,7 @@ pub enum RecoveryMode {
 /// assert_eq!(opts.get_segment_size(), 64 << 20);
 /// ```
 #[derive(Debug, Clone)]
+#[must_use = "each setter returns the changed Options: pass them to `Store::open_with`, or they are lost"]
 pub struct Options {
     /// See [`Options::segment_size`].
     segment_size: u64,
@@ -128,6 +129,8 @@ pub struct Options {
     compaction_rate: Option<u64>,
     /// See [`Options::create`].
     create: bool,
+    /// See [`Options::allow_foreign_files`].
+    allow_foreign_files: bool,
     /// See [`Options::read_only`].
     read_only: bool,
     /// See [`Options::recovery_mode`].
@@ -160,6 +163,7 @@ impl Default for Options {
             background_compaction: true,
             compaction_rate: Some(64 << 20),
             create: true,
+            allow_foreign_files: false,
             read_only: false,
             recovery_mode: RecoveryMode::Strict,
             cache_capacity: 64 << 20,
@@ -359,6 +363,28 @@ impl Options {
     /// ```
     pub fn create(mut self, create: bool) -> Self {
         self.create = create;
+        self
+    }
+
+    /// Whether open may create a store in a directory that holds other files and no store
+    /// (default `false`: open fails with
+    /// [`Error::ForeignFiles`](crate::Error::ForeignFiles), naming them, and writes nothing).
+    /// A directory holding a store opens whatever else it holds; an empty or missing one gets a
+    /// new store either way. The store never reads, moves or removes a file it did not name.
+    ///
+    /// ```
+    /// use podstore::{Error, Options, Store};
+    /// let dir = tempfile::tempdir()?;
+    /// std::fs::write(dir.path().join("notes.txt"), "mine")?;
+    /// let refused = Store::open(dir.path());
+    /// assert!(matches!(refused, Err(Error::ForeignFiles { total: 1, .. })));
+    /// assert_eq!(std::fs::read_dir(dir.path())?.count(), 1); // nothing written
+    /// let store = Store::open_with(dir.path(), Options::default().allow_foreign_files(true))?;
+    /// store.put("k", "v")?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn allow_foreign_files(mut self, allow: bool) -> Self {
+        self.allow_foreign_files = allow;
         self
     }
 
@@ -595,6 +621,15 @@ impl Options {
     /// ```
     pub fn get_create(&self) -> bool {
         self.create
+    }
+
+    /// The value set by [`Options::allow_foreign_files`].
+    ///
+    /// ```
+    /// assert!(!podstore::Options::default().get_allow_foreign_files());
+    /// ```
+    pub fn get_allow_foreign_files(&self) -> bool {
+        self.allow_foreign_files
     }
 
     /// The value set by [`Options::read_only`].

@@ -56,6 +56,7 @@ use crate::segment::FileSource;
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
+#[must_use = "damage is reported inside Ok: check `is_clean()` or read `damage`"]
 pub struct VerifyReport {
     /// Segment files read (log segments and blob files).
     pub segments: u64,

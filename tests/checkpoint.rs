@@ -223,3 +223,24 @@ fn an_existing_destination_is_refused_and_left_alone() {
     assert!(!dest2.exists());
     assert!(partial.exists());
 }
+
+/// A destination whose parent is missing is refused (an io error of kind NotFound naming the
+/// parent), and nothing is created: no parent, no partial directory.
+#[test]
+fn a_missing_parent_is_refused_not_created() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let backups = tempfile::TempDir::new().unwrap();
+    let store = Store::open_with(dir.path(), opts(IoMode::Buffered)).unwrap();
+    store.put("k", "v").unwrap();
+    let parent = backups.path().join("missing/parent");
+    match store.checkpoint(parent.join("ck")) {
+        Err(podstore::Error::Io { path, source, .. }) => {
+            assert_eq!(path.as_deref(), Some(parent.as_path()));
+            assert_eq!(source.kind(), std::io::ErrorKind::NotFound);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(std::fs::read_dir(backups.path()).unwrap().count(), 0);
+    // A parent that exists is enough.
+    store.checkpoint(backups.path().join("ck")).unwrap();
+}

@@ -74,7 +74,8 @@ fn the_write_that_needs_an_id_past_the_last_is_refused() {
 }
 
 /// Names that are not exactly what the store writes (upper-case hex, a sign, too short) are
-/// not store files: they are left alone, and never opened under another file's name.
+/// not store files: a directory of them is no store (open refuses it as foreign), and a store
+/// made beside them leaves them alone and never opens one under another file's name.
 #[test]
 fn names_that_are_almost_store_names_are_not_store_files() {
     let names = [
@@ -84,7 +85,12 @@ fn names_that_are_almost_store_names_are_not_store_files() {
         "seg-00000000000000001.pod",
     ];
     let dir = dir_with(names.iter().map(|n| (n.to_string(), &b"junk"[..])));
-    let store = Store::open_with(dir.path(), opts(IoMode::Buffered)).unwrap();
+    match Store::open_with(dir.path(), opts(IoMode::Buffered)) {
+        Err(Error::ForeignFiles { total, .. }) => assert_eq!(total, names.len()),
+        other => panic!("{other:?}"),
+    }
+    let beside = opts(IoMode::Buffered).allow_foreign_files(true);
+    let store = Store::open_with(dir.path(), beside).unwrap();
     store.put(b"k", b"v").unwrap();
     store.close().unwrap();
     for n in names {

@@ -117,7 +117,8 @@ pub fn probe_block(offset_align: u32, fs_block: u32) -> u32 {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct RealStorage;
 
-const PROBE_NAME: &str = ".podstore-probe";
+/// Name of the probe file where the file system has no `O_TMPFILE` (removed again at once).
+pub const PROBE_NAME: &str = ".podstore-probe";
 
 impl Storage for RealStorage {
     fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
@@ -155,9 +156,9 @@ impl Storage for RealStorage {
     fn list_dir(&self, dir: &Path) -> io::Result<Vec<String>> {
         let mut names = Vec::new();
         for ent in fs::read_dir(dir)? {
-            if let Ok(name) = ent?.file_name().into_string() {
-                names.push(name);
-            }
+            // A name that is not UTF-8 is kept (lossily): it is no store file's, but open must
+            // see it to call the directory foreign.
+            names.push(ent?.file_name().to_string_lossy().into_owned());
         }
         Ok(names)
     }

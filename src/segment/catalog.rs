@@ -21,7 +21,7 @@ use crate::io::file::{self, IoProfile, PlainFile};
 /// Name of the catalog in the store directory.
 pub const CATALOG_NAME: &str = "CATALOG";
 /// Name the catalog is written under before it replaces `CATALOG`.
-const CATALOG_TMP: &str = "CATALOG.tmp";
+pub const CATALOG_TMP: &str = "CATALOG.tmp";
 /// Zero slots added when the catalog runs out of them (64 KiB).
 const GROW_SLOTS: u64 = 2048;
 

@@ -47,6 +47,30 @@ pub fn parse_file_name(name: &str) -> Option<(u64, SegmentKind)> {
         })
 }
 
+/// Whether a name in a directory marks a store: its `CATALOG`, or a segment or blob file.
+/// A store that has ever held data has one (a store of a version without a catalog has its
+/// files), so a directory with one is a store whatever else it holds.
+pub fn marks_store(name: &str) -> bool {
+    name == super::CATALOG_NAME || parse_file_name(name).is_some()
+}
+
+/// Whether a name in a directory is not one podstore writes: neither a name that marks a store
+/// nor one a store's creation writes before those (`LOCK`, `CATALOG.tmp`, a left-over
+/// `.podstore-probe`) or open makes (`quarantine/`). Open refuses a directory without a store
+/// that holds one ([`Error::ForeignFiles`]). A file system's `lost+found` is not foreign: the
+/// root of a volume given to a store holds it from its creation.
+pub fn is_foreign(name: &str) -> bool {
+    !marks_store(name)
+        && ![
+            crate::io::file::LOCK_NAME,
+            super::catalog::CATALOG_TMP,
+            crate::io::storage::PROBE_NAME,
+            super::QUARANTINE_DIR,
+            "lost+found",
+        ]
+        .contains(&name)
+}
+
 /// The segment files in `dir`, by ascending id. A name whose id is above [`MAX_FILE_ID`] is
 /// refused with [`Error::FileIdOutOfRange`].
 pub fn list(profile: &IoProfile, dir: &Path) -> Result<Vec<(u64, SegmentKind)>> {
@@ -104,6 +128,36 @@ mod tests {
                 matches!(allocate_ids(next, count), Err(Error::FileIdOutOfRange { path: None, id }) if id == next),
                 "{next} + {count}"
             );
+        }
+    }
+
+    #[test]
+    fn a_store_is_told_by_its_catalog_or_files_and_its_own_names_are_not_foreign() {
+        for name in [
+            "CATALOG",
+            "seg-0000000000000001.pod",
+            "blob-00000000000000ff.pod",
+        ] {
+            assert!(marks_store(name) && !is_foreign(name), "{name}");
+        }
+        for name in [
+            "LOCK",
+            "CATALOG.tmp",
+            ".podstore-probe",
+            "quarantine",
+            "lost+found",
+        ] {
+            assert!(!marks_store(name) && !is_foreign(name), "{name}");
+        }
+        for name in [
+            "cat.jpg",
+            "LOCK.bak",
+            "catalog",
+            "seg-1.pod",
+            "CURRENT",
+            ".DS_Store",
+        ] {
+            assert!(!marks_store(name) && is_foreign(name), "{name}");
         }
     }
 

@@ -200,8 +200,10 @@ impl Store {
         self.inner.compactor.compact_now()
     }
 
-    /// Writes a consistent, openable copy of the store to `dest` (a path that must not exist)
-    /// while it stays open and writes go on: a backup of a live store.
+    /// Writes a consistent, openable copy of the store to `dest` (a path that must not exist,
+    /// in a directory that must: a missing parent is an [`Error::Io`](crate::Error::Io) of kind
+    /// `NotFound`, never created) while the store stays open and writes go on: a backup of a
+    /// live store.
     ///
     /// **Consistency point**: every write acknowledged before the call is in the copy (it is
     /// made durable first, whatever its durability); a write made during the call is in it

@@ -33,7 +33,7 @@ pub struct CheckpointReport {
 /// Bytes copied per read and write.
 const COPY_CHUNK: usize = 1 << 20;
 
-/// Makes the checkpoint of `inner` at `dest` (which must not exist).
+/// Makes the checkpoint of `inner` at `dest` (which must not exist; its parent must).
 pub(super) fn run(inner: &Inner, dest: &Path) -> Result<CheckpointReport> {
     let shared = &inner.shared;
     let profile = &shared.profile;
@@ -50,6 +50,18 @@ pub(super) fn run(inner: &Inner, dest: &Path) -> Result<CheckpointReport> {
     let name = dest.file_name().ok_or(Error::InvalidOptions(
         "checkpoint destination has no file name",
     ))?;
+    // Its parent must exist: a mistyped parent is refused, not created (with its parents).
+    let parent = match dest.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    if !file::exists(profile, parent)? {
+        return Err(Error::io(
+            "checkpoint: the destination's parent directory does not exist",
+            Some(parent.to_path_buf()),
+            std::io::ErrorKind::NotFound.into(),
+        ));
+    }
     let mut staging_name = name.to_os_string();
     staging_name.push(".podstore-partial");
     let staging = dest.with_file_name(staging_name);
@@ -114,10 +126,6 @@ pub(super) fn run(inner: &Inner, dest: &Path) -> Result<CheckpointReport> {
         WholeError::NotWritten(e) | WholeError::Installed(e) => e,
     })?;
     file::rename(profile, &staging, dest)?;
-    let parent = match dest.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
     file::sync_dir(profile, parent)?;
     Ok(report)
 }

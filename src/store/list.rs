@@ -86,6 +86,7 @@ impl Source<'_> {
 /// and [`Store::keys`] return. Items are `Result`s: a footer that cannot be read or does not
 /// verify is an error item ([`Error::Corruption`](crate::Error::Corruption) naming the file and
 /// offset), after which the iterator ends.
+#[must_use = "iterators are lazy: Keys lists nothing until it is iterated"]
 pub struct Keys<'a> {
     store: &'a Store,
     sources: Vec<(u64, Source<'a>)>,

@@ -19,8 +19,9 @@ use crate::segment::{
 };
 
 /// Prepares the directory of a store about to be opened: checks that it holds a store (with
-/// `create(false)`), creates it (unless read-only), takes the lock, and asks the direct-I/O
-/// probe what it needs, from an existing store file when there is one (nothing is created).
+/// `create(false)`) or nothing foreign (unless `allow_foreign_files`), creates it (unless
+/// read-only), takes the lock, and asks the direct-I/O probe what it needs, from an existing
+/// store file when there is one (nothing is created).
 pub(super) fn prepare(
     dir: &Path,
     opts: &Options,
@@ -43,11 +44,31 @@ pub(super) fn prepare(
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
         Err(e) => return Err(open_error("list store directory", e)),
     };
-    let is_store = |n: &String| n == file::LOCK_NAME || segment::parse_file_name(n).is_some();
-    if !opts.get_create() && !names.iter().any(is_store) {
+    let is_store = names.iter().any(|n| segment::marks_store(n));
+    // A store whose creation stopped after its lock has nothing else of its own.
+    if !opts.get_create() && !is_store && !names.iter().any(|n| n == file::LOCK_NAME) {
         return Err(Error::NotFound {
             path: dir.to_path_buf(),
         });
+    }
+    // Refused before anything is written (no directory, lock, probe or catalog): the
+    // directory is left as it was.
+    if !is_store && !opts.get_allow_foreign_files() {
+        let mut foreign: Vec<String> = names
+            .iter()
+            .filter(|n| segment::is_foreign(n))
+            .cloned()
+            .collect();
+        if !foreign.is_empty() {
+            foreign.sort_unstable();
+            let total = foreign.len();
+            foreign.truncate(FOREIGN_NAMES_SHOWN);
+            return Err(Error::ForeignFiles {
+                path: dir.to_path_buf(),
+                names: foreign,
+                total,
+            });
+        }
     }
     let read_only = opts.get_read_only();
     if !read_only {
@@ -70,6 +91,9 @@ pub(super) fn prepare(
     }
     Ok((lock, profile))
 }
+
+/// Foreign names an [`Error::ForeignFiles`] shows.
+const FOREIGN_NAMES_SHOWN: usize = 5;
 
 /// What opening the store found and did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

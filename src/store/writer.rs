@@ -46,6 +46,7 @@ use crate::segment::BlobStream;
 /// assert_eq!(store.value_len("video/1")?, Some(1_000_000));
 /// # Ok(()) }
 /// ```
+#[must_use = "a ValueWriter stores nothing until `finish` returns Ok: dropped, it discards what was written"]
 pub struct ValueWriter<'a> {
     store: &'a Store,
     key: Vec<u8>,

@@ -686,7 +686,9 @@ fn a_read_only_store_makes_no_mutating_call() {
         let store = open(&sim, options(Durability::Sync).read_only(true)).expect("open");
         assert_eq!(observe(&store).unwrap(), expected);
         assert!(matches!(store.put(key(0), b"x"), Err(Error::ReadOnly)));
-        store.verify().expect("verify");
+        // What it finds is not this test's subject (it reports the unsealed segment a crash
+        // left, which a read-only open serves from memory, as a damaged trailer).
+        let _ = store.verify().expect("verify");
         store.close().expect("close");
     }
     assert_eq!(mutations(&sim), before, "{:?}", sim.stats().calls);

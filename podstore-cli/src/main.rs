@@ -3,32 +3,40 @@
 //! each one.
 //!
 //! Exit codes: 0 success; 1 damage found (`verify`, or a store that open refuses as damaged);
-//! 2 wrong arguments; 3 not found (no store, no such key, no such file); 4 the store is open in
-//! another process; 5 any other error. Errors are one line on stderr.
+//! 2 wrong arguments (and a directory that holds other files and no store); 3 not found (no
+//! store, no such key, no such file or directory); 4 the store is open in another process; 5
+//! any other error. Errors are one line on stderr.
+
+mod inspect;
 
 use std::fs::File;
 use std::io::{self, IsTerminal, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
-use podstore::inspect::{self, FileInfo, Listed, RecordType};
-use podstore::{Error, FileKind, Options, Store};
+use clap::{Args, Parser, Subcommand};
+use podstore::{Error, Options, Store};
 use serde_json::json;
 
 /// Look inside a podstore store, read and write its values, compact it, take checkpoints.
 ///
-/// Exit codes: 0 success, 1 damage found, 2 wrong arguments, 3 not found (store, key or
-/// file), 4 the store is open in another process, 5 any other error.
+/// Exit codes: 0 success, 1 damage found, 2 wrong arguments (or a directory that holds other
+/// files and no store), 3 not found (store, key, file or directory), 4 the store is open in
+/// another process, 5 any other error.
 #[derive(Parser)]
 #[command(name = "podstore", version, about, long_about)]
 struct Cli {
-    /// Keys on the command line and in the output are hex (default: UTF-8, with non-printable
-    /// bytes escaped in the output).
-    #[arg(long, global = true)]
-    hex: bool,
     #[command(subcommand)]
     command: Command,
+}
+
+/// How the commands that take or show keys spell them.
+#[derive(Args)]
+struct KeyFormat {
+    /// Keys on the command line and in the output are hex (default: UTF-8, with non-printable
+    /// bytes escaped in the output).
+    #[arg(long)]
+    hex: bool,
 }
 
 #[derive(Subcommand)]
@@ -45,6 +53,8 @@ enum Command {
     Verify {
         /// The store directory.
         dir: PathBuf,
+        #[command(flatten)]
+        keys: KeyFormat,
     },
     /// The catalog and every segment and blob file of a store, or one file (a lone copy works).
     Inspect {
@@ -57,6 +67,9 @@ enum Command {
         /// JSON, for scripts.
         #[arg(long)]
         json: bool,
+        /// With --records: keys in hex (default: UTF-8, non-printable bytes escaped).
+        #[arg(long)]
+        hex: bool,
     },
     /// The keys, in the library's order.
     Ls {
@@ -68,6 +81,8 @@ enum Command {
         /// With each value's length.
         #[arg(long)]
         long: bool,
+        #[command(flatten)]
+        keys: KeyFormat,
     },
     /// Write a value (or a byte range of it) to stdout or a file.
     Get {
@@ -81,6 +96,8 @@ enum Command {
         /// Write to this new file (refused if it exists) instead of stdout.
         #[arg(short, long, value_name = "FILE")]
         output: Option<PathBuf>,
+        #[command(flatten)]
+        keys: KeyFormat,
     },
     /// Store a value read from a file or stdin, streamed (durable when it returns).
     Put {
@@ -90,9 +107,15 @@ enum Command {
         key: String,
         /// The file to read; `-` or nothing: stdin.
         file: Option<PathBuf>,
-        /// Create the store if there is none at DIR.
+        /// Create the store if there is none at DIR (in a new or empty directory).
         #[arg(long)]
         create: bool,
+        /// With --create: create the store in a directory that holds other files (they are
+        /// left alone). Without it, such a directory is refused.
+        #[arg(long, requires = "create")]
+        allow_foreign_files: bool,
+        #[command(flatten)]
+        keys: KeyFormat,
     },
     /// Delete keys (exit 3 if one of them had no value).
     Rm {
@@ -101,6 +124,8 @@ enum Command {
         /// The keys.
         #[arg(required = true)]
         keys: Vec<String>,
+        #[command(flatten)]
+        format: KeyFormat,
     },
     /// Give back the space of overwritten and deleted values now.
     Compact {
@@ -112,7 +137,7 @@ enum Command {
     Checkpoint {
         /// The store directory.
         dir: PathBuf,
-        /// Where the copy goes; must not exist.
+        /// Where the copy goes: a new directory, in one that exists (none is created).
         dest: PathBuf,
     },
 }
@@ -143,18 +168,30 @@ impl From<Error> for Failure {
         let code = match &e {
             Error::Damaged { .. } | Error::Corruption { .. } => DAMAGED,
             Error::NotFound { .. } => NOT_FOUND,
+            Error::Io { source, .. } if source.kind() == io::ErrorKind::NotFound => NOT_FOUND,
             Error::Locked { .. } => LOCKED,
             Error::InvalidOptions(_) | Error::EmptyKey | Error::KeyTooLarge { .. } => USAGE,
-            Error::OutOfRange { .. } => USAGE,
+            Error::OutOfRange { .. } | Error::ForeignFiles { .. } => USAGE,
             _ => OTHER,
         };
-        let mut message = e.to_string();
-        if let Error::Locked { .. } = e {
-            message.push_str(
-                " (a store open for writing excludes every other opener; stop it, or take a \
-                 checkpoint from inside it with Store::checkpoint)",
-            );
-        }
+        // The library's words name its API; a shell user gets the command's.
+        let message = match &e {
+            Error::NotFound { path } => format!("no store at {}", path.display()),
+            Error::Locked { path } => format!(
+                "store {0} is open in another process (a writer excludes everyone, readers \
+                 exclude a writer): stop that process or let it close the store, then retry; \
+                 `lsof {0}` shows which process has it",
+                path.display()
+            ),
+            Error::ForeignFiles { path, names, total } => format!(
+                "{} holds files that are not a podstore store's ({}); nothing was written: use \
+                 a new or empty directory, or pass --allow-foreign-files to create the store \
+                 beside them",
+                path.display(),
+                foreign_names(names, *total)
+            ),
+            _ => e.to_string(),
+        };
         Failure::new(code, message)
     }
 }
@@ -184,25 +221,35 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: Cli) -> Result<(), Failure> {
-    let hex = cli.hex;
     match cli.command {
         Command::Stats { dir, json } => stats(&dir, json),
-        Command::Verify { dir } => verify(&dir),
+        Command::Verify { dir, keys } => verify(&dir, keys.hex),
         Command::Inspect {
             records: Some(file),
             json,
+            hex,
             ..
-        } => records(&file, json, hex),
+        } => inspect::records(&file, json, hex),
+        // (clap's `requires` lets it pass when PATH is given.)
+        Command::Inspect { hex: true, .. } => Err(Failure::new(
+            USAGE,
+            "inspect: --hex goes with --records FILE (a store's files show no keys)",
+        )),
         Command::Inspect {
             path: Some(path),
             json,
             ..
-        } => inspect_path(&path, json),
+        } => inspect::inspect_path(&path, json),
         Command::Inspect { .. } => Err(Failure::new(
             USAGE,
             "inspect: give a PATH or --records FILE",
         )),
-        Command::Ls { dir, prefix, long } => {
+        Command::Ls {
+            dir,
+            prefix,
+            long,
+            keys: KeyFormat { hex },
+        } => {
             let prefix = prefix.map(|p| parse_key(&p, hex)).transpose()?;
             ls(&dir, prefix.as_deref(), long, hex)
         }
@@ -211,19 +258,32 @@ fn run(cli: Cli) -> Result<(), Failure> {
             key,
             range,
             output,
+            keys: KeyFormat { hex },
         } => get(
             &dir,
             &parse_key(&key, hex)?,
             range.as_deref(),
             output.as_deref(),
+            hex,
         ),
         Command::Put {
             dir,
             key,
             file,
             create,
-        } => put(&dir, &parse_key(&key, hex)?, file.as_deref(), create),
-        Command::Rm { dir, keys } => {
+            allow_foreign_files,
+            keys: KeyFormat { hex },
+        } => {
+            let create = create.then_some(Create {
+                allow_foreign_files,
+            });
+            put(&dir, &parse_key(&key, hex)?, file.as_deref(), create, hex)
+        }
+        Command::Rm {
+            dir,
+            keys,
+            format: KeyFormat { hex },
+        } => {
             let keys = keys
                 .iter()
                 .map(|k| parse_key(k, hex))
@@ -238,7 +298,28 @@ fn run(cli: Cli) -> Result<(), Failure> {
 /// Opens an existing store: read-only for the commands that only read.
 fn open(dir: &Path, read_only: bool) -> Result<Store, Failure> {
     let opts = Options::default().create(false).read_only(read_only);
-    Ok(Store::open_with(dir, opts)?)
+    match Store::open_with(dir, opts) {
+        // A directory with a `LOCK` among other files (another program's): no store, and these
+        // commands create none, so nothing to allow.
+        Err(Error::ForeignFiles { path, names, total }) => Err(Failure::new(
+            NOT_FOUND,
+            format!(
+                "no store at {} (it holds other files: {})",
+                path.display(),
+                foreign_names(&names, total)
+            ),
+        )),
+        opened => Ok(opened?),
+    }
+}
+
+/// The names of an `Error::ForeignFiles`: "a, b and 3 more".
+fn foreign_names(names: &[String], total: usize) -> String {
+    let mut shown = names.join(", ");
+    if total > names.len() {
+        shown.push_str(&format!(" and {} more", total - names.len()));
+    }
+    shown
 }
 
 fn parse_key(text: &str, hex: bool) -> Result<Vec<u8>, Failure> {
@@ -323,7 +404,7 @@ fn stats(dir: &Path, as_json: bool) -> Result<(), Failure> {
     Ok(())
 }
 
-fn verify(dir: &Path) -> Result<(), Failure> {
+fn verify(dir: &Path, hex: bool) -> Result<(), Failure> {
     // A store whose catalog lists missing or cut files is refused by the default open: those
     // files are reported, and what is left is opened (read-only, changing nothing) in salvage
     // mode and checked too.
@@ -374,7 +455,7 @@ fn verify(dir: &Path) -> Result<(), Failure> {
         println!("damaged: {}", d.to_error());
     }
     for key in &report.affected_keys {
-        println!("unreadable key: {}", show_key(key, false));
+        println!("unreadable key: {}", show_key(key, hex));
     }
     // The catalog check of verify finds the files open refused again: each is said once.
     for f in &report.files {
@@ -399,201 +480,6 @@ fn verify(dir: &Path) -> Result<(), Failure> {
             ),
         ))
     }
-}
-
-fn kind_name(kind: FileKind) -> &'static str {
-    match kind {
-        FileKind::Log => "log",
-        FileKind::Blob => "blob",
-        _ => "other",
-    }
-}
-
-fn file_json(f: &FileInfo) -> serde_json::Value {
-    json!({
-        "name": f.name,
-        "id": f.id,
-        "kind": kind_name(f.kind),
-        "len": f.len,
-        "sealed": f.sealed,
-        "footer_entries": f.footer_entries,
-        "puts": f.puts,
-        "tombstones": f.tombstones,
-        "record_bytes": f.record_bytes,
-        "value_bytes": f.value_bytes,
-        "seq_range": f.seq_range.map(|(a, b)| [a, b]),
-        "live_bytes": f.live_bytes,
-        "dead_bytes": f.dead_bytes,
-    })
-}
-
-fn print_file(f: &FileInfo) {
-    let id = f.id.map_or_else(|| "?".to_string(), |id| format!("{id:x}"));
-    let sealed = if f.sealed { "sealed" } else { "unsealed" };
-    let mut line = format!(
-        "{:<26} {:<4} id {id:<6} {sealed:<8} {:>10}",
-        f.name,
-        kind_name(f.kind),
-        size(f.len)
-    );
-    if f.sealed {
-        line.push_str(&format!(
-            "  {} records ({} puts, {} tombstones)",
-            f.footer_entries, f.puts, f.tombstones
-        ));
-        if let Some((lo, hi)) = f.seq_range {
-            line.push_str(&format!(", seq {lo}..={hi}"));
-        }
-    }
-    if let (Some(live), Some(dead)) = (f.live_bytes, f.dead_bytes) {
-        line.push_str(&format!("  live {}, dead {}", size(live), size(dead)));
-    }
-    println!("{line}");
-}
-
-fn inspect_path(path: &Path, as_json: bool) -> Result<(), Failure> {
-    let meta = std::fs::metadata(path)
-        .map_err(|e| Failure::new(NOT_FOUND, format!("{}: {e}", path.display())))?;
-    if meta.is_dir() {
-        return inspect_store(path, as_json);
-    }
-    if path.file_name().is_some_and(|n| n == "CATALOG") {
-        let listed = inspect::read_catalog(path)?.unwrap_or_default();
-        print_catalog(&listed, as_json);
-        return Ok(());
-    }
-    let info = inspect::inspect_file(path)?;
-    if as_json {
-        println!("{}", file_json(&info));
-    } else {
-        print_file(&info);
-    }
-    Ok(())
-}
-
-fn print_catalog(listed: &[inspect::CatalogEntry], as_json: bool) {
-    if as_json {
-        let v: Vec<_> = listed
-            .iter()
-            .map(|e| {
-                let (state, len) = match e.listed {
-                    Listed::Created => ("created", None),
-                    Listed::Sealed { len } => ("sealed", Some(len)),
-                    Listed::Removed => ("removed", None),
-                    _ => ("other", None),
-                };
-                json!({"name": e.name, "id": e.id, "kind": kind_name(e.kind), "state": state, "len": len})
-            })
-            .collect();
-        println!("{}", serde_json::Value::Array(v));
-        return;
-    }
-    for e in listed {
-        let state = match e.listed {
-            Listed::Created => "created".to_string(),
-            Listed::Sealed { len } => format!("sealed, {len} bytes"),
-            Listed::Removed => "removed".to_string(),
-            _ => "other".to_string(),
-        };
-        println!("catalog: {:<26} {state}", e.name);
-    }
-}
-
-fn inspect_store(dir: &Path, as_json: bool) -> Result<(), Failure> {
-    let listed = inspect::read_catalog(dir)?;
-    let store = open(dir, true)?;
-    let files = store.files()?;
-    let recovery = store.recovery().clone();
-    store.close()?;
-    if as_json {
-        let catalog = listed.as_ref().map(|l| {
-            l.iter()
-                .map(|e| json!({"name": e.name, "state": format!("{:?}", e.listed)}))
-                .collect::<Vec<_>>()
-        });
-        let v = json!({
-            "catalog": catalog,
-            "files": files.iter().map(file_json).collect::<Vec<_>>(),
-            "quarantined": recovery.quarantined.iter().map(|q| q.name.clone()).collect::<Vec<_>>(),
-        });
-        println!("{v}");
-        return Ok(());
-    }
-    match &listed {
-        Some(l) => {
-            let live = l.iter().filter(|e| e.listed != Listed::Removed).count();
-            println!("catalog: {live} files listed ({} entries)", l.len());
-        }
-        None => println!("catalog: none (a store written by a version without one)"),
-    }
-    for f in &files {
-        print_file(f);
-    }
-    for q in &recovery.quarantined {
-        println!("not used: {} ({})", q.name, q.reason);
-    }
-    Ok(())
-}
-
-fn records(file: &Path, as_json: bool, hex: bool) -> Result<(), Failure> {
-    let read = inspect::file_records(file)?;
-    if as_json {
-        let v: Vec<_> = read
-            .records
-            .iter()
-            .map(|r| {
-                json!({
-                    "offset": r.offset,
-                    "kind": if r.kind == RecordType::Put { "put" } else { "tombstone" },
-                    "key": show_key(&r.key, hex),
-                    "seq": r.seq,
-                    "value_len": r.value_len,
-                    "stored_len": r.stored_len,
-                    "compressed": r.compressed,
-                    "batch_continues": r.batch_continues,
-                    "damage": r.damage.as_ref().map(|(at, k)| format!("at {at}: {k}")),
-                })
-            })
-            .collect();
-        println!(
-            "{}",
-            json!({"records": v, "end": read.end, "stopped_by": read.stopped_by.map(|c| c.to_string())})
-        );
-        return Ok(());
-    }
-    for r in &read.records {
-        let kind = if r.kind == RecordType::Put {
-            "put"
-        } else {
-            "del"
-        };
-        let mut line = format!(
-            "{:>12}  {kind}  seq {:<8} {:>10}",
-            r.offset,
-            r.seq,
-            size(r.value_len)
-        );
-        if r.compressed {
-            line.push_str(&format!(" (stored {})", size(r.stored_len)));
-        }
-        if r.batch_continues {
-            line.push_str(" batch+");
-        }
-        line.push_str(&format!("  {}", show_key(&r.key, hex)));
-        if let Some((at, kind)) = &r.damage {
-            line.push_str(&format!("  DAMAGED at {at}: {kind}"));
-        }
-        println!("{line}");
-    }
-    match &read.stopped_by {
-        None => println!("{} records; end at {}", read.records.len(), read.end),
-        Some(why) => println!(
-            "{} records; stopped at {}: {why}",
-            read.records.len(),
-            read.end
-        ),
-    }
-    Ok(())
 }
 
 fn ls(dir: &Path, prefix: Option<&[u8]>, long: bool, hex: bool) -> Result<(), Failure> {
@@ -626,38 +512,49 @@ fn quiet_pipe(e: io::Error) -> Result<(), Failure> {
     }
 }
 
-/// `A..B`, `A..`, `..B`.
+/// `A..B`, `A..`, `..B`: byte offsets, the end excluded.
 fn parse_range(text: &str) -> Result<(u64, Option<u64>), Failure> {
-    let bad = || {
-        Failure::new(
-            USAGE,
-            format!("--range {text:?}: expected A..B, A.. or ..B"),
-        )
+    let bad = |why: String| Failure::new(USAGE, format!("--range {text:?}: {why}"));
+    let (a, b) = text
+        .split_once("..")
+        .ok_or_else(|| bad("expected A..B, A.. or ..B (byte offsets, B excluded)".into()))?;
+    let offset = |part: &str| {
+        part.parse::<u64>().map_err(|_| {
+            let part = part.strip_prefix('=').unwrap_or(part);
+            if text.contains("..=") {
+                bad("A..=B is not taken: give A..B, whose end B is excluded".into())
+            } else if part.starts_with('-') {
+                bad(format!("{part:?} is negative: offsets start at 0"))
+            } else {
+                bad(format!("{part:?} is not a byte offset (a whole number)"))
+            }
+        })
     };
-    let (a, b) = text.split_once("..").ok_or_else(bad)?;
-    let start = if a.is_empty() {
-        0
-    } else {
-        a.parse().map_err(|_| bad())?
-    };
-    let end = if b.is_empty() {
-        None
-    } else {
-        Some(b.parse().map_err(|_| bad())?)
-    };
-    if end.is_some_and(|e| e < start) {
-        return Err(bad());
+    let start = if a.is_empty() { 0 } else { offset(a)? };
+    let end = if b.is_empty() { None } else { Some(offset(b)?) };
+    if let Some(end) = end
+        && end < start
+    {
+        return Err(bad(format!(
+            "the end ({end}) is before the start ({start})"
+        )));
     }
     Ok((start, end))
 }
 
-fn get(dir: &Path, key: &[u8], range: Option<&str>, output: Option<&Path>) -> Result<(), Failure> {
+fn get(
+    dir: &Path,
+    key: &[u8],
+    range: Option<&str>,
+    output: Option<&Path>,
+    hex: bool,
+) -> Result<(), Failure> {
     let (start, end) = range.map(parse_range).transpose()?.unwrap_or((0, None));
     let store = open(dir, true)?;
     let Some(mut reader) = store.reader(key)? else {
         return Err(Failure::new(
             NOT_FOUND,
-            format!("no value for key {}", key.escape_ascii()),
+            format!("no value for key {}", show_key(key, hex)),
         ));
     };
     let len = reader.len();
@@ -691,7 +588,18 @@ fn get(dir: &Path, key: &[u8], range: Option<&str>, output: Option<&Path>) -> Re
 /// longer ones are streamed through `Store::writer` into a blob file of their own.
 const SMALL_INPUT: u64 = 1 << 20;
 
-fn put(dir: &Path, key: &[u8], file: Option<&Path>, create: bool) -> Result<(), Failure> {
+/// `put --create`, and what it may create a store beside.
+struct Create {
+    allow_foreign_files: bool,
+}
+
+fn put(
+    dir: &Path,
+    key: &[u8],
+    file: Option<&Path>,
+    create: Option<Create>,
+    hex: bool,
+) -> Result<(), Failure> {
     let mut input: Box<dyn Read> = match file {
         Some(path) if path != Path::new("-") => Box::new(
             File::open(path)
@@ -699,7 +607,21 @@ fn put(dir: &Path, key: &[u8], file: Option<&Path>, create: bool) -> Result<(), 
         ),
         _ => Box::new(io::stdin().lock()),
     };
-    let store = Store::open_with(dir, Options::default().create(create))?;
+    let opts = Options::default()
+        .create(create.is_some())
+        .allow_foreign_files(create.is_some_and(|c| c.allow_foreign_files));
+    let store = match Store::open_with(dir, opts) {
+        Err(Error::NotFound { path }) => {
+            return Err(Failure::new(
+                NOT_FOUND,
+                format!(
+                    "no store at {} (nothing created; pass --create to make one)",
+                    path.display()
+                ),
+            ));
+        }
+        opened => opened?,
+    };
     let mut head = Vec::new();
     (&mut input).take(SMALL_INPUT + 1).read_to_end(&mut head)?;
     let n = if head.len() as u64 <= SMALL_INPUT {
@@ -713,7 +635,7 @@ fn put(dir: &Path, key: &[u8], file: Option<&Path>, create: bool) -> Result<(), 
         head.len() as u64 + rest
     };
     store.close()?;
-    eprintln!("stored {} under {}", size(n), key.escape_ascii());
+    eprintln!("stored {} under {}", size(n), show_key(key, hex));
     Ok(())
 }
 
@@ -751,6 +673,21 @@ fn compact(dir: &Path) -> Result<(), Failure> {
 }
 
 fn checkpoint(dir: &Path, dest: &Path) -> Result<(), Failure> {
+    // Said before the store is opened for writing (the library refuses it too).
+    let parent = match dest.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    if !parent.is_dir() {
+        return Err(Failure::new(
+            NOT_FOUND,
+            format!(
+                "checkpoint: {} is not a directory; create it first (podstore creates no \
+                 parent directories)",
+                parent.display()
+            ),
+        ));
+    }
     let store = open(dir, false)?;
     let r = store.checkpoint(dest)?;
     store.close()?;
@@ -773,8 +710,18 @@ mod tests {
         assert!(matches!(parse_range("3..9"), Ok((3, Some(9)))));
         assert!(matches!(parse_range("3.."), Ok((3, None))));
         assert!(matches!(parse_range("..9"), Ok((0, Some(9)))));
-        assert!(parse_range("9..3").is_err());
-        assert!(parse_range("x..3").is_err());
+        assert!(parse_range("5..5").is_ok());
+        for (range, says) in [
+            ("5..2", "the end (2) is before the start (5)"),
+            ("x..3", "\"x\" is not a byte offset"),
+            ("3..y", "\"y\" is not a byte offset"),
+            ("-3..", "\"-3\" is negative"),
+            ("1..=3", "A..=B is not taken"),
+            ("7", "expected A..B, A.. or ..B"),
+        ] {
+            let message = parse_range(range).err().unwrap().message;
+            assert!(message.contains(says), "{range}: {message}");
+        }
         assert_eq!(parse_key("00ff10", true).ok(), Some(vec![0, 255, 16]));
         assert!(parse_key("0", true).is_err());
         assert!(parse_key("zz", true).is_err());

@@ -107,7 +107,7 @@ fn ls_in_the_librarys_order_with_prefix_long_and_hex() {
     let mut lines: Vec<&str> = photos.lines().map(str::trim_start).collect();
     lines.sort_by_key(|l| l.split_whitespace().nth(1).map(str::to_string));
     assert_eq!(lines, ["5000  photos/1", "300  photos/2"], "{photos}");
-    let hex = ok(&["--hex", "ls", "--prefix", "00", p(&dir)]);
+    let hex = ok(&["ls", "--hex", "--prefix", "00", p(&dir)]);
     assert_eq!(hex.trim(), "00ff");
 }
 
@@ -121,7 +121,7 @@ fn get_whole_values_ranges_and_to_a_file() {
     // HTTP range semantics: an end past the value is clamped.
     let o = podstore(&["get", "--range", "3..100", p(&dir), "docs/a"]);
     assert_eq!(o.stdout, b"lo");
-    let o = podstore(&["--hex", "get", p(&dir), "00ff"]);
+    let o = podstore(&["get", "--hex", p(&dir), "00ff"]);
     assert_eq!(o.stdout, b"binary key");
     let file = tmp.path().join("big.out");
     ok(&["get", "-o", p(&file), p(&dir), "big"]);
@@ -161,10 +161,18 @@ fn put_from_a_file_and_from_stdin_small_and_streamed() {
     );
     assert_eq!(store.get("stdin-default").unwrap(), Some(big));
     drop(store);
-    // No store there: 3, and nothing created; with --create, a new store.
+    // No store there: 3, nothing created, and the flag that creates one named; with
+    // --create, a new store.
     let new = tmp.path().join("new");
     let o = run(&["put", p(&new), "k"], Some(b"v"));
     assert_eq!(code(&o), 3, "{}", stderr(&o));
+    assert_eq!(
+        stderr(&o),
+        format!(
+            "podstore: no store at {} (nothing created; pass --create to make one)\n",
+            new.display()
+        )
+    );
     assert!(!new.exists());
     let o = run(&["put", "--create", p(&new), "k"], Some(b"v"));
     assert_eq!(code(&o), 0, "{}", stderr(&o));
@@ -267,10 +275,21 @@ fn verify_and_reads_work_beside_a_read_only_opener_and_a_writer_locks_them_out()
     assert_eq!(podstore(&["get", p(&dir), "docs/a"]).stdout, b"hello");
     drop(reader);
     let writer = Store::open(&dir).unwrap();
-    let o = podstore(&["verify", p(&dir)]);
-    assert_eq!(code(&o), 4, "{}", stderr(&o));
-    assert!(stderr(&o).starts_with("podstore: "), "{}", stderr(&o));
-    assert_eq!(stderr(&o).lines().count(), 1);
+    for args in [&["verify", p(&dir)][..], &["rm", p(&dir), "docs/a"]] {
+        let o = podstore(args);
+        assert_eq!(code(&o), 4, "{}", stderr(&o));
+        assert!(stderr(&o).starts_with("podstore: "), "{}", stderr(&o));
+        assert_eq!(stderr(&o).lines().count(), 1);
+        // What a shell user can do, in a shell's words: no API names.
+        let said = stderr(&o);
+        assert!(said.contains("is open in another process"), "{said}");
+        assert!(said.contains("stop that process"), "{said}");
+        assert!(
+            said.contains(&format!("`lsof {}`", dir.display())),
+            "{said}"
+        );
+        assert!(!said.contains("Store::"), "{said}");
+    }
     drop(writer);
 }
 
@@ -316,15 +335,211 @@ fn checkpoint_makes_an_openable_copy_and_refuses_an_existing_destination() {
     assert!(ok(&["verify", p(&dest)]).contains("clean"));
     let o = podstore(&["checkpoint", p(&dir), p(&dest)]);
     assert_eq!(code(&o), 5, "{}", stderr(&o));
+    // A missing parent: 3, said, and not created.
+    let parent = tmp.path().join("missing/parent");
+    let o = podstore(&["checkpoint", p(&dir), p(&parent.join("backup"))]);
+    assert_eq!(code(&o), 3, "{}", stderr(&o));
+    assert_eq!(
+        stderr(&o),
+        format!(
+            "podstore: checkpoint: {} is not a directory; create it first (podstore creates no \
+             parent directories)\n",
+            parent.display()
+        )
+    );
+    assert!(!tmp.path().join("missing").exists());
 }
 
 #[test]
 fn wrong_arguments_are_exit_2_with_one_line() {
     let o = podstore(&["get"]);
     assert_eq!(code(&o), 2);
-    let o = podstore(&["--hex", "get", "/tmp", "abc"]);
+    let o = podstore(&["get", "--hex", "/tmp", "abc"]);
     assert_eq!(code(&o), 2);
     assert_eq!(stderr(&o).lines().count(), 1, "{}", stderr(&o));
     assert_eq!(code(&podstore(&["frobnicate"])), 2);
     assert_eq!(code(&podstore(&["--help"])), 0);
+}
+
+/// Every name under `dir` with its bytes (directories as `None`).
+fn tree(dir: &Path) -> Vec<(PathBuf, Option<Vec<u8>>)> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let path = e.unwrap().path();
+        if path.is_dir() {
+            out.push((path.clone(), None));
+            out.extend(tree(&path));
+        } else {
+            out.push((path.clone(), Some(std::fs::read(&path).unwrap())));
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn put_create_refuses_a_directory_of_other_files_unless_told() {
+    let tmp = tempfile::TempDir::new().unwrap();
+    let home = tmp.path().join("home");
+    std::fs::create_dir(&home).unwrap();
+    std::fs::write(home.join("notes.txt"), b"mine").unwrap();
+    std::fs::write(home.join("cat.jpg"), b"meow").unwrap();
+    let before = tree(&home);
+    let o = run(&["put", "--create", p(&home), "k"], Some(b"v"));
+    assert_eq!(code(&o), 2, "{}", stderr(&o));
+    assert_eq!(
+        stderr(&o),
+        format!(
+            "podstore: {} holds files that are not a podstore store's (cat.jpg, notes.txt); \
+             nothing was written: use a new or empty directory, or pass --allow-foreign-files to \
+             create the store beside them\n",
+            home.display()
+        )
+    );
+    assert_eq!(tree(&home), before, "the refused directory changed");
+    // The commands that create nothing call it no store, and name no flag.
+    let o = podstore(&["ls", p(&home)]);
+    assert_eq!(code(&o), 3, "{}", stderr(&o));
+    assert_eq!(
+        stderr(&o),
+        format!("podstore: no store at {}\n", home.display())
+    );
+    // Another program's LOCK among its files is no store either.
+    std::fs::write(home.join("LOCK"), b"").unwrap();
+    let before = tree(&home);
+    let o = podstore(&["stats", p(&home)]);
+    assert_eq!(code(&o), 3, "{}", stderr(&o));
+    assert_eq!(
+        stderr(&o),
+        format!(
+            "podstore: no store at {} (it holds other files: cat.jpg, notes.txt)\n",
+            home.display()
+        )
+    );
+    assert_eq!(tree(&home), before);
+    std::fs::remove_file(home.join("LOCK")).unwrap();
+    // The flag means nothing without --create: a usage error.
+    let o = run(&["put", "--allow-foreign-files", p(&home), "k"], Some(b"v"));
+    assert_eq!(code(&o), 2, "{}", stderr(&o));
+    assert!(stderr(&o).contains("--create"), "{}", stderr(&o));
+    // With both: a store beside the files, which stay as they were.
+    let o = run(
+        &["put", "--create", "--allow-foreign-files", p(&home), "k"],
+        Some(b"v"),
+    );
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert_eq!(podstore(&["get", p(&home), "k"]).stdout, b"v");
+    assert_eq!(std::fs::read(home.join("notes.txt")).unwrap(), b"mine");
+    assert_eq!(std::fs::read(home.join("cat.jpg")).unwrap(), b"meow");
+    // An empty directory needs no flag.
+    let empty = tmp.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let o = run(&["put", "--create", p(&empty), "k"], Some(b"v"));
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+}
+
+#[test]
+fn malformed_ranges_are_named_with_what_is_wrong() {
+    let (_tmp, dir) = store();
+    for (range, says) in [
+        (
+            "--range=5..2",
+            "--range \"5..2\": the end (2) is before the start (5)",
+        ),
+        (
+            "--range=x..3",
+            "--range \"x..3\": \"x\" is not a byte offset (a whole number)",
+        ),
+        (
+            "--range=-1..3",
+            "--range \"-1..3\": \"-1\" is negative: offsets start at 0",
+        ),
+        (
+            "--range=1..=3",
+            "--range \"1..=3\": A..=B is not taken: give A..B, whose end B is excluded",
+        ),
+        (
+            "--range=7",
+            "--range \"7\": expected A..B, A.. or ..B (byte offsets, B excluded)",
+        ),
+    ] {
+        let o = podstore(&["get", range, p(&dir), "docs/a"]);
+        assert_eq!(code(&o), 2, "{range}: {}", stderr(&o));
+        assert_eq!(stderr(&o), format!("podstore: {says}\n"), "{range}");
+        assert!(o.stdout.is_empty());
+    }
+    // An empty range is no error: no bytes.
+    let o = podstore(&["get", "--range", "2..2", p(&dir), "docs/a"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert!(o.stdout.is_empty());
+}
+
+#[test]
+fn inspect_json_states_are_words_and_numbers_and_ids_are_marked_hex() {
+    let (_tmp, dir) = store();
+    // Something removed, so that every state shows.
+    ok(&["rm", p(&dir), "big"]);
+    ok(&["compact", p(&dir)]);
+    let json: serde_json::Value =
+        serde_json::from_str(&ok(&["inspect", "--json", p(&dir)])).unwrap();
+    let catalog = json["catalog"].as_array().unwrap();
+    assert!(!catalog.is_empty());
+    let mut states = std::collections::BTreeSet::new();
+    for e in catalog {
+        let state = e["state"].as_str().unwrap();
+        states.insert(state.to_string());
+        match state {
+            "sealed" => assert!(e["len"].as_u64().unwrap() > 0, "{e}"),
+            "created" | "removed" => assert!(e["len"].is_null(), "{e}"),
+            other => panic!("state {other:?} in {e}"),
+        }
+        assert!(e["name"].as_str().unwrap().ends_with(".pod"), "{e}");
+        assert!(e["id"].is_u64(), "{e}");
+    }
+    assert!(
+        states.contains("sealed") && states.contains("removed"),
+        "{states:?}"
+    );
+    // The same entries as `inspect CATALOG --json`.
+    let file: serde_json::Value =
+        serde_json::from_str(&ok(&["inspect", "--json", p(&dir.join("CATALOG"))])).unwrap();
+    assert_eq!(&file, &json["catalog"]);
+    // For people, ids in hex, marked: the file seg-...0a.pod is id 0xa.
+    let out = ok(&["inspect", p(&dir)]);
+    let line = out.lines().find(|l| l.starts_with("seg-")).unwrap();
+    let name = line.split_whitespace().next().unwrap();
+    let id = u64::from_str_radix(&name[4..20], 16).unwrap();
+    assert!(line.contains(&format!(" id {id:#x} ")), "{line}");
+}
+
+#[test]
+fn hex_is_offered_where_keys_are_taken_or_shown_only() {
+    let (_tmp, dir) = store();
+    for cmd in ["ls", "get", "put", "rm", "verify", "inspect"] {
+        let help = ok(&[cmd, "--help"]);
+        assert!(help.contains("--hex"), "{cmd}: {help}");
+    }
+    for cmd in ["stats", "compact", "checkpoint"] {
+        let help = ok(&[cmd, "--help"]);
+        assert!(!help.contains("--hex"), "{cmd}: {help}");
+    }
+    let o = podstore(&["compact", "--hex", p(&dir)]);
+    assert_eq!(code(&o), 2, "{}", stderr(&o));
+    // Before the command it is no longer taken.
+    assert_eq!(code(&podstore(&["--hex", "ls", p(&dir)])), 2);
+    // inspect takes it with --records only (a file's keys).
+    let o = podstore(&["inspect", "--hex", p(&dir)]);
+    assert_eq!(code(&o), 2);
+    assert_eq!(
+        stderr(&o),
+        "podstore: inspect: --hex goes with --records FILE (a store's files show no keys)\n"
+    );
+    let recs = ok(&["inspect", "--hex", "--records", p(&first_segment(&dir))]);
+    assert!(recs.contains("00ff"), "{recs}");
+    // Keys said in messages are in hex too.
+    let o = podstore(&["get", "--hex", p(&dir), "abcd"]);
+    assert_eq!(code(&o), 3);
+    assert_eq!(stderr(&o), "podstore: no value for key abcd\n");
+    let o = run(&["put", "--hex", p(&dir), "0001"], Some(b"x"));
+    assert_eq!(stderr(&o), "stored 1 B under 0001\n");
 }

@@ -187,14 +187,13 @@ impl StoreDir {
             }
             Ok(_) => {}
         }
-        // An existing store only: nothing is created if the directory holds none.
-        match Store::open_with(&self.path, opts.clone().create(false)) {
-            Err(Error::NotFound { .. }) if is_empty_dir(&self.path)? => {
-                Ok(Store::open_with(&self.path, opts)?)
-            }
-            Err(Error::NotFound { .. }) => Err(Failure::usage(format!(
-                "{shown} holds files and no podstore store: refusing to write there; give a new \
-                 or empty directory, or none for a temporary one"
+        // The library refuses a directory that holds other files and no store, before it
+        // writes anything (`Options::allow_foreign_files` stays off).
+        match Store::open_with(&self.path, opts) {
+            Err(Error::ForeignFiles { names, .. }) => Err(Failure::usage(format!(
+                "{shown} holds files and no podstore store ({}): refusing to write there; give \
+                 a new or empty directory, or none for a temporary one",
+                names.join(", ")
             ))),
             opened => Ok(opened?),
         }
@@ -213,12 +212,6 @@ impl StoreDir {
             ),
         }
     }
-}
-
-fn is_empty_dir(path: &Path) -> Result<bool, Failure> {
-    let mut entries = std::fs::read_dir(path)
-        .map_err(|e| Failure::usage(format!("cannot list {}: {e}", path.display())))?;
-    Ok(entries.next().is_none())
 }
 
 /// `bytes` as text, non-printable bytes escaped (`\xff`).

@@ -58,7 +58,7 @@ use read::Look;
 
 pub use crate::segment::QuarantineReason;
 pub use checkpoint::CheckpointReport;
-pub use compact::CompactionReport;
+pub use compact::{CompactOptions, CompactionReport};
 pub use list::Keys;
 pub use open::{QuarantinedFile, RecoveredSegment, RecoveryReport};
 pub use stats::Stats;

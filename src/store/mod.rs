@@ -40,6 +40,7 @@ mod cache;
 mod checkpoint;
 mod compact;
 mod compress;
+mod entries;
 mod inner;
 mod list;
 mod open;
@@ -59,6 +60,7 @@ use read::Look;
 pub use crate::segment::QuarantineReason;
 pub use checkpoint::CheckpointReport;
 pub use compact::{CompactOptions, CompactionReport};
+pub use entries::{Entries, Entry};
 pub use list::Keys;
 pub use open::{QuarantinedFile, RecoveredSegment, RecoveryReport};
 pub use stats::Stats;
@@ -660,11 +662,13 @@ impl Store {
         self.len() == 0
     }
 
-    /// The live keys, in ascending byte order.
+    /// The live keys, in ascending byte order (descending with `.rev()`); with their values
+    /// through [`Keys::entries`]. [`Store::range`] and [`Store::prefix`] list a part,
+    /// [`Store::first`] and [`Store::last`] give one end.
     ///
     /// Listing reads the keys from the files' footers (the index keeps none): its cost grows
-    /// with the store. Keys written or deleted while it runs may or may not appear. A failed
-    /// read is an `Err` item.
+    /// with the store. Keys written or deleted while it runs may or may not appear; a key live
+    /// throughout appears once (see [`Keys`]). A failed read is an `Err` item.
     ///
     /// ```
     /// # fn main() -> podstore::Result<()> {
@@ -674,6 +678,12 @@ impl Store {
     /// store.put("a", "1")?;
     /// let keys = store.keys().collect::<podstore::Result<Vec<_>>>()?;
     /// assert_eq!(keys, [b"a".to_vec(), b"b".to_vec()]);
+    /// let backwards = store.keys().rev().collect::<podstore::Result<Vec<_>>>()?;
+    /// assert_eq!(backwards, [b"b".to_vec(), b"a".to_vec()]);
+    /// for entry in store.keys().entries() {
+    ///     let entry = entry?;
+    ///     println!("{:?} = {:?}", entry.key(), entry.value()?);
+    /// }
     /// # Ok(()) }
     /// ```
     pub fn keys(&self) -> Keys<'_> {

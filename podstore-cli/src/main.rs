@@ -320,16 +320,28 @@ fn stats(dir: &Path, as_json: bool) -> Result<(), Failure> {
         println!("keys        {}", s.live_keys);
         println!("live        {}", size(s.live_bytes));
         println!("tombstones  {} ({})", s.tombstones, size(s.tombstone_bytes));
-        println!("dead        {}", size(s.dead_bytes));
-        println!(
-            "  {} reclaimable by compact; {} in segments below its threshold ({}: compact \
-             --threshold gives them back), {} in the active segment, {} blob file overhead",
-            size(s.reclaimable_bytes),
-            size(s.below_threshold_bytes),
-            s.compaction_threshold,
-            size(s.active_dead_bytes),
-            size(s.blob_overhead_bytes)
-        );
+        // Why the dead bytes are still there (the parts that are not zero).
+        let why: Vec<String> = [
+            (s.reclaimable_bytes, "reclaimable by compact".to_string()),
+            (
+                s.below_threshold_bytes,
+                format!(
+                    "in segments under the {} threshold (compact --threshold takes them)",
+                    s.compaction_threshold
+                ),
+            ),
+            (s.active_dead_bytes, "in the active segment".to_string()),
+            (s.blob_overhead_bytes, "blob file overhead".to_string()),
+        ]
+        .into_iter()
+        .filter(|(n, _)| *n > 0)
+        .map(|(n, what)| format!("{} {what}", size(n)))
+        .collect();
+        if why.is_empty() {
+            println!("dead        {}", size(s.dead_bytes));
+        } else {
+            println!("dead        {} ({})", size(s.dead_bytes), why.join("; "));
+        }
         println!("on disk     {}", size(s.disk_bytes));
         println!(
             "files       {} log segments, {} blob files",

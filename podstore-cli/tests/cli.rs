@@ -355,7 +355,10 @@ fn compact_with_a_threshold_takes_what_stats_says_the_default_leaves() {
         "{before}"
     );
     let human = ok(&["stats", p(&dir)]);
-    assert!(human.contains("below its threshold (0.5"), "{human}");
+    assert!(
+        human.contains("in segments under the 0.5 threshold (compact --threshold"),
+        "{human}"
+    );
 
     let out = ok(&["compact", p(&dir)]);
     assert!(out.starts_with("0 segments rewritten"), "{out}");

@@ -1,6 +1,6 @@
 //! The operator's side of the public API: checking a store (`verify`), looking inside it
 //! (`stats`, `files`, `recovery`, `io_mode`, `path`), giving space back (`compact`, `seal`) and
-//! copying it (`checkpoint`). The data API (open, put, get, ...) is in `store/mod.rs`.
+//! copying it (`checkpoint`). The data API (open, put, get, ...) is in `store/data.rs`.
 
 use std::path::Path;
 

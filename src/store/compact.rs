@@ -79,7 +79,8 @@ pub struct CompactOptions {
 }
 
 impl CompactOptions {
-    /// The store's own settings ([`Options::compaction_threshold`](crate::Options::compaction_threshold)).
+    /// The store's own settings
+    /// ([`Options::compaction_threshold`](crate::Options::compaction_threshold)).
     pub fn new() -> CompactOptions {
         CompactOptions::default()
     }
@@ -88,8 +89,9 @@ impl CompactOptions {
     /// 1.0), for this call only, instead of the store's
     /// [`Options::compaction_threshold`](crate::Options::compaction_threshold). A low threshold
     /// gives back more space and copies more live records: a segment 10 % dead is rewritten
-    /// whole to give back its 10 %. [`Stats::below_threshold_bytes`](crate::Stats::below_threshold_bytes)
-    /// says how much a lower threshold would give back.
+    /// whole to give back its 10 %.
+    /// [`Stats::below_threshold_bytes`](crate::Stats::below_threshold_bytes) says how much a
+    /// lower threshold would give back.
     pub fn threshold(mut self, fraction: f64) -> CompactOptions {
         self.threshold = Some(fraction);
         self

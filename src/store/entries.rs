@@ -1,6 +1,6 @@
 //! Listing with values: [`Entries`] and [`Entry`], over the keys of [`Keys`]; and the `Store`
 //! methods that start a listing ([`Store::range`], [`Store::prefix`], [`Store::first`],
-//! [`Store::last`]; [`Store::keys`] is beside `get` in `store/mod.rs`).
+//! [`Store::last`]; [`Store::keys`] is beside `get` in `store/data.rs`).
 //!
 //! An entry holds its key and the place of its value, found when the listing reached it; the
 //! value is read only when asked for, whole ([`Entry::value`]) or streamed ([`Entry::reader`]),
@@ -240,7 +240,8 @@ impl Store {
     /// store.delete("c")?;
     /// let keys: Vec<Vec<u8>> = store.range("b"..).collect::<podstore::Result<_>>()?;
     /// assert_eq!(keys, [b"b".to_vec(), b"d".to_vec()]);
-    /// let last_two: Vec<Vec<u8>> = store.range(.."d").rev().take(2).collect::<podstore::Result<_>>()?;
+    /// let below_d = store.range(.."d").rev().take(2);
+    /// let last_two: Vec<Vec<u8>> = below_d.collect::<podstore::Result<_>>()?;
     /// assert_eq!(last_two, [b"b".to_vec(), b"a".to_vec()]);
     /// # Ok(()) }
     /// ```

@@ -213,15 +213,16 @@ impl Store {
     /// ```
     /// # fn main() -> podstore::Result<()> {
     /// # let dir = tempfile::tempdir().unwrap();
-    /// use podstore::{CompactOptions, Options, Store};
-    /// let store = Store::open_with(dir.path(), Options::default().background_compaction(false))?;
+    /// use podstore::{CompactOptions, Durability, Options, Store};
+    /// let opts = Options::default().durability(Durability::Buffered); // records packed
+    /// let store = Store::open_with(dir.path(), opts.background_compaction(false))?;
     /// for i in 0..100u32 {
     ///     store.put(i.to_be_bytes(), [7u8; 4000])?;
     /// }
-    /// store.seal()?;
     /// for i in 0..20u32 {
     ///     store.delete(i.to_be_bytes())?; // about 20 % of the segment dead
     /// }
+    /// store.seal()?;
     /// let stats = store.stats();
     /// assert_eq!(stats.reclaimable_bytes, 0); // below the default threshold, 0.5
     /// assert!(stats.below_threshold_bytes > 0);

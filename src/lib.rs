@@ -78,8 +78,8 @@ pub use failpoint::{COMPACTION_FAILPOINTS, arm_failpoint};
 pub use options::{Compression, Durability, IoMode, Options, RecoveryMode};
 pub use range::ValueRange;
 pub use store::{
-    CheckpointReport, CompactionReport, Keys, QuarantineReason, QuarantinedFile, RecoveredSegment,
-    RecoveryReport, Stats, Store, ValueReader, ValueWriter,
+    CheckpointReport, CompactOptions, CompactionReport, Entries, Entry, Keys, QuarantineReason,
+    QuarantinedFile, RecoveredSegment, RecoveryReport, Stats, Store, ValueReader, ValueWriter,
 };
 pub use verify::{Damage, Structure, VerifyReport};
 

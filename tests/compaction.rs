@@ -579,3 +579,127 @@ fn seal_is_explicit_and_compact_seals_only_a_dead_active_segment() {
     };
     assert_eq!(store.len(), 3);
 }
+
+/// The four reasons `Stats` gives for dead bytes add up to them.
+fn assert_dead_split(s: &Stats) {
+    assert_eq!(
+        s.reclaimable_bytes + s.below_threshold_bytes + s.active_dead_bytes + s.blob_overhead_bytes,
+        s.dead_bytes,
+        "{s:?}"
+    );
+}
+
+#[test]
+fn compact_with_a_lower_threshold_takes_what_the_default_leaves_and_stats_say_so() {
+    let dir = TempDir::new().unwrap();
+    // The default threshold (0.5); records packed (buffered), so that the sealed segment's dead
+    // bytes are the deleted values, its header and its footer.
+    let opts = common::store::small()
+        .background_compaction(false)
+        .durability(Durability::Buffered);
+    let store = Store::open_with(dir.path(), opts).unwrap();
+    let len = 8000usize;
+    let mut model = HashMap::new();
+    for i in 0..100 {
+        store.put(key(i), value(&key(i), 0, len)).unwrap();
+        model.insert(key(i), value(&key(i), 0, len));
+    }
+    for i in (0..100).step_by(7) {
+        assert!(store.delete(key(i)).unwrap());
+        model.remove(&key(i));
+    }
+    assert!(store.seal().unwrap());
+    let one = record_len(key(0).len() as u64, len as u64);
+    let deleted = 100 - model.len() as u64; // 15: about 15 % of the segment dead
+
+    let s = store.stats();
+    assert_eq!(s.compaction_threshold, 0.5);
+    assert_eq!(s.reclaimable_bytes, 0, "{s:?}");
+    assert_eq!(
+        (s.active_dead_bytes, s.blob_overhead_bytes),
+        (0, 0),
+        "{s:?}"
+    );
+    assert!(
+        s.below_threshold_bytes >= deleted * one
+            && s.below_threshold_bytes < deleted * one + (64 << 10),
+        "the deleted values (and the header and footer): {s:?}"
+    );
+    assert_dead_split(&s);
+
+    // The store's threshold: nothing to do, as `reclaimable_bytes` said.
+    let r = store.compact().unwrap();
+    assert_eq!((r.segments_compacted, r.bytes_freed), (0, 0), "{r:?}");
+    assert_eq!(store.stats().disk_bytes, s.disk_bytes);
+
+    // A threshold of 0.1 for this call: the segment is rewritten, its dead bytes given back.
+    let r = store
+        .compact_with(podstore::CompactOptions::new().threshold(0.1))
+        .unwrap();
+    assert_eq!(r.segments_compacted, 1, "{r:?}");
+    let given_back = r.bytes_freed - r.bytes_copied;
+    assert!(
+        given_back >= s.below_threshold_bytes
+            && given_back <= s.below_threshold_bytes + s.tombstone_bytes,
+        "given back {given_back}, predicted {} (+ dropped tombstones): {r:?}",
+        s.below_threshold_bytes
+    );
+    let after = store.stats();
+    assert_eq!(after.below_threshold_bytes, 0, "{after:?}");
+    assert_dead_split(&after);
+    check_all(&store, &model, "after compact_with");
+
+    // The threshold is checked, and a read-only store refuses.
+    for bad in [0.0, -0.5, 1.5, f64::NAN] {
+        let opts = podstore::CompactOptions::new().threshold(bad);
+        assert!(
+            matches!(
+                store.compact_with(opts),
+                Err(podstore::Error::InvalidOptions(_))
+            ),
+            "{bad}"
+        );
+    }
+    store.close().unwrap();
+    let ro = Store::open_with(dir.path(), Options::default().read_only(true)).unwrap();
+    assert!(matches!(
+        ro.compact_with(podstore::CompactOptions::new().threshold(1.0)),
+        Err(podstore::Error::ReadOnly)
+    ));
+}
+
+#[test]
+fn stats_split_dead_bytes_of_blob_files_and_the_active_segment() {
+    let dir = TempDir::new().unwrap();
+    let store = Store::open_with(dir.path(), opts()).unwrap();
+    // A blob file (a large value put durably) holds a header and a footer besides its value.
+    let big = value(b"big", 0, 2 << 20);
+    store.put("big", &big).unwrap();
+    store.put("small", value(b"small", 0, 100_000)).unwrap();
+    let s = store.stats();
+    assert_eq!(s.blob_files, 1);
+    assert!(s.blob_overhead_bytes > 0, "{s:?}");
+    assert_eq!(s.reclaimable_bytes, 0, "{s:?}");
+    assert_dead_split(&s);
+
+    // Overwritten: the whole blob file is reclaimable, and so is the active segment once a
+    // quarter of it (the store's threshold here) is dead.
+    store.put("big", "now small").unwrap();
+    store.put("small", "now small too").unwrap();
+    let s = store.stats();
+    assert_eq!(s.blob_overhead_bytes, 0, "{s:?}");
+    assert!(s.reclaimable_bytes > (2 << 20) + 100_000, "{s:?}");
+    assert_eq!(s.active_dead_bytes, 0, "{s:?}");
+    assert_dead_split(&s);
+    let r = store.compact().unwrap();
+    assert_eq!(
+        (r.blob_files_removed, r.segments_compacted),
+        (1, 1),
+        "{r:?}"
+    );
+    assert!(
+        r.bytes_freed - r.bytes_copied >= s.reclaimable_bytes,
+        "{r:?} {s:?}"
+    );
+    assert_eq!(store.get("big").unwrap().unwrap(), b"now small");
+}

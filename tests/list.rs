@@ -283,3 +283,356 @@ fn a_damaged_key_block_is_an_error_item() {
     assert_eq!(listed(store.prefix("k/0000")).len(), 10);
     store.close().unwrap();
 }
+
+// ---------------------------------------------------------------------------------------------
+// Both directions and values, against a `BTreeMap` (proptest)
+// ---------------------------------------------------------------------------------------------
+
+mod both_ends {
+    use super::*;
+    use podstore::{CompactOptions, Entry};
+    use proptest::prelude::*;
+    use std::collections::VecDeque;
+
+    type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+
+    /// The key space: a few prefixes (one of them all `0xff`, which has no successor) and
+    /// numbers; small, so that keys are overwritten and deleted often.
+    fn key(i: u8) -> Vec<u8> {
+        let prefix: &[u8] = [&b"a/"[..], b"ab/", b"b", b"\xff\xff", b"photo/"][(i % 5) as usize];
+        let mut k = prefix.to_vec();
+        k.extend_from_slice(format!("{}", i / 5).as_bytes());
+        k
+    }
+
+    const KEYS: u8 = 40;
+
+    /// Where a listing runs: bounds of every kind, or a prefix.
+    #[derive(Debug, Clone)]
+    enum Span {
+        Range(Bound<u8>, Bound<u8>),
+        Prefix(Vec<u8>),
+    }
+
+    impl Span {
+        fn bounds(&self) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
+            match self {
+                Span::Range(lo, hi) => (lo.map(key), hi.map(key)),
+                Span::Prefix(_) => (Unbounded, Unbounded),
+            }
+        }
+
+        fn contains(&self, k: &[u8]) -> bool {
+            match self {
+                Span::Range(..) => {
+                    let after = match self.bounds().0 {
+                        Included(s) => k >= s.as_slice(),
+                        Excluded(s) => k > s.as_slice(),
+                        Unbounded => true,
+                    };
+                    let before = match self.bounds().1 {
+                        Included(e) => k <= e.as_slice(),
+                        Excluded(e) => k < e.as_slice(),
+                        Unbounded => true,
+                    };
+                    after && before
+                }
+                Span::Prefix(p) => k.starts_with(p),
+            }
+        }
+
+        fn keys<'s>(&self, store: &'s Store) -> podstore::Keys<'s> {
+            match self {
+                Span::Range(..) => store.range::<Vec<u8>>(self.bounds()),
+                Span::Prefix(p) => store.prefix(p),
+            }
+        }
+    }
+
+    /// One step of a listing, or a write between two of its steps.
+    #[derive(Debug, Clone)]
+    enum Step {
+        Front,
+        Back,
+        Put(u8, usize),
+        Delete(u8),
+        Compact,
+    }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Put(u8, usize),
+        Delete(u8),
+        Seal,
+        Compact,
+        Reopen,
+        /// A listing driven by `steps`, with values or keys only, then drained from both ends.
+        List {
+            span: Span,
+            values: bool,
+            steps: Vec<Step>,
+        },
+    }
+
+    fn bound() -> impl Strategy<Value = Bound<u8>> {
+        prop_oneof![
+            (0..KEYS).prop_map(Included),
+            (0..KEYS).prop_map(Excluded),
+            Just(Unbounded),
+        ]
+    }
+
+    fn span() -> impl Strategy<Value = Span> {
+        prop_oneof![
+            3 => (bound(), bound()).prop_map(|(a, b)| Span::Range(a, b)),
+            2 => prop::sample::select(vec![
+                b"a".to_vec(), b"a/".to_vec(), b"ab/".to_vec(), b"\xff".to_vec(),
+                b"\xff\xff".to_vec(), b"photo/1".to_vec(), b"z".to_vec(), Vec::new(),
+            ])
+            .prop_map(Span::Prefix),
+        ]
+    }
+
+    fn value_len() -> impl Strategy<Value = usize> {
+        prop_oneof![8 => 0..300usize, 1 => Just(40 << 10)]
+    }
+
+    fn step() -> impl Strategy<Value = Step> {
+        prop_oneof![
+            4 => Just(Step::Front),
+            4 => Just(Step::Back),
+            1 => (0..KEYS, value_len()).prop_map(|(k, n)| Step::Put(k, n)),
+            1 => (0..KEYS).prop_map(Step::Delete),
+            1 => Just(Step::Compact),
+        ]
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            8 => (0..KEYS, value_len()).prop_map(|(k, n)| Op::Put(k, n)),
+            3 => (0..KEYS).prop_map(Op::Delete),
+            1 => Just(Op::Seal),
+            1 => Just(Op::Compact),
+            1 => Just(Op::Reopen),
+            3 => (span(), any::<bool>(), prop::collection::vec(step(), 0..12))
+                .prop_map(|(span, values, steps)| Op::List { span, values, steps }),
+        ]
+    }
+
+    /// A fresh value: its bytes tell the write apart from every other.
+    fn value(n: &mut u64, len: usize) -> Vec<u8> {
+        *n += 1;
+        XorShift::new(*n).bytes(len)
+    }
+
+    fn compact(store: &Store) {
+        let r = store.compact_with(CompactOptions::new().threshold(0.05));
+        r.expect("compact_with");
+    }
+
+    /// An entry checked against the model at the moment it is yielded: the key is live, in the
+    /// span, with this value (its length known without a read; its bytes read whole and
+    /// streamed).
+    fn check_entry(e: &Entry<'_>, model: &Model, span: &Span) -> Vec<u8> {
+        let k = e.key();
+        assert!(span.contains(k), "{k:?} outside {span:?}");
+        let want = model
+            .get(k)
+            .unwrap_or_else(|| panic!("{k:?} listed, not live"));
+        assert_eq!(e.value_len(), want.len() as u64, "{k:?}");
+        want.clone()
+    }
+
+    /// Runs a listing: `steps` (reads from either end, writes and compactions between them),
+    /// then the rest from both ends alternately. Without writes the items are exactly the
+    /// model's, end for end (a `VecDeque` of the model's range); with writes, a key written or
+    /// deleted during the listing may or may not be listed, but every key is live when it is
+    /// listed, with the value the model has then (read again at the end: the value as listed),
+    /// each key at most once and in order, and every key live throughout exactly once.
+    fn list(
+        store: &Store,
+        model: &mut Model,
+        n: &mut u64,
+        span: &Span,
+        values: bool,
+        steps: &[Step],
+    ) {
+        let at_start = model.clone();
+        let mut want: VecDeque<Vec<u8>> =
+            model.keys().filter(|k| span.contains(k)).cloned().collect();
+        let mut touched = BTreeSet::new();
+        let mut keys = Some(span.keys(store));
+        let mut entries = None;
+        if values {
+            entries = keys.take().map(|k| k.entries());
+        }
+        let (mut front, mut back) = (Vec::new(), Vec::new());
+        let mut held: Vec<(Entry<'_>, Vec<u8>)> = Vec::new();
+        let mut pull = |back_end: bool, model: &Model| -> Option<Vec<u8>> {
+            if let Some(it) = entries.as_mut() {
+                let item = if back_end { it.next_back() } else { it.next() };
+                let e = item?.expect("listing");
+                let v = check_entry(&e, model, span);
+                let k = e.key().to_vec();
+                held.push((e, v));
+                Some(k)
+            } else {
+                let it = keys.as_mut().expect("keys");
+                let item = if back_end { it.next_back() } else { it.next() };
+                let k = item.map(|r| r.expect("listing"));
+                if let Some(k) = &k {
+                    assert!(model.contains_key(k) && span.contains(k), "{k:?} listed");
+                }
+                k
+            }
+        };
+        for s in steps {
+            match *s {
+                Step::Front | Step::Back => {
+                    let b = matches!(s, Step::Back);
+                    let got = pull(b, model);
+                    let (side, expect) = if b {
+                        (&mut back, want.pop_back())
+                    } else {
+                        (&mut front, want.pop_front())
+                    };
+                    if touched.is_empty() {
+                        assert_eq!(got, expect, "{span:?} {s:?}");
+                    }
+                    side.extend(got);
+                }
+                Step::Put(k, len) => {
+                    let v = value(n, len);
+                    store.put(key(k), &v).unwrap();
+                    model.insert(key(k), v);
+                    touched.insert(key(k));
+                }
+                Step::Delete(k) => {
+                    store.delete(key(k)).unwrap();
+                    model.remove(&key(k));
+                    touched.insert(key(k));
+                }
+                Step::Compact => compact(store),
+            }
+        }
+        // The rest, alternately from each end.
+        let mut b = false;
+        while let Some(k) = pull(b, model) {
+            if b {
+                back.push(k)
+            } else {
+                front.push(k)
+            }
+            b = !b;
+        }
+        let mut all = front;
+        all.extend(back.into_iter().rev());
+        assert!(
+            all.windows(2).all(|w| w[0] < w[1]),
+            "{span:?}: in order, once: {all:?}"
+        );
+        let listed: BTreeSet<&Vec<u8>> = all.iter().collect();
+        for (k, _) in at_start.iter().filter(|(k, _)| span.contains(k)) {
+            if !touched.contains(k) {
+                assert!(
+                    listed.contains(k),
+                    "{k:?} live throughout, not listed ({span:?})"
+                );
+            }
+        }
+        if touched.is_empty() {
+            let whole: Vec<Vec<u8>> = at_start
+                .keys()
+                .filter(|k| span.contains(k))
+                .cloned()
+                .collect();
+            assert_eq!(all, whole, "{span:?}");
+        }
+        // Each entry's value as it was listed, whatever was written since; streamed too.
+        for (e, v) in &held {
+            assert_eq!(&e.value().unwrap(), v, "{:?}", e.key());
+            let mut streamed = Vec::new();
+            std::io::Read::read_to_end(&mut e.reader(), &mut streamed).unwrap();
+            assert_eq!(&streamed, v);
+        }
+    }
+
+    fn run(ops: &[Op], durability: Durability) {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = options().durability(durability);
+        let mut store = Store::open_with(dir.path(), opts.clone()).unwrap();
+        let mut model = Model::new();
+        let mut n = 0u64;
+        for op in ops {
+            match op {
+                Op::Put(k, len) => {
+                    let v = value(&mut n, *len);
+                    store.put(key(*k), &v).unwrap();
+                    model.insert(key(*k), v);
+                }
+                Op::Delete(k) => {
+                    store.delete(key(*k)).unwrap();
+                    model.remove(&key(*k));
+                }
+                Op::Seal => {
+                    store.seal().unwrap();
+                }
+                Op::Compact => compact(&store),
+                Op::Reopen => {
+                    store.close().unwrap();
+                    store = Store::open_with(dir.path(), opts.clone()).unwrap();
+                }
+                Op::List {
+                    span,
+                    values,
+                    steps,
+                } => list(&store, &mut model, &mut n, span, *values, steps),
+            }
+            // The ends of the whole store.
+            let first = store.first().unwrap();
+            let last = store.last().unwrap();
+            let want_first = model.iter().next();
+            let want_last = model.iter().next_back();
+            assert_eq!(
+                first.as_ref().map(|e| e.key()),
+                want_first.map(|(k, _)| k.as_slice())
+            );
+            assert_eq!(
+                last.as_ref().map(|e| e.key()),
+                want_last.map(|(k, _)| k.as_slice())
+            );
+            if let (Some(e), Some((_, v))) = (last, want_last) {
+                assert_eq!(&e.value().unwrap(), v);
+            }
+        }
+        store.close().unwrap();
+    }
+
+    fn config() -> ProptestConfig {
+        ProptestConfig {
+            cases: std::env::var("PROPTEST_CASES")
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(24),
+            ..ProptestConfig::default()
+        }
+    }
+
+    proptest! {
+        #![proptest_config(config())]
+
+        /// Buffered writes: records packed, values in log segments.
+        #[test]
+        fn both_ends_and_values_match_a_btreemap(ops in prop::collection::vec(op(), 1..60)) {
+            run(&ops, Durability::Buffered);
+        }
+
+        /// Durable writes: the 40 KiB values go to blob files of their own.
+        #[test]
+        fn both_ends_and_values_match_a_btreemap_with_blob_files(
+            ops in prop::collection::vec(op(), 1..40)
+        ) {
+            run(&ops, Durability::Sync);
+        }
+    }
+}

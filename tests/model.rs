@@ -505,7 +505,33 @@ fn check_listing(store: &Store, expected: &Map) -> Result<(), String> {
         }
     };
     let all: Vec<Vec<u8>> = model.iter().map(|k| k.to_vec()).collect();
-    check("range(..)".into(), listed(store.range::<&[u8]>(..))?, all)?;
+    check(
+        "range(..)".into(),
+        listed(store.range::<&[u8]>(..))?,
+        all.clone(),
+    )?;
+    // Backwards, and with the values (colliding fingerprints, compressed values, the cache).
+    let mut back = all.clone();
+    back.reverse();
+    let rev = store.keys().rev().collect::<podstore::Result<Vec<_>>>();
+    check(
+        "keys().rev()".into(),
+        rev.map_err(|e| format!("{e}"))?,
+        back,
+    )?;
+    let mut entries = 0;
+    for entry in store.keys().entries().rev() {
+        let (k, v) = entry
+            .and_then(|e| e.into_pair())
+            .map_err(|e| format!("entries: {e}"))?;
+        if expected.get(&k) != Some(&v) {
+            return Err(format!("entries: {} has the wrong value", key_label(&k)));
+        }
+        entries += 1;
+    }
+    if entries != expected.len() {
+        return Err(format!("entries: {entries} of {}", expected.len()));
+    }
     let n = KEY_LENS.len() as u8;
     for a in 0..n {
         let b = (a + 4).min(n - 1);

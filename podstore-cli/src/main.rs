@@ -131,6 +131,10 @@ enum Command {
     Compact {
         /// The store directory.
         dir: PathBuf,
+        /// Rewrite the log segments at least this fraction dead (above 0, at most 1), instead
+        /// of the store's threshold (0.5): `stats` shows what a lower one gives back.
+        #[arg(long, value_name = "FRACTION")]
+        threshold: Option<f64>,
     },
     /// Write a consistent copy of the store to DEST (a new directory): sealed files are
     /// hard-linked, the rest copied.
@@ -290,7 +294,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
                 .collect::<Result<Vec<_>, _>>()?;
             rm(&dir, &keys, hex)
         }
-        Command::Compact { dir } => compact(&dir),
+        Command::Compact { dir, threshold } => compact(&dir, threshold),
         Command::Checkpoint { dir, dest } => checkpoint(&dir, &dest),
     }
 }
@@ -378,6 +382,11 @@ fn stats(dir: &Path, as_json: bool) -> Result<(), Failure> {
             "tombstones": s.tombstones,
             "tombstone_bytes": s.tombstone_bytes,
             "dead_bytes": s.dead_bytes,
+            "compaction_threshold": s.compaction_threshold,
+            "reclaimable_bytes": s.reclaimable_bytes,
+            "below_threshold_bytes": s.below_threshold_bytes,
+            "active_dead_bytes": s.active_dead_bytes,
+            "blob_overhead_bytes": s.blob_overhead_bytes,
             "preallocated_bytes": s.preallocated_bytes,
             "disk_bytes": s.disk_bytes,
             "log_segments": s.log_segments,
@@ -392,7 +401,28 @@ fn stats(dir: &Path, as_json: bool) -> Result<(), Failure> {
         println!("keys        {}", s.live_keys);
         println!("live        {}", size(s.live_bytes));
         println!("tombstones  {} ({})", s.tombstones, size(s.tombstone_bytes));
-        println!("dead        {}", size(s.dead_bytes));
+        // Why the dead bytes are still there (the parts that are not zero).
+        let why: Vec<String> = [
+            (s.reclaimable_bytes, "reclaimable by compact".to_string()),
+            (
+                s.below_threshold_bytes,
+                format!(
+                    "in segments under the {} threshold (compact --threshold takes them)",
+                    s.compaction_threshold
+                ),
+            ),
+            (s.active_dead_bytes, "in the active segment".to_string()),
+            (s.blob_overhead_bytes, "blob file overhead".to_string()),
+        ]
+        .into_iter()
+        .filter(|(n, _)| *n > 0)
+        .map(|(n, what)| format!("{} {what}", size(n)))
+        .collect();
+        if why.is_empty() {
+            println!("dead        {}", size(s.dead_bytes));
+        } else {
+            println!("dead        {} ({})", size(s.dead_bytes), why.join("; "));
+        }
         println!("on disk     {}", size(s.disk_bytes));
         println!(
             "files       {} log segments, {} blob files",
@@ -658,9 +688,20 @@ fn rm(dir: &Path, keys: &[Vec<u8>], hex: bool) -> Result<(), Failure> {
     }
 }
 
-fn compact(dir: &Path) -> Result<(), Failure> {
+fn compact(dir: &Path, threshold: Option<f64>) -> Result<(), Failure> {
+    let mut opts = podstore::CompactOptions::new();
+    if let Some(t) = threshold {
+        // Checked before the store is opened: closing it compacts too.
+        if !(t > 0.0 && t <= 1.0) {
+            return Err(Failure::new(
+                USAGE,
+                "--threshold must be above 0 and at most 1",
+            ));
+        }
+        opts = opts.threshold(t);
+    }
     let store = open(dir, false)?;
-    let r = store.compact()?;
+    let r = store.compact_with(opts)?;
     store.close()?;
     println!(
         "{} segments rewritten, {} blob files removed, {} copied, {} freed",

@@ -543,3 +543,49 @@ fn hex_is_offered_where_keys_are_taken_or_shown_only() {
     let o = run(&["put", "--hex", p(&dir), "0001"], Some(b"x"));
     assert_eq!(stderr(&o), "stored 1 B under 0001\n");
 }
+
+#[test]
+fn compact_with_a_threshold_takes_what_stats_says_the_default_leaves() {
+    let tmp = tempfile::TempDir::new().unwrap();
+    let dir = tmp.path().join("store");
+    // About 15 % of one sealed segment dead: below the default threshold (0.5).
+    let opts = Options::default()
+        .durability(podstore::Durability::Buffered)
+        .background_compaction(false);
+    let s = Store::open_with(&dir, opts).unwrap();
+    for i in 0..100u32 {
+        s.put(i.to_be_bytes(), vec![1u8; 8000]).unwrap();
+    }
+    for i in (0..100u32).step_by(7) {
+        s.delete(i.to_be_bytes()).unwrap();
+    }
+    s.close().unwrap();
+    let stats = || -> serde_json::Value {
+        serde_json::from_str(&ok(&["stats", "--json", p(&dir)])).unwrap()
+    };
+    let before = stats();
+    assert_eq!(before["reclaimable_bytes"], 0, "{before}");
+    assert!(
+        before["below_threshold_bytes"].as_u64().unwrap() > 15 * 8000,
+        "{before}"
+    );
+    let human = ok(&["stats", p(&dir)]);
+    assert!(
+        human.contains("in segments under the 0.5 threshold (compact --threshold"),
+        "{human}"
+    );
+
+    let out = ok(&["compact", p(&dir)]);
+    assert!(out.starts_with("0 segments rewritten"), "{out}");
+    let out = ok(&["compact", p(&dir), "--threshold", "0.1"]);
+    assert!(out.starts_with("1 segments rewritten"), "{out}");
+    let after = stats();
+    // Left: the new segment's header and footer, not one deleted value.
+    assert!(after["dead_bytes"].as_u64().unwrap() < 8000, "{after}");
+    assert!(after["disk_bytes"].as_u64() < before["disk_bytes"].as_u64());
+
+    for bad in ["0", "1.5", "-1", "x"] {
+        let o = podstore(&["compact", p(&dir), "--threshold", bad]);
+        assert_eq!(code(&o), 2, "{bad}: {}", stderr(&o));
+    }
+}

@@ -16,6 +16,10 @@
 //! For a footer of version 1 (a store of an earlier release, until compaction rewrites it) the
 //! whole table is read and sorted in memory once, at the first seek or item.
 //!
+//! Backwards the same: [`SortedKeys::seek_back`] descends to the key block the range ends in,
+//! and [`SortedKeys::next_back`] walks the blocks back from there. A reader is read in one
+//! direction: ordered listing opens one for each end it is asked for.
+//!
 //! Failures are items: a read that fails or bytes that do not verify are an
 //! [`Error::Corruption`] (or [`Error::Io`]) naming the file and the offset, after which the
 //! iterator ends. Nothing here panics on any bytes.
@@ -71,8 +75,13 @@ enum State {
     Unloaded,
     /// Version 2: a position in the fence-key tree.
     Tree(Box<fence::Cursor>),
-    /// Version 1: every key, sorted, and the position of the next one.
-    Table { entries: Keyed, next: usize },
+    /// Version 1: every key, sorted, the position of the next one, and the end of those left
+    /// backwards.
+    Table {
+        entries: Keyed,
+        next: usize,
+        back: usize,
+    },
     /// An error was returned: no more items.
     Failed,
 }
@@ -121,6 +130,7 @@ impl<S: ByteSource> SortedKeys<S> {
                 .map_err(|k| self.file.corrupt(t.table_offset, k))?;
             entries.sort_unstable_by(|a, b| a.key.cmp(&b.key));
             self.state = State::Table {
+                back: entries.len(),
                 entries: entries.into_iter().map(|e| (e.key, e.offset)).collect(),
                 next: 0,
             };
@@ -150,7 +160,7 @@ impl<S: ByteSource> SortedKeys<S> {
             Bound::Excluded(s) => key <= s,
         };
         match &mut self.state {
-            State::Table { entries, next } => {
+            State::Table { entries, next, .. } => {
                 *next = entries.partition_point(|(k, _)| before(k));
             }
             State::Tree(cursor) => cursor.seek(&self.file, before)?,
@@ -159,10 +169,69 @@ impl<S: ByteSource> SortedKeys<S> {
         Ok(())
     }
 
+    /// Positions the reader for [`SortedKeys::next_back`] at the last key at or before `end`
+    /// (`Included`), before it (`Excluded`), or at the last key (`Unbounded`). Reads as
+    /// [`SortedKeys::seek`] does.
+    pub fn seek_back(&mut self, end: Bound<&[u8]>) -> Result<()> {
+        let res = self.seek_back_inner(end);
+        if res.is_err() {
+            self.state = State::Failed;
+        }
+        res
+    }
+
+    fn seek_back_inner(&mut self, end: Bound<&[u8]>) -> Result<()> {
+        self.load()?;
+        let after = |key: &[u8]| match end {
+            Bound::Unbounded => false,
+            Bound::Included(e) => key > e,
+            Bound::Excluded(e) => key >= e,
+        };
+        match &mut self.state {
+            State::Table { entries, back, .. } => {
+                *back = entries.partition_point(|(k, _)| !after(k));
+            }
+            State::Tree(cursor) => cursor.seek_back(&self.file, after)?,
+            State::Unloaded | State::Failed => {}
+        }
+        Ok(())
+    }
+
+    /// The previous key with its record offset, in descending order from where
+    /// [`SortedKeys::seek_back`] put the reader (the last key without a seek); `None` past the
+    /// first. As for [`Iterator::next`], an error is the last item.
+    pub fn next_back(&mut self) -> Option<Result<(Vec<u8>, u64)>> {
+        if matches!(self.state, State::Failed) {
+            return None;
+        }
+        match self.next_back_inner() {
+            Ok(item) => item.map(Ok),
+            Err(e) => {
+                self.state = State::Failed;
+                Some(Err(e))
+            }
+        }
+    }
+
+    fn next_back_inner(&mut self) -> Result<Option<(Vec<u8>, u64)>> {
+        self.load()?;
+        match &mut self.state {
+            State::Table { entries, back, .. } => {
+                let Some(i) = back.checked_sub(1) else {
+                    return Ok(None);
+                };
+                *back = i;
+                Ok(Some(entries[i].clone()))
+            }
+            State::Tree(cursor) => cursor.prev(&self.file),
+            State::Unloaded | State::Failed => Ok(None),
+        }
+    }
+
     fn next_inner(&mut self) -> Result<Option<(Vec<u8>, u64)>> {
         self.load()?;
         match &mut self.state {
-            State::Table { entries, next } => {
+            State::Table { entries, next, .. } => {
                 let item = entries.get(*next).cloned();
                 *next += item.is_some() as usize;
                 Ok(item)

@@ -1,10 +1,13 @@
 //! The operator's side of the public API: checking a store (`verify`), looking inside it
 //! (`stats`, `files`, `recovery`, `io_mode`, `path`), giving space back (`compact`, `seal`) and
-//! copying it (`checkpoint`). The data API (open, put, get, ...) is in `store/mod.rs`.
+//! copying it (`checkpoint`). The data API (open, put, get, ...) is in `store/data.rs`.
 
 use std::path::Path;
 
-use super::{CheckpointReport, CompactionReport, RecoveryReport, Stats, Store, checkpoint, stats};
+use super::{
+    CheckpointReport, CompactOptions, CompactionReport, RecoveryReport, Stats, Store, checkpoint,
+    stats,
+};
 use crate::error::Result;
 use crate::io::file::SegmentFile;
 use crate::options::IoMode;
@@ -196,8 +199,43 @@ impl Store {
     /// # Ok(()) }
     /// ```
     pub fn compact(&self) -> Result<CompactionReport> {
+        self.compact_with(CompactOptions::new())
+    }
+
+    /// [`Store::compact`], with what `opts` sets in place of the store's options: a dead
+    /// fraction [`CompactOptions::threshold`] for this call only, to give back the space of a
+    /// segment the store's threshold leaves (see [`Stats::below_threshold_bytes`]).
+    ///
+    /// Fails with [`Error::InvalidOptions`](crate::Error::InvalidOptions) for a threshold that
+    /// is not above 0.0 and at most 1.0, and [`Error::ReadOnly`](crate::Error::ReadOnly) on a
+    /// read-only store.
+    ///
+    /// ```
+    /// # fn main() -> podstore::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use podstore::{CompactOptions, Durability, Options, Store};
+    /// let opts = Options::default().durability(Durability::Buffered); // records packed
+    /// let store = Store::open_with(dir.path(), opts.background_compaction(false))?;
+    /// for i in 0..100u32 {
+    ///     store.put(i.to_be_bytes(), [7u8; 4000])?;
+    /// }
+    /// for i in 0..20u32 {
+    ///     store.delete(i.to_be_bytes())?; // about 20 % of the segment dead
+    /// }
+    /// store.seal()?;
+    /// let stats = store.stats();
+    /// assert_eq!(stats.reclaimable_bytes, 0); // below the default threshold, 0.5
+    /// assert!(stats.below_threshold_bytes > 0);
+    /// assert_eq!(store.compact()?.segments_compacted, 0);
+    /// let report = store.compact_with(CompactOptions::new().threshold(0.1))?;
+    /// assert_eq!(report.segments_compacted, 1);
+    /// assert!(store.compact_with(CompactOptions::new().threshold(0.0)).is_err());
+    /// # Ok(()) }
+    /// ```
+    pub fn compact_with(&self, opts: CompactOptions) -> Result<CompactionReport> {
+        opts.validate()?;
         self.writable()?;
-        self.inner.compactor.compact_now()
+        self.inner.compactor.compact_now(opts.get_threshold())
     }
 
     /// Writes a consistent, openable copy of the store to `dest` (a path that must not exist,
@@ -325,6 +363,7 @@ impl Store {
             &inner.shared.counters,
             inner.reader.cache_figures(),
             self.io_mode(),
+            inner.compactor.threshold(),
         )
     }
 }

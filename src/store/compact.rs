@@ -63,6 +63,56 @@ pub struct CompactionReport {
     pub damaged_segments: Vec<u64>,
 }
 
+/// How [`Store::compact_with`](crate::Store::compact_with) compacts, where it differs from the
+/// store's [`Options`](crate::Options). Built like them:
+/// `CompactOptions::new().threshold(0.1)`; what is not set is the store's own.
+///
+/// ```
+/// let opts = podstore::CompactOptions::new().threshold(0.1);
+/// assert_eq!(opts.get_threshold(), Some(0.1));
+/// assert_eq!(podstore::CompactOptions::new().get_threshold(), None);
+/// ```
+#[derive(Debug, Clone, Default, PartialEq)]
+#[must_use = "options do nothing until passed to Store::compact_with"]
+pub struct CompactOptions {
+    threshold: Option<f64>,
+}
+
+impl CompactOptions {
+    /// The store's own settings
+    /// ([`Options::compaction_threshold`](crate::Options::compaction_threshold)).
+    pub fn new() -> CompactOptions {
+        CompactOptions::default()
+    }
+
+    /// Rewrites the log segments whose dead fraction is at least `fraction` (above 0.0, at most
+    /// 1.0), for this call only, instead of the store's
+    /// [`Options::compaction_threshold`](crate::Options::compaction_threshold). A low threshold
+    /// gives back more space and copies more live records: a segment 10 % dead is rewritten
+    /// whole to give back its 10 %.
+    /// [`Stats::below_threshold_bytes`](crate::Stats::below_threshold_bytes) says how much a
+    /// lower threshold would give back.
+    pub fn threshold(mut self, fraction: f64) -> CompactOptions {
+        self.threshold = Some(fraction);
+        self
+    }
+
+    /// The threshold set by [`CompactOptions::threshold`], if any.
+    pub fn get_threshold(&self) -> Option<f64> {
+        self.threshold
+    }
+
+    /// [`Error::InvalidOptions`] for a threshold out of its range.
+    pub(super) fn validate(&self) -> Result<()> {
+        match self.threshold {
+            Some(t) if !(t > 0.0 && t <= 1.0) => Err(Error::InvalidOptions(
+                "compaction threshold must be above 0.0 and at most 1.0",
+            )),
+            _ => Ok(()),
+        }
+    }
+}
+
 /// Compaction: one at a time, on demand or in the background at a bounded rate.
 pub(super) struct Compactor {
     shared: Shared,
@@ -112,14 +162,21 @@ impl Compactor {
         state
     }
 
-    /// Compacts now, unthrottled, retrying segments found damaged before.
-    pub(super) fn compact_now(&self) -> Result<CompactionReport> {
+    /// Compacts now, unthrottled, retrying segments found damaged before: the log segments
+    /// whose dead fraction reaches `threshold` (the store's own when `None`).
+    pub(super) fn compact_now(&self, threshold: Option<f64>) -> Result<CompactionReport> {
+        let threshold = threshold.unwrap_or(self.threshold);
         // A throttled background compaction yields (between records) rather than make this
         // call wait for it at its rate.
         let mut state = self.pause();
-        self.seal_active_if_dead()?;
+        self.seal_active_if_dead(threshold)?;
         self.log.record_seals()?;
-        self.compact(&mut state, None, &|| false, true, false)
+        self.compact(&mut state, threshold, None, &|| false, true, false)
+    }
+
+    /// The dead fraction at which a log segment is compacted, unless a call says otherwise.
+    pub(super) fn threshold(&self) -> f64 {
+        self.threshold
     }
 
     /// The pass at close, bounded by `budget`: dead blob files first (they only need an unlink
@@ -132,6 +189,7 @@ impl Compactor {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         self.compact(
             &mut state,
+            self.threshold,
             None,
             &|| Instant::now() >= deadline,
             false,
@@ -143,7 +201,7 @@ impl Compactor {
     /// compaction that follows can take it: a small store may never fill a segment. (Only for
     /// [`Compactor::compact_now`]: the background compactor leaves the active segment alone, so
     /// that it never seals one early over and over.)
-    fn seal_active_if_dead(&self) -> Result<()> {
+    fn seal_active_if_dead(&self, threshold: f64) -> Result<()> {
         // Every write applied first: the index's live bytes are then final for what was written.
         self.log.sync_all()?;
         let mut app = self.log.lock();
@@ -153,7 +211,7 @@ impl Compactor {
         let usage = self.shared.index.usage(active.id);
         let len = active.position;
         let dead = len.saturating_sub(usage.live_bytes + active.summary.tombstone_bytes);
-        if len > 0 && dead as f64 >= self.threshold * len as f64 {
+        if len > 0 && dead as f64 >= threshold * len as f64 {
             app.seal_active()?;
         }
         Ok(())
@@ -168,15 +226,15 @@ impl Compactor {
             return Ok(());
         };
         let stop = || stop() || self.waiting.load(Ordering::Relaxed) > 0;
-        let (dead_blobs, victims) = self.choose(&state, false)?;
+        let (dead_blobs, victims) = self.choose(&state, self.threshold, false)?;
         if dead_blobs.is_empty() && victims.is_empty() {
             return Ok(());
         }
-        self.compact(&mut state, self.rate, &stop, false, false)
+        self.compact(&mut state, self.threshold, self.rate, &stop, false, false)
             .map(|_| ())
     }
 
-    /// One compaction: the log segments past the threshold (all of them, or without
+    /// One compaction: the log segments past `threshold` (all of them, or without
     /// `retry_damaged` only those not known to be damaged), and the dead blob files (after them,
     /// or with `dead_blobs_first` before them). `rate` bounds the bytes
     /// copied per second; `stop` is asked between records and ends the compaction early
@@ -184,6 +242,7 @@ impl Compactor {
     fn compact(
         &self,
         state: &mut CompactorState,
+        threshold: f64,
         rate: Option<u64>,
         stop: &dyn Fn() -> bool,
         retry_damaged: bool,
@@ -195,7 +254,7 @@ impl Compactor {
         // Every write made so far durable and applied: its seal, and the index updates that make
         // records dead, are settled before anything is chosen.
         self.log.sync_all()?;
-        let (dead_blobs, victims) = self.choose(state, retry_damaged)?;
+        let (dead_blobs, victims) = self.choose(state, threshold, retry_damaged)?;
         let mut report = CompactionReport::default();
         // Dead blob files need one unlink each: first, when time is short (the pass at close).
         let mut dead_blobs = Some(dead_blobs);
@@ -251,17 +310,18 @@ impl Compactor {
         Ok(())
     }
 
-    /// The dead blob files and the log segments to compact, most dead first.
+    /// The dead blob files and the log segments whose dead fraction reaches `threshold`, most
+    /// dead first.
     #[allow(clippy::type_complexity)]
     fn choose(
         &self,
         state: &CompactorState,
+        threshold: f64,
         retry_damaged: bool,
     ) -> Result<(Vec<(u64, SegmentHandle)>, Vec<(u64, SegmentHandle)>)> {
         let p = &self.shared;
         let syncs_done = self.log.progress().lock().syncs_done;
         let handles = p.segments.sealed_by(syncs_done);
-        let threshold = self.threshold;
         let mut dead_blobs = Vec::new();
         let mut victims = Vec::new();
         // A queued write (its index update not applied yet) may point into a file: leave it for

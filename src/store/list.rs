@@ -1,6 +1,7 @@
-//! Ordered listing: [`Store::range`] and [`Store::prefix`] yield the live keys of a range in
-//! ascending byte order, by merging every file's sorted keys with those of the active segment
-//! and keeping a key only if the index says it is current.
+//! Ordered listing: the live keys of a range ([`Keys`]), in ascending byte order from the front
+//! and descending from the back, by merging every file's sorted keys with those of the active
+//! segment and keeping a key only if the index says it is current. `entries.rs` adds the values
+//! ([`Entries`](super::Entries)) and the `Store` methods that start a listing.
 //!
 //! **Sources.** Taken at the start (the *snapshot*), in this order: under the append lock, the
 //! active segment's id, the end of its records and the keys of its records in the range, and the
@@ -11,6 +12,13 @@
 //! its footer is on disk; a file open without a footer (a read-only store's unsealed segment, or
 //! one whose recovery found the disk full) is scanned. The keys of records not yet published
 //! (written, not acknowledged) are not listed, as `get` does not see them.
+//!
+//! **Both ends.** Each end of the listing is a merge of its own over the snapshot's sources
+//! ([`Merge`]), opened at its first item: the front descends each file's tree to the start of the
+//! range and reads forwards, the back descends to its end and reads backwards (a listing only
+//! ever read from one end reads nothing for the other). Every key either end pops is remembered
+//! as that end's last; an end stops at the first key the other end has reached, so that each
+//! key is considered by one end only, and the two meet without a gap or a repeat.
 //!
 //! **Liveness.** For each key the merge yields, with every `(file, record offset)` the sources
 //! name it at, the index decides: the key is listed if an entry with its fingerprint names one
@@ -28,13 +36,16 @@
 //! segment's keys in the range are copied under the append lock. A prefix listing of a few keys
 //! reads about 12 KiB per file.
 
-use std::cmp::Reverse;
+use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashSet};
 use std::io;
-use std::ops::{Bound, RangeBounds};
+use std::iter::FusedIterator;
+use std::ops::Bound;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::Store;
+use super::read::Located;
 use super::segments::SegmentHandle;
 use crate::error::Result;
 use crate::format::cursor::ByteSource;
@@ -45,6 +56,7 @@ use crate::io::file::SegmentFile;
 use crate::segment::{SortedKeys, corruption, last_per_key, read_error};
 
 /// A file's bytes through its shared handle, for [`SortedKeys`] and the scan.
+#[derive(Clone)]
 struct FileBytes<'a> {
     file: Arc<SegmentFile>,
     pool: &'a BufPool,
@@ -65,39 +77,158 @@ impl ByteSource for FileBytes<'_> {
 /// Every `(file, record offset)` the sources name one key at.
 type Places = Vec<(u64, u64)>;
 
-/// Where the keys of one file (or of the active segment) come from.
-enum Source<'a> {
-    /// A sealed file's footer.
-    Footer(Box<SortedKeys<FileBytes<'a>>>),
-    /// Keys in memory, sorted (the active segment's, or a scanned file's), and the next one.
-    Memory(std::vec::IntoIter<(Vec<u8>, u64)>),
+/// Keys in the range with their record offsets, sorted (a key may come more than once: the
+/// active segment's records of one key).
+type Sorted = Arc<Vec<(Vec<u8>, u64)>>;
+
+/// Where the keys of one file (or of the active segment) come from, as the snapshot found them:
+/// what each end of the listing opens a cursor on.
+enum Origin<'a> {
+    /// A sealed file's footer, and a reader of it whose trailer verified at the snapshot, for
+    /// the first end that asks (the other opens its own).
+    Footer {
+        bytes: FileBytes<'a>,
+        path: PathBuf,
+        spare: Option<Box<SortedKeys<FileBytes<'a>>>>,
+    },
+    /// Keys in memory: the active segment's, or a scanned file's.
+    Memory(Sorted),
 }
 
-impl Source<'_> {
-    fn next(&mut self) -> Option<Result<(Vec<u8>, u64)>> {
+/// One end's position in one source.
+enum Cursor<'a> {
+    Footer(Box<SortedKeys<FileBytes<'a>>>),
+    /// Forwards: the index of the next key; backwards: the number of keys left.
+    Memory(Sorted, usize),
+}
+
+impl Cursor<'_> {
+    fn next(&mut self, back: bool) -> Option<Result<(Vec<u8>, u64)>> {
         match self {
-            Source::Footer(keys) => keys.next(),
-            Source::Memory(keys) => keys.next().map(Ok),
+            Cursor::Footer(keys) if back => keys.next_back(),
+            Cursor::Footer(keys) => keys.next(),
+            Cursor::Memory(keys, left) if back => {
+                *left = left.checked_sub(1)?;
+                Some(Ok(keys[*left].clone()))
+            }
+            Cursor::Memory(keys, next) => {
+                let item = keys.get(*next)?.clone();
+                *next += 1;
+                Some(Ok(item))
+            }
         }
     }
 }
 
-/// The live keys of a range, in ascending byte order: what [`Store::range`], [`Store::prefix`]
-/// and [`Store::keys`] return. Items are `Result`s: a footer that cannot be read or does not
-/// verify is an error item ([`Error::Corruption`](crate::Error::Corruption) naming the file and
-/// offset), after which the iterator ends.
+/// The next key of a source, in the heap of one end: the front pops the smallest, the back the
+/// largest (ties between sources in a fixed order).
+struct Head {
+    key: Vec<u8>,
+    source: usize,
+    offset: u64,
+    back: bool,
+}
+
+impl Ord for Head {
+    fn cmp(&self, other: &Self) -> Ordering {
+        let o = self
+            .key
+            .cmp(&other.key)
+            .then(self.source.cmp(&other.source));
+        // `BinaryHeap` pops the greatest.
+        if self.back { o } else { o.reverse() }
+    }
+}
+
+impl PartialOrd for Head {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl PartialEq for Head {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+
+impl Eq for Head {}
+
+/// One end of a listing: a cursor per source and the merge of their keys.
+struct Merge<'a> {
+    back: bool,
+    cursors: Vec<Cursor<'a>>,
+    heap: BinaryHeap<Head>,
+    /// The last key popped (live or not): the other end stops before it.
+    last: Option<Vec<u8>>,
+}
+
+impl<'a> Merge<'a> {
+    /// Pops the next key with every place the sources name it at; refills from those sources.
+    fn pop(&mut self, ids: &[u64], skip_damaged: bool) -> Result<Option<(Vec<u8>, Places)>> {
+        let Some(head) = self.heap.pop() else {
+            return Ok(None);
+        };
+        let mut places = vec![(ids[head.source], head.offset)];
+        self.refill(head.source, skip_damaged)?;
+        while self.heap.peek().is_some_and(|h| h.key == head.key) {
+            let Some(h) = self.heap.pop() else {
+                break;
+            };
+            places.push((ids[h.source], h.offset));
+            self.refill(h.source, skip_damaged)?;
+        }
+        self.last = Some(head.key.clone());
+        Ok(Some((head.key, places)))
+    }
+
+    fn refill(&mut self, i: usize, skip_damaged: bool) -> Result<()> {
+        match self.cursors[i].next(self.back) {
+            Some(Ok((key, offset))) => self.heap.push(Head {
+                key,
+                source: i,
+                offset,
+                back: self.back,
+            }),
+            // A damaged footer: its keys are left out (its file is not unseen, so a key whose
+            // entry is in it is not listed either).
+            Some(Err(_)) if skip_damaged => {}
+            Some(Err(e)) => return Err(e),
+            None => {}
+        }
+        Ok(())
+    }
+}
+
+/// The live keys of a range: what [`Store::range`], [`Store::prefix`] and [`Store::keys`]
+/// return. In ascending byte order from the front ([`Iterator::next`]) and descending from the
+/// back ([`DoubleEndedIterator::next_back`], so [`Iterator::rev`] lists backwards); the two ends
+/// can be mixed and meet without a gap or a repeat. [`Keys::entries`] gives the values too.
+///
+/// Items are `Result`s: a footer that cannot be read or does not verify is an error item
+/// ([`Error::Corruption`](crate::Error::Corruption) naming the file and offset), after which the
+/// iterator ends (at both ends).
+///
+/// **Writes meanwhile.** The files and the active segment's keys are taken when the listing
+/// starts; whether a key is live is asked of the index when an end reaches it. So a key live
+/// throughout the listing is listed exactly once (even when compaction moves it meanwhile), a key
+/// absent throughout is not listed, and a key written or deleted while the listing runs may or
+/// may not be: neither a snapshot of the whole store nor fully live.
 #[must_use = "iterators are lazy: Keys lists nothing until it is iterated"]
 pub struct Keys<'a> {
-    store: &'a Store,
-    sources: Vec<(u64, Source<'a>)>,
-    /// The next key of each source, smallest first: (key, source, record offset).
-    heap: BinaryHeap<Reverse<(Vec<u8>, usize, u64)>>,
+    pub(super) store: &'a Store,
+    /// Per source: its file id, and what each end opens a cursor on.
+    ids: Vec<u64>,
+    origins: Vec<Origin<'a>>,
+    start: Bound<Vec<u8>>,
     end: Bound<Vec<u8>>,
-    prefix: Option<Vec<u8>>,
     /// Files whose keys the snapshot read.
     listed: HashSet<u64>,
     /// The active segment at the snapshot, and the end of its records then.
     active: Option<(u64, u64)>,
+    /// The ends, each opened at its first item.
+    front: Option<Merge<'a>>,
+    back: Option<Merge<'a>>,
     /// An error met while starting, returned first.
     error: Option<crate::Error>,
     done: bool,
@@ -108,12 +239,12 @@ pub struct Keys<'a> {
 impl std::fmt::Debug for Keys<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Keys")
-            .field("files", &self.sources.len())
+            .field("files", &self.origins.len())
             .finish_non_exhaustive()
     }
 }
 
-fn owned(b: Bound<&[u8]>) -> Bound<Vec<u8>> {
+pub(super) fn owned(b: Bound<&[u8]>) -> Bound<Vec<u8>> {
     b.map(<[u8]>::to_vec)
 }
 
@@ -133,57 +264,28 @@ fn before_end(key: &[u8], end: &Bound<Vec<u8>>) -> bool {
     }
 }
 
-impl Store {
-    /// The live keys in `range`, in ascending byte order, read from the files' sorted footers
-    /// (see docs/design.md, "Footer"): a descent of each file's fence-key tree to the start of
-    /// the range, then only the key blocks the range covers. Keys written or deleted while the iterator
-    /// runs may or may not appear; a key live throughout appears once.
-    ///
-    /// ```
-    /// # fn main() -> podstore::Result<()> {
-    /// # let dir = tempfile::tempdir().unwrap();
-    /// # let store = podstore::Store::open(dir.path())?;
-    /// for k in ["a", "b", "c", "d"] {
-    ///     store.put(k, "v")?;
-    /// }
-    /// store.delete("c")?;
-    /// let keys: Vec<Vec<u8>> = store.range("b"..).collect::<podstore::Result<_>>()?;
-    /// assert_eq!(keys, [b"b".to_vec(), b"d".to_vec()]);
-    /// # Ok(()) }
-    /// ```
-    pub fn range<K: AsRef<[u8]> + ?Sized>(&self, range: impl RangeBounds<K>) -> Keys<'_> {
-        let start = owned(range.start_bound().map(|k| k.as_ref()));
-        let end = owned(range.end_bound().map(|k| k.as_ref()));
-        Keys::new(self, start, end, None)
+/// The range of the keys that start with `prefix`: from it, up to (excluded) the first key
+/// after all of them (the prefix with its trailing `0xff` bytes dropped and its last byte
+/// incremented), or to the end when it is all `0xff`.
+pub(super) fn prefix_range(prefix: &[u8]) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
+    let mut upper = prefix.to_vec();
+    while upper.last() == Some(&0xff) {
+        upper.pop();
     }
-
-    /// The live keys that start with `prefix`, in ascending byte order (see [`Store::range`]).
-    ///
-    /// ```
-    /// # fn main() -> podstore::Result<()> {
-    /// # let dir = tempfile::tempdir().unwrap();
-    /// # let store = podstore::Store::open(dir.path())?;
-    /// for k in ["photo/2", "photo/1", "video/1", "photos"] {
-    ///     store.put(k, "v")?;
-    /// }
-    /// let keys: Vec<Vec<u8>> = store.prefix("photo/").collect::<podstore::Result<_>>()?;
-    /// assert_eq!(keys, [b"photo/1".to_vec(), b"photo/2".to_vec()]);
-    /// # Ok(()) }
-    /// ```
-    pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> Keys<'_> {
-        let p = prefix.as_ref().to_vec();
-        Keys::new(self, Bound::Included(p.clone()), Bound::Unbounded, Some(p))
-    }
+    let end = match upper.last_mut() {
+        Some(b) => {
+            *b += 1;
+            Bound::Excluded(upper)
+        }
+        None => Bound::Unbounded,
+    };
+    (Bound::Included(prefix.to_vec()), end)
 }
 
 impl<'a> Keys<'a> {
-    fn new(
-        store: &'a Store,
-        start: Bound<Vec<u8>>,
-        end: Bound<Vec<u8>>,
-        prefix: Option<Vec<u8>>,
-    ) -> Keys<'a> {
-        Keys::with(store, start, end, prefix, false)
+    /// The live keys of `store` from `start` to `end`.
+    pub(super) fn new(store: &'a Store, start: Bound<Vec<u8>>, end: Bound<Vec<u8>>) -> Keys<'a> {
+        Keys::with(store, start, end, false)
     }
 
     /// Every live key with its index entry, leaving out the keys of files whose footers cannot
@@ -191,12 +293,9 @@ impl<'a> Keys<'a> {
     pub(super) fn all_entries_skipping_damage(
         store: &'a Store,
     ) -> Result<Vec<(Vec<u8>, IndexEntry)>> {
-        let mut keys = Keys::with(store, Bound::Unbounded, Bound::Unbounded, None, true);
-        if let Some(e) = keys.error.take() {
-            return Err(e);
-        }
+        let mut keys = Keys::with(store, Bound::Unbounded, Bound::Unbounded, true);
         let mut all = Vec::new();
-        while let Some(item) = keys.next_inner()? {
+        while let Some(item) = keys.next_inner(false)? {
             all.push(item);
         }
         Ok(all)
@@ -206,48 +305,43 @@ impl<'a> Keys<'a> {
         store: &'a Store,
         start: Bound<Vec<u8>>,
         end: Bound<Vec<u8>>,
-        prefix: Option<Vec<u8>>,
         skip_damaged: bool,
     ) -> Keys<'a> {
         let mut r = Keys {
             store,
-            sources: Vec::new(),
-            heap: BinaryHeap::new(),
+            ids: Vec::new(),
+            origins: Vec::new(),
+            start,
             end,
-            prefix,
             listed: HashSet::new(),
             active: None,
+            front: None,
+            back: None,
             error: None,
             done: false,
             skip_damaged,
         };
-        if let Err(e) = r.start(&start) {
+        if let Err(e) = r.snapshot() {
             r.error = Some(e);
         }
         r
     }
 
     fn in_range(&self, key: &[u8]) -> bool {
-        before_end(key, &self.end) && self.prefix.as_ref().is_none_or(|p| key.starts_with(p))
+        after_start(key, &self.start) && before_end(key, &self.end)
     }
 
-    /// Takes the snapshot: the active segment's keys, then every file's sorted keys from `start`.
-    fn start(&mut self, start: &Bound<Vec<u8>>) -> Result<()> {
+    /// Takes the snapshot: the active segment's keys, then every file's footer (its trailer).
+    fn snapshot(&mut self) -> Result<()> {
         let inner = &self.store.inner;
         let (next_id, active) = {
             let log = inner.log.lock();
-            let (end, prefix) = (&self.end, &self.prefix);
-            let keep = |k: &[u8]| {
-                after_start(k, start)
-                    && before_end(k, end)
-                    && prefix.as_ref().is_none_or(|p| k.starts_with(p))
-            };
-            (log.next_file_id(), log.active_keys(keep))
+            (log.next_file_id(), log.active_keys(|k| self.in_range(k)))
         };
         if let Some(mut a) = active {
             a.keys.sort_unstable();
             self.active = Some((a.id, a.data_end));
-            self.push_source(a.id, Source::Memory(a.keys.into_iter()))?;
+            self.add(a.id, Origin::Memory(Arc::new(a.keys)));
         }
         let shared = &inner.shared;
         let syncs_done = inner.log.progress().lock().syncs_done;
@@ -267,8 +361,8 @@ impl<'a> Keys<'a> {
             if h.sealed_at.is_none() && self.active.is_some_and(|(a, _)| a == id) {
                 continue; // the active segment: its keys came from the log
             }
-            match self.file_source(id, &h, start, pool, read_align) {
-                Ok(source) => self.push_source(id, source)?,
+            match self.origin(id, &h, pool, read_align) {
+                Ok(origin) => self.add(id, origin),
                 // Its keys are left out (`verify` reports the file's damage itself).
                 Err(_) if self.skip_damaged => {
                     self.listed.insert(id);
@@ -279,16 +373,21 @@ impl<'a> Keys<'a> {
         Ok(())
     }
 
-    /// The keys of file `id` from `start`: its sorted footer, or a scan when it has none.
-    fn file_source(
+    fn add(&mut self, id: u64, origin: Origin<'a>) {
+        self.listed.insert(id);
+        self.ids.push(id);
+        self.origins.push(origin);
+    }
+
+    /// Where the keys of file `id` come from: its sorted footer, or a scan when it has none.
+    fn origin(
         &self,
         id: u64,
         h: &SegmentHandle,
-        start: &Bound<Vec<u8>>,
         pool: &'a BufPool,
         read_align: u64,
-    ) -> Result<Source<'a>> {
-        let src = FileBytes {
+    ) -> Result<Origin<'a>> {
+        let bytes = FileBytes {
             len: h.file.len()?,
             file: h.file.clone(),
             pool,
@@ -296,80 +395,95 @@ impl<'a> Keys<'a> {
         };
         let path = h.file.path().to_path_buf();
         let footer = if h.sealed_at.is_some() {
-            SortedKeys::open(src, id, &path)?
+            SortedKeys::open(bytes.clone(), id, &path)?
         } else {
             None
         };
         Ok(match footer {
-            Some(mut keys) => {
-                keys.seek(start.as_ref().map(Vec::as_slice))?;
-                Source::Footer(Box::new(keys))
-            }
-            None => Source::Memory(self.scanned(&h.file, id, start, pool, read_align)?),
+            Some(keys) => Origin::Footer {
+                bytes,
+                path,
+                spare: Some(Box::new(keys)),
+            },
+            None => Origin::Memory(Arc::new(self.scanned(bytes, id)?)),
         })
     }
 
     /// The keys in range of a file open without a footer, by a scan of its records.
-    fn scanned(
-        &self,
-        file: &Arc<SegmentFile>,
-        id: u64,
-        start: &Bound<Vec<u8>>,
-        pool: &'a BufPool,
-        read_align: u64,
-    ) -> Result<std::vec::IntoIter<(Vec<u8>, u64)>> {
-        let src = FileBytes {
-            len: file.len()?,
-            file: file.clone(),
-            pool,
-            read_align,
-        };
+    fn scanned(&self, src: FileBytes<'a>, id: u64) -> Result<Vec<(Vec<u8>, u64)>> {
+        let path = src.file.path().to_path_buf();
         let outcome = scan_segment(&src, id).map_err(|e| match e {
-            crate::format::scan::ScanError::Io(e) => read_error(id, 0, file.path(), e),
-            crate::format::scan::ScanError::Header(kind) => corruption(file.path(), id, 0, kind),
+            crate::format::scan::ScanError::Io(e) => read_error(id, 0, &path, e),
+            crate::format::scan::ScanError::Header(kind) => corruption(&path, id, 0, kind),
         })?;
         let mut keys: Vec<(Vec<u8>, u64)> = last_per_key(outcome.records)
             .into_iter()
-            .filter(|e| after_start(&e.key, start) && self.in_range(&e.key))
+            .filter(|e| self.in_range(&e.key))
             .map(|e| (e.key, e.offset))
             .collect();
         keys.sort_unstable();
-        Ok(keys.into_iter())
+        Ok(keys)
     }
 
-    fn push_source(&mut self, id: u64, source: Source<'a>) -> Result<()> {
-        let i = self.sources.len();
-        self.listed.insert(id);
-        self.sources.push((id, source));
-        self.refill(i)
-    }
-
-    /// Pops the smallest key with every place the sources name it at; refills from those
-    /// sources.
-    fn pop_key(&mut self) -> Result<Option<(Vec<u8>, Places)>> {
-        let Some(Reverse((key, i, offset))) = self.heap.pop() else {
-            return Ok(None);
-        };
-        let mut places = vec![(self.sources[i].0, offset)];
-        self.refill(i)?;
-        while self.heap.peek().is_some_and(|Reverse((k, _, _))| *k == key) {
-            let Some(Reverse((_, j, offset))) = self.heap.pop() else {
-                break;
+    /// The front (or with `back`, the back) end, opened if this is its first item: a cursor
+    /// per source at the start of the range (or its end), and the first key of each.
+    fn open_end(&mut self, back: bool) -> Result<()> {
+        let slot = if back { &self.back } else { &self.front };
+        if slot.is_none() {
+            let mut merge = Merge {
+                back,
+                cursors: Vec::with_capacity(self.origins.len()),
+                heap: BinaryHeap::new(),
+                last: None,
             };
-            places.push((self.sources[j].0, offset));
-            self.refill(j)?;
-        }
-        Ok(Some((key, places)))
-    }
-
-    fn refill(&mut self, i: usize) -> Result<()> {
-        match self.sources[i].1.next() {
-            Some(Ok((key, offset))) => self.heap.push(Reverse((key, i, offset))),
-            // A damaged footer: its keys are left out (its file is not unseen, so a key whose
-            // entry is in it is not listed either).
-            Some(Err(_)) if self.skip_damaged => {}
-            Some(Err(e)) => return Err(e),
-            None => {}
+            let (start, end) = (self.start.as_ref(), self.end.as_ref());
+            for (&id, origin) in self.ids.iter().zip(&mut self.origins) {
+                let cursor = match origin {
+                    Origin::Memory(keys) => {
+                        let at = if back { keys.len() } else { 0 };
+                        Cursor::Memory(keys.clone(), at)
+                    }
+                    Origin::Footer { bytes, path, spare } => {
+                        let mut keys = match spare.take() {
+                            Some(keys) => keys,
+                            None => SortedKeys::open(bytes.clone(), id, path)?
+                                .map(Box::new)
+                                .ok_or_else(|| {
+                                    // Its trailer verified at the snapshot: it changed since.
+                                    corruption(
+                                        path,
+                                        id,
+                                        bytes.len,
+                                        crate::error::Corruption::InvalidField {
+                                            field: "footer trailer",
+                                            value: bytes.len,
+                                        },
+                                    )
+                                })?,
+                        };
+                        let seek = if back {
+                            keys.seek_back(end.map(Vec::as_slice))
+                        } else {
+                            keys.seek(start.map(Vec::as_slice))
+                        };
+                        match seek {
+                            Ok(()) => Cursor::Footer(keys),
+                            // Its keys are left out, as for a damaged block further on.
+                            Err(_) if self.skip_damaged => Cursor::Memory(Arc::default(), 0),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                };
+                merge.cursors.push(cursor);
+            }
+            for i in 0..merge.cursors.len() {
+                merge.refill(i, self.skip_damaged)?;
+            }
+            if back {
+                self.back = Some(merge);
+            } else {
+                self.front = Some(merge);
+            }
         }
         Ok(())
     }
@@ -406,16 +520,31 @@ impl<'a> Keys<'a> {
         Ok(inner.reader.locate(key)?.map(|f| f.entry))
     }
 
-    fn next_inner(&mut self) -> Result<Option<(Vec<u8>, IndexEntry)>> {
+    /// The next live key from the front (or with `back`, from the back) and its index entry.
+    fn next_inner(&mut self, back: bool) -> Result<Option<(Vec<u8>, IndexEntry)>> {
         if let Some(e) = self.error.take() {
             return Err(e);
         }
+        let skip_damaged = self.skip_damaged;
         loop {
-            let Some((key, places)) = self.pop_key()? else {
+            self.open_end(back)?;
+            let merge = if back {
+                &mut self.back
+            } else {
+                &mut self.front
+            };
+            let merge = merge.as_mut().expect("opened above");
+            let Some((key, places)) = merge.pop(&self.ids, skip_damaged)? else {
                 return Ok(None);
             };
-            if !self.in_range(&key) {
-                // Every source is sorted: nothing after this key is in range either.
+            // Where the other end has got to: this end stops there.
+            let other = if back { &self.front } else { &self.back };
+            let met = other
+                .as_ref()
+                .and_then(|m| m.last.as_deref())
+                .is_some_and(|l| if back { *key <= *l } else { *key >= *l });
+            // Every source is sorted: nothing past a key out of the range is in it either.
+            if met || !self.in_range(&key) {
                 return Ok(None);
             }
             if let Some(entry) = self.live_entry(&key, &places)? {
@@ -423,18 +552,16 @@ impl<'a> Keys<'a> {
             }
         }
     }
-}
 
-impl Iterator for Keys<'_> {
-    type Item = Result<Vec<u8>>;
-
-    fn next(&mut self) -> Option<Result<Vec<u8>>> {
+    /// [`Keys::next_inner`] as an item: `None` for good after the ends meet or an error.
+    pub(super) fn next_entry(&mut self, back: bool) -> Option<Result<(Vec<u8>, IndexEntry)>> {
         if self.done {
             return None;
         }
-        match self.next_inner() {
-            Ok(Some((key, _))) => Some(Ok(key)),
+        match self.next_inner(back) {
+            Ok(Some(item)) => Some(Ok(item)),
             Ok(None) => {
+                // This end reached the range's end or the other end: every key is taken.
                 self.done = true;
                 None
             }
@@ -444,4 +571,36 @@ impl Iterator for Keys<'_> {
             }
         }
     }
+
+    /// Ends the listing (after an error met on an item's value).
+    pub(super) fn finish(&mut self) {
+        self.done = true;
+    }
+
+    /// The record `entry` names, with its file held open: `None` when the key has gone since
+    /// `entry` was found live (deleted meanwhile, its file removed).
+    pub(super) fn located(&self, key: &[u8], entry: IndexEntry) -> Result<Option<Located>> {
+        let inner = &self.store.inner;
+        if let Some(file) = inner.shared.segments.file(entry.segment) {
+            return Ok(Some(Located::new(entry, file)));
+        }
+        // Moved by compaction since it was found: where the key is now, if anywhere.
+        inner.reader.locate(key)
+    }
 }
+
+impl Iterator for Keys<'_> {
+    type Item = Result<Vec<u8>>;
+
+    fn next(&mut self) -> Option<Result<Vec<u8>>> {
+        self.next_entry(false).map(|r| r.map(|(key, _)| key))
+    }
+}
+
+impl DoubleEndedIterator for Keys<'_> {
+    fn next_back(&mut self) -> Option<Result<Vec<u8>>> {
+        self.next_entry(true).map(|r| r.map(|(key, _)| key))
+    }
+}
+
+impl FusedIterator for Keys<'_> {}

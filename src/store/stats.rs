@@ -29,7 +29,41 @@ pub struct Stats {
     pub tombstones: u64,
     /// Bytes on disk that are neither: overwritten and deleted values, padding, segment
     /// headers and footers. `disk_bytes - preallocated_bytes - live_bytes - tombstone_bytes`.
+    ///
+    /// Why they are still there: [`reclaimable_bytes`](Stats::reclaimable_bytes),
+    /// [`below_threshold_bytes`](Stats::below_threshold_bytes),
+    /// [`active_dead_bytes`](Stats::active_dead_bytes) and
+    /// [`blob_overhead_bytes`](Stats::blob_overhead_bytes) split them, file by file, and add up
+    /// to them (while no write is in flight: a write being applied may count in one figure and
+    /// not yet in the other).
     pub dead_bytes: u64,
+    /// The dead fraction at which a log segment is compacted
+    /// ([`Options::compaction_threshold`](crate::Options::compaction_threshold)): what the
+    /// figures below are measured against.
+    pub compaction_threshold: f64,
+    /// Dead bytes [`Store::compact`](crate::Store::compact) would give back now: those of the
+    /// log segments whose dead fraction reaches the threshold (the active one included, which
+    /// `compact` seals first; the background compactor waits until it is sealed), and the dead
+    /// blob files whole. A segment's live records are copied forward, so a segment gives back its
+    /// dead bytes, not its length. (A segment in which a live value fails verification is
+    /// counted here but left in place: see
+    /// [`CompactionReport::damaged_segments`](crate::CompactionReport::damaged_segments).)
+    pub reclaimable_bytes: u64,
+    /// Dead bytes in sealed log segments whose dead fraction is below the threshold: kept until
+    /// more of the segment dies, or until
+    /// [`Store::compact_with`](crate::Store::compact_with) is asked for a threshold low enough
+    /// (at the cost of copying the segment's live records).
+    pub below_threshold_bytes: u64,
+    /// Dead bytes in the active log segment (the one being written) while its dead fraction is
+    /// below the threshold (at or above it, they count in `reclaimable_bytes`). The background
+    /// compactor never takes the active segment; it is sealed when full, by
+    /// [`Store::seal`](crate::Store::seal) and at close, then counts as any sealed segment.
+    /// A read-only store counts here the segment it found without a footer (a crash stopped its
+    /// writing): compaction reads footers, and the next writable open seals it.
+    pub active_dead_bytes: u64,
+    /// Headers, footers and padding of blob files whose value is live: given back with the
+    /// file, once its value is overwritten or deleted.
+    pub blob_overhead_bytes: u64,
     /// Zeroed space written ahead of the active segment's end, for the writes to come (see
     /// docs/design.md, "Zero-ahead").
     pub preallocated_bytes: u64,
@@ -131,9 +165,12 @@ pub(super) fn collect(
     counters: &Counters,
     cache: CacheFigures,
     io_mode: IoMode,
+    threshold: f64,
 ) -> Stats {
     let handles = segments.snapshot();
     let active = log.lock().active();
+    let usage = index.usage_all();
+    let mut why = DeadBytes::default();
     let (mut disk_bytes, mut preallocated_bytes) = (0, 0);
     let (mut log_segments, mut blob_files) = (0, 0);
     let (mut tombstone_bytes, mut tombstones) = active.as_ref().map_or((0, 0), |a| {
@@ -149,12 +186,21 @@ pub(super) fn collect(
         }
         tombstone_bytes += h.summary.tombstone_bytes;
         tombstones += h.summary.tombstones;
+        let live = usage.get(id).copied().unwrap_or_default();
+        let is_active = active.as_ref().is_some_and(|a| a.id == *id);
+        why.add(
+            h,
+            len,
+            live,
+            active.as_ref().filter(|_| is_active),
+            threshold,
+        );
         match h.kind {
             SegmentKind::Log => log_segments += 1,
             SegmentKind::Blob => blob_files += 1,
         }
     }
-    let live_bytes: u64 = index.usage_all().values().map(|u| u.live_bytes).sum();
+    let live_bytes: u64 = usage.values().map(|u| u.live_bytes).sum();
     let c = counters;
     Stats {
         live_keys: index.len(),
@@ -162,6 +208,11 @@ pub(super) fn collect(
         tombstone_bytes,
         tombstones,
         dead_bytes: disk_bytes.saturating_sub(preallocated_bytes + live_bytes + tombstone_bytes),
+        compaction_threshold: threshold,
+        reclaimable_bytes: why.reclaimable,
+        below_threshold_bytes: why.below_threshold,
+        active_dead_bytes: why.active,
+        blob_overhead_bytes: why.blob_overhead,
         preallocated_bytes,
         disk_bytes,
         log_segments,
@@ -178,6 +229,48 @@ pub(super) fn collect(
         cache_misses: cache.misses,
         cache_evictions: cache.evictions,
         cache_bytes: cache.bytes,
+    }
+}
+
+/// The dead bytes of the store's files, by why they are still there (see [`Stats::dead_bytes`]).
+#[derive(Default)]
+struct DeadBytes {
+    reclaimable: u64,
+    below_threshold: u64,
+    active: u64,
+    blob_overhead: u64,
+}
+
+impl DeadBytes {
+    /// Counts the dead bytes of file `h`, `len` bytes long, holding the live records `live`;
+    /// `active`: the active segment's view, when `h` is the active segment. By the rules of
+    /// `Compactor::choose` and `Compactor::seal_active_if_dead`: a log segment is compacted once
+    /// its dead fraction reaches `threshold`, a blob file removed once its value is dead.
+    fn add(
+        &mut self,
+        h: &super::segments::SegmentHandle,
+        len: u64,
+        live: crate::index::SegmentUsage,
+        active: Option<&super::append::ActiveView>,
+        threshold: f64,
+    ) {
+        // The active segment's bytes past its position are zeroes written ahead, not dead.
+        let used = active.map_or(len, |a| a.position.min(len));
+        let tombstones = active.map_or(h.summary.tombstone_bytes, |a| a.summary.tombstone_bytes);
+        let dead = used.saturating_sub(live.live_bytes + tombstones);
+        let past_threshold = used > 0 && dead as f64 >= threshold * used as f64;
+        let bucket = match h.kind {
+            SegmentKind::Blob if live.live_records == 0 => &mut self.reclaimable,
+            SegmentKind::Blob => &mut self.blob_overhead,
+            // `compact` seals the active segment first, once it is past the threshold.
+            SegmentKind::Log if active.is_some() && past_threshold => &mut self.reclaimable,
+            // The active segment, or one a read-only open found without a footer (compaction
+            // reads footers; the next writable open seals it).
+            SegmentKind::Log if h.sealed_at.is_none() => &mut self.active,
+            SegmentKind::Log if past_threshold => &mut self.reclaimable,
+            SegmentKind::Log => &mut self.below_threshold,
+        };
+        *bucket += dead;
     }
 }
 

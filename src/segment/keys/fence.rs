@@ -9,6 +9,11 @@
 //! a listing moves forward, and a listing of a few keys reads one node per level and one or two
 //! key blocks.
 //!
+//! Backwards ([`Cursor::seek_back`], [`Cursor::prev`]) mirrors this: a seek descends to the
+//! last child whose fence key is not past the end, and the iteration moves to the previous key
+//! block (the previous child of the deepest node that has one, then the last children down).
+//! A cursor is read in one direction, the one its first seek chose.
+//!
 //! Every node and block read is verified (its crc, bound to the file and its offset; a node's
 //! level), and so is what the tree says of it: a child starts with its fence key, and the first
 //! key of a block comes after the last key of the block before it.
@@ -118,9 +123,10 @@ impl Cursor {
         (&s.children[s.child].0, s.children[s.child].1)
     }
 
-    /// Reads the key block under the last step, which starts with `fence`; `after`: the last
-    /// key of the block before it, when the cursor moves on from that block.
-    fn read_block<S: ByteSource>(&mut self, file: &FooterFile<S>, after: bool) -> Result<()> {
+    /// Reads the key block under the last step, which starts with `fence`; `from`: the block
+    /// the cursor moves on from, if it does (the new block's keys must all come after its keys,
+    /// or all before them when moving backwards).
+    fn read_block<S: ByteSource>(&mut self, file: &FooterFile<S>, from: Move) -> Result<()> {
         let (fence, block) = self.child_of(self.path.len() - 1);
         if self.block == Some(block) {
             return Ok(());
@@ -132,12 +138,19 @@ impl Cursor {
         if first != fence {
             return Err(fence_mismatch(file, block.offset));
         }
-        if after
-            && self
+        let last = kb.entries[kb.entries.len() - 1].0;
+        let out_of_order = match from {
+            Move::Seek => false,
+            Move::Forward => self
                 .entries
                 .last()
-                .is_some_and(|(k, _)| k.as_slice() >= first)
-        {
+                .is_some_and(|(k, _)| k.as_slice() >= first),
+            Move::Backward => self
+                .entries
+                .first()
+                .is_some_and(|(k, _)| k.as_slice() <= last),
+        };
+        if out_of_order {
             return Err(file.corrupt(
                 block.offset,
                 Corruption::InvalidField {
@@ -182,8 +195,45 @@ impl Cursor {
             fence = Some(key.clone());
             node = *child;
         }
-        self.read_block(file, false)?;
+        self.read_block(file, Move::Seek)?;
         self.entry = self.entries.partition_point(|(k, _)| before(k));
+        Ok(())
+    }
+
+    /// Positions the cursor, for [`Cursor::prev`], after the last key for which `after` is
+    /// false (`after` is true of a suffix of the keys).
+    pub(super) fn seek_back<S: ByteSource>(
+        &mut self,
+        file: &FooterFile<S>,
+        after: impl Fn(&[u8]) -> bool,
+    ) -> Result<()> {
+        self.positioned = true;
+        let Some(root) = self.header.root() else {
+            return Ok(());
+        };
+        let depth = self.header.depth as usize;
+        let mut node = root;
+        let mut fence: Option<Vec<u8>> = None;
+        for i in 0..depth {
+            if self.path.get(i).is_none_or(|s| s.node != node) {
+                let step = self.read_step(file, (depth - i) as u8, node, fence.as_deref())?;
+                self.path.truncate(i);
+                self.path.push(step);
+            }
+            let s = &mut self.path[i];
+            // The last child whose first key is not past the end (the range may end inside it),
+            // or the first (then no key is before the end, or only some of its own).
+            s.child = s
+                .children
+                .partition_point(|(k, _)| !after(k))
+                .saturating_sub(1);
+            let (key, child) = &s.children[s.child];
+            fence = Some(key.clone());
+            node = *child;
+        }
+        self.read_block(file, Move::Seek)?;
+        // Here `entry` counts the entries still to come, from the last one back.
+        self.entry = self.entries.partition_point(|(k, _)| !after(k));
         Ok(())
     }
 
@@ -206,9 +256,50 @@ impl Cursor {
             let step = self.read_step(file, (depth - j) as u8, node, Some(&fence))?;
             self.path.push(step);
         }
-        self.read_block(file, true)?;
+        self.read_block(file, Move::Forward)?;
         self.entry = 0;
         Ok(true)
+    }
+
+    /// Moves after the last key of the previous key block; false before the first block.
+    fn retreat<S: ByteSource>(&mut self, file: &FooterFile<S>) -> Result<bool> {
+        // The deepest node with a child before the current one.
+        let Some(i) = self.path.iter().rposition(|s| s.child > 0) else {
+            return Ok(false);
+        };
+        self.path[i].child -= 1;
+        self.path.truncate(i + 1);
+        let depth = self.header.depth as usize;
+        for j in i + 1..depth {
+            let (fence, node) = self.child_of(j - 1);
+            let fence = fence.to_vec();
+            let mut step = self.read_step(file, (depth - j) as u8, node, Some(&fence))?;
+            step.child = step.children.len() - 1;
+            self.path.push(step);
+        }
+        self.read_block(file, Move::Backward)?;
+        self.entry = self.entries.len();
+        Ok(true)
+    }
+
+    /// The previous key and its record offset, backwards from where [`Cursor::seek_back`] put
+    /// the cursor (from the last key without a seek).
+    pub(super) fn prev<S: ByteSource>(
+        &mut self,
+        file: &FooterFile<S>,
+    ) -> Result<Option<(Vec<u8>, u64)>> {
+        if !self.positioned {
+            self.seek_back(file, |_| false)?;
+        }
+        loop {
+            if let Some(i) = self.entry.checked_sub(1) {
+                self.entry = i;
+                return Ok(Some(self.entries[i].clone()));
+            }
+            if !self.retreat(file)? {
+                return Ok(None);
+            }
+        }
     }
 
     /// The next key and its record offset.
@@ -229,6 +320,14 @@ impl Cursor {
             }
         }
     }
+}
+
+/// How the cursor came to a key block: by a seek, or moving on from the block before or after.
+#[derive(Clone, Copy)]
+enum Move {
+    Seek,
+    Forward,
+    Backward,
 }
 
 fn fence_mismatch<S: ByteSource>(file: &FooterFile<S>, at: u64) -> crate::error::Error {

@@ -125,6 +125,27 @@ fn range(model: &BTreeMap<Vec<u8>, u64>, start: Bound<&[u8]>) -> Vec<(Vec<u8>, u
         .collect()
 }
 
+/// The model's last 400 keys up to `end`, last first.
+fn range_back(model: &BTreeMap<Vec<u8>, u64>, end: Bound<&[u8]>) -> Vec<(Vec<u8>, u64)> {
+    let end = end.map(|s| s.to_vec());
+    model
+        .range((Bound::Unbounded, end))
+        .rev()
+        .take(400)
+        .map(|(k, o)| (k.clone(), *o))
+        .collect()
+}
+
+/// At most `n` keys up to `end`, read backwards.
+fn listed_back(mem: Mem, end: Bound<&[u8]>, n: usize) -> Vec<(Vec<u8>, u64)> {
+    let mut keys = SortedKeys::open(mem, ID, &path()).unwrap().unwrap();
+    keys.seek_back(end).unwrap();
+    std::iter::from_fn(|| keys.next_back())
+        .take(n)
+        .collect::<Result<Vec<_>>>()
+        .unwrap()
+}
+
 fn listed(mem: Mem, start: Bound<&[u8]>) -> Vec<(Vec<u8>, u64)> {
     let mut keys = SortedKeys::open(mem, ID, &path()).unwrap().unwrap();
     keys.seek(start).unwrap();
@@ -163,8 +184,9 @@ fn keys(n: usize, seed: u64, len_max: usize) -> Vec<Vec<u8>> {
 }
 
 /// Every bound kind, at every key (every fence key among them), just before and after it, and
-/// outside the key range, yields exactly the model's range: no keys, one key, a few, many blocks
-/// under one node, and trees of two to six levels; both versions.
+/// outside the key range, yields exactly the model's range, forwards from a start bound and
+/// backwards from an end bound: no keys, one key, a few, many blocks under one node, and trees
+/// of two to six levels; both versions.
 #[test]
 fn seek_matches_a_btreemap_for_every_bound() {
     for (n, seed, len_max, v1, depth) in [
@@ -222,9 +244,24 @@ fn seek_matches_a_btreemap_for_every_bound() {
         // Without a seek: from the first key.
         let unseeked = SortedKeys::open(fresh(), ID, &path()).unwrap().unwrap();
         assert_eq!(unseeked.collect::<Result<Vec<_>>>().unwrap(), all);
+        let mut all_back = listed_back(fresh(), Bound::Unbounded, usize::MAX);
+        all_back.reverse();
+        assert_eq!(all_back, all, "n={n} v1={v1}: backwards");
+        let mut unseeked = SortedKeys::open(fresh(), ID, &path()).unwrap().unwrap();
+        let mut back: Vec<_> = std::iter::from_fn(|| unseeked.next_back())
+            .collect::<Result<_>>()
+            .unwrap();
+        back.reverse();
+        assert_eq!(back, all, "n={n} v1={v1}: backwards without a seek");
         for p in &probes {
             for b in [Bound::Included(&p[..]), Bound::Excluded(&p[..])] {
                 assert_eq!(listed(fresh(), b), range(&model, b), "n={n} v1={v1} {b:?}");
+                // A few blocks back from each bound (the whole way once, above).
+                assert_eq!(
+                    listed_back(fresh(), b, 400),
+                    range_back(&model, b),
+                    "n={n} v1={v1} back to {b:?}"
+                );
             }
         }
     }
@@ -358,6 +395,24 @@ fn damage_and_failed_reads_are_typed_items() {
             .iter()
             .find_map(|i| i.as_ref().err())
             .unwrap_or_else(|| panic!("flip at {at} undetected"));
+        assert!(
+            matches!(err, Error::Corruption { segment: ID, offset, .. } if *offset >= AT),
+            "{err:?}"
+        );
+        assert!(items.last().unwrap().is_err(), "the error ends the items");
+        // Backwards too.
+        let (mut mem, _) = file(&ks, false);
+        mem.bytes[at as usize] ^= 0x40;
+        let mut keys = SortedKeys::open(mem, ID, &path()).unwrap().unwrap();
+        let mut items: Vec<Result<(Vec<u8>, u64)>> = Vec::new();
+        if let Err(e) = keys.seek_back(Bound::Unbounded) {
+            items.push(Err(e));
+        }
+        items.extend(std::iter::from_fn(|| keys.next_back()));
+        let err = items
+            .iter()
+            .find_map(|i| i.as_ref().err())
+            .unwrap_or_else(|| panic!("flip at {at} undetected backwards"));
         assert!(
             matches!(err, Error::Corruption { segment: ID, offset, .. } if *offset >= AT),
             "{err:?}"

@@ -1,0 +1,664 @@
+//! The data side of the public API: opening a store, writing (put, batches, deletes, streamed
+//! values), reading (get, ranges of a value, streams), counting and listing keys, flushing and
+//! closing. Listing with values and from both ends is in `entries`; the operator's side (verify,
+//! stats, compaction, checkpoints) in `admin`. Each method checks its arguments and calls the
+//! parts.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use super::append::{self, Op};
+use super::compress::StoredValue;
+use super::inner::{Inner, Presence};
+use super::read::Look;
+use super::{Keys, Store, ValueReader, ValueWriter, check_key, check_value, open};
+use crate::batch::Batch;
+use crate::error::Result;
+use crate::io::storage::{RealStorage, Storage};
+use crate::options::{Durability, Options};
+use crate::range::ValueRange;
+
+impl Store {
+    /// Opens the store in `dir` with default [`Options`], creating it if needed.
+    ///
+    /// ```
+    /// # fn main() -> podstore::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let store = podstore::Store::open(dir.path().join("photos"))?;
+    /// store.put("cat.jpg", [0xffu8, 0xd8])?;
+    /// store.close()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn open(dir: impl AsRef<Path>) -> Result<Store> {
+        Store::open_with(dir, Options::default())
+    }
+
+    /// Opens the store in `dir`, creating it if needed (unless [`Options::create`] is `false`:
+    /// then a missing store is [`Error::NotFound`](crate::Error::NotFound)).
+    ///
+    /// Reads the footer of every sealed segment (not their records). A segment that was being
+    /// written when the process or machine stopped is scanned, cut after its last whole record
+    /// and sealed; [`Store::recovery`] says what was found.
+    ///
+    /// Fails with [`Error::Locked`](crate::Error::Locked) if another `Store` has the directory
+    /// open.
+    ///
+    /// ```
+    /// # fn main() -> podstore::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use podstore::{Durability, Options, Store};
+    /// let opts = Options::default().durability(Durability::Buffered);
+    /// let store = Store::open_with(dir.path(), opts)?;
+    /// store.put("k", "v")?;
+    /// store.flush()?; // durable now
+    /// # Ok(()) }
+    /// ```
+    pub fn open_with(dir: impl AsRef<Path>, opts: Options) -> Result<Store> {
+        Store::open_with_storage(dir.as_ref(), opts, Arc::new(RealStorage))
+    }
+
+    /// [`Store::open_with`] on another storage backend (tests: power loss, I/O errors).
+    pub(crate) fn open_with_storage(
+        dir: &Path,
+        opts: Options,
+        storage: Arc<dyn Storage>,
+    ) -> Result<Store> {
+        opts.validate()?;
+        let (lock, profile) = open::prepare(dir, &opts, storage)?;
+        let read_only = opts.get_read_only();
+        let inner = Arc::new(Inner::start(dir.to_path_buf(), opts, profile)?);
+        if !read_only {
+            inner.start_background()?;
+        }
+        Ok(Store {
+            inner,
+            closed: false,
+            _lock: lock,
+        })
+    }
+
+    /// Inserts or overwrites `key`.
+    ///
+    /// With [`Durability::Sync`] (the default) it returns once the value is on stable storage;
+    /// concurrent calls share one write and one fdatasync. With [`Durability::Buffered`] it
+    /// returns once the value is in the write buffer. A lone durable put takes at least one
+    /// 4 KiB block on disk, however small its value (see [`Durability::Sync`] for how to
+    /// share blocks). Values of at least
+    /// [`Options::large_value_threshold`] put with `Sync` are written to a file of their own by
+    /// the calling thread, beside the shared buffer.
+    ///
+    /// With [`Options::compression`] set, the value is compressed (by the calling thread, before
+    /// it takes any lock) when the options say it pays.
+    ///
+    /// Keys and values are anything that is bytes (`impl AsRef<[u8]>`): `&str`, `String`,
+    /// `&[u8]`, `Vec<u8>`, byte arrays and literals. Every method that takes a key does the same.
+    ///
+    /// ```
+    /// # fn main() -> podstore::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = podstore::Store::open(dir.path())?;
+    /// store.put("k", "v")?;
+    /// let name = String::from("photos/2024/cat.jpg");
+    /// let bytes: Vec<u8> = vec![0xff, 0xd8, 0xff];
+    /// store.put(&name, &bytes)?;
+    /// assert_eq!(store.get(name)?, Some(bytes));
+    /// let key: Vec<u8> = b"k".to_vec();
+    /// assert_eq!(store.get(&key)?.as_deref(), Some(&b"v"[..]));
+    /// # Ok(()) }
+    /// ```
+    pub fn put(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
+        let (key, value) = (key.as_ref(), value.as_ref());
+        self.writable()?;
+        check_key(key)?;
+        check_value(value)?;
+        let durability = self.inner.opts.get_durability();
+        let stored = StoredValue::encode(value, &self.inner.opts);
+        let seen = self.inner.seen(key, self.inner.put_look())?;
+        let log = &self.inner.log;
+        if durability == Durability::Sync
+            && value.len() as u64 >= self.inner.opts.get_large_value_threshold()
+        {
+            return self.inner.blobs.put(log.lock(), key, &stored, &seen);
+        }
+        let appended = log.lock().append_ops(
+            &[(key, Some(&stored))],
+            std::slice::from_ref(&seen),
+            durability,
+        )?;
+        if seen.1.current.is_some() || seen.1.unknown {
+            // An overwrite (or likely one: its fingerprint is in use): the key is in use, so its
+            // next read, or its next overwrite (which must tell its record from another key's
+            // without a read to stay off the resolver), finds the new value in memory.
+            self.inner
+                .reader
+                .keep_written(key, value, &appended.entries[0]);
+        }
+        self.finish_write(&appended, &[(key, Some(&stored))], durability)
+    }
+
+    /// Resolves what `append_ops` left unresolved of `ops`, then waits for the writes to be
+    /// acknowledged.
+    fn finish_write(
+        &self,
+        appended: &append::Appended,
+        ops: &[Op<'_>],
+        durability: Durability,
+    ) -> Result<()> {
+        if !appended.unresolved.is_empty() {
+            let keys: Vec<(u64, &[u8], bool)> = appended
+                .unresolved
+                .iter()
+                .map(|&(seq, i)| (seq, ops[i].0, ops[i].1.is_some()))
+                .collect();
+            self.inner.settle(&keys);
+        }
+        self.inner
+            .log
+            .acknowledge(appended.first, appended.last, durability)
+    }
+
+    /// The value of `key`.
+    ///
+    /// ```
+    /// # fn main() -> podstore::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = podstore::Store::open(dir.path())?;
+    /// store.put("k", "v")?;
+    /// assert_eq!(store.get("k")?, Some(b"v".to_vec()));
+    /// assert_eq!(store.get("missing")?, None);
+    /// # Ok(()) }
+    /// ```
+    pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
+        let key = key.as_ref();
+        check_key(key)?;
+        let mut value = Vec::new();
+        Ok(self
+            .inner
+            .reader
+            .get_into(key, &mut value)?
+            .then_some(value))
+    }
+
+    /// Deletes `key`; returns whether it existed. Durable like [`Store::put`].
+    ///
+    /// ```
+    /// # fn main() -> podstore::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = podstore::Store::open(dir.path())?;
+    /// store.put("k", "v")?;
+    /// assert!(store.delete("k")?);
+    /// assert!(!store.delete("k")?); // already gone
+    /// assert_eq!(store.get("k")?, None);
+    /// # Ok(()) }
+    /// ```
+    pub fn delete(&self, key: impl AsRef<[u8]>) -> Result<bool> {
+        let key = key.as_ref();
+        self.writable()?;
+        check_key(key)?;
+        let durability = self.inner.opts.get_durability();
+        let log = &self.inner.log;
+        // Every version of the key: the delete removes them all.
+        let mut seen = self.inner.seen(key, Look::All)?;
+        loop {
+            let app = log.lock();
+            match self.inner.presence(key, seen.0, &seen.1) {
+                Presence::Absent => {
+                    if let Some((false, seq)) = self.inner.shared.pending.last_queued(key) {
+                        // Another writer's delete of the key is on its way. Answer "absent"
+                        // only once it is acknowledged, like a delete of our own, so that no
+                        // later read of ours can still see the old value.
+                        drop(app);
+                        log.acknowledge(seq, seq, durability)?;
+                    }
+                    return Ok(false);
+                }
+                Presence::Changed => {
+                    drop(app);
+                    seen = self.inner.seen(key, Look::All)?;
+                    continue;
+                }
+                Presence::Present | Presence::Pending(_) => {}
+            }
+            let mut app = app;
+            let ops = [(key, None)];
+            let appended = app.append_ops(&ops, std::slice::from_ref(&seen), durability)?;
+            drop(app);
+            self.finish_write(&appended, &ops, durability)?;
+            return Ok(true);
+        }
+    }
+
+    /// Inserts `key` only if it has no value; returns whether it did. Durable like
+    /// [`Store::put`].
+    ///
+    /// Made for content-addressed data, where a key names its value and "already there" is
+    /// success: the existing value is kept, not compared. When another writer's put of `key` is
+    /// on its way, this waits until that put is acknowledged and returns `false`. Concurrent
+    /// calls for one key insert it once.
+    ///
+    /// ```
+    /// # fn main() -> podstore::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = podstore::Store::open(dir.path())?;
+    /// assert!(store.put_if_absent(b"sha256:ab12", b"blob bytes")?);
+    /// assert!(!store.put_if_absent(b"sha256:ab12", b"other bytes")?);
+    /// assert_eq!(store.get(b"sha256:ab12")?.unwrap(), b"blob bytes");
+    /// # Ok(()) }
+    /// ```
+    pub fn put_if_absent(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<bool> {
+        let (key, value) = (key.as_ref(), value.as_ref());
+        self.writable()?;
+        check_key(key)?;
+        check_value(value)?;
+        // Cheap answer for the common case, before compressing anything.
+        // Presence is decided by the key's newest entry: read, never lazy.
+        let mut seen = self.inner.seen(key, Look::First)?;
+        if seen.1.current.is_some() && self.inner.shared.pending.last_queued(key).is_none() {
+            return Ok(false);
+        }
+        let durability = self.inner.opts.get_durability();
+        let stored = StoredValue::encode(value, &self.inner.opts);
+        let large = durability == Durability::Sync
+            && value.len() as u64 >= self.inner.opts.get_large_value_threshold();
+        let log = &self.inner.log;
+        loop {
+            let mut app = log.lock();
+            match self.inner.presence(key, seen.0, &seen.1) {
+                Presence::Present => return Ok(false),
+                Presence::Pending(seq) => {
+                    drop(app);
+                    // Its outcome decides: acknowledged, the key is present; failed, look again.
+                    log.wait(seq, seq, durability == Durability::Sync)?;
+                    seen = self.inner.seen(key, Look::First)?;
+                    continue;
+                }
+                Presence::Changed => {
+                    drop(app);
+                    seen = self.inner.seen(key, Look::First)?;
+                    continue;
+                }
+                Presence::Absent => {}
+            }
+            if large {
+                return self
+                    .inner
+                    .blobs
+                    .put(app, key, &stored, &seen)
+                    .map(|()| true);
+            }
+            let ops = [(key, Some(&stored))];
+            let appended = app.append_ops(&ops, std::slice::from_ref(&seen), durability)?;
+            drop(app);
+            return self
+                .finish_write(&appended, &ops, durability)
+                .map(|()| true);
+        }
+    }
+
+    /// Applies every operation of `batch`, all-or-nothing: after a crash either all of them are
+    /// visible or none is. Durable like [`Store::put`], unless the batch overrides the
+    /// durability. Deleting a missing key in a batch is not an error.
+    ///
+    /// ```
+    /// # fn main() -> podstore::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = podstore::Store::open(dir.path())?;
+    /// let mut batch = podstore::Batch::new();
+    /// batch.put("a", "1").put("b", "2").delete("c");
+    /// store.write(&batch)?;
+    /// assert_eq!(store.len(), 2);
+    /// # Ok(()) }
+    /// ```
+    pub fn write(&self, batch: &Batch) -> Result<()> {
+        self.writable()?;
+        for op in &batch.ops {
+            check_key(&op.key)?;
+            if let Some(v) = &op.value {
+                check_value(v)?;
+            }
+        }
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let durability = batch.durability.unwrap_or(self.inner.opts.get_durability());
+        let values: Vec<Option<StoredValue<'_>>> = batch
+            .ops
+            .iter()
+            .map(|op| {
+                op.value
+                    .as_deref()
+                    .map(|v| StoredValue::encode(v, &self.inner.opts))
+            })
+            .collect();
+        let ops: Vec<Op<'_>> = batch
+            .ops
+            .iter()
+            .zip(&values)
+            .map(|(op, v)| (op.key.as_slice(), v.as_ref()))
+            .collect();
+        let put_look = self.inner.put_look();
+        let seen = ops
+            .iter()
+            .map(|(key, value)| {
+                // A delete removes every version of its key: it reads them all.
+                let look = if value.is_some() { put_look } else { Look::All };
+                self.inner.seen(key, look)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let appended = self.inner.log.lock().append_ops(&ops, &seen, durability)?;
+        self.finish_write(&appended, &ops, durability)
+    }
+
+    /// The value of `key` as shared bytes ([`bytes::Bytes`], cheap to clone). A value the read
+    /// cache holds (see [`Options::cache_capacity`]) is handed out without a copy: the `Bytes`
+    /// shares the cache's buffer, which stays alive as long as any clone does, even after the
+    /// cache drops it. A value read from disk is read into its own buffer, which the cache then
+    /// shares.
+    ///
+    /// ```
+    /// # fn main() -> podstore::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = podstore::Store::open(dir.path())?;
+    /// store.put("k", "hello")?;
+    /// let first = store.get_bytes("k")?.unwrap(); // read from disk, then cached
+    /// let again = store.get_bytes("k")?.unwrap(); // from the cache: the same buffer
+    /// assert_eq!(first, &b"hello"[..]);
+    /// assert_eq!(first.as_ptr(), again.as_ptr());
+    /// assert_eq!(store.get_bytes("missing")?, None);
+    /// # Ok(()) }
+    /// ```
+    pub fn get_bytes(&self, key: impl AsRef<[u8]>) -> Result<Option<bytes::Bytes>> {
+        let key = key.as_ref();
+        check_key(key)?;
+        self.inner.reader.get_shared(key)
+    }
+
+    /// Reads the value of `key` into `buf`, reusing its allocation; returns whether `key` has a
+    /// value. `buf` is cleared first, and holds exactly the value afterwards (it is left empty
+    /// for a missing key; after an error its contents are unspecified). A loop that reads many
+    /// values into one buffer allocates only when a value is longer than any before it.
+    ///
+    /// ```
+    /// # fn main() -> podstore::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = podstore::Store::open(dir.path())?;
+    /// store.put("a", "first")?;
+    /// store.put("b", "2nd")?;
+    /// let mut buf = Vec::with_capacity(64);
+    /// assert!(store.get_into("a", &mut buf)?);
+    /// assert_eq!(buf, b"first");
+    /// assert!(store.get_into("b", &mut buf)?);
+    /// assert_eq!(buf, b"2nd");
+    /// assert!(!store.get_into("missing", &mut buf)?);
+    /// assert!(buf.is_empty());
+    /// # Ok(()) }
+    /// ```
+    pub fn get_into(&self, key: impl AsRef<[u8]>, buf: &mut Vec<u8>) -> Result<bool> {
+        let key = key.as_ref();
+        buf.clear();
+        check_key(key)?;
+        self.inner.reader.get_into(key, buf)
+    }
+
+    /// Bytes `range` of the value of `key`.
+    ///
+    /// Reads from disk only the 4 KiB chunks that hold the range (and their checksums), whatever
+    /// the size of the value. For a compressed value, it reads and decompresses only the frames
+    /// that hold the range (and the frame table's header and entries, unless the store has them
+    /// from an earlier read).
+    ///
+    /// The range is any Rust range over `u64`, `usize`, `u32`, `u16` or `u8` (see
+    /// [`ValueRange`](crate::ValueRange)). Ranges follow HTTP and S3 range requests:
+    ///
+    /// - an end past the value's end is clamped to it: `0..4096` of a 267-byte value gives its
+    ///   267 bytes, so a "first 4 KiB" read needs no length check;
+    /// - a start at the value's end (`len..`, `len..len + 10`) gives an empty vector, like any
+    ///   empty range inside the value;
+    /// - a start past the end (`start > len`), an end before the start, or a negative bound
+    ///   fails with [`Error::OutOfRange`](crate::Error::OutOfRange), which names the key and the
+    ///   value's length.
+    ///
+    /// A missing key is `Ok(None)` whatever the range.
+    ///
+    /// ```
+    /// # fn main() -> podstore::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = podstore::Store::open(dir.path())?;
+    /// store.put("k", "0123456789")?;
+    /// assert_eq!(store.get_range("k", 2..5)?.unwrap(), b"234");
+    /// assert_eq!(store.get_range("k", 8..)?.unwrap(), b"89");
+    /// assert_eq!(store.get_range("k", 8..4096)?.unwrap(), b"89"); // clamped
+    /// assert_eq!(store.get_range("k", 10..)?.unwrap(), b""); // at the end: empty
+    /// let offset: usize = 4;
+    /// assert_eq!(store.get_range("k", offset..offset + 2)?.unwrap(), b"45");
+    /// assert!(matches!(
+    ///     store.get_range("k", 11..),
+    ///     Err(podstore::Error::OutOfRange { start: 11, len: 10, .. })
+    /// ));
+    /// assert_eq!(store.get_range("missing", 0..10)?, None);
+    /// # Ok(()) }
+    /// ```
+    pub fn get_range(
+        &self,
+        key: impl AsRef<[u8]>,
+        range: impl ValueRange,
+    ) -> Result<Option<Vec<u8>>> {
+        let key = key.as_ref();
+        check_key(key)?;
+        let reader = &self.inner.reader;
+        reader
+            .locate(key)?
+            .map(|f| reader.read_range(&f, key, &range))
+            .transpose()
+    }
+
+    /// A reader that streams the value of `key` with positional reads, without loading it
+    /// whole. It reads the value as it was when `reader` was called, even if it is overwritten,
+    /// deleted or moved by compaction meanwhile (it keeps its file open).
+    ///
+    /// ```
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = podstore::Store::open(dir.path())?;
+    /// use std::io::Read;
+    /// store.put("k", vec![1u8; 10_000])?;
+    /// let mut reader = store.reader("k")?.expect("present");
+    /// let mut first = [0u8; 100];
+    /// reader.read_exact(&mut first)?;
+    /// assert_eq!(first, [1u8; 100]);
+    /// # Ok(()) }
+    /// ```
+    pub fn reader(&self, key: impl AsRef<[u8]>) -> Result<Option<ValueReader>> {
+        let key = key.as_ref();
+        check_key(key)?;
+        let reader = &self.inner.reader;
+        Ok(reader
+            .locate(key)?
+            .map(|found| ValueReader::new(reader.clone(), key, found)))
+    }
+
+    /// A writer that streams a new value of `key` into the store, without holding it in
+    /// memory: write it with [`std::io::Write`], then [`ValueWriter::finish`] commits it,
+    /// atomically and durably. Dropping the writer unfinished stores nothing.
+    ///
+    /// The value goes to a blob file of its own whatever its length (even below
+    /// [`Options::large_value_threshold`]), compressed frame by frame as it comes when
+    /// [`Options::compression`] says so. See [`ValueWriter`] for the memory it takes.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = podstore::Store::open(dir.path())?;
+    /// # let source_path = dir.path().join("upload.bin");
+    /// # std::fs::write(&source_path, vec![1u8; 3 << 20])?;
+    /// let mut file = std::fs::File::open(&source_path)?;
+    /// let mut writer = store.writer("uploads/1")?;
+    /// std::io::copy(&mut file, &mut writer)?;
+    /// writer.finish()?;
+    /// assert_eq!(store.value_len("uploads/1")?, Some(3 << 20));
+    /// # Ok(()) }
+    /// ```
+    pub fn writer(&self, key: impl AsRef<[u8]>) -> Result<ValueWriter<'_>> {
+        let key = key.as_ref();
+        self.writable()?;
+        check_key(key)?;
+        let stream = self.inner.blobs.start_stream(key)?;
+        Ok(ValueWriter::new(self, key, stream))
+    }
+
+    /// The length of the value of `key` (as it was put, whether or not it is stored
+    /// compressed).
+    ///
+    /// ```
+    /// # fn main() -> podstore::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = podstore::Store::open(dir.path())?;
+    /// store.put("k", "hello")?;
+    /// assert_eq!(store.value_len("k")?, Some(5));
+    /// assert_eq!(store.value_len("missing")?, None);
+    /// # Ok(()) }
+    /// ```
+    pub fn value_len(&self, key: impl AsRef<[u8]>) -> Result<Option<u64>> {
+        let key = key.as_ref();
+        check_key(key)?;
+        Ok(self.inner.reader.locate(key)?.map(|f| f.entry.value_len))
+    }
+
+    /// How many bytes the value of `key` takes in its record: its length if it is stored raw,
+    /// the length of its frame table and lz4 frames if it is stored compressed (see
+    /// [`Options::compression`]). The record's header, key and checksums come on top.
+    ///
+    /// ```
+    /// # fn main() -> podstore::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = podstore::Store::open(dir.path())?;
+    /// store.put("k", "hello")?;
+    /// assert_eq!(store.stored_len("k")?, Some(5)); // compression is off by default
+    /// # Ok(()) }
+    /// ```
+    pub fn stored_len(&self, key: impl AsRef<[u8]>) -> Result<Option<u64>> {
+        let key = key.as_ref();
+        check_key(key)?;
+        Ok(self.inner.reader.locate(key)?.map(|f| f.entry.stored_len))
+    }
+
+    /// Whether `key` has a value.
+    ///
+    /// ```
+    /// # fn main() -> podstore::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = podstore::Store::open(dir.path())?;
+    /// store.put("k", "v")?;
+    /// assert!(store.contains("k")?);
+    /// assert!(!store.contains("other")?);
+    /// # Ok(()) }
+    /// ```
+    pub fn contains(&self, key: impl AsRef<[u8]>) -> Result<bool> {
+        let key = key.as_ref();
+        check_key(key)?;
+        Ok(self.inner.reader.locate(key)?.is_some())
+    }
+
+    /// Number of live keys.
+    ///
+    /// Exact: entries that overwrites left for the background resolver (an overwrite does not
+    /// read to find its key's old entry) are resolved first, in the calling thread.
+    ///
+    /// ```
+    /// # fn main() -> podstore::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = podstore::Store::open(dir.path())?;
+    /// store.put("a", "1")?;
+    /// store.put("b", "2")?;
+    /// assert_eq!(store.len(), 2);
+    /// # Ok(()) }
+    /// ```
+    pub fn len(&self) -> usize {
+        self.inner.settle_all();
+        self.inner.shared.index.len() as usize
+    }
+
+    /// True when the store holds no key.
+    ///
+    /// ```
+    /// # fn main() -> podstore::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = podstore::Store::open(dir.path())?;
+    /// assert!(store.is_empty());
+    /// store.put("a", "1")?;
+    /// assert!(!store.is_empty());
+    /// # Ok(()) }
+    /// ```
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The live keys, in ascending byte order (descending with `.rev()`); with their values
+    /// through [`Keys::entries`]. [`Store::range`] and [`Store::prefix`] list a part,
+    /// [`Store::first`] and [`Store::last`] give one end.
+    ///
+    /// Listing reads the keys from the files' footers (the index keeps none): its cost grows
+    /// with the store. Keys written or deleted while it runs may or may not appear; a key live
+    /// throughout appears once (see [`Keys`]). A failed read is an `Err` item.
+    ///
+    /// ```
+    /// # fn main() -> podstore::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = podstore::Store::open(dir.path())?;
+    /// store.put("b", "2")?;
+    /// store.put("a", "1")?;
+    /// let keys = store.keys().collect::<podstore::Result<Vec<_>>>()?;
+    /// assert_eq!(keys, [b"a".to_vec(), b"b".to_vec()]);
+    /// let backwards = store.keys().rev().collect::<podstore::Result<Vec<_>>>()?;
+    /// assert_eq!(backwards, [b"b".to_vec(), b"a".to_vec()]);
+    /// for entry in store.keys().entries() {
+    ///     let entry = entry?;
+    ///     println!("{:?} = {:?}", entry.key(), entry.value()?);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn keys(&self) -> Keys<'_> {
+        self.range::<[u8]>(..)
+    }
+
+    /// Makes every earlier write durable (those made with [`Durability::Buffered`]).
+    ///
+    /// ```
+    /// # fn main() -> podstore::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use podstore::{Durability, Options, Store};
+    /// let store = Store::open_with(dir.path(), Options::default().durability(Durability::Buffered))?;
+    /// for i in 0..100u32 {
+    ///     store.put(i.to_be_bytes(), "value")?; // in memory, sharing blocks
+    /// }
+    /// store.flush()?; // all 100 durable, with one sync
+    /// # Ok(()) }
+    /// ```
+    pub fn flush(&self) -> Result<()> {
+        if self.inner.opts.get_read_only() {
+            // Nothing was written, nothing to make durable.
+            return Ok(());
+        }
+        self.inner.log.flush()
+    }
+
+    /// Flushes every write, seals the active segment and releases the directory lock. With
+    /// [`Options::background_compaction`] on, it first runs a compaction pass of at most
+    /// 200 ms (dead blob files first), so that a store closed before its compactor ever ran still
+    /// gives space back. Dropping a `Store` does the same but cannot report errors.
+    ///
+    /// ```
+    /// # fn main() -> podstore::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let store = podstore::Store::open(dir.path())?;
+    /// store.put("k", "v")?;
+    /// store.close()?;
+    /// let store = podstore::Store::open(dir.path())?; // the lock is released
+    /// assert_eq!(store.get("k")?.unwrap(), b"v");
+    /// # Ok(()) }
+    /// ```
+    pub fn close(mut self) -> Result<()> {
+        self.closed = true;
+        self.inner.shut_down()
+    }
+}

@@ -73,7 +73,7 @@ pub use error::{Corruption, DamagedFile, Error, FileKind, FileProblem, Result};
 #[cfg(feature = "testing")]
 #[doc(hidden)]
 pub use failpoint::{COMPACTION_FAILPOINTS, arm_failpoint};
-pub use options::{Compression, Durability, IoMode, Options, RecoveryMode};
+pub use options::{Compression, Durability, IoMode, Options, OptionsView, RecoveryMode};
 pub use range::ValueRange;
 pub use store::{
     CheckpointReport, CompactionReport, Keys, QuarantineReason, QuarantinedFile, RecoveredSegment,

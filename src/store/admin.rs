@@ -67,7 +67,7 @@ impl Store {
         // Not `flush`: copies made by compaction reuse old sequence numbers, and must be on disk
         // too before the active segment is read up to `data_end`. A read-only store wrote
         // nothing.
-        if !inner.opts.get_read_only() {
+        if !inner.opts.read_only {
             inner.log.sync_all()?;
         }
         let segments: Vec<(u64, Arc<SegmentFile>)> = inner

@@ -112,11 +112,11 @@ impl Log {
             let index = shared.index.clone();
             let catalog = shared.catalog.clone();
             writer::start(
-                opts.get_write_buffer_size(),
+                opts.write_buffer_size,
                 shared.profile.direct,
                 shared.profile.mem_align,
                 shared.profile.block_size as u64,
-                opts.get_segment_size(),
+                opts.segment_size,
                 progress.clone(),
                 writer::Hooks {
                     on_durable: Box::new(move |seq| pending.ready_through(seq, &index)),
@@ -126,9 +126,9 @@ impl Log {
         };
         Ok(Log {
             shared,
-            segment_size: opts.get_segment_size(),
-            max_group_bytes: opts.get_max_group_bytes(),
-            max_group_records: opts.get_max_group_records(),
+            segment_size: opts.segment_size,
+            max_group_bytes: opts.max_group_bytes,
+            max_group_records: opts.max_group_records,
             appender: Mutex::new(Appender {
                 wb,
                 active: None,

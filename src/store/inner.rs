@@ -55,8 +55,8 @@ impl Inner {
     /// Recovers the store in `dir` and starts its write path.
     pub(super) fn start(dir: PathBuf, opts: Options, profile: IoProfile) -> Result<Inner> {
         let pool = read::new_pool(profile.mem_align);
-        let salvage = opts.get_recovery_mode() == crate::options::RecoveryMode::Salvage;
-        let recovered = open::recover(&dir, &profile, &pool, salvage, opts.get_hash_bits())?;
+        let salvage = opts.recovery_mode == crate::options::RecoveryMode::Salvage;
+        let recovered = open::recover(&dir, &profile, &pool, salvage, opts.hash_bits)?;
         let shared = Shared {
             dir,
             profile,
@@ -72,20 +72,15 @@ impl Inner {
             recovered.max_seq,
             recovered.next_file_id,
         )?);
-        let reader = Arc::new(Reader::new(
-            &shared,
-            log.clone(),
-            pool,
-            opts.get_cache_capacity(),
-        ));
+        let reader = Arc::new(Reader::new(&shared, log.clone(), pool, opts.cache_capacity));
         let blobs = Arc::new(Blobs::new(shared.clone(), log.clone(), reader.clone()));
         let compactor = Compactor::new(
             shared.clone(),
             log.clone(),
             blobs.clone(),
             reader.clone(),
-            opts.get_compaction_threshold(),
-            opts.get_compaction_rate(),
+            opts.compaction_threshold,
+            opts.compaction_rate,
         );
         Ok(Inner {
             opts,
@@ -106,7 +101,7 @@ impl Inner {
         *self.resolver.lock().unwrap_or_else(|p| p.into_inner()) =
             Some(Resolver::start(self.shared.clone(), self.reader.clone())?);
         let mut threads = Vec::new();
-        if let Some(interval) = self.opts.get_flush_interval() {
+        if let Some(interval) = self.opts.flush_interval {
             let inner = Arc::downgrade(self);
             threads.push(Ticker::start("podstore-ticker", interval, move |_| {
                 let Some(inner) = inner.upgrade() else {
@@ -119,7 +114,7 @@ impl Inner {
                 true
             })?);
         }
-        if self.opts.get_background_compaction() {
+        if self.opts.background_compaction {
             let inner = Arc::downgrade(self);
             threads.push(Ticker::start(
                 "podstore-compactor",
@@ -165,7 +160,7 @@ impl Inner {
 
     pub(super) fn shut_down(&self) -> Result<()> {
         self.stop_background();
-        if self.opts.get_background_compaction() && !self.opts.get_read_only() {
+        if self.opts.background_compaction && !self.opts.read_only {
             // The older versions that overwrites left count as live (a blob file holding only
             // one would look live): resolved first, within the same budget as the compaction.
             let deadline = std::time::Instant::now() + CLOSE_COMPACTION_BUDGET;

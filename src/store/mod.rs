@@ -133,7 +133,7 @@ impl Store {
     ) -> Result<Store> {
         opts.validate()?;
         let (lock, profile) = open::prepare(dir, &opts, storage)?;
-        let read_only = opts.get_read_only();
+        let read_only = opts.read_only;
         let inner = Arc::new(Inner::start(dir.to_path_buf(), opts, profile)?);
         if !read_only {
             inner.start_background()?;
@@ -179,12 +179,12 @@ impl Store {
         self.writable()?;
         check_key(key)?;
         check_value(value)?;
-        let durability = self.inner.opts.get_durability();
+        let durability = self.inner.opts.durability;
         let stored = StoredValue::encode(value, &self.inner.opts);
         let seen = self.inner.seen(key, self.inner.put_look())?;
         let log = &self.inner.log;
         if durability == Durability::Sync
-            && value.len() as u64 >= self.inner.opts.get_large_value_threshold()
+            && value.len() as u64 >= self.inner.opts.large_value_threshold
         {
             return self.inner.blobs.put(log.lock(), key, &stored, &seen);
         }
@@ -253,10 +253,10 @@ impl Store {
         if seen.1.current.is_some() && self.inner.shared.pending.last_queued(key).is_none() {
             return Ok(false);
         }
-        let durability = self.inner.opts.get_durability();
+        let durability = self.inner.opts.durability;
         let stored = StoredValue::encode(value, &self.inner.opts);
         let large = durability == Durability::Sync
-            && value.len() as u64 >= self.inner.opts.get_large_value_threshold();
+            && value.len() as u64 >= self.inner.opts.large_value_threshold;
         let log = &self.inner.log;
         loop {
             let mut app = log.lock();
@@ -317,7 +317,7 @@ impl Store {
         if batch.is_empty() {
             return Ok(());
         }
-        let durability = batch.durability.unwrap_or(self.inner.opts.get_durability());
+        let durability = batch.durability.unwrap_or(self.inner.opts.durability);
         let values: Vec<Option<StoredValue<'_>>> = batch
             .ops
             .iter()
@@ -362,7 +362,7 @@ impl Store {
         let key = key.as_ref();
         self.writable()?;
         check_key(key)?;
-        let durability = self.inner.opts.get_durability();
+        let durability = self.inner.opts.durability;
         let log = &self.inner.log;
         // Every version of the key: the delete removes them all.
         let mut seen = self.inner.seen(key, Look::All)?;
@@ -694,7 +694,7 @@ impl Store {
     /// # Ok(()) }
     /// ```
     pub fn flush(&self) -> Result<()> {
-        if self.inner.opts.get_read_only() {
+        if self.inner.opts.read_only {
             // Nothing was written, nothing to make durable.
             return Ok(());
         }
@@ -747,7 +747,7 @@ impl std::fmt::Debug for Store {
 impl Store {
     /// [`Error::ReadOnly`] for a store opened with [`Options::read_only`].
     fn writable(&self) -> Result<()> {
-        if self.inner.opts.get_read_only() {
+        if self.inner.opts.read_only {
             Err(Error::ReadOnly)
         } else {
             Ok(())

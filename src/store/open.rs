@@ -44,12 +44,12 @@ pub(super) fn prepare(
         Err(e) => return Err(open_error("list store directory", e)),
     };
     let is_store = |n: &String| n == file::LOCK_NAME || segment::parse_file_name(n).is_some();
-    if !opts.get_create() && !names.iter().any(is_store) {
+    if !opts.create && !names.iter().any(is_store) {
         return Err(Error::NotFound {
             path: dir.to_path_buf(),
         });
     }
-    let read_only = opts.get_read_only();
+    let read_only = opts.read_only;
     if !read_only {
         storage
             .create_dir_all(dir)
@@ -60,7 +60,7 @@ pub(super) fn prepare(
         .into_iter()
         .find(|name| segment::parse_file_name(name).is_some())
         .map(|name| dir.join(name));
-    let mode = opts.get_io_mode();
+    let mode = opts.io_mode;
     let profile = file::probe(storage, dir, mode, sample.as_deref(), !read_only)?;
     if mode == IoMode::Auto && !profile.direct {
         log::warn!(

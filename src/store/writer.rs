@@ -71,11 +71,9 @@ enum Encoding {
 impl<'a> ValueWriter<'a> {
     pub(super) fn new(store: &'a Store, key: &[u8], stream: BlobStream) -> ValueWriter<'a> {
         let opts = &store.inner.opts;
-        let encoding = match opts.get_compression() {
+        let encoding = match opts.compression {
             Compression::None => Encoding::Raw,
-            Compression::Lz4 => {
-                Encoding::Framed(FrameEncoder::new(opts.get_compression_frame_size()))
-            }
+            Compression::Lz4 => Encoding::Framed(FrameEncoder::new(opts.compression_frame_size)),
             Compression::Auto => Encoding::Sampling(Vec::new()),
         };
         ValueWriter {
@@ -155,7 +153,7 @@ impl<'a> ValueWriter<'a> {
                 return Err(e);
             }
         };
-        let flush_first = self.store.inner.opts.get_durability() == Durability::Buffered;
+        let flush_first = self.store.inner.opts.durability == Durability::Buffered;
         self.store
             .inner
             .blobs
@@ -197,7 +195,7 @@ impl<'a> ValueWriter<'a> {
         };
         let mut bytes = bytes;
         if let Encoding::Sampling(first) = &mut self.encoding {
-            let frame = opts.get_compression_frame_size() as usize;
+            let frame = opts.compression_frame_size as usize;
             let n = (frame - first.len()).min(bytes.len());
             first.extend_from_slice(&bytes[..n]);
             bytes = &bytes[n..];

@@ -220,6 +220,20 @@ pub enum Error {
         /// Every file found wrong.
         files: Vec<DamagedFile>,
     },
+    /// A conditional write's condition did not hold ([`Store::put_if`], [`Store::delete_if`],
+    /// [`ValueWriter::finish_if`], or a conditional operation of a [`Batch`]): nothing was
+    /// written (for a batch: none of its operations).
+    ///
+    /// [`Store::put_if`]: crate::Store::put_if
+    /// [`Store::delete_if`]: crate::Store::delete_if
+    /// [`ValueWriter::finish_if`]: crate::ValueWriter::finish_if
+    /// [`Batch`]: crate::Batch
+    ConditionFailed {
+        /// The key whose condition failed (for a batch, the first such key).
+        key: Vec<u8>,
+        /// The key's version when the condition was checked; `None` if it had no value.
+        current: Option<crate::Version>,
+    },
 }
 
 /// A file of a store that is missing or not what the store's catalog says
@@ -400,6 +414,18 @@ impl fmt::Display for Error {
                 path.display()
             ),
             Error::ReadOnly => write!(f, "the store was opened read-only"),
+            Error::ConditionFailed { key, current } => match current {
+                Some(v) => write!(
+                    f,
+                    "condition failed for key \"{}\": its current version is {v}",
+                    ShowKey(key)
+                ),
+                None => write!(
+                    f,
+                    "condition failed for key \"{}\": it has no value",
+                    ShowKey(key)
+                ),
+            },
             Error::FileIdOutOfRange { path, id } => match path {
                 Some(p) => write!(
                     f,

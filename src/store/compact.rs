@@ -340,7 +340,7 @@ impl Compactor {
                         continue; // overwritten or deleted: dead
                     }
                     value.resize(old.stored_len as usize, 0);
-                    let found = Located::new(old, handle.file.clone());
+                    let found = Located::new(old, e.seq, handle.file.clone());
                     self.reader.read_stored(&found, &mut value)?;
                     let Some((new, n)) = self.append_copy(e, Some((&old, &value)))? else {
                         continue;

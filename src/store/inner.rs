@@ -39,17 +39,7 @@ pub(super) struct Inner {
     pub(super) resolver: Mutex<Option<Resolver>>,
 }
 
-/// Whether a key has a value, counting writes not yet applied to the index.
-pub(super) enum Presence {
-    /// No value, or a delete on its way.
-    Absent,
-    /// A value in the index and nothing on its way.
-    Present,
-    /// A put on its way, with this sequence number.
-    Pending(u64),
-    /// The index changed since the caller looked: look again.
-    Changed,
-}
+pub(super) use super::resolve::Presence;
 
 impl Inner {
     /// Recovers the store in `dir` and starts its write path.
@@ -179,13 +169,7 @@ impl Inner {
     /// Whether `key` (hashing to `hash`) has a value, as the next write will find it, given
     /// what the caller has `seen` of it (call under the append lock).
     pub(super) fn presence(&self, key: &[u8], hash: u64, seen: &Seen) -> Presence {
-        match self.shared.pending.last_queued(key) {
-            Some((true, seq)) => Presence::Pending(seq),
-            Some((false, _)) => Presence::Absent,
-            None if self.shared.index.places(hash) != seen.places => Presence::Changed,
-            None if seen.current.is_some() => Presence::Present,
-            None => Presence::Absent,
-        }
+        super::resolve::presence(&self.shared, key, hash, seen)
     }
 
     /// What the index holds for `key` now, for a write of it: its hash and [`Seen`], as far

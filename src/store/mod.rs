@@ -24,10 +24,10 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::batch::Batch;
 use crate::error::{Error, Result};
 use crate::io::file::DirLock;
 use crate::io::storage::{RealStorage, Storage};
+use crate::meta::Version;
 use crate::options::{Durability, Options};
 use crate::range::ValueRange;
 use crate::{MAX_KEY_LEN, MAX_VALUE_LEN};
@@ -40,6 +40,7 @@ mod cache;
 mod checkpoint;
 mod compact;
 mod compress;
+mod conditional;
 mod inner;
 mod list;
 mod open;
@@ -145,7 +146,7 @@ impl Store {
         })
     }
 
-    /// Inserts or overwrites `key`.
+    /// Inserts or overwrites `key`; returns the value's new [`Version`].
     ///
     /// With [`Durability::Sync`] (the default) it returns once the value is on stable storage;
     /// concurrent calls share one write and one fdatasync. With [`Durability::Buffered`] it
@@ -174,7 +175,7 @@ impl Store {
     /// assert_eq!(store.get(&key)?.as_deref(), Some(&b"v"[..]));
     /// # Ok(()) }
     /// ```
-    pub fn put(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
+    pub fn put(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<Version> {
         let (key, value) = (key.as_ref(), value.as_ref());
         self.writable()?;
         check_key(key)?;
@@ -186,7 +187,11 @@ impl Store {
         if durability == Durability::Sync
             && value.len() as u64 >= self.inner.opts.large_value_threshold
         {
-            return self.inner.blobs.put(log.lock(), key, &stored, &seen);
+            return self
+                .inner
+                .blobs
+                .put(log.lock(), key, &stored, &seen)
+                .map(Version);
         }
         let appended = log.lock().append_ops(
             &[(key, Some(&stored))],
@@ -199,9 +204,10 @@ impl Store {
             // without a read to stay off the resolver), finds the new value in memory.
             self.inner
                 .reader
-                .keep_written(key, value, &appended.entries[0]);
+                .keep_written(key, value, &appended.entries[0], appended.first);
         }
-        self.finish_write(&appended, &[(key, Some(&stored))], durability)
+        self.finish_write(&appended, &[(key, Some(&stored))], durability)?;
+        Ok(Version(appended.first))
     }
 
     /// Resolves what `append_ops` left unresolved of `ops`, then waits for the writes to be
@@ -277,11 +283,7 @@ impl Store {
                 Presence::Absent => {}
             }
             if large {
-                return self
-                    .inner
-                    .blobs
-                    .put(app, key, &stored, &seen)
-                    .map(|()| true);
+                return self.inner.blobs.put(app, key, &stored, &seen).map(|_| true);
             }
             let ops = [(key, Some(&stored))];
             let appended = app.append_ops(&ops, std::slice::from_ref(&seen), durability)?;
@@ -290,60 +292,6 @@ impl Store {
                 .finish_write(&appended, &ops, durability)
                 .map(|()| true);
         }
-    }
-
-    /// Applies every operation of `batch`, all-or-nothing: after a crash either all of them are
-    /// visible or none is. Durable like [`Store::put`], unless the batch overrides the
-    /// durability. Deleting a missing key in a batch is not an error.
-    ///
-    /// ```
-    /// # fn main() -> podstore::Result<()> {
-    /// # let dir = tempfile::tempdir().unwrap();
-    /// # let store = podstore::Store::open(dir.path())?;
-    /// let mut batch = podstore::Batch::new();
-    /// batch.put("a", "1").put("b", "2").delete("c");
-    /// store.write(&batch)?;
-    /// assert_eq!(store.len(), 2);
-    /// # Ok(()) }
-    /// ```
-    pub fn write(&self, batch: &Batch) -> Result<()> {
-        self.writable()?;
-        for op in &batch.ops {
-            check_key(&op.key)?;
-            if let Some(v) = &op.value {
-                check_value(v)?;
-            }
-        }
-        if batch.is_empty() {
-            return Ok(());
-        }
-        let durability = batch.durability.unwrap_or(self.inner.opts.durability);
-        let values: Vec<Option<StoredValue<'_>>> = batch
-            .ops
-            .iter()
-            .map(|op| {
-                op.value
-                    .as_deref()
-                    .map(|v| StoredValue::encode(v, &self.inner.opts))
-            })
-            .collect();
-        let ops: Vec<Op<'_>> = batch
-            .ops
-            .iter()
-            .zip(&values)
-            .map(|(op, v)| (op.key.as_slice(), v.as_ref()))
-            .collect();
-        let put_look = self.inner.put_look();
-        let seen = ops
-            .iter()
-            .map(|(key, value)| {
-                // A delete removes every version of its key: it reads them all.
-                let look = if value.is_some() { put_look } else { Look::All };
-                self.inner.seen(key, look)
-            })
-            .collect::<Result<Vec<_>>>()?;
-        let appended = self.inner.log.lock().append_ops(&ops, &seen, durability)?;
-        self.finish_write(&appended, &ops, durability)
     }
 
     /// Deletes `key`; returns whether it existed. Durable like [`Store::put`].

@@ -8,6 +8,7 @@ use crate::MAX_VALUE_LEN;
 use crate::error::{Error, Result};
 use crate::format::frames::FrameEncoder;
 use crate::format::record::FLAG_COMPRESSED;
+use crate::meta::{Condition, Version};
 use crate::options::{Compression, Durability};
 use crate::segment::BlobStream;
 
@@ -115,7 +116,7 @@ impl<'a> ValueWriter<'a> {
     }
 
     /// Commits the value: makes it durable, then visible, atomically (a reader sees the key's
-    /// old value or the whole new one, never a part), and returns. After a crash the key has its
+    /// old value or the whole new one, never a part), and returns its new version. After a crash the key has its
     /// old value or the whole new one.
     ///
     /// It is durable when `finish` returns whatever the store's
@@ -136,7 +137,38 @@ impl<'a> ValueWriter<'a> {
     /// assert_eq!(store.get("k")?.unwrap(), b"new value");
     /// # Ok(()) }
     /// ```
-    pub fn finish(mut self) -> Result<()> {
+    pub fn finish(self) -> Result<Version> {
+        self.commit(None)
+    }
+
+    /// [`ValueWriter::finish`], only if `condition` holds for the key when the value is
+    /// committed (checked atomically with the commit, like [`Store::put_if`]); returns the new
+    /// version. If it does not hold, nothing is stored (the streamed bytes are dropped) and the
+    /// error is [`Error::ConditionFailed`].
+    ///
+    /// [`Store::put_if`]: crate::Store::put_if
+    ///
+    /// ```
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = podstore::Store::open(dir.path())?;
+    /// use std::io::Write;
+    /// use podstore::Condition;
+    /// let mut upload = store.writer("objects/1")?;
+    /// upload.write_all(&[1u8; 10_000])?;
+    /// let v = upload.finish_if(Condition::Absent)?; // created
+    /// let mut again = store.writer("objects/1")?;
+    /// again.write_all(b"other")?;
+    /// assert!(again.finish_if(Condition::Absent).is_err()); // exists: nothing stored
+    /// assert_eq!(store.metadata("objects/1")?.unwrap().version(), v);
+    /// # Ok(()) }
+    /// ```
+    pub fn finish_if(self, condition: Condition) -> Result<Version> {
+        self.commit(Some(condition))
+    }
+
+    /// Commits the value, on `condition` if there is one.
+    fn commit(mut self, condition: Option<Condition>) -> Result<Version> {
         let Some(stream) = self.stream.take() else {
             return Err(Error::Io {
                 op: "finish a streamed value",
@@ -157,7 +189,8 @@ impl<'a> ValueWriter<'a> {
         self.store
             .inner
             .blobs
-            .finish_stream(&self.key, stream, (flags, self.len), flush_first)
+            .finish_stream(&self.key, stream, (flags, self.len), flush_first, condition)
+            .map(Version)
     }
 
     /// Writes what the encoding still holds (the last frame and the frame table, or a value

@@ -90,7 +90,7 @@ async fn large_objects_stream_in_and_out_and_ranges_read_what_they_ask() {
     // A payload of several chunks past 1 MiB streams through a ValueWriter.
     let payload: PutPayload = data
         .chunks(3 << 20)
-        .map(|c| Bytes::copy_from_slice(c))
+        .map(Bytes::copy_from_slice)
         .collect();
     let put = s.put(&p, payload).await.unwrap();
     assert_eq!(store.get(p.as_ref()).unwrap().unwrap(), data);

@@ -88,10 +88,7 @@ async fn large_objects_stream_in_and_out_and_ranges_read_what_they_ask() {
     let data = pattern(12 << 20, 1);
     let p = Path::from("large/object.bin");
     // A payload of several chunks past 1 MiB streams through a ValueWriter.
-    let payload: PutPayload = data
-        .chunks(3 << 20)
-        .map(Bytes::copy_from_slice)
-        .collect();
+    let payload: PutPayload = data.chunks(3 << 20).map(Bytes::copy_from_slice).collect();
     let put = s.put(&p, payload).await.unwrap();
     assert_eq!(store.get(p.as_ref()).unwrap().unwrap(), data);
 

@@ -1,4 +1,4 @@
-//! An [`object_store::ObjectStore`] backend on a [podstore](podstore) [`Store`].
+//! An [`object_store::ObjectStore`] backend on a [`podstore`] [`Store`].
 //!
 //! `object_store` is the blob interface of Apache Arrow's ecosystem (DataFusion, Polars,
 //! delta-rs, iceberg-rust, LanceDB...). Its local backend keeps one file per object, without
@@ -36,7 +36,7 @@
 //!   its staged multipart parts under such a prefix (`/mpu/`). Other programs may share the
 //!   store, but every key that is a path's text is an object to this backend.
 //! - **Metadata.** `size` is the value's length, `last_modified` the time the value was written
-//!   and `e_tag` its [`Version`](podstore::Version) (16 hex digits, quoted). Both come from the
+//!   and `e_tag` its [`Version`] (16 hex digits, quoted). Both come from the
 //!   store's per-value metadata, which changes on every write of the key. `ObjectMeta::version`
 //!   is `None`: podstore keeps only the newest value of a key, so `GetOptions::version` is only
 //!   served when it names the current e-tag.

@@ -1,11 +1,19 @@
 //! Atomic batches of puts and deletes.
 
+use crate::meta::{Condition, Version};
 use crate::options::Durability;
 
 /// A group of puts and deletes applied all-or-nothing by [`Store::write`](crate::Store::write).
 ///
 /// After a crash either every operation of the batch is visible or none is. Within a batch,
 /// later operations on a key win over earlier ones.
+///
+/// Operations may carry conditions ([`Batch::put_if`], [`Batch::delete_if`]): the batch is then
+/// written only if every condition holds, checked against the store as it is when the batch
+/// is applied (not against earlier operations of the same batch), atomically with respect to
+/// every other writer; if one fails, nothing of the batch is written and
+/// [`Store::write`](crate::Store::write) returns
+/// [`Error::ConditionFailed`](crate::Error::ConditionFailed) naming the first failing key.
 ///
 /// ```
 /// # fn main() -> podstore::Result<()> {
@@ -29,6 +37,8 @@ pub(crate) struct BatchOp {
     pub key: Vec<u8>,
     /// `None` for a delete.
     pub value: Option<Vec<u8>>,
+    /// The condition the batch is written on, if any.
+    pub condition: Option<Condition>,
 }
 
 impl Batch {
@@ -60,7 +70,58 @@ impl Batch {
         self.ops.push(BatchOp {
             key: key.to_vec(),
             value: Some(value.to_vec()),
+            condition: None,
         });
+        self
+    }
+
+    /// Adds a put made only if `condition` holds for `key`; the whole batch is written only if
+    /// every condition in it holds (see [`Batch`]).
+    ///
+    /// ```
+    /// # fn main() -> podstore::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = podstore::Store::open(dir.path())?;
+    /// use podstore::{Batch, Condition, Error};
+    /// let v = store.put("balance/alice", "10")?;
+    /// let mut batch = Batch::new();
+    /// batch
+    ///     .put_if("balance/alice", "5", Condition::Version(v))
+    ///     .put_if("balance/bob", "5", Condition::Absent);
+    /// store.write(&batch)?;
+    /// // The same batch again: alice's version moved on, so nothing is written.
+    /// let err = store.write(&batch).unwrap_err();
+    /// assert!(matches!(err, Error::ConditionFailed { key, .. } if key == b"balance/alice"));
+    /// # Ok(()) }
+    /// ```
+    pub fn put_if(
+        &mut self,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        condition: Condition,
+    ) -> &mut Batch {
+        self.put(key, value);
+        self.ops.last_mut().expect("pushed").condition = Some(condition);
+        self
+    }
+
+    /// Adds a delete made only if `key`'s value has version `expected`; the whole batch is
+    /// written only if every condition in it holds (see [`Batch`]).
+    ///
+    /// ```
+    /// # fn main() -> podstore::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = podstore::Store::open(dir.path())?;
+    /// let v = store.put("lock", "owner-1")?;
+    /// let mut batch = podstore::Batch::new();
+    /// batch.delete_if("lock", v).put("log/1", "released");
+    /// store.write(&batch)?;
+    /// assert!(!store.contains("lock")?);
+    /// # Ok(()) }
+    /// ```
+    pub fn delete_if(&mut self, key: impl AsRef<[u8]>, expected: Version) -> &mut Batch {
+        self.delete(key);
+        self.ops.last_mut().expect("pushed").condition = Some(Condition::Version(expected));
         self
     }
 
@@ -83,6 +144,7 @@ impl Batch {
         self.ops.push(BatchOp {
             key: key.to_vec(),
             value: None,
+            condition: None,
         });
         self
     }

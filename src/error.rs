@@ -238,6 +238,20 @@ pub enum Error {
         /// Every file found wrong.
         files: Vec<DamagedFile>,
     },
+    /// A conditional write's condition did not hold ([`Store::put_if`], [`Store::delete_if`],
+    /// [`ValueWriter::finish_if`], or a conditional operation of a [`Batch`]): nothing was
+    /// written (for a batch: none of its operations).
+    ///
+    /// [`Store::put_if`]: crate::Store::put_if
+    /// [`Store::delete_if`]: crate::Store::delete_if
+    /// [`ValueWriter::finish_if`]: crate::ValueWriter::finish_if
+    /// [`Batch`]: crate::Batch
+    ConditionFailed {
+        /// The key whose condition failed (for a batch, the first such key).
+        key: Vec<u8>,
+        /// The key's version when the condition was checked; `None` if it had no value.
+        current: Option<crate::Version>,
+    },
 }
 
 /// A file of a store that is missing or not what the store's catalog says
@@ -437,6 +451,18 @@ impl fmt::Display for Error {
                 path.display()
             ),
             Error::ReadOnly => write!(f, "the store was opened read-only"),
+            Error::ConditionFailed { key, current } => match current {
+                Some(v) => write!(
+                    f,
+                    "condition failed for key \"{}\": its current version is {v}",
+                    ShowKey(key)
+                ),
+                None => write!(
+                    f,
+                    "condition failed for key \"{}\": it has no value",
+                    ShowKey(key)
+                ),
+            },
             Error::FileIdOutOfRange { path, id } => match path {
                 Some(p) => write!(
                     f,
@@ -508,6 +534,8 @@ impl Error {
             Error::ForeignFiles { .. } => K::AlreadyExists,
             Error::DirectIoUnsupported { .. } => K::Unsupported,
             Error::ReadOnly => K::ReadOnlyFilesystem,
+            // A failed precondition (HTTP's 412): no io kind says it; the variant does.
+            Error::ConditionFailed { .. } => K::Other,
             // A file in the directory the store did not name; else the ids are used up.
             Error::FileIdOutOfRange { path: Some(_), .. } => K::InvalidData,
             Error::FileIdOutOfRange { path: None, .. } | Error::Poisoned => K::Other,
@@ -530,7 +558,7 @@ impl Error {
 /// | [`Error::ForeignFiles`] | `AlreadyExists` |
 /// | [`Error::DirectIoUnsupported`] | `Unsupported` |
 /// | [`Error::ReadOnly`] | `ReadOnlyFilesystem` |
-/// | [`Error::Poisoned`], file ids used up | `Other` |
+/// | [`Error::ConditionFailed`], [`Error::Poisoned`], file ids used up | `Other` |
 ///
 /// ```
 /// use std::io;

@@ -62,6 +62,7 @@ mod format;
 mod index;
 pub mod inspect;
 mod io;
+mod meta;
 mod options;
 mod range;
 mod segment;
@@ -75,7 +76,8 @@ pub use error::{Corruption, DamagedFile, Error, FileKind, FileProblem, Result};
 #[cfg(feature = "testing")]
 #[doc(hidden)]
 pub use failpoint::{COMPACTION_FAILPOINTS, arm_failpoint};
-pub use options::{Compression, Durability, IoMode, Options, RecoveryMode};
+pub use meta::{Condition, ParseVersionError, ValueMeta, Version};
+pub use options::{Compression, Durability, IoMode, Options, OptionsView, RecoveryMode};
 pub use range::ValueRange;
 pub use store::{
     CheckpointReport, CompactOptions, CompactionReport, Entries, Entry, Keys, QuarantineReason,

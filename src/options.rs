@@ -84,8 +84,7 @@ pub enum RecoveryMode {
 ///
 /// Built from [`Options::default`] with one method per option, each taking and returning the
 /// options by value (`Options::default().segment_size(64 << 20)`); each option's current value
-/// is read back with the same name prefixed by `get_` (`opts.get_segment_size()`), as
-/// `std::process::Command` does. The fields are private, so options can be added without
+/// is read back by the same name on [`Options::view`] (`opts.view().segment_size()`). The fields are private, so options can be added without
 /// breaking code that builds them.
 ///
 /// ```
@@ -94,51 +93,51 @@ pub enum RecoveryMode {
 ///     .segment_size(64 << 20)
 ///     .io_mode(IoMode::Auto)
 ///     .durability(Durability::Sync);
-/// assert_eq!(opts.get_segment_size(), 64 << 20);
+/// assert_eq!(opts.view().segment_size(), 64 << 20);
 /// ```
 #[derive(Debug, Clone)]
 #[must_use = "each setter returns the changed Options: pass them to `Store::open_with`, or they are lost"]
 pub struct Options {
     /// See [`Options::segment_size`].
-    segment_size: u64,
+    pub(crate) segment_size: u64,
     /// See [`Options::io_mode`].
-    io_mode: IoMode,
+    pub(crate) io_mode: IoMode,
     /// See [`Options::durability`].
-    durability: Durability,
+    pub(crate) durability: Durability,
     /// See [`Options::write_buffer_size`].
-    write_buffer_size: usize,
+    pub(crate) write_buffer_size: usize,
     /// See [`Options::max_group_bytes`].
-    max_group_bytes: u64,
+    pub(crate) max_group_bytes: u64,
     /// See [`Options::max_group_records`].
-    max_group_records: usize,
+    pub(crate) max_group_records: usize,
     /// See [`Options::large_value_threshold`].
-    large_value_threshold: u64,
+    pub(crate) large_value_threshold: u64,
     /// See [`Options::flush_interval`].
-    flush_interval: Option<Duration>,
+    pub(crate) flush_interval: Option<Duration>,
     /// See [`Options::compression`].
-    compression: Compression,
+    pub(crate) compression: Compression,
     /// See [`Options::compression_frame_size`].
-    compression_frame_size: u32,
+    pub(crate) compression_frame_size: u32,
     /// See [`Options::compression_min_saving`].
-    compression_min_saving: f64,
+    pub(crate) compression_min_saving: f64,
     /// See [`Options::compaction_threshold`].
-    compaction_threshold: f64,
+    pub(crate) compaction_threshold: f64,
     /// See [`Options::background_compaction`].
-    background_compaction: bool,
+    pub(crate) background_compaction: bool,
     /// See [`Options::compaction_rate`].
-    compaction_rate: Option<u64>,
+    pub(crate) compaction_rate: Option<u64>,
     /// See [`Options::create`].
-    create: bool,
+    pub(crate) create: bool,
     /// See [`Options::allow_foreign_files`].
-    allow_foreign_files: bool,
+    pub(crate) allow_foreign_files: bool,
     /// See [`Options::read_only`].
-    read_only: bool,
+    pub(crate) read_only: bool,
     /// See [`Options::recovery_mode`].
-    recovery_mode: RecoveryMode,
+    pub(crate) recovery_mode: RecoveryMode,
     /// See [`Options::cache_capacity`].
-    cache_capacity: u64,
+    pub(crate) cache_capacity: u64,
     /// Bits of each key hash the index uses: 64, fewer only in tests (`testing_hash_bits`).
-    hash_bits: u32,
+    pub(crate) hash_bits: u32,
 }
 
 /// Largest segment size: record offsets in the index are 40 bits wide (a record larger than
@@ -178,7 +177,7 @@ impl Options {
     ///
     /// ```
     /// let opts = podstore::Options::default().segment_size(64 << 20);
-    /// assert_eq!(opts.get_segment_size(), 64 << 20);
+    /// assert_eq!(opts.view().segment_size(), 64 << 20);
     /// ```
     pub fn segment_size(mut self, bytes: u64) -> Self {
         self.segment_size = bytes;
@@ -189,7 +188,7 @@ impl Options {
     ///
     /// ```
     /// let opts = podstore::Options::default().io_mode(podstore::IoMode::Buffered);
-    /// assert_eq!(opts.get_io_mode(), podstore::IoMode::Buffered);
+    /// assert_eq!(opts.view().io_mode(), podstore::IoMode::Buffered);
     /// ```
     pub fn io_mode(mut self, mode: IoMode) -> Self {
         self.io_mode = mode;
@@ -200,7 +199,7 @@ impl Options {
     ///
     /// ```
     /// let opts = podstore::Options::default().durability(podstore::Durability::Buffered);
-    /// assert_eq!(opts.get_durability(), podstore::Durability::Buffered);
+    /// assert_eq!(opts.view().durability(), podstore::Durability::Buffered);
     /// ```
     pub fn durability(mut self, durability: Durability) -> Self {
         self.durability = durability;
@@ -212,7 +211,7 @@ impl Options {
     ///
     /// ```
     /// let opts = podstore::Options::default().write_buffer_size(4 << 20);
-    /// assert_eq!(opts.get_write_buffer_size(), 4 << 20);
+    /// assert_eq!(opts.view().write_buffer_size(), 4 << 20);
     /// ```
     pub fn write_buffer_size(mut self, bytes: usize) -> Self {
         self.write_buffer_size = bytes;
@@ -225,7 +224,7 @@ impl Options {
     ///
     /// ```
     /// let opts = podstore::Options::default().max_group_bytes(16 << 20);
-    /// assert_eq!(opts.get_max_group_bytes(), 16 << 20);
+    /// assert_eq!(opts.view().max_group_bytes(), 16 << 20);
     /// ```
     pub fn max_group_bytes(mut self, bytes: u64) -> Self {
         self.max_group_bytes = bytes;
@@ -236,7 +235,7 @@ impl Options {
     ///
     /// ```
     /// let opts = podstore::Options::default().max_group_records(1024);
-    /// assert_eq!(opts.get_max_group_records(), 1024);
+    /// assert_eq!(opts.view().max_group_records(), 1024);
     /// ```
     pub fn max_group_records(mut self, records: usize) -> Self {
         self.max_group_records = records;
@@ -249,7 +248,7 @@ impl Options {
     ///
     /// ```
     /// let opts = podstore::Options::default().large_value_threshold(4 << 20);
-    /// assert_eq!(opts.get_large_value_threshold(), 4 << 20);
+    /// assert_eq!(opts.view().large_value_threshold(), 4 << 20);
     /// ```
     pub fn large_value_threshold(mut self, bytes: u64) -> Self {
         self.large_value_threshold = bytes;
@@ -261,7 +260,7 @@ impl Options {
     ///
     /// ```
     /// let opts = podstore::Options::default().flush_interval(Some(std::time::Duration::from_millis(50)));
-    /// assert_eq!(opts.get_flush_interval(), Some(std::time::Duration::from_millis(50)));
+    /// assert_eq!(opts.view().flush_interval(), Some(std::time::Duration::from_millis(50)));
     /// ```
     pub fn flush_interval(mut self, interval: Option<Duration>) -> Self {
         self.flush_interval = interval;
@@ -272,7 +271,7 @@ impl Options {
     ///
     /// ```
     /// let opts = podstore::Options::default().compression(podstore::Compression::Auto);
-    /// assert_eq!(opts.get_compression(), podstore::Compression::Auto);
+    /// assert_eq!(opts.view().compression(), podstore::Compression::Auto);
     /// ```
     pub fn compression(mut self, compression: Compression) -> Self {
         self.compression = compression;
@@ -285,7 +284,7 @@ impl Options {
     ///
     /// ```
     /// let opts = podstore::Options::default().compression_frame_size(16 << 10);
-    /// assert_eq!(opts.get_compression_frame_size(), 16 << 10);
+    /// assert_eq!(opts.view().compression_frame_size(), 16 << 10);
     /// ```
     pub fn compression_frame_size(mut self, bytes: u32) -> Self {
         self.compression_frame_size = bytes;
@@ -298,7 +297,7 @@ impl Options {
     ///
     /// ```
     /// let opts = podstore::Options::default().compression_min_saving(0.25);
-    /// assert_eq!(opts.get_compression_min_saving(), 0.25);
+    /// assert_eq!(opts.view().compression_min_saving(), 0.25);
     /// ```
     pub fn compression_min_saving(mut self, fraction: f64) -> Self {
         self.compression_min_saving = fraction;
@@ -314,7 +313,7 @@ impl Options {
     ///
     /// ```
     /// let opts = podstore::Options::default().compaction_threshold(0.3);
-    /// assert_eq!(opts.get_compaction_threshold(), 0.3);
+    /// assert_eq!(opts.view().compaction_threshold(), 0.3);
     /// ```
     pub fn compaction_threshold(mut self, fraction: f64) -> Self {
         self.compaction_threshold = fraction;
@@ -326,7 +325,7 @@ impl Options {
     ///
     /// ```
     /// let opts = podstore::Options::default().background_compaction(false);
-    /// assert_eq!(opts.get_background_compaction(), false);
+    /// assert_eq!(opts.view().background_compaction(), false);
     /// ```
     pub fn background_compaction(mut self, on: bool) -> Self {
         self.background_compaction = on;
@@ -339,7 +338,7 @@ impl Options {
     ///
     /// ```
     /// let opts = podstore::Options::default().compaction_rate(Some(16 << 20));
-    /// assert_eq!(opts.get_compaction_rate(), Some(16 << 20));
+    /// assert_eq!(opts.view().compaction_rate(), Some(16 << 20));
     /// ```
     pub fn compaction_rate(mut self, bytes_per_second: Option<u64>) -> Self {
         self.compaction_rate = bytes_per_second;
@@ -438,16 +437,6 @@ impl Options {
         self
     }
 
-    /// The value set by [`Options::recovery_mode`].
-    ///
-    /// ```
-    /// use podstore::RecoveryMode;
-    /// assert_eq!(podstore::Options::default().get_recovery_mode(), RecoveryMode::Strict);
-    /// ```
-    pub fn get_recovery_mode(&self) -> RecoveryMode {
-        self.recovery_mode
-    }
-
     /// Bytes of memory for the read cache (default 64 MiB; 0 turns it off), counting each
     /// entry's bookkeeping (about 128 bytes) as well as its bytes.
     ///
@@ -462,7 +451,7 @@ impl Options {
     ///
     /// ```
     /// let opts = podstore::Options::default().cache_capacity(256 << 20);
-    /// assert_eq!(opts.get_cache_capacity(), 256 << 20);
+    /// assert_eq!(opts.view().cache_capacity(), 256 << 20);
     /// let no_cache = podstore::Options::default().cache_capacity(0);
     /// # let _ = no_cache;
     /// ```
@@ -471,183 +460,18 @@ impl Options {
         self
     }
 
-    // Getters: `get_` + the setter's name (the convention of `std::process::Command`, whose
-    // builder methods also take the bare names).
-
-    /// The value set by [`Options::segment_size`].
+    /// Reads back the values these options hold: `opts.view().segment_size()`.
+    ///
+    /// The setters take the bare names (`Options::default().segment_size(64 << 20)`), so the
+    /// getters, named for the option as the Rust API guidelines ask (C-GETTER), live on this
+    /// view.
     ///
     /// ```
-    /// let opts = podstore::Options::default();
-    /// let _ = opts.get_segment_size();
+    /// let opts = podstore::Options::default().segment_size(64 << 20);
+    /// assert_eq!(opts.view().segment_size(), 64 << 20);
     /// ```
-    pub fn get_segment_size(&self) -> u64 {
-        self.segment_size
-    }
-
-    /// The value set by [`Options::io_mode`].
-    ///
-    /// ```
-    /// let opts = podstore::Options::default();
-    /// let _ = opts.get_io_mode();
-    /// ```
-    pub fn get_io_mode(&self) -> IoMode {
-        self.io_mode
-    }
-
-    /// The value set by [`Options::durability`].
-    ///
-    /// ```
-    /// let opts = podstore::Options::default();
-    /// let _ = opts.get_durability();
-    /// ```
-    pub fn get_durability(&self) -> Durability {
-        self.durability
-    }
-
-    /// The value set by [`Options::write_buffer_size`].
-    ///
-    /// ```
-    /// let opts = podstore::Options::default();
-    /// let _ = opts.get_write_buffer_size();
-    /// ```
-    pub fn get_write_buffer_size(&self) -> usize {
-        self.write_buffer_size
-    }
-
-    /// The value set by [`Options::max_group_bytes`].
-    ///
-    /// ```
-    /// let opts = podstore::Options::default();
-    /// let _ = opts.get_max_group_bytes();
-    /// ```
-    pub fn get_max_group_bytes(&self) -> u64 {
-        self.max_group_bytes
-    }
-
-    /// The value set by [`Options::max_group_records`].
-    ///
-    /// ```
-    /// let opts = podstore::Options::default();
-    /// let _ = opts.get_max_group_records();
-    /// ```
-    pub fn get_max_group_records(&self) -> usize {
-        self.max_group_records
-    }
-
-    /// The value set by [`Options::large_value_threshold`].
-    ///
-    /// ```
-    /// let opts = podstore::Options::default();
-    /// let _ = opts.get_large_value_threshold();
-    /// ```
-    pub fn get_large_value_threshold(&self) -> u64 {
-        self.large_value_threshold
-    }
-
-    /// The value set by [`Options::flush_interval`].
-    ///
-    /// ```
-    /// let opts = podstore::Options::default();
-    /// let _ = opts.get_flush_interval();
-    /// ```
-    pub fn get_flush_interval(&self) -> Option<Duration> {
-        self.flush_interval
-    }
-
-    /// The value set by [`Options::compression`].
-    ///
-    /// ```
-    /// let opts = podstore::Options::default();
-    /// let _ = opts.get_compression();
-    /// ```
-    pub fn get_compression(&self) -> Compression {
-        self.compression
-    }
-
-    /// The value set by [`Options::compression_frame_size`].
-    ///
-    /// ```
-    /// let opts = podstore::Options::default();
-    /// let _ = opts.get_compression_frame_size();
-    /// ```
-    pub fn get_compression_frame_size(&self) -> u32 {
-        self.compression_frame_size
-    }
-
-    /// The value set by [`Options::compression_min_saving`].
-    ///
-    /// ```
-    /// let opts = podstore::Options::default();
-    /// let _ = opts.get_compression_min_saving();
-    /// ```
-    pub fn get_compression_min_saving(&self) -> f64 {
-        self.compression_min_saving
-    }
-
-    /// The value set by [`Options::compaction_threshold`].
-    ///
-    /// ```
-    /// let opts = podstore::Options::default();
-    /// let _ = opts.get_compaction_threshold();
-    /// ```
-    pub fn get_compaction_threshold(&self) -> f64 {
-        self.compaction_threshold
-    }
-
-    /// The value set by [`Options::background_compaction`].
-    ///
-    /// ```
-    /// let opts = podstore::Options::default();
-    /// let _ = opts.get_background_compaction();
-    /// ```
-    pub fn get_background_compaction(&self) -> bool {
-        self.background_compaction
-    }
-
-    /// The value set by [`Options::compaction_rate`].
-    ///
-    /// ```
-    /// let opts = podstore::Options::default();
-    /// let _ = opts.get_compaction_rate();
-    /// ```
-    pub fn get_compaction_rate(&self) -> Option<u64> {
-        self.compaction_rate
-    }
-
-    /// The value set by [`Options::create`].
-    ///
-    /// ```
-    /// assert!(podstore::Options::default().get_create());
-    /// ```
-    pub fn get_create(&self) -> bool {
-        self.create
-    }
-
-    /// The value set by [`Options::allow_foreign_files`].
-    ///
-    /// ```
-    /// assert!(!podstore::Options::default().get_allow_foreign_files());
-    /// ```
-    pub fn get_allow_foreign_files(&self) -> bool {
-        self.allow_foreign_files
-    }
-
-    /// The value set by [`Options::read_only`].
-    ///
-    /// ```
-    /// assert!(!podstore::Options::default().get_read_only());
-    /// ```
-    pub fn get_read_only(&self) -> bool {
-        self.read_only
-    }
-
-    /// The value set by [`Options::cache_capacity`].
-    ///
-    /// ```
-    /// assert_eq!(podstore::Options::default().get_cache_capacity(), 64 << 20);
-    /// ```
-    pub fn get_cache_capacity(&self) -> u64 {
-        self.cache_capacity
+    pub fn view(&self) -> OptionsView<'_> {
+        OptionsView { opts: self }
     }
 
     /// Test machinery (the `testing` feature): the index keeps only the top `bits` bits of each
@@ -657,11 +481,6 @@ impl Options {
     pub fn testing_hash_bits(mut self, bits: u32) -> Self {
         self.hash_bits = bits.min(64);
         self
-    }
-
-    /// Bits of each key hash the index uses.
-    pub(crate) fn get_hash_bits(&self) -> u32 {
-        self.hash_bits
     }
 
     pub(crate) fn validate(&self) -> Result<()> {
@@ -705,5 +524,120 @@ impl Options {
             return Err(Error::InvalidOptions("flush_interval must be positive"));
         }
         Ok(())
+    }
+}
+
+/// The values an [`Options`] holds, read back by name: `opts.view().cache_capacity()`.
+///
+/// Returned by [`Options::view`]. Each getter is named for its option; the setter of the same
+/// name is on [`Options`] (`Options::default().cache_capacity(256 << 20)`).
+///
+/// ```
+/// use podstore::{Durability, Options};
+/// let opts = Options::default().durability(Durability::Buffered).cache_capacity(0);
+/// let view = opts.view();
+/// assert_eq!(view.durability(), Durability::Buffered);
+/// assert_eq!(view.cache_capacity(), 0);
+/// assert_eq!(view.segment_size(), 256 << 20, "the default");
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct OptionsView<'a> {
+    opts: &'a Options,
+}
+
+impl OptionsView<'_> {
+    /// The value set by [`Options::segment_size`].
+    pub fn segment_size(&self) -> u64 {
+        self.opts.segment_size
+    }
+
+    /// The value set by [`Options::io_mode`].
+    pub fn io_mode(&self) -> IoMode {
+        self.opts.io_mode
+    }
+
+    /// The value set by [`Options::durability`].
+    pub fn durability(&self) -> Durability {
+        self.opts.durability
+    }
+
+    /// The value set by [`Options::write_buffer_size`].
+    pub fn write_buffer_size(&self) -> usize {
+        self.opts.write_buffer_size
+    }
+
+    /// The value set by [`Options::max_group_bytes`].
+    pub fn max_group_bytes(&self) -> u64 {
+        self.opts.max_group_bytes
+    }
+
+    /// The value set by [`Options::max_group_records`].
+    pub fn max_group_records(&self) -> usize {
+        self.opts.max_group_records
+    }
+
+    /// The value set by [`Options::large_value_threshold`].
+    pub fn large_value_threshold(&self) -> u64 {
+        self.opts.large_value_threshold
+    }
+
+    /// The value set by [`Options::flush_interval`].
+    pub fn flush_interval(&self) -> Option<Duration> {
+        self.opts.flush_interval
+    }
+
+    /// The value set by [`Options::compression`].
+    pub fn compression(&self) -> Compression {
+        self.opts.compression
+    }
+
+    /// The value set by [`Options::compression_frame_size`].
+    pub fn compression_frame_size(&self) -> u32 {
+        self.opts.compression_frame_size
+    }
+
+    /// The value set by [`Options::compression_min_saving`].
+    pub fn compression_min_saving(&self) -> f64 {
+        self.opts.compression_min_saving
+    }
+
+    /// The value set by [`Options::compaction_threshold`].
+    pub fn compaction_threshold(&self) -> f64 {
+        self.opts.compaction_threshold
+    }
+
+    /// The value set by [`Options::background_compaction`].
+    pub fn background_compaction(&self) -> bool {
+        self.opts.background_compaction
+    }
+
+    /// The value set by [`Options::compaction_rate`].
+    pub fn compaction_rate(&self) -> Option<u64> {
+        self.opts.compaction_rate
+    }
+
+    /// The value set by [`Options::create`].
+    pub fn create(&self) -> bool {
+        self.opts.create
+    }
+
+    /// The value set by [`Options::allow_foreign_files`].
+    pub fn allow_foreign_files(&self) -> bool {
+        self.opts.allow_foreign_files
+    }
+
+    /// The value set by [`Options::read_only`].
+    pub fn read_only(&self) -> bool {
+        self.opts.read_only
+    }
+
+    /// The value set by [`Options::recovery_mode`].
+    pub fn recovery_mode(&self) -> RecoveryMode {
+        self.opts.recovery_mode
+    }
+
+    /// The value set by [`Options::cache_capacity`].
+    pub fn cache_capacity(&self) -> u64 {
+        self.opts.cache_capacity
     }
 }

@@ -157,7 +157,7 @@ fn concurrent_writers_of_colliding_keys_never_lose_or_mix_values() {
                                 3 => {
                                     store.delete(key(i)).unwrap();
                                 }
-                                _ => store.put(key(i), value(i, round)).unwrap(),
+                                _ => drop(store.put(key(i), value(i, round)).unwrap()),
                             }
                         }
                         if t == 0 && round % 10 == 9 {

@@ -357,7 +357,7 @@ fn a_store_filled_to_storage_full_reopens_and_serves_reads() {
                     (format!("small{i}").into_bytes(), vec![i as u8; 100])
                 };
                 match store.put(&key, &value) {
-                    Ok(()) => {
+                    Ok(_) => {
                         model.insert(key, value);
                     }
                     Err(Error::StorageFull { .. }) => {

@@ -662,7 +662,7 @@ fn run_mixed_with(
     ending: Ending,
     compacting: bool,
 ) {
-    let batch_override = match opts.get_durability() {
+    let batch_override = match opts.view().durability() {
         Durability::Sync => Durability::Buffered,
         Durability::Buffered => Durability::Sync,
     };

@@ -43,6 +43,9 @@ pub struct Seen {
     pub places: Vec<(u64, u64)>,
     /// Which of them is the key's newest, if any.
     pub current: Option<IndexEntry>,
+    /// The sequence number of `current`'s record (0 without one): the value's version, which
+    /// a conditional write compares.
+    pub current_seq: u64,
     /// The key's other entries (older versions behind an unresolved entry), when the look
     /// read past the first (a delete's, the resolver's).
     pub older: Vec<(u64, u64)>,

@@ -70,7 +70,7 @@ impl Store {
         // Not `flush`: copies made by compaction reuse old sequence numbers, and must be on disk
         // too before the active segment is read up to `data_end`. A read-only store wrote
         // nothing.
-        if !inner.opts.get_read_only() {
+        if !inner.opts.read_only {
             inner.log.sync_all()?;
         }
         let segments: Vec<(u64, Arc<SegmentFile>)> = inner
@@ -235,7 +235,7 @@ impl Store {
     pub fn compact_with(&self, opts: CompactOptions) -> Result<CompactionReport> {
         opts.validate()?;
         self.writable()?;
-        self.inner.compactor.compact_now(opts.get_threshold())
+        self.inner.compactor.compact_now(opts.threshold)
     }
 
     /// Writes a consistent, openable copy of the store to `dest` (a path that must not exist,

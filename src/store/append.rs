@@ -67,6 +67,23 @@ pub(super) struct Appender {
     group_records: usize,
 }
 
+impl Appender {
+    /// The number the next write will take: the clock in microseconds, or one more than the
+    /// last number given if the clock is not past it (writes faster than one per microsecond,
+    /// a clock stepped back, a store whose numbers ran ahead). Numbers therefore grow
+    /// strictly, and double as the write's time ([`crate::ValueMeta::written_at`]).
+    fn peek_seq(&self) -> u64 {
+        self.next_seq.max(crate::meta::clock_micros())
+    }
+
+    /// Takes the number [`Appender::peek_seq`] gives.
+    fn take_seq(&mut self) -> u64 {
+        let seq = self.peek_seq();
+        self.next_seq = seq + 1;
+        seq
+    }
+}
+
 struct ActiveSegment {
     id: u64,
     /// Smallest put sequence number and tombstones of the records appended (copies keep
@@ -112,11 +129,11 @@ impl Log {
             let index = shared.index.clone();
             let catalog = shared.catalog.clone();
             writer::start(
-                opts.get_write_buffer_size(),
+                opts.write_buffer_size,
                 shared.profile.direct,
                 shared.profile.mem_align,
                 shared.profile.block_size as u64,
-                opts.get_segment_size(),
+                opts.segment_size,
                 progress.clone(),
                 writer::Hooks {
                     on_durable: Box::new(move |seq| pending.ready_through(seq, &index)),
@@ -126,9 +143,9 @@ impl Log {
         };
         Ok(Log {
             shared,
-            segment_size: opts.get_segment_size(),
-            max_group_bytes: opts.get_max_group_bytes(),
-            max_group_records: opts.get_max_group_records(),
+            segment_size: opts.segment_size,
+            max_group_bytes: opts.max_group_bytes,
+            max_group_records: opts.max_group_records,
             appender: Mutex::new(Appender {
                 wb,
                 active: None,
@@ -367,9 +384,7 @@ impl AppendGuard<'_> {
 
     /// Takes the next sequence number (a blob put, which is not appended to the log).
     pub(super) fn take_seq(&mut self) -> u64 {
-        let seq = self.app.next_seq;
-        self.app.next_seq += 1;
-        seq
+        self.app.take_seq()
     }
 
     /// Spends `count` file ids (new blob files).
@@ -430,7 +445,7 @@ impl AppendGuard<'_> {
             .sum();
         // A batch never spans segments: recovery must see all of it in one scan.
         self.make_room(total)?;
-        let first = self.app.next_seq;
+        let mut first = None;
         let mut unresolved = Vec::new();
         let mut entries = Vec::with_capacity(ops.len());
         for (i, ((key, value), (hash, seen))) in ops.iter().zip(seen).enumerate() {
@@ -440,6 +455,7 @@ impl AppendGuard<'_> {
                 0
             };
             let (seq, entry) = self.append(key, *value, flags, None)?;
+            first.get_or_insert(seq);
             entries.push(entry);
             let shared = &self.log.shared;
             let entry = value.map(|_| entry);
@@ -466,7 +482,7 @@ impl AppendGuard<'_> {
             self.submit_group()?;
         }
         Ok(Appended {
-            first,
+            first: first.unwrap_or(last),
             last,
             unresolved,
             entries,
@@ -519,7 +535,7 @@ impl AppendGuard<'_> {
     ) -> Result<(u64, IndexEntry)> {
         let app = &mut *self.app;
         let segment = app.active.as_ref().expect("make_room opened a segment").id;
-        let seq = copy_of.unwrap_or(app.next_seq);
+        let seq = copy_of.unwrap_or_else(|| app.peek_seq());
         let header = record_header(key, value, flags, app.wb.take_pad(), seq);
         let flags = header.flags;
         let value_len = value.map_or(0, |v| v.value_len);
@@ -530,7 +546,8 @@ impl AppendGuard<'_> {
         let stored: &[u8] = value.map_or(&[], |v| &v.bytes);
         let entry = write_record(&mut app.wb, place, &header, key, stored, value_len)?;
         if copy_of.is_none() {
-            app.next_seq += 1;
+            // The number peeked above, now taken.
+            app.next_seq = seq + 1;
         }
         let active = app.active.as_mut().expect("open");
         active.data_end = app.wb.position();

@@ -10,14 +10,15 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::append::{AppendGuard, Log};
 use super::compress::StoredValue;
-use super::read::Reader;
-use super::resolve;
+use super::read::{Look, Reader};
+use super::resolve::{self, Check};
 use super::segments::{FileSummary, SegmentHandle};
 use super::shared::Shared;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::format::record::{FLAG_COMPRESSED, record_len};
 use crate::index::{IndexEntry, Seen};
 use crate::io::file::SegmentFile;
+use crate::meta::{Condition, Version};
 use crate::segment::{self, BlobStream, SegmentKind};
 
 /// A blob file taken for a put: a spare, or the first of `new_ids`, to be created.
@@ -72,7 +73,7 @@ impl Blobs {
         key: &[u8],
         value: &StoredValue<'_>,
         (hash, seen): &(u64, Seen),
-    ) -> Result<()> {
+    ) -> Result<u64> {
         if let Some(e) = self.log.failure() {
             return Err(e);
         }
@@ -127,31 +128,67 @@ impl Blobs {
 
     /// Commits a streamed put of a value of `value_len` bytes, stored as the stream's bytes with
     /// record flags `flags`: numbers it, writes the record's head and footer (durable), and
-    /// publishes it. With `flush_first` (buffered durability), every write numbered before it is
-    /// made durable first, so that a crash still loses only a suffix of the writes.
+    /// publishes it; returns its sequence number. With `flush_first` (buffered durability),
+    /// every write numbered before it is made durable first, so that a crash still loses only
+    /// a suffix of the writes. With a condition, the key's current version is checked under
+    /// the append lock, as the write is numbered ([`resolve::check`]); if it fails, the stream
+    /// is abandoned and nothing is written.
     pub(super) fn finish_stream(
         &self,
         key: &[u8],
         stream: BlobStream,
         (flags, value_len): (u16, u64),
         flush_first: bool,
-    ) -> Result<()> {
+        condition: Option<Condition>,
+    ) -> Result<u64> {
         let shared = &self.shared;
         if let Some(e) = self.log.failure() {
             stream.abandon(&shared.dir);
             return Err(e);
         }
         let stored_len = stream.stored_len();
-        let (hash, seen) = match resolve::seen(shared, &self.reader, key, resolve::put_look(shared))
-        {
-            Ok(s) => s,
-            Err(e) => {
-                stream.abandon(&shared.dir);
-                return Err(e);
-            }
+        // A conditional write needs the key's true newest entry: read, never lazy.
+        let look = match condition {
+            Some(_) => Look::First,
+            None => resolve::put_look(shared),
         };
-        let (before, seq, id, resolved) = {
+        let mut looked = resolve::seen(shared, &self.reader, key, look);
+        let (before, seq, id, resolved) = loop {
+            let (hash, seen) = match looked {
+                Ok(s) => s,
+                Err(e) => {
+                    stream.abandon(&shared.dir);
+                    return Err(e);
+                }
+            };
             let mut app = self.log.lock();
+            if let Some(condition) = condition {
+                match resolve::check(shared, key, hash, &seen) {
+                    Check::Current(current) if condition.holds(current.map(Version)) => {}
+                    Check::Current(current) => {
+                        drop(app);
+                        stream.abandon(&shared.dir);
+                        return Err(Error::ConditionFailed {
+                            key: key.to_vec(),
+                            current: current.map(Version),
+                        });
+                    }
+                    Check::Wait(pending) => {
+                        drop(app);
+                        if let Err(e) = self.log.wait(pending, pending, false) {
+                            stream.abandon(&shared.dir);
+                            return Err(e);
+                        }
+                        looked = resolve::seen(shared, &self.reader, key, look);
+                        continue;
+                    }
+                    Check::Again => {
+                        drop(app);
+                        looked = resolve::seen(shared, &self.reader, key, look);
+                        continue;
+                    }
+                }
+            }
             let before = app.last_seq();
             let seq = app.take_seq();
             let id = stream.id();
@@ -167,7 +204,7 @@ impl Blobs {
                 shared
                     .pending
                     .push(seq, key, hash, Some(entry), true, &seen, &shared.index);
-            (before, seq, id, resolved)
+            break (before, seq, id, resolved);
         };
         if !resolved {
             resolve::settle(shared, &self.reader, &[(seq, key, true)]);
@@ -251,7 +288,7 @@ impl Blobs {
         id: u64,
         record_bytes: u64,
         written: Result<Arc<SegmentFile>>,
-    ) -> Result<()> {
+    ) -> Result<u64> {
         let shared = &self.shared;
         // The put is acknowledged only once its seal is in the catalog: open then refuses a
         // store in which the file of an acknowledged put is missing or cut, and treats a blob
@@ -278,7 +315,7 @@ impl Blobs {
                     .insert(id, SegmentHandle::sealed(file, SegmentKind::Blob, summary));
                 shared.pending.ready_one(seq, &shared.index);
                 self.log.progress().notify();
-                self.log.wait(seq, seq, false)
+                self.log.wait(seq, seq, false).map(|()| seq)
             }
             Err(e) => {
                 // Its file may outlive the failure (removal is best effort and not made durable),

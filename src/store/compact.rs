@@ -68,14 +68,17 @@ pub struct CompactionReport {
 /// `CompactOptions::new().threshold(0.1)`; what is not set is the store's own.
 ///
 /// ```
-/// let opts = podstore::CompactOptions::new().threshold(0.1);
-/// assert_eq!(opts.get_threshold(), Some(0.1));
-/// assert_eq!(podstore::CompactOptions::new().get_threshold(), None);
+/// # fn main() -> podstore::Result<()> {
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let store = podstore::Store::open(dir.path())?;
+/// let report = store.compact_with(podstore::CompactOptions::new().threshold(0.1))?;
+/// assert_eq!(report.segments_compacted, 0); // nothing dead yet
+/// # Ok(()) }
 /// ```
 #[derive(Debug, Clone, Default, PartialEq)]
 #[must_use = "options do nothing until passed to Store::compact_with"]
 pub struct CompactOptions {
-    threshold: Option<f64>,
+    pub(crate) threshold: Option<f64>,
 }
 
 impl CompactOptions {
@@ -95,11 +98,6 @@ impl CompactOptions {
     pub fn threshold(mut self, fraction: f64) -> CompactOptions {
         self.threshold = Some(fraction);
         self
-    }
-
-    /// The threshold set by [`CompactOptions::threshold`], if any.
-    pub fn get_threshold(&self) -> Option<f64> {
-        self.threshold
     }
 
     /// [`Error::InvalidOptions`] for a threshold out of its range.
@@ -400,7 +398,7 @@ impl Compactor {
                         continue; // overwritten or deleted: dead
                     }
                     value.resize(old.stored_len as usize, 0);
-                    let found = Located::new(old, handle.file.clone());
+                    let found = Located::new(old, e.seq, handle.file.clone());
                     self.reader.read_stored(&found, &mut value)?;
                     let Some((new, n)) = self.append_copy(e, Some((&old, &value)))? else {
                         continue;

@@ -44,15 +44,15 @@ impl<'a> StoredValue<'a> {
         if value.is_empty() {
             return StoredValue::raw(value);
         }
-        let frame_size = opts.get_compression_frame_size();
-        let min_saving = match opts.get_compression() {
+        let frame_size = opts.compression_frame_size;
+        let min_saving = match opts.compression {
             Compression::None => return StoredValue::raw(value),
             Compression::Lz4 => None,
             Compression::Auto => {
-                if estimated_saving(value, frame_size) < opts.get_compression_min_saving() {
+                if estimated_saving(value, frame_size) < opts.compression_min_saving {
                     return StoredValue::raw(value);
                 }
-                Some(opts.get_compression_min_saving())
+                Some(opts.compression_min_saving)
             }
         };
         let framed = encode_framed(value, frame_size);
@@ -83,12 +83,11 @@ impl<'a> StoredValue<'a> {
 /// saving reaches `Options::compression_min_saving`. (A value that ends before its first frame
 /// is full is stored as [`StoredValue::encode`] says, like a put.)
 pub fn compress_stream(sample: &[u8], opts: &Options) -> bool {
-    match opts.get_compression() {
+    match opts.compression {
         Compression::None => false,
         Compression::Lz4 => true,
         Compression::Auto => {
-            estimated_saving(sample, opts.get_compression_frame_size())
-                >= opts.get_compression_min_saving()
+            estimated_saving(sample, opts.compression_frame_size) >= opts.compression_min_saving
         }
     }
 }

@@ -12,9 +12,9 @@ use super::compress::StoredValue;
 use super::inner::{Inner, Presence};
 use super::read::Look;
 use super::{Keys, Store, ValueReader, ValueWriter, check_key, check_value, open};
-use crate::batch::Batch;
 use crate::error::Result;
 use crate::io::storage::{RealStorage, Storage};
+use crate::meta::Version;
 use crate::options::{Durability, Options};
 use crate::range::ValueRange;
 
@@ -65,7 +65,7 @@ impl Store {
     ) -> Result<Store> {
         opts.validate()?;
         let (lock, profile) = open::prepare(dir, &opts, storage)?;
-        let read_only = opts.get_read_only();
+        let read_only = opts.read_only;
         let inner = Arc::new(Inner::start(dir.to_path_buf(), opts, profile)?);
         if !read_only {
             inner.start_background()?;
@@ -77,7 +77,7 @@ impl Store {
         })
     }
 
-    /// Inserts or overwrites `key`.
+    /// Inserts or overwrites `key`; returns the value's new [`Version`].
     ///
     /// With [`Durability::Sync`] (the default) it returns once the value is on stable storage;
     /// concurrent calls share one write and one fdatasync. With [`Durability::Buffered`] it
@@ -106,19 +106,23 @@ impl Store {
     /// assert_eq!(store.get(&key)?.as_deref(), Some(&b"v"[..]));
     /// # Ok(()) }
     /// ```
-    pub fn put(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
+    pub fn put(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<Version> {
         let (key, value) = (key.as_ref(), value.as_ref());
         self.writable()?;
         check_key(key)?;
         check_value(value)?;
-        let durability = self.inner.opts.get_durability();
+        let durability = self.inner.opts.durability;
         let stored = StoredValue::encode(value, &self.inner.opts);
         let seen = self.inner.seen(key, self.inner.put_look())?;
         let log = &self.inner.log;
         if durability == Durability::Sync
-            && value.len() as u64 >= self.inner.opts.get_large_value_threshold()
+            && value.len() as u64 >= self.inner.opts.large_value_threshold
         {
-            return self.inner.blobs.put(log.lock(), key, &stored, &seen);
+            return self
+                .inner
+                .blobs
+                .put(log.lock(), key, &stored, &seen)
+                .map(Version);
         }
         let appended = log.lock().append_ops(
             &[(key, Some(&stored))],
@@ -131,14 +135,15 @@ impl Store {
             // without a read to stay off the resolver), finds the new value in memory.
             self.inner
                 .reader
-                .keep_written(key, value, &appended.entries[0]);
+                .keep_written(key, value, &appended.entries[0], appended.first);
         }
-        self.finish_write(&appended, &[(key, Some(&stored))], durability)
+        self.finish_write(&appended, &[(key, Some(&stored))], durability)?;
+        Ok(Version(appended.first))
     }
 
     /// Resolves what `append_ops` left unresolved of `ops`, then waits for the writes to be
     /// acknowledged.
-    fn finish_write(
+    pub(super) fn finish_write(
         &self,
         appended: &append::Appended,
         ops: &[Op<'_>],
@@ -195,7 +200,7 @@ impl Store {
         let key = key.as_ref();
         self.writable()?;
         check_key(key)?;
-        let durability = self.inner.opts.get_durability();
+        let durability = self.inner.opts.durability;
         let log = &self.inner.log;
         // Every version of the key: the delete removes them all.
         let mut seen = self.inner.seen(key, Look::All)?;
@@ -256,10 +261,10 @@ impl Store {
         if seen.1.current.is_some() && self.inner.shared.pending.last_queued(key).is_none() {
             return Ok(false);
         }
-        let durability = self.inner.opts.get_durability();
+        let durability = self.inner.opts.durability;
         let stored = StoredValue::encode(value, &self.inner.opts);
         let large = durability == Durability::Sync
-            && value.len() as u64 >= self.inner.opts.get_large_value_threshold();
+            && value.len() as u64 >= self.inner.opts.large_value_threshold;
         let log = &self.inner.log;
         loop {
             let mut app = log.lock();
@@ -280,11 +285,7 @@ impl Store {
                 Presence::Absent => {}
             }
             if large {
-                return self
-                    .inner
-                    .blobs
-                    .put(app, key, &stored, &seen)
-                    .map(|()| true);
+                return self.inner.blobs.put(app, key, &stored, &seen).map(|_| true);
             }
             let ops = [(key, Some(&stored))];
             let appended = app.append_ops(&ops, std::slice::from_ref(&seen), durability)?;
@@ -293,60 +294,6 @@ impl Store {
                 .finish_write(&appended, &ops, durability)
                 .map(|()| true);
         }
-    }
-
-    /// Applies every operation of `batch`, all-or-nothing: after a crash either all of them are
-    /// visible or none is. Durable like [`Store::put`], unless the batch overrides the
-    /// durability. Deleting a missing key in a batch is not an error.
-    ///
-    /// ```
-    /// # fn main() -> podstore::Result<()> {
-    /// # let dir = tempfile::tempdir().unwrap();
-    /// # let store = podstore::Store::open(dir.path())?;
-    /// let mut batch = podstore::Batch::new();
-    /// batch.put("a", "1").put("b", "2").delete("c");
-    /// store.write(&batch)?;
-    /// assert_eq!(store.len(), 2);
-    /// # Ok(()) }
-    /// ```
-    pub fn write(&self, batch: &Batch) -> Result<()> {
-        self.writable()?;
-        for op in &batch.ops {
-            check_key(&op.key)?;
-            if let Some(v) = &op.value {
-                check_value(v)?;
-            }
-        }
-        if batch.is_empty() {
-            return Ok(());
-        }
-        let durability = batch.durability.unwrap_or(self.inner.opts.get_durability());
-        let values: Vec<Option<StoredValue<'_>>> = batch
-            .ops
-            .iter()
-            .map(|op| {
-                op.value
-                    .as_deref()
-                    .map(|v| StoredValue::encode(v, &self.inner.opts))
-            })
-            .collect();
-        let ops: Vec<Op<'_>> = batch
-            .ops
-            .iter()
-            .zip(&values)
-            .map(|(op, v)| (op.key.as_slice(), v.as_ref()))
-            .collect();
-        let put_look = self.inner.put_look();
-        let seen = ops
-            .iter()
-            .map(|(key, value)| {
-                // A delete removes every version of its key: it reads them all.
-                let look = if value.is_some() { put_look } else { Look::All };
-                self.inner.seen(key, look)
-            })
-            .collect::<Result<Vec<_>>>()?;
-        let appended = self.inner.log.lock().append_ops(&ops, &seen, durability)?;
-        self.finish_write(&appended, &ops, durability)
     }
 
     /// The value of `key` as shared bytes ([`bytes::Bytes`], cheap to clone). A value the read
@@ -635,7 +582,7 @@ impl Store {
     /// # Ok(()) }
     /// ```
     pub fn flush(&self) -> Result<()> {
-        if self.inner.opts.get_read_only() {
+        if self.inner.opts.read_only {
             // Nothing was written, nothing to make durable.
             return Ok(());
         }

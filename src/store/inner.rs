@@ -39,24 +39,14 @@ pub(super) struct Inner {
     pub(super) resolver: Mutex<Option<Resolver>>,
 }
 
-/// Whether a key has a value, counting writes not yet applied to the index.
-pub(super) enum Presence {
-    /// No value, or a delete on its way.
-    Absent,
-    /// A value in the index and nothing on its way.
-    Present,
-    /// A put on its way, with this sequence number.
-    Pending(u64),
-    /// The index changed since the caller looked: look again.
-    Changed,
-}
+pub(super) use super::resolve::Presence;
 
 impl Inner {
     /// Recovers the store in `dir` and starts its write path.
     pub(super) fn start(dir: PathBuf, opts: Options, profile: IoProfile) -> Result<Inner> {
         let pool = read::new_pool(profile.mem_align);
-        let salvage = opts.get_recovery_mode() == crate::options::RecoveryMode::Salvage;
-        let recovered = open::recover(&dir, &profile, &pool, salvage, opts.get_hash_bits())?;
+        let salvage = opts.recovery_mode == crate::options::RecoveryMode::Salvage;
+        let recovered = open::recover(&dir, &profile, &pool, salvage, opts.hash_bits)?;
         let shared = Shared {
             dir,
             profile,
@@ -72,20 +62,15 @@ impl Inner {
             recovered.max_seq,
             recovered.next_file_id,
         )?);
-        let reader = Arc::new(Reader::new(
-            &shared,
-            log.clone(),
-            pool,
-            opts.get_cache_capacity(),
-        ));
+        let reader = Arc::new(Reader::new(&shared, log.clone(), pool, opts.cache_capacity));
         let blobs = Arc::new(Blobs::new(shared.clone(), log.clone(), reader.clone()));
         let compactor = Compactor::new(
             shared.clone(),
             log.clone(),
             blobs.clone(),
             reader.clone(),
-            opts.get_compaction_threshold(),
-            opts.get_compaction_rate(),
+            opts.compaction_threshold,
+            opts.compaction_rate,
         );
         Ok(Inner {
             opts,
@@ -106,7 +91,7 @@ impl Inner {
         *self.resolver.lock().unwrap_or_else(|p| p.into_inner()) =
             Some(Resolver::start(self.shared.clone(), self.reader.clone())?);
         let mut threads = Vec::new();
-        if let Some(interval) = self.opts.get_flush_interval() {
+        if let Some(interval) = self.opts.flush_interval {
             let inner = Arc::downgrade(self);
             threads.push(Ticker::start("podstore-ticker", interval, move |_| {
                 let Some(inner) = inner.upgrade() else {
@@ -119,7 +104,7 @@ impl Inner {
                 true
             })?);
         }
-        if self.opts.get_background_compaction() {
+        if self.opts.background_compaction {
             let inner = Arc::downgrade(self);
             threads.push(Ticker::start(
                 "podstore-compactor",
@@ -165,7 +150,7 @@ impl Inner {
 
     pub(super) fn shut_down(&self) -> Result<()> {
         self.stop_background();
-        if self.opts.get_background_compaction() && !self.opts.get_read_only() {
+        if self.opts.background_compaction && !self.opts.read_only {
             // The older versions that overwrites left count as live (a blob file holding only
             // one would look live): resolved first, within the same budget as the compaction.
             let deadline = std::time::Instant::now() + CLOSE_COMPACTION_BUDGET;
@@ -184,13 +169,7 @@ impl Inner {
     /// Whether `key` (hashing to `hash`) has a value, as the next write will find it, given
     /// what the caller has `seen` of it (call under the append lock).
     pub(super) fn presence(&self, key: &[u8], hash: u64, seen: &Seen) -> Presence {
-        match self.shared.pending.last_queued(key) {
-            Some((true, seq)) => Presence::Pending(seq),
-            Some((false, _)) => Presence::Absent,
-            None if self.shared.index.places(hash) != seen.places => Presence::Changed,
-            None if seen.current.is_some() => Presence::Present,
-            None => Presence::Absent,
-        }
+        super::resolve::presence(&self.shared, key, hash, seen)
     }
 
     /// What the index holds for `key` now, for a write of it: its hash and [`Seen`], as far

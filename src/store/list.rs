@@ -579,13 +579,13 @@ impl<'a> Keys<'a> {
 
     /// The record `entry` names, with its file held open: `None` when the key has gone since
     /// `entry` was found live (deleted meanwhile, its file removed).
-    pub(super) fn located(&self, key: &[u8], entry: IndexEntry) -> Result<Option<Located>> {
-        let inner = &self.store.inner;
-        if let Some(file) = inner.shared.segments.file(entry.segment) {
-            return Ok(Some(Located::new(entry, file)));
-        }
-        // Moved by compaction since it was found: where the key is now, if anywhere.
-        inner.reader.locate(key)
+    ///
+    /// Found through the read path, not from `entry` alone: a value's version (its record's
+    /// sequence number, which [`ValueReader::metadata`](crate::ValueReader::metadata) reports)
+    /// is in its record's header, which the read path reads (in the same read as a small value)
+    /// or has cached; and a key moved by compaction since it was found is found where it is now.
+    pub(super) fn located(&self, key: &[u8], _entry: IndexEntry) -> Result<Option<Located>> {
+        self.store.inner.reader.locate(key)
     }
 }
 

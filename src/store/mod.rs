@@ -48,6 +48,7 @@ mod cache;
 mod checkpoint;
 mod compact;
 mod compress;
+mod conditional;
 mod inner;
 mod list;
 mod open;
@@ -119,7 +120,7 @@ impl std::fmt::Debug for Store {
 impl Store {
     /// [`Error::ReadOnly`] for a store opened with [`Options::read_only`].
     fn writable(&self) -> Result<()> {
-        if self.inner.opts.get_read_only() {
+        if self.inner.opts.read_only {
             Err(Error::ReadOnly)
         } else {
             Ok(())

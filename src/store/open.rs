@@ -46,14 +46,14 @@ pub(super) fn prepare(
     };
     let is_store = names.iter().any(|n| segment::marks_store(n));
     // A store whose creation stopped after its lock has nothing else of its own.
-    if !opts.get_create() && !is_store && !names.iter().any(|n| n == file::LOCK_NAME) {
+    if !opts.create && !is_store && !names.iter().any(|n| n == file::LOCK_NAME) {
         return Err(Error::NotFound {
             path: dir.to_path_buf(),
         });
     }
     // Refused before anything is written (no directory, lock, probe or catalog): the
     // directory is left as it was.
-    if !is_store && !opts.get_allow_foreign_files() {
+    if !is_store && !opts.allow_foreign_files {
         let mut foreign: Vec<String> = names
             .iter()
             .filter(|n| segment::is_foreign(n))
@@ -70,7 +70,7 @@ pub(super) fn prepare(
             });
         }
     }
-    let read_only = opts.get_read_only();
+    let read_only = opts.read_only;
     if !read_only {
         storage
             .create_dir_all(dir)
@@ -81,7 +81,7 @@ pub(super) fn prepare(
         .into_iter()
         .find(|name| segment::parse_file_name(name).is_some())
         .map(|name| dir.join(name));
-    let mode = opts.get_io_mode();
+    let mode = opts.io_mode;
     let profile = file::probe(storage, dir, mode, sample.as_deref(), !read_only)?;
     if mode == IoMode::Auto && !profile.direct {
         log::warn!(

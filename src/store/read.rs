@@ -39,16 +39,55 @@ pub(super) struct Reader {
     cache: Cache,
 }
 
-/// What [`Reader::lookup`] found: a value in the cache, or where to read it.
+/// What [`Reader::lookup`] found: a value in the cache (with its record's sequence number),
+/// or where to read it.
 enum Lookup {
-    Cached(Bytes),
+    Cached(u64, Bytes),
     Located(Located),
+}
+
+/// Length of the sequence number that starts a cached whole value or key.
+const SEQ_LEN: usize = 8;
+
+/// What the cache keeps for a whole value, or (with an empty `value`) for the key of a larger
+/// one: the record's sequence number (8 bytes, little-endian: what [`Store::metadata`] needs
+/// of the record header), the key, then the value. `value_len` bytes are left zero for the
+/// caller to fill when `value` is empty.
+///
+/// [`Store::metadata`]: crate::Store::metadata
+fn kept(seq: u64, key: &[u8], value: &[u8], value_len: usize) -> Vec<u8> {
+    let mut kept = Vec::with_capacity(SEQ_LEN + key.len() + value_len);
+    kept.extend_from_slice(&seq.to_le_bytes());
+    kept.extend_from_slice(key);
+    if value.is_empty() {
+        kept.resize(SEQ_LEN + key.len() + value_len, 0);
+    } else {
+        kept.extend_from_slice(value);
+    }
+    kept
+}
+
+/// The sequence number and value of a cached whole value, if it is `key`'s (`value_len` bytes
+/// long); `None` if it is another key's.
+fn cached_whole(b: &Bytes, key: &[u8], value_len: u64) -> Option<(u64, Bytes)> {
+    (b.len() as u64 == (SEQ_LEN + key.len()) as u64 + value_len
+        && &b[SEQ_LEN..SEQ_LEN + key.len()] == key)
+        .then(|| (cached_seq(b), b.slice(SEQ_LEN + key.len()..)))
+}
+
+/// The sequence number a cached whole value or key starts with.
+fn cached_seq(b: &[u8]) -> u64 {
+    let mut n = [0u8; SEQ_LEN];
+    n.copy_from_slice(&b[..SEQ_LEN]);
+    u64::from_le_bytes(n)
 }
 
 /// An index entry and the file it points into, held open for the read.
 #[derive(Clone)]
 pub(super) struct Located {
     pub(super) entry: IndexEntry,
+    /// The record's sequence number: the value's version and time ([`crate::ValueMeta`]).
+    pub(super) seq: u64,
     pub(super) file: Arc<SegmentFile>,
     /// The whole record, when the read that checked its key fetched it (a small one, or any
     /// record up to [`WHOLE_GET_READ`] for a read of the whole value).
@@ -58,10 +97,11 @@ pub(super) struct Located {
 }
 
 impl Located {
-    /// The record `entry` names, in `file`.
-    pub(super) fn new(entry: IndexEntry, file: Arc<SegmentFile>) -> Located {
+    /// The record `entry` names, numbered `seq`, in `file`.
+    pub(super) fn new(entry: IndexEntry, seq: u64, file: Arc<SegmentFile>) -> Located {
         Located {
             entry,
+            seq,
             file,
             prefetched: None,
             whole: None,
@@ -136,6 +176,13 @@ impl Reader {
         &self.pool
     }
 
+    /// The index entry of `key` and the file it points into, reading no more of its record
+    /// than the header and key (nothing if the cache has them, or the value whole): what
+    /// [`Store::metadata`](crate::Store::metadata) needs.
+    pub(super) fn locate_head(&self, key: &[u8]) -> Result<Option<Located>> {
+        Ok(self.find_in_reading(key, true, 0)?.map(|(found, _)| found))
+    }
+
     /// The index entry of `key` and the file it points into.
     pub(super) fn locate(&self, key: &[u8]) -> Result<Option<Located>> {
         Ok(self.find(key)?.map(|(mut found, whole)| {
@@ -171,6 +218,7 @@ impl Reader {
                 match identity {
                     Identity::Mine { found, .. } if seen.current.is_none() => {
                         seen.current = Some(found.entry);
+                        seen.current_seq = found.seq;
                         if !all {
                             break;
                         }
@@ -216,13 +264,13 @@ impl Reader {
         file: &Arc<SegmentFile>,
     ) -> Option<Identity> {
         let b = self.cache.get_bytes(&Key::of(&entry, Part::Value))?;
-        if b.len() as u64 == key.len() as u64 + entry.value_len && b.starts_with(key) {
-            return Some(Identity::Mine {
-                found: Located::new(entry, file.clone()),
-                cached: Some(b.slice(key.len()..)),
-            });
-        }
-        Some(Identity::Other)
+        Some(match cached_whole(&b, key, entry.value_len) {
+            Some((seq, value)) => Identity::Mine {
+                found: Located::new(entry, seq, file.clone()),
+                cached: Some(value),
+            },
+            None => Identity::Other,
+        })
     }
 
     /// Whether `entry` is `key`'s, by the key of a large value the cache kept when it was read
@@ -234,9 +282,9 @@ impl Reader {
         file: &Arc<SegmentFile>,
     ) -> Option<Identity> {
         let k = self.cache.get_bytes(&Key::of(&entry, Part::Key))?;
-        Some(if &*k == key {
+        Some(if k.len() == SEQ_LEN + key.len() && &k[SEQ_LEN..] == key {
             Identity::Mine {
-                found: Located::new(entry, file.clone()),
+                found: Located::new(entry, cached_seq(&k), file.clone()),
                 cached: None,
             }
         } else {
@@ -341,7 +389,8 @@ impl Reader {
         if !whole && let Some(identity) = self.by_cached_key(key, entry, &file) {
             return Ok(identity);
         }
-        let mut found = Located::new(entry, file);
+        // The sequence number is set once the header is read.
+        let mut found = Located::new(entry, 0, file);
         let head = (RECORD_HEADER_LEN + key.len()) as u64;
         let read = if whole { entry.record_len() } else { head } as usize;
         let mut buf = match self.fetch_owned(&found, entry.offset, read) {
@@ -382,6 +431,7 @@ impl Reader {
         if &buf[RECORD_HEADER_LEN..key_end] != key {
             return Ok(Identity::Other);
         }
+        found.seq = header.seq;
         if header.kind != RecordKind::Put || header.value_len != entry.stored_len {
             return Err(corrupt(
                 entry.offset,
@@ -396,7 +446,7 @@ impl Reader {
         } else if self.cache.is_on() {
             self.cache.insert(
                 Key::of(&entry, Part::Key),
-                Cached::Bytes(Bytes::copy_from_slice(key)),
+                Cached::Bytes(Bytes::from(kept(header.seq, key, &[], 0))),
             );
         }
         Ok(Identity::Mine {
@@ -409,13 +459,11 @@ impl Reader {
     /// cache if it is small enough to be kept whole: an overwritten key is likely to be read or
     /// overwritten again. Not verified bytes read from a file, but the bytes the record holds
     /// (the caller's own); nobody looks them up before the index names the record.
-    pub(super) fn keep_written(&self, key: &[u8], value: &[u8], entry: &IndexEntry) {
+    pub(super) fn keep_written(&self, key: &[u8], value: &[u8], entry: &IndexEntry, seq: u64) {
         if !self.cache.holds_whole(entry) {
             return;
         }
-        let mut kept = Vec::with_capacity(key.len() + value.len());
-        kept.extend_from_slice(key);
-        kept.extend_from_slice(value);
+        let kept = kept(seq, key, value, value.len());
         self.cache.insert(
             Key::of(entry, Part::Value),
             Cached::Bytes(Bytes::from(kept)),
@@ -435,13 +483,9 @@ impl Reader {
             } else {
                 None
             };
-            match cached {
-                Some(b)
-                    if b.len() as u64 == key.len() as u64 + c.value_len && b.starts_with(key) =>
-                {
-                    return Ok(Some(Lookup::Cached(b.slice(key.len()..))));
-                }
-                Some(_) => {} // another key's
+            match cached.as_ref().map(|b| cached_whole(b, key, c.value_len)) {
+                Some(Some((seq, value))) => return Ok(Some(Lookup::Cached(seq, value))),
+                Some(None) => {} // another key's
                 // In a run with an unresolved entry, an entry the cache cannot tell may be the
                 // key's newest version, and a cached one behind it an older one: the records
                 // decide, in order.
@@ -452,7 +496,7 @@ impl Reader {
         Ok(self
             .find_in_reading(key, false, WHOLE_GET_READ)?
             .map(|(found, cached)| match cached {
-                Some(b) => Lookup::Cached(b),
+                Some(b) => Lookup::Cached(found.seq, b),
                 None => Lookup::Located(found),
             }))
     }
@@ -460,12 +504,18 @@ impl Reader {
     /// The whole value of `key` in `out` (cleared first; its allocation is reused), copied from
     /// the cache or read (and then kept, if small enough); whether `key` has a value.
     pub(super) fn get_into(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
+        Ok(self.get_into_numbered(key, out)?.is_some())
+    }
+
+    /// [`Reader::get_into`], returning the sequence number of the value's record if `key` has
+    /// a value.
+    pub(super) fn get_into_numbered(&self, key: &[u8], out: &mut Vec<u8>) -> Result<Option<u64>> {
         out.clear();
         let found = match self.lookup(key)? {
-            None => return Ok(false),
-            Some(Lookup::Cached(b)) => {
+            None => return Ok(None),
+            Some(Lookup::Cached(seq, b)) => {
                 out.extend_from_slice(&b);
-                return Ok(true);
+                return Ok(Some(seq));
             }
             Some(Lookup::Located(found)) => found,
         };
@@ -479,13 +529,10 @@ impl Reader {
         }
         self.read_uncached(&found, 0, out, None)?;
         if self.cache.holds_whole(&found.entry) {
-            let mut kept = Vec::with_capacity(key.len() + out.len());
-            kept.extend_from_slice(key);
-            kept.extend_from_slice(out);
-            let bytes = Cached::Bytes(Bytes::from(kept));
+            let bytes = Cached::Bytes(Bytes::from(kept(found.seq, key, out, out.len())));
             self.cache.insert(Key::of(&found.entry, Part::Value), bytes);
         }
-        Ok(true)
+        Ok(Some(found.seq))
     }
 
     /// The whole value of `key` as shared bytes: the cache's own, or read (and then kept, if
@@ -493,7 +540,7 @@ impl Reader {
     pub(super) fn get_shared(&self, key: &[u8]) -> Result<Option<Bytes>> {
         let found = match self.lookup(key)? {
             None => return Ok(None),
-            Some(Lookup::Cached(b)) => return Ok(Some(b)),
+            Some(Lookup::Cached(_, b)) => return Ok(Some(b)),
             Some(Lookup::Located(found)) => found,
         };
         if !self.cache.holds_whole(&found.entry) {
@@ -501,16 +548,17 @@ impl Reader {
             self.read_uncached(&found, 0, &mut out, None)?;
             return Ok(Some(Bytes::from(out)));
         }
-        // Kept as key, then value, in one buffer; the caller gets the value's part of it.
-        let mut kept = vec![0u8; key.len() + to_usize(found.entry.value_len)?];
-        kept[..key.len()].copy_from_slice(key);
-        self.read_uncached(&found, 0, &mut kept[key.len()..], None)?;
+        // Kept as sequence number, key, then value, in one buffer; the caller gets the value's
+        // part of it.
+        let mut kept = kept(found.seq, key, &[], to_usize(found.entry.value_len)?);
+        let at = SEQ_LEN + key.len();
+        self.read_uncached(&found, 0, &mut kept[at..], None)?;
         let bytes = Bytes::from(kept);
         self.cache.insert(
             Key::of(&found.entry, Part::Value),
             Cached::Bytes(bytes.clone()),
         );
-        Ok(Some(bytes.slice(key.len()..)))
+        Ok(Some(bytes.slice(at..)))
     }
 
     /// Bytes `range` of the value of `found` (the value of `key`), by [`range::resolve`]'s
@@ -544,8 +592,8 @@ impl Reader {
         if self.cache.holds_whole(&found.entry)
             && let Some(b) = self.cache.get_bytes(&Key::of(&found.entry, Part::Value))
         {
-            // Kept as key, then value.
-            let at = found.entry.key_len as usize + start as usize;
+            // Kept as sequence number, key, then value.
+            let at = SEQ_LEN + found.entry.key_len as usize + start as usize;
             dst.copy_from_slice(&b[at..at + dst.len()]);
             return Ok(());
         }

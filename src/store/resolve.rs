@@ -44,6 +44,57 @@ pub(super) fn seen(
     Ok((hash, reader.seen(key, hash, look)?))
 }
 
+/// Whether a key has a value, counting writes not yet applied to the index.
+pub(super) enum Presence {
+    /// No value, or a delete on its way.
+    Absent,
+    /// A value in the index and nothing on its way.
+    Present,
+    /// A put on its way, with this sequence number.
+    Pending(u64),
+    /// The index changed since the caller looked: look again.
+    Changed,
+}
+
+/// Whether `key` (hashing to `hash`) has a value, as the next write will find it, given what
+/// the caller has `seen` of it (call under the append lock).
+pub(super) fn presence(shared: &Shared, key: &[u8], hash: u64, seen: &Seen) -> Presence {
+    match shared.pending.last_queued(key) {
+        Some((true, seq)) => Presence::Pending(seq),
+        Some((false, _)) => Presence::Absent,
+        None if shared.index.places(hash) != seen.places => Presence::Changed,
+        None if seen.current.is_some() => Presence::Present,
+        None => Presence::Absent,
+    }
+}
+
+/// The version of a key a conditional write compares, as [`check`] finds it.
+pub(super) enum Check {
+    /// What the caller saw is the key's current state: the sequence number of its value's
+    /// record, `None` if it has no value.
+    Current(Option<u64>),
+    /// A write of the key (this sequence number) is on its way: wait until it is applied (or
+    /// dropped), then look again.
+    Wait(u64),
+    /// The index changed since the caller looked: look again.
+    Again,
+}
+
+/// The current version of `key` (hashing to `hash`), given what the caller has `seen` of it
+/// with a look that reads ([`Look::First`] or [`Look::All`], never lazy: with lazy overwrites
+/// the index may hold older versions of the key behind an unresolved entry, and only the first
+/// entry that is the key's, by its record, is the newest). Call under the append lock: what it
+/// answers then holds until the lock is released, so a write appended under the same hold is
+/// conditional on exactly this version. A write of the key still queued (not yet in the index)
+/// is waited for rather than assumed: it may yet fail.
+pub(super) fn check(shared: &Shared, key: &[u8], hash: u64, seen: &Seen) -> Check {
+    match shared.pending.last_queued(key) {
+        Some((_, seq)) => Check::Wait(seq),
+        None if shared.index.places(hash) != seen.places => Check::Again,
+        None => Check::Current(seen.current.map(|_| seen.current_seq)),
+    }
+}
+
 /// Resolves the writes of `keys` that were queued unresolved (the index changed between the
 /// writer's look and its append), looking again until each is; the flag says whether the write
 /// is a put (which may look lazily) or a delete (which reads every entry of its key). Called

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use super::compress::FrameCache;
 use super::read::{Located, Reader};
 use crate::error::{Error, Result};
+use crate::meta::ValueMeta;
 
 /// Streams a value with positional reads. Returned by [`Store::reader`](crate::Store::reader).
 ///
@@ -39,6 +40,7 @@ pub struct ValueReader {
     reader: Arc<Reader>,
     key: Vec<u8>,
     found: Located,
+    meta: ValueMeta,
     pos: u64,
     cache: FrameCache,
 }
@@ -48,10 +50,29 @@ impl ValueReader {
         ValueReader {
             reader,
             key: key.to_vec(),
+            meta: ValueMeta::new(found.entry.value_len, found.seq),
             found,
             pos: 0,
             cache: FrameCache::default(),
         }
+    }
+
+    /// The metadata of the value this reader reads (its length, version and time): the value
+    /// as it was when the reader was made, whatever was written since.
+    ///
+    /// ```
+    /// # fn main() -> podstore::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = podstore::Store::open(dir.path())?;
+    /// let version = store.put("k", "hello")?;
+    /// let reader = store.reader("k")?.unwrap();
+    /// store.put("k", "newer")?;
+    /// assert_eq!(reader.metadata().version(), version);
+    /// assert_eq!(reader.metadata().len(), 5);
+    /// # Ok(()) }
+    /// ```
+    pub fn metadata(&self) -> &ValueMeta {
+        &self.meta
     }
 
     /// The value's length.

@@ -8,6 +8,7 @@ use crate::MAX_VALUE_LEN;
 use crate::error::{Error, Result};
 use crate::format::frames::FrameEncoder;
 use crate::format::record::FLAG_COMPRESSED;
+use crate::meta::{Condition, Version};
 use crate::options::{Compression, Durability};
 use crate::segment::BlobStream;
 
@@ -72,11 +73,9 @@ enum Encoding {
 impl<'a> ValueWriter<'a> {
     pub(super) fn new(store: &'a Store, key: &[u8], stream: BlobStream) -> ValueWriter<'a> {
         let opts = &store.inner.opts;
-        let encoding = match opts.get_compression() {
+        let encoding = match opts.compression {
             Compression::None => Encoding::Raw,
-            Compression::Lz4 => {
-                Encoding::Framed(FrameEncoder::new(opts.get_compression_frame_size()))
-            }
+            Compression::Lz4 => Encoding::Framed(FrameEncoder::new(opts.compression_frame_size)),
             Compression::Auto => Encoding::Sampling(Vec::new()),
         };
         ValueWriter {
@@ -118,7 +117,7 @@ impl<'a> ValueWriter<'a> {
     }
 
     /// Commits the value: makes it durable, then visible, atomically (a reader sees the key's
-    /// old value or the whole new one, never a part), and returns. After a crash the key has its
+    /// old value or the whole new one, never a part), and returns its new version. After a crash the key has its
     /// old value or the whole new one.
     ///
     /// It is durable when `finish` returns whatever the store's
@@ -139,7 +138,38 @@ impl<'a> ValueWriter<'a> {
     /// assert_eq!(store.get("k")?.unwrap(), b"new value");
     /// # Ok(()) }
     /// ```
-    pub fn finish(mut self) -> Result<()> {
+    pub fn finish(self) -> Result<Version> {
+        self.commit(None)
+    }
+
+    /// [`ValueWriter::finish`], only if `condition` holds for the key when the value is
+    /// committed (checked atomically with the commit, like [`Store::put_if`]); returns the new
+    /// version. If it does not hold, nothing is stored (the streamed bytes are dropped) and the
+    /// error is [`Error::ConditionFailed`].
+    ///
+    /// [`Store::put_if`]: crate::Store::put_if
+    ///
+    /// ```
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = podstore::Store::open(dir.path())?;
+    /// use std::io::Write;
+    /// use podstore::Condition;
+    /// let mut upload = store.writer("objects/1")?;
+    /// upload.write_all(&[1u8; 10_000])?;
+    /// let v = upload.finish_if(Condition::Absent)?; // created
+    /// let mut again = store.writer("objects/1")?;
+    /// again.write_all(b"other")?;
+    /// assert!(again.finish_if(Condition::Absent).is_err()); // exists: nothing stored
+    /// assert_eq!(store.metadata("objects/1")?.unwrap().version(), v);
+    /// # Ok(()) }
+    /// ```
+    pub fn finish_if(self, condition: Condition) -> Result<Version> {
+        self.commit(Some(condition))
+    }
+
+    /// Commits the value, on `condition` if there is one.
+    fn commit(mut self, condition: Option<Condition>) -> Result<Version> {
         let Some(stream) = self.stream.take() else {
             return Err(Error::Io {
                 op: "finish a streamed value",
@@ -156,11 +186,12 @@ impl<'a> ValueWriter<'a> {
                 return Err(e);
             }
         };
-        let flush_first = self.store.inner.opts.get_durability() == Durability::Buffered;
+        let flush_first = self.store.inner.opts.durability == Durability::Buffered;
         self.store
             .inner
             .blobs
-            .finish_stream(&self.key, stream, (flags, self.len), flush_first)
+            .finish_stream(&self.key, stream, (flags, self.len), flush_first, condition)
+            .map(Version)
     }
 
     /// Writes what the encoding still holds (the last frame and the frame table, or a value
@@ -198,7 +229,7 @@ impl<'a> ValueWriter<'a> {
         };
         let mut bytes = bytes;
         if let Encoding::Sampling(first) = &mut self.encoding {
-            let frame = opts.get_compression_frame_size() as usize;
+            let frame = opts.compression_frame_size as usize;
             let n = (frame - first.len()).min(bytes.len());
             first.extend_from_slice(&bytes[..n]);
             bytes = &bytes[n..];

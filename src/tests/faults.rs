@@ -86,7 +86,7 @@ fn record(log: &mut Log, ops: Vec<(u8, Option<(u32, usize)>)>, r: crate::Result<
 
 fn put(store: &Store, log: &mut Log, k: u8, len: usize) -> Step {
     let v = log.version();
-    let r = store.put(key(k), value(v, len));
+    let r = store.put(key(k), value(v, len)).map(drop);
     record(log, vec![(k, Some((v, len)))], r)
 }
 
@@ -486,7 +486,7 @@ fn a_failed_directory_fsync_at_segment_creation_poisons_the_store() {
         let failed = (1..KEYS.max(8) as u32 * 8).find_map(|v| {
             let k = (v % 7 + 1) as u8;
             match store.put(key(k), value(v + 1, len)) {
-                Ok(()) => {
+                Ok(_) => {
                     acked.retain(|&(ak, _)| ak != k);
                     acked.push((k, v + 1));
                     None

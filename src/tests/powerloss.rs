@@ -238,7 +238,7 @@ fn run_workload(case: &Case, sim: &Sim) -> Result<(Model, bool), TestCaseError> 
                 let v = model.version();
                 model.commits.push(vec![(*k, Some((v, *len)))]);
                 match s.put(key(*k), super::value(v, *len)) {
-                    Ok(()) => {
+                    Ok(_) => {
                         if sync {
                             model.mark = model.commits.len();
                         }

@@ -184,7 +184,9 @@ pub fn write_fixture(dir: &Path) {
                 let opts = options(mode).compression(compression);
                 store = Some(Store::open_with(dir, opts).expect("open the fixture store"));
             }
-            Step::Put(k, v) => store.as_ref().unwrap().put(&k, &v).unwrap(),
+            Step::Put(k, v) => {
+                store.as_ref().unwrap().put(&k, &v).unwrap();
+            }
             Step::Delete(k) => assert!(store.as_ref().unwrap().delete(&k).unwrap()),
             Step::Batch(ops) => {
                 let mut batch = Batch::new();

@@ -27,7 +27,7 @@ pub fn parse_mode(name: &str) -> IoMode {
 
 /// Short name of a configuration, for assertion messages.
 pub fn label(opts: &Options) -> String {
-    format!("{:?}/{:?}", opts.get_io_mode(), opts.get_durability())
+    format!("{:?}/{:?}", opts.view().io_mode(), opts.view().durability())
 }
 
 /// The smallest segments (1 MiB) and write buffers (64 KiB) a store accepts: several segments
@@ -74,7 +74,7 @@ impl TestStore {
     pub fn open(&self) -> Store {
         let store = Store::open_with(self.path(), self.opts.clone())
             .unwrap_or_else(|e| panic!("open with {}: {e}", label(&self.opts)));
-        assert_eq!(store.io_mode(), self.opts.get_io_mode(), "io_mode()");
+        assert_eq!(store.io_mode(), self.opts.view().io_mode(), "io_mode()");
         store
     }
 

@@ -59,9 +59,11 @@ pub fn failpoint_child(dir: &Path, name: &str, skip: u64, mode: IoMode) {
     for i in 0..FP_KEYS {
         let key = fp_key(i);
         match fp_final(i) {
-            Some((2, len)) => store
-                .put(key.as_bytes(), op_value(key.as_bytes(), 2, len))
-                .unwrap(),
+            Some((2, len)) => {
+                store
+                    .put(key.as_bytes(), op_value(key.as_bytes(), 2, len))
+                    .unwrap();
+            }
             None => assert!(store.delete(key.as_bytes()).unwrap()),
             Some(_) => {}
         }

@@ -188,9 +188,9 @@ impl Op {
 
     fn run(&self, store: &Store) -> podstore::Result<()> {
         match self {
-            Op::Put { key, version, len } => {
-                store.put(key.as_bytes(), op_value(key.as_bytes(), *version, *len))
-            }
+            Op::Put { key, version, len } => store
+                .put(key.as_bytes(), op_value(key.as_bytes(), *version, *len))
+                .map(drop),
             Op::Delete { key } => match store.delete(key.as_bytes())? {
                 true => Ok(()),
                 false => Err(Error::InvalidOptions("delete of a live key found nothing")),

@@ -125,7 +125,7 @@ fn write_history(dir: &Path, mode: IoMode, layout: Layout, ops: &[Written]) -> S
     let mut until_flush = 0;
     for w in ops {
         match &w.value {
-            Some(v) => store.put(&w.key, v).unwrap(),
+            Some(v) => drop(store.put(&w.key, v).unwrap()),
             None => assert!(store.delete(&w.key).unwrap()),
         }
         if layout == Layout::Grouped {
@@ -565,7 +565,7 @@ fn buffered_writes_lose_only_a_suffix_at_a_crash() {
         let mut flushed = 0;
         for (i, w) in ops.iter().enumerate() {
             match &w.value {
-                Some(v) => store.put(&w.key, v).unwrap(),
+                Some(v) => drop(store.put(&w.key, v).unwrap()),
                 None => assert!(store.delete(&w.key).unwrap()),
             }
             if rng.below_u64(8) == 0 {

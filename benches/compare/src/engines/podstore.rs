@@ -50,7 +50,8 @@ impl Pod {
 
 impl Engine for Pod {
     fn put(&self, key: &[u8], value: &[u8]) -> Res<()> {
-        Ok(self.store.put(key, value)?)
+        self.store.put(key, value)?;
+        Ok(())
     }
 
     fn prefix(&self, prefix: &[u8]) -> Option<Res<Vec<Vec<u8>>>> {

@@ -1,0 +1,176 @@
+//! Reads: `get_opts` (conditions, ranges, streaming), `get_ranges` and copies.
+
+use std::io::Write;
+use std::ops::Range;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures::stream::{self, StreamExt};
+use object_store::path::Path;
+use object_store::{Error, GetOptions, GetRange, GetResult, GetResultPayload, Result};
+use podstore::{Condition, Store, ValueReader, Version};
+
+use crate::convert::{STORE, blocking, generic, key, not_found, object_meta};
+use crate::{COPY_CHUNK, write_error};
+
+/// A range of up to this many bytes is read in one read; a longer one streams.
+const ONE_READ: u64 = 8 << 20;
+/// The size of each read of a streamed range.
+const STREAM_CHUNK: u64 = 1 << 20;
+
+fn range_error(e: impl std::error::Error + Send + Sync + 'static) -> Error {
+    Error::Generic {
+        store: STORE,
+        source: Box::new(e),
+    }
+}
+
+/// Reads `range` of the reader's value into a new buffer.
+fn read_at(reader: &ValueReader, range: Range<u64>) -> Result<Bytes> {
+    let mut buf = vec![0u8; (range.end - range.start) as usize];
+    reader
+        .read_exact_at(range.start, &mut buf)
+        .map_err(generic)?;
+    Ok(buf.into())
+}
+
+pub(crate) async fn get_opts(
+    store: Arc<Store>,
+    location: Path,
+    options: GetOptions,
+) -> Result<GetResult> {
+    let (reader, meta, range, first) = blocking(move || {
+        let reader = store
+            .reader(key(&location))
+            .map_err(generic)?
+            .ok_or_else(|| not_found(&location))?;
+        // The reader is one value, fixed when it was opened: the conditions are checked against
+        // the metadata of the bytes that will be returned, even if the key changes meanwhile.
+        let meta = object_meta(location.clone(), reader.metadata());
+        options.check_preconditions(&meta)?;
+        if let Some(version) = &options.version
+            && Some(version) != meta.e_tag.as_ref()
+        {
+            return Err(Error::NotFound {
+                path: location.to_string(),
+                source: format!(
+                    "version {version} is not the current one, and podstore keeps no other"
+                )
+                .into(),
+            });
+        }
+        let range = match &options.range {
+            Some(r) => r.as_range(meta.size).map_err(range_error)?,
+            None => 0..meta.size,
+        };
+        // A head, or a range short enough for one read: no stream to set up.
+        let first = if options.head {
+            Some(Bytes::new())
+        } else if range.end - range.start <= ONE_READ {
+            Some(read_at(&reader, range.clone())?)
+        } else {
+            None
+        };
+        Ok((reader, meta, range, first))
+    })
+    .await?;
+    let payload = match first {
+        Some(bytes) => stream::once(async move { Ok(bytes) }).boxed(),
+        None => stream_range(Arc::new(reader), range.clone()),
+    };
+    Ok(GetResult {
+        payload: GetResultPayload::Stream(payload),
+        meta,
+        range,
+        attributes: Default::default(),
+        extensions: Default::default(),
+    })
+}
+
+/// The bytes of `range` as a stream of reads of [`STREAM_CHUNK`] bytes, each on the blocking
+/// pool when the stream is polled (memory: the chunk being read).
+fn stream_range(
+    reader: Arc<ValueReader>,
+    range: Range<u64>,
+) -> futures::stream::BoxStream<'static, Result<Bytes>> {
+    stream::try_unfold(range.start, move |pos| {
+        let reader = reader.clone();
+        let end = range.end;
+        async move {
+            if pos >= end {
+                return Ok(None);
+            }
+            let next = (pos + STREAM_CHUNK).min(end);
+            let bytes = blocking(move || read_at(&reader, pos..next)).await?;
+            Ok(Some((bytes, next)))
+        }
+    })
+    .boxed()
+}
+
+pub(crate) async fn get_ranges(
+    store: Arc<Store>,
+    location: Path,
+    ranges: Vec<Range<u64>>,
+) -> Result<Vec<Bytes>> {
+    blocking(move || {
+        // One reader for every range: they all read the same value.
+        let reader = store
+            .reader(key(&location))
+            .map_err(generic)?
+            .ok_or_else(|| not_found(&location))?;
+        ranges
+            .into_iter()
+            .map(|r| {
+                let r = GetRange::Bounded(r)
+                    .as_range(reader.len())
+                    .map_err(range_error)?;
+                read_at(&reader, r)
+            })
+            .collect()
+    })
+    .await
+}
+
+/// Copies `from`'s value to `to` (written only if `condition` holds for `to`). Returns the
+/// version copied and the version written. Up to [`COPY_CHUNK`] bytes are one put; a longer value
+/// streams through a `ValueWriter` in pieces of that size.
+pub(crate) fn copy(
+    store: &Store,
+    from: &Path,
+    to: &Path,
+    condition: Option<Condition>,
+) -> Result<(Version, Version)> {
+    let reader = store
+        .reader(key(from))
+        .map_err(generic)?
+        .ok_or_else(|| not_found(from))?;
+    let source = reader.metadata().version();
+    let len = reader.len();
+    let to_key = key(to);
+    let written = if len <= COPY_CHUNK {
+        let value = read_at(&reader, 0..len)?;
+        match condition {
+            None => store.put(&to_key, &value),
+            Some(c) => store.put_if(&to_key, &value, c),
+        }
+    } else {
+        let mut writer = store.writer(&to_key).map_err(generic)?;
+        let mut pos = 0;
+        while pos < len {
+            let next = (pos + COPY_CHUNK).min(len);
+            let chunk = read_at(&reader, pos..next)?;
+            writer.write_all(&chunk).map_err(|e| Error::Generic {
+                store: STORE,
+                source: Box::new(e),
+            })?;
+            pos = next;
+        }
+        match condition {
+            None => writer.finish(),
+            Some(c) => writer.finish_if(c),
+        }
+    };
+    let written = written.map_err(|e| write_error(to, condition, e))?;
+    Ok((source, written))
+}

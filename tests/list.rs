@@ -163,6 +163,21 @@ fn keys_live_throughout_are_listed_once_while_compaction_moves_them() {
                 keys.into_iter().filter(|k| k.starts_with(b"s/")).collect();
             assert_eq!(got, stable);
             assert_eq!(listed(store.prefix("s/001")).len(), 100);
+            // From the back, and from both ends at once, with the values.
+            let mut back: Vec<Vec<u8>> = store.prefix("s/").rev().map(|k| k.unwrap()).collect();
+            back.reverse();
+            assert!(back.iter().eq(stable.iter()), "backwards");
+            let mut it = store.prefix("s/").entries();
+            let mut n = 0;
+            while let Some(e) = if n % 2 == 0 {
+                it.next()
+            } else {
+                it.next_back()
+            } {
+                assert_eq!(e.unwrap().value().unwrap(), b"stable value");
+                n += 1;
+            }
+            assert_eq!(n, stable.len());
             listings += 1;
             if finished {
                 break;

@@ -16,7 +16,9 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 use podstore::{Error, Options, Store};
-use serde_json::json;
+
+mod stats;
+use stats::stats;
 
 /// Look inside a podstore store, read and write its values, compact it, take checkpoints.
 ///
@@ -369,69 +371,6 @@ fn size(bytes: u64) -> String {
     } else {
         format!("{v:.1} {}", UNITS[unit])
     }
-}
-
-fn stats(dir: &Path, as_json: bool) -> Result<(), Failure> {
-    let store = open(dir, true)?;
-    let s = store.stats();
-    if as_json {
-        let v = json!({
-            "path": dir.display().to_string(),
-            "live_keys": s.live_keys,
-            "live_bytes": s.live_bytes,
-            "tombstones": s.tombstones,
-            "tombstone_bytes": s.tombstone_bytes,
-            "dead_bytes": s.dead_bytes,
-            "compaction_threshold": s.compaction_threshold,
-            "reclaimable_bytes": s.reclaimable_bytes,
-            "below_threshold_bytes": s.below_threshold_bytes,
-            "active_dead_bytes": s.active_dead_bytes,
-            "blob_overhead_bytes": s.blob_overhead_bytes,
-            "preallocated_bytes": s.preallocated_bytes,
-            "disk_bytes": s.disk_bytes,
-            "log_segments": s.log_segments,
-            "blob_files": s.blob_files,
-            "io_mode": format!("{:?}", s.io_mode),
-            "index_entries": s.index_entries,
-            "index_bytes": s.index_bytes,
-        });
-        println!("{v}");
-    } else {
-        println!("store       {}", dir.display());
-        println!("keys        {}", s.live_keys);
-        println!("live        {}", size(s.live_bytes));
-        println!("tombstones  {} ({})", s.tombstones, size(s.tombstone_bytes));
-        // Why the dead bytes are still there (the parts that are not zero).
-        let why: Vec<String> = [
-            (s.reclaimable_bytes, "reclaimable by compact".to_string()),
-            (
-                s.below_threshold_bytes,
-                format!(
-                    "in segments under the {} threshold (compact --threshold takes them)",
-                    s.compaction_threshold
-                ),
-            ),
-            (s.active_dead_bytes, "in the active segment".to_string()),
-            (s.blob_overhead_bytes, "blob file overhead".to_string()),
-        ]
-        .into_iter()
-        .filter(|(n, _)| *n > 0)
-        .map(|(n, what)| format!("{} {what}", size(n)))
-        .collect();
-        if why.is_empty() {
-            println!("dead        {}", size(s.dead_bytes));
-        } else {
-            println!("dead        {} ({})", size(s.dead_bytes), why.join("; "));
-        }
-        println!("on disk     {}", size(s.disk_bytes));
-        println!(
-            "files       {} log segments, {} blob files",
-            s.log_segments, s.blob_files
-        );
-        println!("index       {} in memory", size(s.index_bytes));
-    }
-    store.close()?;
-    Ok(())
 }
 
 fn verify(dir: &Path, hex: bool) -> Result<(), Failure> {

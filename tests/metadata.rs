@@ -452,7 +452,7 @@ fn racing_conditional_batches_conserve_a_total() {
                 .collect();
             handles.into_iter().map(|h| h.join().unwrap()).collect()
         });
-        let mut want = vec![100i64; ACCOUNTS];
+        let mut want = [100i64; ACCOUNTS];
         for (from, to) in moved.into_iter().flatten() {
             want[from] -= 1;
             want[to] += 1;

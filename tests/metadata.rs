@@ -513,3 +513,63 @@ fn old_stores_report_the_epoch_and_keep_their_versions() {
         store.close().unwrap();
     }
 }
+
+/// Keys sharing one fingerprint (`testing_hash_bits(0)`: only their records tell them apart):
+/// threads racing compare-and-swap increments of their own keys and of a shared one, while plain
+/// overwrites of other colliding keys leave lazy entries in the same run. Every key's count is
+/// exact, and its metadata is its own record's.
+#[test]
+fn compare_and_swap_on_keys_sharing_a_fingerprint() {
+    const THREADS: usize = 3;
+    const TIMES: usize = 25;
+    for mode in MODES {
+        for cache in [0u64, 8 << 20] {
+            let what = format!("{mode:?}, cache {cache}");
+            let o = opts(mode, Durability::Sync, true)
+                .testing_hash_bits(0)
+                .cache_capacity(cache);
+            let t = TestStore::new(o);
+            let store = t.open();
+            let own = |i: usize| format!("own/{i}{}", "x".repeat(i)).into_bytes();
+            store.put(b"shared", 0u64.to_le_bytes()).unwrap();
+            for i in 0..THREADS {
+                store.put(own(i), 0u64.to_le_bytes()).unwrap();
+            }
+            std::thread::scope(|s| {
+                for i in 0..THREADS {
+                    let store = &store;
+                    s.spawn(move || {
+                        assert_eq!(increment(store, &own(i), TIMES, false), TIMES);
+                        assert_eq!(increment(store, b"shared", TIMES, false), TIMES);
+                    });
+                }
+                s.spawn(|| {
+                    for n in 0..100u64 {
+                        store
+                            .put(format!("plain/{}", n % 4), n.to_le_bytes())
+                            .unwrap();
+                    }
+                });
+            });
+            let count = |store: &Store, key: &[u8]| {
+                u64::from_le_bytes(store.get(key).unwrap().unwrap()[..8].try_into().unwrap())
+            };
+            let store = t.reopen(store);
+            assert_eq!(count(&store, b"shared"), (THREADS * TIMES) as u64, "{what}");
+            let mut versions = Vec::new();
+            for i in 0..THREADS {
+                assert_eq!(count(&store, &own(i)), TIMES as u64, "{what}");
+                versions.push(store.metadata(own(i)).unwrap().unwrap().version());
+            }
+            versions.push(store.metadata(b"shared").unwrap().unwrap().version());
+            versions.sort();
+            versions.dedup();
+            assert_eq!(
+                versions.len(),
+                THREADS + 1,
+                "{what}: each key its own record"
+            );
+            store.close().unwrap();
+        }
+    }
+}

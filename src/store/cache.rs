@@ -150,6 +150,8 @@ pub(super) struct CacheFigures {
     pub(super) evictions: u64,
     pub(super) bytes: u64,
     pub(super) capacity: u64,
+    /// The memory available the capacity was sized from (`None`: set by the options).
+    pub(super) available: Option<u64>,
 }
 
 impl Cache {
@@ -234,6 +236,7 @@ impl Cache {
             evictions: self.evictions.load(Ordering::Relaxed),
             bytes: self.inner.as_ref().map_or(0, |c| c.weight()),
             capacity: self.capacity,
+            available: None,
         }
     }
 }

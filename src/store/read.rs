@@ -37,6 +37,16 @@ pub(super) struct Reader {
     read_align: u64,
     /// Small values whole, chunk crc sectors and frame tables of values read before.
     cache: Cache,
+    /// The memory available when the cache was sized from it (`None`: set by the options).
+    available: Option<u64>,
+}
+
+/// The read cache's capacity, and the memory available it was sized from (`None`: set by
+/// [`Options::cache_capacity`](crate::Options::cache_capacity)).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct CacheBudget {
+    pub(super) capacity: u64,
+    pub(super) available: Option<u64>,
 }
 
 /// What [`Reader::lookup`] found: a value in the cache, or where to read it.
@@ -114,7 +124,7 @@ impl Reader {
         shared: &Shared,
         log: Arc<Log>,
         pool: BufPool,
-        cache_capacity: u64,
+        budget: CacheBudget,
     ) -> Reader {
         Reader {
             index: shared.index.clone(),
@@ -122,13 +132,17 @@ impl Reader {
             log,
             pool,
             read_align: shared.profile.read_align,
-            cache: Cache::new(cache_capacity),
+            cache: Cache::new(budget.capacity),
+            available: budget.available,
         }
     }
 
-    /// What the read cache did since open.
+    /// What the read cache did since open, its capacity and what it was sized from.
     pub(super) fn cache_figures(&self) -> CacheFigures {
-        self.cache.figures()
+        CacheFigures {
+            available: self.available,
+            ..self.cache.figures()
+        }
     }
 
     /// The bounce buffers of direct reads (open and `verify` read through them too).

@@ -436,11 +436,12 @@ impl Options {
     /// opens several stores should set it.
     ///
     /// The cache holds verified bytes: small values whole (at most an eighth of the capacity and
-    /// at most 1 MiB each), so that a repeated `get` reads no disk, entered when they are read;
-    /// for larger values, their chunk checksums and frame tables, so that a range
+    /// at most 1 MiB each), so that a repeated `get` reads no disk, entered when they are read
+    /// and, up to 64 KiB, when they are written (once the write is acknowledged: what was just
+    /// written is read from memory); for larger values, their chunk checksums and frame tables, so that a range
     /// read near an earlier one is one disk read. It is scan-resistant: once it is full, a new
     /// value enters a small cold queue and is kept long only once it is read again, so that one
-    /// pass over many values does not push out the often-read ones. It can
+    /// pass over many values, read or written, does not push out the often-read ones. It can
     /// never serve an old value: entries are keyed by where the bytes are, which every
     /// overwrite, delete and compaction changes. [`Stats`] has its hits, misses, evictions and
     /// bytes.

@@ -31,8 +31,9 @@
 //! dies with its `Store`, so a reopen, which could find a file under an old id, starts empty.
 //!
 //! Only verified bytes go in: a value after its chunk crcs (and, compressed, its frames' crcs)
-//! checked out, or the value a put has just written (the caller's own bytes, kept for an
-//! overwritten key: `Reader::keep_written`); a frame table after its decoder checked it. A chunk crc sector is the checksums
+//! checked out, or the value a write has just written (the caller's own bytes, the record's,
+//! kept once the write is acknowledged: `Reader::keep_written`); a frame table after its decoder
+//! checked it. A chunk crc sector is the checksums
 //! themselves: each one is checked against its chunk when a read uses it, so a damaged crc can
 //! only fail a read, never let damaged data through; and a read that fails with crcs from the
 //! cache drops them and reads again from the file (`Reader::read_stored_at`), so a crc damaged

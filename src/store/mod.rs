@@ -195,15 +195,14 @@ impl Store {
             std::slice::from_ref(&seen),
             durability,
         )?;
-        if seen.1.current.is_some() || seen.1.unknown {
-            // An overwrite (or likely one: its fingerprint is in use): the key is in use, so its
-            // next read, or its next overwrite (which must tell its record from another key's
-            // without a read to stay off the resolver), finds the new value in memory.
-            self.inner
-                .reader
-                .keep_written(key, value, &appended.entries[0]);
-        }
-        self.finish_write(&appended, &[(key, Some(&stored))], durability)
+        self.finish_write(&appended, &[(key, Some(&stored))], durability)?;
+        // Acknowledged (durable, and named by the index): its next read, or its next overwrite
+        // (which must tell its record from another key's without a read to stay off the
+        // resolver), finds the value in memory.
+        self.inner
+            .reader
+            .keep_written(key, value, &appended.entries[0]);
+        Ok(())
     }
 
     /// Resolves what `append_ops` left unresolved of `ops`, then waits for the writes to be
@@ -288,9 +287,11 @@ impl Store {
             let ops = [(key, Some(&stored))];
             let appended = app.append_ops(&ops, std::slice::from_ref(&seen), durability)?;
             drop(app);
-            return self
-                .finish_write(&appended, &ops, durability)
-                .map(|()| true);
+            self.finish_write(&appended, &ops, durability)?;
+            self.inner
+                .reader
+                .keep_written(key, value, &appended.entries[0]);
+            return Ok(true);
         }
     }
 
@@ -345,7 +346,13 @@ impl Store {
             })
             .collect::<Result<Vec<_>>>()?;
         let appended = self.inner.log.lock().append_ops(&ops, &seen, durability)?;
-        self.finish_write(&appended, &ops, durability)
+        self.finish_write(&appended, &ops, durability)?;
+        for (op, entry) in batch.ops.iter().zip(&appended.entries) {
+            if let Some(value) = &op.value {
+                self.inner.reader.keep_written(&op.key, value, entry);
+            }
+        }
+        Ok(())
     }
 
     /// Deletes `key`; returns whether it existed. Durable like [`Store::put`].

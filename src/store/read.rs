@@ -110,6 +110,12 @@ pub(super) enum Look {
 /// key and the value (a cold get of a small value is one disk read).
 const WHOLE_RECORD_READ: u64 = 64 << 10;
 
+/// Values up to this length are kept in the cache when they are written (`keep_written`): a
+/// copy that costs a put well under 1 % of its time (the copy of 64 KiB takes a few µs, a
+/// durable put of it 100 µs or more), where larger values would make a put copy megabytes. Their
+/// first read, one disk read of the whole record, is a small part of a large value's cost.
+pub(super) const KEPT_ON_WRITE: u64 = 64 << 10;
+
 /// When the whole value is wanted (`get`, `get_into`, `get_bytes`), records up to this length
 /// are read whole when their key is checked: one device round trip for the header, the key, the
 /// value and its chunk crcs, where reading the header and key first, then the value (in steps
@@ -420,11 +426,15 @@ impl Reader {
     }
 
     /// Keeps `value`, just written as the value of `key` in the record `entry` names, in the
-    /// cache if it is small enough to be kept whole: an overwritten key is likely to be read or
-    /// overwritten again. Not verified bytes read from a file, but the bytes the record holds
-    /// (the caller's own); nobody looks them up before the index names the record.
+    /// cache if it is small enough to be kept whole and at most [`KEPT_ON_WRITE`] bytes: what
+    /// was just written is read from memory, and so is the key of an overwrite's next look. Not
+    /// verified bytes read from a file, but the bytes the record holds (the caller's own).
+    /// Called once the write is acknowledged: durable (with `Durability::Sync`) and named by the
+    /// index. Never stale: the entry is keyed by the record's place, which holds this key and
+    /// value for as long as its file exists (store/cache.rs); once the key is overwritten,
+    /// deleted or moved, the index names another place and this entry is never looked up again.
     pub(super) fn keep_written(&self, key: &[u8], value: &[u8], entry: &IndexEntry) {
-        if !self.cache.holds_whole(entry) {
+        if entry.value_len > KEPT_ON_WRITE || !self.cache.holds_whole(entry) {
             return;
         }
         let mut kept = Vec::with_capacity(key.len() + value.len());

@@ -437,8 +437,8 @@ impl Options {
     ///
     /// The cache holds verified bytes: small values whole (at most an eighth of the capacity and
     /// at most 1 MiB each), so that a repeated `get` reads no disk, entered when they are read
-    /// and, up to 64 KiB, when they are written (once the write is acknowledged: what was just
-    /// written is read from memory); for larger values, their chunk checksums and frame tables, so that a range
+    /// and, up to 4 KiB, when they are written (once the write is acknowledged: what was just
+    /// written is read from memory; by a buffered put only for a key in use); for larger values, their chunk checksums and frame tables, so that a range
     /// read near an earlier one is one disk read. It is scan-resistant: once it is full, a new
     /// value enters a small cold queue and is kept long only once it is read again, so that one
     /// pass over many values, read or written, does not push out the often-read ones. It can

@@ -134,8 +134,8 @@ pub struct Options {
     pub(crate) read_only: bool,
     /// See [`Options::recovery_mode`].
     pub(crate) recovery_mode: RecoveryMode,
-    /// See [`Options::cache_capacity`].
-    pub(crate) cache_capacity: u64,
+    /// See [`Options::cache_capacity`]; `None`: sized from the memory available at open.
+    pub(crate) cache_capacity: Option<u64>,
     /// Bits of each key hash the index uses: 64, fewer only in tests (`testing_hash_bits`).
     pub(crate) hash_bits: u32,
 }
@@ -165,7 +165,7 @@ impl Default for Options {
             allow_foreign_files: false,
             read_only: false,
             recovery_mode: RecoveryMode::Strict,
-            cache_capacity: 64 << 20,
+            cache_capacity: None,
             hash_bits: 64,
         }
     }
@@ -437,26 +437,42 @@ impl Options {
         self
     }
 
-    /// Bytes of memory for the read cache (default 64 MiB; 0 turns it off), counting each
-    /// entry's bookkeeping (about 128 bytes) as well as its bytes.
+    /// Bytes of memory for the read cache, exactly (0 turns it off), counting each entry's
+    /// bookkeeping (about 128 bytes) as well as its bytes.
     ///
-    /// The cache holds verified bytes of values read before: small values whole (at most an
-    /// eighth of the capacity and at most 1 MiB each), so that a repeated `get` reads no disk;
-    /// for larger values, their chunk checksums and frame tables, so that a range read near an
-    /// earlier one is one disk read. A value enters when it is read, never when it is
-    /// written; one pass over many values does not push out the often-read ones (a value is
-    /// kept long only once it is read again). It can never serve an old value: entries are
-    /// keyed by where the bytes are, which every overwrite, delete and compaction changes.
-    /// [`Stats`](crate::Stats) has its hits, misses, evictions and bytes.
+    /// Not set (the default), the capacity is sized at open from the memory available to the
+    /// process: the smallest of its cgroup's memory limits (v2 `memory.max` and `memory.high`,
+    /// v1 `memory.limit_in_bytes`, its ancestors' too) and the machine's `MemAvailable`. With
+    /// direct I/O the cache gets half of it, less what the index takes at open (at least a
+    /// sixteenth of it); with buffered I/O, where the page cache already keeps the data, at most
+    /// 64 MiB; 64 MiB when nothing says how much memory there is. The cache allocates only as it
+    /// fills, so a store that reads little costs little. [`Stats::cache_capacity`] says what was
+    /// chosen, [`Stats::memory_available`] from what. The budget is per store: a process that
+    /// opens several stores should set it.
+    ///
+    /// The cache holds verified bytes: small values whole (at most an eighth of the capacity and
+    /// at most 1 MiB each), so that a repeated `get` reads no disk, entered when they are read
+    /// and, up to 4 KiB, when they are written (once the write is acknowledged: what was just
+    /// written is read from memory; by a buffered put only for a key in use); for larger values, their chunk checksums and frame tables, so that a range
+    /// read near an earlier one is one disk read. It is scan-resistant: once it is full, a new
+    /// value enters a small cold queue and is kept long only once it is read again, so that one
+    /// pass over many values, read or written, does not push out the often-read ones. It can
+    /// never serve an old value: entries are keyed by where the bytes are, which every
+    /// overwrite, delete and compaction changes. [`Stats`] has its hits, misses, evictions and
+    /// bytes.
+    ///
+    /// [`Stats`]: crate::Stats
+    /// [`Stats::cache_capacity`]: crate::Stats::cache_capacity
+    /// [`Stats::memory_available`]: crate::Stats::memory_available
     ///
     /// ```
     /// let opts = podstore::Options::default().cache_capacity(256 << 20);
-    /// assert_eq!(opts.view().cache_capacity(), 256 << 20);
+    /// assert_eq!(opts.view().cache_capacity(), Some(256 << 20));
     /// let no_cache = podstore::Options::default().cache_capacity(0);
     /// # let _ = no_cache;
     /// ```
     pub fn cache_capacity(mut self, bytes: u64) -> Self {
-        self.cache_capacity = bytes;
+        self.cache_capacity = Some(bytes);
         self
     }
 
@@ -537,7 +553,7 @@ impl Options {
 /// let opts = Options::default().durability(Durability::Buffered).cache_capacity(0);
 /// let view = opts.view();
 /// assert_eq!(view.durability(), Durability::Buffered);
-/// assert_eq!(view.cache_capacity(), 0);
+/// assert_eq!(view.cache_capacity(), Some(0));
 /// assert_eq!(view.segment_size(), 256 << 20, "the default");
 /// ```
 #[derive(Debug, Clone, Copy)]
@@ -636,8 +652,11 @@ impl OptionsView<'_> {
         self.opts.recovery_mode
     }
 
-    /// The value set by [`Options::cache_capacity`].
-    pub fn cache_capacity(&self) -> u64 {
+    /// The value set by [`Options::cache_capacity`]; `None` (the default): sized from the
+    /// memory available when the store is opened ([`Stats::cache_capacity`] says to what).
+    ///
+    /// [`Stats::cache_capacity`]: crate::Stats::cache_capacity
+    pub fn cache_capacity(&self) -> Option<u64> {
         self.opts.cache_capacity
     }
 }

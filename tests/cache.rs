@@ -47,6 +47,9 @@ fn a_repeated_get_is_served_from_memory_without_a_copy() {
     let store = fx.open();
     let v = value(1, 3000);
     store.put("k", &v).unwrap();
+    store.close().unwrap();
+    // A new store starts empty: the first get reads the value and keeps it.
+    let store = fx.open();
     let before = store.stats();
     assert_eq!((before.cache_hits, before.cache_bytes), (0, 0));
     assert_eq!(store.get("k").unwrap().unwrap(), v);
@@ -90,7 +93,7 @@ fn without_a_cache_nothing_is_kept_or_counted() {
 }
 
 /// A value that was read (verified) before its bytes on disk were damaged is served from the
-/// cache; a value that was not cached is read from disk, and its damage is reported by every
+/// cache; a value that was not cached (neither read nor written by this store) is read from disk, and its damage is reported by every
 /// kind of read.
 #[test]
 fn damage_to_a_value_not_in_the_cache_is_still_detected() {
@@ -99,7 +102,9 @@ fn damage_to_a_value_not_in_the_cache_is_still_detected() {
     let (a, b) = (value(3, 9000), value(4, 9000));
     store.put("a", &a).unwrap();
     store.put("b", &b).unwrap();
-    store.seal().unwrap();
+    store.close().unwrap();
+    // Reopened, so that neither is in the cache from its write; `a` is read (and kept).
+    let store = fx.open();
     assert_eq!(store.get("a").unwrap().unwrap(), a);
     damage(fx.path(), &a);
     damage(fx.path(), &b);
@@ -379,4 +384,142 @@ fn a_damaged_crc_in_a_cached_sector_fails_no_later_read() {
         &v[at..at + 100],
         "the read with the kept bad crc is tried again from the file"
     );
+}
+
+/// What was just written is read from memory: a small value is kept when its put (or batch, or
+/// `put_if_absent`) is acknowledged, so its first get reads nothing; an overwrite, a delete, a
+/// compaction and a reopen never let a value kept on write answer for a newer one.
+#[test]
+fn a_written_value_is_read_from_memory_and_never_stale() {
+    let fx = TestStore::new(options(1 << 20).compaction_threshold(0.1));
+    let store = fx.open();
+    let hits_and_misses = || {
+        let s = store.stats();
+        (s.cache_hits, s.cache_misses)
+    };
+    let (v1, v2, v3) = (value(20, 3000), value(21, 4096), value(22, 100));
+    store.put("k", &v1).unwrap();
+    assert_eq!(hits_and_misses(), (0, 0));
+    assert_eq!(store.get("k").unwrap().unwrap(), v1);
+    assert_eq!(
+        hits_and_misses(),
+        (1, 0),
+        "the first get of a written value is a hit"
+    );
+    store.put("k", &v2).unwrap();
+    assert_eq!(store.get("k").unwrap().unwrap(), v2, "read your write");
+    assert_eq!(store.get_range("k", 10..20).unwrap().unwrap(), &v2[10..20]);
+    let mut batch = podstore::Batch::new();
+    batch.put("k", &v3).put("b", &v1);
+    store.write(&batch).unwrap();
+    assert!(store.put_if_absent("p", &v2).unwrap());
+    assert!(!store.put_if_absent("p", &v3).unwrap());
+    let (hits, misses) = hits_and_misses();
+    assert_eq!(store.get("k").unwrap().unwrap(), v3);
+    assert_eq!(store.get("b").unwrap().unwrap(), v1);
+    assert_eq!(store.get("p").unwrap().unwrap(), v2);
+    let (h, m) = hits_and_misses();
+    assert_eq!(
+        (h - hits, m - misses),
+        (3, 0),
+        "batch and put_if_absent values kept too"
+    );
+    // Larger than what a put keeps (4 KiB): read from disk (then kept by the read).
+    let big = value(23, 4097);
+    store.put("big", &big).unwrap();
+    assert_eq!(store.get("big").unwrap().unwrap(), big);
+    assert_eq!(hits_and_misses().1, m + 1);
+    // Delete, then compaction moving the survivors, then a reopen.
+    assert!(store.delete("k").unwrap());
+    assert_eq!(store.get("k").unwrap(), None);
+    for i in 0..300u64 {
+        store.put(format!("f{i}"), value(100 + i, 4000)).unwrap();
+        store.delete(format!("f{i}")).unwrap();
+    }
+    assert!(store.compact().unwrap().segments_compacted > 0);
+    store.put("k", &v2).unwrap();
+    assert_eq!(store.get("k").unwrap().unwrap(), v2);
+    assert_eq!(store.get("b").unwrap().unwrap(), v1);
+    store.close().unwrap();
+    let store = fx.open();
+    assert_eq!(store.get("k").unwrap().unwrap(), v2);
+    assert_eq!(store.get("b").unwrap().unwrap(), v1);
+    assert_eq!(store.get("p").unwrap().unwrap(), v2);
+}
+
+/// A hot set read again and again survives a load of new values ten times the cache's size,
+/// written while the hot set is read: the new values enter the cold queue once the cache is
+/// full, and leave it unread, without touching the hot ones.
+#[test]
+fn a_bulk_load_does_not_push_out_the_hot_values() {
+    const CAPACITY: u64 = 1 << 20;
+    // Durable writes (a buffered put keeps only the values of keys in use): the load in
+    // batches, to be quick.
+    let fx = TestStore::new(options(CAPACITY));
+    let store = fx.open();
+    // 64 values of 1000 bytes: about 70 KiB, 7 % of the capacity.
+    let hot = 0..64u64;
+    for i in hot.clone() {
+        store.put(format!("hot{i}"), value(i, 1000)).unwrap();
+    }
+    let read_hot = |store: &Store| {
+        let before = store.stats();
+        for i in hot.clone() {
+            assert_eq!(
+                store.get(format!("hot{i}")).unwrap().unwrap(),
+                value(i, 1000)
+            );
+        }
+        let after = store.stats();
+        after.cache_misses - before.cache_misses
+    };
+    for _ in 0..3 {
+        assert_eq!(read_hot(&store), 0);
+    }
+    // 10 MiB of new values (and their entries' bookkeeping): ten times the capacity.
+    let per_value = 1000 + 128;
+    let count = 10 * CAPACITY / per_value;
+    let mut missed = 0;
+    for first in (0..count).step_by(100) {
+        let mut batch = podstore::Batch::new();
+        for i in first..(first + 100).min(count) {
+            batch.put(format!("bulk{i}"), value(1000 + i, 1000));
+        }
+        store.write(&batch).unwrap();
+        // Every 2000 values (2.2 MiB, twice the capacity): an LRU cache would have dropped
+        // the hot values between two of these reads.
+        if first % 2000 == 0 {
+            missed += read_hot(&store);
+        }
+    }
+    missed += read_hot(&store);
+    let s = store.stats();
+    assert!(
+        s.cache_evictions > count / 2,
+        "the load went through the cache: {s:?}"
+    );
+    assert_eq!(missed, 0, "hot values pushed out by the load: {s:?}");
+    // And the load's values are readable (from disk, most of them).
+    for i in (0..count).step_by(97) {
+        assert_eq!(
+            store.get(format!("bulk{i}")).unwrap().unwrap(),
+            value(1000 + i, 1000)
+        );
+    }
+}
+
+/// A buffered put of a new key keeps nothing (a bulk load returns in microseconds, and a copy
+/// into the cache would double that); a buffered overwrite keeps its value, as a durable put
+/// of any key does.
+#[test]
+fn a_buffered_put_keeps_only_the_values_of_keys_in_use() {
+    let fx = TestStore::new(options(1 << 20).durability(podstore::Durability::Buffered));
+    let store = fx.open();
+    store.put("new", value(30, 2000)).unwrap();
+    assert_eq!(store.stats().cache_bytes, 0);
+    store.put("new", value(31, 2000)).unwrap();
+    assert!(store.stats().cache_bytes > 2000);
+    let misses = store.stats().cache_misses;
+    assert_eq!(store.get("new").unwrap().unwrap(), value(31, 2000));
+    assert_eq!(store.stats().cache_misses, misses);
 }

@@ -807,6 +807,21 @@ fn stress_mixed_ops_lazy_overwrites_colliding_and_compacting() {
     run_mixed_with(what, opts, 32, OPS_PER_THREAD, Ending::Close, true);
 }
 
+/// Lazy overwrites with the read cache on: every small value written is kept in the cache once
+/// acknowledged, so an overwrite's look often tells its key's entry from memory (and replaces it
+/// in place), and otherwise goes to the front of its run lazily. With keys sharing fingerprints,
+/// a cache small enough to evict all the time and a thread compacting, no read may see an older
+/// value once a newer put returned, nor a deleted key's older version.
+#[test]
+fn stress_mixed_ops_lazy_overwrites_colliding_with_values_kept_on_write() {
+    let opts = stress_options(IoMode::Direct, Durability::Sync)
+        .cache_capacity(256 * KIB as u64)
+        .testing_hash_bits(4)
+        .compaction_threshold(0.2);
+    let what = "32 threads, direct, sync, 256 KiB cache, 4 hash bits, compacting";
+    run_mixed_with(what, opts, 32, OPS_PER_THREAD, Ending::Close, true);
+}
+
 /// Buffered writes are visible at once; `flush` makes them durable, so a crash right after it
 /// loses nothing.
 #[test]

@@ -42,6 +42,9 @@ pub(super) struct Appended {
     pub(super) unresolved: Vec<(u64, usize)>,
     /// Where each op's record went (a tombstone's too).
     pub(super) entries: Vec<IndexEntry>,
+    /// Each op's sequence number (its value's version). Increasing, not always consecutive:
+    /// each is taken from the clock.
+    pub(super) seqs: Vec<u64>,
 }
 
 /// The log: the double-buffered writer, its flush thread, and the state behind the append lock.
@@ -448,6 +451,7 @@ impl AppendGuard<'_> {
         let mut first = None;
         let mut unresolved = Vec::new();
         let mut entries = Vec::with_capacity(ops.len());
+        let mut seqs = Vec::with_capacity(ops.len());
         for (i, ((key, value), (hash, seen))) in ops.iter().zip(seen).enumerate() {
             let flags = if i + 1 < ops.len() {
                 FLAG_BATCH_CONTINUES
@@ -456,6 +460,7 @@ impl AppendGuard<'_> {
             };
             let (seq, entry) = self.append(key, *value, flags, None)?;
             first.get_or_insert(seq);
+            seqs.push(seq);
             entries.push(entry);
             let shared = &self.log.shared;
             let entry = value.map(|_| entry);
@@ -486,6 +491,7 @@ impl AppendGuard<'_> {
             last,
             unresolved,
             entries,
+            seqs,
         })
     }
 

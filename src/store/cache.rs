@@ -32,8 +32,9 @@
 //! dies with its `Store`, so a reopen, which could find a file under an old id, starts empty.
 //!
 //! Only verified bytes go in: a value after its chunk crcs (and, compressed, its frames' crcs)
-//! checked out, or the value a put has just written (the caller's own bytes, kept for an
-//! overwritten key: `Reader::keep_written`); a frame table after its decoder checked it. A chunk crc sector is the checksums
+//! checked out, or the value a write has just written (the caller's own bytes, the record's,
+//! kept once the write is acknowledged: `Reader::keep_written`); a frame table after its decoder
+//! checked it. A chunk crc sector is the checksums
 //! themselves: each one is checked against its chunk when a read uses it, so a damaged crc can
 //! only fail a read, never let damaged data through; and a read that fails with crcs from the
 //! cache drops them and reads again from the file (`Reader::read_stored_at`), so a crc damaged
@@ -151,6 +152,8 @@ pub(super) struct CacheFigures {
     pub(super) evictions: u64,
     pub(super) bytes: u64,
     pub(super) capacity: u64,
+    /// The memory available the capacity was sized from (`None`: set by the options).
+    pub(super) available: Option<u64>,
 }
 
 impl Cache {
@@ -235,6 +238,7 @@ impl Cache {
             evictions: self.evictions.load(Ordering::Relaxed),
             bytes: self.inner.as_ref().map_or(0, |c| c.weight()),
             capacity: self.capacity,
+            available: None,
         }
     }
 }

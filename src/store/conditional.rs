@@ -68,7 +68,7 @@ impl Store {
         let large = durability == Durability::Sync
             && value.len() as u64 >= self.inner.opts.large_value_threshold;
         let ops = [(key, Some(&stored))];
-        let seq = self.write_on(&ops, &[Some(condition)], durability, large)?;
+        let seq = self.write_on(&ops, &[Some(value)], &[Some(condition)], durability, large)?;
         Ok(Version(seq))
     }
 
@@ -96,6 +96,7 @@ impl Store {
         let ops = [(key, None)];
         self.write_on(
             &ops,
+            &[None],
             &[Some(Condition::Version(expected))],
             durability,
             false,
@@ -150,16 +151,19 @@ impl Store {
             .map(|(op, v)| (op.key.as_slice(), v.as_ref()))
             .collect();
         let conditions: Vec<Option<Condition>> = batch.ops.iter().map(|op| op.condition).collect();
-        self.write_on(&ops, &conditions, durability, false)?;
+        let raw: Vec<Option<&[u8]>> = batch.ops.iter().map(|op| op.value.as_deref()).collect();
+        self.write_on(&ops, &raw, &conditions, durability, false)?;
         Ok(())
     }
 
     /// Appends `ops` (one record, or an atomic batch) if every condition holds, checked under
     /// the append lock that appends them (see the module doc); returns the first sequence
-    /// number. `large`: `ops` is one put, written to a blob file of its own.
+    /// number. `raw`: each put's value as given (for the read cache). `large`: `ops` is one put,
+    /// written to a blob file of its own.
     fn write_on(
         &self,
         ops: &[Op<'_>],
+        raw: &[Option<&[u8]>],
         conditions: &[Option<Condition>],
         durability: Durability,
         large: bool,
@@ -211,7 +215,28 @@ impl Store {
             let mut app = app;
             let appended = app.append_ops(ops, &seen, durability)?;
             drop(app);
+            // Values kept in the read cache as `put` keeps them: all when durable, else those of
+            // keys in use; copied while the write is on its way, kept once it is acknowledged.
+            let written: Vec<_> = (0..ops.len())
+                .filter_map(|i| {
+                    let value = raw[i]?;
+                    let in_use = seen[i].1.current.is_some() || seen[i].1.unknown;
+                    (durability == Durability::Sync || in_use)
+                        .then(|| {
+                            self.inner.reader.copy_written(
+                                ops[i].0,
+                                value,
+                                &appended.entries[i],
+                                appended.seqs[i],
+                            )
+                        })
+                        .flatten()
+                })
+                .collect();
             self.finish_write(&appended, ops, durability)?;
+            for w in written {
+                self.inner.reader.keep_written(Some(w));
+            }
             return Ok(appended.first);
         }
     }

@@ -7,9 +7,10 @@ use std::sync::{Arc, Mutex};
 use super::append::Log;
 use super::background::Ticker;
 use super::blob::Blobs;
+use super::budget;
 use super::compact::{self, Compactor};
 use super::open;
-use super::read::{self, Look, Reader};
+use super::read::{self, CacheBudget, Look, Reader};
 use super::resolve::Resolver;
 use super::segments::SegmentTable;
 use super::shared::Shared;
@@ -62,7 +63,23 @@ impl Inner {
             recovered.max_seq,
             recovered.next_file_id,
         )?);
-        let reader = Arc::new(Reader::new(&shared, log.clone(), pool, opts.cache_capacity));
+        // The cache's budget: the options' figure, or sized from the memory available, less
+        // the index just built (store/budget.rs).
+        let budget = match opts.cache_capacity {
+            Some(bytes) => CacheBudget {
+                capacity: bytes,
+                available: None,
+            },
+            None => {
+                let available = budget::system_available();
+                let index_bytes = shared.index.memory_bytes();
+                CacheBudget {
+                    capacity: budget::cache_budget(available, index_bytes, shared.profile.direct),
+                    available,
+                }
+            }
+        };
+        let reader = Arc::new(Reader::new(&shared, log.clone(), pool, budget));
         let blobs = Arc::new(Blobs::new(shared.clone(), log.clone(), reader.clone()));
         let compactor = Compactor::new(
             shared.clone(),

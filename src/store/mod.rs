@@ -9,7 +9,8 @@
 //! - `read`: from a key to verified value bytes; `value_reader`: [`ValueReader`];
 //! - `list`: keys in order, from the footers ([`Keys`]);
 //! - `resolve`: which index entry a write replaces;
-//! - `cache`: the read cache (small values whole, chunk checksums, frame tables);
+//! - `cache`: the read cache (small values whole, chunk checksums, frame tables); `budget`: its
+//!   default size, from the memory available to the process;
 //! - `segments`: the table of open segment and blob files;
 //! - `shared`: the handles every part works with (directory, I/O profile, index, pending writes,
 //!   open files, counters);
@@ -46,6 +47,7 @@ mod admin;
 mod append;
 mod background;
 mod blob;
+mod budget;
 mod cache;
 mod checkpoint;
 mod compact;

@@ -101,8 +101,17 @@ pub struct Stats {
     /// Entries the read cache dropped to make room since open.
     pub cache_evictions: u64,
     /// Bytes the read cache holds now, each entry's bookkeeping included: never more than
-    /// the capacity.
+    /// [`cache_capacity`](Stats::cache_capacity).
     pub cache_bytes: u64,
+    /// The read cache's budget: most bytes it may hold, set by
+    /// [`Options::cache_capacity`](crate::Options::cache_capacity) or sized at open from
+    /// [`memory_available`](Stats::memory_available). The cache allocates only as it fills.
+    pub cache_capacity: u64,
+    /// The memory available to the process when the store was opened (the smallest of its
+    /// cgroup's limits and the machine's available memory), if the cache was sized from it:
+    /// `None` when `Options::cache_capacity` set the size, or when nothing said how much there
+    /// was. The store's memory is about `index_bytes + cache_bytes`, and the two write buffers.
+    pub memory_available: Option<u64>,
 }
 
 impl Stats {
@@ -229,6 +238,8 @@ pub(super) fn collect(
         cache_misses: cache.misses,
         cache_evictions: cache.evictions,
         cache_bytes: cache.bytes,
+        cache_capacity: cache.capacity,
+        memory_available: cache.available,
     }
 }
 

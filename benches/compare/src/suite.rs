@@ -14,7 +14,7 @@ use crate::report::{self, Meta, Source, SuiteRun, fmt_bytes, fmt_us};
 use crate::sys::{self, fmt_size};
 
 pub const WORKLOADS: &[&str] = &[
-    "put", "get", "range", "seqwrite", "mix", "oldest", "reopen", "ycsb",
+    "put", "get", "range", "seqwrite", "mix", "oldest", "reopen", "ycsb", "memlimit",
 ];
 
 /// One configuration: one `compare run` command line.
@@ -140,6 +140,16 @@ scale! {
     ycsb_threads: u64,
     ycsb_size: u64,
     ycsb_secs: f64,
+    // memlimit: the cgroup's memory limit, the data set, the run phases' operations, threads
+    // and time limit, repetitions (at most `reps`), and the fio floor's seconds.
+    memlimit_limit: u64,
+    memlimit_records: u64,
+    memlimit_size: u64,
+    memlimit_ops: u64,
+    memlimit_threads: u64,
+    memlimit_secs: f64,
+    memlimit_reps: usize,
+    fio_secs: u64,
 }
 
 trait FromJson: Sized {
@@ -295,6 +305,16 @@ pub fn scale(quick: bool) -> Scale {
             ycsb_threads: 8,
             ycsb_size: K,
             ycsb_secs: 10.0,
+            // 4× the limit, as the full preset; below 256 MiB the engines' fixed memory (fjall's
+            // 64 MiB memtables, podstore's index and buffers) leaves no room for their caches.
+            memlimit_limit: 256 * M,
+            memlimit_records: M,
+            memlimit_size: K,
+            memlimit_ops: 100_000,
+            memlimit_threads: 8,
+            memlimit_secs: 30.0,
+            memlimit_reps: 1,
+            fio_secs: 10,
         }
     } else {
         Scale {
@@ -332,6 +352,16 @@ pub fn scale(quick: bool) -> Scale {
             ycsb_threads: 8,
             ycsb_size: K,
             ycsb_secs: 60.0,
+            // Issue 23: a 1 GiB limit, 4 GiB of 1 KiB records. One repetition: each engine
+            // loads 4 GiB under the limit, which takes minutes.
+            memlimit_limit: G,
+            memlimit_records: 4 * M,
+            memlimit_size: K,
+            memlimit_ops: 400_000,
+            memlimit_threads: 8,
+            memlimit_secs: 120.0,
+            memlimit_reps: 1,
+            fio_secs: 20,
         }
     }
 }
@@ -349,6 +379,8 @@ pub fn short(n: u64) -> String {
 
 pub fn matrix(s: &Scale, engines: &[&'static str], workloads: &[&'static str]) -> Vec<Config> {
     let mut out = Vec::new();
+    // The memlimit device floor, put before the engines' memlimit configurations at the end.
+    let mut floor: Option<Config> = None;
     let mut add = |w: &'static str, params: Vec<(&'static str, String)>, label: Vec<String>| {
         for &e in engines {
             if engines::skip_reason(e, w).is_none() {
@@ -482,6 +514,33 @@ pub fn matrix(s: &Scale, engines: &[&'static str], workloads: &[&'static str]) -
                     );
                 }
             }
+            "memlimit" => {
+                // The device's floor first (fio), then each engine: load and every phase in one
+                // configuration (one cgroup, one load).
+                let data = s.memlimit_records * s.memlimit_size;
+                floor = Some(Config {
+                    workload: w,
+                    engine: crate::memlimit::DEVICE,
+                    params: vec![
+                        ("file-size", short(data)),
+                        ("threads", s.memlimit_threads.to_string()),
+                        ("secs", s.fio_secs.to_string()),
+                    ],
+                    label: vec![fmt_size(s.memlimit_limit), fmt_size(data)],
+                });
+                add(
+                    w,
+                    vec![
+                        ("mem-limit", short(s.memlimit_limit)),
+                        ("records", s.memlimit_records.to_string()),
+                        ("size", short(s.memlimit_size)),
+                        ("ops", s.memlimit_ops.to_string()),
+                        ("threads", s.memlimit_threads.to_string()),
+                        ("secs", s.memlimit_secs.to_string()),
+                    ],
+                    vec![fmt_size(s.memlimit_limit), fmt_size(data)],
+                );
+            }
             "reopen" => add(
                 w,
                 vec![("keys", s.reopen_keys.to_string()), ("size", "100".into())],
@@ -490,7 +549,23 @@ pub fn matrix(s: &Scale, engines: &[&'static str], workloads: &[&'static str]) -
             _ => {}
         }
     }
+    if let Some(f) = floor {
+        let at = out
+            .iter()
+            .position(|c| c.workload == "memlimit")
+            .unwrap_or(out.len());
+        out.insert(at, f);
+    }
     out
+}
+
+/// How many repetitions configuration `c` runs: `memlimit` runs at most `memlimit_reps`.
+pub fn reps_for(sc: &Scale, c: &Config) -> usize {
+    if c.workload == "memlimit" {
+        sc.memlimit_reps.min(sc.reps)
+    } else {
+        sc.reps
+    }
 }
 
 pub fn range_label(r: &str) -> String {
@@ -567,6 +642,10 @@ pub fn suite(args: &Args, argv: &[String]) -> Result<(), String> {
     if let Some(r) = args.str("reps") {
         sc.reps = r.parse().map_err(|_| "--reps: not a number")?;
     }
+    // The memlimit mode's scale, to shrink it for a quick check.
+    sc.memlimit_limit = args.size("mem-limit", sc.memlimit_limit)?;
+    sc.memlimit_records = args.num("memlimit-records", sc.memlimit_records)?;
+    sc.memlimit_ops = args.num("memlimit-ops", sc.memlimit_ops)?;
     let base = sys::base_dir(args.str("dir"));
     std::fs::create_dir_all(&base).map_err(|e| format!("{}: {e}", base.display()))?;
     let mount = sys::check_real_disk(&base)?;
@@ -629,9 +708,12 @@ pub fn suite(args: &Args, argv: &[String]) -> Result<(), String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let timeout = Duration::from_secs(args.num("timeout", 900)?);
     let charts_dir = args.str("charts-dir").map(PathBuf::from);
+    if let Some(parent) = jsonl_path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
+    }
     let mut jsonl =
         std::fs::File::create(&jsonl_path).map_err(|e| format!("{}: {e}", jsonl_path.display()))?;
-    let total = configs.len() * sc.reps;
+    let total: usize = configs.iter().map(|c| reps_for(&sc, c)).sum();
     let mut run = SuiteRun {
         meta: Meta::of_this_run(argv, quick, &base, mount, &not_built),
         results: vec![Vec::new(); configs.len()],
@@ -649,17 +731,36 @@ pub fn suite(args: &Args, argv: &[String]) -> Result<(), String> {
     let _ = writeln!(jsonl, "{}", report::header_record(&run));
     let t_all = Instant::now();
     eprintln!(
-        "compare suite: {} configurations × {} repetition(s) = {total} runs in {}",
+        "compare suite: {} configurations × {} repetition(s) (memlimit: {}) = {total} runs in {}",
         run.configs.len(),
         run.sc.reps,
+        run.sc.memlimit_reps.min(run.sc.reps),
         base.display()
     );
+    if run.workloads.contains(&"memlimit")
+        && let Some(why) = crate::cgroup::unavailable()
+    {
+        eprintln!("compare suite: memlimit will be skipped: {why}");
+    }
     let mut done = 0;
     for rep in 0..run.sc.reps {
         for ci in 0..run.configs.len() {
             let c = &run.configs[ci];
+            if rep >= reps_for(&run.sc, c) {
+                continue;
+            }
             done += 1;
             let t = Instant::now();
+            let timeout = if c.workload == "memlimit" {
+                // The child's own limits: an hour for the load, each phase its time limit and
+                // ten minutes more (to open, close and sync).
+                let phases = crate::memlimit::PHASES.len() as f64;
+                timeout.max(Duration::from_secs_f64(
+                    3600.0 + phases * (run.sc.memlimit_secs + 600.0) + 600.0,
+                ))
+            } else {
+                timeout
+            };
             let r = run_child(&exe, &c.args(&base), timeout);
             let label = format!(
                 "[{done:>4}/{total}] rep {}/{} {} {} {}",
@@ -719,6 +820,28 @@ fn headline(workload: &str, v: &Value) -> String {
             fmt_bytes(f("open_read_bytes")),
             f("rss_bytes_per_key")
         ),
+        "memlimit" if v["skipped"].is_string() => {
+            format!("skipped: {}", v["skipped"].as_str().unwrap_or(""))
+        }
+        "memlimit" if v["engine"] == crate::memlimit::DEVICE => {
+            format!(
+                "fio: {:.0} IOPS, p99 {}",
+                f("ops_per_sec"),
+                fmt_us(f("p99_us"))
+            )
+        }
+        "memlimit" => crate::memlimit::PHASES
+            .iter()
+            .filter(|p| v["phases"][**p].is_object())
+            .map(|p| {
+                let r = &v["phases"][*p];
+                match r["ops_per_sec"].as_f64() {
+                    Some(x) => format!("{p} {x:.0}"),
+                    None => format!("{p} failed"),
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(", "),
         "range" => format!(
             "{:.0} ops/s, {} read/op",
             f("ops_per_sec"),

@@ -187,7 +187,7 @@ impl Drop for RunDir {
 /// Loads values `0..n` of `pool` with `threads` threads in batches of about 8 MiB
 /// (at most 10 000 keys, and small enough that every thread has one), then syncs. Returns the
 /// seconds that took; then lets the engine settle (fjall flushes its memtable), untimed.
-fn load(engine: &dyn Engine, pool: &ValuePool, n: u64, threads: usize) -> Res<f64> {
+pub fn load(engine: &dyn Engine, pool: &ValuePool, n: u64, threads: usize) -> Res<f64> {
     let per_batch = ((8u64 << 20) / pool.len().max(1) as u64)
         .min(n.div_ceil(threads.max(1) as u64))
         .clamp(1, 10_000);
@@ -206,7 +206,7 @@ fn load(engine: &dyn Engine, pool: &ValuePool, n: u64, threads: usize) -> Res<f6
     Ok(secs)
 }
 
-fn padded(size: u64) -> u64 {
+pub fn padded(size: u64) -> u64 {
     round_up(size.max(1), ALIGN as u64)
 }
 
@@ -225,6 +225,7 @@ fn open_loaded(
         dir: dir.to_path_buf(),
         durable: false,
         capacity: capacity_values * padded(pool.len() as u64),
+        cache_bytes: None,
     };
     let e = engines::open(engine, &spec)?;
     let load_secs = load(e.as_ref(), pool, n, load_threads)?;
@@ -250,7 +251,8 @@ pub fn run(args: &Args) -> Result<String, String> {
 fn run_inner(args: &Args) -> Res<String> {
     let engine = args.need("engine")?.to_string();
     let workload = args.need("workload")?.to_string();
-    if !engines::ALL.contains(&engine.as_str()) {
+    let device = workload == "memlimit" && engine == crate::memlimit::DEVICE;
+    if !engines::ALL.contains(&engine.as_str()) && !device {
         return Err(format!("unknown engine {engine:?}").into());
     }
     if let Some(why) = engines::skip_reason(&engine, &workload) {
@@ -268,6 +270,9 @@ fn run_inner(args: &Args) -> Res<String> {
     });
     for (flag, _, cell) in engines::podstore::TUNING {
         if let Some(size) = args.str(flag) {
+            if workload == "memlimit" {
+                return Err(format!("--{flag} is not for memlimit (see --cache-bytes)").into());
+            }
             if !engine.starts_with("podstore") {
                 return Err(format!("--{flag} is for the podstore engines").into());
             }
@@ -282,6 +287,7 @@ fn run_inner(args: &Args) -> Res<String> {
         "reopen" => reopen(args, &engine, &dir.path, seed, load_threads)?,
         "mix" | "oldest" => mixed(args, &engine, &workload, &dir.path, seed, load_threads)?,
         "ycsb" => ycsb(args, &engine, &dir.path, seed, load_threads)?,
+        "memlimit" => crate::memlimit::run(args, &engine, &dir.path)?,
         other => return Err(format!("unknown workload {other:?}").into()),
     };
     for (_, field, cell) in engines::podstore::TUNING {
@@ -314,6 +320,7 @@ fn put(args: &Args, engine: &str, dir: &Path, seed: u64) -> Res<(Value, Value)> 
         dir: dir.to_path_buf(),
         durable: true,
         capacity: ops * padded(size),
+        cache_bytes: None,
     };
     let e = engines::open(engine, &spec)?;
     let m = drive(threads, ops, Duration::from_secs_f64(secs), |i| {
@@ -427,6 +434,7 @@ fn range(args: &Args, engine: &str, dir: &Path, seed: u64) -> Res<(Value, Value)
         dir: dir.to_path_buf(),
         durable: false,
         capacity: n * padded(size),
+        cache_bytes: None,
     };
     let e = engines::open(engine, &spec)?;
     let load_secs = load(e.as_ref(), &pool, n, 4)?;
@@ -488,6 +496,7 @@ fn seqwrite(args: &Args, engine: &str, dir: &Path, seed: u64) -> Res<(Value, Val
         dir: dir.to_path_buf(),
         durable: false,
         capacity: n * padded(size),
+        cache_bytes: None,
     };
     let e = engines::open(engine, &spec)?;
     let io0 = sys::io_counters();
@@ -616,14 +625,9 @@ fn mixed(
 /// The YCSB core workloads A, B, C and F (`--mix a|b|c|f`), in YCSB's shape: `--records`
 /// values of `--size` bytes are loaded (bulk, then synced), the engine is closed and opened again
 /// (its own caches empty, the page cache as the load left it, like YCSB's run phase in a fresh
-/// process), then `--ops` operations run on `--threads` threads, on records chosen by YCSB's
-/// scrambled zipfian distribution (θ = 0.99):
-/// - A: 50 % reads, 50 % updates; B: 95 % reads, 5 % updates; C: reads only;
-/// - F: 50 % reads, 50 % read-modify-writes (a read, then an update of the same record, timed
-///   as one operation).
-///
-/// An update writes a whole new value and is not synced (bulk mode, as YCSB runs against
-/// RocksDB). Reports throughput and p50/p99 per kind of operation.
+/// process), then `--ops` operations run on `--threads` threads (see [`ycsb_phase`]), on records
+/// chosen by YCSB's scrambled zipfian distribution (θ = 0.99), or uniformly with
+/// `--distribution uniform`.
 fn ycsb(
     args: &Args,
     engine: &str,
@@ -631,42 +635,106 @@ fn ycsb(
     seed: u64,
     load_threads: usize,
 ) -> Res<(Value, Value)> {
-    let mix = args.need("mix")?.to_ascii_lowercase();
-    let (read_pct, rmw) = match mix.as_str() {
+    let y = Ycsb {
+        mix: args.need("mix")?.to_ascii_lowercase(),
+        uniform: match args.str("distribution").unwrap_or("zipfian") {
+            "zipfian" => false,
+            "uniform" => true,
+            other => return Err(format!("--distribution {other:?}: zipfian or uniform").into()),
+        },
+        size: args.size("size", 1024)?,
+        records: args.num("records", 200_000)?.max(1),
+        ops: args.num("ops", 400_000)?,
+        threads: args.num("threads", 8)?.max(1) as usize,
+        secs: args.secs("secs", 60.0)?,
+        seed,
+    };
+    let pool = ValuePool::new(y.size as usize, seed);
+    let (e, spec, load_secs) = open_loaded(
+        engine,
+        dir,
+        &pool,
+        y.records,
+        y.records + y.ops,
+        load_threads,
+    )?;
+    let e = e.reopen(&spec, &mut || {})?;
+    let mut fields = ycsb_phase(e.as_ref(), &pool, &y)?;
+    e.close()?;
+    let params = json!({"mix": y.mix, "size": y.size, "threads": y.threads,
+                        "records": y.records, "max_ops": y.ops, "secs_limit": y.secs,
+                        "durable": false, "distribution": y.distribution()});
+    fields["load_secs"] = json!(load_secs);
+    Ok((params, fields))
+}
+
+/// One YCSB run phase's parameters.
+pub struct Ycsb {
+    /// `a`, `b`, `c` or `f`.
+    pub mix: String,
+    /// Records drawn uniformly instead of by the scrambled zipfian distribution.
+    pub uniform: bool,
+    pub size: u64,
+    pub records: u64,
+    pub ops: u64,
+    pub threads: usize,
+    pub secs: f64,
+    pub seed: u64,
+}
+
+impl Ycsb {
+    pub fn distribution(&self) -> &'static str {
+        if self.uniform {
+            "uniform"
+        } else {
+            "scrambled zipfian, theta 0.99"
+        }
+    }
+}
+
+/// YCSB's run phase on an engine holding records `0..y.records` of `pool`: `y.ops` operations
+/// on `y.threads` threads (a phase stops issuing them after `y.secs`):
+/// - A: 50 % reads, 50 % updates; B: 95 % reads, 5 % updates; C: reads only;
+/// - F: 50 % reads, 50 % read-modify-writes (a read, then an update of the same record, timed
+///   as one operation).
+///
+/// An update writes a whole new value and is not synced (bulk mode, as YCSB runs against
+/// RocksDB); the phase ends with one sync, untimed. Returns the run's fields: throughput,
+/// p50/p99 (also per kind of operation), disk bytes per operation.
+pub fn ycsb_phase(e: &dyn Engine, pool: &ValuePool, y: &Ycsb) -> Res<Value> {
+    let (read_pct, rmw) = match y.mix.as_str() {
         "a" => (50, false),
         "b" => (95, false),
         "c" => (100, false),
         "f" => (50, true),
         other => return Err(format!("--mix {other:?}: a, b, c or f").into()),
     };
-    let size = args.size("size", 1024)?;
-    let records = args.num("records", 200_000)?.max(1);
-    let ops = args.num("ops", 400_000)?;
-    let threads = args.num("threads", 8)?.max(1) as usize;
-    let secs = args.secs("secs", 60.0)?;
-    let pool = ValuePool::new(size as usize, seed);
-    let (e, spec, load_secs) =
-        open_loaded(engine, dir, &pool, records, records + ops, load_threads)?;
-    let e = e.reopen(&spec, &mut || {})?;
+    let (records, size) = (y.records, y.size);
     const READ: usize = 0;
     const WRITE: usize = 1;
     // The plan is drawn before the clock starts: the key chooser's cost is not the engine's.
     let plan: Vec<(usize, u64)> = {
         let zipf = ScrambledZipfian::new(records);
-        let mut rng = Rng::new(seed ^ 0x7963_7362);
-        (0..ops)
+        let mut rng = Rng::new(y.seed ^ 0x7963_7362);
+        (0..y.ops)
             .map(|_| {
                 let kind = if rng.below(100) < read_pct {
                     READ
                 } else {
                     WRITE
                 };
-                (kind, zipf.next(&mut rng))
+                let k = if y.uniform {
+                    rng.below(records)
+                } else {
+                    zipf.next(&mut rng)
+                };
+                (kind, k)
             })
             .collect()
     };
     let keys: Vec<Vec<u8>> = plan.iter().map(|&(_, k)| key(k)).collect();
-    let (m, by_kind) = drive_kinds(threads, ops, Duration::from_secs_f64(secs), 2, |i| {
+    let limit = Duration::from_secs_f64(y.secs);
+    let (m, by_kind) = drive_kinds(y.threads, y.ops, limit, 2, |i| {
         let (kind, k) = plan[i as usize];
         let key = &keys[i as usize];
         if kind == READ || rmw {
@@ -682,17 +750,12 @@ fn ycsb(
         Ok((size, kind))
     })?;
     e.sync()?;
-    e.close()?;
-    let params = json!({"mix": mix, "size": size, "threads": threads, "records": records,
-                        "max_ops": ops, "secs_limit": secs, "durable": false,
-                        "distribution": "scrambled zipfian, theta 0.99"});
     let mut fields = m.fields();
-    fields["load_secs"] = json!(load_secs);
     let write_name = if rmw { "rmw" } else { "update" };
     for (kind, name) in [(READ, "read"), (WRITE, write_name)] {
         kind_fields(&mut fields, name, &by_kind[kind], &[50.0, 99.0]);
     }
-    Ok((params, fields))
+    Ok(fields)
 }
 
 /// Loads `keys` small values, closes, drops the page cache, and has a fresh process open the
@@ -767,6 +830,7 @@ fn probe_inner(args: &Args) -> Res<String> {
         dir: path,
         durable: true,
         capacity: 0,
+        cache_bytes: None,
     };
     let rss0 = sys::rss_bytes();
     let io0 = sys::io_counters();

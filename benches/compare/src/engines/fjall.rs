@@ -12,7 +12,11 @@ pub struct Fjall {
 
 impl Fjall {
     pub fn open(spec: &OpenSpec) -> Res<Fjall> {
-        let db = Database::builder(&spec.dir).open()?;
+        let mut builder = Database::builder(&spec.dir);
+        if let Some(bytes) = spec.cache_bytes {
+            builder = builder.cache_size(bytes);
+        }
+        let db = builder.open()?;
         let ks = db.keyspace("blobs", || {
             KeyspaceCreateOptions::default()
                 .with_kv_separation(Some(KvSeparationOptions::default()))

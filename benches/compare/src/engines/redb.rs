@@ -13,7 +13,11 @@ pub struct Redb {
 
 impl Redb {
     pub fn open(spec: &OpenSpec) -> Res<Redb> {
-        let db = Database::create(spec.dir.join("redb"))?;
+        let mut builder = Database::builder();
+        if let Some(bytes) = spec.cache_bytes {
+            builder.set_cache_size(usize::try_from(bytes)?);
+        }
+        let db = builder.create(spec.dir.join("redb"))?;
         // Create the table, so that readers never find it missing.
         let tx = db.begin_write()?;
         tx.open_table(TABLE)?;

@@ -39,7 +39,7 @@ usage:
                  [--distribution zipfian|uniform]
                  (YCSB core workloads, scrambled zipfian keys, unsynced updates, run after a reopen)
         memlimit [--mem-limit 1G] [--records 4194304] [--size 1K] [--ops 400000] [--threads 8]
-                 [--secs 120] [--phases c,c-uniform,b,a,f] [--cache-bytes LIMIT/2]
+                 [--secs 120] [--phases c,c-uniform,b,a,f] [--cache-cap LIMIT/2]
                  [--load-timeout 3600]
                  (larger than memory: load and YCSB phases inside a memory cgroup that counts the
                  page cache, each phase in a fresh process; needs root; skipped otherwise)

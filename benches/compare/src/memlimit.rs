@@ -8,7 +8,8 @@
 //! phase in a fresh process (the engine's own caches empty, the page cache as the earlier
 //! phases left it, charged to the cgroup). Around each child it reads the cgroup's peak memory
 //! and OOM kills, and notes a child killed by SIGKILL; then it removes the cgroup. Every
-//! engine's own cache is set to half the limit.
+//! engine's own cache is capped at half the limit (`--cache-cap`): a larger default (redb's
+//! 1 GiB) is lowered to it, a smaller one (fjall's 32 MiB, podstore's) kept.
 //!
 //! `--engine device` measures the floor instead: fio, 4 KiB random O_DIRECT reads by as many
 //! jobs as the phases have threads, on a file as large as the data set, on the same file
@@ -53,7 +54,7 @@ struct Spec {
     threads: usize,
     secs: f64,
     load_threads: usize,
-    cache_bytes: u64,
+    cache_cap: u64,
     seed: u64,
 }
 
@@ -68,7 +69,7 @@ impl Spec {
             threads: args.num("threads", 8)?.max(1) as usize,
             secs: args.secs("secs", 120.0)?,
             load_threads: args.num("load-threads", 16)?.max(1) as usize,
-            cache_bytes: args.size("cache-bytes", limit / 2)?,
+            cache_cap: args.size("cache-cap", limit / 2)?,
             seed: args.num("seed", 1)?,
         })
     }
@@ -82,7 +83,7 @@ impl Spec {
             ("threads", self.threads.to_string()),
             ("secs", self.secs.to_string()),
             ("load-threads", self.load_threads.to_string()),
-            ("cache-bytes", self.cache_bytes.to_string()),
+            ("cache-cap", self.cache_cap.to_string()),
             ("seed", self.seed.to_string()),
             ("key-len", crate::values::key(0).len().to_string()),
         ]
@@ -119,7 +120,7 @@ pub fn run(args: &Args, engine: &str, dir: &Path) -> Res<(Value, Value)> {
     let mut params = json!({
         "mem-limit": s.limit, "records": s.records, "size": s.size, "ops": s.ops,
         "threads": s.threads, "secs_limit": s.secs, "load_threads": s.load_threads,
-        "cache_bytes": s.cache_bytes, "phases": phases.join(","),
+        "cache_cap": s.cache_cap, "phases": phases.join(","),
         "data_bytes": s.records * (crate::values::key(0).len() as u64 + s.size),
     });
     if let Some(why) = cgroup::unavailable() {
@@ -295,7 +296,7 @@ fn phase_inner(args: &Args) -> Res<String> {
         dir: dir.to_path_buf(),
         durable: false,
         capacity: (s.records + s.ops) * padded(s.size),
-        cache_bytes: Some(s.cache_bytes),
+        cache_cap: Some(s.cache_cap),
     };
     let io0 = sys::io_counters();
     let t = Instant::now();

@@ -135,10 +135,11 @@ fn text(r: &SuiteRun) -> String {
          opens the engine (its own caches empty, the page cache as the earlier phases left it): \
          YCSB C, B, A and F on scrambled zipfian keys (θ = 0.99) and C on uniform keys, in the \
          order {order}, {ops} operations on {threads} threads each (a phase stops issuing them \
-         after {secs} s), updates not synced, as under `ycsb`. Every engine's own cache is set \
-         to half the limit ({half}): podstore `Options::cache_capacity`, fjall `cache_size`, \
-         redb `set_cache_size`; LMDB has none (its map, 64 GiB, holds the data; its cache is the \
-         page cache). **peak memory** is the cgroup's peak during the phase (v1 \
+         after {secs} s), updates not synced, as under `ycsb`. Every engine's own cache is capped \
+         at half the limit ({half}): a larger default is lowered to it (redb: 1 GiB, \
+         `set_cache_size`), a smaller one kept (podstore: `Options::default()`'s \
+         `cache_capacity`; fjall: its 32 MiB block cache, `cache_size`); LMDB has none (its \
+         map, 64 GiB, holds the data; its cache is the page cache). **peak memory** is the cgroup's peak during the phase (v1 \
          `memory.max_usage_in_bytes`, reset before each phase; v2 `memory.peak`), page cache \
          included; **OOM kills** come from `memory.oom_control` (v2 `memory.events`): a phase \
          killed is shown as such. **disk read/op** is the phase process's `read_bytes` \

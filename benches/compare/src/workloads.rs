@@ -225,7 +225,7 @@ fn open_loaded(
         dir: dir.to_path_buf(),
         durable: false,
         capacity: capacity_values * padded(pool.len() as u64),
-        cache_bytes: None,
+        cache_cap: None,
     };
     let e = engines::open(engine, &spec)?;
     let load_secs = load(e.as_ref(), pool, n, load_threads)?;
@@ -271,7 +271,7 @@ fn run_inner(args: &Args) -> Res<String> {
     for (flag, _, cell) in engines::podstore::TUNING {
         if let Some(size) = args.str(flag) {
             if workload == "memlimit" {
-                return Err(format!("--{flag} is not for memlimit (see --cache-bytes)").into());
+                return Err(format!("--{flag} is not for memlimit (see --cache-cap)").into());
             }
             if !engine.starts_with("podstore") {
                 return Err(format!("--{flag} is for the podstore engines").into());
@@ -320,7 +320,7 @@ fn put(args: &Args, engine: &str, dir: &Path, seed: u64) -> Res<(Value, Value)> 
         dir: dir.to_path_buf(),
         durable: true,
         capacity: ops * padded(size),
-        cache_bytes: None,
+        cache_cap: None,
     };
     let e = engines::open(engine, &spec)?;
     let m = drive(threads, ops, Duration::from_secs_f64(secs), |i| {
@@ -434,7 +434,7 @@ fn range(args: &Args, engine: &str, dir: &Path, seed: u64) -> Res<(Value, Value)
         dir: dir.to_path_buf(),
         durable: false,
         capacity: n * padded(size),
-        cache_bytes: None,
+        cache_cap: None,
     };
     let e = engines::open(engine, &spec)?;
     let load_secs = load(e.as_ref(), &pool, n, 4)?;
@@ -496,7 +496,7 @@ fn seqwrite(args: &Args, engine: &str, dir: &Path, seed: u64) -> Res<(Value, Val
         dir: dir.to_path_buf(),
         durable: false,
         capacity: n * padded(size),
-        cache_bytes: None,
+        cache_cap: None,
     };
     let e = engines::open(engine, &spec)?;
     let io0 = sys::io_counters();
@@ -830,7 +830,7 @@ fn probe_inner(args: &Args) -> Res<String> {
         dir: path,
         durable: true,
         capacity: 0,
-        cache_bytes: None,
+        cache_cap: None,
     };
     let rss0 = sys::rss_bytes();
     let io0 = sys::io_counters();

@@ -4,6 +4,9 @@ use fjall::{Database, Keyspace, KeyspaceCreateOptions, KvSeparationOptions, Pers
 
 use super::{Engine, OpenSpec, Res};
 
+/// fjall's default block cache (`Config::cache`: 32 MiB in fjall 3).
+const DEFAULT_CACHE: u64 = 32 << 20;
+
 pub struct Fjall {
     db: Database,
     ks: Keyspace,
@@ -13,8 +16,10 @@ pub struct Fjall {
 impl Fjall {
     pub fn open(spec: &OpenSpec) -> Res<Fjall> {
         let mut builder = Database::builder(&spec.dir);
-        if let Some(bytes) = spec.cache_bytes {
-            builder = builder.cache_size(bytes);
+        if let Some(cap) = spec.cache_cap
+            && cap < DEFAULT_CACHE
+        {
+            builder = builder.cache_size(cap);
         }
         let db = builder.open()?;
         let ks = db.keyspace("blobs", || {

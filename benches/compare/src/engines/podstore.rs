@@ -37,8 +37,10 @@ impl Pod {
         if let Some(&size) = WRITE_BUFFER.get() {
             opts = opts.write_buffer_size(size as usize);
         }
-        if let Some(bytes) = spec.cache_bytes {
-            opts = opts.cache_capacity(bytes);
+        if let Some(cap) = spec.cache_cap
+            && opts.get_cache_capacity() > cap
+        {
+            opts = opts.cache_capacity(cap);
         }
         if let Some(&bytes) = CACHE_CAPACITY.get() {
             opts = opts.cache_capacity(bytes);

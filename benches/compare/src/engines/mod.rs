@@ -183,7 +183,10 @@ pub fn settings(name: &str) -> &'static str {
              (values ≥ 1 KiB go to blob files, 64 MiB blob files, LZ4 blob compression). Durable: \
              `insert` then `Database::persist(PersistMode::SyncData)` per put (no group commit: \
              each writer syncs the journal). Bulk: no persist, then `persist(SyncAll)`. Range \
-             reads: whole `get`, then slice (fjall has no partial value read)."
+             reads: whole `get`, then slice (fjall has no partial value read). In `memlimit` \
+             (memory-capped): its 32 MiB block cache kept (under the cap), journals bounded at \
+             a quarter of the cap (`max_journaling_size`, at least 64 MiB), which bounds the memtables \
+             waiting for their flush."
         }
         "redb" => {
             "redb 4 with defaults (1 GiB cache), one table `&[u8] → &[u8]`. Durable: one write \

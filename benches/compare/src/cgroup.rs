@@ -275,6 +275,13 @@ impl PeakWatch {
     }
 }
 
+/// The dirty page cache charged to the cgroup at `dir` (v1 `memory.stat` `dirty`, v2
+/// `file_dirty`).
+pub fn dirty_bytes(dir: &Path) -> Option<u64> {
+    let stat = dir.join("memory.stat");
+    keyed(&stat, "dirty").or_else(|| keyed(&stat, "file_dirty"))
+}
+
 /// Moves the calling process into the cgroup whose `cgroup.procs` is `procs` (before it opens
 /// anything it should be charged for).
 pub fn enter(procs: &Path) -> Result<(), String> {

@@ -77,6 +77,7 @@ impl Spec {
     /// The child's arguments besides its engine, directory, phase and cgroup.
     fn args(&self) -> Vec<String> {
         [
+            ("mem-limit", self.limit.to_string()),
             ("records", self.records.to_string()),
             ("size", self.size.to_string()),
             ("ops", self.ops.to_string()),
@@ -291,6 +292,10 @@ fn phase_inner(args: &Args) -> Res<String> {
     let dir = Path::new(args.need("path")?);
     let phase = args.need("phase")?;
     let s = Spec::from(args)?;
+    let pacer = args
+        .str("procs")
+        .and_then(|p| Path::new(p).parent())
+        .map(|cg| Pacer::start(cg, dir, s.limit / 8));
     let pool = ValuePool::with_span(s.size as usize, s.seed, s.span());
     let spec = OpenSpec {
         dir: dir.to_path_buf(),
@@ -327,9 +332,69 @@ fn phase_inner(args: &Args) -> Res<String> {
         ycsb_phase(e.as_ref(), &pool, &y)?
     };
     e.close()?;
+    if let Some(p) = pacer {
+        fields["writeback_syncs"] = json!(p.stop());
+    }
     fields["open_secs"] = json!(open_secs);
     fields["rss_peak_bytes"] = json!(sys::rss_peak_bytes());
     Ok(fields.to_string())
+}
+
+/// Starts the writeback of a cgroup's dirty page cache when the kernel would not: cgroup v1
+/// does not throttle or write back a cgroup's dirty pages as it nears its limit (per-cgroup
+/// writeback is v2's), so a buffered writer filled a 1 GiB cgroup with dirty pages that reclaim
+/// could not free and was OOM-killed (fjall's load, with its memtables bounded). Every 50 ms,
+/// when the cgroup holds more than `threshold` dirty bytes, every file under the engine's
+/// directory is `fdatasync`ed, from this thread (the engine's threads go on). An engine that
+/// writes with O_DIRECT never dirties a page, so it is never synced.
+struct Pacer {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<u64>,
+}
+
+impl Pacer {
+    fn start(cgroup: &Path, dir: &Path, threshold: u64) -> Pacer {
+        use std::sync::atomic::Ordering;
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (cg, dir, flag) = (cgroup.to_path_buf(), dir.to_path_buf(), stop.clone());
+        let thread = std::thread::spawn(move || {
+            let mut syncs = 0;
+            while !flag.load(Ordering::Relaxed) {
+                if cgroup::dirty_bytes(&cg).is_some_and(|d| d > threshold) {
+                    sync_tree(&dir);
+                    syncs += 1;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            syncs
+        });
+        Pacer { stop, thread }
+    }
+
+    /// Stops the thread; returns how many times it synced.
+    fn stop(self) -> u64 {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread.join().unwrap_or(0)
+    }
+}
+
+/// `fdatasync` of every regular file under `dir` (errors ignored: a file may be deleted
+/// meanwhile).
+fn sync_tree(dir: &Path) {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in rd.flatten() {
+        match e.file_type() {
+            Ok(t) if t.is_dir() => sync_tree(&e.path()),
+            Ok(t) if t.is_file() => {
+                if let Ok(f) = std::fs::File::open(e.path()) {
+                    let _ = f.sync_data();
+                }
+            }
+            _ => {}
+        }
+    }
 }
 
 /// The device's floor: fio, 4 KiB random O_DIRECT reads by `--threads` jobs on a file of

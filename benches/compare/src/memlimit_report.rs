@@ -139,7 +139,11 @@ fn text(r: &SuiteRun) -> String {
          at half the limit ({half}): a larger default is lowered to it (redb: 1 GiB, \
          `set_cache_size`), a smaller one kept (podstore: `Options::default()`'s \
          `cache_capacity`; fjall: its 32 MiB block cache, `cache_size`); LMDB has none (its \
-         map, 64 GiB, holds the data; its cache is the page cache). **peak memory** is the cgroup's peak during the phase (v1 \
+         map, 64 GiB, holds the data; its cache is the page cache). What each peer needs to live \
+         in a limit is in its settings above (redb: durable commits; fjall: bounded journals; \
+         LMDB: `MDB_NORDAHEAD`); on cgroup v1, which does not write back a cgroup's dirty \
+         pages as it nears its limit, each phase `fdatasync`s the engine's files whenever more \
+         than 1/8 of the limit is dirty (never needed by podstore's O_DIRECT writes). **peak memory** is the cgroup's peak during the phase (v1 \
          `memory.max_usage_in_bytes`, reset before each phase; v2 `memory.peak`), page cache \
          included; **OOM kills** come from `memory.oom_control` (v2 `memory.events`): a phase \
          killed is shown as such. **disk read/op** is the phase process's `read_bytes` \

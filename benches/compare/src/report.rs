@@ -751,7 +751,12 @@ pub fn render(r: &SuiteRun, charts: &[ChartLink]) -> String {
             .map_or(String::new(), |t| format!(" on {t}")),
         if m.quick { "quick" } else { "full" },
         r.sc.reps,
-        r.wall
+        if r.workloads.contains(&"memlimit") {
+            format!(" ({} of memlimit's)", r.sc.memlimit_reps.min(r.sc.reps))
+        } else {
+            String::new()
+        } + &r
+            .wall
             .map_or(String::new(), |t| format!(", {t:.0} s in all"))
     );
     w(&mut s, "");

@@ -15,10 +15,12 @@ mod engines;
 mod memlimit;
 mod memlimit_report;
 mod report;
+mod scale;
 mod suite;
 mod sys;
 mod values;
 mod workloads;
+mod ycsb;
 
 use std::collections::HashMap;
 use std::process::ExitCode;

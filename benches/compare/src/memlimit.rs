@@ -27,7 +27,8 @@ use crate::cgroup::{self, Cgroup};
 use crate::engines::{self, OpenSpec, Res};
 use crate::sys;
 use crate::values::ValuePool;
-use crate::workloads::{Ycsb, load, padded, ycsb_phase};
+use crate::workloads::{load, padded};
+use crate::ycsb::{Ycsb, ycsb_phase};
 
 /// The pseudo-engine of the device's floor (fio).
 pub const DEVICE: &str = "device";

@@ -10,13 +10,13 @@ use serde_json::{Value, json};
 use crate::Args;
 use crate::engines::{self, Engine, OpenSpec, Res};
 use crate::sys::{self, ALIGN, IoCounters, round_up};
-use crate::values::{Rng, ScrambledZipfian, ValuePool, key};
+use crate::values::{Rng, ValuePool, key};
 
 const MIB: f64 = (1u64 << 20) as f64;
 
 /// What one measured phase did.
 #[derive(Default)]
-struct Measured {
+pub(crate) struct Measured {
     ops: u64,
     secs: f64,
     bytes: u64,
@@ -36,7 +36,7 @@ impl Measured {
         Some(v[rank.min(v.len()) - 1] as f64 / 1000.0)
     }
 
-    fn fields(&self) -> Value {
+    pub(crate) fn fields(&self) -> Value {
         let per_op = |b: u64| {
             if self.ops == 0 {
                 Value::Null
@@ -71,7 +71,7 @@ fn drive(
 
 /// [`drive`] for ops of `kinds` kinds: `op(i)` returns the bytes it moved and its kind
 /// (`< kinds`). Returns the whole phase and each kind's latencies (ns), in no order.
-fn drive_kinds(
+pub(crate) fn drive_kinds(
     threads: usize,
     max_ops: u64,
     limit: Duration,
@@ -213,7 +213,7 @@ pub fn padded(size: u64) -> u64 {
 /// Opens `engine` in bulk mode in `dir` with room for `capacity_values` values of the pool's
 /// size and loads values `0..n` (see [`load`]). Returns the engine, its open spec and the load's
 /// seconds.
-fn open_loaded(
+pub(crate) fn open_loaded(
     engine: &str,
     dir: &Path,
     pool: &ValuePool,
@@ -233,7 +233,7 @@ fn open_loaded(
 }
 
 /// Adds `{name}s` (the count) and `{name}_p{P}_us` for each percentile `P` of `lat_ns`.
-fn kind_fields(fields: &mut Value, name: &str, lat_ns: &[u64], percentiles: &[f64]) {
+pub(crate) fn kind_fields(fields: &mut Value, name: &str, lat_ns: &[u64], percentiles: &[f64]) {
     let k = Measured {
         lat_ns: lat_ns.to_vec(),
         ..Measured::default()
@@ -286,7 +286,7 @@ fn run_inner(args: &Args) -> Res<String> {
         "seqwrite" => seqwrite(args, &engine, &dir.path, seed)?,
         "reopen" => reopen(args, &engine, &dir.path, seed, load_threads)?,
         "mix" | "oldest" => mixed(args, &engine, &workload, &dir.path, seed, load_threads)?,
-        "ycsb" => ycsb(args, &engine, &dir.path, seed, load_threads)?,
+        "ycsb" => crate::ycsb::ycsb(args, &engine, &dir.path, seed, load_threads)?,
         "memlimit" => crate::memlimit::run(args, &engine, &dir.path)?,
         other => return Err(format!("unknown workload {other:?}").into()),
     };
@@ -620,142 +620,6 @@ fn mixed(
         kind_fields(&mut fields, name, &by_kind[kind], &[50.0, 90.0, 99.0]);
     }
     Ok((params, fields))
-}
-
-/// The YCSB core workloads A, B, C and F (`--mix a|b|c|f`), in YCSB's shape: `--records`
-/// values of `--size` bytes are loaded (bulk, then synced), the engine is closed and opened again
-/// (its own caches empty, the page cache as the load left it, like YCSB's run phase in a fresh
-/// process), then `--ops` operations run on `--threads` threads (see [`ycsb_phase`]), on records
-/// chosen by YCSB's scrambled zipfian distribution (θ = 0.99), or uniformly with
-/// `--distribution uniform`.
-fn ycsb(
-    args: &Args,
-    engine: &str,
-    dir: &Path,
-    seed: u64,
-    load_threads: usize,
-) -> Res<(Value, Value)> {
-    let y = Ycsb {
-        mix: args.need("mix")?.to_ascii_lowercase(),
-        uniform: match args.str("distribution").unwrap_or("zipfian") {
-            "zipfian" => false,
-            "uniform" => true,
-            other => return Err(format!("--distribution {other:?}: zipfian or uniform").into()),
-        },
-        size: args.size("size", 1024)?,
-        records: args.num("records", 200_000)?.max(1),
-        ops: args.num("ops", 400_000)?,
-        threads: args.num("threads", 8)?.max(1) as usize,
-        secs: args.secs("secs", 60.0)?,
-        seed,
-    };
-    let pool = ValuePool::new(y.size as usize, seed);
-    let (e, spec, load_secs) = open_loaded(
-        engine,
-        dir,
-        &pool,
-        y.records,
-        y.records + y.ops,
-        load_threads,
-    )?;
-    let e = e.reopen(&spec, &mut || {})?;
-    let mut fields = ycsb_phase(e.as_ref(), &pool, &y)?;
-    e.close()?;
-    let params = json!({"mix": y.mix, "size": y.size, "threads": y.threads,
-                        "records": y.records, "max_ops": y.ops, "secs_limit": y.secs,
-                        "durable": false, "distribution": y.distribution()});
-    fields["load_secs"] = json!(load_secs);
-    Ok((params, fields))
-}
-
-/// One YCSB run phase's parameters.
-pub struct Ycsb {
-    /// `a`, `b`, `c` or `f`.
-    pub mix: String,
-    /// Records drawn uniformly instead of by the scrambled zipfian distribution.
-    pub uniform: bool,
-    pub size: u64,
-    pub records: u64,
-    pub ops: u64,
-    pub threads: usize,
-    pub secs: f64,
-    pub seed: u64,
-}
-
-impl Ycsb {
-    pub fn distribution(&self) -> &'static str {
-        if self.uniform {
-            "uniform"
-        } else {
-            "scrambled zipfian, theta 0.99"
-        }
-    }
-}
-
-/// YCSB's run phase on an engine holding records `0..y.records` of `pool`: `y.ops` operations
-/// on `y.threads` threads (a phase stops issuing them after `y.secs`):
-/// - A: 50 % reads, 50 % updates; B: 95 % reads, 5 % updates; C: reads only;
-/// - F: 50 % reads, 50 % read-modify-writes (a read, then an update of the same record, timed
-///   as one operation).
-///
-/// An update writes a whole new value and is not synced (bulk mode, as YCSB runs against
-/// RocksDB); the phase ends with one sync, untimed. Returns the run's fields: throughput,
-/// p50/p99 (also per kind of operation), disk bytes per operation.
-pub fn ycsb_phase(e: &dyn Engine, pool: &ValuePool, y: &Ycsb) -> Res<Value> {
-    let (read_pct, rmw) = match y.mix.as_str() {
-        "a" => (50, false),
-        "b" => (95, false),
-        "c" => (100, false),
-        "f" => (50, true),
-        other => return Err(format!("--mix {other:?}: a, b, c or f").into()),
-    };
-    let (records, size) = (y.records, y.size);
-    const READ: usize = 0;
-    const WRITE: usize = 1;
-    // The plan is drawn before the clock starts: the key chooser's cost is not the engine's.
-    let plan: Vec<(usize, u64)> = {
-        let zipf = ScrambledZipfian::new(records);
-        let mut rng = Rng::new(y.seed ^ 0x7963_7362);
-        (0..y.ops)
-            .map(|_| {
-                let kind = if rng.below(100) < read_pct {
-                    READ
-                } else {
-                    WRITE
-                };
-                let k = if y.uniform {
-                    rng.below(records)
-                } else {
-                    zipf.next(&mut rng)
-                };
-                (kind, k)
-            })
-            .collect()
-    };
-    let keys: Vec<Vec<u8>> = plan.iter().map(|&(_, k)| key(k)).collect();
-    let limit = Duration::from_secs_f64(y.secs);
-    let (m, by_kind) = drive_kinds(y.threads, y.ops, limit, 2, |i| {
-        let (kind, k) = plan[i as usize];
-        let key = &keys[i as usize];
-        if kind == READ || rmw {
-            let v = e.get(key)?.ok_or("missing key")?;
-            if v.len() as u64 != size {
-                return Err(format!("wrong value length for key {k}").into());
-            }
-        }
-        if kind == WRITE {
-            // A new value each time (values are cut from the pool at a per-op offset).
-            e.put(key, pool.value(records + i))?;
-        }
-        Ok((size, kind))
-    })?;
-    e.sync()?;
-    let mut fields = m.fields();
-    let write_name = if rmw { "rmw" } else { "update" };
-    for (kind, name) in [(READ, "read"), (WRITE, write_name)] {
-        kind_fields(&mut fields, name, &by_kind[kind], &[50.0, 99.0]);
-    }
-    Ok(fields)
 }
 
 /// Loads `keys` small values, closes, drops the page cache, and has a fresh process open the

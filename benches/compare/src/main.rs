@@ -9,13 +9,18 @@
 //!
 //! See benches/compare/README.md.
 
+mod cgroup;
 mod charts;
 mod engines;
+mod memlimit;
+mod memlimit_report;
 mod report;
+mod scale;
 mod suite;
 mod sys;
 mod values;
 mod workloads;
+mod ycsb;
 
 use std::collections::HashMap;
 use std::process::ExitCode;
@@ -33,13 +38,22 @@ usage:
         oldest   --size 1M --threads 16 [--dataset 512M] [--ops 600] [--oldest-pct 5]
                  (durable puts alternating with gets from the oldest 5 % of the keys)
         ycsb     --mix a|b|c|f [--records 200000] [--ops 400000] [--threads 8] [--size 1K] [--secs 60]
+                 [--distribution zipfian|uniform]
                  (YCSB core workloads, scrambled zipfian keys, unsynced updates, run after a reopen)
+        memlimit [--mem-limit 1G] [--records 4194304] [--size 1K] [--ops 400000] [--threads 8]
+                 [--secs 120] [--phases c,c-uniform,b,a,f] [--cache-cap LIMIT/2]
+                 [--load-timeout 3600]
+                 (larger than memory: load and YCSB phases inside a memory cgroup that counts the
+                 page cache, each phase in a fresh process; needs root; skipped otherwise)
+                 --engine device [--file-size 4G] [--threads 8] [--secs 20]: the device's floor,
+                 fio 4 KiB random O_DIRECT reads (skipped when fio is missing)
         reopen   [--keys 1000000] [--size 100] [--key-len 16]
       common: [--load-threads 16] [--seed 1] [--keep] [--key-len 16] (keys padded to it)
               [--write-buffer SIZE] (podstore engines: Options::write_buffer_size, for experiments)
               [--cache-capacity SIZE] (podstore engines: Options::cache_capacity, 0 = off)
   compare suite [--quick] [--out FILE] [--jsonl FILE] [--charts-dir DIR] [--dir DIR] [--reps N]
-                [--engines a,b,...] [--workloads put,get,range,seqwrite,mix,oldest,reopen]
+                [--engines a,b,...] [--workloads put,get,range,seqwrite,mix,oldest,reopen,ycsb,memlimit]
+                [--mem-limit SIZE --memlimit-records N --memlimit-ops N] (shrink the memlimit mode)
   compare report --from FILE.jsonl [--out FILE.md] [--charts-dir DIR]
       rebuilds a suite's markdown report and SVG charts from the .jsonl it saved; --out
       defaults to FILE.md. Charts go to --charts-dir, else docs/charts/ when the report is
@@ -139,6 +153,7 @@ fn main() -> ExitCode {
     let result = match cmd.as_str() {
         "run" => workloads::run(&args).map(|line| println!("{line}")),
         "probe-open" => workloads::probe_open(&args).map(|line| println!("{line}")),
+        "memlimit-phase" => memlimit::phase(&args).map(|line| println!("{line}")),
         "suite" => suite::suite(&args, &argv),
         "report" => report::report(&args, &argv),
         "engines" => {

@@ -384,7 +384,7 @@ pub fn load(path: &Path, command: &[String]) -> Result<SuiteRun, String> {
     // Runs neither in the file nor recorded as failed.
     let unfinished = !legacy && wall.is_none();
     for (ci, res) in results.iter().enumerate() {
-        for rep in 0..sc.reps {
+        for rep in 0..crate::suite::reps_for(&sc, &configs[ci]) {
             let present = res.iter().any(|r| r["rep"].as_u64() == Some(rep as u64))
                 || failures.iter().any(|&(c, r, _)| c == ci && r == rep);
             if !present {
@@ -611,11 +611,11 @@ pub fn fmt_bytes(b: f64) -> String {
     }
 }
 
-fn fmt_spread(s: Option<f64>) -> String {
+pub(crate) fn fmt_spread(s: Option<f64>) -> String {
     s.map_or("–".into(), |s| format!("±{:.0}%", s * 50.0))
 }
 
-fn fmt_ratio(x: Option<f64>) -> String {
+pub(crate) fn fmt_ratio(x: Option<f64>) -> String {
     match x {
         Some(x) if x.is_finite() => {
             if x >= 10.0 {
@@ -751,7 +751,12 @@ pub fn render(r: &SuiteRun, charts: &[ChartLink]) -> String {
             .map_or(String::new(), |t| format!(" on {t}")),
         if m.quick { "quick" } else { "full" },
         r.sc.reps,
-        r.wall
+        if r.workloads.contains(&"memlimit") {
+            format!(" ({} of memlimit's)", r.sc.memlimit_reps.min(r.sc.reps))
+        } else {
+            String::new()
+        } + &r
+            .wall
             .map_or(String::new(), |t| format!(", {t:.0} s in all"))
     );
     w(&mut s, "");
@@ -935,7 +940,11 @@ pub fn render(r: &SuiteRun, charts: &[ChartLink]) -> String {
     w(&mut s, "");
 
     for &wl in &r.workloads {
-        workload_section(&mut s, r, wl, charts);
+        if wl == "memlimit" {
+            crate::memlimit_report::section(&mut s, r);
+        } else {
+            workload_section(&mut s, r, wl, charts);
+        }
     }
 
     if !r.failures.is_empty() {
@@ -983,7 +992,7 @@ pub fn render(r: &SuiteRun, charts: &[ChartLink]) -> String {
 
 /// The median of `key` over the runs of the configuration of `workload` and `engine` that
 /// `pick` accepts (the first such configuration).
-fn figure(
+pub(crate) fn figure(
     r: &SuiteRun,
     workload: &str,
     engine: &str,
@@ -998,21 +1007,21 @@ fn figure(
 }
 
 /// One target of issue #6: what it asks, the figures, and whether they meet it.
-struct Target {
-    what: String,
-    figures: String,
+pub(crate) struct Target {
+    pub what: String,
+    pub figures: String,
     /// `None`: no data (a workload or engine was not run, or its runs failed).
-    met: Option<bool>,
+    pub met: Option<bool>,
     /// By how much it is missed, when it is.
-    short_by: String,
+    pub short_by: String,
 }
 
 /// `x` as "0.61×".
-fn times(x: f64) -> String {
+pub(crate) fn times(x: f64) -> String {
     fmt_ratio(Some(x))
 }
 
-/// The targets of issues #6 and #12, each met or not, from the suite's medians.
+/// The targets of issues #6, #12 and #23, each met or not, from the suite's medians.
 fn targets(r: &SuiteRun) -> Vec<Target> {
     let size_is = |n: u64| move |c: &Config| c.num("size") == Some(n);
     let mut out = Vec::new();
@@ -1257,6 +1266,7 @@ fn targets(r: &SuiteRun) -> Vec<Target> {
             format!("{:.0}× the fraction allowed", f / 0.02)
         }),
     });
+    out.extend(crate::memlimit_report::targets(r));
     out
 }
 
@@ -1267,8 +1277,8 @@ fn targets_section(s: &mut String, r: &SuiteRun) {
     }
     let _ = writeln!(
         s,
-        "## Targets\n\nThe targets of issues #6 and #12, from the medians of this run (podstore with \
-         direct I/O). How each figure is measured is under its workload below.\n"
+        "## Targets\n\nThe targets of issues #6, #12 and #23, from the medians of this run (podstore \
+         with direct I/O). How each figure is measured is under its workload below.\n"
     );
     let _ = writeln!(s, "| target | figures | |");
     let _ = writeln!(s, "| --- | --- | --- |");

@@ -13,8 +13,11 @@ use crate::engines;
 use crate::report::{self, Meta, Source, SuiteRun, fmt_bytes, fmt_us};
 use crate::sys::{self, fmt_size};
 
+use crate::scale::G;
+pub use crate::scale::{Scale, infer_scale, scale};
+
 pub const WORKLOADS: &[&str] = &[
-    "put", "get", "range", "seqwrite", "mix", "oldest", "reopen", "ycsb",
+    "put", "get", "range", "seqwrite", "mix", "oldest", "reopen", "ycsb", "memlimit",
 ];
 
 /// One configuration: one `compare run` command line.
@@ -77,270 +80,6 @@ impl Config {
     }
 }
 
-/// Declares [`Scale`] once, with its JSON form (the suite's header line records it, so that
-/// `compare report` describes a saved suite with the limits it ran with).
-macro_rules! scale {
-    ($($field:ident: $ty:ty,)*) => {
-        /// The sizes, thread counts and limits of one suite.
-        #[derive(Debug, Clone, PartialEq)]
-        pub struct Scale {
-            $(pub $field: $ty,)*
-        }
-
-        impl Scale {
-            pub fn to_json(&self) -> Value {
-                let mut m = serde_json::Map::new();
-                $(m.insert(stringify!($field).into(), serde_json::json!(self.$field));)*
-                Value::Object(m)
-            }
-
-            /// Takes every field `v` has (fields it lacks keep their value).
-            pub fn update_from_json(&mut self, v: &Value) {
-                $(if let Some(x) = FromJson::from_json(&v[stringify!($field)]) {
-                    self.$field = x;
-                })*
-            }
-        }
-    };
-}
-
-scale! {
-    reps: usize,
-    put_sizes: Vec<u64>,
-    put_threads: Vec<u64>,
-    put_secs: f64,
-    put_max_bytes: u64,
-    put_max_ops: u64,
-    get_sizes: Vec<u64>,
-    get_threads: Vec<u64>,
-    get_warm_threads: Vec<u64>,
-    get_dataset: u64,
-    get_max_keys: u64,
-    get_load_threads: u64,
-    get_cold_ops: u64,
-    // The most gets a warm row measures: it runs until `get_secs` unless it gets there first.
-    get_warm_ops: u64,
-    get_secs: f64,
-    range_sizes: Vec<u64>,
-    range_ops: u64,
-    range_secs: f64,
-    seq_sizes: Vec<u64>,
-    seq_total: u64,
-    seq_secs: f64,
-    mix_size: u64,
-    mix_threads: u64,
-    mix_dataset: u64,
-    mix_ops: u64,
-    mix_secs: f64,
-    oldest_pct: u64,
-    reopen_keys: u64,
-    ycsb_mixes: Vec<String>,
-    ycsb_records: u64,
-    ycsb_ops: u64,
-    ycsb_threads: u64,
-    ycsb_size: u64,
-    ycsb_secs: f64,
-}
-
-trait FromJson: Sized {
-    fn from_json(v: &Value) -> Option<Self>;
-}
-
-impl FromJson for u64 {
-    fn from_json(v: &Value) -> Option<u64> {
-        v.as_u64()
-    }
-}
-
-impl FromJson for usize {
-    fn from_json(v: &Value) -> Option<usize> {
-        v.as_u64()?.try_into().ok()
-    }
-}
-
-impl FromJson for f64 {
-    fn from_json(v: &Value) -> Option<f64> {
-        v.as_f64()
-    }
-}
-
-impl FromJson for Vec<String> {
-    fn from_json(v: &Value) -> Option<Vec<String>> {
-        v.as_array()?
-            .iter()
-            .map(|x| x.as_str().map(str::to_string))
-            .collect()
-    }
-}
-
-impl FromJson for Vec<u64> {
-    fn from_json(v: &Value) -> Option<Vec<u64>> {
-        v.as_array()?.iter().map(Value::as_u64).collect()
-    }
-}
-
-/// For a `.jsonl` written before the suite recorded its scale: the preset (quick or full) whose
-/// sizes and thread counts match the runs best, with every figure the runs do record (sizes,
-/// thread counts, time limits, `seqwrite` totals, `reopen` keys, repetitions) taken from them.
-/// Returns the scale and whether it is the quick preset.
-pub fn infer_scale(runs: &[&Value]) -> (Scale, bool) {
-    let of = |wl: &str, key: &str| -> Vec<u64> {
-        let mut v: Vec<u64> = runs
-            .iter()
-            .filter(|r| r["workload"] == wl)
-            .filter_map(|r| r["params"][key].as_u64())
-            .collect();
-        v.sort_unstable();
-        v.dedup();
-        v
-    };
-    let secs = |wl: &str| {
-        runs.iter()
-            .filter(|r| r["workload"] == wl)
-            .find_map(|r| r["params"]["secs_limit"].as_f64())
-    };
-    let observed: [(&str, Vec<u64>); 8] = [
-        ("put_sizes", of("put", "size")),
-        ("put_threads", of("put", "threads")),
-        ("get_sizes", of("get", "size")),
-        ("get_threads", of("get", "threads")),
-        ("range_sizes", of("range", "size")),
-        ("seq_sizes", of("seqwrite", "size")),
-        ("seq_total", of("seqwrite", "total")),
-        ("reopen_keys", of("reopen", "keys")),
-    ];
-    let score = |sc: &Scale| {
-        let j = sc.to_json();
-        observed
-            .iter()
-            .filter(|(k, v)| {
-                !v.is_empty()
-                    && (j[*k]
-                        .as_array()
-                        .is_some_and(|a| a.iter().filter_map(Value::as_u64).eq(v.iter().copied()))
-                        || (v.len() == 1 && j[*k].as_u64() == Some(v[0])))
-            })
-            .count()
-    };
-    let quick = score(&scale(true)) > score(&scale(false));
-    let mut sc = scale(quick);
-    let mut rec = serde_json::Map::new();
-    for (k, v) in &observed {
-        match v.as_slice() {
-            [] => {}
-            [one] if matches!(*k, "seq_total" | "reopen_keys") => {
-                rec.insert(k.to_string(), (*one).into());
-            }
-            _ if matches!(*k, "seq_total" | "reopen_keys") => {}
-            _ => {
-                rec.insert(k.to_string(), v.clone().into());
-            }
-        }
-    }
-    for (k, wl) in [
-        ("put_secs", "put"),
-        ("get_secs", "get"),
-        ("seq_secs", "seqwrite"),
-    ] {
-        if let Some(x) = secs(wl) {
-            rec.insert(k.into(), x.into());
-        }
-    }
-    let reps = runs.iter().filter_map(|r| r["rep"].as_u64()).max();
-    if let Some(r) = reps {
-        rec.insert("reps".into(), (r + 1).into());
-    }
-    sc.update_from_json(&Value::Object(rec));
-    (sc, quick)
-}
-
-const K: u64 = 1 << 10;
-const M: u64 = 1 << 20;
-const G: u64 = 1 << 30;
-
-pub fn scale(quick: bool) -> Scale {
-    if quick {
-        Scale {
-            reps: 1,
-            put_sizes: vec![4 * K, 256 * K, 4 * M],
-            put_threads: vec![1, 16, 200],
-            put_secs: 0.5,
-            put_max_bytes: 64 * M,
-            put_max_ops: 20_000,
-            get_sizes: vec![K, M],
-            get_threads: vec![1, 64],
-            get_warm_threads: vec![1, 64],
-            get_dataset: 2 * M,
-            get_max_keys: 2048,
-            get_load_threads: 16,
-            get_cold_ops: 500,
-            get_warm_ops: 200_000,
-            get_secs: 0.5,
-            range_sizes: vec![4 * K, 100 * M],
-            range_ops: 3,
-            range_secs: 2.0,
-            seq_sizes: vec![256 * K, 4 * M],
-            seq_total: 256 * M,
-            seq_secs: 5.0,
-            mix_size: M,
-            mix_threads: 16,
-            mix_dataset: 64 * M,
-            mix_ops: 200,
-            mix_secs: 5.0,
-            oldest_pct: 5,
-            reopen_keys: 100_000,
-            ycsb_mixes: ycsb_mixes(),
-            ycsb_records: 20_000,
-            ycsb_ops: 40_000,
-            ycsb_threads: 8,
-            ycsb_size: K,
-            ycsb_secs: 10.0,
-        }
-    } else {
-        Scale {
-            reps: 3,
-            put_sizes: vec![K, 4 * K, 64 * K, 256 * K, M, 4 * M],
-            put_threads: vec![1, 16, 64, 200],
-            put_secs: 0.5,
-            put_max_bytes: 256 * M,
-            put_max_ops: 20_000,
-            get_sizes: vec![K, 4 * K, 100 * K, M],
-            get_threads: vec![1, 16, 64],
-            get_warm_threads: vec![1, 16],
-            get_dataset: 128 * M,
-            get_max_keys: 20_000,
-            get_load_threads: 100,
-            get_cold_ops: 2_000,
-            get_warm_ops: 5_000_000,
-            get_secs: 0.5,
-            range_sizes: vec![4 * K, M, 10 * M, 100 * M],
-            range_ops: 4,
-            range_secs: 3.0,
-            seq_sizes: vec![256 * K, 4 * M],
-            seq_total: 2 * G,
-            seq_secs: 8.0,
-            mix_size: M,
-            mix_threads: 16,
-            mix_dataset: 512 * M,
-            mix_ops: 600,
-            mix_secs: 10.0,
-            oldest_pct: 5,
-            reopen_keys: 1_000_000,
-            ycsb_mixes: ycsb_mixes(),
-            ycsb_records: 200_000,
-            ycsb_ops: 400_000,
-            ycsb_threads: 8,
-            ycsb_size: K,
-            ycsb_secs: 60.0,
-        }
-    }
-}
-
-/// The YCSB core workloads the suite runs.
-fn ycsb_mixes() -> Vec<String> {
-    ["a", "b", "c", "f"].map(String::from).to_vec()
-}
-
 const RANGES: &[&str] = &["whole", "1K+1K", "1M+4K", "end-4K+4K"];
 
 pub fn short(n: u64) -> String {
@@ -349,6 +88,8 @@ pub fn short(n: u64) -> String {
 
 pub fn matrix(s: &Scale, engines: &[&'static str], workloads: &[&'static str]) -> Vec<Config> {
     let mut out = Vec::new();
+    // The memlimit device floor, put before the engines' memlimit configurations at the end.
+    let mut floor: Option<Config> = None;
     let mut add = |w: &'static str, params: Vec<(&'static str, String)>, label: Vec<String>| {
         for &e in engines {
             if engines::skip_reason(e, w).is_none() {
@@ -482,6 +223,33 @@ pub fn matrix(s: &Scale, engines: &[&'static str], workloads: &[&'static str]) -
                     );
                 }
             }
+            "memlimit" => {
+                // The device's floor first (fio), then each engine: load and every phase in one
+                // configuration (one cgroup, one load).
+                let data = s.memlimit_records * s.memlimit_size;
+                floor = Some(Config {
+                    workload: w,
+                    engine: crate::memlimit::DEVICE,
+                    params: vec![
+                        ("file-size", short(data)),
+                        ("threads", s.memlimit_threads.to_string()),
+                        ("secs", s.fio_secs.to_string()),
+                    ],
+                    label: vec![fmt_size(s.memlimit_limit), fmt_size(data)],
+                });
+                add(
+                    w,
+                    vec![
+                        ("mem-limit", short(s.memlimit_limit)),
+                        ("records", s.memlimit_records.to_string()),
+                        ("size", short(s.memlimit_size)),
+                        ("ops", s.memlimit_ops.to_string()),
+                        ("threads", s.memlimit_threads.to_string()),
+                        ("secs", s.memlimit_secs.to_string()),
+                    ],
+                    vec![fmt_size(s.memlimit_limit), fmt_size(data)],
+                );
+            }
             "reopen" => add(
                 w,
                 vec![("keys", s.reopen_keys.to_string()), ("size", "100".into())],
@@ -490,7 +258,23 @@ pub fn matrix(s: &Scale, engines: &[&'static str], workloads: &[&'static str]) -
             _ => {}
         }
     }
+    if let Some(f) = floor {
+        let at = out
+            .iter()
+            .position(|c| c.workload == "memlimit")
+            .unwrap_or(out.len());
+        out.insert(at, f);
+    }
     out
+}
+
+/// How many repetitions configuration `c` runs: `memlimit` runs at most `memlimit_reps`.
+pub fn reps_for(sc: &Scale, c: &Config) -> usize {
+    if c.workload == "memlimit" {
+        sc.memlimit_reps.min(sc.reps)
+    } else {
+        sc.reps
+    }
 }
 
 pub fn range_label(r: &str) -> String {
@@ -567,6 +351,10 @@ pub fn suite(args: &Args, argv: &[String]) -> Result<(), String> {
     if let Some(r) = args.str("reps") {
         sc.reps = r.parse().map_err(|_| "--reps: not a number")?;
     }
+    // The memlimit mode's scale, to shrink it for a quick check.
+    sc.memlimit_limit = args.size("mem-limit", sc.memlimit_limit)?;
+    sc.memlimit_records = args.num("memlimit-records", sc.memlimit_records)?;
+    sc.memlimit_ops = args.num("memlimit-ops", sc.memlimit_ops)?;
     let base = sys::base_dir(args.str("dir"));
     std::fs::create_dir_all(&base).map_err(|e| format!("{}: {e}", base.display()))?;
     let mount = sys::check_real_disk(&base)?;
@@ -629,9 +417,12 @@ pub fn suite(args: &Args, argv: &[String]) -> Result<(), String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let timeout = Duration::from_secs(args.num("timeout", 900)?);
     let charts_dir = args.str("charts-dir").map(PathBuf::from);
+    if let Some(parent) = jsonl_path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
+    }
     let mut jsonl =
         std::fs::File::create(&jsonl_path).map_err(|e| format!("{}: {e}", jsonl_path.display()))?;
-    let total = configs.len() * sc.reps;
+    let total: usize = configs.iter().map(|c| reps_for(&sc, c)).sum();
     let mut run = SuiteRun {
         meta: Meta::of_this_run(argv, quick, &base, mount, &not_built),
         results: vec![Vec::new(); configs.len()],
@@ -649,17 +440,36 @@ pub fn suite(args: &Args, argv: &[String]) -> Result<(), String> {
     let _ = writeln!(jsonl, "{}", report::header_record(&run));
     let t_all = Instant::now();
     eprintln!(
-        "compare suite: {} configurations × {} repetition(s) = {total} runs in {}",
+        "compare suite: {} configurations × {} repetition(s) (memlimit: {}) = {total} runs in {}",
         run.configs.len(),
         run.sc.reps,
+        run.sc.memlimit_reps.min(run.sc.reps),
         base.display()
     );
+    if run.workloads.contains(&"memlimit")
+        && let Some(why) = crate::cgroup::unavailable()
+    {
+        eprintln!("compare suite: memlimit will be skipped: {why}");
+    }
     let mut done = 0;
     for rep in 0..run.sc.reps {
         for ci in 0..run.configs.len() {
             let c = &run.configs[ci];
+            if rep >= reps_for(&run.sc, c) {
+                continue;
+            }
             done += 1;
             let t = Instant::now();
+            let timeout = if c.workload == "memlimit" {
+                // The child's own limits: an hour for the load, each phase its time limit and
+                // ten minutes more (to open, close and sync).
+                let phases = crate::memlimit::PHASES.len() as f64;
+                timeout.max(Duration::from_secs_f64(
+                    3600.0 + phases * (run.sc.memlimit_secs + 600.0) + 600.0,
+                ))
+            } else {
+                timeout
+            };
             let r = run_child(&exe, &c.args(&base), timeout);
             let label = format!(
                 "[{done:>4}/{total}] rep {}/{} {} {} {}",
@@ -719,6 +529,28 @@ fn headline(workload: &str, v: &Value) -> String {
             fmt_bytes(f("open_read_bytes")),
             f("rss_bytes_per_key")
         ),
+        "memlimit" if v["skipped"].is_string() => {
+            format!("skipped: {}", v["skipped"].as_str().unwrap_or(""))
+        }
+        "memlimit" if v["engine"] == crate::memlimit::DEVICE => {
+            format!(
+                "fio: {:.0} IOPS, p99 {}",
+                f("ops_per_sec"),
+                fmt_us(f("p99_us"))
+            )
+        }
+        "memlimit" => crate::memlimit::PHASES
+            .iter()
+            .filter(|p| v["phases"][**p].is_object())
+            .map(|p| {
+                let r = &v["phases"][*p];
+                match r["ops_per_sec"].as_f64() {
+                    Some(x) => format!("{p} {x:.0}"),
+                    None => format!("{p} failed"),
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(", "),
         "range" => format!(
             "{:.0} ops/s, {} read/op",
             f("ops_per_sec"),

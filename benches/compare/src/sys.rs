@@ -79,6 +79,11 @@ pub fn rss_bytes() -> u64 {
     status_kib("VmRSS:") * 1024
 }
 
+/// The highest resident set size this process has had, in bytes (VmHWM).
+pub fn rss_peak_bytes() -> u64 {
+    status_kib("VmHWM:") * 1024
+}
+
 fn status_kib(field: &str) -> u64 {
     let text = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     text.lines()

@@ -62,8 +62,17 @@ const SPAN: usize = 64 << 20;
 
 impl ValuePool {
     pub fn new(len: usize, seed: u64) -> ValuePool {
+        ValuePool::with_span(len, seed, SPAN)
+    }
+
+    /// As [`ValuePool::new`], with offsets drawn from a window of `span` bytes (rounded down
+    /// to 8, at least 8) instead of 64 MiB: for runs whose memory is counted (`memlimit`), where
+    /// the harness's own 64 MiB would be a large part of a small limit. A window of 1 MiB
+    /// still gives 131 072 different values.
+    pub fn with_span(len: usize, seed: u64, span: usize) -> ValuePool {
+        let span = (span / 8).max(1) * 8;
         let mut rng = Rng::new(seed ^ 0xA5A5_5A5A_C3C3_3C3C);
-        let total = len + SPAN;
+        let total = len + span;
         let mut buf = Vec::with_capacity(total + 8);
         while buf.len() < total {
             buf.extend_from_slice(&rng.next_u64().to_le_bytes());
@@ -72,7 +81,7 @@ impl ValuePool {
         ValuePool {
             buf,
             len,
-            span: (SPAN / 8) as u64,
+            span: (span / 8) as u64,
         }
     }
 

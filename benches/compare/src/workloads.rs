@@ -10,13 +10,13 @@ use serde_json::{Value, json};
 use crate::Args;
 use crate::engines::{self, Engine, OpenSpec, Res};
 use crate::sys::{self, ALIGN, IoCounters, round_up};
-use crate::values::{Rng, ScrambledZipfian, ValuePool, key};
+use crate::values::{Rng, ValuePool, key};
 
 const MIB: f64 = (1u64 << 20) as f64;
 
 /// What one measured phase did.
 #[derive(Default)]
-struct Measured {
+pub(crate) struct Measured {
     ops: u64,
     secs: f64,
     bytes: u64,
@@ -36,7 +36,7 @@ impl Measured {
         Some(v[rank.min(v.len()) - 1] as f64 / 1000.0)
     }
 
-    fn fields(&self) -> Value {
+    pub(crate) fn fields(&self) -> Value {
         let per_op = |b: u64| {
             if self.ops == 0 {
                 Value::Null
@@ -71,7 +71,7 @@ fn drive(
 
 /// [`drive`] for ops of `kinds` kinds: `op(i)` returns the bytes it moved and its kind
 /// (`< kinds`). Returns the whole phase and each kind's latencies (ns), in no order.
-fn drive_kinds(
+pub(crate) fn drive_kinds(
     threads: usize,
     max_ops: u64,
     limit: Duration,
@@ -187,7 +187,7 @@ impl Drop for RunDir {
 /// Loads values `0..n` of `pool` with `threads` threads in batches of about 8 MiB
 /// (at most 10 000 keys, and small enough that every thread has one), then syncs. Returns the
 /// seconds that took; then lets the engine settle (fjall flushes its memtable), untimed.
-fn load(engine: &dyn Engine, pool: &ValuePool, n: u64, threads: usize) -> Res<f64> {
+pub fn load(engine: &dyn Engine, pool: &ValuePool, n: u64, threads: usize) -> Res<f64> {
     let per_batch = ((8u64 << 20) / pool.len().max(1) as u64)
         .min(n.div_ceil(threads.max(1) as u64))
         .clamp(1, 10_000);
@@ -206,14 +206,14 @@ fn load(engine: &dyn Engine, pool: &ValuePool, n: u64, threads: usize) -> Res<f6
     Ok(secs)
 }
 
-fn padded(size: u64) -> u64 {
+pub fn padded(size: u64) -> u64 {
     round_up(size.max(1), ALIGN as u64)
 }
 
 /// Opens `engine` in bulk mode in `dir` with room for `capacity_values` values of the pool's
 /// size and loads values `0..n` (see [`load`]). Returns the engine, its open spec and the load's
 /// seconds.
-fn open_loaded(
+pub(crate) fn open_loaded(
     engine: &str,
     dir: &Path,
     pool: &ValuePool,
@@ -225,6 +225,7 @@ fn open_loaded(
         dir: dir.to_path_buf(),
         durable: false,
         capacity: capacity_values * padded(pool.len() as u64),
+        cache_cap: None,
     };
     let e = engines::open(engine, &spec)?;
     let load_secs = load(e.as_ref(), pool, n, load_threads)?;
@@ -232,7 +233,7 @@ fn open_loaded(
 }
 
 /// Adds `{name}s` (the count) and `{name}_p{P}_us` for each percentile `P` of `lat_ns`.
-fn kind_fields(fields: &mut Value, name: &str, lat_ns: &[u64], percentiles: &[f64]) {
+pub(crate) fn kind_fields(fields: &mut Value, name: &str, lat_ns: &[u64], percentiles: &[f64]) {
     let k = Measured {
         lat_ns: lat_ns.to_vec(),
         ..Measured::default()
@@ -250,7 +251,8 @@ pub fn run(args: &Args) -> Result<String, String> {
 fn run_inner(args: &Args) -> Res<String> {
     let engine = args.need("engine")?.to_string();
     let workload = args.need("workload")?.to_string();
-    if !engines::ALL.contains(&engine.as_str()) {
+    let device = workload == "memlimit" && engine == crate::memlimit::DEVICE;
+    if !engines::ALL.contains(&engine.as_str()) && !device {
         return Err(format!("unknown engine {engine:?}").into());
     }
     if let Some(why) = engines::skip_reason(&engine, &workload) {
@@ -268,6 +270,9 @@ fn run_inner(args: &Args) -> Res<String> {
     });
     for (flag, _, cell) in engines::podstore::TUNING {
         if let Some(size) = args.str(flag) {
+            if workload == "memlimit" {
+                return Err(format!("--{flag} is not for memlimit (see --cache-cap)").into());
+            }
             if !engine.starts_with("podstore") {
                 return Err(format!("--{flag} is for the podstore engines").into());
             }
@@ -281,7 +286,8 @@ fn run_inner(args: &Args) -> Res<String> {
         "seqwrite" => seqwrite(args, &engine, &dir.path, seed)?,
         "reopen" => reopen(args, &engine, &dir.path, seed, load_threads)?,
         "mix" | "oldest" => mixed(args, &engine, &workload, &dir.path, seed, load_threads)?,
-        "ycsb" => ycsb(args, &engine, &dir.path, seed, load_threads)?,
+        "ycsb" => crate::ycsb::ycsb(args, &engine, &dir.path, seed, load_threads)?,
+        "memlimit" => crate::memlimit::run(args, &engine, &dir.path)?,
         other => return Err(format!("unknown workload {other:?}").into()),
     };
     for (_, field, cell) in engines::podstore::TUNING {
@@ -314,6 +320,7 @@ fn put(args: &Args, engine: &str, dir: &Path, seed: u64) -> Res<(Value, Value)> 
         dir: dir.to_path_buf(),
         durable: true,
         capacity: ops * padded(size),
+        cache_cap: None,
     };
     let e = engines::open(engine, &spec)?;
     let m = drive(threads, ops, Duration::from_secs_f64(secs), |i| {
@@ -427,6 +434,7 @@ fn range(args: &Args, engine: &str, dir: &Path, seed: u64) -> Res<(Value, Value)
         dir: dir.to_path_buf(),
         durable: false,
         capacity: n * padded(size),
+        cache_cap: None,
     };
     let e = engines::open(engine, &spec)?;
     let load_secs = load(e.as_ref(), &pool, n, 4)?;
@@ -488,6 +496,7 @@ fn seqwrite(args: &Args, engine: &str, dir: &Path, seed: u64) -> Res<(Value, Val
         dir: dir.to_path_buf(),
         durable: false,
         capacity: n * padded(size),
+        cache_cap: None,
     };
     let e = engines::open(engine, &spec)?;
     let io0 = sys::io_counters();
@@ -613,88 +622,6 @@ fn mixed(
     Ok((params, fields))
 }
 
-/// The YCSB core workloads A, B, C and F (`--mix a|b|c|f`), in YCSB's shape: `--records`
-/// values of `--size` bytes are loaded (bulk, then synced), the engine is closed and opened again
-/// (its own caches empty, the page cache as the load left it, like YCSB's run phase in a fresh
-/// process), then `--ops` operations run on `--threads` threads, on records chosen by YCSB's
-/// scrambled zipfian distribution (θ = 0.99):
-/// - A: 50 % reads, 50 % updates; B: 95 % reads, 5 % updates; C: reads only;
-/// - F: 50 % reads, 50 % read-modify-writes (a read, then an update of the same record, timed
-///   as one operation).
-///
-/// An update writes a whole new value and is not synced (bulk mode, as YCSB runs against
-/// RocksDB). Reports throughput and p50/p99 per kind of operation.
-fn ycsb(
-    args: &Args,
-    engine: &str,
-    dir: &Path,
-    seed: u64,
-    load_threads: usize,
-) -> Res<(Value, Value)> {
-    let mix = args.need("mix")?.to_ascii_lowercase();
-    let (read_pct, rmw) = match mix.as_str() {
-        "a" => (50, false),
-        "b" => (95, false),
-        "c" => (100, false),
-        "f" => (50, true),
-        other => return Err(format!("--mix {other:?}: a, b, c or f").into()),
-    };
-    let size = args.size("size", 1024)?;
-    let records = args.num("records", 200_000)?.max(1);
-    let ops = args.num("ops", 400_000)?;
-    let threads = args.num("threads", 8)?.max(1) as usize;
-    let secs = args.secs("secs", 60.0)?;
-    let pool = ValuePool::new(size as usize, seed);
-    let (e, spec, load_secs) =
-        open_loaded(engine, dir, &pool, records, records + ops, load_threads)?;
-    let e = e.reopen(&spec, &mut || {})?;
-    const READ: usize = 0;
-    const WRITE: usize = 1;
-    // The plan is drawn before the clock starts: the key chooser's cost is not the engine's.
-    let plan: Vec<(usize, u64)> = {
-        let zipf = ScrambledZipfian::new(records);
-        let mut rng = Rng::new(seed ^ 0x7963_7362);
-        (0..ops)
-            .map(|_| {
-                let kind = if rng.below(100) < read_pct {
-                    READ
-                } else {
-                    WRITE
-                };
-                (kind, zipf.next(&mut rng))
-            })
-            .collect()
-    };
-    let keys: Vec<Vec<u8>> = plan.iter().map(|&(_, k)| key(k)).collect();
-    let (m, by_kind) = drive_kinds(threads, ops, Duration::from_secs_f64(secs), 2, |i| {
-        let (kind, k) = plan[i as usize];
-        let key = &keys[i as usize];
-        if kind == READ || rmw {
-            let v = e.get(key)?.ok_or("missing key")?;
-            if v.len() as u64 != size {
-                return Err(format!("wrong value length for key {k}").into());
-            }
-        }
-        if kind == WRITE {
-            // A new value each time (values are cut from the pool at a per-op offset).
-            e.put(key, pool.value(records + i))?;
-        }
-        Ok((size, kind))
-    })?;
-    e.sync()?;
-    e.close()?;
-    let params = json!({"mix": mix, "size": size, "threads": threads, "records": records,
-                        "max_ops": ops, "secs_limit": secs, "durable": false,
-                        "distribution": "scrambled zipfian, theta 0.99"});
-    let mut fields = m.fields();
-    fields["load_secs"] = json!(load_secs);
-    let write_name = if rmw { "rmw" } else { "update" };
-    for (kind, name) in [(READ, "read"), (WRITE, write_name)] {
-        kind_fields(&mut fields, name, &by_kind[kind], &[50.0, 99.0]);
-    }
-    Ok((params, fields))
-}
-
 /// Loads `keys` small values, closes, drops the page cache, and has a fresh process open the
 /// store: open time, bytes read by the open, RSS growth per key.
 fn reopen(
@@ -767,6 +694,7 @@ fn probe_inner(args: &Args) -> Res<String> {
         dir: path,
         durable: true,
         capacity: 0,
+        cache_cap: None,
     };
     let rss0 = sys::rss_bytes();
     let io0 = sys::io_counters();

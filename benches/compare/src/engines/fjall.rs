@@ -4,6 +4,12 @@ use fjall::{Database, Keyspace, KeyspaceCreateOptions, KvSeparationOptions, Pers
 
 use super::{Engine, OpenSpec, Res};
 
+/// fjall's default block cache (`Config::cache`: 32 MiB in fjall 3).
+const DEFAULT_CACHE: u64 = 32 << 20;
+
+/// The least `max_journaling_size` fjall accepts.
+const MIN_JOURNALING: u64 = 64 << 20;
+
 pub struct Fjall {
     db: Database,
     ks: Keyspace,
@@ -12,7 +18,19 @@ pub struct Fjall {
 
 impl Fjall {
     pub fn open(spec: &OpenSpec) -> Res<Fjall> {
-        let db = Database::builder(&spec.dir).open()?;
+        let mut builder = Database::builder(&spec.dir);
+        if let Some(cap) = spec.cache_cap {
+            if cap < DEFAULT_CACHE {
+                builder = builder.cache_size(cap);
+            }
+            // A memory-capped run (`memlimit`): fjall does not bound its memtables by default,
+            // only its journals (512 MiB), and memtables waiting for their flush are in memory
+            // until then: a 4 GiB load under a 1 GiB limit was OOM-killed within a minute.
+            // The journal bound (RocksDB's max_total_wal_size) at a quarter of the cap bounds
+            // them.
+            builder = builder.max_journaling_size((cap / 4).max(MIN_JOURNALING));
+        }
+        let db = builder.open()?;
         let ks = db.keyspace("blobs", || {
             KeyspaceCreateOptions::default()
                 .with_kv_separation(Some(KvSeparationOptions::default()))

@@ -37,6 +37,11 @@ impl Pod {
         if let Some(&size) = WRITE_BUFFER.get() {
             opts = opts.write_buffer_size(size as usize);
         }
+        if let Some(cap) = spec.cache_cap
+            && opts.get_cache_capacity() > cap
+        {
+            opts = opts.cache_capacity(cap);
+        }
         if let Some(&bytes) = CACHE_CAPACITY.get() {
             opts = opts.cache_capacity(bytes);
         }

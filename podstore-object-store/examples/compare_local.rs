@@ -1,0 +1,398 @@
+//! The backend against object_store's `LocalFileSystem` (one file per object), side by side in
+//! one run: puts and gets of 1 KiB, 64 KiB and 4 MiB objects at 1 and 16 tasks, 4 KiB ranges of
+//! 10 MiB objects, listing 100 keys under a prefix, and the adapter against the same operations
+//! on `Store` directly. Each row alternates the two sides for several rounds and reports the
+//! median of each and their ratio.
+//!
+//! Run: `cargo run --release -p podstore-object-store --example compare_local [DIR]
+//!       [--rounds N] [--list-objects N]`
+//!
+//! What each side promises: `LocalFileSystem` never fsyncs, so it is compared with podstore at
+//! `Durability::Buffered` (neither survives power loss; podstore's puts survive a crash of the
+//! process); then podstore at `Durability::Sync` is compared with `LocalFileSystem` followed by an
+//! fsync of the object's file and of its directory (what makes its rename durable).
+//!
+//! Everything is written under DIR (a fresh temporary directory by default, removed at the
+//! end); a given DIR must be new or empty, and is left with what the run wrote.
+
+use std::path::{Path as FsPath, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures::TryStreamExt;
+use object_store::local::LocalFileSystem;
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt};
+use podstore::{Durability, Options, Store};
+use podstore_object_store::PodstoreObjectStore;
+
+const KIB: usize = 1024;
+const MIB: usize = 1024 * KIB;
+
+struct Args {
+    dir: Option<PathBuf>,
+    rounds: usize,
+    list_objects: usize,
+}
+
+fn args() -> Args {
+    let mut a = Args {
+        dir: None,
+        rounds: 5,
+        list_objects: 100_000,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(arg) = it.next() {
+        let mut value = |name: &str| -> usize {
+            it.next()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or_else(|| panic!("{name} needs a number"))
+        };
+        match arg.as_str() {
+            "--rounds" => a.rounds = value("--rounds"),
+            "--list-objects" => a.list_objects = value("--list-objects"),
+            "-h" | "--help" => {
+                println!("usage: compare_local [DIR] [--rounds N] [--list-objects N]");
+                std::process::exit(0);
+            }
+            other if !other.starts_with('-') && a.dir.is_none() => a.dir = Some(other.into()),
+            other => panic!("unknown argument {other}"),
+        }
+    }
+    a
+}
+
+fn main() {
+    let args = args();
+    let temp;
+    let root = match &args.dir {
+        Some(d) => {
+            if d.exists() && std::fs::read_dir(d).unwrap().next().is_some() {
+                eprintln!(
+                    "{} is not empty: give a new or empty directory",
+                    d.display()
+                );
+                std::process::exit(2);
+            }
+            std::fs::create_dir_all(d).unwrap();
+            d.clone()
+        }
+        None => {
+            temp = tempfile::Builder::new()
+                .prefix("podstore-compare-local-")
+                .tempdir()
+                .unwrap();
+            temp.path().to_path_buf()
+        }
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(run(&root, &args));
+}
+
+/// One side of a comparison: an object store and, for `LocalFileSystem` + fsync, the directory
+/// whose files to sync after each put.
+#[derive(Clone)]
+struct Side {
+    name: &'static str,
+    objects: Arc<dyn ObjectStore>,
+    fsync_root: Option<PathBuf>,
+}
+
+fn podstore_side(dir: &FsPath, durability: Durability) -> (Arc<Store>, Side) {
+    std::fs::create_dir_all(dir).unwrap();
+    let store = Arc::new(Store::open_with(dir, Options::default().durability(durability)).unwrap());
+    let name = match durability {
+        Durability::Sync => "podstore Sync",
+        Durability::Buffered => "podstore Buffered",
+    };
+    let side = Side {
+        name,
+        objects: Arc::new(PodstoreObjectStore::new(store.clone())),
+        fsync_root: None,
+    };
+    (store, side)
+}
+
+fn local_side(dir: &FsPath, fsync: bool) -> Side {
+    std::fs::create_dir_all(dir).unwrap();
+    Side {
+        name: if fsync { "LocalFS + fsync" } else { "LocalFS" },
+        objects: Arc::new(LocalFileSystem::new_with_prefix(dir).unwrap()),
+        fsync_root: fsync.then(|| dir.to_path_buf()),
+    }
+}
+
+/// Makes a `LocalFileSystem` put durable: the file's data, then its directory entry.
+fn fsync_object(root: &FsPath, location: &Path) {
+    let file = root.join(location.as_ref());
+    std::fs::File::open(&file).unwrap().sync_all().unwrap();
+    std::fs::File::open(file.parent().unwrap())
+        .unwrap()
+        .sync_all()
+        .unwrap();
+}
+
+/// `n` puts of `size` bytes spread over `tasks` tasks, under `prefix`; the elapsed time.
+async fn puts(side: &Side, prefix: &str, size: usize, tasks: usize, n: usize) -> Duration {
+    let value = Bytes::from(vec![0x5a; size]);
+    let start = Instant::now();
+    let mut handles = Vec::new();
+    for t in 0..tasks {
+        let (side, value, prefix) = (side.clone(), value.clone(), prefix.to_string());
+        handles.push(tokio::spawn(async move {
+            for i in (t..n).step_by(tasks) {
+                let p = Path::from(format!("{prefix}/{i:08}"));
+                side.objects.put(&p, value.clone().into()).await.unwrap();
+                if let Some(root) = side.fsync_root.clone() {
+                    tokio::task::spawn_blocking(move || fsync_object(&root, &p))
+                        .await
+                        .unwrap();
+                }
+            }
+        }));
+    }
+    for h in handles {
+        h.await.unwrap();
+    }
+    start.elapsed()
+}
+
+/// `n` gets of objects `prefix/0..count`, spread over `tasks` tasks: whole objects, or 4 KiB
+/// ranges when `range` is set.
+async fn gets(
+    objects: &Arc<dyn ObjectStore>,
+    prefix: &str,
+    count: usize,
+    size: usize,
+    range: bool,
+    tasks: usize,
+    n: usize,
+) -> Duration {
+    let start = Instant::now();
+    let mut handles = Vec::new();
+    for t in 0..tasks {
+        let (objects, prefix) = (objects.clone(), prefix.to_string());
+        handles.push(tokio::spawn(async move {
+            let mut x = (t as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+            for _ in (t..n).step_by(tasks) {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let p = Path::from(format!("{prefix}/{:08}", x as usize % count));
+                if range {
+                    let at = (x >> 20) % (size - 4 * KIB) as u64;
+                    let b = objects.get_range(&p, at..at + 4096).await.unwrap();
+                    assert_eq!(b.len(), 4096);
+                } else {
+                    let b = objects.get(&p).await.unwrap().bytes().await.unwrap();
+                    assert_eq!(b.len(), size);
+                }
+            }
+        }));
+    }
+    for h in handles {
+        h.await.unwrap();
+    }
+    start.elapsed()
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[v.len() / 2]
+}
+
+/// Prints one row: each side's median ops/s over the rounds and the ratio podstore / other.
+fn row(what: &str, a: &str, a_ops: Vec<f64>, b: &str, b_ops: Vec<f64>) {
+    let (ma, mb) = (median(a_ops), median(b_ops));
+    println!("| {what} | {a} {ma:.0} | {b} {mb:.0} | {:.2}x |", ma / mb);
+}
+
+async fn run(root: &FsPath, args: &Args) {
+    let rounds = args.rounds;
+    println!(
+        "{} rounds per row, sides alternating; ops/s medians; ratio = first / second",
+        rounds
+    );
+    println!("| row | first (ops/s) | second (ops/s) | ratio |");
+    println!("|---|---|---|---|");
+    let (buffered_store, buffered) =
+        podstore_side(&root.join("pod-buffered"), Durability::Buffered);
+    let (_sync_store, sync) = podstore_side(&root.join("pod-sync"), Durability::Sync);
+    let local = local_side(&root.join("local"), false);
+    let local_fsync = local_side(&root.join("local-fsync"), true);
+
+    // Puts: fresh keys every round, same count on both sides.
+    for (size, n) in [(KIB, 4000), (64 * KIB, 800), (4 * MIB, 24)] {
+        for tasks in [1, 16] {
+            for (pod, other) in [(&buffered, &local), (&sync, &local_fsync)] {
+                // Durable puts one at a time are slow on both sides: fewer of them.
+                let n = if pod.name == "podstore Sync" && tasks == 1 {
+                    n / 4
+                } else {
+                    n
+                };
+                let (mut a, mut b) = (Vec::new(), Vec::new());
+                for r in 0..rounds {
+                    let prefix = format!("put-{size}-{tasks}-{r}");
+                    let t = puts(pod, &prefix, size, tasks, n).await;
+                    a.push(n as f64 / t.as_secs_f64());
+                    let t = puts(other, &prefix, size, tasks, n).await;
+                    b.push(n as f64 / t.as_secs_f64());
+                }
+                let what = format!("put {} KiB, {tasks} tasks", size / KIB);
+                row(&what, pod.name, a, other.name, b);
+            }
+        }
+    }
+
+    // Gets of whole objects written once (by round 0 of the puts above).
+    for (size, count, n) in [(KIB, 4000, 8000), (64 * KIB, 800, 2000), (4 * MIB, 24, 48)] {
+        for tasks in [1, 16] {
+            let prefix = format!("put-{size}-16-0");
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            for _ in 0..rounds {
+                let t = gets(&buffered.objects, &prefix, count, size, false, tasks, n).await;
+                a.push(n as f64 / t.as_secs_f64());
+                let t = gets(&local.objects, &prefix, count, size, false, tasks, n).await;
+                b.push(n as f64 / t.as_secs_f64());
+            }
+            let what = format!("get {} KiB, {tasks} tasks", size / KIB);
+            row(&what, buffered.name, a, local.name, b);
+        }
+    }
+
+    // 4 KiB ranges at random offsets of eight 10 MiB objects.
+    puts(&buffered, "ranges", 10 * MIB, 8, 8).await;
+    puts(&local, "ranges", 10 * MIB, 8, 8).await;
+    for tasks in [1, 16] {
+        let n = 4000;
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        for _ in 0..rounds {
+            let t = gets(&buffered.objects, "ranges", 8, 10 * MIB, true, tasks, n).await;
+            a.push(n as f64 / t.as_secs_f64());
+            let t = gets(&local.objects, "ranges", 8, 10 * MIB, true, tasks, n).await;
+            b.push(n as f64 / t.as_secs_f64());
+        }
+        row(
+            &format!("4 KiB range of 10 MiB, {tasks} tasks"),
+            buffered.name,
+            a,
+            local.name,
+            b,
+        );
+    }
+
+    // Listing 100 keys under one prefix among `list_objects` objects (100 per prefix).
+    let dirs = args.list_objects / 100;
+    for side in [&buffered, &local] {
+        let mut handles = Vec::new();
+        for t in 0..16 {
+            let side = side.clone();
+            handles.push(tokio::spawn(async move {
+                for d in (t..dirs).step_by(16) {
+                    for i in 0..100 {
+                        let p = Path::from(format!("list/d{d:06}/{i:03}"));
+                        side.objects
+                            .put(&p, Bytes::from_static(b"x").into())
+                            .await
+                            .unwrap();
+                    }
+                }
+            }));
+        }
+        for h in handles {
+            h.await.unwrap();
+        }
+    }
+    let lists = 200;
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    for r in 0..rounds {
+        for (side, out) in [(&buffered, &mut a), (&local, &mut b)] {
+            let start = Instant::now();
+            for i in 0..lists {
+                let d = (i * 7919 + r) % dirs;
+                let prefix = Path::from(format!("list/d{d:06}"));
+                let listed: Vec<_> = side
+                    .objects
+                    .list(Some(&prefix))
+                    .try_collect()
+                    .await
+                    .unwrap();
+                assert_eq!(listed.len(), 100);
+            }
+            out.push(lists as f64 / start.elapsed().as_secs_f64());
+        }
+    }
+    row(
+        &format!("list 100 keys of {} objects", dirs * 100),
+        buffered.name,
+        a,
+        local.name,
+        b,
+    );
+
+    // The adapter's cost: the same puts and gets through PodstoreObjectStore and on the Store
+    // directly (16 OS threads calling it), at Buffered.
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    let n = 8000;
+    for r in 0..rounds {
+        let t = puts(&buffered, &format!("adapter-{r}"), KIB, 16, n).await;
+        a.push(n as f64 / t.as_secs_f64());
+        let store = buffered_store.clone();
+        let t = tokio::task::spawn_blocking(move || direct_puts(&store, r, KIB, 16, n))
+            .await
+            .unwrap();
+        b.push(n as f64 / t.as_secs_f64());
+    }
+    row("put 1 KiB, 16 tasks", "adapter", a, "Store direct", b);
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        let t = gets(&buffered.objects, "adapter-0", n, KIB, false, 16, n).await;
+        a.push(n as f64 / t.as_secs_f64());
+        let store = buffered_store.clone();
+        let t = tokio::task::spawn_blocking(move || direct_gets(&store, n, 16))
+            .await
+            .unwrap();
+        b.push(n as f64 / t.as_secs_f64());
+    }
+    row("get 1 KiB, 16 tasks", "adapter", a, "Store direct", b);
+}
+
+fn direct_puts(store: &Store, round: usize, size: usize, threads: usize, n: usize) -> Duration {
+    let value = vec![0x5a; size];
+    let start = Instant::now();
+    std::thread::scope(|s| {
+        for t in 0..threads {
+            let value = &value;
+            s.spawn(move || {
+                for i in (t..n).step_by(threads) {
+                    store.put(format!("direct-{round}/{i:08}"), value).unwrap();
+                }
+            });
+        }
+    });
+    start.elapsed()
+}
+
+fn direct_gets(store: &Store, count: usize, threads: usize) -> Duration {
+    let start = Instant::now();
+    std::thread::scope(|s| {
+        for t in 0..threads {
+            s.spawn(move || {
+                let mut x = (t as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+                for _ in (t..count).step_by(threads) {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    let key = format!("adapter-0/{:08}", x as usize % count);
+                    assert_eq!(store.get(key).unwrap().unwrap().len(), KIB);
+                }
+            });
+        }
+    });
+    start.elapsed()
+}

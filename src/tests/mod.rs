@@ -1,6 +1,8 @@
 //! Crate-internal tests that run the store on the simulated file system (`io::sim`): power
 //! loss at every kind of I/O ([`powerloss`]), I/O errors at every I/O site ([`faults`]), and
 //! footers read at the segment layer ([`footer`]).
+//! The sweeps run a sample of their cases by default and every case under
+//! `PODSTORE_TEST_LONG=1` ([`long`]).
 //! They reach the store through `Store::open_with_storage`, which is not public.
 
 mod catalog;
@@ -8,6 +10,11 @@ mod faults;
 mod footer;
 mod group_commit;
 mod lazy;
+/// The long-test switch (`PODSTORE_TEST_LONG`) and the seeds of sampled sweeps: one file, shared
+/// with the integration tests.
+#[path = "../../tests/common/long.rs"]
+#[allow(dead_code)]
+mod long;
 mod powerloss;
 mod quarantine;
 mod reads;

@@ -33,7 +33,7 @@ use proptest::test_runner::{FileFailurePersistence, TestCaseError};
 /// Default number of cases per property (override with `PROPTEST_CASES`).
 const CASES: u32 = 40;
 /// Cases per property under `PODSTORE_TEST_LONG`.
-const LONG_CASES: u32 = 400;
+const LONG_CASES: u32 = 160;
 /// Longest generated operation sequence.
 const MAX_OPS: usize = 80;
 

@@ -27,6 +27,27 @@ use crate::io::sim::Sim;
 use crate::io::storage::Storage;
 use crate::{Durability, Options, Result, Store};
 
+/// A sampled sweep leaves no item out for good: over `every` consecutive seeds each item is
+/// picked exactly once, and `pick` is the same for the same seed and item.
+#[test]
+fn a_sample_picks_every_item_under_some_seed() {
+    for every in [1u64, 3, 5] {
+        for i in 0..40 {
+            let picked = (0..every)
+                .filter(|&seed| long::Sample::with_seed("t", 1000 + seed).picks(i, every))
+                .count();
+            assert_eq!(picked, 1, "item {i}, one in {every}");
+        }
+    }
+    let a = long::Sample::with_seed("t", 7);
+    let b = long::Sample::with_seed("t", 7);
+    let picks: Vec<u64> = (0..100).map(|i| a.pick(i, 10)).collect();
+    assert_eq!(picks, (0..100).map(|i| b.pick(i, 10)).collect::<Vec<_>>());
+    assert!(picks.iter().all(|&p| p < 10));
+    // Not one value for all items.
+    assert!(picks.iter().any(|&p| p != picks[0]));
+}
+
 #[test]
 fn store_is_send_and_sync() {
     fn assert_send_sync<T: Send + Sync>() {}

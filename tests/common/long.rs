@@ -67,6 +67,11 @@ impl Sample {
                 t ^ (test.len() as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
             }
         };
+        Sample::with_seed(test, seed)
+    }
+
+    /// The sample of the sweep `test` drawn from `seed`.
+    pub fn with_seed(test: &'static str, seed: u64) -> Sample {
         Sample { test, seed }
     }
 

@@ -15,7 +15,8 @@
 //!   segment, and reports every damage to bytes the store checks, unless the open already
 //!   repaired it (a damaged footer is rebuilt by a rescan).
 //!
-//! `PODSTORE_CORRUPTION_ROUNDS` (default 30) and `PODSTORE_CORRUPTION_SEED` vary the run; the
+//! `PODSTORE_CORRUPTION_ROUNDS` (default 30, 300 under `PODSTORE_TEST_LONG`) and
+//! `PODSTORE_CORRUPTION_SEED` vary the run; the
 //! test prints the counts of damage planted and detected.
 
 mod common;
@@ -328,7 +329,7 @@ const ROUND_CHUNK: u64 = 16;
 #[test]
 fn random_damage_is_detected_and_never_read_as_data() {
     let seed = env_u64("PODSTORE_CORRUPTION_SEED", 5);
-    let rounds = env_u64("PODSTORE_CORRUPTION_ROUNDS", 30);
+    let rounds = common::long::cases("PODSTORE_CORRUPTION_ROUNDS", 30, 300);
     let fx = Fixture::build(seed);
     let mut rng = XorShift::new(seed ^ 0xC0FF_EE00);
     let mut counts = Counts::default();

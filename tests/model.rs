@@ -17,7 +17,8 @@
 //! frames of 4 KiB so that values span many frames). The read cache has its default capacity,
 //! except in two properties: one without a cache, one with a cache small enough to evict all
 //! the time (a cached value must never outlive its overwrite, delete or compaction move).
-//! `PROPTEST_CASES` overrides the number of cases;
+//! [`CASES`] cases per property, [`LONG_CASES`] under `PODSTORE_TEST_LONG`; `PROPTEST_CASES`
+//! overrides both;
 //! failures are saved to `tests/model.proptest-regressions` and replayed first on later runs.
 
 mod common;
@@ -31,6 +32,8 @@ use proptest::test_runner::{FileFailurePersistence, TestCaseError};
 
 /// Default number of cases per property (override with `PROPTEST_CASES`).
 const CASES: u32 = 40;
+/// Cases per property under `PODSTORE_TEST_LONG`.
+const LONG_CASES: u32 = 160;
 /// Longest generated operation sequence.
 const MAX_OPS: usize = 80;
 
@@ -230,10 +233,7 @@ fn ops() -> impl Strategy<Value = Vec<Op>> {
 }
 
 fn config() -> ProptestConfig {
-    let cases = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(CASES);
+    let cases = common::long::cases("PROPTEST_CASES", CASES.into(), LONG_CASES.into()) as u32;
     ProptestConfig {
         cases,
         failure_persistence: Some(Box::new(FileFailurePersistence::WithSource(

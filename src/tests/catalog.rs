@@ -68,7 +68,7 @@ fn concurrent_catalog_edits_all_land_once() {
 }
 
 /// A crash at every mutating call of the first open of a new store (which writes its catalog),
-/// in every survival mode and many seeds: the next open never finds a catalog it calls damaged.
+/// in every survival mode and many seeds (a sample of them by default): the next open never finds a catalog it calls damaged.
 #[test]
 fn a_crash_while_a_new_store_writes_its_catalog_leaves_no_damage() {
     use crate::io::sim::{CrashOn, SimConfig, Survival};
@@ -76,9 +76,18 @@ fn a_crash_while_a_new_store_writes_its_catalog_leaves_no_damage() {
     let store = super::open(&counted, super::options(crate::Durability::Sync)).unwrap();
     drop(store);
     let mutations = counted.mutating_calls();
+    // Seeds per crash point and mode: 20 (0..20) under PODSTORE_TEST_LONG, else 4 drawn from
+    // the sample's seed (the survival modes are random only through them).
+    let sample = super::long::Sample::new("a_crash_while_a_new_store_writes_its_catalog");
+    let seeds = super::long::sized(4, 20);
     for n in 1..=mutations {
         for (m, &mode) in Survival::ALL.iter().enumerate() {
-            for seed in 0..20 {
+            for s in 0..seeds {
+                let seed = if super::long::long() {
+                    s
+                } else {
+                    sample.pick(n << 8 | s, 1 << 20)
+                };
                 let sim = super::new_sim(SimConfig::default());
                 sim.crash_at(CrashOn::Mutation, n);
                 let _ = super::open(&sim, super::options(crate::Durability::Sync));
@@ -103,6 +112,9 @@ fn a_kill_then_a_power_loss_while_the_catalog_is_written_leaves_no_damage() {
     let counted = super::new_sim(SimConfig::default());
     drop(super::open(&counted, opts()).unwrap());
     let first = mutations(&counted);
+    // Seeds per point and mode: 24 (0..24) under PODSTORE_TEST_LONG, else 3 from the sample.
+    let sample = super::long::Sample::new("a_kill_then_a_power_loss_while_the_catalog_is_written");
+    let seeds = super::long::sized(3, 24);
     for n in 1..=first {
         let sim = super::new_sim(SimConfig::default());
         sim.crash_at(CrashOn::Mutation, n);
@@ -113,7 +125,12 @@ fn a_kill_then_a_power_loss_while_the_catalog_is_written_leaves_no_damage() {
         let second = mutations(&killed).saturating_sub(before).max(12);
         for m in 1..=second {
             for (i, &mode) in Survival::ALL.iter().enumerate() {
-                for seed in 0..24u64 {
+                for s in 0..seeds {
+                    let seed = if super::long::long() {
+                        s
+                    } else {
+                        sample.pick(n << 16 | m << 8 | s, 1 << 20)
+                    };
                     let survivor = sim.after_process_kill();
                     survivor.crash_at(CrashOn::Mutation, m);
                     let _ = super::open(&survivor, opts());

@@ -337,13 +337,18 @@ fn every_io_site_fails_in_turn_without_losing_acknowledged_data() {
     let config = SimConfig::default();
     let counts = fault_free_counts(config);
     let mut totals = Totals::default();
+    // Every call of every kind fails in turn. By default each call with one of the errors of
+    // its kind (which one rotates with the sample's seed, so every error of every kind runs);
+    // under PODSTORE_TEST_LONG each call with each error.
+    let sample = super::long::Sample::new("every_io_site_fails_in_turn");
+    let long = super::long::long();
     for (&kind, &n) in &counts {
         // A few more than the fault-free run made: the flush thread's zero-ahead makes the
         // count vary slightly from run to run.
         let n = n + 2;
-        // Reads are many (every get); a spread of them is enough.
+        // Reads are many (every get); a spread of them is enough (60, or 240 in the long run).
         let step = if kind == OpKind::Read {
-            (n / 60).max(1)
+            (n / super::long::sized(60, 240)).max(1)
         } else {
             1
         };
@@ -354,7 +359,12 @@ fn every_io_site_fails_in_turn_without_losing_acknowledged_data() {
             _ => &[FaultError::Eio, FaultError::Enospc],
         };
         for nth in (0..n).step_by(step as usize) {
-            for &error in errors {
+            let len = errors.len() as u64;
+            let chosen = (nth / step % len + sample.seed() % len) % len;
+            for (e, &error) in errors.iter().enumerate() {
+                if !long && e as u64 != chosen {
+                    continue;
+                }
                 let fault = Fault {
                     kind,
                     nth,
@@ -624,8 +634,16 @@ fn an_open_on_a_full_disk_fails_at_no_write() {
         .collect();
     drop(store);
     let mut opened = 0;
+    // Every call of every kind under PODSTORE_TEST_LONG; by default about one in 3 of each
+    // kind (at a stride from an offset that varies with the sample's seed), and the first and
+    // the last.
+    let sample = super::long::Sample::new("an_open_on_a_full_disk_fails_at_no_write");
+    let every = super::long::sized(3, 1);
     for (&kind, &n) in &calls {
         for nth in 0..n {
+            if !(nth == 0 || nth + 1 == n || sample.picks(nth, every)) {
+                continue;
+            }
             let sim = new_sim(SimConfig::default());
             crashed_store(&sim);
             let base = sim.stats().calls.get(&kind).copied().unwrap_or(0);

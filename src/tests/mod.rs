@@ -1,6 +1,8 @@
 //! Crate-internal tests that run the store on the simulated file system (`io::sim`): power
 //! loss at every kind of I/O ([`powerloss`]), I/O errors at every I/O site ([`faults`]), and
 //! footers read at the segment layer ([`footer`]).
+//! The sweeps run a sample of their cases by default and every case under
+//! `PODSTORE_TEST_LONG=1` ([`long`]).
 //! They reach the store through `Store::open_with_storage`, which is not public.
 
 mod catalog;
@@ -8,6 +10,11 @@ mod faults;
 mod footer;
 mod group_commit;
 mod lazy;
+/// The long-test switch (`PODSTORE_TEST_LONG`) and the seeds of sampled sweeps: one file, shared
+/// with the integration tests.
+#[path = "../../tests/common/long.rs"]
+#[allow(dead_code)]
+mod long;
 mod powerloss;
 mod quarantine;
 mod reads;
@@ -19,6 +26,27 @@ use std::sync::Arc;
 use crate::io::sim::Sim;
 use crate::io::storage::Storage;
 use crate::{Durability, Options, Result, Store};
+
+/// A sampled sweep leaves no item out for good: over `every` consecutive seeds each item is
+/// picked exactly once, and `pick` is the same for the same seed and item.
+#[test]
+fn a_sample_picks_every_item_under_some_seed() {
+    for every in [1u64, 3, 5] {
+        for i in 0..40 {
+            let picked = (0..every)
+                .filter(|&seed| long::Sample::with_seed("t", 1000 + seed).picks(i, every))
+                .count();
+            assert_eq!(picked, 1, "item {i}, one in {every}");
+        }
+    }
+    let a = long::Sample::with_seed("t", 7);
+    let b = long::Sample::with_seed("t", 7);
+    let picks: Vec<u64> = (0..100).map(|i| a.pick(i, 10)).collect();
+    assert_eq!(picks, (0..100).map(|i| b.pick(i, 10)).collect::<Vec<_>>());
+    assert!(picks.iter().all(|&p| p < 10));
+    // Not one value for all items.
+    assert!(picks.iter().any(|&p| p != picks[0]));
+}
 
 #[test]
 fn store_is_send_and_sync() {

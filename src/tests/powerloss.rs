@@ -12,7 +12,8 @@
 //! whole or absent (never torn, never another key's bytes), a batch is all-or-nothing, and a
 //! durable delete is never undone (a prefix cannot skip it).
 //!
-//! `PROPTEST_CASES` sets the number of cases (default [`CASES`]); scripts/powerloss-loop.sh runs
+//! `PROPTEST_CASES` sets the number of cases (default [`CASES`], [`LONG_CASES`] under
+//! `PODSTORE_TEST_LONG`); scripts/powerloss-loop.sh runs
 //! many more. Every case prints nothing unless it fails; the test prints one
 //! `powerloss-summary:` line with its counters.
 
@@ -29,6 +30,8 @@ use crate::{Batch, Compression, Durability, Store};
 
 /// Cases run by `cargo test` (override with `PROPTEST_CASES`).
 const CASES: u32 = 48;
+/// Cases run under `PODSTORE_TEST_LONG`.
+const LONG_CASES: u32 = 1000;
 
 /// One operation of a workload.
 ///
@@ -440,10 +443,7 @@ fn run_case(case: &Case) -> Result<(), TestCaseError> {
 
 #[test]
 fn power_loss_at_random_io_keeps_every_acknowledged_write() {
-    let cases = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(CASES);
+    let cases = super::long::cases("PROPTEST_CASES", CASES.into(), LONG_CASES.into()) as u32;
     let mut runner = TestRunner::new(Config {
         cases,
         failure_persistence: None,
@@ -653,7 +653,8 @@ fn a_buffered_streamed_put_never_survives_an_earlier_write() {
 /// seals, compacts and removes files (log segments and blob files, a blob file created ahead
 /// and removed at close, a reopen), in every survival mode, with and without a second crash in
 /// the recovery: the open after the crash never refuses the store (a crash is not damage), and
-/// holds every acknowledged write.
+/// holds every acknowledged write. (By default one survival mode per point, all of them under
+/// `PODSTORE_TEST_LONG`.)
 #[test]
 fn the_catalog_survives_a_power_loss_at_every_io_of_create_seal_compact_and_remove() {
     let ops = vec![
@@ -690,9 +691,18 @@ fn the_catalog_survives_a_power_loss_at_every_io_of_create_seal_compact_and_remo
     run_workload(&case(u64::MAX, Survival::DropAll, None, false), &counted).unwrap();
     let mutations = counted.mutating_calls();
     assert!(mutations > 50, "{mutations}");
+    // By default each crash point in one survival mode (which one varies with the sample's
+    // seed), so that every point and every mode runs; under PODSTORE_TEST_LONG every mode at
+    // every point.
+    let sample = super::long::Sample::new("the_catalog_survives_a_power_loss");
+    let long = super::long::long();
+    let modes = Survival::ALL.len() as u64;
     let mut runs = 0;
     for n in 1..=mutations {
         for (i, &survival) in Survival::ALL.iter().enumerate() {
+            if !long && (n % modes + sample.seed() % modes) % modes != i as u64 {
+                continue;
+            }
             // A second crash in the recovery in one mode of each point, a process kill in one.
             let recovery_crash = (i == 1).then_some(1 + n % 7);
             let kill_first = i == 2;

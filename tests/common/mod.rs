@@ -7,6 +7,8 @@
 //! - `records`: the records of a segment image as the recovery scan finds them, trailers;
 //! - `store`: I/O modes, option presets (`small`, `quiet`), a temporary store (`TestStore`),
 //!   assertions, `env_u64`;
+//! - `long`: the `PODSTORE_TEST_LONG` switch between the default run and the long one, and the
+//!   seeds of sampled sweeps (also included by src/tests/mod.rs);
 //! - `parallel`: independent cases a few at a time;
 //! - `compat`: the old-format fixture under tests/fixtures/ (what it holds, how it is written);
 //! - `tree`: a directory tree's snapshot, to prove a run left existing files untouched.
@@ -16,6 +18,7 @@
 
 pub mod compat;
 pub mod files;
+pub mod long;
 pub mod loopfs;
 pub mod parallel;
 pub mod records;

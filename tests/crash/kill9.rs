@@ -20,7 +20,9 @@ use crate::support::{BLOCK, describe, fnv1a, options, value_for};
 const THREADS: usize = 4;
 /// Rounds of each kill -9 test (one child, one kill each, all on one directory).
 const ROUNDS: u64 = 5;
-/// Overrides [`ROUNDS`] (for long runs: scripts/crash-loop.sh).
+/// Rounds under `PODSTORE_TEST_LONG`.
+const LONG_ROUNDS: u64 = 25;
+/// Overrides [`ROUNDS`] and [`LONG_ROUNDS`] (for long runs: scripts/crash-loop.sh).
 const ROUNDS_VAR: &str = "PODSTORE_CRASH_ROUNDS";
 /// Varies the workloads and kill points of the kill -9 tests; 0, the default, is the fixed seed
 /// they always run with.
@@ -778,7 +780,7 @@ fn check_kill_report(
 /// (totalled by scripts/crash-loop.sh).
 fn kill9_rounds(mix: Mix, mode: IoMode) {
     let seed = env_u64(SEED_VAR, 0);
-    let rounds = env_u64(ROUNDS_VAR, ROUNDS);
+    let rounds = crate::common::long::cases(ROUNDS_VAR, ROUNDS, LONG_ROUNDS);
     let label = mix.label(mode);
     let started = std::time::Instant::now();
     let dir = TempDir::new().unwrap();

@@ -2,8 +2,9 @@
 //!
 //! - `kill9`: kill -9 of a process writing from several threads, round after round on one
 //!   directory: single puts and deletes; then also atomic batches (all-or-nothing) and large
-//!   values in blob files; then all that while the store compacts. `PODSTORE_CRASH_SEED` and
-//!   `PODSTORE_CRASH_ROUNDS` vary them for long runs (scripts/crash-loop.sh); and a streamed put
+//!   values in blob files; then all that while the store compacts. 5 rounds each, 25 under
+//!   `PODSTORE_TEST_LONG`; `PODSTORE_CRASH_SEED` and `PODSTORE_CRASH_ROUNDS` vary them for long
+//!   runs (scripts/crash-loop.sh); and a streamed put
 //!   (`Store::writer`) killed mid-stream and after `finish`; a process taking checkpoints of a
 //!   store being written, killed midway;
 //! - `cas`: kill -9 of a process racing compare-and-swap increments with conditional batches:

@@ -4,10 +4,11 @@
 //! in a small cold queue and only a second hit promotes it, so one pass over many values does
 //! not push the hot ones out) holds three kinds of [`Part`] of a record:
 //!
-//! - a small value **whole**: its key, then its bytes as `get` returns them (verified,
+//! - a small value **whole**: its record's sequence number (8 bytes: the value's version and
+//!   time, for `Store::metadata`), its key, then its bytes as `get` returns them (verified,
 //!   decompressed): the key, because the index keeps only a fingerprint of it and a reader must
 //!   tell whose value it found;
-//! - the **key** of a larger record, for the same reason;
+//! - the **key** of a larger record (after its sequence number), for the same reasons;
 //! - a **sector of a value's chunk crc table** (the file's 512-byte sector that holds the crcs
 //!   a read needed: what a direct read of them fetches anyway), for values whose reads fetch
 //!   their crcs apart from their chunks: the next range read nearby (the sector's up to 128

@@ -4,6 +4,8 @@
 //! - `append`: the log write path — the active segment, group commit, making room, sealing;
 //! - `blob`: large values, each in a blob file of its own;
 //! - `writer`: [`ValueWriter`], a put whose value is streamed into a blob file;
+//! - `conditional`: writes made on a condition, batches ([`Store::write`]), and the metadata
+//!   they compare ([`Store::metadata`]);
 //! - `read`: from a key to verified value bytes; `value_reader`: [`ValueReader`];
 //! - `list`: keys in order, from the footers ([`Keys`]);
 //! - `resolve`: which index entry a write replaces;

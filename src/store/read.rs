@@ -49,21 +49,16 @@ enum Lookup {
 /// Length of the sequence number that starts a cached whole value or key.
 const SEQ_LEN: usize = 8;
 
-/// What the cache keeps for a whole value, or (with an empty `value`) for the key of a larger
-/// one: the record's sequence number (8 bytes, little-endian: what [`Store::metadata`] needs
-/// of the record header), the key, then the value. `value_len` bytes are left zero for the
-/// caller to fill when `value` is empty.
+/// What the cache keeps for a whole value: the record's sequence number (8 bytes,
+/// little-endian: what [`Store::metadata`] needs of the record header), the key, then the
+/// value. With an empty `value`, what it keeps for the key of a larger record.
 ///
 /// [`Store::metadata`]: crate::Store::metadata
-fn kept(seq: u64, key: &[u8], value: &[u8], value_len: usize) -> Vec<u8> {
-    let mut kept = Vec::with_capacity(SEQ_LEN + key.len() + value_len);
+fn kept(seq: u64, key: &[u8], value: &[u8]) -> Vec<u8> {
+    let mut kept = Vec::with_capacity(SEQ_LEN + key.len() + value.len());
     kept.extend_from_slice(&seq.to_le_bytes());
     kept.extend_from_slice(key);
-    if value.is_empty() {
-        kept.resize(SEQ_LEN + key.len() + value_len, 0);
-    } else {
-        kept.extend_from_slice(value);
-    }
+    kept.extend_from_slice(value);
     kept
 }
 
@@ -446,7 +441,7 @@ impl Reader {
         } else if self.cache.is_on() {
             self.cache.insert(
                 Key::of(&entry, Part::Key),
-                Cached::Bytes(Bytes::from(kept(header.seq, key, &[], 0))),
+                Cached::Bytes(Bytes::from(kept(header.seq, key, &[]))),
             );
         }
         Ok(Identity::Mine {
@@ -463,7 +458,7 @@ impl Reader {
         if !self.cache.holds_whole(entry) {
             return;
         }
-        let kept = kept(seq, key, value, value.len());
+        let kept = kept(seq, key, value);
         self.cache.insert(
             Key::of(entry, Part::Value),
             Cached::Bytes(Bytes::from(kept)),
@@ -529,7 +524,7 @@ impl Reader {
         }
         self.read_uncached(&found, 0, out, None)?;
         if self.cache.holds_whole(&found.entry) {
-            let bytes = Cached::Bytes(Bytes::from(kept(found.seq, key, out, out.len())));
+            let bytes = Cached::Bytes(Bytes::from(kept(found.seq, key, out)));
             self.cache.insert(Key::of(&found.entry, Part::Value), bytes);
         }
         Ok(Some(found.seq))
@@ -550,8 +545,10 @@ impl Reader {
         }
         // Kept as sequence number, key, then value, in one buffer; the caller gets the value's
         // part of it.
-        let mut kept = kept(found.seq, key, &[], to_usize(found.entry.value_len)?);
         let at = SEQ_LEN + key.len();
+        let mut kept = vec![0u8; at + to_usize(found.entry.value_len)?];
+        kept[..SEQ_LEN].copy_from_slice(&found.seq.to_le_bytes());
+        kept[SEQ_LEN..at].copy_from_slice(key);
         self.read_uncached(&found, 0, &mut kept[at..], None)?;
         let bytes = Bytes::from(kept);
         self.cache.insert(

@@ -1,6 +1,7 @@
 //! Reads counted by the simulator: a whole-value get of a record of up to 8 MiB is one read
 //! call (header, key, value and chunk crcs together), from a sealed segment, from the active
-//! one, and from a blob file; a range read of a large value does not read its record whole.
+//! one, and from a blob file; a range read of a large value does not read its record whole;
+//! `metadata` is one read cold (the header and key) and none cached.
 
 use std::path::Path;
 
@@ -60,4 +61,40 @@ fn a_cold_get_of_a_value_up_to_8_mib_is_one_read() {
         reads(&sim) - before >= 2,
         "a range read reads header, then chunks"
     );
+}
+
+/// `metadata` of a cold key is one read (the record's header and key, whatever the value's
+/// length), and none once the read cache has the key or the value; `get_with_metadata` is one
+/// read, like `get`, and agrees with `metadata`.
+#[test]
+fn metadata_is_one_read_cold_and_none_cached() {
+    let sim = new_sim(SimConfig::default());
+    let opts = options(Durability::Sync);
+    let store = open(&sim, opts.clone()).unwrap();
+    let lens = [100, 3 * 4096 + 17, (1 << 20) + 1];
+    let mut versions = Vec::new();
+    for (i, &len) in lens.iter().enumerate() {
+        versions.push(store.put(format!("k{i}"), value(i as u8, len)).unwrap());
+    }
+    store.close().unwrap();
+    for cache in [0, 64 << 20] {
+        let store = open(&sim, opts.clone().cache_capacity(cache)).unwrap();
+        for (i, &len) in lens.iter().enumerate() {
+            let key = format!("k{i}");
+            let before = reads(&sim);
+            let meta = store.metadata(&key).unwrap().unwrap();
+            assert_eq!((meta.len(), meta.version()), (len as u64, versions[i]));
+            assert_eq!(reads(&sim) - before, 1, "cold metadata of {len} bytes");
+            let before = reads(&sim);
+            assert_eq!(store.metadata(&key).unwrap().unwrap(), meta);
+            let again = reads(&sim) - before;
+            assert_eq!(again, if cache == 0 { 1 } else { 0 }, "metadata again");
+            let before = reads(&sim);
+            let (got, with) = store.get_with_metadata(&key).unwrap().unwrap();
+            assert_eq!(got, value(i as u8, len));
+            assert_eq!(with, meta);
+            assert_eq!(reads(&sim) - before, 1, "get_with_metadata of {len} bytes");
+        }
+        store.close().unwrap();
+    }
 }

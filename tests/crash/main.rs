@@ -6,6 +6,8 @@
 //!   `PODSTORE_CRASH_ROUNDS` vary them for long runs (scripts/crash-loop.sh); and a streamed put
 //!   (`Store::writer`) killed mid-stream and after `finish`; a process taking checkpoints of a
 //!   store being written, killed midway;
+//! - `cas`: kill -9 of a process racing compare-and-swap increments with conditional batches:
+//!   no acknowledged batch lost, every batch whole, no increment applied on a stale version;
 //! - `compaction`: a process aborted at each step of the compaction protocol (failpoints);
 //! - `lock`: a second process refused by the directory lock until the holder dies;
 //! - `torn_tail`: torn tails (truncations) and torn blocks (zeroes, garbage) in the segment
@@ -22,6 +24,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod cas;
 mod child;
 mod compaction;
 mod damage;
@@ -57,6 +60,9 @@ fn crash_child() {
             seed.parse().unwrap(),
             round.parse().unwrap(),
         ),
+        ["cas", mode, round] => {
+            cas::cas_child(Path::new(&dir), parse_mode(mode), round.parse().unwrap())
+        }
         ["checkpoint", mode] => kill9::checkpoint_child(Path::new(&dir), parse_mode(mode)),
         ["stream", mode, finish, lz4] => kill9::stream_child(
             Path::new(&dir),

@@ -77,6 +77,13 @@
 //!   none. **Tags** are accepted and ignored, as `LocalFileSystem` does.
 //! - **Object versions**: see above; `ObjectMeta::version` is `None`.
 //!
+//! # Known cost
+//!
+//! A listing asks [`Store::metadata`] for each listed object, which reads the object's record
+//! header unless the read cache holds it: one disk read per object listed, far slower than
+//! `LocalFileSystem`'s cached directories (docs/benchmarks.md). A listing that returns lengths
+//! and versions from what the store's ordered listing already reads would remove it.
+//!
 //! # Conformance
 //!
 //! The crate's tests run object_store's own conformance suite (`object_store::integration`)

@@ -37,8 +37,10 @@ impl Pod {
         if let Some(&size) = WRITE_BUFFER.get() {
             opts = opts.write_buffer_size(size as usize);
         }
+        // Capped, never raised. Unset, podstore sizes its cache at open from the memory
+        // available, a cgroup's limit included: half of it, less the index (within the cap).
         if let Some(cap) = spec.cache_cap
-            && opts.get_cache_capacity() > cap
+            && opts.view().cache_capacity().is_some_and(|c| c > cap)
         {
             opts = opts.cache_capacity(cap);
         }

@@ -20,6 +20,10 @@ use crate::io::file::SegmentFile;
 use crate::range::{self, ValueRange};
 use crate::segment;
 
+mod kept;
+
+use kept::{SEQ_LEN, cached_seq, cached_whole, kept};
+
 /// Size of the bounce buffers used by direct reads.
 const READ_BUFFER_SIZE: usize = 1 << 20;
 
@@ -49,45 +53,11 @@ pub(super) struct CacheBudget {
     pub(super) available: Option<u64>,
 }
 
-/// A value just written, copied for the cache: kept once its write is acknowledged.
-pub(super) struct Written(Key, Cached);
-
 /// What [`Reader::lookup`] found: a value in the cache (with its record's sequence number),
 /// or where to read it.
 enum Lookup {
     Cached(u64, Bytes),
     Located(Located),
-}
-
-/// Length of the sequence number that starts a cached whole value or key.
-const SEQ_LEN: usize = 8;
-
-/// What the cache keeps for a whole value: the record's sequence number (8 bytes,
-/// little-endian: what [`Store::metadata`] needs of the record header), the key, then the
-/// value. With an empty `value`, what it keeps for the key of a larger record.
-///
-/// [`Store::metadata`]: crate::Store::metadata
-fn kept(seq: u64, key: &[u8], value: &[u8]) -> Vec<u8> {
-    let mut kept = Vec::with_capacity(SEQ_LEN + key.len() + value.len());
-    kept.extend_from_slice(&seq.to_le_bytes());
-    kept.extend_from_slice(key);
-    kept.extend_from_slice(value);
-    kept
-}
-
-/// The sequence number and value of a cached whole value, if it is `key`'s (`value_len` bytes
-/// long); `None` if it is another key's.
-fn cached_whole(b: &Bytes, key: &[u8], value_len: u64) -> Option<(u64, Bytes)> {
-    (b.len() as u64 == (SEQ_LEN + key.len()) as u64 + value_len
-        && &b[SEQ_LEN..SEQ_LEN + key.len()] == key)
-        .then(|| (cached_seq(b), b.slice(SEQ_LEN + key.len()..)))
-}
-
-/// The sequence number a cached whole value or key starts with.
-fn cached_seq(b: &[u8]) -> u64 {
-    let mut n = [0u8; SEQ_LEN];
-    n.copy_from_slice(&b[..SEQ_LEN]);
-    u64::from_le_bytes(n)
 }
 
 /// An index entry and the file it points into, held open for the read.
@@ -147,15 +117,6 @@ pub(super) enum Look {
 /// Records up to this length are read whole when their key is checked: one read fetches the
 /// key and the value (a cold get of a small value is one disk read).
 const WHOLE_RECORD_READ: u64 = 64 << 10;
-
-/// Values up to this length are kept in the cache when they are written (`copy_written`). The
-/// copy's cost is the memory it touches while the cache fills (a page the process has not used
-/// yet costs a fault, 2-4 µs per 4 KiB on the project's VM: buffered 4 KiB puts that kept every
-/// value took 5.3-5.8 µs against 1.4-1.7 µs, 64 KiB ones about twice as long); a 4 KiB value costs a
-/// durable put (about 90 µs) a few percent until the cache is full, and nothing measurable
-/// after (its evictions free the memory the next copies reuse). Larger values would cost a
-/// durable put 10 % and more while the cache fills; their first read is one disk read.
-pub(super) const KEPT_ON_WRITE: u64 = 4 << 10;
 
 /// When the whole value is wanted (`get`, `get_into`, `get_bytes`), records up to this length
 /// are read whole when their key is checked: one device round trip for the header, the key, the
@@ -474,41 +435,6 @@ impl Reader {
             found,
             cached: None,
         })
-    }
-
-    /// A copy of `value`, just written (not yet acknowledged) as the value of `key` in the
-    /// record `entry` names with sequence number `seq`, ready for [`Reader::keep_written`]: if
-    /// it is small enough to be kept whole and at most [`KEPT_ON_WRITE`] bytes. Made while the
-    /// write is on its way to the disk, so that with other writers leading the group commit the
-    /// copy overlaps their I/O. Not verified bytes read from a file, but the bytes the record
-    /// holds (the caller's own), with its sequence number (the value's version and time).
-    pub(super) fn copy_written(
-        &self,
-        key: &[u8],
-        value: &[u8],
-        entry: &IndexEntry,
-        seq: u64,
-    ) -> Option<Written> {
-        if entry.value_len > KEPT_ON_WRITE || !self.cache.holds_whole(entry) {
-            return None;
-        }
-        let kept = kept(seq, key, value);
-        Some(Written(
-            Key::of(entry, Part::Value),
-            Cached::Bytes(Bytes::from(kept)),
-        ))
-    }
-
-    /// Keeps a value [`Reader::copy_written`] copied, once its write is acknowledged: durable
-    /// (with `Durability::Sync`) and named by the index. What was just written is read from
-    /// memory, and so is the key of an overwrite's next look. Never stale: the entry is keyed by
-    /// the record's place, which holds this key and value for as long as its file exists
-    /// (store/cache.rs); once the key is overwritten, deleted or moved, the index names another
-    /// place and this entry is never looked up again.
-    pub(super) fn keep_written(&self, written: Option<Written>) {
-        if let Some(Written(key, value)) = written {
-            self.cache.insert(key, value);
-        }
     }
 
     /// The value of `key` if the cache holds it whole (then no file is read), else where it is.

@@ -59,13 +59,13 @@ use serde::{Deserialize, Serialize};
 mod fsutil;
 //TMP pub mod http;
 mod log_store;
-//TMP mod node;
+mod node;
 mod snapshot;
 mod state_machine;
-//TMP pub mod transfer;
+pub mod transfer;
 
 pub use log_store::LogStore;
-//TMP pub use node::{Node, NodeError};
+pub use node::{Node, NodeError, default_config};
 pub use snapshot::SnapshotDir;
 pub use state_machine::StateMachine;
 

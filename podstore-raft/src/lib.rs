@@ -57,7 +57,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 mod fsutil;
-//TMP pub mod http;
+pub mod http;
 mod log_store;
 mod node;
 mod snapshot;

@@ -201,19 +201,35 @@ impl StateMachine {
 
     /// Installs the snapshot `src` (which may be another node's directory: it is only read).
     fn install_blocking(&self, meta: &Meta, src: &SnapshotDir) -> io::Result<()> {
+        self.install_steps(meta, src, &mut |_| Ok(()))
+    }
+
+    /// The steps of an install; `after(step)` runs after each (a test stops there, as a crash
+    /// would).
+    fn install_steps(
+        &self,
+        meta: &Meta,
+        src: &SnapshotDir,
+        after: &mut dyn FnMut(Step) -> io::Result<()>,
+    ) -> io::Result<()> {
         let sh = &self.shared;
         let _one = sh.install.lock().unwrap_or_else(|e| e.into_inner());
         let ours = sh.snapshots.adopt(meta, src)?;
+        after(Step::Adopted)?;
         let next = sh.data.read().unwrap_or_else(|e| e.into_inner()).0 + 1;
         let dest = generation_dir(&sh.root, next);
         let staging = sh.root.join(format!("sm-{next}.staging"));
         remove_dir(&staging)?;
         remove_dir(&dest)?;
         link_store(&ours.data(), &staging)?;
+        after(Step::Staged)?;
         fs::rename(&staging, &dest)?;
+        after(Step::Renamed)?;
         sync_dir(&sh.root)?;
+        after(Step::RootSynced)?;
         // The commit point.
         replace_file(&sh.root.join("CURRENT"), format!("sm-{next}").as_bytes())?;
+        after(Step::Committed)?;
         let store = Store::open_with(&dest, sh.opts.clone()).map_err(io_err)?;
         let (applied, _) = applied_in(&store)?;
         if applied != meta.last_log_id {
@@ -230,13 +246,33 @@ impl StateMachine {
             &mut *sh.data.write().unwrap_or_else(|e| e.into_inner()),
             (next, Arc::new(store)),
         );
+        after(Step::Swapped)?;
         // The old generation is removed now if nobody reads it any more, else at the next open.
         if let Ok(old) = Arc::try_unwrap(old) {
             old.close().map_err(io_err)?;
             remove_dir(&generation_dir(&sh.root, old_gen))?;
         }
-        Ok(())
+        after(Step::Done)
     }
+}
+
+/// The steps of a snapshot install, in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Step {
+    /// The snapshot is one of this node's (linked into its snapshot directory).
+    Adopted,
+    /// Its store linked into `sm-<gen+1>.staging`, synced.
+    Staged,
+    /// Renamed to `sm-<gen+1>`.
+    Renamed,
+    /// `sm/` synced.
+    RootSynced,
+    /// `CURRENT` names the new generation (the commit point).
+    Committed,
+    /// The new store is the live one.
+    Swapped,
+    /// The old generation removed.
+    Done,
 }
 
 /// Applies `items` as one batch; returns the responses to send once it is written.
@@ -436,3 +472,6 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         Ok(latest.map(|(meta, snapshot)| SnapshotOf::<TypeConfig, SnapshotDir> { meta, snapshot }))
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -28,14 +28,16 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use futures::StreamExt;
 use openraft::alias::{SnapshotOf, VoteOf};
+use openraft::async_runtime::watch::WatchReceiver;
 use openraft::error::{NetworkError, RPCError, ReplicationClosed, StreamingError, Unreachable};
 use openraft::network::{RPCOption, RaftNetworkFactory};
-use openraft::raft::{AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse,
+};
 use openraft::{BasicNode, RaftNetworkV2};
-use openraft::async_runtime::watch::WatchReceiver;
 use serde::{Deserialize, Serialize};
 
-use crate::transfer::{Deframer, frames, framed};
+use crate::transfer::{Deframer, framed, frames};
 use crate::{Node, NodeError, NodeId, SnapshotDir, TypeConfig, decode, encode};
 
 // ---- server ----
@@ -67,7 +69,11 @@ async fn raft_append(State(node): State<Node>, body: Bytes) -> Response {
         Ok(r) => r,
         Err(e) => return (StatusCode::BAD_REQUEST, e.to_string()).into_response(),
     };
-    let r = node.raft().append_entries(rpc).await.map_err(|e| e.to_string());
+    let r = node
+        .raft()
+        .append_entries(rpc)
+        .await
+        .map_err(|e| e.to_string());
     postcard_reply(&r)
 }
 
@@ -95,33 +101,36 @@ fn body_frames(
     body: impl futures::Stream<Item = Result<Bytes, axum::Error>> + Unpin,
 ) -> impl futures::Stream<Item = std::io::Result<Vec<u8>>> {
     let state = (body, Deframer::default(), VecDeque::new(), false);
-    futures::stream::unfold(state, |(mut body, mut deframer, mut ready, mut ended)| async move {
-        loop {
-            if let Some(f) = ready.pop_front() {
-                return Some((Ok(f), (body, deframer, ready, ended)));
+    futures::stream::unfold(
+        state,
+        |(mut body, mut deframer, mut ready, mut ended)| async move {
+            loop {
+                if let Some(f) = ready.pop_front() {
+                    return Some((Ok(f), (body, deframer, ready, ended)));
+                }
+                if ended {
+                    return None;
+                }
+                let err = match body.next().await {
+                    Some(Ok(bytes)) => match deframer.push(&bytes) {
+                        Ok(frames) => {
+                            ready.extend(frames);
+                            continue;
+                        }
+                        Err(e) => e,
+                    },
+                    Some(Err(e)) => std::io::Error::other(e),
+                    None if deframer.is_empty() => return None,
+                    None => std::io::Error::new(
+                        std::io::ErrorKind::UnexpectedEof,
+                        "snapshot body ends inside a frame",
+                    ),
+                };
+                ended = true;
+                return Some((Err(err), (body, deframer, ready, ended)));
             }
-            if ended {
-                return None;
-            }
-            let err = match body.next().await {
-                Some(Ok(bytes)) => match deframer.push(&bytes) {
-                    Ok(frames) => {
-                        ready.extend(frames);
-                        continue;
-                    }
-                    Err(e) => e,
-                },
-                Some(Err(e)) => std::io::Error::other(e),
-                None if deframer.is_empty() => return None,
-                None => std::io::Error::new(
-                    std::io::ErrorKind::UnexpectedEof,
-                    "snapshot body ends inside a frame",
-                ),
-            };
-            ended = true;
-            return Some((Err(err), (body, deframer, ready, ended)));
-        }
-    })
+        },
+    )
 }
 
 fn node_error(e: NodeError) -> Response {
@@ -187,7 +196,10 @@ async fn kv_get(
     }
 }
 
-async fn cluster_init(State(node): State<Node>, Json(members): Json<BTreeMap<NodeId, String>>) -> Response {
+async fn cluster_init(
+    State(node): State<Node>,
+    Json(members): Json<BTreeMap<NodeId, String>>,
+) -> Response {
     match node.initialize(members).await {
         Ok(()) => StatusCode::OK.into_response(),
         Err(e) => node_error(e),
@@ -208,7 +220,10 @@ async fn cluster_learner(State(node): State<Node>, Json(l): Json<Learner>) -> Re
     }
 }
 
-async fn cluster_voters(State(node): State<Node>, Json(voters): Json<BTreeSet<NodeId>>) -> Response {
+async fn cluster_voters(
+    State(node): State<Node>,
+    Json(voters): Json<BTreeSet<NodeId>>,
+) -> Response {
     match node.change_membership(voters).await {
         Ok(()) => StatusCode::OK.into_response(),
         Err(e) => node_error(e),
@@ -305,7 +320,10 @@ impl HttpPeer {
             .await
             .map_err(|e| rpc_error(&e, e.is_connect()))?;
         if !resp.status().is_success() {
-            return Err(rpc_error(format!("{}: {}", self.target, resp.status()), false));
+            return Err(rpc_error(
+                format!("{}: {}", self.target, resp.status()),
+                false,
+            ));
         }
         let bytes = resp.bytes().await.map_err(|e| rpc_error(e, false))?;
         let r: Result<Resp, String> = decode(&bytes).map_err(|e| rpc_error(e, false))?;

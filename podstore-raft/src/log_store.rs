@@ -154,7 +154,8 @@ impl LogStore {
                     hi = mid;
                 }
             }
-            let bytes = get(&entry_key(lo))?.ok_or_else(|| io::Error::other("log entry vanished"))?;
+            let bytes =
+                get(&entry_key(lo))?.ok_or_else(|| io::Error::other("log entry vanished"))?;
             let entry: Entry = decode(&bytes)?;
             meta.last = Some(entry.log_id());
         }
@@ -413,7 +414,13 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             let mut m = sh.meta();
             m.last = match last_log_id {
                 // After the last entry: nothing to truncate.
-                Some(l) if m.last.as_ref().is_some_and(|last| l.index() >= last.index()) => m.last,
+                Some(l)
+                    if m.last
+                        .as_ref()
+                        .is_some_and(|last| l.index() >= last.index()) =>
+                {
+                    m.last
+                }
                 Some(l) if m.first.is_some_and(|f| l.index() >= f) => Some(l),
                 _ => None,
             };

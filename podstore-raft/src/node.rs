@@ -105,7 +105,12 @@ pub fn default_config() -> Config {
 
 impl Node {
     /// Opens (or creates) node `id` in `dir` and starts Raft with `config` and `network`.
-    pub async fn open<N>(id: NodeId, dir: impl AsRef<Path>, config: Config, network: N) -> io::Result<Node>
+    pub async fn open<N>(
+        id: NodeId,
+        dir: impl AsRef<Path>,
+        config: Config,
+        network: N,
+    ) -> io::Result<Node>
     where
         N: RaftNetworkFactory<TypeConfig>,
         N::Network: NetSnapshot<TypeConfig, SnapshotData = SnapshotDir>,
@@ -178,7 +183,11 @@ impl Node {
     }
 
     /// Sets `key` to `value` (replicated).
-    pub async fn put(&self, key: impl Into<Vec<u8>>, value: impl Into<Vec<u8>>) -> Result<(), NodeError> {
+    pub async fn put(
+        &self,
+        key: impl Into<Vec<u8>>,
+        value: impl Into<Vec<u8>>,
+    ) -> Result<(), NodeError> {
         let request = Request::Put {
             key: key.into(),
             value: value.into(),
@@ -229,13 +238,18 @@ impl Node {
         end: Option<u64>,
     ) -> Result<Option<Vec<u8>>, NodeError> {
         let (sm, key) = (self.sm.clone(), key.into());
-        Ok(tokio::task::spawn_blocking(move || sm.get_range(&key, start, end))
-            .await
-            .map_err(io::Error::other)??)
+        Ok(
+            tokio::task::spawn_blocking(move || sm.get_range(&key, start, end))
+                .await
+                .map_err(io::Error::other)??,
+        )
     }
 
     /// A linearizable read of `key`: on the leader only.
-    pub async fn get_linearizable(&self, key: impl Into<Vec<u8>>) -> Result<Option<Vec<u8>>, NodeError> {
+    pub async fn get_linearizable(
+        &self,
+        key: impl Into<Vec<u8>>,
+    ) -> Result<Option<Vec<u8>>, NodeError> {
         self.linearize().await?;
         self.get(key).await
     }

@@ -27,7 +27,7 @@ pub(crate) type Meta = SnapshotMetaOf<TypeConfig>;
 const KEEP: usize = 2;
 
 /// A snapshot on disk: the directory a node built or received. The data a snapshot carries
-/// in openraft ([`openraft::RaftStateMachine::SnapshotData`]); a transport ships its files
+/// in openraft ([`openraft::storage::RaftStateMachine::SnapshotData`]); a transport ships its files
 /// ([`crate::transfer`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SnapshotDir {
@@ -134,7 +134,9 @@ impl Snapshots {
         store: &Store,
         read_meta: impl FnOnce(&Store) -> io::Result<Meta>,
     ) -> io::Result<(Meta, SnapshotDir)> {
-        let tmp = self.dir.join(format!("snap-build-{:016x}.partial", nonce()));
+        let tmp = self
+            .dir
+            .join(format!("snap-build-{:016x}.partial", nonce()));
         fs::create_dir(&tmp)?;
         let result = (|| {
             store.checkpoint(tmp.join("data")).map_err(io_err)?;

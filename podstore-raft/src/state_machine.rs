@@ -134,7 +134,8 @@ impl StateMachine {
             }
         }
         let opts = Options::default().durability(Durability::Buffered);
-        let store = Store::open_with(generation_dir(&root, current), opts.clone()).map_err(io_err)?;
+        let store =
+            Store::open_with(generation_dir(&root, current), opts.clone()).map_err(io_err)?;
         if current == 0 && !root.join("CURRENT").exists() {
             replace_file(&root.join("CURRENT"), b"sm-0")?;
         }
@@ -167,9 +168,17 @@ impl StateMachine {
 
     /// Bytes `start..end` of the value of `key` (`end` clamped to the value's length; `None`
     /// for the end of the value). Reads only the chunks the range covers.
-    pub fn get_range(&self, key: &[u8], start: u64, end: Option<u64>) -> io::Result<Option<Vec<u8>>> {
+    pub fn get_range(
+        &self,
+        key: &[u8],
+        start: u64,
+        end: Option<u64>,
+    ) -> io::Result<Option<Vec<u8>>> {
         check(key, None).map_err(io::Error::other)?;
-        let range = (Bound::Included(start), end.map_or(Bound::Unbounded, Bound::Excluded));
+        let range = (
+            Bound::Included(start),
+            end.map_or(Bound::Unbounded, Bound::Excluded),
+        );
         self.store().get_range(data_key(key), range).map_err(io_err)
     }
 
@@ -464,7 +473,9 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             .map_err(io::Error::other)?
     }
 
-    async fn get_current_snapshot(&mut self) -> io::Result<Option<SnapshotOf<TypeConfig, SnapshotDir>>> {
+    async fn get_current_snapshot(
+        &mut self,
+    ) -> io::Result<Option<SnapshotOf<TypeConfig, SnapshotDir>>> {
         let sm = self.clone();
         let latest = tokio::task::spawn_blocking(move || sm.shared.snapshots.latest())
             .await

@@ -126,7 +126,8 @@ impl Deframer {
         let mut out = Vec::new();
         let mut at = 0;
         while self.buf.len() - at >= 4 {
-            let len = u32::from_le_bytes(self.buf[at..at + 4].try_into().expect("4 bytes")) as usize;
+            let len =
+                u32::from_le_bytes(self.buf[at..at + 4].try_into().expect("4 bytes")) as usize;
             if len > MAX_FRAME {
                 return Err(bad("snapshot frame too large"));
             }

@@ -56,30 +56,54 @@ async fn three_nodes_write_and_read() {
 
     // The other kinds of writes, and what they answer.
     assert_eq!(
-        l.write(Request::PutIfAbsent { key: key(0), value: b"other".to_vec() }).await.unwrap(),
+        l.write(Request::PutIfAbsent {
+            key: key(0),
+            value: b"other".to_vec()
+        })
+        .await
+        .unwrap(),
         Response::Inserted(false)
     );
     assert_eq!(
-        l.write(Request::PutIfAbsent { key: b"fresh".to_vec(), value: b"v".to_vec() }).await.unwrap(),
+        l.write(Request::PutIfAbsent {
+            key: b"fresh".to_vec(),
+            value: b"v".to_vec()
+        })
+        .await
+        .unwrap(),
         Response::Inserted(true)
     );
     assert!(l.delete(key(1)).await.unwrap());
     assert!(!l.delete(key(1)).await.unwrap());
     let batch = Request::Batch(vec![
-        Op::Put { key: b"b1".to_vec(), value: b"1".to_vec() },
+        Op::Put {
+            key: b"b1".to_vec(),
+            value: b"1".to_vec(),
+        },
         Op::Delete { key: key(2) },
-        Op::Put { key: b"b2".to_vec(), value: b"2".to_vec() },
+        Op::Put {
+            key: b"b2".to_vec(),
+            value: b"2".to_vec(),
+        },
     ]);
     assert_eq!(l.write(batch).await.unwrap(), Response::Done);
     assert!(matches!(
-        l.write(Request::Put { key: Vec::new(), value: b"v".to_vec() }).await.unwrap(),
+        l.write(Request::Put {
+            key: Vec::new(),
+            value: b"v".to_vec()
+        })
+        .await
+        .unwrap(),
         Response::Rejected(_)
     ));
 
     // A large value, read back in part with a linearizable range read on the leader.
     let big: Vec<u8> = (0..3u32 << 20).map(|i| (i % 251) as u8).collect();
     l.put(b"big".to_vec(), big.clone()).await.unwrap();
-    let part = l.get_range_linearizable(b"big".to_vec(), 1_000_000, Some(1_070_000)).await.unwrap();
+    let part = l
+        .get_range_linearizable(b"big".to_vec(), 1_000_000, Some(1_070_000))
+        .await
+        .unwrap();
     assert_eq!(part.as_deref(), Some(&big[1_000_000..1_070_000]));
     assert_eq!(l.get_linearizable(key(0)).await.unwrap(), Some(value(0)));
 
@@ -89,15 +113,29 @@ async fn three_nodes_write_and_read() {
         c.wait_applied(id, index).await;
         let n = c.node(id);
         if id != leader {
-            assert!(matches!(n.get_linearizable(key(0)).await, Err(NodeError::NotLeader { leader: Some(x), .. }) if x == leader));
-            assert!(matches!(n.put(b"x".to_vec(), b"y".to_vec()).await, Err(NodeError::NotLeader { .. })));
+            assert!(
+                matches!(n.get_linearizable(key(0)).await, Err(NodeError::NotLeader { leader: Some(x), .. }) if x == leader)
+            );
+            assert!(matches!(
+                n.put(b"x".to_vec(), b"y".to_vec()).await,
+                Err(NodeError::NotLeader { .. })
+            ));
         }
         assert_eq!(n.get(key(1)).await.unwrap(), None);
         assert_eq!(n.get(key(2)).await.unwrap(), None);
-        assert_eq!(n.get(b"b2".to_vec()).await.unwrap().as_deref(), Some(&b"2"[..]));
-        assert_eq!(n.get(b"fresh".to_vec()).await.unwrap().as_deref(), Some(&b"v"[..]));
+        assert_eq!(
+            n.get(b"b2".to_vec()).await.unwrap().as_deref(),
+            Some(&b"2"[..])
+        );
+        assert_eq!(
+            n.get(b"fresh".to_vec()).await.unwrap().as_deref(),
+            Some(&b"v"[..])
+        );
         assert_all(&n, 3..40).await;
-        let tail = n.get_range(b"big".to_vec(), (3 << 20) - 10, None).await.unwrap();
+        let tail = n
+            .get_range(b"big".to_vec(), (3 << 20) - 10, None)
+            .await
+            .unwrap();
         assert_eq!(tail.as_deref(), Some(&big[(3 << 20) - 10..]));
     }
 }
@@ -114,7 +152,11 @@ async fn leader_lost_new_leader_keeps_every_acknowledged_write() {
     assert_ne!(second, first);
     let l = c.node(second);
     for i in 0..30 {
-        assert_eq!(l.get_linearizable(key(i)).await.unwrap(), Some(value(i)), "key {i}");
+        assert_eq!(
+            l.get_linearizable(key(i)).await.unwrap(),
+            Some(value(i)),
+            "key {i}"
+        );
     }
     write_many(&l, 30..40).await;
     // The old leader comes back from its directory and catches up.
@@ -139,7 +181,10 @@ async fn minority_partition_commits_nothing_and_its_leader_steps_down() {
         stale.put(b"minority".to_vec(), b"lost".to_vec()),
     )
     .await;
-    assert!(!matches!(attempt, Ok(Ok(()))), "a minority acknowledged a write");
+    assert!(
+        !matches!(attempt, Ok(Ok(()))),
+        "a minority acknowledged a write"
+    );
 
     // The majority elects a leader and goes on.
     let rest: Vec<u64> = [1, 2, 3].into_iter().filter(|&i| i != old).collect();
@@ -209,7 +254,9 @@ async fn learner_added_after_a_purge_catches_up_by_snapshot() {
         .unwrap();
     // The log no longer has the early entries: only a snapshot can bring a new node up.
     let mut reader = l.log_store().clone();
-    let early = openraft::RaftLogReader::try_get_log_entries(&mut reader, 0..5).await.unwrap();
+    let early = openraft::RaftLogReader::try_get_log_entries(&mut reader, 0..5)
+        .await
+        .unwrap();
     assert!(early.is_empty());
 
     let learner = c.start(4).await;
@@ -222,7 +269,11 @@ async fn learner_added_after_a_purge_catches_up_by_snapshot() {
         .filter_map(|e| e.ok())
         .filter(|e| e.file_name().to_string_lossy().starts_with("snap-"))
         .collect();
-    assert_eq!(snaps.len(), 1, "the learner holds the snapshot it installed");
+    assert_eq!(
+        snaps.len(),
+        1,
+        "the learner holds the snapshot it installed"
+    );
     assert!(learner.state_machine().data_dir().ends_with("sm-1"));
     // And later writes reach it through the log.
     write_many(&l, 50..60).await;
@@ -240,13 +291,19 @@ async fn membership_three_to_five_to_three() {
         c.start(id).await;
         l.add_learner(id, format!("node-{id}")).await.unwrap();
     }
-    l.change_membership(BTreeSet::from([1, 2, 3, 4, 5])).await.unwrap();
+    l.change_membership(BTreeSet::from([1, 2, 3, 4, 5]))
+        .await
+        .unwrap();
     write_many(&l, 10..20).await;
     let voters: BTreeSet<u64> = l.raft().voter_ids().collect();
     assert_eq!(voters, BTreeSet::from([1, 2, 3, 4, 5]));
 
     // Down to three, without the leader: it hands over.
-    let keep: BTreeSet<u64> = [1, 2, 3, 4, 5].into_iter().filter(|&i| i != leader).take(3).collect();
+    let keep: BTreeSet<u64> = [1, 2, 3, 4, 5]
+        .into_iter()
+        .filter(|&i| i != leader)
+        .take(3)
+        .collect();
     l.change_membership(keep.clone()).await.unwrap();
     let ids: Vec<u64> = keep.iter().copied().collect();
     let new = c.leader(&ids).await;

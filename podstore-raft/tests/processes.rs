@@ -25,7 +25,11 @@ impl Drop for Proc {
 }
 
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 fn spawn(id: u64, dir: &Path, addr: &str) -> Proc {
@@ -92,7 +96,11 @@ async fn writer(
                 i += 1;
             }
             Ok(r) if r.status() == reqwest::StatusCode::MISDIRECTED_REQUEST => {
-                let leader = r.headers().get("x-leader").and_then(|v| v.to_str().ok()).map(String::from);
+                let leader = r
+                    .headers()
+                    .get("x-leader")
+                    .and_then(|v| v.to_str().ok())
+                    .map(String::from);
                 match leader.and_then(|l| addrs.iter().position(|a| *a == l)) {
                     Some(p) => target = p,
                     None => {
@@ -114,10 +122,17 @@ async fn writer(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leader_killed_and_restarted_loses_no_acknowledged_write() {
     let root = tempfile::tempdir().unwrap();
-    let addrs: Vec<String> = (0..3).map(|_| format!("127.0.0.1:{}", free_port())).collect();
+    let addrs: Vec<String> = (0..3)
+        .map(|_| format!("127.0.0.1:{}", free_port()))
+        .collect();
     let dirs: Vec<PathBuf> = (1..=3).map(|i| root.path().join(format!("n{i}"))).collect();
     let mut procs: BTreeMap<u64, Proc> = (1..=3u64)
-        .map(|id| (id, spawn(id, &dirs[id as usize - 1], &addrs[id as usize - 1])))
+        .map(|id| {
+            (
+                id,
+                spawn(id, &dirs[id as usize - 1], &addrs[id as usize - 1]),
+            )
+        })
         .collect();
     let http = reqwest::Client::new();
     for a in &addrs {
@@ -144,7 +159,10 @@ async fn leader_killed_and_restarted_loses_no_acknowledged_write() {
         stop.clone(),
     ));
     let count = || acked.lock().unwrap().len();
-    wait_for("100 acknowledged writes", async || (count() >= 100).then_some(())).await;
+    wait_for("100 acknowledged writes", async || {
+        (count() >= 100).then_some(())
+    })
+    .await;
 
     // SIGKILL the leader mid-stream.
     drop(procs.remove(&leader));
@@ -164,7 +182,10 @@ async fn leader_killed_and_restarted_loses_no_acknowledged_write() {
     let i = leader as usize - 1;
     procs.insert(leader, spawn(leader, &dirs[i], &addrs[i]));
     let at_restart = count();
-    wait_for("writes after the restart", async || (count() >= at_restart + 50).then_some(())).await;
+    wait_for("writes after the restart", async || {
+        (count() >= at_restart + 50).then_some(())
+    })
+    .await;
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     task.await.unwrap();
 
@@ -187,9 +208,21 @@ async fn leader_killed_and_restarted_loses_no_acknowledged_write() {
         })
         .await;
         for &k in &acked {
-            let r = http.get(format!("http://{a}/kv/k{k}")).send().await.unwrap();
-            assert!(r.status().is_success(), "{a}: k{k} acknowledged, then {}", r.status());
-            assert_eq!(r.bytes().await.unwrap().as_ref(), &value(k)[..], "{a}: k{k}");
+            let r = http
+                .get(format!("http://{a}/kv/k{k}"))
+                .send()
+                .await
+                .unwrap();
+            assert!(
+                r.status().is_success(),
+                "{a}: k{k} acknowledged, then {}",
+                r.status()
+            );
+            assert_eq!(
+                r.bytes().await.unwrap().as_ref(),
+                &value(k)[..],
+                "{a}: k{k}"
+            );
         }
     }
 }

@@ -20,5 +20,7 @@ impl StoreBuilder<TypeConfig, LogStore, StateMachine, TempDir> for Builder {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn openraft_storage_suite() {
-    Suite::test_all(Builder).await.expect("openraft's storage suite");
+    Suite::test_all(Builder)
+        .await
+        .expect("openraft's storage suite");
 }

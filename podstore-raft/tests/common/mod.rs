@@ -14,7 +14,9 @@ use openraft::async_runtime::watch::WatchReceiver;
 
 use openraft::error::{NetworkError, RPCError, ReplicationClosed, StreamingError, Unreachable};
 use openraft::network::{RPCOption, RaftNetworkFactory};
-use openraft::raft::{AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse,
+};
 use openraft::{BasicNode, Config, RaftNetworkV2};
 use podstore_raft::{Node, NodeId, SnapshotDir, TypeConfig, transfer};
 
@@ -92,7 +94,10 @@ impl RaftNetworkV2<TypeConfig> for Client {
         rpc: AppendEntriesRequest<TypeConfig>,
         _option: RPCOption,
     ) -> Result<AppendEntriesResponse<TypeConfig>, RPCError<TypeConfig>> {
-        let node = self.router.target(self.from, self.to).map_err(unreachable)?;
+        let node = self
+            .router
+            .target(self.from, self.to)
+            .map_err(unreachable)?;
         node.raft()
             .append_entries(rpc)
             .await
@@ -104,8 +109,14 @@ impl RaftNetworkV2<TypeConfig> for Client {
         rpc: VoteRequest<TypeConfig>,
         _option: RPCOption,
     ) -> Result<VoteResponse<TypeConfig>, RPCError<TypeConfig>> {
-        let node = self.router.target(self.from, self.to).map_err(unreachable)?;
-        node.raft().vote(rpc).await.map_err(|e| unreachable(e.to_string()))
+        let node = self
+            .router
+            .target(self.from, self.to)
+            .map_err(unreachable)?;
+        node.raft()
+            .vote(rpc)
+            .await
+            .map_err(|e| unreachable(e.to_string()))
     }
 
     async fn full_snapshot(
@@ -163,7 +174,12 @@ impl Cluster {
     /// Starts node `id` from its directory (created if new).
     pub async fn start(&self, id: NodeId) -> Node {
         let node = open_retrying(id, &self.dir(id), &self.router).await;
-        self.router.state.lock().unwrap().nodes.insert(id, node.clone());
+        self.router
+            .state
+            .lock()
+            .unwrap()
+            .nodes
+            .insert(id, node.clone());
         node
     }
 
@@ -185,7 +201,8 @@ impl Cluster {
         for &id in ids {
             self.start(id).await;
         }
-        let members: BTreeMap<NodeId, String> = ids.iter().map(|&id| (id, format!("node-{id}"))).collect();
+        let members: BTreeMap<NodeId, String> =
+            ids.iter().map(|&id| (id, format!("node-{id}"))).collect();
         self.node(ids[0]).initialize(members).await.unwrap();
         self.leader(ids).await
     }
@@ -195,7 +212,13 @@ impl Cluster {
         for _ in 0..200 {
             let views: Vec<Option<NodeId>> = ids
                 .iter()
-                .map(|&id| self.node(id).raft().metrics().borrow_watched().current_leader)
+                .map(|&id| {
+                    self.node(id)
+                        .raft()
+                        .metrics()
+                        .borrow_watched()
+                        .current_leader
+                })
                 .collect();
             if let Some(Some(l)) = views.first()
                 && ids.contains(l)

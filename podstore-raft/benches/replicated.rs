@@ -34,7 +34,9 @@ async fn replicated(clients: usize) -> f64 {
             tokio::spawn(async move {
                 let mut i = 0u64;
                 while start.elapsed() < RUN {
-                    node.put(format!("k/{t}/{i}").into_bytes(), vec![7u8; 1024]).await.unwrap();
+                    node.put(format!("k/{t}/{i}").into_bytes(), vec![7u8; 1024])
+                        .await
+                        .unwrap();
                     done.fetch_add(1, Ordering::Relaxed);
                     i += 1;
                 }
@@ -83,7 +85,9 @@ async fn snapshot_build(keys: u64) -> (f64, u64) {
             value: vec![1u8; 4096],
         });
         if batch.len() == 256 {
-            node.write(podstore_raft::Request::Batch(std::mem::take(&mut batch))).await.unwrap();
+            node.write(podstore_raft::Request::Batch(std::mem::take(&mut batch)))
+                .await
+                .unwrap();
         }
     }
     let applied = node.raft().metrics().borrow_watched().last_applied.unwrap();
@@ -103,7 +107,10 @@ async fn snapshot_build(keys: u64) -> (f64, u64) {
 }
 
 fn main() {
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     println!("| clients | replicated puts/s | podstore alone puts/s | ratio |");
     println!("|---:|---:|---:|---:|");
     for clients in [1, 16, 64] {
@@ -119,7 +126,7 @@ fn main() {
         let (secs, files) = rt.block_on(snapshot_build(keys));
         println!(
             "snapshot of {keys} keys of 4 KiB ({} MiB): built in {:.3} s ({files} files in the state machine's store)",
-            keys * 4096 >> 20,
+            (keys * 4096) >> 20,
             secs
         );
     }

@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use axum::Json;
 use axum::body::{Body, Bytes};
-use axum::extract::{Path, Query, State};
+use axum::extract::{DefaultBodyLimit, Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -54,6 +54,9 @@ pub fn router(node: Node) -> axum::Router {
         .route("/cluster/learner", post(cluster_learner))
         .route("/cluster/voters", post(cluster_voters))
         .route("/cluster/status", get(cluster_status))
+        // axum refuses bodies over 2 MB by default: an AppendEntries of large values, or a put
+        // of one, would be refused for ever. Values are bounded by podstore's own limit.
+        .layer(DefaultBodyLimit::disable())
         .with_state(node)
 }
 

@@ -91,13 +91,16 @@ pub enum Op {
     /// Sets `key` to `value`.
     Put {
         /// The key.
+        #[serde(with = "serde_bytes")]
         key: Vec<u8>,
         /// The value.
+        #[serde(with = "serde_bytes")]
         value: Vec<u8>,
     },
     /// Removes `key`.
     Delete {
         /// The key.
+        #[serde(with = "serde_bytes")]
         key: Vec<u8>,
     },
 }
@@ -108,20 +111,25 @@ pub enum Request {
     /// Sets `key` to `value`.
     Put {
         /// The key.
+        #[serde(with = "serde_bytes")]
         key: Vec<u8>,
         /// The value.
+        #[serde(with = "serde_bytes")]
         value: Vec<u8>,
     },
     /// Removes `key`; answers whether it existed.
     Delete {
         /// The key.
+        #[serde(with = "serde_bytes")]
         key: Vec<u8>,
     },
     /// Sets `key` to `value` only if `key` has no value; answers whether it did.
     PutIfAbsent {
         /// The key.
+        #[serde(with = "serde_bytes")]
         key: Vec<u8>,
         /// The value.
+        #[serde(with = "serde_bytes")]
         value: Vec<u8>,
     },
     /// Several writes applied all-or-nothing, in order.

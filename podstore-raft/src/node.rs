@@ -88,15 +88,21 @@ impl std::fmt::Debug for Node {
     }
 }
 
-/// The Raft settings this crate starts from: heartbeats every 100 ms, elections after 400 to
-/// 800 ms of silence, a snapshot every 10 000 entries, 1 000 entries kept behind it (a lagging
-/// follower within them catches up from the log, not by a snapshot).
+/// The Raft settings this crate starts from: heartbeats every 250 ms, elections after 1 to 2 s
+/// of silence, a snapshot every 10 000 entries, 1 000 entries kept behind it (a lagging
+/// follower within them catches up from the log, not by a snapshot), at most 64 entries per
+/// AppendEntries.
+///
+/// openraft gives an AppendEntries RPC the heartbeat interval to complete (`RPCOption`): an
+/// RPC that carries large values must fit in it. With values of many MiB, raise
+/// `heartbeat_interval` (and the election timeouts with it) or lower `max_payload_entries`.
 pub fn default_config() -> Config {
     Config {
         cluster_name: "podstore-raft".into(),
-        heartbeat_interval: 100,
-        election_timeout_min: 400,
-        election_timeout_max: 800,
+        heartbeat_interval: 250,
+        election_timeout_min: 1000,
+        election_timeout_max: 2000,
+        max_payload_entries: 64,
         snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(10_000),
         max_in_snapshot_log_to_keep: 1_000,
         ..Default::default()

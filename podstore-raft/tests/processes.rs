@@ -201,7 +201,33 @@ async fn leader_killed_and_restarted_loses_no_acknowledged_write() {
         .await
         .unwrap();
     assert_eq!(r.bytes().await.unwrap().as_ref(), &value(0)[..]);
+    // A value larger than a default HTTP body limit, and a range of it from a follower.
+    let big: Vec<u8> = (0..5u32 << 20).map(|i| (i % 253) as u8).collect();
+    let r = http
+        .put(format!("http://{leader_addr}/kv/big"))
+        .body(big.clone())
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success(), "big put: {}", r.status());
     let target = status(&http, leader_addr).await.unwrap().last_applied;
+    let follower = &addrs[(new_leader % 3) as usize];
+    wait_for("the follower to apply the big put", async || {
+        (status(&http, follower).await?.last_applied >= target).then_some(())
+    })
+    .await;
+    let r = http
+        .get(format!(
+            "http://{follower}/kv/big?start=4000000&end=4100000"
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        r.bytes().await.unwrap().as_ref(),
+        &big[4_000_000..4_100_000]
+    );
+
     for a in &addrs {
         wait_for("a node to catch up", async || {
             (status(&http, a).await?.last_applied >= target).then_some(())

@@ -401,8 +401,11 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
         let sm = self.sm.clone();
         let store = self.store.clone();
         let (meta, dir) = tokio::task::spawn_blocking(move || {
-            // Durable first: the log may be purged up to this snapshot.
+            // Durable first: the log may be purged up to this snapshot. Sealed, so that the
+            // checkpoint links every file and copies none (the active segment's records would
+            // be copied: a 195 MiB state machine took 17.5 s to snapshot unsealed, 0.054 s sealed).
             store.flush().map_err(io_err)?;
+            store.seal().map_err(io_err)?;
             sm.shared.snapshots.build(&store, |copy| {
                 let (last_log_id, last_membership) = applied_in(copy)?;
                 Ok(Meta {

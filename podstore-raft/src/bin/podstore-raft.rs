@@ -1,0 +1,64 @@
+//! One podstore-raft node per process, serving the Raft RPCs and the client API over HTTP
+//! (see the `http` module of the library for the routes).
+//!
+//! ```text
+//! podstore-raft --id 1 --dir /var/lib/pod/n1 --addr 127.0.0.1:21001
+//! ```
+//!
+//! A new cluster is started by `POST /cluster/init` to one node with every member's address;
+//! a node restarted with the same directory rejoins by itself.
+
+use std::process::ExitCode;
+
+use podstore_raft::http::{HttpNetwork, router};
+use podstore_raft::{Node, default_config};
+
+const USAGE: &str = "usage: podstore-raft --id <u64> --dir <directory> --addr <host:port>";
+
+fn main() -> ExitCode {
+    let mut args = std::env::args().skip(1);
+    let (mut id, mut dir, mut addr) = (None, None, None);
+    while let Some(flag) = args.next() {
+        let value = args.next();
+        match (flag.as_str(), value) {
+            ("--id", Some(v)) => id = v.parse::<u64>().ok(),
+            ("--dir", Some(v)) => dir = Some(v),
+            ("--addr", Some(v)) => addr = Some(v),
+            _ => {
+                eprintln!("{USAGE}");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    let (Some(id), Some(dir), Some(addr)) = (id, dir, addr) else {
+        eprintln!("{USAGE}");
+        return ExitCode::from(2);
+    };
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("podstore-raft: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(id, &dir, &addr)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("podstore-raft: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(id: u64, dir: &str, addr: &str) -> std::io::Result<()> {
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let node = Node::open(id, dir, default_config(), HttpNetwork::new()).await?;
+    println!("podstore-raft: node {id} serving on http://{addr}, data in {dir}");
+    axum::serve(listener, router(node.clone()))
+        .with_graceful_shutdown(async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
+        .await?;
+    node.shutdown().await.map_err(std::io::Error::other)?;
+    Ok(())
+}

@@ -1,0 +1,184 @@
+//! podstore-raft: a replicated key-value store. The Raft engine is
+//! [openraft](https://docs.rs/openraft); its log, its state machine and its snapshots are podstore
+//! stores, used through podstore's public API only.
+//!
+//! A node keeps everything in one directory:
+//!
+//! ```text
+//! <node>/
+//!   log/                    a podstore Store: the Raft log, the vote, the committed id
+//!   sm/CURRENT              names the state machine's live data directory (replaced by rename)
+//!   sm/sm-<gen>/            a podstore Store: the key-value data, the applied id, the membership
+//!   snapshots/snap-<index>-<term>-<nonce>/
+//!                           a snapshot: `meta` and `data/`, a sealed podstore checkpoint
+//! ```
+//!
+//! - [`LogStore`] (src/log_store.rs): `append` is readable when it returns and acknowledged
+//!   (openraft's `IOFlushed`) once a dedicated flusher thread has made it durable: appends that
+//!   arrive while a flush runs share the next one (one fsync for many appends).
+//! - [`StateMachine`] (src/state_machine.rs): applies [`Request`]s as podstore batches, the
+//!   applied log id and membership in the same batch as the data they describe.
+//! - Snapshots (src/snapshot.rs): a [`podstore::Store::checkpoint`] (hard links, no copy),
+//!   shipped as files in chunks with a crc32 per file ([`transfer`]), installed crash-atomically.
+//! - [`Node`] (src/node.rs): a Raft node over these, with its client API (put, get, get_range,
+//!   delete, linearizable reads, membership); [`http`] (src/http.rs): a transport over HTTP.
+//!
+//! # What is promised
+//!
+//! A write acknowledged by [`Node::write`] is in the logs of a majority of the voters, each made
+//! durable (fdatasync) before that node said so: it survives the loss of any minority of the
+//! nodes. [`Node::get`] reads the local state machine (any node, possibly stale);
+//! [`Node::get_linearizable`] first confirms through the leader's read index that no newer
+//! write was acknowledged anywhere.
+//!
+//! # Why openraft 0.10.0-alpha.37, pinned exactly
+//!
+//! openraft 0.9 (the semver-stable line) needs its `storage-v2` feature for these storage
+//! traits and its core waits for each append's flush callback before it submits the next, so
+//! every append costs a fsync of its own. The 0.10 alphas let `append` return once the entries
+//! are readable and report durability later through `IOFlushed`: one fsync covers all the
+//! appends that arrived while the previous one ran, which is what podstore's group commit is
+//! for. The 0.10 alphas change their storage API between releases (databend and svix pin them
+//! exactly for that reason), so this crate pins `=0.10.0-alpha.37` and keeps openraft's types
+//! inside it: only [`Request`], [`Response`] and plain ids cross the public API, apart from the
+//! [`TypeConfig`] a test or an embedder needs to drive openraft directly.
+//!
+//! # Encoding
+//!
+//! Log entries, votes, membership and snapshot metadata are encoded with postcard: a compact
+//! binary serde format (varints, byte strings as length and bytes), where serde_json would
+//! write a 1 KiB value as a JSON array of numbers (about 3.5 KiB). openraft's types avoid serde
+//! features a non-self-describing format cannot read (`deserialize_any`), and the openraft
+//! storage suite round-trips every kind of entry through it.
+#![deny(missing_docs)]
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+mod fsutil;
+pub mod http;
+mod log_store;
+mod node;
+mod snapshot;
+mod state_machine;
+pub mod transfer;
+
+pub use log_store::LogStore;
+pub use node::{Node, NodeError, default_config};
+pub use snapshot::SnapshotDir;
+pub use state_machine::StateMachine;
+
+openraft::declare_raft_types!(
+    /// openraft's type configuration for this crate: requests are [`Request`]s, node ids `u64`,
+    /// a node's address an [`openraft::BasicNode`].
+    pub TypeConfig:
+        D = Request,
+        R = Response,
+        NodeId = u64,
+        Node = openraft::BasicNode,
+);
+
+/// The id of a node in a cluster.
+pub type NodeId = u64;
+
+/// The Raft handle of a node of this crate.
+pub type Raft = openraft::Raft<TypeConfig, StateMachine>;
+
+/// One write of a [`Request::Batch`].
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub enum Op {
+    /// Sets `key` to `value`.
+    Put {
+        /// The key.
+        #[serde(with = "serde_bytes")]
+        key: Vec<u8>,
+        /// The value.
+        #[serde(with = "serde_bytes")]
+        value: Vec<u8>,
+    },
+    /// Removes `key`.
+    Delete {
+        /// The key.
+        #[serde(with = "serde_bytes")]
+        key: Vec<u8>,
+    },
+}
+
+/// A write to the replicated key-value store: what a log entry carries.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub enum Request {
+    /// Sets `key` to `value`.
+    Put {
+        /// The key.
+        #[serde(with = "serde_bytes")]
+        key: Vec<u8>,
+        /// The value.
+        #[serde(with = "serde_bytes")]
+        value: Vec<u8>,
+    },
+    /// Removes `key`; answers whether it existed.
+    Delete {
+        /// The key.
+        #[serde(with = "serde_bytes")]
+        key: Vec<u8>,
+    },
+    /// Sets `key` to `value` only if `key` has no value; answers whether it did.
+    PutIfAbsent {
+        /// The key.
+        #[serde(with = "serde_bytes")]
+        key: Vec<u8>,
+        /// The value.
+        #[serde(with = "serde_bytes")]
+        value: Vec<u8>,
+    },
+    /// Several writes applied all-or-nothing, in order.
+    Batch(Vec<Op>),
+}
+
+impl fmt::Display for Request {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Request::Put { key, value } => {
+                write!(f, "put {} ({} bytes)", key.escape_ascii(), value.len())
+            }
+            Request::Delete { key } => write!(f, "delete {}", key.escape_ascii()),
+            Request::PutIfAbsent { key, value } => write!(
+                f,
+                "put_if_absent {} ({} bytes)",
+                key.escape_ascii(),
+                value.len()
+            ),
+            Request::Batch(ops) => write!(f, "batch of {}", ops.len()),
+        }
+    }
+}
+
+/// What applying a [`Request`] answered.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub enum Response {
+    /// A put or a batch was applied.
+    Done,
+    /// A delete: whether the key existed.
+    Existed(bool),
+    /// A put_if_absent: whether the value was inserted.
+    Inserted(bool),
+    /// The request was refused by the state machine (a key or value podstore rejects); nothing
+    /// of it was applied.
+    Rejected(String),
+}
+
+/// An I/O error from a podstore error (openraft's storage traits speak `io::Error`).
+pub(crate) fn io_err(e: podstore::Error) -> std::io::Error {
+    std::io::Error::other(e)
+}
+
+/// Encodes `value` with postcard.
+pub(crate) fn encode<T: Serialize>(value: &T) -> std::io::Result<Vec<u8>> {
+    postcard::to_stdvec(value).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+}
+
+/// Decodes a postcard value.
+pub(crate) fn decode<T: for<'de> Deserialize<'de>>(bytes: &[u8]) -> std::io::Result<T> {
+    postcard::from_bytes(bytes).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+}

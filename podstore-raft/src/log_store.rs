@@ -1,0 +1,462 @@
+//! The Raft log on a podstore [`Store`] of its own (`<node>/log`).
+//!
+//! Keys: `e` + the entry's index, big-endian (so that keys sort by index), holding the
+//! postcard-encoded entry; `m/vote`, `m/committed` and `m/purged` for the metadata.
+//!
+//! The store is opened with [`Durability::Buffered`]: an append is one podstore batch (all of
+//! its entries or none after a crash), written into the store's buffer on a blocking thread and
+//! readable when `append` returns; its `IOFlushed` callback goes to the flusher thread, which
+//! takes every callback waiting, calls [`Store::flush`] once and then completes them all. So one
+//! fdatasync covers every append that arrived while the previous flush ran. A buffered store
+//! loses only a suffix of its writes in a crash, never a middle part, so the log never has
+//! holes, and nothing later than an unflushed write survives it.
+//!
+//! The vote is written with [`Durability::Sync`] before `save_vote` returns (which also makes
+//! every earlier append durable). Purge records the purge point first (after it, reads and the
+//! log state ignore every entry up to it) and hands the deletes to a reclaim thread, in batches:
+//! purging millions of entries never stalls the Raft core. Truncation deletes the entries after
+//! the given id in one batch.
+
+use std::fmt::Debug;
+use std::io;
+use std::ops::{Bound, RangeBounds};
+use std::path::Path;
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+
+use openraft::alias::{EntryOf, LogIdOf, VoteOf};
+use openraft::entry::RaftEntry;
+use openraft::storage::{IOFlushed, RaftLogStorage};
+use openraft::{LogState, OptionalSend, RaftLogReader};
+use podstore::{Batch, Durability, Options, Store};
+
+use crate::{TypeConfig, decode, encode, io_err};
+
+type Entry = EntryOf<TypeConfig>;
+type LogId = LogIdOf<TypeConfig>;
+type Vote = VoteOf<TypeConfig>;
+
+const VOTE: &[u8] = b"m/vote";
+const COMMITTED: &[u8] = b"m/committed";
+const PURGED: &[u8] = b"m/purged";
+/// Deletes per batch when purged entries are reclaimed.
+const RECLAIM_BATCH: u64 = 1024;
+
+fn entry_key(index: u64) -> [u8; 9] {
+    let mut k = [0u8; 9];
+    k[0] = b'e';
+    k[1..].copy_from_slice(&index.to_be_bytes());
+    k
+}
+
+/// The log's state, kept in memory and changed only after the store has it.
+#[derive(Debug, Default)]
+struct Meta {
+    vote: Option<Vote>,
+    committed: Option<LogId>,
+    purged: Option<LogId>,
+    /// The first entry in the store after the purge point, when there is one: the log may
+    /// start anywhere (a node that installed a snapshot gets entries after it).
+    first: Option<u64>,
+    /// The last entry in the store (not counting purged ones).
+    last: Option<LogId>,
+}
+
+struct Shared {
+    store: Arc<Store>,
+    meta: Mutex<Meta>,
+}
+
+impl Shared {
+    fn meta(&self) -> MutexGuard<'_, Meta> {
+        self.meta.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The threads of a log store, stopped and joined when the last handle is dropped, so that the
+/// store's directory is released when the log store is.
+struct Workers {
+    flush_tx: Option<mpsc::Sender<IOFlushed<TypeConfig>>>,
+    reclaim_tx: Option<mpsc::Sender<(u64, u64)>>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Drop for Workers {
+    fn drop(&mut self) {
+        self.flush_tx.take();
+        self.reclaim_tx.take();
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+/// openraft's log storage (and log reader) on a podstore store. Cheap to clone: clones share the
+/// store.
+#[derive(Clone)]
+pub struct LogStore {
+    shared: Arc<Shared>,
+    workers: Arc<Mutex<Workers>>,
+}
+
+impl Debug for LogStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LogStore")
+            .field("dir", &self.shared.store.path())
+            .finish()
+    }
+}
+
+impl LogStore {
+    /// Opens (or creates) the log in `dir`.
+    pub fn open(dir: impl AsRef<Path>) -> io::Result<LogStore> {
+        let store = Store::open_with(
+            dir.as_ref(),
+            Options::default().durability(Durability::Buffered),
+        )
+        .map_err(io_err)?;
+        let get = |k: &[u8]| store.get(k).map_err(io_err);
+        let mut meta = Meta {
+            vote: get(VOTE)?.map(|b| decode(&b)).transpose()?,
+            committed: get(COMMITTED)?.map(|b| decode(&b)).transpose()?,
+            purged: get(PURGED)?.map(|b| decode(&b)).transpose()?,
+            first: None,
+            last: None,
+        };
+        let first_live = meta.purged.as_ref().map_or(0, |p| p.index() + 1);
+        // The log is contiguous from its first live entry to its last (appends are batches, a
+        // crash loses a suffix, truncation deletes a suffix): find the last by bisection.
+        let first = store
+            .range(&entry_key(first_live)[..]..&[b'f'][..])
+            .next()
+            .transpose()
+            .map_err(io_err)?;
+        if let Some(first) = first {
+            let mut lo = index_of(&first)?; // present
+            meta.first = Some(lo);
+            let mut step = 1u64;
+            let has = |i: u64| store.contains(entry_key(i)).map_err(io_err);
+            // Gallop to a missing index, then bisect between present `lo` and missing `hi`.
+            let mut hi = loop {
+                let probe = lo.saturating_add(step);
+                if probe == u64::MAX || !has(probe)? {
+                    break probe;
+                }
+                lo = probe;
+                step = step.saturating_mul(2);
+            };
+            while hi - lo > 1 {
+                let mid = lo + (hi - lo) / 2;
+                if has(mid)? {
+                    lo = mid;
+                } else {
+                    hi = mid;
+                }
+            }
+            let bytes =
+                get(&entry_key(lo))?.ok_or_else(|| io::Error::other("log entry vanished"))?;
+            let entry: Entry = decode(&bytes)?;
+            meta.last = Some(entry.log_id());
+        }
+        // Entries at or below the purge point that a crash left before they were reclaimed.
+        let leftover = match &meta.purged {
+            Some(p) => store
+                .range(&entry_key(0)[..]..=&entry_key(p.index())[..])
+                .next()
+                .transpose()
+                .map_err(io_err)?
+                .map(|k| index_of(&k))
+                .transpose()?
+                .map(|from| (from, p.index())),
+            None => None,
+        };
+        let store = Arc::new(store);
+        let shared = Arc::new(Shared {
+            store: store.clone(),
+            meta: Mutex::new(meta),
+        });
+        let (flush_tx, flush_rx) = mpsc::channel();
+        let (reclaim_tx, reclaim_rx) = mpsc::channel();
+        let flusher = {
+            let store = store.clone();
+            std::thread::Builder::new()
+                .name("raft-log-flush".into())
+                .spawn(move || flush_loop(&store, flush_rx))?
+        };
+        let reclaimer = std::thread::Builder::new()
+            .name("raft-log-reclaim".into())
+            .spawn(move || reclaim_loop(&store, reclaim_rx))?;
+        if let Some(range) = leftover {
+            let _ = reclaim_tx.send(range);
+        }
+        Ok(LogStore {
+            shared,
+            workers: Arc::new(Mutex::new(Workers {
+                flush_tx: Some(flush_tx),
+                reclaim_tx: Some(reclaim_tx),
+                threads: vec![flusher, reclaimer],
+            })),
+        })
+    }
+
+    /// The podstore store holding the log.
+    pub fn store(&self) -> &Store {
+        &self.shared.store
+    }
+
+    /// Runs `f` with the store on a blocking thread (never on the async runtime).
+    async fn blocking<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Shared) -> io::Result<T> + Send + 'static,
+    ) -> io::Result<T> {
+        let shared = self.shared.clone();
+        tokio::task::spawn_blocking(move || f(&shared))
+            .await
+            .map_err(io::Error::other)?
+    }
+
+    fn send_flush(&self, callback: IOFlushed<TypeConfig>) {
+        let workers = self.workers.lock().unwrap_or_else(|e| e.into_inner());
+        match &workers.flush_tx {
+            Some(tx) => {
+                if let Err(mpsc::SendError(cb)) = tx.send(callback) {
+                    cb.io_completed(Err(io::Error::other("the log's flusher has stopped")));
+                }
+            }
+            None => callback.io_completed(Err(io::Error::other("the log store is closed"))),
+        }
+    }
+}
+
+fn index_of(key: &[u8]) -> io::Result<u64> {
+    let bytes: [u8; 8] = key
+        .get(1..9)
+        .and_then(|b| b.try_into().ok())
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "bad log key"))?;
+    Ok(u64::from_be_bytes(bytes))
+}
+
+/// Takes every callback waiting, makes the store durable once, completes them all.
+fn flush_loop(store: &Store, rx: mpsc::Receiver<IOFlushed<TypeConfig>>) {
+    while let Ok(first) = rx.recv() {
+        let mut waiting = vec![first];
+        waiting.extend(rx.try_iter());
+        let result = store.flush();
+        for cb in waiting {
+            cb.io_completed(match &result {
+                Ok(()) => Ok(()),
+                Err(e) => Err(io::Error::other(format!("flushing the raft log: {e}"))),
+            });
+        }
+    }
+}
+
+/// Deletes purged entries `from..=to` in batches, off the Raft core.
+fn reclaim_loop(store: &Store, rx: mpsc::Receiver<(u64, u64)>) {
+    let mut done_to: Option<u64> = None;
+    while let Ok((from, to)) = rx.recv() {
+        let from = done_to.map_or(from, |d| from.max(d + 1));
+        let mut i = from;
+        while i <= to {
+            let end = to.min(i.saturating_add(RECLAIM_BATCH - 1));
+            let mut batch = Batch::new();
+            for j in i..=end {
+                batch.delete(entry_key(j));
+            }
+            if let Err(e) = store.write(&batch) {
+                log_warn(&format!("reclaiming purged raft log entries: {e}"));
+                break;
+            }
+            done_to = Some(end);
+            if end == u64::MAX {
+                break;
+            }
+            i = end + 1;
+        }
+    }
+}
+
+fn log_warn(msg: &str) {
+    eprintln!("podstore-raft: {msg}");
+}
+
+/// The start and end (exclusive) of a range of indexes.
+fn bounds(range: &impl RangeBounds<u64>) -> (u64, u64) {
+    let start = match range.start_bound() {
+        Bound::Included(&s) => s,
+        Bound::Excluded(&s) => s.saturating_add(1),
+        Bound::Unbounded => 0,
+    };
+    let end = match range.end_bound() {
+        Bound::Included(&e) => e.saturating_add(1),
+        Bound::Excluded(&e) => e,
+        Bound::Unbounded => u64::MAX,
+    };
+    (start, end)
+}
+
+impl RaftLogReader<TypeConfig> for LogStore {
+    async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + OptionalSend>(
+        &mut self,
+        range: RB,
+    ) -> io::Result<Vec<Entry>> {
+        let (start, end) = bounds(&range);
+        self.blocking(move |sh| {
+            let (first, stop) = {
+                let m = sh.meta();
+                match (m.first, &m.last) {
+                    (Some(first), Some(last)) => (start.max(first), end.min(last.index() + 1)),
+                    _ => return Ok(Vec::new()),
+                }
+            };
+            let mut out = Vec::with_capacity(stop.saturating_sub(first) as usize);
+            for i in first..stop {
+                match sh.store.get(entry_key(i)).map_err(io_err)? {
+                    Some(bytes) => out.push(decode::<Entry>(&bytes)?),
+                    // Truncated or purged while we read: what was read is a prefix.
+                    None => break,
+                }
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn read_vote(&mut self) -> io::Result<Option<Vote>> {
+        Ok(self.shared.meta().vote)
+    }
+}
+
+impl RaftLogStorage<TypeConfig> for LogStore {
+    type LogReader = LogStore;
+
+    async fn get_log_state(&mut self) -> io::Result<LogState<TypeConfig>> {
+        let m = self.shared.meta();
+        Ok(LogState {
+            last_purged_log_id: m.purged,
+            last_log_id: m.last.or(m.purged),
+        })
+    }
+
+    async fn get_log_reader(&mut self) -> LogStore {
+        self.clone()
+    }
+
+    async fn save_vote(&mut self, vote: &Vote) -> io::Result<()> {
+        let vote = *vote;
+        self.blocking(move |sh| {
+            let mut batch = Batch::new();
+            batch.put(VOTE, encode(&vote)?).durability(Durability::Sync);
+            sh.store.write(&batch).map_err(io_err)?;
+            sh.meta().vote = Some(vote);
+            Ok(())
+        })
+        .await
+    }
+
+    async fn save_committed(&mut self, committed: Option<LogId>) -> io::Result<()> {
+        self.blocking(move |sh| {
+            match &committed {
+                Some(c) => {
+                    sh.store.put(COMMITTED, encode(c)?).map_err(io_err)?;
+                }
+                None => {
+                    sh.store.delete(COMMITTED).map_err(io_err)?;
+                }
+            }
+            sh.meta().committed = committed;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn read_committed(&mut self) -> io::Result<Option<LogId>> {
+        Ok(self.shared.meta().committed)
+    }
+
+    async fn append<I>(&mut self, entries: I, callback: IOFlushed<TypeConfig>) -> io::Result<()>
+    where
+        I: IntoIterator<Item = Entry> + OptionalSend,
+        I::IntoIter: OptionalSend,
+    {
+        let entries: Vec<Entry> = entries.into_iter().collect();
+        if let Some(last) = entries.last().map(|e| e.log_id()) {
+            self.blocking(move |sh| {
+                let mut batch = Batch::new();
+                for e in &entries {
+                    batch.put(entry_key(e.index()), encode(e)?);
+                }
+                sh.store.write(&batch).map_err(io_err)?;
+                let mut m = sh.meta();
+                if m.last.is_none() {
+                    m.first = entries.first().map(|e| e.index());
+                }
+                m.last = Some(last);
+                Ok(())
+            })
+            .await?;
+        }
+        // Readable now; durable once the flusher has flushed.
+        self.send_flush(callback);
+        Ok(())
+    }
+
+    async fn truncate_after(&mut self, last_log_id: Option<LogId>) -> io::Result<()> {
+        self.blocking(move |sh| {
+            let from = last_log_id.as_ref().map_or(0, |l| l.index() + 1);
+            let to = sh.meta().last.as_ref().map(|l| l.index());
+            if let Some(to) = to.filter(|&to| to >= from) {
+                let mut batch = Batch::new();
+                for i in from..=to {
+                    batch.delete(entry_key(i));
+                }
+                sh.store.write(&batch).map_err(io_err)?;
+            }
+            let mut m = sh.meta();
+            m.last = match last_log_id {
+                // After the last entry: nothing to truncate.
+                Some(l)
+                    if m.last
+                        .as_ref()
+                        .is_some_and(|last| l.index() >= last.index()) =>
+                {
+                    m.last
+                }
+                Some(l) if m.first.is_some_and(|f| l.index() >= f) => Some(l),
+                _ => None,
+            };
+            if m.last.is_none() {
+                m.first = None;
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    async fn purge(&mut self, log_id: LogId) -> io::Result<()> {
+        let from = self.blocking(move |sh| {
+            // The entries to reclaim start at the first live one (none if the log is empty).
+            let from = sh.meta().first.unwrap_or(u64::MAX);
+            // The purge point first: from now on nothing at or below it is read.
+            sh.store.put(PURGED, encode(&log_id)?).map_err(io_err)?;
+            let mut m = sh.meta();
+            m.purged = Some(log_id);
+            if m.last.as_ref().is_some_and(|l| l.index() <= log_id.index()) {
+                m.last = None;
+                m.first = None;
+            } else if let Some(f) = &mut m.first {
+                *f = (*f).max(log_id.index() + 1);
+            }
+            Ok(from)
+        });
+        let from = from.await?;
+        if from != u64::MAX && from <= log_id.index() {
+            let workers = self.workers.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(tx) = &workers.reclaim_tx {
+                let _ = tx.send((from, log_id.index()));
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,316 @@
+//! A Raft node on podstore: its log store, its state machine and openraft, with the client API.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use futures::Stream;
+use openraft::alias::SnapshotOf;
+use openraft::error::{ClientWriteError, RaftError};
+use openraft::network::{NetSnapshot, RaftNetworkFactory};
+use openraft::raft::SnapshotResponse;
+use openraft::{BasicNode, Config, ReadPolicy};
+
+use crate::{LogStore, NodeId, Raft, Request, Response, SnapshotDir, StateMachine, TypeConfig};
+
+/// Why a client request to a [`Node`] failed.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum NodeError {
+    /// This node is not the leader: send the request to `leader` (when known), at `addr`.
+    NotLeader {
+        /// The leader's id, if this node knows it.
+        leader: Option<NodeId>,
+        /// The leader's address, if this node knows it.
+        addr: Option<String>,
+    },
+    /// The entry was discarded when leadership changed: it may or may not have been applied
+    /// (not acknowledged, so not promised either way).
+    Unknown(String),
+    /// Raft refused the request (e.g. a membership change in progress) or has stopped.
+    Raft(String),
+    /// The local store failed.
+    Io(io::Error),
+}
+
+impl std::fmt::Display for NodeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NodeError::NotLeader { leader, addr } => {
+                write!(f, "not the leader (leader: {leader:?} at {addr:?})")
+            }
+            NodeError::Unknown(e) => write!(f, "outcome unknown: {e}"),
+            NodeError::Raft(e) => write!(f, "raft: {e}"),
+            NodeError::Io(e) => write!(f, "i/o: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for NodeError {}
+
+impl From<io::Error> for NodeError {
+    fn from(e: io::Error) -> NodeError {
+        NodeError::Io(e)
+    }
+}
+
+fn write_error(e: RaftError<TypeConfig, ClientWriteError<TypeConfig>>) -> NodeError {
+    match e {
+        RaftError::APIError(ClientWriteError::ForwardToLeader(f)) => NodeError::NotLeader {
+            leader: f.leader_id,
+            addr: f.leader_node.map(|n| n.addr),
+        },
+        RaftError::APIError(ClientWriteError::LogEntryDiscarded(f)) => {
+            NodeError::Unknown(f.to_string())
+        }
+        other => NodeError::Raft(other.to_string()),
+    }
+}
+
+/// A Raft node: a [`LogStore`] in `<dir>/log`, a [`StateMachine`] in `<dir>/sm` with its
+/// snapshots in `<dir>/snapshots`, and openraft over them.
+#[derive(Clone)]
+pub struct Node {
+    id: NodeId,
+    dir: PathBuf,
+    raft: Raft,
+    sm: StateMachine,
+    log: LogStore,
+}
+
+impl std::fmt::Debug for Node {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Node")
+            .field("id", &self.id)
+            .field("dir", &self.dir)
+            .finish()
+    }
+}
+
+/// The Raft settings this crate starts from: heartbeats every 250 ms, elections after 1 to 2 s
+/// of silence, a snapshot every 10 000 entries, 1 000 entries kept behind it (a lagging
+/// follower within them catches up from the log, not by a snapshot), at most 64 entries per
+/// AppendEntries.
+///
+/// openraft gives an AppendEntries RPC the heartbeat interval to complete (`RPCOption`): an
+/// RPC that carries large values must fit in it. With values of many MiB, raise
+/// `heartbeat_interval` (and the election timeouts with it) or lower `max_payload_entries`.
+pub fn default_config() -> Config {
+    Config {
+        cluster_name: "podstore-raft".into(),
+        heartbeat_interval: 250,
+        election_timeout_min: 1000,
+        election_timeout_max: 2000,
+        max_payload_entries: 64,
+        snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(10_000),
+        max_in_snapshot_log_to_keep: 1_000,
+        ..Default::default()
+    }
+}
+
+impl Node {
+    /// Opens (or creates) node `id` in `dir` and starts Raft with `config` and `network`.
+    pub async fn open<N>(
+        id: NodeId,
+        dir: impl AsRef<Path>,
+        config: Config,
+        network: N,
+    ) -> io::Result<Node>
+    where
+        N: RaftNetworkFactory<TypeConfig>,
+        N::Network: NetSnapshot<TypeConfig, SnapshotData = SnapshotDir>,
+    {
+        let dir = dir.as_ref().to_path_buf();
+        let d = dir.clone();
+        let (log, sm) = tokio::task::spawn_blocking(move || -> io::Result<_> {
+            std::fs::create_dir_all(&d)?;
+            let log = LogStore::open(d.join("log"))?;
+            let sm = StateMachine::open(d.join("sm"), d.join("snapshots"))?;
+            Ok((log, sm))
+        })
+        .await
+        .map_err(io::Error::other)??;
+        let config = Arc::new(config.validate().map_err(io::Error::other)?);
+        let raft = Raft::new(id, config, network, log.clone(), sm.clone())
+            .await
+            .map_err(io::Error::other)?;
+        Ok(Node {
+            id,
+            dir,
+            raft,
+            sm,
+            log,
+        })
+    }
+
+    /// This node's id.
+    pub fn id(&self) -> NodeId {
+        self.id
+    }
+
+    /// This node's directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The openraft handle (metrics, membership, snapshots).
+    pub fn raft(&self) -> &Raft {
+        &self.raft
+    }
+
+    /// The state machine (local reads).
+    pub fn state_machine(&self) -> &StateMachine {
+        &self.sm
+    }
+
+    /// The log store.
+    pub fn log_store(&self) -> &LogStore {
+        &self.log
+    }
+
+    /// Makes this node the first member of a new cluster of `members` (id to address).
+    pub async fn initialize(&self, members: BTreeMap<NodeId, String>) -> Result<(), NodeError> {
+        let members: BTreeMap<NodeId, BasicNode> = members
+            .into_iter()
+            .map(|(id, addr)| (id, BasicNode::new(addr)))
+            .collect();
+        self.raft
+            .initialize(members)
+            .await
+            .map_err(|e| NodeError::Raft(e.to_string()))
+    }
+
+    /// Replicates `request` and returns what applying it answered, once a majority has it
+    /// durably in its log and this node (the leader) has applied it.
+    pub async fn write(&self, request: Request) -> Result<Response, NodeError> {
+        let r = self.raft.client_write(request).await.map_err(write_error)?;
+        Ok(r.data)
+    }
+
+    /// Sets `key` to `value` (replicated).
+    pub async fn put(
+        &self,
+        key: impl Into<Vec<u8>>,
+        value: impl Into<Vec<u8>>,
+    ) -> Result<(), NodeError> {
+        let request = Request::Put {
+            key: key.into(),
+            value: value.into(),
+        };
+        match self.write(request).await? {
+            Response::Rejected(e) => Err(NodeError::Raft(e)),
+            _ => Ok(()),
+        }
+    }
+
+    /// Removes `key` (replicated); returns whether it existed.
+    pub async fn delete(&self, key: impl Into<Vec<u8>>) -> Result<bool, NodeError> {
+        match self.write(Request::Delete { key: key.into() }).await? {
+            Response::Existed(e) => Ok(e),
+            other => Err(NodeError::Raft(format!("unexpected answer {other:?}"))),
+        }
+    }
+
+    /// Waits until a read on this node's state machine sees every write acknowledged before the
+    /// call (the leader's read index, confirmed by a quorum's heartbeat, then applied here).
+    pub async fn linearize(&self) -> Result<(), NodeError> {
+        self.raft
+            .ensure_linearizable(ReadPolicy::ReadIndex)
+            .await
+            .map_err(|e| match e.forward_to_leader() {
+                Some(f) => NodeError::NotLeader {
+                    leader: f.leader_id,
+                    addr: f.leader_node.as_ref().map(|n| n.addr.clone()),
+                },
+                None => NodeError::Raft(e.to_string()),
+            })?;
+        Ok(())
+    }
+
+    /// The value of `key` on this node (what it has applied: possibly stale on a follower).
+    pub async fn get(&self, key: impl Into<Vec<u8>>) -> Result<Option<Vec<u8>>, NodeError> {
+        let (sm, key) = (self.sm.clone(), key.into());
+        Ok(tokio::task::spawn_blocking(move || sm.get(&key))
+            .await
+            .map_err(io::Error::other)??)
+    }
+
+    /// Bytes `start..end` of the value of `key` on this node (`None`: to the end).
+    pub async fn get_range(
+        &self,
+        key: impl Into<Vec<u8>>,
+        start: u64,
+        end: Option<u64>,
+    ) -> Result<Option<Vec<u8>>, NodeError> {
+        let (sm, key) = (self.sm.clone(), key.into());
+        Ok(
+            tokio::task::spawn_blocking(move || sm.get_range(&key, start, end))
+                .await
+                .map_err(io::Error::other)??,
+        )
+    }
+
+    /// A linearizable read of `key`: on the leader only.
+    pub async fn get_linearizable(
+        &self,
+        key: impl Into<Vec<u8>>,
+    ) -> Result<Option<Vec<u8>>, NodeError> {
+        self.linearize().await?;
+        self.get(key).await
+    }
+
+    /// A linearizable read of bytes `start..end` of the value of `key`: on the leader only.
+    pub async fn get_range_linearizable(
+        &self,
+        key: impl Into<Vec<u8>>,
+        start: u64,
+        end: Option<u64>,
+    ) -> Result<Option<Vec<u8>>, NodeError> {
+        self.linearize().await?;
+        self.get_range(key, start, end).await
+    }
+
+    /// Adds `id` at `addr` as a learner and waits until it has caught up.
+    pub async fn add_learner(&self, id: NodeId, addr: impl Into<String>) -> Result<(), NodeError> {
+        self.raft
+            .add_learner(id, BasicNode::new(addr.into()), true)
+            .await
+            .map_err(write_error)?;
+        Ok(())
+    }
+
+    /// Makes `voters` the voting members (learners among them are promoted; voters not in it
+    /// are removed from the cluster).
+    pub async fn change_membership(&self, voters: BTreeSet<NodeId>) -> Result<(), NodeError> {
+        self.raft
+            .change_membership(voters, false)
+            .await
+            .map_err(write_error)?;
+        Ok(())
+    }
+
+    /// Receives a snapshot shipped by the leader ([`crate::transfer::frames`]) and installs it.
+    pub async fn receive_snapshot(
+        &self,
+        frames: impl Stream<Item = io::Result<Vec<u8>>> + Unpin,
+    ) -> Result<SnapshotResponse<TypeConfig>, NodeError> {
+        let (vote, meta, dir) = crate::transfer::receive(self.sm.snapshots(), frames).await?;
+        let snapshot = SnapshotOf::<TypeConfig, SnapshotDir> {
+            meta,
+            snapshot: dir,
+        };
+        self.raft
+            .install_full_snapshot(vote, snapshot)
+            .await
+            .map_err(|e| NodeError::Raft(e.to_string()))
+    }
+
+    /// Stops Raft. The stores close when the last handle to them is dropped.
+    pub async fn shutdown(&self) -> Result<(), NodeError> {
+        self.raft
+            .shutdown()
+            .await
+            .map_err(|e| NodeError::Raft(e.to_string()))
+    }
+}

@@ -1,0 +1,491 @@
+//! The state machine: a key-value store on a podstore [`Store`] (`<node>/sm/sm-<gen>`).
+//!
+//! Keys: `d` + the user's key for the data; `m/applied` and `m/membership` for the last applied
+//! log id and the last membership. A run of entries from openraft is applied as one podstore
+//! batch holding their writes *and* the new applied id (and membership): after a crash the store
+//! holds both or neither, so the applied id always describes the data.
+//!
+//! The store is written with [`Durability::Buffered`]: the log, not the state machine, is what
+//! makes an acknowledged write durable. After a crash a buffered store has lost a suffix of its
+//! batches, so its applied id is older, and openraft applies the entries after it again from
+//! the log (which keeps every entry after the last snapshot; a snapshot flushes the store
+//! first, so the store's durable applied id is never older than the log's purge point).
+//!
+//! Installing a snapshot is crash-atomic: the snapshot's store is linked into
+//! `sm/sm-<gen+1>.staging`, synced, renamed to `sm/sm-<gen+1>`, `sm/` synced, and only then is
+//! `sm/CURRENT` replaced (written aside, synced, renamed, `sm/` synced): that rename is the
+//! commit point. A crash before it leaves `CURRENT` naming the old generation, whole; open
+//! removes the other generations (named by this crate only).
+
+use std::collections::HashMap;
+use std::fs;
+use std::io;
+use std::ops::Bound;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, RwLock};
+
+use futures::{Stream, TryStreamExt};
+use openraft::alias::{LogIdOf, SnapshotMetaOf, SnapshotOf, StoredMembershipOf};
+use openraft::entry::RaftEntry;
+use openraft::storage::{ApplyResponder, EntryResponder, RaftStateMachine};
+use openraft::{EntryPayload, OptionalSend, RaftSnapshotBuilder};
+use podstore::{Batch, Durability, MAX_KEY_LEN, MAX_VALUE_LEN, Options, Store};
+
+use crate::fsutil::{link_store, remove_dir, replace_file, sync_dir};
+use crate::snapshot::{SnapshotDir, Snapshots};
+use crate::{Op, Request, Response, TypeConfig, decode, encode, io_err};
+
+type LogId = LogIdOf<TypeConfig>;
+type Membership = StoredMembershipOf<TypeConfig>;
+type Meta = SnapshotMetaOf<TypeConfig>;
+
+const APPLIED: &[u8] = b"m/applied";
+const MEMBERSHIP: &[u8] = b"m/membership";
+/// Entries applied per podstore batch.
+const APPLY_CHUNK: usize = 512;
+
+fn data_key(key: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(key.len() + 1);
+    k.push(b'd');
+    k.extend_from_slice(key);
+    k
+}
+
+/// Whether podstore takes `key` (with this crate's one-byte prefix) and `value`.
+fn check(key: &[u8], value: Option<&[u8]>) -> Result<(), String> {
+    if key.is_empty() {
+        return Err("empty key".into());
+    }
+    if key.len() + 1 > MAX_KEY_LEN {
+        return Err(format!("key longer than {} bytes", MAX_KEY_LEN - 1));
+    }
+    if value.is_some_and(|v| v.len() as u64 > MAX_VALUE_LEN) {
+        return Err(format!("value longer than {MAX_VALUE_LEN} bytes"));
+    }
+    Ok(())
+}
+
+/// The applied id and membership recorded in `store`.
+pub(crate) fn applied_in(store: &Store) -> io::Result<(Option<LogId>, Membership)> {
+    let applied = store
+        .get(APPLIED)
+        .map_err(io_err)?
+        .map(|b| decode(&b))
+        .transpose()?;
+    let membership = store
+        .get(MEMBERSHIP)
+        .map_err(io_err)?
+        .map(|b| decode(&b))
+        .transpose()?
+        .unwrap_or_default();
+    Ok((applied, membership))
+}
+
+struct Shared {
+    root: PathBuf,
+    snapshots: Snapshots,
+    opts: Options,
+    /// The live store and its generation.
+    data: RwLock<(u64, Arc<Store>)>,
+    /// Held while a snapshot is installed (one at a time).
+    install: Mutex<()>,
+}
+
+/// openraft's state machine on podstore. Cheap to clone: clones share the store.
+#[derive(Clone)]
+pub struct StateMachine {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for StateMachine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StateMachine")
+            .field("root", &self.shared.root)
+            .finish()
+    }
+}
+
+fn generation_dir(root: &Path, gen_: u64) -> PathBuf {
+    root.join(format!("sm-{gen_}"))
+}
+
+impl StateMachine {
+    /// Opens (or creates) the state machine in `root` (`<node>/sm`), its snapshots in
+    /// `snapshots` (`<node>/snapshots`).
+    pub fn open(root: impl AsRef<Path>, snapshots: impl AsRef<Path>) -> io::Result<StateMachine> {
+        let root = root.as_ref().to_path_buf();
+        fs::create_dir_all(&root)?;
+        let current = match fs::read_to_string(root.join("CURRENT")) {
+            Ok(s) => s
+                .trim()
+                .strip_prefix("sm-")
+                .and_then(|g| g.parse::<u64>().ok())
+                .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "bad sm/CURRENT"))?,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => 0,
+            Err(e) => return Err(e),
+        };
+        // Generations other than the current one: left by an install that a crash interrupted
+        // (before its commit point) or whose old store was still in use when it finished.
+        for e in fs::read_dir(&root)? {
+            let e = e?;
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.starts_with("sm-") && name != format!("sm-{current}") {
+                remove_dir(&e.path())?;
+            }
+        }
+        let opts = Options::default().durability(Durability::Buffered);
+        let store =
+            Store::open_with(generation_dir(&root, current), opts.clone()).map_err(io_err)?;
+        if current == 0 && !root.join("CURRENT").exists() {
+            replace_file(&root.join("CURRENT"), b"sm-0")?;
+        }
+        let snapshots = Snapshots::open(snapshots.as_ref().to_path_buf())?;
+        Ok(StateMachine {
+            shared: Arc::new(Shared {
+                root,
+                snapshots,
+                opts,
+                data: RwLock::new((current, Arc::new(store))),
+                install: Mutex::new(()),
+            }),
+        })
+    }
+
+    fn store(&self) -> Arc<Store> {
+        self.shared
+            .data
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .1
+            .clone()
+    }
+
+    /// The value of `key` in this node's state machine (what it has applied).
+    pub fn get(&self, key: &[u8]) -> io::Result<Option<Vec<u8>>> {
+        check(key, None).map_err(io::Error::other)?;
+        self.store().get(data_key(key)).map_err(io_err)
+    }
+
+    /// Bytes `start..end` of the value of `key` (`end` clamped to the value's length; `None`
+    /// for the end of the value). Reads only the chunks the range covers.
+    pub fn get_range(
+        &self,
+        key: &[u8],
+        start: u64,
+        end: Option<u64>,
+    ) -> io::Result<Option<Vec<u8>>> {
+        check(key, None).map_err(io::Error::other)?;
+        let range = (
+            Bound::Included(start),
+            end.map_or(Bound::Unbounded, Bound::Excluded),
+        );
+        self.store().get_range(data_key(key), range).map_err(io_err)
+    }
+
+    /// The length of the value of `key`.
+    pub fn value_len(&self, key: &[u8]) -> io::Result<Option<u64>> {
+        check(key, None).map_err(io::Error::other)?;
+        self.store().value_len(data_key(key)).map_err(io_err)
+    }
+
+    /// The last applied log index, if any.
+    pub fn applied_index(&self) -> io::Result<Option<u64>> {
+        Ok(applied_in(&self.store())?.0.map(|l| l.index()))
+    }
+
+    /// The directory of the live store.
+    pub fn data_dir(&self) -> PathBuf {
+        let gen_ = self.shared.data.read().unwrap_or_else(|e| e.into_inner()).0;
+        generation_dir(&self.shared.root, gen_)
+    }
+
+    /// The directory snapshots are kept in.
+    pub fn snapshot_dir(&self) -> &Path {
+        self.shared.snapshots.dir()
+    }
+
+    pub(crate) fn snapshots(&self) -> &Snapshots {
+        &self.shared.snapshots
+    }
+
+    /// Installs the snapshot `src` (which may be another node's directory: it is only read).
+    fn install_blocking(&self, meta: &Meta, src: &SnapshotDir) -> io::Result<()> {
+        self.install_steps(meta, src, &mut |_| Ok(()))
+    }
+
+    /// The steps of an install; `after(step)` runs after each (a test stops there, as a crash
+    /// would).
+    fn install_steps(
+        &self,
+        meta: &Meta,
+        src: &SnapshotDir,
+        after: &mut dyn FnMut(Step) -> io::Result<()>,
+    ) -> io::Result<()> {
+        let sh = &self.shared;
+        let _one = sh.install.lock().unwrap_or_else(|e| e.into_inner());
+        let ours = sh.snapshots.adopt(meta, src)?;
+        after(Step::Adopted)?;
+        let next = sh.data.read().unwrap_or_else(|e| e.into_inner()).0 + 1;
+        let dest = generation_dir(&sh.root, next);
+        let staging = sh.root.join(format!("sm-{next}.staging"));
+        remove_dir(&staging)?;
+        remove_dir(&dest)?;
+        link_store(&ours.data(), &staging)?;
+        after(Step::Staged)?;
+        fs::rename(&staging, &dest)?;
+        after(Step::Renamed)?;
+        sync_dir(&sh.root)?;
+        after(Step::RootSynced)?;
+        // The commit point.
+        replace_file(&sh.root.join("CURRENT"), format!("sm-{next}").as_bytes())?;
+        after(Step::Committed)?;
+        let store = Store::open_with(&dest, sh.opts.clone()).map_err(io_err)?;
+        let (applied, _) = applied_in(&store)?;
+        if applied != meta.last_log_id {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "snapshot {} holds applied id {applied:?}, its meta says {:?}",
+                    src.path().display(),
+                    meta.last_log_id
+                ),
+            ));
+        }
+        let (old_gen, old) = std::mem::replace(
+            &mut *sh.data.write().unwrap_or_else(|e| e.into_inner()),
+            (next, Arc::new(store)),
+        );
+        after(Step::Swapped)?;
+        // The old generation is removed now if nobody reads it any more, else at the next open.
+        if let Ok(old) = Arc::try_unwrap(old) {
+            old.close().map_err(io_err)?;
+            remove_dir(&generation_dir(&sh.root, old_gen))?;
+        }
+        after(Step::Done)
+    }
+}
+
+/// The steps of a snapshot install, in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Step {
+    /// The snapshot is one of this node's (linked into its snapshot directory).
+    Adopted,
+    /// Its store linked into `sm-<gen+1>.staging`, synced.
+    Staged,
+    /// Renamed to `sm-<gen+1>`.
+    Renamed,
+    /// `sm/` synced.
+    RootSynced,
+    /// `CURRENT` names the new generation (the commit point).
+    Committed,
+    /// The new store is the live one.
+    Swapped,
+    /// The old generation removed.
+    Done,
+}
+
+/// Applies `items` as one batch; returns the responses to send once it is written.
+fn apply_chunk(
+    store: &Store,
+    items: Vec<EntryResponder<TypeConfig>>,
+) -> io::Result<Vec<(ApplyResponder<TypeConfig>, Response)>> {
+    let mut batch = Batch::new();
+    // Presence of keys this batch has written, ahead of the store.
+    let mut overlay: HashMap<Vec<u8>, bool> = HashMap::new();
+    let mut last_applied = None;
+    let mut membership = None;
+    let mut out = Vec::new();
+    for (entry, responder) in items {
+        let log_id = entry.log_id();
+        last_applied = Some(log_id);
+        let response = match entry.payload {
+            EntryPayload::Blank => Response::Done,
+            EntryPayload::Membership(m) => {
+                membership = Some(Membership::new(Some(log_id), m));
+                Response::Done
+            }
+            EntryPayload::Normal(req) => {
+                let present = |key: &[u8]| -> io::Result<bool> {
+                    match overlay.get(key) {
+                        Some(&p) => Ok(p),
+                        None => store.contains(key).map_err(io_err),
+                    }
+                };
+                match req {
+                    Request::Put { key, value } => match check(&key, Some(&value)) {
+                        Ok(()) => {
+                            let k = data_key(&key);
+                            batch.put(&k, value);
+                            overlay.insert(k, true);
+                            Response::Done
+                        }
+                        Err(e) => Response::Rejected(e),
+                    },
+                    Request::Delete { key } => match check(&key, None) {
+                        Ok(()) => {
+                            let k = data_key(&key);
+                            let existed = present(&k)?;
+                            if existed {
+                                batch.delete(&k);
+                                overlay.insert(k, false);
+                            }
+                            Response::Existed(existed)
+                        }
+                        Err(e) => Response::Rejected(e),
+                    },
+                    Request::PutIfAbsent { key, value } => match check(&key, Some(&value)) {
+                        Ok(()) => {
+                            let k = data_key(&key);
+                            let inserted = !present(&k)?;
+                            if inserted {
+                                batch.put(&k, value);
+                                overlay.insert(k, true);
+                            }
+                            Response::Inserted(inserted)
+                        }
+                        Err(e) => Response::Rejected(e),
+                    },
+                    Request::Batch(ops) => {
+                        let bad = ops.iter().find_map(|op| match op {
+                            Op::Put { key, value } => check(key, Some(value)).err(),
+                            Op::Delete { key } => check(key, None).err(),
+                        });
+                        match bad {
+                            Some(e) => Response::Rejected(e),
+                            None => {
+                                for op in ops {
+                                    match op {
+                                        Op::Put { key, value } => {
+                                            let k = data_key(&key);
+                                            batch.put(&k, value);
+                                            overlay.insert(k, true);
+                                        }
+                                        Op::Delete { key } => {
+                                            let k = data_key(&key);
+                                            batch.delete(&k);
+                                            overlay.insert(k, false);
+                                        }
+                                    }
+                                }
+                                Response::Done
+                            }
+                        }
+                    }
+                }
+            }
+        };
+        if let Some(r) = responder {
+            out.push((r, response));
+        }
+    }
+    if let Some(applied) = &last_applied {
+        batch.put(APPLIED, encode(applied)?);
+    }
+    if let Some(m) = &membership {
+        batch.put(MEMBERSHIP, encode(m)?);
+    }
+    store.write(&batch).map_err(io_err)?;
+    Ok(out)
+}
+
+/// Builds a snapshot of the store it was created with.
+pub struct SnapshotBuilder {
+    sm: StateMachine,
+    store: Arc<Store>,
+}
+
+impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
+    type SnapshotData = SnapshotDir;
+
+    async fn build_snapshot(&mut self) -> io::Result<SnapshotOf<TypeConfig, SnapshotDir>> {
+        let sm = self.sm.clone();
+        let store = self.store.clone();
+        let (meta, dir) = tokio::task::spawn_blocking(move || {
+            // Durable first: the log may be purged up to this snapshot. Sealed, so that the
+            // checkpoint links every file and copies none (the active segment's records would
+            // be copied: a 195 MiB state machine took 17.5 s to snapshot unsealed, 0.054 s sealed).
+            store.flush().map_err(io_err)?;
+            store.seal().map_err(io_err)?;
+            sm.shared.snapshots.build(&store, |copy| {
+                let (last_log_id, last_membership) = applied_in(copy)?;
+                Ok(Meta {
+                    last_log_id,
+                    last_membership,
+                })
+            })
+        })
+        .await
+        .map_err(io::Error::other)??;
+        Ok(SnapshotOf::<TypeConfig, SnapshotDir> {
+            meta,
+            snapshot: dir,
+        })
+    }
+}
+
+impl RaftStateMachine<TypeConfig> for StateMachine {
+    type SnapshotData = SnapshotDir;
+    type SnapshotBuilder = SnapshotBuilder;
+
+    async fn applied_state(&mut self) -> io::Result<(Option<LogId>, Membership)> {
+        let store = self.store();
+        tokio::task::spawn_blocking(move || applied_in(&store))
+            .await
+            .map_err(io::Error::other)?
+    }
+
+    async fn apply<Strm>(&mut self, mut entries: Strm) -> io::Result<()>
+    where
+        Strm: Stream<Item = io::Result<EntryResponder<TypeConfig>>> + Unpin + OptionalSend,
+    {
+        let mut chunk = Vec::new();
+        loop {
+            let next = entries.try_next().await?;
+            let done = next.is_none();
+            if let Some(item) = next {
+                chunk.push(item);
+            }
+            if !chunk.is_empty() && (done || chunk.len() >= APPLY_CHUNK) {
+                let items = std::mem::take(&mut chunk);
+                let store = self.store();
+                let responses = tokio::task::spawn_blocking(move || apply_chunk(&store, items))
+                    .await
+                    .map_err(io::Error::other)??;
+                for (responder, response) in responses {
+                    responder.send(response);
+                }
+            }
+            if done {
+                return Ok(());
+            }
+        }
+    }
+
+    async fn get_snapshot_builder(&mut self) -> SnapshotBuilder {
+        SnapshotBuilder {
+            sm: self.clone(),
+            store: self.store(),
+        }
+    }
+
+    async fn install_snapshot(&mut self, meta: &Meta, snapshot: SnapshotDir) -> io::Result<()> {
+        let sm = self.clone();
+        let meta = meta.clone();
+        tokio::task::spawn_blocking(move || sm.install_blocking(&meta, &snapshot))
+            .await
+            .map_err(io::Error::other)?
+    }
+
+    async fn get_current_snapshot(
+        &mut self,
+    ) -> io::Result<Option<SnapshotOf<TypeConfig, SnapshotDir>>> {
+        let sm = self.clone();
+        let latest = tokio::task::spawn_blocking(move || sm.shared.snapshots.latest())
+            .await
+            .map_err(io::Error::other)??;
+        Ok(latest.map(|(meta, snapshot)| SnapshotOf::<TypeConfig, SnapshotDir> { meta, snapshot }))
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,133 @@
+//! A snapshot install stopped after each of its steps (as a crash would stop it) leaves, once
+//! the state machine is reopened from its directory, the old state or the new one, whole; and
+//! the source snapshot, another node's, unchanged.
+
+use std::collections::BTreeSet;
+
+use openraft::alias::{EntryOf, LogIdOf};
+use openraft::entry::RaftEntry;
+use openraft::vote::RaftLeaderIdExt;
+use openraft::{Membership, RaftTypeConfig};
+
+use super::*;
+
+fn log_id(index: u64) -> LogIdOf<TypeConfig> {
+    LogIdOf::<TypeConfig>::new(
+        <TypeConfig as RaftTypeConfig>::LeaderId::new_committed(1, 1),
+        index,
+    )
+}
+
+fn put(index: u64, key: &str) -> EntryOf<TypeConfig> {
+    EntryOf::<TypeConfig>::new_normal(
+        log_id(index),
+        Request::Put {
+            key: key.as_bytes().to_vec(),
+            value: format!("{key} at {index}").into_bytes(),
+        },
+    )
+}
+
+async fn apply(sm: &mut StateMachine, entries: Vec<EntryOf<TypeConfig>>) {
+    let items = entries.into_iter().map(|e| Ok((e, None)));
+    sm.apply(futures::stream::iter(items)).await.unwrap();
+}
+
+fn open(dir: &Path) -> StateMachine {
+    StateMachine::open(dir.join("sm"), dir.join("snapshots")).unwrap()
+}
+
+const STEPS: [Step; 7] = [
+    Step::Adopted,
+    Step::Staged,
+    Step::Renamed,
+    Step::RootSynced,
+    Step::Committed,
+    Step::Swapped,
+    Step::Done,
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn install_stopped_after_any_step_leaves_old_or_new_state_whole() {
+    // The leader's snapshot: a membership and keys new/0..new/19, applied up to 21.
+    let leader_dir = tempfile::tempdir().unwrap();
+    let mut leader = open(leader_dir.path());
+    let membership = Membership::new_with_defaults(vec![BTreeSet::from([1u64])], []);
+    let mut entries = vec![EntryOf::<TypeConfig>::new_membership(log_id(1), membership)];
+    entries.extend((0..20).map(|i| put(i + 2, &format!("new/{i}"))));
+    apply(&mut leader, entries).await;
+    let snap = leader
+        .get_snapshot_builder()
+        .await
+        .build_snapshot()
+        .await
+        .unwrap();
+    assert_eq!(snap.meta.last_log_id, Some(log_id(21)));
+    let source_files: Vec<_> = fs::read_dir(snap.snapshot.data())
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            (e.file_name(), fs::read(e.path()).unwrap())
+        })
+        .collect();
+
+    for stop in STEPS {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let mut sm = open(dir.path());
+            apply(&mut sm, vec![put(1, "old"), put(2, "old2")]).await;
+            sm.get_snapshot_builder().await; // (no snapshot of its own needed)
+            let meta = snap.meta.clone();
+            let src = snap.snapshot.clone();
+            let sm2 = sm.clone();
+            let r = tokio::task::spawn_blocking(move || {
+                sm2.install_steps(&meta, &src, &mut |step| {
+                    if step == stop {
+                        Err(io::Error::other("crash"))
+                    } else {
+                        Ok(())
+                    }
+                })
+            })
+            .await
+            .unwrap();
+            assert!(r.is_err(), "stopped after {stop:?}");
+        }
+        // "Restart": reopen from the directory.
+        let sm = open(dir.path());
+        let applied = sm.applied_index().unwrap();
+        if stop < Step::Committed {
+            assert_eq!(applied, Some(2), "stopped after {stop:?}: the old state");
+            assert!(sm.get(b"old").unwrap().is_some());
+            assert!(sm.get(b"new/0").unwrap().is_none());
+        } else {
+            assert_eq!(applied, Some(21), "stopped after {stop:?}: the new state");
+            assert!(sm.get(b"old").unwrap().is_none());
+            for i in 0..20 {
+                let key = format!("new/{i}");
+                assert_eq!(
+                    sm.get(key.as_bytes()).unwrap(),
+                    Some(format!("{key} at {}", i + 2).into_bytes())
+                );
+            }
+        }
+        // Only the live generation is left (open removes the others).
+        let gens: Vec<_> = fs::read_dir(dir.path().join("sm"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("sm-"))
+            .collect();
+        assert_eq!(gens.len(), 1, "stopped after {stop:?}: {gens:?}");
+    }
+
+    // The leader's snapshot is as it was: the installs linked or copied, never moved or changed.
+    let after: Vec<_> = fs::read_dir(snap.snapshot.data())
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            (e.file_name(), fs::read(e.path()).unwrap())
+        })
+        .collect();
+    assert_eq!(after, source_files);
+    assert_eq!(snap.snapshot.meta().unwrap(), snap.meta);
+}

@@ -11,7 +11,8 @@
 //!   seeds of sampled sweeps (also included by src/tests/mod.rs);
 //! - `parallel`: independent cases a few at a time;
 //! - `compat`: the old-format fixture under tests/fixtures/ (what it holds, how it is written);
-//! - `tree`: a directory tree's snapshot, to prove a run left existing files untouched.
+//! - `tree`: a directory tree's snapshot, to prove a run left existing files untouched;
+//! - `memory`: resident memory and a cache-filling workload, for the memory-budget tests.
 //!
 //! Each test binary compiles this module and uses part of it.
 #![allow(dead_code, unused_imports)]
@@ -20,6 +21,7 @@ pub mod compat;
 pub mod files;
 pub mod long;
 pub mod loopfs;
+pub mod memory;
 pub mod parallel;
 pub mod records;
 pub mod rng;

@@ -16,11 +16,11 @@
 //! offset the footer names, or the next bytes that verify as a record header (its crc is bound to
 //! its offset, so value bytes that happen to look like a header do not pass).
 //!
-//! Keys are judged by the index: a live key is affected when its record's value (its bytes, its
-//! chunk crcs or, compressed, its frame table and frames) does not verify, so that reads of it
-//! fail with [`Error::Corruption`]. A live key whose record's header alone is damaged still reads
-//! correctly (reads verify the value's chunks) and is not counted as affected; the damage is in
-//! the report with the record's key when the footer or index names it.
+//! Keys are judged by the index: a live key is affected when its record's header or value (its
+//! bytes, its chunk crcs or, compressed, its frame table and frames) does not verify, so that
+//! reads of it fail with [`Error::Corruption`]: a read checks the key in the record's header
+//! (the index keeps only a fingerprint of it), so a damaged header fails the read too. The
+//! damage is in the report with the record's key when the footer or index names it.
 
 use std::collections::HashMap;
 use std::io;
@@ -211,7 +211,10 @@ pub(crate) fn run(
         by_id.insert(*id, file.clone());
     }
     for d in &report.damage {
-        if d.structure == Structure::Value
+        // A damaged value, or a damaged record header: a read checks its key in the record's
+        // header (the index keeps only a fingerprint), so a header that does not verify fails
+        // the read as surely as a value that does not.
+        if matches!(d.structure, Structure::Value | Structure::RecordHeader)
             && let Some(r) = d.record
         {
             bad_values.insert((d.segment, r), ());

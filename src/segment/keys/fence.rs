@@ -201,40 +201,16 @@ impl Cursor {
     }
 
     /// Positions the cursor, for [`Cursor::prev`], after the last key for which `after` is
-    /// false (`after` is true of a suffix of the keys).
+    /// false (`after` is true of a suffix of the keys). The same descent as [`Cursor::seek`]
+    /// with the predicate "not after": the last child whose first key is not past the end (the
+    /// range may end inside it), and in its block `entry` counts the entries still to come, from
+    /// the last one back.
     pub(super) fn seek_back<S: ByteSource>(
         &mut self,
         file: &FooterFile<S>,
         after: impl Fn(&[u8]) -> bool,
     ) -> Result<()> {
-        self.positioned = true;
-        let Some(root) = self.header.root() else {
-            return Ok(());
-        };
-        let depth = self.header.depth as usize;
-        let mut node = root;
-        let mut fence: Option<Vec<u8>> = None;
-        for i in 0..depth {
-            if self.path.get(i).is_none_or(|s| s.node != node) {
-                let step = self.read_step(file, (depth - i) as u8, node, fence.as_deref())?;
-                self.path.truncate(i);
-                self.path.push(step);
-            }
-            let s = &mut self.path[i];
-            // The last child whose first key is not past the end (the range may end inside it),
-            // or the first (then no key is before the end, or only some of its own).
-            s.child = s
-                .children
-                .partition_point(|(k, _)| !after(k))
-                .saturating_sub(1);
-            let (key, child) = &s.children[s.child];
-            fence = Some(key.clone());
-            node = *child;
-        }
-        self.read_block(file, Move::Seek)?;
-        // Here `entry` counts the entries still to come, from the last one back.
-        self.entry = self.entries.partition_point(|(k, _)| !after(k));
-        Ok(())
+        self.seek(file, |k| !after(k))
     }
 
     /// Moves to the first key of the next key block; false after the last block.

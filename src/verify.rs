@@ -138,9 +138,12 @@ pub enum Structure {
     Trailer,
 }
 
-/// The segment being written when `verify` started: only its first `data_end` bytes (flushed
-/// before the check) are checked, and it has no footer yet.
-pub(crate) struct ActiveBound {
+/// A log segment without a footer: the one being written when `verify` started, or one that
+/// recovery found unsealed and could not seal (a read-only open, a full disk). Only its first
+/// `data_end` bytes are checked (flushed before the check; for a recovered one, where recovery
+/// cut it after its last whole record: the torn tail beyond is what a crash leaves, already in
+/// [`RecoveryReport`](crate::RecoveryReport), and no read reaches it).
+pub(crate) struct UnsealedBound {
     pub id: u64,
     pub data_end: u64,
 }
@@ -157,7 +160,7 @@ pub(crate) struct Reading<'a> {
 /// index entries.
 pub(crate) fn run(
     segments: &[(u64, Arc<SegmentFile>)],
-    active: Option<ActiveBound>,
+    unsealed: &[UnsealedBound],
     reading: Reading<'_>,
     live: Vec<(Vec<u8>, IndexEntry)>,
     progress: &mut dyn FnMut(u64, u64),
@@ -185,9 +188,9 @@ pub(crate) fn run(
             read_align,
             len,
         };
-        let bound = active
-            .as_ref()
-            .filter(|a| a.id == *id)
+        let bound = unsealed
+            .iter()
+            .find(|a| a.id == *id)
             .map(|a| a.data_end.min(len));
         let mut check = SegmentCheck {
             src: &src,
@@ -313,7 +316,7 @@ impl<S: ByteSource + ?Sized> SegmentCheck<'_, S> {
         });
     }
 
-    /// Checks the segment; `active_end` bounds the active segment, which has no footer.
+    /// Checks the segment; `active_end` bounds a segment without a footer ([`UnsealedBound`]).
     fn run(&mut self, active_end: Option<u64>) -> io::Result<()> {
         let len = active_end.unwrap_or(self.src.len());
         self.report.segments += 1;

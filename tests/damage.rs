@@ -470,8 +470,10 @@ fn a_read_only_open_writes_nothing_and_serves_reads() {
         batch.put(b"x", b"y");
         assert!(matches!(store.write(&batch), Err(Error::ReadOnly)));
         store.flush().unwrap();
+        // The segment recovery found unsealed is checked up to where recovery cut it: its
+        // missing footer and its torn tail are what a crash leaves, not damage.
         let verified = store.verify().unwrap();
-        assert!(verified.affected_keys.is_empty(), "{verified:?}");
+        assert!(verified.is_clean(), "{mode:?}: {verified:?}");
         store.close().unwrap();
         assert!(
             before == snapshot(dir.path()),

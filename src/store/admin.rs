@@ -59,13 +59,30 @@ impl Store {
         let inner = &self.inner;
         // Older versions lazy puts left would count as live: resolved first.
         inner.settle_all();
-        let (active, next_file_id) = {
+        let (unsealed, next_file_id) = {
             let app = inner.log.lock();
-            let active = app.active().map(|a| verify::ActiveBound {
-                id: a.id,
-                data_end: a.data_end,
-            });
-            (active, app.next_file_id())
+            let mut unsealed: Vec<_> = app
+                .active()
+                .map(|a| verify::UnsealedBound {
+                    id: a.id,
+                    data_end: a.data_end,
+                })
+                .into_iter()
+                .collect();
+            // Recovered without a footer (read-only, or the disk was full): such a segment
+            // stays unsealed while this store is open (compaction leaves it alone).
+            unsealed.extend(
+                inner
+                    .recovery
+                    .recovered
+                    .iter()
+                    .filter(|r| !r.sealed)
+                    .map(|r| verify::UnsealedBound {
+                        id: r.segment,
+                        data_end: r.data_end,
+                    }),
+            );
+            (unsealed, app.next_file_id())
         };
         // Not `flush`: copies made by compaction reuse old sequence numbers, and must be on disk
         // too before the active segment is read up to `data_end`. A read-only store wrote
@@ -84,7 +101,7 @@ impl Store {
             .collect();
         let mut report = verify::run(
             &segments,
-            active,
+            &unsealed,
             verify::Reading {
                 pool: inner.reader.pool(),
                 read_align: inner.shared.profile.read_align,

@@ -380,7 +380,10 @@ impl Store {
             &inner.shared.counters,
             inner.reader.cache_figures(),
             self.io_mode(),
-            inner.compactor.threshold(),
+            super::segments::CompactRule {
+                threshold: inner.compactor.threshold(),
+                block: inner.shared.profile.block_size as u64,
+            },
         )
     }
 }

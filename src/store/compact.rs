@@ -18,7 +18,7 @@ use super::blob::Blobs;
 use super::compress::StoredValue;
 use super::read::{Located, Reader};
 use super::resolve;
-use super::segments::SegmentHandle;
+use super::segments::{CompactRule, SegmentHandle};
 use super::shared::Shared;
 use crate::error::{Error, Result};
 use crate::failpoint;
@@ -207,9 +207,15 @@ impl Compactor {
             return Ok(());
         };
         let usage = self.shared.index.usage(active.id);
-        let len = active.position;
-        let dead = len.saturating_sub(usage.live_bytes + active.summary.tombstone_bytes);
-        if len > 0 && dead as f64 >= threshold * len as f64 {
+        let rule = CompactRule {
+            threshold,
+            block: self.shared.profile.block_size as u64,
+        };
+        if rule.worth(
+            active.position,
+            usage.live_bytes,
+            active.summary.tombstone_bytes,
+        ) {
             app.seal_active()?;
         }
         Ok(())
@@ -322,6 +328,10 @@ impl Compactor {
         let handles = p.segments.sealed_by(syncs_done);
         let mut dead_blobs = Vec::new();
         let mut victims = Vec::new();
+        let rule = CompactRule {
+            threshold,
+            block: p.profile.block_size as u64,
+        };
         // A queued write (its index update not applied yet) may point into a file: leave it for
         // next time. Asked before the index, so that an update applied in between is seen there.
         let referenced = p.pending.referenced_segments();
@@ -335,8 +345,9 @@ impl Compactor {
                 SegmentKind::Blob if usage.live_records == 0 => dead_blobs.push((id, h)),
                 SegmentKind::Blob => {}
                 SegmentKind::Log => {
-                    let dead = len.saturating_sub(usage.live_bytes + h.summary.tombstone_bytes);
-                    if len > 0 && dead as f64 >= threshold * len as f64 {
+                    let tombstones = h.summary.tombstone_bytes;
+                    if rule.worth(len, usage.live_bytes, tombstones) {
+                        let dead = len.saturating_sub(usage.live_bytes + tombstones);
                         victims.push((dead as f64 / len as f64, id, h));
                     }
                 }

@@ -57,6 +57,41 @@ impl FileSummary {
     }
 }
 
+/// When a log segment is worth compacting: the one rule of `Compactor::choose`,
+/// `Compactor::seal_active_if_dead` and [`Stats`](super::Stats)' buckets.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct CompactRule {
+    /// The dead fraction at which a segment is compacted.
+    pub(super) threshold: f64,
+    /// The store's block size: a rewrite writes whole blocks.
+    pub(super) block: u64,
+}
+
+impl CompactRule {
+    /// Whether compacting a log segment `len` bytes long, holding `live_bytes` of live records
+    /// and `tombstone_bytes` of tombstones, is worth it: its dead bytes reach the threshold of
+    /// its length, and a rewrite would give bytes back. A rewrite writes the segment's header
+    /// and the records it keeps again, in whole blocks, and a footer after them (a block at
+    /// least): a small segment whose dead bytes are only that (a store that never fills a
+    /// segment, its active segment sealed by each `compact`) would otherwise be rewritten into
+    /// a file of its own size at every call. A segment without live records is worth it once
+    /// past the threshold: its tombstones may all be dropped, and the file with them.
+    pub(super) fn worth(&self, len: u64, live_bytes: u64, tombstone_bytes: u64) -> bool {
+        let dead = len.saturating_sub(live_bytes + tombstone_bytes);
+        if len == 0 || (dead as f64) < self.threshold * len as f64 {
+            return false;
+        }
+        if live_bytes == 0 {
+            return true;
+        }
+        let block = self.block.max(1);
+        let header = crate::format::segment_header::SEGMENT_HEADER_LEN as u64;
+        let kept = header + live_bytes + tombstone_bytes;
+        let rewritten = kept.div_ceil(block) * block + block;
+        rewritten < len
+    }
+}
+
 impl SegmentHandle {
     /// A file whose footer is durable.
     pub(super) fn sealed(file: Arc<SegmentFile>, kind: SegmentKind, summary: FileSummary) -> Self {

@@ -174,7 +174,7 @@ pub(super) fn collect(
     counters: &Counters,
     cache: CacheFigures,
     io_mode: IoMode,
-    threshold: f64,
+    rule: super::segments::CompactRule,
 ) -> Stats {
     let handles = segments.snapshot();
     let active = log.lock().active();
@@ -197,13 +197,7 @@ pub(super) fn collect(
         tombstones += h.summary.tombstones;
         let live = usage.get(id).copied().unwrap_or_default();
         let is_active = active.as_ref().is_some_and(|a| a.id == *id);
-        why.add(
-            h,
-            len,
-            live,
-            active.as_ref().filter(|_| is_active),
-            threshold,
-        );
+        why.add(h, len, live, active.as_ref().filter(|_| is_active), rule);
         match h.kind {
             SegmentKind::Log => log_segments += 1,
             SegmentKind::Blob => blob_files += 1,
@@ -217,7 +211,7 @@ pub(super) fn collect(
         tombstone_bytes,
         tombstones,
         dead_bytes: disk_bytes.saturating_sub(preallocated_bytes + live_bytes + tombstone_bytes),
-        compaction_threshold: threshold,
+        compaction_threshold: rule.threshold,
         reclaimable_bytes: why.reclaimable,
         below_threshold_bytes: why.below_threshold,
         active_dead_bytes: why.active,
@@ -255,21 +249,24 @@ struct DeadBytes {
 impl DeadBytes {
     /// Counts the dead bytes of file `h`, `len` bytes long, holding the live records `live`;
     /// `active`: the active segment's view, when `h` is the active segment. By the rules of
-    /// `Compactor::choose` and `Compactor::seal_active_if_dead`: a log segment is compacted once
-    /// its dead fraction reaches `threshold`, a blob file removed once its value is dead.
+    /// `Compactor::choose` and `Compactor::seal_active_if_dead` ([`CompactRule`]): a log segment
+    /// is compacted once its dead fraction reaches the threshold and a rewrite would give bytes
+    /// back, a blob file removed once its value is dead.
+    ///
+    /// [`CompactRule`]: super::segments::CompactRule
     fn add(
         &mut self,
         h: &super::segments::SegmentHandle,
         len: u64,
         live: crate::index::SegmentUsage,
         active: Option<&super::append::ActiveView>,
-        threshold: f64,
+        rule: super::segments::CompactRule,
     ) {
         // The active segment's bytes past its position are zeroes written ahead, not dead.
         let used = active.map_or(len, |a| a.position.min(len));
         let tombstones = active.map_or(h.summary.tombstone_bytes, |a| a.summary.tombstone_bytes);
         let dead = used.saturating_sub(live.live_bytes + tombstones);
-        let past_threshold = used > 0 && dead as f64 >= threshold * used as f64;
+        let past_threshold = rule.worth(used, live.live_bytes, tombstones);
         let bucket = match h.kind {
             SegmentKind::Blob if live.live_records == 0 => &mut self.reclaimable,
             SegmentKind::Blob => &mut self.blob_overhead,

@@ -18,7 +18,7 @@
 //! removes the other generations (named by this crate only). The old generation is removed
 //! only once the new `CURRENT` is durable. See [`Step`] for each step and what a crash (or a
 //! power loss) after it leaves; with the `testing` feature, `PODSTORE_RAFT_KILL_AT=<step>`
-//! makes the process SIGKILL itself there ([`crate::testing`]).
+//! makes the process SIGKILL itself there (`crate::testing`).
 
 use std::collections::HashMap;
 use std::fs;

@@ -11,7 +11,7 @@
 //! | `POST /cluster/init` | JSON `{"1": "127.0.0.1:21001", ...}`: start a cluster of these |
 //! | `POST /cluster/learner` | JSON `{"id": 4, "addr": "..."}`: add a learner, wait for it |
 //! | `POST /cluster/voters` | JSON `[1, 2, 3]`: make these the voters |
-//! | `GET /cluster/status` | JSON: id, leader, term, last applied index, voters |
+//! | `GET /cluster/status` | JSON: id, leader, term, last applied, last log, purged and snapshot indexes, voters |
 //!
 //! A write or a linearizable read sent to a follower answers `421 Misdirected Request` with the
 //! leader's address in the `x-leader` header (when known): clients resend it there.
@@ -244,6 +244,12 @@ pub struct Status {
     pub term: u64,
     /// The last log index it has applied.
     pub last_applied: Option<u64>,
+    /// The last index in its log.
+    pub last_log: Option<u64>,
+    /// The last index its log has purged (the entries up to it are in a snapshot only).
+    pub purged: Option<u64>,
+    /// The last index of its newest snapshot.
+    pub snapshot: Option<u64>,
     /// The voters of its membership.
     pub voters: Vec<NodeId>,
 }
@@ -256,6 +262,9 @@ async fn cluster_status(State(node): State<Node>) -> Response {
             leader: m.current_leader,
             term: m.current_term,
             last_applied: m.last_applied.map(|l| l.index()),
+            last_log: m.last_log_index,
+            purged: m.purged.map(|l| l.index()),
+            snapshot: m.snapshot.map(|l| l.index()),
             voters: m.membership_config.membership().voter_ids().collect(),
         }
     };

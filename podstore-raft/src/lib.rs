@@ -62,6 +62,8 @@ mod log_store;
 mod node;
 mod snapshot;
 mod state_machine;
+#[cfg(feature = "testing")]
+pub mod testing;
 pub mod transfer;
 
 pub use log_store::LogStore;

@@ -125,38 +125,20 @@ impl LogStore {
             last: None,
         };
         let first_live = meta.purged.as_ref().map_or(0, |p| p.index() + 1);
-        // The log is contiguous from its first live entry to its last (appends are batches, a
-        // crash loses a suffix, truncation deletes a suffix): find the last by bisection.
-        let first = store
-            .range(&entry_key(first_live)[..]..&[b'f'][..])
-            .next()
-            .transpose()
-            .map_err(io_err)?;
+        // The live entries: the keys from the first one after the purge point up to `f` (the
+        // metadata keys, `m/...`, sort after them). Their last is found from the back of the
+        // range (one descent per file), the newest entry.
+        let live = || store.range(&entry_key(first_live)[..]..&[b'f'][..]);
+        let first = live().next().transpose().map_err(io_err)?;
         if let Some(first) = first {
-            let mut lo = index_of(&first)?; // present
-            meta.first = Some(lo);
-            let mut step = 1u64;
-            let has = |i: u64| store.contains(entry_key(i)).map_err(io_err);
-            // Gallop to a missing index, then bisect between present `lo` and missing `hi`.
-            let mut hi = loop {
-                let probe = lo.saturating_add(step);
-                if probe == u64::MAX || !has(probe)? {
-                    break probe;
-                }
-                lo = probe;
-                step = step.saturating_mul(2);
-            };
-            while hi - lo > 1 {
-                let mid = lo + (hi - lo) / 2;
-                if has(mid)? {
-                    lo = mid;
-                } else {
-                    hi = mid;
-                }
-            }
-            let bytes =
-                get(&entry_key(lo))?.ok_or_else(|| io::Error::other("log entry vanished"))?;
-            let entry: Entry = decode(&bytes)?;
+            meta.first = Some(index_of(&first)?);
+            let last = live()
+                .entries()
+                .next_back()
+                .transpose()
+                .map_err(io_err)?
+                .ok_or_else(|| io::Error::other("log entry vanished"))?;
+            let entry: Entry = decode(&last.value().map_err(io_err)?)?;
             meta.last = Some(entry.log_id());
         }
         // Entries at or below the purge point that a crash left before they were reclaimed.

@@ -124,7 +124,7 @@ impl Node {
         let dir = dir.as_ref().to_path_buf();
         let d = dir.clone();
         let (log, sm) = tokio::task::spawn_blocking(move || -> io::Result<_> {
-            std::fs::create_dir_all(&d)?;
+            crate::fsutil::create_dirs(&d)?;
             let log = LogStore::open(d.join("log"))?;
             let sm = StateMachine::open(d.join("sm"), d.join("snapshots"))?;
             Ok((log, sm))

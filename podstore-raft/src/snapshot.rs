@@ -17,7 +17,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use openraft::alias::SnapshotMetaOf;
 use podstore::Store;
 
-use crate::fsutil::{link_store, remove_dir, replace_file, sync_dir};
+use crate::fsutil::{create_dirs, link_store, remove_dir, replace_file, sync_dir};
 use crate::{TypeConfig, decode, encode, io_err};
 
 pub(crate) type Meta = SnapshotMetaOf<TypeConfig>;
@@ -80,7 +80,7 @@ impl Snapshots {
     /// Opens `dir` (created if missing) and removes what an interrupted build or transfer left
     /// (`*.partial`, named by this crate only).
     pub(crate) fn open(dir: PathBuf) -> io::Result<Snapshots> {
-        fs::create_dir_all(&dir)?;
+        create_dirs(&dir)?;
         for e in fs::read_dir(&dir)? {
             let e = e?;
             let name = e.file_name();
@@ -169,14 +169,20 @@ impl Snapshots {
     }
 
     /// `src` as a snapshot of this node: itself when it is already in this directory, else a
-    /// linked copy (never moved or changed: it may be another node's).
-    pub(crate) fn adopt(&self, meta: &Meta, src: &SnapshotDir) -> io::Result<SnapshotDir> {
+    /// linked copy (never moved or changed: it may be another node's). `after_file` runs after
+    /// each file linked (a test stops or kills the process there).
+    pub(crate) fn adopt(
+        &self,
+        meta: &Meta,
+        src: &SnapshotDir,
+        after_file: &mut dyn FnMut() -> io::Result<()>,
+    ) -> io::Result<SnapshotDir> {
         if src.path().parent() == Some(self.dir.as_path()) {
             return Ok(src.clone());
         }
         let (tmp, dest) = self.staging_for(meta);
         fs::create_dir(&tmp)?;
-        let linked = link_store(&src.data(), &tmp.join("data"))
+        let linked = link_store(&src.data(), &tmp.join("data"), after_file)
             .and_then(|()| self.commit(&tmp, &dest, meta));
         if let Err(e) = linked {
             let _ = remove_dir(&tmp);

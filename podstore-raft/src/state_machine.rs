@@ -15,7 +15,10 @@
 //! `sm/sm-<gen+1>.staging`, synced, renamed to `sm/sm-<gen+1>`, `sm/` synced, and only then is
 //! `sm/CURRENT` replaced (written aside, synced, renamed, `sm/` synced): that rename is the
 //! commit point. A crash before it leaves `CURRENT` naming the old generation, whole; open
-//! removes the other generations (named by this crate only).
+//! removes the other generations (named by this crate only). The old generation is removed
+//! only once the new `CURRENT` is durable. See [`Step`] for each step and what a crash (or a
+//! power loss) after it leaves; with the `testing` feature, `PODSTORE_RAFT_KILL_AT=<step>`
+//! makes the process SIGKILL itself there (`crate::testing`).
 
 use std::collections::HashMap;
 use std::fs;
@@ -31,7 +34,9 @@ use openraft::storage::{ApplyResponder, EntryResponder, RaftStateMachine};
 use openraft::{EntryPayload, OptionalSend, RaftSnapshotBuilder};
 use podstore::{Batch, Durability, MAX_KEY_LEN, MAX_VALUE_LEN, Options, Store};
 
-use crate::fsutil::{link_store, remove_dir, replace_file, sync_dir};
+use crate::fsutil::{
+    create_dirs, link_store, remove_dir, replace_file, replace_file_with, sync_dir, temporary_for,
+};
 use crate::snapshot::{SnapshotDir, Snapshots};
 use crate::{Op, Request, Response, TypeConfig, decode, encode, io_err};
 
@@ -114,7 +119,7 @@ impl StateMachine {
     /// `snapshots` (`<node>/snapshots`).
     pub fn open(root: impl AsRef<Path>, snapshots: impl AsRef<Path>) -> io::Result<StateMachine> {
         let root = root.as_ref().to_path_buf();
-        fs::create_dir_all(&root)?;
+        create_dirs(&root)?;
         let current = match fs::read_to_string(root.join("CURRENT")) {
             Ok(s) => s
                 .trim()
@@ -132,6 +137,12 @@ impl StateMachine {
             if name.starts_with("sm-") && name != format!("sm-{current}") {
                 remove_dir(&e.path())?;
             }
+        }
+        // A `CURRENT` written aside but never renamed (the install stopped before its commit
+        // point).
+        match fs::remove_file(temporary_for(&root.join("CURRENT"))?) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+            _ => {}
         }
         let opts = Options::default().durability(Durability::Buffered);
         let store =
@@ -210,7 +221,15 @@ impl StateMachine {
 
     /// Installs the snapshot `src` (which may be another node's directory: it is only read).
     fn install_blocking(&self, meta: &Meta, src: &SnapshotDir) -> io::Result<()> {
-        self.install_steps(meta, src, &mut |_| Ok(()))
+        #[cfg(feature = "testing")]
+        let kill_at = crate::testing::kill_at();
+        self.install_steps(meta, src, &mut |_step| {
+            #[cfg(feature = "testing")]
+            if kill_at == Some(_step) {
+                crate::testing::kill_self();
+            }
+            Ok(())
+        })
     }
 
     /// The steps of an install; `after(step)` runs after each (a test stops there, as a crash
@@ -223,21 +242,27 @@ impl StateMachine {
     ) -> io::Result<()> {
         let sh = &self.shared;
         let _one = sh.install.lock().unwrap_or_else(|e| e.into_inner());
-        let ours = sh.snapshots.adopt(meta, src)?;
+        let ours = sh
+            .snapshots
+            .adopt(meta, src, &mut || after(Step::Adopting))?;
         after(Step::Adopted)?;
         let next = sh.data.read().unwrap_or_else(|e| e.into_inner()).0 + 1;
         let dest = generation_dir(&sh.root, next);
         let staging = sh.root.join(format!("sm-{next}.staging"));
         remove_dir(&staging)?;
         remove_dir(&dest)?;
-        link_store(&ours.data(), &staging)?;
+        link_store(&ours.data(), &staging, &mut || after(Step::Staging))?;
         after(Step::Staged)?;
         fs::rename(&staging, &dest)?;
         after(Step::Renamed)?;
         sync_dir(&sh.root)?;
         after(Step::RootSynced)?;
         // The commit point.
-        replace_file(&sh.root.join("CURRENT"), format!("sm-{next}").as_bytes())?;
+        replace_file_with(
+            &sh.root.join("CURRENT"),
+            format!("sm-{next}").as_bytes(),
+            &mut || after(Step::CurrentWritten),
+        )?;
         after(Step::Committed)?;
         let store = Store::open_with(&dest, sh.opts.clone()).map_err(io_err)?;
         let (applied, _) = applied_in(&store)?;
@@ -265,23 +290,70 @@ impl StateMachine {
     }
 }
 
-/// The steps of a snapshot install, in order.
+/// The steps of a snapshot install, in order, and what a crash right after each leaves. Before
+/// [`Step::Committed`], `CURRENT` names the old generation: a restart opens it, whole, and
+/// removes every other `sm-*` (and a `CURRENT.tmp`); from it on, `CURRENT` names the new one,
+/// whole, and the old one is what a restart removes. A power loss after a step loses nothing
+/// the step synced: every file and directory of the new generation is synced before the rename
+/// that publishes it, and the old generation is removed only after the new `CURRENT` is durable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Step {
-    /// The snapshot is one of this node's (linked into its snapshot directory).
+pub(crate) enum Step {
+    /// A file of the snapshot linked into `snapshots/snap-*.partial` (after each file; only when
+    /// the snapshot is another node's directory). A restart removes the partial directory.
+    Adopting,
+    /// The snapshot is one of this node's (whole, synced, renamed into its snapshot directory):
+    /// a restart of a node finds it as its newest snapshot, and openraft installs it again if
+    /// it is newer than the state machine.
     Adopted,
+    /// A file linked (or copied and synced) into `sm-<gen+1>.staging` (after each file).
+    Staging,
     /// Its store linked into `sm-<gen+1>.staging`, synced.
     Staged,
     /// Renamed to `sm-<gen+1>`.
     Renamed,
-    /// `sm/` synced.
+    /// `sm/` synced: the rename is durable.
     RootSynced,
-    /// `CURRENT` names the new generation (the commit point).
+    /// `CURRENT.tmp` names the new generation, synced, not yet renamed over `CURRENT`.
+    CurrentWritten,
+    /// `CURRENT` names the new generation, durably (the commit point).
     Committed,
     /// The new store is the live one.
     Swapped,
     /// The old generation removed.
     Done,
+}
+
+#[cfg(any(test, feature = "testing"))]
+impl Step {
+    /// Every step, in order.
+    pub(crate) const ALL: [Step; 10] = [
+        Step::Adopting,
+        Step::Adopted,
+        Step::Staging,
+        Step::Staged,
+        Step::Renamed,
+        Step::RootSynced,
+        Step::CurrentWritten,
+        Step::Committed,
+        Step::Swapped,
+        Step::Done,
+    ];
+
+    /// Its name (`PODSTORE_RAFT_KILL_AT`'s values).
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Step::Adopting => "adopting",
+            Step::Adopted => "adopted",
+            Step::Staging => "staging",
+            Step::Staged => "staged",
+            Step::Renamed => "renamed",
+            Step::RootSynced => "root-synced",
+            Step::CurrentWritten => "current-written",
+            Step::Committed => "committed",
+            Step::Swapped => "swapped",
+            Step::Done => "done",
+        }
+    }
 }
 
 /// Applies `items` as one batch; returns the responses to send once it is written.

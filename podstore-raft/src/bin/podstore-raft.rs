@@ -7,27 +7,57 @@
 //!
 //! A new cluster is started by `POST /cluster/init` to one node with every member's address;
 //! a node restarted with the same directory rejoins by itself.
+//!
+//! `--snapshot-logs <n>` builds a snapshot every `n` applied entries (default 10 000) and
+//! `--keep-logs <n>` keeps `n` entries of the log behind the snapshot (default 1 000): a
+//! follower further behind than that catches up by a snapshot.
 
 use std::process::ExitCode;
 
 use podstore_raft::http::{HttpNetwork, router};
 use podstore_raft::{Node, default_config};
 
-const USAGE: &str = "usage: podstore-raft --id <u64> --dir <directory> --addr <host:port>";
+const USAGE: &str = "usage: podstore-raft --id <u64> --dir <directory> --addr <host:port> \
+                     [--snapshot-logs <n>] [--keep-logs <n>]";
 
 fn main() -> ExitCode {
     let mut args = std::env::args().skip(1);
     let (mut id, mut dir, mut addr) = (None, None, None);
+    let mut config = default_config();
     while let Some(flag) = args.next() {
         let value = args.next();
-        match (flag.as_str(), value) {
-            ("--id", Some(v)) => id = v.parse::<u64>().ok(),
-            ("--dir", Some(v)) => dir = Some(v),
-            ("--addr", Some(v)) => addr = Some(v),
-            _ => {
-                eprintln!("{USAGE}");
-                return ExitCode::from(2);
+        let ok = match (flag.as_str(), value) {
+            ("--id", Some(v)) => {
+                id = v.parse::<u64>().ok();
+                id.is_some()
             }
+            ("--dir", Some(v)) => {
+                dir = Some(v);
+                true
+            }
+            ("--addr", Some(v)) => {
+                addr = Some(v);
+                true
+            }
+            ("--snapshot-logs", Some(v)) => match v.parse::<u64>() {
+                Ok(n) if n > 0 => {
+                    config.snapshot_policy = openraft::SnapshotPolicy::LogsSinceLast(n);
+                    true
+                }
+                _ => false,
+            },
+            ("--keep-logs", Some(v)) => match v.parse::<u64>() {
+                Ok(n) => {
+                    config.max_in_snapshot_log_to_keep = n;
+                    true
+                }
+                Err(_) => false,
+            },
+            _ => false,
+        };
+        if !ok {
+            eprintln!("{USAGE}");
+            return ExitCode::from(2);
         }
     }
     let (Some(id), Some(dir), Some(addr)) = (id, dir, addr) else {
@@ -41,7 +71,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(id, &dir, &addr)) {
+    match runtime.block_on(run(id, &dir, &addr, config)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("podstore-raft: {e}");
@@ -50,9 +80,9 @@ fn main() -> ExitCode {
     }
 }
 
-async fn run(id: u64, dir: &str, addr: &str) -> std::io::Result<()> {
+async fn run(id: u64, dir: &str, addr: &str, config: openraft::Config) -> std::io::Result<()> {
     let listener = tokio::net::TcpListener::bind(addr).await?;
-    let node = Node::open(id, dir, default_config(), HttpNetwork::new()).await?;
+    let node = Node::open(id, dir, config, HttpNetwork::new()).await?;
     println!("podstore-raft: node {id} serving on http://{addr}, data in {dir}");
     axum::serve(listener, router(node.clone()))
         .with_graceful_shutdown(async {

@@ -37,16 +37,6 @@ fn open(dir: &Path) -> StateMachine {
     StateMachine::open(dir.join("sm"), dir.join("snapshots")).unwrap()
 }
 
-const STEPS: [Step; 7] = [
-    Step::Adopted,
-    Step::Staged,
-    Step::Renamed,
-    Step::RootSynced,
-    Step::Committed,
-    Step::Swapped,
-    Step::Done,
-];
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn install_stopped_after_any_step_leaves_old_or_new_state_whole() {
     // The leader's snapshot: a membership and keys new/0..new/19, applied up to 21.
@@ -71,7 +61,7 @@ async fn install_stopped_after_any_step_leaves_old_or_new_state_whole() {
         })
         .collect();
 
-    for stop in STEPS {
+    for stop in Step::ALL {
         let dir = tempfile::tempdir().unwrap();
         {
             let mut sm = open(dir.path());

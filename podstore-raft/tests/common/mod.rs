@@ -20,6 +20,12 @@ use openraft::raft::{
 use openraft::{BasicNode, Config, RaftNetworkV2};
 use podstore_raft::{Node, NodeId, SnapshotDir, TypeConfig, transfer};
 
+/// The library's switch between the default test run and the long one
+/// (`PODSTORE_TEST_LONG=1`), shared with its tests.
+#[path = "../../../tests/common/long.rs"]
+pub mod long;
+pub mod procs;
+
 type Snapshot = openraft::alias::SnapshotOf<TypeConfig, SnapshotDir>;
 type Vote = openraft::alias::VoteOf<TypeConfig>;
 

@@ -1,0 +1,313 @@
+//! Real node processes (the `podstore-raft` binary, built with the `testing` feature) on
+//! 127.0.0.1, and a client that writes continuously and logs every acknowledged write.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use podstore_raft::http::Status;
+
+/// A node process, SIGKILLed when dropped.
+pub struct Proc {
+    child: Child,
+}
+
+impl Proc {
+    /// Waits up to `timeout` for the process to exit by itself.
+    pub async fn exited_within(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        let start = Instant::now();
+        while start.elapsed() < timeout {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return Some(status);
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        None
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Starts node `id` with extra `args` and environment variables `env`.
+pub fn spawn(id: u64, dir: &Path, addr: &str, args: &[&str], env: &[(&str, &str)]) -> Proc {
+    let child = Command::new(env!("CARGO_BIN_EXE_podstore-raft"))
+        .args(["--id", &id.to_string(), "--dir"])
+        .arg(dir)
+        .args(["--addr", addr])
+        .args(args)
+        .envs(env.iter().copied())
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start a node");
+    Proc { child }
+}
+
+pub async fn status(http: &reqwest::Client, addr: &str) -> Option<Status> {
+    let r = http
+        .get(format!("http://{addr}/cluster/status"))
+        .timeout(Duration::from_secs(2))
+        .send()
+        .await
+        .ok()?;
+    r.json().await.ok()
+}
+
+/// Waits up to 30 s for `f` to answer something.
+pub async fn wait_for<T>(what: &str, mut f: impl AsyncFnMut() -> Option<T>) -> T {
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(30) {
+        if let Some(v) = f().await {
+            return v;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
+
+pub fn value(i: u32) -> Vec<u8> {
+    format!("value of {i};").repeat(8).into_bytes()
+}
+
+/// Three nodes in `root`, each started with `args`, made a cluster.
+pub struct Cluster {
+    pub addrs: Vec<String>,
+    pub dirs: Vec<PathBuf>,
+    pub procs: BTreeMap<u64, Proc>,
+    pub args: Vec<String>,
+    pub http: reqwest::Client,
+}
+
+impl Cluster {
+    /// Starts nodes 1, 2 and 3 and initializes the cluster at node 1; returns once it has a
+    /// leader.
+    pub async fn start(root: &Path, args: &[&str]) -> Cluster {
+        let addrs: Vec<String> = (0..3)
+            .map(|_| format!("127.0.0.1:{}", free_port()))
+            .collect();
+        let dirs: Vec<PathBuf> = (1..=3).map(|i| root.join(format!("n{i}"))).collect();
+        let mut cluster = Cluster {
+            addrs,
+            dirs,
+            procs: BTreeMap::new(),
+            args: args.iter().map(|s| s.to_string()).collect(),
+            http: reqwest::Client::new(),
+        };
+        for id in 1..=3 {
+            cluster.restart(id, &[]);
+        }
+        for a in &cluster.addrs {
+            wait_for("a node to serve", async || status(&cluster.http, a).await).await;
+        }
+        let members: BTreeMap<u64, String> =
+            (1..=3u64).zip(cluster.addrs.iter().cloned()).collect();
+        let r = cluster
+            .http
+            .post(format!("http://{}/cluster/init", cluster.addrs[0]))
+            .json(&members)
+            .send()
+            .await
+            .unwrap();
+        assert!(r.status().is_success(), "init: {}", r.status());
+        cluster.leader().await;
+        cluster
+    }
+
+    pub fn addr(&self, id: u64) -> &str {
+        &self.addrs[id as usize - 1]
+    }
+
+    /// (Re)starts node `id` from its directory, with the cluster's arguments and `env`.
+    pub fn restart(&mut self, id: u64, env: &[(&str, &str)]) {
+        let args: Vec<&str> = self.args.iter().map(String::as_str).collect();
+        let i = id as usize - 1;
+        let proc = spawn(id, &self.dirs[i], &self.addrs[i], &args, env);
+        self.procs.insert(id, proc);
+    }
+
+    /// SIGKILLs node `id`.
+    pub fn kill(&mut self, id: u64) {
+        drop(self.procs.remove(&id));
+    }
+
+    /// The leader: a running node that says it leads, and that a majority of the running nodes
+    /// (itself among them) name as leader (a node just restarted may still name an old one).
+    pub async fn leader(&self) -> u64 {
+        wait_for("a leader", async || {
+            let mut views = BTreeMap::new();
+            for &id in self.procs.keys() {
+                if let Some(s) = status(&self.http, self.addr(id)).await {
+                    views.insert(id, s.leader);
+                }
+            }
+            views
+                .iter()
+                .filter(|(id, l)| **l == Some(**id))
+                .map(|(id, _)| *id)
+                .find(|l| views.values().filter(|v| **v == Some(*l)).count() >= 2)
+        })
+        .await
+    }
+
+    /// Waits until node `id` has applied at least `index`.
+    pub async fn wait_applied(&self, id: u64, index: Option<u64>) {
+        wait_for(&format!("node {id} to apply {index:?}"), async || {
+            (status(&self.http, self.addr(id)).await?.last_applied >= index).then_some(())
+        })
+        .await
+    }
+
+    /// Checks that every node holds every acknowledged write, once it has applied all that
+    /// the leader has.
+    pub async fn check_acknowledged(&self, acked: &[u32]) {
+        let leader = self.leader().await;
+        let target = status(&self.http, self.addr(leader))
+            .await
+            .unwrap()
+            .last_applied;
+        for a in &self.addrs {
+            wait_for("a node to catch up", async || {
+                (status(&self.http, a).await?.last_applied >= target).then_some(())
+            })
+            .await;
+            for &k in acked {
+                let r = self
+                    .http
+                    .get(format!("http://{a}/kv/k{k}"))
+                    .send()
+                    .await
+                    .unwrap();
+                assert!(
+                    r.status().is_success(),
+                    "{a}: k{k} acknowledged, then {}",
+                    r.status()
+                );
+                assert_eq!(
+                    r.bytes().await.unwrap().as_ref(),
+                    &value(k)[..],
+                    "{a}: k{k}"
+                );
+            }
+        }
+    }
+}
+
+/// A client writing keys `k0, k1, ...` continuously, following the leader; every acknowledged
+/// write is logged (a line `ack k<i>` in `log`) and kept.
+pub struct Writer {
+    pub acked: Arc<Mutex<Vec<u32>>>,
+    stop: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<()>,
+    log: PathBuf,
+}
+
+impl Writer {
+    pub fn start(http: reqwest::Client, addrs: Vec<String>, log: PathBuf) -> Writer {
+        let acked = Arc::new(Mutex::new(Vec::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let task = tokio::spawn(write_loop(
+            http,
+            addrs,
+            acked.clone(),
+            log.clone(),
+            stop.clone(),
+        ));
+        Writer {
+            acked,
+            stop,
+            task,
+            log,
+        }
+    }
+
+    /// Writes acknowledged so far.
+    pub fn count(&self) -> usize {
+        self.acked.lock().unwrap().len()
+    }
+
+    /// Waits until `n` more writes than now are acknowledged.
+    pub async fn wait_more(&self, n: usize, what: &str) {
+        let at = self.count();
+        wait_for(what, async || (self.count() >= at + n).then_some(())).await
+    }
+
+    /// Stops writing; returns the acknowledged keys (checked against the log).
+    pub async fn stop(self) -> Vec<u32> {
+        self.stop.store(true, Ordering::Relaxed);
+        self.task.await.unwrap();
+        let acked = self.acked.lock().unwrap().clone();
+        let log = std::fs::read_to_string(&self.log).unwrap();
+        let logged: Vec<u32> = log
+            .lines()
+            .map(|l| l.strip_prefix("ack k").unwrap().parse().unwrap())
+            .collect();
+        assert_eq!(logged, acked);
+        acked
+    }
+}
+
+async fn write_loop(
+    http: reqwest::Client,
+    addrs: Vec<String>,
+    acked: Arc<Mutex<Vec<u32>>>,
+    log: PathBuf,
+    stop: Arc<AtomicBool>,
+) {
+    let mut log = std::fs::File::create(log).unwrap();
+    let mut target = 0usize;
+    let mut i = 0u32;
+    while !stop.load(Ordering::Relaxed) {
+        let addr = &addrs[target % addrs.len()];
+        let r = http
+            .put(format!("http://{addr}/kv/k{i}"))
+            .timeout(Duration::from_secs(3))
+            .body(value(i))
+            .send()
+            .await;
+        match r {
+            Ok(r) if r.status().is_success() => {
+                writeln!(log, "ack k{i}").unwrap();
+                acked.lock().unwrap().push(i);
+                i += 1;
+            }
+            Ok(r) if r.status() == reqwest::StatusCode::MISDIRECTED_REQUEST => {
+                let leader = r
+                    .headers()
+                    .get("x-leader")
+                    .and_then(|v| v.to_str().ok())
+                    .map(String::from);
+                match leader.and_then(|l| addrs.iter().position(|a| *a == l)) {
+                    Some(p) => target = p,
+                    None => {
+                        target += 1;
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                }
+            }
+            // Down, or the outcome unknown: not acknowledged; try elsewhere (the same key again:
+            // a put is idempotent).
+            _ => {
+                target += 1;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+}

@@ -393,6 +393,12 @@ impl RaftLogStorage<TypeConfig> for LogStore {
                 for i in from..=to {
                     batch.delete(entry_key(i));
                 }
+                // Durable before it returns (truncations are rare): openraft may install a
+                // snapshot (another store, made durable on its own) right after truncating a
+                // conflicting tail. A kill between the two, with the truncation still
+                // buffered, would leave a tail at or past the snapshot's index from an older
+                // term, which openraft refuses at the next start ("inverted log order").
+                batch.durability(Durability::Sync);
                 sh.store.write(&batch).map_err(io_err)?;
             }
             let mut m = sh.meta();

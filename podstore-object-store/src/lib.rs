@@ -102,6 +102,7 @@
 mod convert;
 mod list;
 mod multipart;
+mod puts;
 mod read;
 
 use std::fmt;
@@ -133,6 +134,8 @@ const COPY_CHUNK: u64 = 1 << 20;
 #[derive(Clone)]
 pub struct PodstoreObjectStore {
     store: Arc<Store>,
+    /// The threads that write unconditional puts of small objects, batched.
+    puts: Arc<puts::PutQueue>,
     /// Names multipart uploads uniquely: a random-enough prefix per instance and a counter.
     uploads: Arc<UploadIds>,
 }
@@ -159,7 +162,12 @@ impl PodstoreObjectStore {
             instance,
             next: AtomicU64::new(0),
         });
-        PodstoreObjectStore { store, uploads }
+        let puts = Arc::new(puts::PutQueue::new(store.clone()));
+        PodstoreObjectStore {
+            store,
+            puts,
+            uploads,
+        }
     }
 
     /// The store the objects are kept in.
@@ -308,6 +316,19 @@ impl ObjectStore for PodstoreObjectStore {
             });
         }
         let condition = condition(location, &opts.mode)?;
+        if condition.is_none() && payload.content_length() <= puts::BATCHED_MAX {
+            let value = match payload.as_ref() {
+                [] => Bytes::new(),
+                [one] => one.clone(),
+                many => Bytes::from(many.concat()),
+            };
+            let version = self.puts.put(key(location), value).await?;
+            return Ok(PutResult {
+                e_tag: Some(e_tag(version)),
+                version: None,
+                extensions: Default::default(),
+            });
+        }
         let (store, location) = (self.store.clone(), location.clone());
         blocking(move || {
             let chunks: Vec<Bytes> = payload.into_iter().collect();

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use futures::stream::{self, StreamExt};
 use object_store::path::Path;
-use object_store::{Error, GetOptions, GetRange, GetResult, GetResultPayload, Result};
+use object_store::{Error, GetOptions, GetRange, GetResult, GetResultPayload, ObjectMeta, Result};
 use podstore::{Condition, Store, ValueReader, Version};
 
 use crate::convert::{STORE, blocking, generic, key, not_found, object_meta};
@@ -17,6 +17,10 @@ use crate::{COPY_CHUNK, write_error};
 const ONE_READ: u64 = 8 << 20;
 /// The size of each read of a streamed range.
 const STREAM_CHUNK: u64 = 1 << 20;
+/// A whole value up to this size is read through the reader, which read it whole already when
+/// it checked its key (the store reads records of up to 64 KiB, header, key and checksums
+/// included, whole); a larger one is read with one read of its record.
+const WHOLE_BY_READER: u64 = 60 << 10;
 
 fn range_error(e: impl std::error::Error + Send + Sync + 'static) -> Error {
     Error::Generic {
@@ -34,42 +38,89 @@ fn read_at(reader: &ValueReader, range: Range<u64>) -> Result<Bytes> {
     Ok(buf.into())
 }
 
+/// The range of the object a get returns, after checking the get's conditions against the
+/// metadata of the value it will return.
+fn checked_range(location: &Path, meta: &ObjectMeta, options: &GetOptions) -> Result<Range<u64>> {
+    options.check_preconditions(meta)?;
+    if let Some(version) = &options.version
+        && Some(version) != meta.e_tag.as_ref()
+    {
+        return Err(Error::NotFound {
+            path: location.to_string(),
+            source: format!(
+                "version {version} is not the current one, and podstore keeps no other"
+            )
+            .into(),
+        });
+    }
+    match &options.range {
+        Some(r) => r.as_range(meta.size).map_err(range_error),
+        None => Ok(0..meta.size),
+    }
+}
+
+fn get_result(
+    payload: futures::stream::BoxStream<'static, Result<Bytes>>,
+    meta: ObjectMeta,
+    range: Range<u64>,
+) -> GetResult {
+    GetResult {
+        payload: GetResultPayload::Stream(payload),
+        meta,
+        range,
+        attributes: Default::default(),
+        extensions: Default::default(),
+    }
+}
+
 pub(crate) async fn get_opts(
     store: Arc<Store>,
     location: Path,
     options: GetOptions,
 ) -> Result<GetResult> {
+    // A value the store's read cache holds is served in place, on the calling thread: looking
+    // in the cache never waits on the disk, and a hand-off to the blocking pool and back would
+    // cost many times the lookup. Its bytes are the cache's own (a range is a slice of them).
+    if let Some((value, meta)) = store.get_cached(key(&location)).map_err(generic)? {
+        let meta = object_meta(location.clone(), &meta);
+        let range = checked_range(&location, &meta, &options)?;
+        let bytes = if options.head {
+            Bytes::new()
+        } else {
+            value.slice(range.start as usize..range.end as usize)
+        };
+        return Ok(get_result(
+            stream::once(async move { Ok(bytes) }).boxed(),
+            meta,
+            range,
+        ));
+    }
     let (reader, meta, range, first) = blocking(move || {
+        let key = key(&location);
         let reader = store
-            .reader(key(&location))
+            .reader(&key)
             .map_err(generic)?
             .ok_or_else(|| not_found(&location))?;
         // The reader is one value, fixed when it was opened: the conditions are checked against
         // the metadata of the bytes that will be returned, even if the key changes meanwhile.
         let meta = object_meta(location.clone(), reader.metadata());
-        options.check_preconditions(&meta)?;
-        if let Some(version) = &options.version
-            && Some(version) != meta.e_tag.as_ref()
-        {
-            return Err(Error::NotFound {
-                path: location.to_string(),
-                source: format!(
-                    "version {version} is not the current one, and podstore keeps no other"
-                )
-                .into(),
-            });
-        }
-        let range = match &options.range {
-            Some(r) => r.as_range(meta.size).map_err(range_error)?,
-            None => 0..meta.size,
-        };
+        let range = checked_range(&location, &meta, &options)?;
         // A head, or a range short enough for one read: no stream to set up.
         let first = if options.head {
             Some(Bytes::new())
-        } else if range.end - range.start <= ONE_READ {
-            Some(read_at(&reader, range.clone())?)
-        } else {
+        } else if range.end - range.start > ONE_READ {
             None
+        } else if range.end - range.start == meta.size && meta.size > WHOLE_BY_READER {
+            // The whole value: one read of its record (`get_with_metadata`), where the reader
+            // reads in pieces of its buffers. Kept only if it is still the value checked.
+            match store.get_with_metadata(&key).map_err(generic)? {
+                Some((value, now)) if now.version() == reader.metadata().version() => {
+                    Some(Bytes::from(value))
+                }
+                _ => Some(read_at(&reader, range.clone())?),
+            }
+        } else {
+            Some(read_at(&reader, range.clone())?)
         };
         Ok((reader, meta, range, first))
     })
@@ -78,13 +129,7 @@ pub(crate) async fn get_opts(
         Some(bytes) => stream::once(async move { Ok(bytes) }).boxed(),
         None => stream_range(Arc::new(reader), range.clone()),
     };
-    Ok(GetResult {
-        payload: GetResultPayload::Stream(payload),
-        meta,
-        range,
-        attributes: Default::default(),
-        extensions: Default::default(),
-    })
+    Ok(get_result(payload, meta, range))
 }
 
 /// The bytes of `range` as a stream of reads of [`STREAM_CHUNK`] bytes, each on the blocking
@@ -113,6 +158,18 @@ pub(crate) async fn get_ranges(
     location: Path,
     ranges: Vec<Range<u64>>,
 ) -> Result<Vec<Bytes>> {
+    // From the read cache in place, as in `get_opts`.
+    if let Some((value, _)) = store.get_cached(key(&location)).map_err(generic)? {
+        return ranges
+            .into_iter()
+            .map(|r| {
+                let r = GetRange::Bounded(r)
+                    .as_range(value.len() as u64)
+                    .map_err(range_error)?;
+                Ok(value.slice(r.start as usize..r.end as usize))
+            })
+            .collect();
+    }
     blocking(move || {
         // One reader for every range: they all read the same value.
         let reader = store

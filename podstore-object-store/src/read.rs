@@ -17,10 +17,6 @@ use crate::{COPY_CHUNK, write_error};
 const ONE_READ: u64 = 8 << 20;
 /// The size of each read of a streamed range.
 const STREAM_CHUNK: u64 = 1 << 20;
-/// A whole value up to this size is read through the reader, which read it whole already when
-/// it checked its key (the store reads records of up to 64 KiB, header, key and checksums
-/// included, whole); a larger one is read with one read of its record.
-const WHOLE_BY_READER: u64 = 60 << 10;
 
 fn range_error(e: impl std::error::Error + Send + Sync + 'static) -> Error {
     Error::Generic {
@@ -59,6 +55,12 @@ fn checked_range(location: &Path, meta: &ObjectMeta, options: &GetOptions) -> Re
     }
 }
 
+/// What a get returns: bytes read, or a reader to stream them from.
+enum Body {
+    Bytes(Bytes),
+    Stream(ValueReader),
+}
+
 fn get_result(
     payload: futures::stream::BoxStream<'static, Result<Bytes>>,
     meta: ObjectMeta,
@@ -95,8 +97,27 @@ pub(crate) async fn get_opts(
             range,
         ));
     }
-    let (reader, meta, range, first) = blocking(move || {
+    let (body, meta, range) = blocking(move || {
         let key = key(&location);
+        if options.range.is_none()
+            && !options.head
+            && store
+                .value_len_bound(&key)
+                .map_err(generic)?
+                .is_some_and(|n| n <= ONE_READ)
+        {
+            // The whole of a value short enough for one read: read as `Store::get` reads, one
+            // read of its record (which the store may then keep in its read cache, so that the
+            // next get of it is served in place). The conditions are checked against the
+            // metadata of the bytes read.
+            let (value, meta) = store
+                .get_with_metadata(&key)
+                .map_err(generic)?
+                .ok_or_else(|| not_found(&location))?;
+            let meta = object_meta(location.clone(), &meta);
+            let range = checked_range(&location, &meta, &options)?;
+            return Ok((Body::Bytes(Bytes::from(value)), meta, range));
+        }
         let reader = store
             .reader(&key)
             .map_err(generic)?
@@ -106,28 +127,19 @@ pub(crate) async fn get_opts(
         let meta = object_meta(location.clone(), reader.metadata());
         let range = checked_range(&location, &meta, &options)?;
         // A head, or a range short enough for one read: no stream to set up.
-        let first = if options.head {
-            Some(Bytes::new())
-        } else if range.end - range.start > ONE_READ {
-            None
-        } else if range.end - range.start == meta.size && meta.size > WHOLE_BY_READER {
-            // The whole value: one read of its record (`get_with_metadata`), where the reader
-            // reads in pieces of its buffers. Kept only if it is still the value checked.
-            match store.get_with_metadata(&key).map_err(generic)? {
-                Some((value, now)) if now.version() == reader.metadata().version() => {
-                    Some(Bytes::from(value))
-                }
-                _ => Some(read_at(&reader, range.clone())?),
-            }
+        let body = if options.head {
+            Body::Bytes(Bytes::new())
+        } else if range.end - range.start <= ONE_READ {
+            Body::Bytes(read_at(&reader, range.clone())?)
         } else {
-            Some(read_at(&reader, range.clone())?)
+            Body::Stream(reader)
         };
-        Ok((reader, meta, range, first))
+        Ok((body, meta, range))
     })
     .await?;
-    let payload = match first {
-        Some(bytes) => stream::once(async move { Ok(bytes) }).boxed(),
-        None => stream_range(Arc::new(reader), range.clone()),
+    let payload = match body {
+        Body::Bytes(bytes) => stream::once(async move { Ok(bytes) }).boxed(),
+        Body::Stream(reader) => stream_range(Arc::new(reader), range.clone()),
     };
     Ok(get_result(payload, meta, range))
 }

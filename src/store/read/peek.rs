@@ -1,7 +1,9 @@
 //! Reads that never touch a file: [`Store::get_cached`], the whole value of a key when the
 //! read cache holds it and can tell, without a read, that it is the key's newest. For callers
 //! that must not block (an async runtime's worker thread): they serve a hit in place and take a
-//! miss to a thread that may wait on the disk.
+//! miss to a thread that may wait on the disk. And [`Store::value_len_bound`], what the index
+//! alone tells of a value's length: for a caller choosing between one read of a whole value and
+//! a streamed one.
 
 use bytes::Bytes;
 
@@ -39,6 +41,14 @@ impl Reader {
         }
         None
     }
+
+    /// The largest value length of the index entries that may be `key`'s.
+    pub(in crate::store) fn len_bound(&self, key: &[u8]) -> Option<u64> {
+        let candidates = self
+            .index
+            .candidates(self.index.hash(key), key.len() as u32);
+        candidates.as_slice().iter().map(|c| c.value_len).max()
+    }
 }
 
 impl Store {
@@ -71,5 +81,29 @@ impl Store {
             let len = value.len() as u64;
             (value, ValueMeta::new(len, seq))
         }))
+    }
+
+    /// An upper bound of the length of `key`'s value, from the index alone (nothing is read,
+    /// and the call never waits on the disk): the largest length among the entries whose
+    /// fingerprint is the key's. `None` if no entry has it: the key has no value. A hint, as of
+    /// the call: the key may be written a moment later.
+    ///
+    /// For a caller choosing how to read a value it has not seen: [`Store::get_with_metadata`]
+    /// (one read, the whole value in memory) for a short one, a [`Store::reader`] streaming
+    /// pieces of a long one.
+    ///
+    /// ```
+    /// # fn main() -> podstore::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = podstore::Store::open(dir.path())?;
+    /// store.put("k", vec![0u8; 1000])?;
+    /// assert!(store.value_len_bound("k")?.is_some_and(|n| n >= 1000));
+    /// assert_eq!(store.value_len_bound("missing")?, None);
+    /// # Ok(()) }
+    /// ```
+    pub fn value_len_bound(&self, key: impl AsRef<[u8]>) -> Result<Option<u64>> {
+        let key = key.as_ref();
+        super::super::check_key(key)?;
+        Ok(self.inner.reader.len_bound(key))
     }
 }

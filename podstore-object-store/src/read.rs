@@ -58,7 +58,7 @@ fn checked_range(location: &Path, meta: &ObjectMeta, options: &GetOptions) -> Re
 /// What a get returns: bytes read, or a reader to stream them from.
 enum Body {
     Bytes(Bytes),
-    Stream(ValueReader),
+    Stream(Arc<ValueReader>),
 }
 
 fn get_result(
@@ -132,14 +132,14 @@ pub(crate) async fn get_opts(
         } else if range.end - range.start <= ONE_READ {
             Body::Bytes(read_at(&reader, range.clone())?)
         } else {
-            Body::Stream(reader)
+            Body::Stream(Arc::new(reader))
         };
         Ok((body, meta, range))
     })
     .await?;
     let payload = match body {
         Body::Bytes(bytes) => stream::once(async move { Ok(bytes) }).boxed(),
-        Body::Stream(reader) => stream_range(Arc::new(reader), range.clone()),
+        Body::Stream(reader) => stream_range(reader, range.clone()),
     };
     Ok(get_result(payload, meta, range))
 }

@@ -71,6 +71,11 @@ impl Store {
     /// let (value, meta) = store.get_cached("k")?.expect("kept by the read");
     /// assert_eq!(&value[..], b"hello");
     /// assert_eq!(meta.version(), version);
+    /// // Never an older value: after an overwrite, the new one or nothing.
+    /// let newer = store.put("k", "hello again")?;
+    /// if let Some((value, meta)) = store.get_cached("k")? {
+    ///     assert_eq!((&value[..], meta.version()), (&b"hello again"[..], newer));
+    /// }
     /// assert!(store.get_cached("missing")?.is_none());
     /// # Ok(()) }
     /// ```

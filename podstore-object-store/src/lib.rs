@@ -79,7 +79,7 @@
 //! - **Unconditional puts of up to 256 KiB** go to the backend's own put threads (up to four,
 //!   started on the first put, stopped when the last clone of the backend is dropped) through a
 //!   queue. A thread that wakes takes every put queued since its last batch (up to 256 puts or
-//!   4 MiB) and writes them with one [`Store::write_with_versions`]: one append and one group
+//!   1 MiB) and writes them with one [`Store::write_with_versions`]: one append and one group
 //!   commit (one fsync with `Durability::Sync`) for the batch, and one wakeup each way per put,
 //!   where `spawn_blocking` costs two thread hand-offs and an append of its own per put. Each
 //!   put keeps its own result: its future resolves only once its batch is written with the

@@ -30,9 +30,11 @@ use crate::convert::{STORE, generic};
 /// and a large value is one write anyway; with `Durability::Sync` the store writes values from
 /// 1 MiB (its default threshold) to files of their own, which a batch never does).
 pub(crate) const BATCHED_MAX: usize = 256 << 10;
-/// A batch stops growing at this many puts or this many bytes of values.
+/// A batch stops growing at this many puts or this many bytes of values. A batch is written
+/// into one log segment (it never spans two); 1 MiB is the smallest segment size, so that a
+/// batch rarely seals a segment early or outgrows one.
 const BATCH_OPS: usize = 256;
-const BATCH_BYTES: usize = 4 << 20;
+const BATCH_BYTES: usize = 1 << 20;
 /// At most this many put threads. More than one: with `Durability::Sync` a thread waits for
 /// its batch's fsync, and the next batch is gathered and appended meanwhile by another. More
 /// than a few would only contend for the append lock.

@@ -321,3 +321,38 @@ async fn a_cached_get_sees_the_newest_value() {
         assert_eq!(got.bytes().await.unwrap(), i.to_string().as_bytes());
     }
 }
+
+/// Batches of values near the batching limit in a store of the smallest segments: each batch
+/// lands whole in a segment, and every value reads back after a reopen.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batches_fit_small_segments() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = Options::default()
+        .durability(Durability::Buffered)
+        .segment_size(1 << 20);
+    let store = Arc::new(Store::open_with(dir.path(), opts).unwrap());
+    let objects = PodstoreObjectStore::new(store.clone());
+    let mut tasks = Vec::new();
+    for i in 0..48u8 {
+        let objects = objects.clone();
+        tasks.push(tokio::spawn(async move {
+            let path = Path::from(format!("big/{i}"));
+            let value = Bytes::from(vec![i; 200 << 10]);
+            let put = objects.put(&path, value.into()).await.unwrap();
+            (path, i, put.e_tag.unwrap())
+        }));
+    }
+    let mut done = Vec::new();
+    for t in tasks {
+        done.push(t.await.unwrap());
+    }
+    drop(objects);
+    let store = Arc::try_unwrap(store).unwrap_or_else(|_| panic!("a put thread holds the store"));
+    store.close().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    for (path, i, e_tag) in done {
+        let (value, meta) = store.get_with_metadata(path.as_ref()).unwrap().unwrap();
+        assert_eq!(value, vec![i; 200 << 10]);
+        assert_eq!(meta.version(), version(&e_tag));
+    }
+}

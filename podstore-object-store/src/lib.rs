@@ -84,7 +84,9 @@
 //!   where `spawn_blocking` costs two thread hand-offs and an append of its own per put. Each
 //!   put keeps its own result: its future resolves only once its batch is written with the
 //!   store's durability, with its own version as e-tag; a batch that fails (a key the store
-//!   refuses...) is written again put by put, so one bad put fails no other. Puts of one key in
+//!   refuses...) is written again put by put, so one bad put fails no other. A put whose future
+//!   is dropped once polled is still written (as a `spawn_blocking` task would be), and
+//!   dropping the backend's last clone waits for the puts queued to be written. Puts of one key in
 //!   one batch apply in queue order; the value a key ends with is the one whose put returned
 //!   the highest e-tag.
 //! - **Gets served from memory** run in place, on the calling task: [`Store::get_cached`] looks

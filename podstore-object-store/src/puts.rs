@@ -160,8 +160,24 @@ impl Drop for PutQueue {
     }
 }
 
+/// Counts a put thread out when it ends, by returning or by a panic in the store (then the puts
+/// it held get an error, their senders dropped, and the next put starts another thread).
+struct Leaving<'a>(&'a Shared);
+
+impl Drop for Leaving<'_> {
+    fn drop(&mut self) {
+        let mut state = self.0.lock();
+        state.threads -= 1;
+        if !state.queue.is_empty() {
+            // Left by a panic with puts queued: another thread, if one waits, takes them.
+            self.0.work.notify_one();
+        }
+    }
+}
+
 /// A put thread: waits for puts, takes a batch of them, writes it, answers each.
 fn run(shared: &Shared) {
+    let _leaving = Leaving(shared);
     let mut batch = Batch::new();
     let mut taken = Vec::new();
     loop {
@@ -169,7 +185,6 @@ fn run(shared: &Shared) {
             let mut state = shared.lock();
             while state.queue.is_empty() {
                 if state.closed {
-                    state.threads -= 1;
                     return;
                 }
                 state.idle += 1;

@@ -5,7 +5,10 @@
 //! median of each and their ratio.
 //!
 //! Run: `cargo run --release -p podstore-object-store --example compare_local [DIR]
-//!       [--rounds N] [--list-objects N]`
+//!       [--rounds N] [--list-objects N] [--only put,get,range,list,adapter]`
+//!
+//! `--only` runs the named groups of rows (the gets read what the puts wrote: `get` writes its
+//! objects itself when `put` is not run).
 //!
 //! What each side promises: `LocalFileSystem` never fsyncs, so it is compared with podstore at
 //! `Durability::Buffered` (neither survives power loss; podstore's puts survive a crash of the
@@ -34,6 +37,14 @@ struct Args {
     dir: Option<PathBuf>,
     rounds: usize,
     list_objects: usize,
+    /// The groups of rows to run (`put`, `get`, `range`, `list`, `adapter`); all when empty.
+    only: Vec<String>,
+}
+
+impl Args {
+    fn runs(&self, group: &str) -> bool {
+        self.only.is_empty() || self.only.iter().any(|g| g == group)
+    }
 }
 
 fn args() -> Args {
@@ -41,6 +52,7 @@ fn args() -> Args {
         dir: None,
         rounds: 5,
         list_objects: 100_000,
+        only: Vec::new(),
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -52,8 +64,15 @@ fn args() -> Args {
         match arg.as_str() {
             "--rounds" => a.rounds = value("--rounds"),
             "--list-objects" => a.list_objects = value("--list-objects"),
+            "--only" => {
+                let groups = it.next().expect("--only needs a list of groups");
+                a.only = groups.split(',').map(str::to_string).collect();
+            }
             "-h" | "--help" => {
-                println!("usage: compare_local [DIR] [--rounds N] [--list-objects N]");
+                println!(
+                    "usage: compare_local [DIR] [--rounds N] [--list-objects N] \
+                     [--only put,get,range,list,adapter]"
+                );
                 std::process::exit(0);
             }
             other if !other.starts_with('-') && a.dir.is_none() => a.dir = Some(other.into()),
@@ -221,64 +240,128 @@ async fn run(root: &FsPath, args: &Args) {
     println!("|---|---|---|---|");
     let (buffered_store, buffered) =
         podstore_side(&root.join("pod-buffered"), Durability::Buffered);
-    let (_sync_store, sync) = podstore_side(&root.join("pod-sync"), Durability::Sync);
+    let (sync_store, sync) = podstore_side(&root.join("pod-sync"), Durability::Sync);
     let local = local_side(&root.join("local"), false);
     let local_fsync = local_side(&root.join("local-fsync"), true);
 
-    // Puts: fresh keys every round, same count on both sides.
-    for (size, n) in [(KIB, 4000), (64 * KIB, 800), (4 * MIB, 24)] {
-        for tasks in [1, 16] {
-            for (pod, other) in [(&buffered, &local), (&sync, &local_fsync)] {
-                // Durable puts one at a time are slow on both sides: fewer of them.
-                let n = if pod.name == "podstore Sync" && tasks == 1 {
-                    n / 4
-                } else {
-                    n
-                };
+    if args.runs("put") {
+        // Puts: fresh keys every round, same count on both sides.
+        for (size, n) in [(KIB, 4000), (64 * KIB, 800), (4 * MIB, 24)] {
+            for tasks in [1, 16] {
+                for (pod, other) in [(&buffered, &local), (&sync, &local_fsync)] {
+                    // Durable puts one at a time are slow on both sides: fewer of them.
+                    let n = if pod.name == "podstore Sync" && tasks == 1 {
+                        n / 4
+                    } else {
+                        n
+                    };
+                    let (mut a, mut b) = (Vec::new(), Vec::new());
+                    for r in 0..rounds {
+                        let prefix = format!("put-{size}-{tasks}-{r}");
+                        let t = puts(pod, &prefix, size, tasks, n).await;
+                        a.push(n as f64 / t.as_secs_f64());
+                        let t = puts(other, &prefix, size, tasks, n).await;
+                        b.push(n as f64 / t.as_secs_f64());
+                    }
+                    let what = format!("put {} KiB, {tasks} tasks", size / KIB);
+                    row(&what, pod.name, a, other.name, b);
+                }
+            }
+        }
+    }
+
+    if args.runs("get") {
+        if !args.runs("put") {
+            for (size, count) in [(KIB, 4000), (64 * KIB, 800), (4 * MIB, 24)] {
+                let prefix = format!("put-{size}-16-0");
+                puts(&buffered, &prefix, size, 16, count).await;
+                puts(&local, &prefix, size, 16, count).await;
+            }
+        }
+        // Gets of whole objects written once (by round 0 of the puts above).
+        for (size, count, n) in [(KIB, 4000, 8000), (64 * KIB, 800, 2000), (4 * MIB, 24, 48)] {
+            for tasks in [1, 16] {
+                let prefix = format!("put-{size}-16-0");
                 let (mut a, mut b) = (Vec::new(), Vec::new());
-                for r in 0..rounds {
-                    let prefix = format!("put-{size}-{tasks}-{r}");
-                    let t = puts(pod, &prefix, size, tasks, n).await;
+                for _ in 0..rounds {
+                    let t = gets(&buffered.objects, &prefix, count, size, false, tasks, n).await;
                     a.push(n as f64 / t.as_secs_f64());
-                    let t = puts(other, &prefix, size, tasks, n).await;
+                    let t = gets(&local.objects, &prefix, count, size, false, tasks, n).await;
                     b.push(n as f64 / t.as_secs_f64());
                 }
-                let what = format!("put {} KiB, {tasks} tasks", size / KIB);
-                row(&what, pod.name, a, other.name, b);
+                let what = format!("get {} KiB, {tasks} tasks", size / KIB);
+                row(&what, buffered.name, a, local.name, b);
             }
         }
     }
 
-    // Gets of whole objects written once (by round 0 of the puts above).
-    for (size, count, n) in [(KIB, 4000, 8000), (64 * KIB, 800, 2000), (4 * MIB, 24, 48)] {
+    if args.runs("range") {
+        // 4 KiB ranges at random offsets of eight 10 MiB objects.
+        puts(&buffered, "ranges", 10 * MIB, 8, 8).await;
+        puts(&local, "ranges", 10 * MIB, 8, 8).await;
         for tasks in [1, 16] {
-            let prefix = format!("put-{size}-16-0");
+            let n = 4000;
             let (mut a, mut b) = (Vec::new(), Vec::new());
             for _ in 0..rounds {
-                let t = gets(&buffered.objects, &prefix, count, size, false, tasks, n).await;
+                let t = gets(&buffered.objects, "ranges", 8, 10 * MIB, true, tasks, n).await;
                 a.push(n as f64 / t.as_secs_f64());
-                let t = gets(&local.objects, &prefix, count, size, false, tasks, n).await;
+                let t = gets(&local.objects, "ranges", 8, 10 * MIB, true, tasks, n).await;
                 b.push(n as f64 / t.as_secs_f64());
             }
-            let what = format!("get {} KiB, {tasks} tasks", size / KIB);
-            row(&what, buffered.name, a, local.name, b);
+            row(
+                &format!("4 KiB range of 10 MiB, {tasks} tasks"),
+                buffered.name,
+                a,
+                local.name,
+                b,
+            );
         }
     }
 
-    // 4 KiB ranges at random offsets of eight 10 MiB objects.
-    puts(&buffered, "ranges", 10 * MIB, 8, 8).await;
-    puts(&local, "ranges", 10 * MIB, 8, 8).await;
-    for tasks in [1, 16] {
-        let n = 4000;
+    if args.runs("list") {
+        // Listing 100 keys under one prefix among `list_objects` objects (100 per prefix).
+        let dirs = args.list_objects / 100;
+        for side in [&buffered, &local] {
+            let mut handles = Vec::new();
+            for t in 0..16 {
+                let side = side.clone();
+                handles.push(tokio::spawn(async move {
+                    for d in (t..dirs).step_by(16) {
+                        for i in 0..100 {
+                            let p = Path::from(format!("list/d{d:06}/{i:03}"));
+                            side.objects
+                                .put(&p, Bytes::from_static(b"x").into())
+                                .await
+                                .unwrap();
+                        }
+                    }
+                }));
+            }
+            for h in handles {
+                h.await.unwrap();
+            }
+        }
+        let lists = 200;
         let (mut a, mut b) = (Vec::new(), Vec::new());
-        for _ in 0..rounds {
-            let t = gets(&buffered.objects, "ranges", 8, 10 * MIB, true, tasks, n).await;
-            a.push(n as f64 / t.as_secs_f64());
-            let t = gets(&local.objects, "ranges", 8, 10 * MIB, true, tasks, n).await;
-            b.push(n as f64 / t.as_secs_f64());
+        for r in 0..rounds {
+            for (side, out) in [(&buffered, &mut a), (&local, &mut b)] {
+                let start = Instant::now();
+                for i in 0..lists {
+                    let d = (i * 7919 + r) % dirs;
+                    let prefix = Path::from(format!("list/d{d:06}"));
+                    let listed: Vec<_> = side
+                        .objects
+                        .list(Some(&prefix))
+                        .try_collect()
+                        .await
+                        .unwrap();
+                    assert_eq!(listed.len(), 100);
+                }
+                out.push(lists as f64 / start.elapsed().as_secs_f64());
+            }
         }
         row(
-            &format!("4 KiB range of 10 MiB, {tasks} tasks"),
+            &format!("list 100 keys of {} objects", dirs * 100),
             buffered.name,
             a,
             local.name,
@@ -286,80 +369,45 @@ async fn run(root: &FsPath, args: &Args) {
         );
     }
 
-    // Listing 100 keys under one prefix among `list_objects` objects (100 per prefix).
-    let dirs = args.list_objects / 100;
-    for side in [&buffered, &local] {
-        let mut handles = Vec::new();
-        for t in 0..16 {
-            let side = side.clone();
-            handles.push(tokio::spawn(async move {
-                for d in (t..dirs).step_by(16) {
-                    for i in 0..100 {
-                        let p = Path::from(format!("list/d{d:06}/{i:03}"));
-                        side.objects
-                            .put(&p, Bytes::from_static(b"x").into())
-                            .await
-                            .unwrap();
-                    }
-                }
-            }));
+    if args.runs("adapter") {
+        // The adapter's cost: the same puts and gets through PodstoreObjectStore and on the Store
+        // directly (16 OS threads calling it), at Buffered (and puts at Sync too).
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        let n = 8000;
+        for r in 0..rounds {
+            let t = puts(&buffered, &format!("adapter-{r}"), KIB, 16, n).await;
+            a.push(n as f64 / t.as_secs_f64());
+            let store = buffered_store.clone();
+            let t = tokio::task::spawn_blocking(move || direct_puts(&store, r, KIB, 16, n))
+                .await
+                .unwrap();
+            b.push(n as f64 / t.as_secs_f64());
         }
-        for h in handles {
-            h.await.unwrap();
+        row("put 1 KiB, 16 tasks", "adapter", a, "Store direct", b);
+        // The same at Sync: both are bound by how many puts share each fsync.
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        for r in 0..rounds {
+            let t = puts(&sync, &format!("adapter-sync-{r}"), KIB, 16, n / 2).await;
+            a.push((n / 2) as f64 / t.as_secs_f64());
+            let store = sync_store.clone();
+            let t = tokio::task::spawn_blocking(move || direct_puts(&store, r, KIB, 16, n / 2))
+                .await
+                .unwrap();
+            b.push((n / 2) as f64 / t.as_secs_f64());
         }
-    }
-    let lists = 200;
-    let (mut a, mut b) = (Vec::new(), Vec::new());
-    for r in 0..rounds {
-        for (side, out) in [(&buffered, &mut a), (&local, &mut b)] {
-            let start = Instant::now();
-            for i in 0..lists {
-                let d = (i * 7919 + r) % dirs;
-                let prefix = Path::from(format!("list/d{d:06}"));
-                let listed: Vec<_> = side
-                    .objects
-                    .list(Some(&prefix))
-                    .try_collect()
-                    .await
-                    .unwrap();
-                assert_eq!(listed.len(), 100);
-            }
-            out.push(lists as f64 / start.elapsed().as_secs_f64());
+        row("put 1 KiB Sync, 16 tasks", "adapter", a, "Store direct", b);
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        for _ in 0..rounds {
+            let t = gets(&buffered.objects, "adapter-0", n, KIB, false, 16, n).await;
+            a.push(n as f64 / t.as_secs_f64());
+            let store = buffered_store.clone();
+            let t = tokio::task::spawn_blocking(move || direct_gets(&store, n, 16))
+                .await
+                .unwrap();
+            b.push(n as f64 / t.as_secs_f64());
         }
+        row("get 1 KiB, 16 tasks", "adapter", a, "Store direct", b);
     }
-    row(
-        &format!("list 100 keys of {} objects", dirs * 100),
-        buffered.name,
-        a,
-        local.name,
-        b,
-    );
-
-    // The adapter's cost: the same puts and gets through PodstoreObjectStore and on the Store
-    // directly (16 OS threads calling it), at Buffered.
-    let (mut a, mut b) = (Vec::new(), Vec::new());
-    let n = 8000;
-    for r in 0..rounds {
-        let t = puts(&buffered, &format!("adapter-{r}"), KIB, 16, n).await;
-        a.push(n as f64 / t.as_secs_f64());
-        let store = buffered_store.clone();
-        let t = tokio::task::spawn_blocking(move || direct_puts(&store, r, KIB, 16, n))
-            .await
-            .unwrap();
-        b.push(n as f64 / t.as_secs_f64());
-    }
-    row("put 1 KiB, 16 tasks", "adapter", a, "Store direct", b);
-    let (mut a, mut b) = (Vec::new(), Vec::new());
-    for _ in 0..rounds {
-        let t = gets(&buffered.objects, "adapter-0", n, KIB, false, 16, n).await;
-        a.push(n as f64 / t.as_secs_f64());
-        let store = buffered_store.clone();
-        let t = tokio::task::spawn_blocking(move || direct_gets(&store, n, 16))
-            .await
-            .unwrap();
-        b.push(n as f64 / t.as_secs_f64());
-    }
-    row("get 1 KiB, 16 tasks", "adapter", a, "Store direct", b);
 }
 
 fn direct_puts(store: &Store, round: usize, size: usize, threads: usize, n: usize) -> Duration {

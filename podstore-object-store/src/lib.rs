@@ -44,10 +44,13 @@
 //!   `PutMode::Update` is `put_if` with the version the e-tag names (a compare-and-swap inside
 //!   the store, atomic against every other writer). A failed condition is
 //!   `Error::AlreadyExists` or `Error::Precondition`, as the trait asks.
-//! - **Reads.** `get_opts` opens a [`ValueReader`](podstore::ValueReader) (a consistent view of
-//!   one value: its metadata is checked against `if_match`, `if_none_match`,
-//!   `if_modified_since`, `if_unmodified_since`, and the bytes read are that value's even if the
-//!   key is overwritten meanwhile) and reads only the requested range: every
+//! - **Reads.** A get answers with one consistent value: its metadata is checked against
+//!   `if_match`, `if_none_match`, `if_modified_since` and `if_unmodified_since`, and the bytes
+//!   returned are that value's even if the key is overwritten meanwhile. A value the store's
+//!   read cache holds is served from it (see Threading). A whole object the index says is at
+//!   most 8 MiB is read as [`Store::get_with_metadata`] reads it: one read of its record, after
+//!   which the store may keep it in its cache. Otherwise `get_opts` opens a
+//!   [`ValueReader`](podstore::ValueReader) and reads only the requested range: every
 //!   [`GetRange`](object_store::GetRange) form. A range of up to 8 MiB is one read; longer ones
 //!   stream in 1 MiB reads.
 //! - **Multipart uploads** (`put_multipart`, and [`MultipartStore`](object_store::multipart::MultipartStore))
@@ -66,9 +69,32 @@
 //!   atomic batch (put the destination, delete the source only if it is still the version
 //!   copied); a larger one is a streamed copy followed by that conditional delete, so a source
 //!   overwritten meanwhile is kept.
-//! - **Blocking.** The store is synchronous; every call that may touch the disk runs on tokio's
-//!   blocking pool (`spawn_blocking`), so the backend must be used inside a tokio runtime (as
-//!   every object_store backend is).
+//!
+//! # Threading
+//!
+//! The store is synchronous and a call into it may wait on the disk (a read, or a group
+//! commit's fsync), so no such call runs on an async worker thread; the backend must be used
+//! inside a tokio runtime, as every object_store backend is. Where each call runs, and why:
+//!
+//! - **Unconditional puts of up to 256 KiB** go to the backend's own put threads (up to four,
+//!   started on the first put, stopped when the last clone of the backend is dropped) through a
+//!   queue. A thread that wakes takes every put queued since its last batch (up to 256 puts or
+//!   1 MiB) and writes them with one [`Store::write_with_versions`]: one append and one group
+//!   commit (one fsync with `Durability::Sync`) for the batch, and one wakeup each way per put,
+//!   where `spawn_blocking` costs two thread hand-offs and an append of its own per put. Each
+//!   put keeps its own result: its future resolves only once its batch is written with the
+//!   store's durability, with its own version as e-tag; a batch that fails (a key the store
+//!   refuses...) is written again put by put, so one bad put fails no other. A put whose future
+//!   is dropped once polled is still written (as a `spawn_blocking` task would be), and
+//!   dropping the backend's last clone waits for the puts queued to be written. Puts of one key in
+//!   one batch apply in queue order; the value a key ends with is the one whose put returned
+//!   the highest e-tag.
+//! - **Gets served from memory** run in place, on the calling task: [`Store::get_cached`] looks
+//!   in the store's read cache without ever reading a file, and a hand-off would cost many
+//!   times the lookup. The bytes returned are the cache's own (a range is a slice of them).
+//! - **Everything else** (conditional puts, larger puts, gets the cache cannot answer, deletes,
+//!   listings, copies, renames, multipart parts) runs on tokio's blocking pool
+//!   (`spawn_blocking`), one hand-off per call (per 1 MiB piece of a streamed get).
 //!
 //! # Not supported
 //!
@@ -102,6 +128,7 @@
 mod convert;
 mod list;
 mod multipart;
+mod puts;
 mod read;
 
 use std::fmt;
@@ -133,6 +160,8 @@ const COPY_CHUNK: u64 = 1 << 20;
 #[derive(Clone)]
 pub struct PodstoreObjectStore {
     store: Arc<Store>,
+    /// The threads that write unconditional puts of small objects, batched.
+    puts: Arc<puts::PutQueue>,
     /// Names multipart uploads uniquely: a random-enough prefix per instance and a counter.
     uploads: Arc<UploadIds>,
 }
@@ -159,7 +188,12 @@ impl PodstoreObjectStore {
             instance,
             next: AtomicU64::new(0),
         });
-        PodstoreObjectStore { store, uploads }
+        let puts = Arc::new(puts::PutQueue::new(store.clone()));
+        PodstoreObjectStore {
+            store,
+            puts,
+            uploads,
+        }
     }
 
     /// The store the objects are kept in.
@@ -308,6 +342,19 @@ impl ObjectStore for PodstoreObjectStore {
             });
         }
         let condition = condition(location, &opts.mode)?;
+        if condition.is_none() && payload.content_length() <= puts::BATCHED_MAX {
+            let value = match payload.as_ref() {
+                [] => Bytes::new(),
+                [one] => one.clone(),
+                many => Bytes::from(many.concat()),
+            };
+            let version = self.puts.put(key(location), value).await?;
+            return Ok(PutResult {
+                e_tag: Some(e_tag(version)),
+                version: None,
+                extensions: Default::default(),
+            });
+        }
         let (store, location) = (self.store.clone(), location.clone());
         blocking(move || {
             let chunks: Vec<Bytes> = payload.into_iter().collect();

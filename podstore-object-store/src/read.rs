@@ -7,7 +7,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use futures::stream::{self, StreamExt};
 use object_store::path::Path;
-use object_store::{Error, GetOptions, GetRange, GetResult, GetResultPayload, Result};
+use object_store::{Error, GetOptions, GetRange, GetResult, GetResultPayload, ObjectMeta, Result};
 use podstore::{Condition, Store, ValueReader, Version};
 
 use crate::convert::{STORE, blocking, generic, key, not_found, object_meta};
@@ -34,57 +34,114 @@ fn read_at(reader: &ValueReader, range: Range<u64>) -> Result<Bytes> {
     Ok(buf.into())
 }
 
-pub(crate) async fn get_opts(
-    store: Arc<Store>,
-    location: Path,
-    options: GetOptions,
-) -> Result<GetResult> {
-    let (reader, meta, range, first) = blocking(move || {
-        let reader = store
-            .reader(key(&location))
-            .map_err(generic)?
-            .ok_or_else(|| not_found(&location))?;
-        // The reader is one value, fixed when it was opened: the conditions are checked against
-        // the metadata of the bytes that will be returned, even if the key changes meanwhile.
-        let meta = object_meta(location.clone(), reader.metadata());
-        options.check_preconditions(&meta)?;
-        if let Some(version) = &options.version
-            && Some(version) != meta.e_tag.as_ref()
-        {
-            return Err(Error::NotFound {
-                path: location.to_string(),
-                source: format!(
-                    "version {version} is not the current one, and podstore keeps no other"
-                )
-                .into(),
-            });
-        }
-        let range = match &options.range {
-            Some(r) => r.as_range(meta.size).map_err(range_error)?,
-            None => 0..meta.size,
-        };
-        // A head, or a range short enough for one read: no stream to set up.
-        let first = if options.head {
-            Some(Bytes::new())
-        } else if range.end - range.start <= ONE_READ {
-            Some(read_at(&reader, range.clone())?)
-        } else {
-            None
-        };
-        Ok((reader, meta, range, first))
-    })
-    .await?;
-    let payload = match first {
-        Some(bytes) => stream::once(async move { Ok(bytes) }).boxed(),
-        None => stream_range(Arc::new(reader), range.clone()),
-    };
-    Ok(GetResult {
+/// The range of the object a get returns, after checking the get's conditions against the
+/// metadata of the value it will return.
+fn checked_range(location: &Path, meta: &ObjectMeta, options: &GetOptions) -> Result<Range<u64>> {
+    options.check_preconditions(meta)?;
+    if let Some(version) = &options.version
+        && Some(version) != meta.e_tag.as_ref()
+    {
+        return Err(Error::NotFound {
+            path: location.to_string(),
+            source: format!(
+                "version {version} is not the current one, and podstore keeps no other"
+            )
+            .into(),
+        });
+    }
+    match &options.range {
+        Some(r) => r.as_range(meta.size).map_err(range_error),
+        None => Ok(0..meta.size),
+    }
+}
+
+/// What a get returns: bytes read, or a reader to stream them from.
+enum Body {
+    Bytes(Bytes),
+    Stream(Arc<ValueReader>),
+}
+
+fn get_result(
+    payload: futures::stream::BoxStream<'static, Result<Bytes>>,
+    meta: ObjectMeta,
+    range: Range<u64>,
+) -> GetResult {
+    GetResult {
         payload: GetResultPayload::Stream(payload),
         meta,
         range,
         attributes: Default::default(),
         extensions: Default::default(),
+    }
+}
+
+pub(crate) async fn get_opts(
+    store: Arc<Store>,
+    location: Path,
+    options: GetOptions,
+) -> Result<GetResult> {
+    // A value the store's read cache holds is served in place, on the calling thread: looking
+    // in the cache never waits on the disk, and a hand-off to the blocking pool and back would
+    // cost many times the lookup. Its bytes are the cache's own (a range is a slice of them).
+    if let Some((value, meta)) = store.get_cached(key(&location)).map_err(generic)? {
+        let meta = object_meta(location.clone(), &meta);
+        let range = checked_range(&location, &meta, &options)?;
+        let bytes = if options.head {
+            Bytes::new()
+        } else {
+            value.slice(range.start as usize..range.end as usize)
+        };
+        return Ok(get_result(
+            stream::once(async move { Ok(bytes) }).boxed(),
+            meta,
+            range,
+        ));
+    }
+    let (body, meta, range) = blocking(move || {
+        let key = key(&location);
+        if options.range.is_none()
+            && !options.head
+            && store
+                .value_len_bound(&key)
+                .map_err(generic)?
+                .is_some_and(|n| n <= ONE_READ)
+        {
+            // The whole of a value short enough for one read: read as `Store::get` reads, one
+            // read of its record (which the store may then keep in its read cache, so that the
+            // next get of it is served in place). The conditions are checked against the
+            // metadata of the bytes read.
+            let (value, meta) = store
+                .get_with_metadata(&key)
+                .map_err(generic)?
+                .ok_or_else(|| not_found(&location))?;
+            let meta = object_meta(location.clone(), &meta);
+            let range = checked_range(&location, &meta, &options)?;
+            return Ok((Body::Bytes(Bytes::from(value)), meta, range));
+        }
+        let reader = store
+            .reader(&key)
+            .map_err(generic)?
+            .ok_or_else(|| not_found(&location))?;
+        // The reader is one value, fixed when it was opened: the conditions are checked against
+        // the metadata of the bytes that will be returned, even if the key changes meanwhile.
+        let meta = object_meta(location.clone(), reader.metadata());
+        let range = checked_range(&location, &meta, &options)?;
+        // A head, or a range short enough for one read: no stream to set up.
+        let body = if options.head {
+            Body::Bytes(Bytes::new())
+        } else if range.end - range.start <= ONE_READ {
+            Body::Bytes(read_at(&reader, range.clone())?)
+        } else {
+            Body::Stream(Arc::new(reader))
+        };
+        Ok((body, meta, range))
     })
+    .await?;
+    let payload = match body {
+        Body::Bytes(bytes) => stream::once(async move { Ok(bytes) }).boxed(),
+        Body::Stream(reader) => stream_range(reader, range.clone()),
+    };
+    Ok(get_result(payload, meta, range))
 }
 
 /// The bytes of `range` as a stream of reads of [`STREAM_CHUNK`] bytes, each on the blocking
@@ -113,6 +170,18 @@ pub(crate) async fn get_ranges(
     location: Path,
     ranges: Vec<Range<u64>>,
 ) -> Result<Vec<Bytes>> {
+    // From the read cache in place, as in `get_opts`.
+    if let Some((value, _)) = store.get_cached(key(&location)).map_err(generic)? {
+        return ranges
+            .into_iter()
+            .map(|r| {
+                let r = GetRange::Bounded(r)
+                    .as_range(value.len() as u64)
+                    .map_err(range_error)?;
+                Ok(value.slice(r.start as usize..r.end as usize))
+            })
+            .collect();
+    }
     blocking(move || {
         // One reader for every range: they all read the same value.
         let reader = store

@@ -16,6 +16,27 @@ fn backend() -> (TempDir, PodstoreObjectStore) {
     (dir, PodstoreObjectStore::new(Arc::new(store)))
 }
 
+/// [`backend`] without the store's read cache: every get goes the way of a value the cache does
+/// not hold (no get is served in place).
+fn uncached_backend() -> (TempDir, PodstoreObjectStore) {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = Options::default().segment_size(4 << 20).cache_capacity(0);
+    let store = Store::open_with(dir.path(), opts).unwrap();
+    (dir, PodstoreObjectStore::new(Arc::new(store)))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conformance_get_opts_uncached() {
+    let (_dir, s) = uncached_backend();
+    get_opts(&s).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conformance_put_get_delete_list_uncached() {
+    let (_dir, s) = uncached_backend();
+    put_get_delete_list(&s).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn conformance_put_get_delete_list() {
     let (_dir, s) = backend();

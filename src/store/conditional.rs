@@ -68,8 +68,8 @@ impl Store {
         let large = durability == Durability::Sync
             && value.len() as u64 >= self.inner.opts.large_value_threshold;
         let ops = [(key, Some(&stored))];
-        let seq = self.write_on(&ops, &[Some(value)], &[Some(condition)], durability, large)?;
-        Ok(Version(seq))
+        let seqs = self.write_on(&ops, &[Some(value)], &[Some(condition)], durability, large)?;
+        Ok(Version(seqs[0]))
     }
 
     /// Deletes `key` only if its value has version `expected`, atomically (like
@@ -124,6 +124,26 @@ impl Store {
     /// # Ok(()) }
     /// ```
     pub fn write(&self, batch: &Batch) -> Result<()> {
+        self.write_with_versions(batch).map(|_| ())
+    }
+
+    /// [`Store::write`], returning the version each operation wrote, in batch order (a
+    /// delete's is its tombstone's, which no value has). Each put's version is the one
+    /// [`Store::put`] would have returned for it: what [`Condition::Version`] and
+    /// [`ValueMeta::version`] name. Empty for an empty batch.
+    ///
+    /// ```
+    /// # fn main() -> podstore::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = podstore::Store::open(dir.path())?;
+    /// let mut batch = podstore::Batch::new();
+    /// batch.put("a", "1").put("b", "2");
+    /// let versions = store.write_with_versions(&batch)?;
+    /// assert_eq!(versions.len(), 2);
+    /// assert_eq!(store.metadata("b")?.unwrap().version(), versions[1]);
+    /// # Ok(()) }
+    /// ```
+    pub fn write_with_versions(&self, batch: &Batch) -> Result<Vec<Version>> {
         self.writable()?;
         for op in &batch.ops {
             check_key(&op.key)?;
@@ -132,7 +152,7 @@ impl Store {
             }
         }
         if batch.is_empty() {
-            return Ok(());
+            return Ok(Vec::new());
         }
         let durability = batch.durability.unwrap_or(self.inner.opts.durability);
         let values: Vec<Option<StoredValue<'_>>> = batch
@@ -152,12 +172,12 @@ impl Store {
             .collect();
         let conditions: Vec<Option<Condition>> = batch.ops.iter().map(|op| op.condition).collect();
         let raw: Vec<Option<&[u8]>> = batch.ops.iter().map(|op| op.value.as_deref()).collect();
-        self.write_on(&ops, &raw, &conditions, durability, false)?;
-        Ok(())
+        let seqs = self.write_on(&ops, &raw, &conditions, durability, false)?;
+        Ok(seqs.into_iter().map(Version).collect())
     }
 
     /// Appends `ops` (one record, or an atomic batch) if every condition holds, checked under
-    /// the append lock that appends them (see the module doc); returns the first sequence
+    /// the append lock that appends them (see the module doc); returns each op's sequence
     /// number. `raw`: each put's value as given (for the read cache). `large`: `ops` is one put,
     /// written to a blob file of its own.
     fn write_on(
@@ -167,7 +187,7 @@ impl Store {
         conditions: &[Option<Condition>],
         durability: Durability,
         large: bool,
-    ) -> Result<u64> {
+    ) -> Result<Vec<u64>> {
         debug_assert_eq!(ops.len(), conditions.len());
         let put_look = self.inner.put_look();
         // A delete removes every version of its key: it reads them all. A conditional put
@@ -210,7 +230,7 @@ impl Store {
             }
             if large {
                 let (key, stored) = (ops[0].0, ops[0].1.expect("a put"));
-                return self.inner.blobs.put(app, key, stored, &seen[0]);
+                return Ok(vec![self.inner.blobs.put(app, key, stored, &seen[0])?]);
             }
             let mut app = app;
             let appended = app.append_ops(ops, &seen, durability)?;
@@ -237,7 +257,7 @@ impl Store {
             for w in written {
                 self.inner.reader.keep_written(Some(w));
             }
-            return Ok(appended.first);
+            return Ok(appended.seqs);
         }
     }
 

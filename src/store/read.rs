@@ -21,6 +21,7 @@ use crate::range::{self, ValueRange};
 use crate::segment;
 
 mod kept;
+mod peek;
 
 use kept::{SEQ_LEN, cached_seq, cached_whole, kept};
 

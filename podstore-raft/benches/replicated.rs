@@ -32,6 +32,18 @@ use stats::{Sample, micros, rounds, run_time};
 const PRELOAD: u64 = 4096;
 const CLIENTS: [usize; 3] = [1, 16, 64];
 
+/// The Raft settings of both clusters: the tests' (snapshots only when asked), with heartbeats
+/// and elections as slow as the crate's defaults, so that a loaded machine's pauses do not
+/// depose a leader mid-run.
+fn bench_config() -> openraft::Config {
+    openraft::Config {
+        heartbeat_interval: 250,
+        election_timeout_min: 1500,
+        election_timeout_max: 3000,
+        ..common::test_config()
+    }
+}
+
 /// What a client does in a loop.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
 enum Work {
@@ -136,7 +148,7 @@ async fn drive(leader: &Leader, work: Work, clients: usize) -> Sample {
 async fn cluster(memory: bool, clients: usize) -> Vec<(Work, Sample)> {
     let mut out = Vec::new();
     if memory {
-        let c = mem::MemCluster::start(common::test_config()).await;
+        let c = mem::MemCluster::start(bench_config()).await;
         let leader = Leader::Memory(c.leader.clone());
         preload(&leader).await;
         for work in [Work::Put, Work::Get, Work::GetLinearizable] {
@@ -144,7 +156,7 @@ async fn cluster(memory: bool, clients: usize) -> Vec<(Work, Sample)> {
         }
         c.stop().await;
     } else {
-        let c = common::Cluster::new();
+        let c = common::Cluster::with_config(bench_config());
         let id = c.start_cluster(&[1, 2, 3]).await;
         let leader = Leader::Podstore(c.node(id));
         preload(&leader).await;

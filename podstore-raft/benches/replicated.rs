@@ -12,7 +12,9 @@
 //! `cargo bench -p podstore-raft --bench replicated [-- puts|snapshot]`. Settings from the
 //! environment: `PODSTORE_BENCH_SECS` (per run, default 2), `PODSTORE_BENCH_ROUNDS` (default 3),
 //! `PODSTORE_BENCH_BUILD_GIB` (default 1), `PODSTORE_BENCH_SHIP_GIB` (default 1),
-//! `PODSTORE_BENCH_DIR` (where the data goes, default the temporary directory).
+//! `PODSTORE_BENCH_DIR` (where the snapshot build's data goes, default the temporary
+//! directory), `PODSTORE_BENCH_PROFILE=64` (only the podstore-raft cluster's puts from 64
+//! clients: for `perf record -g`).
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -238,7 +240,27 @@ fn main() {
     }
 }
 
+/// `PODSTORE_BENCH_PROFILE=<clients>`: only the podstore-raft cluster's puts from that many
+/// clients, for as long as the run time says (`perf record -g` on it).
+fn profile(rt: &tokio::runtime::Runtime, clients: usize) {
+    let s = rt.block_on(async {
+        let c = common::Cluster::with_config(bench_config());
+        let id = c.start_cluster(&[1, 2, 3]).await;
+        let leader = Leader::Podstore(c.node(id));
+        let s = drive(&leader, Work::Put, clients).await;
+        drop(leader);
+        for id in [1, 2, 3] {
+            c.stop(id).await;
+        }
+        s
+    });
+    println!("podstore-raft cluster, {clients} clients, puts: {}", s.cell());
+}
+
 fn puts_and_gets(rt: &tokio::runtime::Runtime) {
+    if let Ok(clients) = std::env::var("PODSTORE_BENCH_PROFILE") {
+        return profile(rt, clients.parse().unwrap());
+    }
     let mut runs: BTreeMap<Key, Vec<Sample>> = BTreeMap::new();
     for round in 0..rounds() {
         for clients in CLIENTS {

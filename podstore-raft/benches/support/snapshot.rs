@@ -158,7 +158,7 @@ async fn ship(gib: f64) {
     c.start(2).await;
     let start = Instant::now();
     node.add_learner(2, "node-2").await.unwrap();
-    c.wait_applied(2, applied.index).await;
+    learner_wait(&c, applied.index).await;
     let install = start.elapsed().as_secs_f64();
     let learner = c.node(2);
     let (linked, copied) = file_bytes(&learner.state_machine().data_dir());
@@ -169,4 +169,14 @@ async fn ship(gib: f64) {
     for id in [1, 2] {
         c.stop(id).await;
     }
+}
+
+/// Waits (up to 10 minutes: a loaded machine) until the learner, node 2, has applied `index`.
+async fn learner_wait(c: &common::Cluster, index: u64) {
+    c.node(2)
+        .raft()
+        .wait(Some(Duration::from_secs(600)))
+        .applied_index_at_least(Some(index), "the snapshot installed")
+        .await
+        .unwrap();
 }

@@ -143,7 +143,14 @@ impl Snapshots {
         let result = (|| {
             store.checkpoint(tmp.join("data")).map_err(io_err)?;
             // From the live store: the caller writes nothing to it during the build.
-            read_meta(store)
+            let meta = read_meta(store)?;
+            // A segment the checkpoint copied (an active one: the caller seals first, so only
+            // if a write came in between) is sealed by opening the copy once, so that no store
+            // ever appends to a snapshot's file.
+            if copied_segment(&tmp.join("data"))? {
+                Store::open(tmp.join("data")).map_err(io_err)?.close().map_err(io_err)?;
+            }
+            Ok(meta)
         })();
         let meta = match result {
             Ok(m) => m,
@@ -193,4 +200,16 @@ impl Snapshots {
         }
         Ok(())
     }
+}
+
+/// Whether checkpoint `dir` holds a segment file of its own (one link: copied, not linked).
+fn copied_segment(dir: &Path) -> io::Result<bool> {
+    use std::os::unix::fs::MetadataExt;
+    for e in fs::read_dir(dir)? {
+        let e = e?;
+        if e.file_name().to_string_lossy().starts_with("seg-") && e.metadata()?.nlink() == 1 {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }

@@ -254,7 +254,10 @@ fn profile(rt: &tokio::runtime::Runtime, clients: usize) {
         }
         s
     });
-    println!("podstore-raft cluster, {clients} clients, puts: {}", s.cell());
+    println!(
+        "podstore-raft cluster, {clients} clients, puts: {}",
+        s.cell()
+    );
 }
 
 fn puts_and_gets(rt: &tokio::runtime::Runtime) {
@@ -277,9 +280,14 @@ fn puts_and_gets(rt: &tokio::runtime::Runtime) {
     }
     let med: BTreeMap<Key, Sample> = runs.iter().map(|(k, v)| (*k, Sample::median(v))).collect();
     let m = |system, work, clients| med[&(system, work, clients)];
-    println!("Replicated durable 1 KiB puts: ops/s (p50 / p99 ms), medians of {} rounds", rounds());
+    println!(
+        "Replicated durable 1 KiB puts: ops/s (p50 / p99 ms), medians of {} rounds",
+        rounds()
+    );
     println!();
-    println!("| clients | podstore-raft cluster | in-memory cluster | podstore alone (Sync) | cluster / alone | cluster / in-memory |");
+    println!(
+        "| clients | podstore-raft cluster | in-memory cluster | podstore alone (Sync) | cluster / alone | cluster / in-memory |"
+    );
     println!("|---:|---:|---:|---:|---:|---:|");
     for c in CLIENTS {
         let (p, mm, a) = (
@@ -299,7 +307,9 @@ fn puts_and_gets(rt: &tokio::runtime::Runtime) {
     println!();
     println!("4 KiB gets on the leader: ops/s (p50 / p99 ms)");
     println!();
-    println!("| clients | podstore-raft local | podstore-raft linearizable | in-memory local | in-memory linearizable | podstore alone |");
+    println!(
+        "| clients | podstore-raft local | podstore-raft linearizable | in-memory local | in-memory linearizable | podstore alone |"
+    );
     println!("|---:|---:|---:|---:|---:|---:|");
     for c in CLIENTS {
         println!(

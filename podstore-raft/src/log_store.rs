@@ -11,6 +11,10 @@
 //! loses only a suffix of its writes in a crash, never a middle part, so the log never has
 //! holes, and nothing later than an unflushed write survives it.
 //!
+//! Reads are served from an in-memory tail of the newest entries (at most 8192 and 32 MiB
+//! encoded) where it has them, from the store otherwise: the leader's replication reads every
+//! entry right after appending it.
+//!
 //! The vote is written with [`Durability::Sync`] before `save_vote` returns (which also makes
 //! every earlier append durable). Purge records the purge point first (after it, reads and the
 //! log state ignore every entry up to it) and hands the deletes to a reclaim thread, in batches:
@@ -546,5 +550,72 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use openraft::storage::IOFlushed;
+
+    fn entry(term: u64, index: u64) -> Entry {
+        Entry::new_normal(
+            openraft::testing::log_id::<TypeConfig>(term, 1, index),
+            crate::Request::Put {
+                key: format!("k{index}").into_bytes(),
+                value: format!("term {term}").into_bytes(),
+            },
+        )
+    }
+
+    async fn read(log: &mut LogStore, from: u64, to: u64) -> Vec<LogId> {
+        let entries = log.try_get_log_entries(from..to).await.unwrap();
+        entries.iter().map(|e| e.log_id()).collect()
+    }
+
+    /// More entries than the in-memory tail holds: reads that span the store and the tail,
+    /// after a truncation (the new term's entries, never the cut ones) and after a purge.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn reads_span_the_store_and_the_tail() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = LogStore::open(dir.path()).unwrap();
+        let n = TAIL_ENTRIES as u64 + 100;
+        for from in (1..=n).step_by(500) {
+            let entries: Vec<Entry> = (from..(from + 500).min(n + 1))
+                .map(|i| entry(1, i))
+                .collect();
+            log.append(entries, IOFlushed::noop()).await.unwrap();
+        }
+        assert!(log.shared.tail().entries.len() <= TAIL_ENTRIES);
+        assert!(*log.shared.tail().entries.first_key_value().unwrap().0 > 1);
+        let ids = read(&mut log, 1, n + 1).await;
+        assert_eq!(
+            ids,
+            (1..=n).map(|i| entry(1, i).log_id()).collect::<Vec<_>>()
+        );
+
+        // Cut the last 50, append them again in term 2.
+        log.truncate_after(Some(entry(1, n - 50).log_id()))
+            .await
+            .unwrap();
+        assert_eq!(read(&mut log, n - 52, n + 1).await.len(), 3);
+        let again: Vec<Entry> = (n - 49..=n).map(|i| entry(2, i)).collect();
+        log.append(again, IOFlushed::noop()).await.unwrap();
+        let ids = read(&mut log, n - 51, n + 1).await;
+        let want: Vec<LogId> = (n - 51..=n)
+            .map(|i| entry(if i > n - 50 { 2 } else { 1 }, i).log_id())
+            .collect();
+        assert_eq!(ids, want);
+
+        // Purged up to an entry inside the tail: reads start after it.
+        log.purge(entry(1, n - 60).log_id()).await.unwrap();
+        let ids = read(&mut log, 1, n + 1).await;
+        assert_eq!(ids.first(), Some(&entry(1, n - 59).log_id()));
+        assert_eq!(ids.len(), 60);
+
+        // Reopened: no tail, the same entries from the store.
+        drop(log);
+        let mut log = LogStore::open(dir.path()).unwrap();
+        assert_eq!(read(&mut log, 1, n + 1).await, ids);
     }
 }

@@ -148,7 +148,10 @@ impl Snapshots {
             // if a write came in between) is sealed by opening the copy once, so that no store
             // ever appends to a snapshot's file.
             if copied_segment(&tmp.join("data"))? {
-                Store::open(tmp.join("data")).map_err(io_err)?.close().map_err(io_err)?;
+                Store::open(tmp.join("data"))
+                    .map_err(io_err)?
+                    .close()
+                    .map_err(io_err)?;
             }
             Ok(meta)
         })();

@@ -462,8 +462,8 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                     let _applying = sm.shared.apply.lock().unwrap_or_else(|e| e.into_inner());
                     apply_chunk(&sm.store(), items)
                 })
-                    .await
-                    .map_err(io::Error::other)??;
+                .await
+                .map_err(io::Error::other)??;
                 for (responder, response) in responses {
                     responder.send(response);
                 }

@@ -68,7 +68,12 @@ impl RaftLogReader<TypeConfig> for MemLog {
         &mut self,
         range: RB,
     ) -> io::Result<Vec<Entry>> {
-        Ok(self.lock().entries.range(range).map(|(_, e)| e.clone()).collect())
+        Ok(self
+            .lock()
+            .entries
+            .range(range)
+            .map(|(_, e)| e.clone())
+            .collect())
     }
 
     async fn read_vote(&mut self) -> io::Result<Option<Vote>> {
@@ -403,7 +408,14 @@ impl MemCluster {
     }
 
     pub async fn stop(self) {
-        let nodes: Vec<MemNode> = self.router.nodes.lock().unwrap().drain().map(|(_, n)| n).collect();
+        let nodes: Vec<MemNode> = self
+            .router
+            .nodes
+            .lock()
+            .unwrap()
+            .drain()
+            .map(|(_, n)| n)
+            .collect();
         for n in nodes {
             n.raft.shutdown().await.unwrap();
         }

@@ -139,7 +139,12 @@ async fn ship(gib: f64) {
         w.await.unwrap();
     }
     let fill = start.elapsed().as_secs_f64();
-    let last = node.raft().metrics().borrow_watched().last_log_index.unwrap();
+    let last = node
+        .raft()
+        .metrics()
+        .borrow_watched()
+        .last_log_index
+        .unwrap();
     c.wait_applied(leader, last).await;
     let applied = node.raft().metrics().borrow_watched().last_applied.unwrap();
     let start = Instant::now();

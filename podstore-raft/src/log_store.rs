@@ -394,14 +394,12 @@ impl RaftLogReader<TypeConfig> for LogStore {
                 }
             }
             let tail = sh.tail();
-            let mut next = store_end;
-            for (&i, (e, _)) in tail.entries.range(store_end..stop) {
+            for (next, (&i, (e, _))) in (store_end..).zip(tail.entries.range(store_end..stop)) {
                 // Cut while we read: what was read is a prefix.
                 if i != next {
                     break;
                 }
                 out.push(e.clone());
-                next += 1;
             }
             Ok(out)
         })

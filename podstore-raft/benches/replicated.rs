@@ -1,148 +1,324 @@
-//! Replicated durable 1 KiB puts on an in-process three-node cluster (the router of
-//! tests/common: no sockets, so this measures the storage path and openraft, not a network)
-//! from 1, 16 and 64 concurrent clients, against one podstore store alone (`Durability::Sync`
-//! puts from as many threads); and the time to build a snapshot.
+//! In-process three-node clusters (routers that call the target's Raft directly: no sockets, so
+//! this measures the storage path and openraft, not a network):
 //!
-//! `cargo bench -p podstore-raft --bench replicated` (release). Prints a table; rounds are
-//! interleaved and the median of three is reported.
+//! - replicated durable 1 KiB puts and 4 KiB gets (local, and linearizable through
+//!   `ensure_linearizable`) from 1, 16 and 64 concurrent clients on the leader, ops/s and
+//!   p50/p99, on podstore-raft's cluster, on the same openraft cluster over an in-memory log
+//!   and state machine (`support/mem.rs`: the ceiling without disks), and on one podstore store
+//!   alone (`Durability::Sync` puts, gets, from as many threads); rounds interleaved, medians;
+//! - `-- snapshot`: building a snapshot of a large state machine (time, bytes copied), and
+//!   shipping one to a new learner and installing it (`support/snapshot.rs`).
+//!
+//! `cargo bench -p podstore-raft --bench replicated [-- puts|snapshot]`. Settings from the
+//! environment: `PODSTORE_BENCH_SECS` (per run, default 2), `PODSTORE_BENCH_ROUNDS` (default 3),
+//! `PODSTORE_BENCH_BUILD_GIB` (default 1), `PODSTORE_BENCH_SHIP_GIB` (default 1),
+//! `PODSTORE_BENCH_DIR` (where the snapshot build's data goes, default the temporary
+//! directory), `PODSTORE_BENCH_PROFILE=64` (only the podstore-raft cluster's puts from 64
+//! clients: for `perf record -g`).
 
 #[path = "../tests/common/mod.rs"]
 mod common;
+#[path = "support/mem.rs"]
+mod mem;
+#[path = "support/snapshot.rs"]
+mod snapshot;
+#[path = "support/stats.rs"]
+mod stats;
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::collections::BTreeMap;
+use std::time::Instant;
 
-use openraft::async_runtime::watch::WatchReceiver;
+use stats::{Sample, micros, rounds, run_time};
 
-const RUN: Duration = Duration::from_secs(3);
+/// Keys of 4 KiB written before the gets (16 MiB).
+const PRELOAD: u64 = 4096;
+const CLIENTS: [usize; 3] = [1, 16, 64];
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
+/// The Raft settings of both clusters: the tests' (snapshots only when asked), with heartbeats
+/// and elections as slow as the crate's defaults, so that a loaded machine's pauses do not
+/// depose a leader mid-run.
+fn bench_config() -> openraft::Config {
+    openraft::Config {
+        heartbeat_interval: 250,
+        election_timeout_min: 1500,
+        election_timeout_max: 3000,
+        ..common::test_config()
+    }
 }
 
-async fn replicated(clients: usize) -> f64 {
-    let c = common::Cluster::new();
-    let leader = c.start_cluster(&[1, 2, 3]).await;
-    let node = c.node(leader);
-    let done = Arc::new(AtomicU64::new(0));
+/// What a client does in a loop.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
+enum Work {
+    Put,
+    Get,
+    GetLinearizable,
+}
+
+/// The leader of a cluster under test.
+#[derive(Clone)]
+enum Leader {
+    Podstore(podstore_raft::Node),
+    Memory(mem::MemNode),
+}
+
+impl Leader {
+    async fn write(&self, request: podstore_raft::Request) {
+        match self {
+            Leader::Podstore(n) => {
+                n.write(request).await.unwrap();
+            }
+            Leader::Memory(n) => {
+                n.raft.client_write(request).await.unwrap();
+            }
+        }
+    }
+
+    async fn get(&self, key: Vec<u8>, linearizable: bool) -> Option<Vec<u8>> {
+        match self {
+            Leader::Podstore(n) if linearizable => n.get_linearizable(key).await.unwrap(),
+            Leader::Podstore(n) => n.get(key).await.unwrap(),
+            Leader::Memory(n) => {
+                if linearizable {
+                    n.raft
+                        .ensure_linearizable(openraft::ReadPolicy::ReadIndex)
+                        .await
+                        .unwrap();
+                }
+                n.sm.get(&key)
+            }
+        }
+    }
+}
+
+fn get_key(i: u64) -> Vec<u8> {
+    format!("g/{:05}", i % PRELOAD).into_bytes()
+}
+
+/// Writes the keys the gets read, in batches.
+async fn preload(leader: &Leader) {
+    for from in (0..PRELOAD).step_by(256) {
+        let ops = (from..from + 256)
+            .map(|i| podstore_raft::Op::Put {
+                key: get_key(i),
+                value: vec![4u8; 4096],
+            })
+            .collect();
+        leader.write(podstore_raft::Request::Batch(ops)).await;
+    }
+}
+
+/// `clients` tasks doing `work` on `leader` for the run time.
+async fn drive(leader: &Leader, work: Work, clients: usize) -> Sample {
+    let run = run_time();
     let start = Instant::now();
     let tasks: Vec<_> = (0..clients)
         .map(|t| {
-            let (node, done) = (node.clone(), done.clone());
+            let leader = leader.clone();
             tokio::spawn(async move {
-                let mut i = 0u64;
-                while start.elapsed() < RUN {
-                    node.put(format!("k/{t}/{i}").into_bytes(), vec![7u8; 1024])
-                        .await
-                        .unwrap();
-                    done.fetch_add(1, Ordering::Relaxed);
+                let mut lat = Vec::new();
+                let mut i = t as u64 * 7919;
+                while start.elapsed() < run {
+                    let op = Instant::now();
+                    match work {
+                        Work::Put => {
+                            let request = podstore_raft::Request::Put {
+                                key: format!("k/{t}/{i}").into_bytes(),
+                                value: vec![7u8; 1024],
+                            };
+                            leader.write(request).await;
+                        }
+                        Work::Get | Work::GetLinearizable => {
+                            let v = leader.get(get_key(i), work == Work::GetLinearizable).await;
+                            assert_eq!(v.map(|v| v.len()), Some(4096));
+                        }
+                    }
+                    lat.push(micros(op.elapsed()));
                     i += 1;
                 }
+                lat
             })
         })
         .collect();
+    let mut all = Vec::new();
     for t in tasks {
-        t.await.unwrap();
+        all.extend(t.await.unwrap());
     }
-    let ops = done.load(Ordering::Relaxed) as f64 / start.elapsed().as_secs_f64();
-    for id in [1, 2, 3] {
-        c.stop(id).await;
-    }
-    ops
+    Sample::new(all, start.elapsed().as_secs_f64())
 }
 
-fn alone(threads: usize) -> f64 {
+/// Every kind of work, in order, on one fresh three-node cluster.
+async fn cluster(memory: bool, clients: usize) -> Vec<(Work, Sample)> {
+    let mut out = Vec::new();
+    if memory {
+        let c = mem::MemCluster::start(bench_config()).await;
+        let leader = Leader::Memory(c.leader.clone());
+        preload(&leader).await;
+        for work in [Work::Put, Work::Get, Work::GetLinearizable] {
+            out.push((work, drive(&leader, work, clients).await));
+        }
+        c.stop().await;
+    } else {
+        let c = common::Cluster::with_config(bench_config());
+        let id = c.start_cluster(&[1, 2, 3]).await;
+        let leader = Leader::Podstore(c.node(id));
+        preload(&leader).await;
+        for work in [Work::Put, Work::Get, Work::GetLinearizable] {
+            out.push((work, drive(&leader, work, clients).await));
+        }
+        drop(leader);
+        for id in [1, 2, 3] {
+            c.stop(id).await;
+        }
+    }
+    out
+}
+
+/// One podstore store alone: `Durability::Sync` puts, then gets, from `threads` threads.
+fn alone(threads: usize) -> Vec<(Work, Sample)> {
     let dir = tempfile::tempdir().unwrap();
     let store = podstore::Store::open(dir.path()).unwrap();
-    let done = AtomicU64::new(0);
-    let start = Instant::now();
-    std::thread::scope(|s| {
-        for t in 0..threads {
-            let (store, done) = (&store, &done);
-            s.spawn(move || {
-                let mut i = 0u64;
-                while start.elapsed() < RUN {
-                    store.put(format!("k/{t}/{i}"), [7u8; 1024]).unwrap();
-                    done.fetch_add(1, Ordering::Relaxed);
-                    i += 1;
-                }
-            });
-        }
-    });
-    done.load(Ordering::Relaxed) as f64 / start.elapsed().as_secs_f64()
+    let mut batch = podstore::Batch::new();
+    for i in 0..PRELOAD {
+        batch.put(get_key(i), [4u8; 4096]);
+    }
+    store.write(&batch).unwrap();
+    let run = run_time();
+    let mut out = Vec::new();
+    for work in [Work::Put, Work::Get] {
+        let start = Instant::now();
+        let lat: Vec<Vec<u32>> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..threads)
+                .map(|t| {
+                    let store = &store;
+                    s.spawn(move || {
+                        let mut lat = Vec::new();
+                        let mut i = t as u64 * 7919;
+                        while start.elapsed() < run {
+                            let op = Instant::now();
+                            if work == Work::Put {
+                                store.put(format!("k/{t}/{i}"), [7u8; 1024]).unwrap();
+                            } else {
+                                let v = store.get(get_key(i)).unwrap();
+                                assert_eq!(v.map(|v| v.len()), Some(4096));
+                            }
+                            lat.push(micros(op.elapsed()));
+                            i += 1;
+                        }
+                        lat
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let secs = start.elapsed().as_secs_f64();
+        out.push((work, Sample::new(lat.concat(), secs)));
+    }
+    out
 }
 
-async fn snapshot_build(keys: u64) -> (f64, u64) {
-    let c = common::Cluster::new();
-    let leader = c.start_cluster(&[1, 2, 3]).await;
-    let node = c.node(leader);
-    let mut batch = Vec::new();
-    for i in 0..keys {
-        batch.push(podstore_raft::Op::Put {
-            key: format!("s/{i}").into_bytes(),
-            value: vec![1u8; 4096],
-        });
-        if batch.len() == 256 || i + 1 == keys {
-            node.write(podstore_raft::Request::Batch(std::mem::take(&mut batch)))
-                .await
-                .unwrap();
-        }
-    }
-    // The applied id in the metrics may lag the last answer by a moment: wait for it.
-    let last = node
-        .raft()
-        .metrics()
-        .borrow_watched()
-        .last_log_index
-        .unwrap();
-    c.wait_applied(leader, last).await;
-    let applied = node.raft().metrics().borrow_watched().last_applied.unwrap();
-    let start = Instant::now();
-    node.raft().trigger().snapshot().await.unwrap();
-    node.raft()
-        .wait(Some(Duration::from_secs(600)))
-        .snapshot(applied, "built")
-        .await
-        .unwrap();
-    let secs = start.elapsed().as_secs_f64();
-    let bytes = node.state_machine().data_dir().read_dir().unwrap().count() as u64;
-    for id in [1, 2, 3] {
-        c.stop(id).await;
-    }
-    (secs, bytes)
-}
+type Key = (&'static str, Work, usize);
 
 fn main() {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .unwrap();
-    // `-- snapshot`: only the snapshot rows.
-    if !std::env::args().any(|a| a == "snapshot") {
-        puts(&rt);
+    let args: Vec<String> = std::env::args().collect();
+    let only = |what: &str| {
+        let picked: Vec<&String> = args
+            .iter()
+            .skip(1)
+            .filter(|a| *a == "puts" || *a == "snapshot")
+            .collect();
+        picked.is_empty() || picked.iter().any(|a| *a == what)
+    };
+    if only("puts") {
+        puts_and_gets(&rt);
     }
-    for keys in [10_000u64, 50_000] {
-        let (secs, files) = rt.block_on(snapshot_build(keys));
-        println!(
-            "snapshot of {keys} keys of 4 KiB ({} MiB): built in {:.3} s ({files} files in the state machine's store)",
-            (keys * 4096) >> 20,
-            secs
-        );
+    if only("snapshot") {
+        rt.block_on(snapshot::run());
     }
 }
 
-fn puts(rt: &tokio::runtime::Runtime) {
-    println!("| clients | replicated puts/s | podstore alone puts/s | ratio |");
-    println!("|---:|---:|---:|---:|");
-    for clients in [1, 16, 64] {
-        let (mut r, mut a) = (Vec::new(), Vec::new());
-        for _ in 0..3 {
-            r.push(rt.block_on(replicated(clients)));
-            a.push(alone(clients));
+/// `PODSTORE_BENCH_PROFILE=<clients>`: only the podstore-raft cluster's puts from that many
+/// clients, for as long as the run time says (`perf record -g` on it).
+fn profile(rt: &tokio::runtime::Runtime, clients: usize) {
+    let s = rt.block_on(async {
+        let c = common::Cluster::with_config(bench_config());
+        let id = c.start_cluster(&[1, 2, 3]).await;
+        let leader = Leader::Podstore(c.node(id));
+        let s = drive(&leader, Work::Put, clients).await;
+        drop(leader);
+        for id in [1, 2, 3] {
+            c.stop(id).await;
         }
-        let (r, a) = (median(r), median(a));
-        println!("| {clients} | {r:.0} | {a:.0} | {:.2} |", r / a);
+        s
+    });
+    println!(
+        "podstore-raft cluster, {clients} clients, puts: {}",
+        s.cell()
+    );
+}
+
+fn puts_and_gets(rt: &tokio::runtime::Runtime) {
+    if let Ok(clients) = std::env::var("PODSTORE_BENCH_PROFILE") {
+        return profile(rt, clients.parse().unwrap());
+    }
+    let mut runs: BTreeMap<Key, Vec<Sample>> = BTreeMap::new();
+    for round in 0..rounds() {
+        for clients in CLIENTS {
+            let mut record = |system: &'static str, samples: Vec<(Work, Sample)>| {
+                for (work, s) in samples {
+                    runs.entry((system, work, clients)).or_default().push(s);
+                }
+            };
+            record("podstore", rt.block_on(cluster(false, clients)));
+            record("memory", rt.block_on(cluster(true, clients)));
+            record("alone", alone(clients));
+            eprintln!("round {round}, {clients} clients done");
+        }
+    }
+    let med: BTreeMap<Key, Sample> = runs.iter().map(|(k, v)| (*k, Sample::median(v))).collect();
+    let m = |system, work, clients| med[&(system, work, clients)];
+    println!(
+        "Replicated durable 1 KiB puts: ops/s (p50 / p99 ms), medians of {} rounds",
+        rounds()
+    );
+    println!();
+    println!(
+        "| clients | podstore-raft cluster | in-memory cluster | podstore alone (Sync) | cluster / alone | cluster / in-memory |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|");
+    for c in CLIENTS {
+        let (p, mm, a) = (
+            m("podstore", Work::Put, c),
+            m("memory", Work::Put, c),
+            m("alone", Work::Put, c),
+        );
+        println!(
+            "| {c} | {} | {} | {} | {:.2} | {:.2} |",
+            p.cell(),
+            mm.cell(),
+            a.cell(),
+            p.ops / a.ops,
+            p.ops / mm.ops
+        );
+    }
+    println!();
+    println!("4 KiB gets on the leader: ops/s (p50 / p99 ms)");
+    println!();
+    println!(
+        "| clients | podstore-raft local | podstore-raft linearizable | in-memory local | in-memory linearizable | podstore alone |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|");
+    for c in CLIENTS {
+        println!(
+            "| {c} | {} | {} | {} | {} | {} |",
+            m("podstore", Work::Get, c).cell(),
+            m("podstore", Work::GetLinearizable, c).cell(),
+            m("memory", Work::Get, c).cell(),
+            m("memory", Work::GetLinearizable, c).cell(),
+            m("alone", Work::Get, c).cell(),
+        );
     }
 }

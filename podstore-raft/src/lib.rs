@@ -15,7 +15,9 @@
 //!
 //! - [`LogStore`] (src/log_store.rs): `append` is readable when it returns and acknowledged
 //!   (openraft's `IOFlushed`) once a dedicated flusher thread has made it durable: appends that
-//!   arrive while a flush runs share the next one (one fsync for many appends).
+//!   arrive while a flush runs share the next one (one fsync for many appends). The newest
+//!   entries are also kept in memory for the log's readers (replication reads what was just
+//!   appended).
 //! - [`StateMachine`] (src/state_machine.rs): applies [`Request`]s as podstore batches, the
 //!   applied log id and membership in the same batch as the data they describe.
 //! - Snapshots (src/snapshot.rs): a [`podstore::Store::checkpoint`] (hard links, no copy),

@@ -127,8 +127,10 @@ impl Snapshots {
         }
     }
 
-    /// Builds a snapshot of `store`; `read_meta` reads the applied id and membership from the
-    /// checkpoint itself, so that they describe exactly the data in it.
+    /// Builds a snapshot of `store`; `read_meta` reads the applied id and membership from
+    /// `store` right after the checkpoint: the caller writes nothing to `store` from its seal to
+    /// then, so that they describe exactly the checkpoint's data (which is not opened: an open
+    /// reads every segment's index, seconds for many GiB).
     pub(crate) fn build(
         &self,
         store: &Store,
@@ -140,10 +142,17 @@ impl Snapshots {
         fs::create_dir(&tmp)?;
         let result = (|| {
             store.checkpoint(tmp.join("data")).map_err(io_err)?;
-            // Opening the checkpoint once seals its copy of the active segment (and checks it).
-            let copy = Store::open(tmp.join("data")).map_err(io_err)?;
-            let meta = read_meta(&copy)?;
-            copy.close().map_err(io_err)?;
+            // From the live store: the caller writes nothing to it during the build.
+            let meta = read_meta(store)?;
+            // A segment the checkpoint copied (an active one: the caller seals first, so only
+            // if a write came in between) is sealed by opening the copy once, so that no store
+            // ever appends to a snapshot's file.
+            if copied_segment(&tmp.join("data"))? {
+                Store::open(tmp.join("data"))
+                    .map_err(io_err)?
+                    .close()
+                    .map_err(io_err)?;
+            }
             Ok(meta)
         })();
         let meta = match result {
@@ -200,4 +209,16 @@ impl Snapshots {
         }
         Ok(())
     }
+}
+
+/// Whether checkpoint `dir` holds a segment file of its own (one link: copied, not linked).
+fn copied_segment(dir: &Path) -> io::Result<bool> {
+    use std::os::unix::fs::MetadataExt;
+    for e in fs::read_dir(dir)? {
+        let e = e?;
+        if e.file_name().to_string_lossy().starts_with("seg-") && e.metadata()?.nlink() == 1 {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }

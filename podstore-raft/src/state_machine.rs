@@ -94,6 +94,11 @@ struct Shared {
     data: RwLock<(u64, Arc<Store>)>,
     /// Held while a snapshot is installed (one at a time).
     install: Mutex<()>,
+    /// Held while a batch is applied, and by a snapshot build from its seal to its checkpoint:
+    /// the build reads the applied id from the live store, which then describes exactly the
+    /// checkpoint's data (no apply in between), so the checkpoint need not be opened (an open
+    /// reads every segment's index: 3.3 s for a 10 GiB state machine).
+    apply: Mutex<()>,
 }
 
 /// openraft's state machine on podstore. Cheap to clone: clones share the store.
@@ -158,6 +163,7 @@ impl StateMachine {
                 opts,
                 data: RwLock::new((current, Arc::new(store))),
                 install: Mutex::new(()),
+                apply: Mutex::new(()),
             }),
         })
     }
@@ -476,10 +482,14 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
             // Durable first: the log may be purged up to this snapshot. Sealed, so that the
             // checkpoint links every file and copies none (the active segment's records would
             // be copied: a 195 MiB state machine took 17.5 s to snapshot unsealed, 0.054 s sealed).
+            // No batch is applied from the seal to the checkpoint (the apply lock), so the
+            // checkpoint holds no active segment and the live store's applied id is its own.
+            let no_apply = sm.shared.apply.lock().unwrap_or_else(|e| e.into_inner());
             store.flush().map_err(io_err)?;
             store.seal().map_err(io_err)?;
-            sm.shared.snapshots.build(&store, |copy| {
-                let (last_log_id, last_membership) = applied_in(copy)?;
+            sm.shared.snapshots.build(&store, move |live| {
+                let (last_log_id, last_membership) = applied_in(live)?;
+                drop(no_apply);
                 Ok(Meta {
                     last_log_id,
                     last_membership,
@@ -519,10 +529,13 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             }
             if !chunk.is_empty() && (done || chunk.len() >= APPLY_CHUNK) {
                 let items = std::mem::take(&mut chunk);
-                let store = self.store();
-                let responses = tokio::task::spawn_blocking(move || apply_chunk(&store, items))
-                    .await
-                    .map_err(io::Error::other)??;
+                let sm = self.clone();
+                let responses = tokio::task::spawn_blocking(move || {
+                    let _applying = sm.shared.apply.lock().unwrap_or_else(|e| e.into_inner());
+                    apply_chunk(&sm.store(), items)
+                })
+                .await
+                .map_err(io::Error::other)??;
                 for (responder, response) in responses {
                     responder.send(response);
                 }

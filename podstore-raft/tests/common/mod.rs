@@ -159,10 +159,18 @@ pub fn test_config() -> Config {
 pub struct Cluster {
     pub router: Router,
     pub root: tempfile::TempDir,
+    /// The Raft settings of every node ([`test_config`] unless [`Cluster::with_config`]).
+    pub config: Config,
 }
 
 impl Cluster {
     pub fn new() -> Cluster {
+        Cluster::with_config(test_config())
+    }
+
+    /// A cluster whose nodes run with `config` (the benches: elections slower than a loaded
+    /// machine's pauses).
+    pub fn with_config(config: Config) -> Cluster {
         let _ = tracing_subscriber::fmt()
             .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
             .with_test_writer()
@@ -170,6 +178,7 @@ impl Cluster {
         Cluster {
             router: Router::default(),
             root: tempfile::tempdir().unwrap(),
+            config,
         }
     }
 
@@ -179,7 +188,7 @@ impl Cluster {
 
     /// Starts node `id` from its directory (created if new).
     pub async fn start(&self, id: NodeId) -> Node {
-        let node = open_retrying(id, &self.dir(id), &self.router).await;
+        let node = open_retrying(id, &self.dir(id), &self.router, &self.config).await;
         self.router
             .state
             .lock()
@@ -251,14 +260,14 @@ impl Cluster {
 
 /// Opens a node, retrying while the stores of a node just stopped are still being closed
 /// (its directory lock is released when the last handle to them is dropped).
-async fn open_retrying(id: NodeId, dir: &Path, router: &Router) -> Node {
+async fn open_retrying(id: NodeId, dir: &Path, router: &Router, config: &Config) -> Node {
     let mut attempt = 0;
     loop {
         let net = Net {
             from: id,
             router: router.clone(),
         };
-        match Node::open(id, dir, test_config(), net).await {
+        match Node::open(id, dir, config.clone(), net).await {
             Ok(n) => return n,
             Err(e) if attempt < 50 => {
                 attempt += 1;

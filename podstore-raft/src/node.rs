@@ -231,6 +231,11 @@ impl Node {
     /// The value of `key` on this node (what it has applied: possibly stale on a follower).
     pub async fn get(&self, key: impl Into<Vec<u8>>) -> Result<Option<Vec<u8>>, NodeError> {
         let (sm, key) = (self.sm.clone(), key.into());
+        // A value the read cache holds is served here, without the hand-off to a blocking
+        // thread (which cost more than the read itself: docs/benchmarks.md, Replication).
+        if let Some(value) = sm.get_cached(&key)? {
+            return Ok(Some(value));
+        }
         Ok(tokio::task::spawn_blocking(move || sm.get(&key))
             .await
             .map_err(io::Error::other)??)

@@ -183,6 +183,15 @@ impl StateMachine {
         self.store().get(data_key(key)).map_err(io_err)
     }
 
+    /// The value of `key` if this node's read cache holds it (nothing read, never waits on
+    /// the disk: callable on an async runtime's thread); `None` if it does not, whether or not
+    /// the key has a value: then [`StateMachine::get`] tells, by reading.
+    pub fn get_cached(&self, key: &[u8]) -> io::Result<Option<Vec<u8>>> {
+        check(key, None).map_err(io::Error::other)?;
+        let cached = self.store().get_cached(data_key(key)).map_err(io_err)?;
+        Ok(cached.map(|(value, _)| value.to_vec()))
+    }
+
     /// Bytes `start..end` of the value of `key` (`end` clamped to the value's length; `None`
     /// for the end of the value). Reads only the chunks the range covers.
     pub fn get_range(

@@ -1,6 +1,6 @@
 //! A snapshot install stopped after each of its steps (as a crash would stop it) leaves, once
 //! the state machine is reopened from its directory, the old state or the new one, whole; and
-//! the source snapshot, another node's, unchanged.
+//! the source snapshot, another node's, unchanged. And in-place reads from the read cache.
 
 use std::collections::BTreeSet;
 
@@ -120,4 +120,29 @@ async fn install_stopped_after_any_step_leaves_old_or_new_state_whole() {
         .collect();
     assert_eq!(after, source_files);
     assert_eq!(snap.snapshot.meta().unwrap(), snap.meta);
+}
+
+/// `get_cached` answers only what the read cache holds, and never an overwritten value: the
+/// in-place read `Node::get` serves before it hands a miss to a blocking thread.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_cached_answers_from_memory_and_follows_overwrites() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut sm = open(dir.path());
+    apply(&mut sm, vec![put(1, "a")]).await;
+    // Read once: kept (a value written is kept on write too; either way it is in memory now).
+    assert_eq!(sm.get(b"a").unwrap(), Some(b"a at 1".to_vec()));
+    assert_eq!(sm.get_cached(b"a").unwrap(), Some(b"a at 1".to_vec()));
+    apply(&mut sm, vec![put(2, "a")]).await;
+    // The new value or nothing (then `get` reads), never the old one.
+    let cached = sm.get_cached(b"a").unwrap();
+    assert!(
+        cached.is_none() || cached == Some(b"a at 2".to_vec()),
+        "{cached:?}"
+    );
+    assert_eq!(sm.get(b"a").unwrap(), Some(b"a at 2".to_vec()));
+    assert_eq!(sm.get_cached(b"never").unwrap(), None);
+    assert!(
+        sm.get_cached(b"").is_err(),
+        "an empty key is refused, as by get"
+    );
 }

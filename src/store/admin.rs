@@ -362,6 +362,7 @@ impl Store {
             &inner.shared.index,
             &inner.shared.counters,
             inner.reader.cache_figures(),
+            inner.warmed.get(),
             self.io_mode(),
             inner.compactor.threshold(),
         )

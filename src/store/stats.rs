@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use super::append::Log;
 use super::cache::CacheFigures;
 use super::segments::SegmentTable;
+use super::warm::Warmed;
 use crate::index::Index;
 use crate::options::IoMode;
 use crate::segment::SegmentKind;
@@ -112,6 +113,15 @@ pub struct Stats {
     /// `None` when `Options::cache_capacity` set the size, or when nothing said how much there
     /// was. The store's memory is about `index_bytes + cache_bytes`, and the two write buffers.
     pub memory_available: Option<u64>,
+    /// Whether the warm-up at open ([`Options::warm_cache`](crate::Options::warm_cache)) is
+    /// still filling the read cache from the newest segments.
+    pub cache_warming: bool,
+    /// Values the warm-up kept in the read cache since open.
+    pub cache_warmed_values: u64,
+    /// Bytes of those values (not counting their keys and bookkeeping).
+    pub cache_warmed_bytes: u64,
+    /// Bytes the warm-up read from the files since open (in reads of up to 4 MiB).
+    pub cache_warm_read_bytes: u64,
 }
 
 impl Stats {
@@ -173,6 +183,7 @@ pub(super) fn collect(
     index: &Index,
     counters: &Counters,
     cache: CacheFigures,
+    warmed: Warmed,
     io_mode: IoMode,
     threshold: f64,
 ) -> Stats {
@@ -240,6 +251,10 @@ pub(super) fn collect(
         cache_bytes: cache.bytes,
         cache_capacity: cache.capacity,
         memory_available: cache.available,
+        cache_warming: warmed.running,
+        cache_warmed_values: warmed.values,
+        cache_warmed_bytes: warmed.bytes,
+        cache_warm_read_bytes: warmed.read,
     }
 }
 

@@ -884,7 +884,10 @@ fn stress_mixed_ops_across_reopens_while_warming() {
         store = Arc::new(fx.open());
     }
     assert_exercised(&events, what);
-    assert!(caught_warming > 0, "{what}: no round started while the warm-up ran");
+    assert!(
+        caught_warming > 0,
+        "{what}: no round started while the warm-up ran"
+    );
     let final_at = clock.now();
     // By `get` (the listing holds the filler keys too).
     let contents: Contents = (0..MIXED_KEYS)
@@ -892,13 +895,20 @@ fn stress_mixed_ops_across_reopens_while_warming() {
         .collect();
     let ids = decode_contents(&contents, what);
     events.extend((0..MIXED_KEYS).map(|k| Event::final_read(k, ids.get(&k).copied(), final_at)));
-    check_history(&events, |e| e.op == FINAL_GET, &format!("{what}: final state"));
+    check_history(
+        &events,
+        |e| e.op == FINAL_GET,
+        &format!("{what}: final state"),
+    );
     check_history(
         &events,
         |e| e.op != FINAL_GET,
         &format!("{what}: reads while running"),
     );
-    Arc::into_inner(store).expect("one owner").close().expect("close");
+    Arc::into_inner(store)
+        .expect("one owner")
+        .close()
+        .expect("close");
 }
 
 /// Buffered writes are visible at once; `flush` makes them durable, so a crash right after it

@@ -114,7 +114,7 @@ fn a_reopened_store_serves_its_reads_from_memory() {
                 Some(value(k, 0, 5000))
             } else if k % 7 == 1 {
                 None
-            } else if k % 3 == 0 {
+            } else if k.is_multiple_of(3) {
                 Some(value(k, 1, 900))
             } else {
                 Some(value(k, 0, 1000))
@@ -209,7 +209,11 @@ fn damaged_records_are_not_warmed_and_still_fail_their_reads() {
     // Two segments: a value damaged in one, a record's key (under its header crc) in another.
     let segments = common::files::written_files(fx.path(), common::files::FileKind::Log);
     assert!(segments.len() >= 3, "{segments:?}");
-    let records = |i: usize| podstore::inspect::file_records(&segments[i]).unwrap().records;
+    let records = |i: usize| {
+        podstore::inspect::file_records(&segments[i])
+            .unwrap()
+            .records
+    };
     let key_of = |r: &podstore::inspect::RecordInfo| -> usize {
         String::from_utf8_lossy(&r.key[4..]).parse().unwrap()
     };
@@ -387,10 +391,12 @@ fn check(
 fn run_model(c: Config, ops: Vec<Op>) -> Result<(), TestCaseError> {
     let fx = TestStore::new(model_opts(&c));
     // Filler first (buffered: quick), the model keys' writes after it.
-    let filling = Store::open_with(fx.path(), fx.opts.clone().durability(Durability::Buffered))
-        .unwrap();
+    let filling =
+        Store::open_with(fx.path(), fx.opts.clone().durability(Durability::Buffered)).unwrap();
     for i in 0..FILLER {
-        filling.put(format!("filler-{i}"), vec![i as u8; 600]).unwrap();
+        filling
+            .put(format!("filler-{i}"), vec![i as u8; 600])
+            .unwrap();
     }
     filling.close().unwrap();
     let mut store = fx.open();

@@ -362,9 +362,9 @@ impl Store {
             &inner.shared.index,
             &inner.shared.counters,
             inner.reader.cache_figures(),
-            inner.warmed.get(),
             self.io_mode(),
             inner.compactor.threshold(),
         )
+        .with_warm_up(inner.warmed.get())
     }
 }

@@ -125,6 +125,17 @@ pub struct Stats {
 }
 
 impl Stats {
+    /// These figures with what the warm-up did.
+    pub(super) fn with_warm_up(self, w: Warmed) -> Stats {
+        Stats {
+            cache_warming: w.running,
+            cache_warmed_values: w.values,
+            cache_warmed_bytes: w.bytes,
+            cache_warm_read_bytes: w.read,
+            ..self
+        }
+    }
+
     /// Bytes written by compaction per byte written by users since open (0 when users wrote
     /// nothing).
     pub fn write_amplification(&self) -> f64 {
@@ -183,7 +194,6 @@ pub(super) fn collect(
     index: &Index,
     counters: &Counters,
     cache: CacheFigures,
-    warmed: Warmed,
     io_mode: IoMode,
     threshold: f64,
 ) -> Stats {
@@ -251,10 +261,10 @@ pub(super) fn collect(
         cache_bytes: cache.bytes,
         cache_capacity: cache.capacity,
         memory_available: cache.available,
-        cache_warming: warmed.running,
-        cache_warmed_values: warmed.values,
-        cache_warmed_bytes: warmed.bytes,
-        cache_warm_read_bytes: warmed.read,
+        cache_warming: false,
+        cache_warmed_values: 0,
+        cache_warmed_bytes: 0,
+        cache_warm_read_bytes: 0,
     }
 }
 

@@ -117,7 +117,7 @@ impl Warmer {
             .filter(|(_, h)| h.kind == SegmentKind::Log && h.sealed_at.is_some())
             .map(|(id, h)| (id, h.file))
             .collect();
-        files.sort_unstable_by(|a, b| b.0.cmp(&a.0));
+        files.sort_unstable_by_key(|(id, _)| std::cmp::Reverse(*id));
         let stop = Arc::new(AtomicBool::new(false));
         figures.running.store(true, Ordering::Release);
         let walk = Walk {
@@ -356,10 +356,13 @@ impl Walk {
             return Ok(Kept::No);
         };
         let weight = kept_weight(key.len(), entry.value_len);
-        if weight > self.room
-            && !(refresh_room(&self.reader, self.evictions, &mut self.room) && weight <= self.room)
-        {
-            return Ok(Kept::Full);
+        if weight > self.room {
+            // The room counted down since the last refresh is used up: look again (readers
+            // may have filled the cache, or it may have room the count did not see).
+            refresh_room(&self.reader, self.evictions, &mut self.room);
+            if weight > self.room {
+                return Ok(Kept::Full);
+            }
         }
         let len = header.encoded_len() as usize;
         let Some(bytes) = self.win.bytes(file, pos, len, end).map_err(io_err)? else {
@@ -400,7 +403,10 @@ impl Window {
         let (start, held) = self.at;
         if at >= start && at + len as u64 <= start + held as u64 {
             let from = (at - start) as usize;
-            let buf = self.buf.as_ref().expect("a window is held only after a read");
+            let buf = self
+                .buf
+                .as_ref()
+                .expect("a window is held only after a read");
             return Ok(Some(&buf[from..from + len]));
         }
         let align = self.read_align;
@@ -474,7 +480,13 @@ fn decompress(entry: &IndexEntry, stored: &[u8]) -> std::result::Result<Vec<u8>,
             }),
         }
     };
-    match compress::read_framed(entry, 0, &mut value, &mut FrameCache::default(), read_stored) {
+    match compress::read_framed(
+        entry,
+        0,
+        &mut value,
+        &mut FrameCache::default(),
+        read_stored,
+    ) {
         Ok(()) => Ok(value),
         Err(Error::Corruption { kind, .. }) => Err(kind),
         Err(_) => Err(Corruption::InvalidField {

@@ -136,6 +136,8 @@ pub struct Options {
     pub(crate) recovery_mode: RecoveryMode,
     /// See [`Options::cache_capacity`]; `None`: sized from the memory available at open.
     pub(crate) cache_capacity: Option<u64>,
+    /// See [`Options::warm_cache`].
+    pub(crate) warm_cache: bool,
     /// Bits of each key hash the index uses: 64, fewer only in tests (`testing_hash_bits`).
     pub(crate) hash_bits: u32,
 }
@@ -166,6 +168,7 @@ impl Default for Options {
             read_only: false,
             recovery_mode: RecoveryMode::Strict,
             cache_capacity: None,
+            warm_cache: true,
             hash_bits: 64,
         }
     }
@@ -476,6 +479,36 @@ impl Options {
         self
     }
 
+    /// Whether the read cache is warmed at open (default on): a store closed and opened again (a
+    /// restarted service) does not start cold.
+    ///
+    /// A background thread, started by open and never holding it up, reads the store's log
+    /// segments newest first in large sequential reads (4 MiB, direct with direct I/O), checks
+    /// each record's checksums, and keeps in the cache every value of at most 4 KiB (the size
+    /// kept on write) that is still live: as many as fit in the cache's free room. It never
+    /// evicts anything: a store larger than the cache warms its newest data up to the budget.
+    /// Reads and writes go on meanwhile; a value warmed is keyed by where its bytes are, like
+    /// every cached value, so it can never be served once an overwrite, a delete or a
+    /// compaction has moved its key on. Damaged records are skipped (logged; a read of one still
+    /// fails), and the thread stops at close. [`Stats::cache_warming`],
+    /// [`Stats::cache_warmed_values`] and [`Stats::cache_warmed_bytes`] tell what it did.
+    ///
+    /// Turn it off for a store opened briefly (a tool that reads one key), or to keep the disk
+    /// idle after open. It does nothing with the cache off ([`Options::cache_capacity`] 0).
+    ///
+    /// [`Stats::cache_warming`]: crate::Stats::cache_warming
+    /// [`Stats::cache_warmed_values`]: crate::Stats::cache_warmed_values
+    /// [`Stats::cache_warmed_bytes`]: crate::Stats::cache_warmed_bytes
+    ///
+    /// ```
+    /// let opts = podstore::Options::default().warm_cache(false);
+    /// assert!(!opts.view().warm_cache());
+    /// ```
+    pub fn warm_cache(mut self, on: bool) -> Self {
+        self.warm_cache = on;
+        self
+    }
+
     /// Reads back the values these options hold: `opts.view().segment_size()`.
     ///
     /// The setters take the bare names (`Options::default().segment_size(64 << 20)`), so the
@@ -658,5 +691,10 @@ impl OptionsView<'_> {
     /// [`Stats::cache_capacity`]: crate::Stats::cache_capacity
     pub fn cache_capacity(&self) -> Option<u64> {
         self.opts.cache_capacity
+    }
+
+    /// The value set by [`Options::warm_cache`].
+    pub fn warm_cache(&self) -> bool {
+        self.opts.warm_cache
     }
 }

@@ -822,6 +822,95 @@ fn stress_mixed_ops_lazy_overwrites_colliding_with_values_kept_on_write() {
     run_mixed_with(what, opts, 32, OPS_PER_THREAD, Ending::Close, true);
 }
 
+/// The warm restart (`Options::warm_cache`) under the mixed workload: the store is closed and
+/// opened again between rounds of it, and each round's threads start at once, while the warm-up
+/// fills the cache from the newest segments (which hold other keys' small values too, so that it
+/// runs a while), with a thread compacting and keys sharing fingerprints (10 bits of hash). No read
+/// may see an older value once a newer put returned, nor a deleted key's, in any round.
+#[test]
+fn stress_mixed_ops_across_reopens_while_warming() {
+    let opts = stress_options(IoMode::Direct, Durability::Sync)
+        .testing_hash_bits(10)
+        .compaction_threshold(0.2);
+    let what = "32 threads, direct, sync, 10 hash bits, compacting, 4 warm restarts";
+    let fx = Fixture::new(opts);
+    // Small values of keys the workers never touch: every warm-up has several MiB to read.
+    let filler = Store::open_with(fx.path(), fx.opts.clone().durability(Durability::Buffered))
+        .expect("open");
+    for i in 0..6000u32 {
+        filler
+            .put(format!("filler-{i}"), i.to_le_bytes().repeat(250))
+            .expect("put");
+    }
+    filler.close().expect("close");
+    let clock = Clock(Instant::now());
+    let mut events = Vec::new();
+    let mut caught_warming = 0;
+    let threads = 32;
+    let mut store = Arc::new(fx.open());
+    for round in 0..4 {
+        caught_warming += usize::from(store.stats().cache_warming);
+        let workers: Vec<_> = (0..threads)
+            .map(|t| {
+                let thread = round * threads + t;
+                let worker = Worker {
+                    store: Arc::clone(&store),
+                    thread,
+                    rng: XorShift::new(0x3A2E_0000 + thread as u64),
+                    clock,
+                    batch_override: Durability::Buffered,
+                    counter: 0,
+                    events: Vec::new(),
+                };
+                thread::spawn(move || worker.run(OPS_PER_THREAD / 2))
+            })
+            .collect();
+        let compactor = {
+            let store = Arc::clone(&store);
+            thread::spawn(move || {
+                for _ in 0..20 {
+                    store.compact().expect("compact");
+                }
+            })
+        };
+        events.extend(
+            workers
+                .into_iter()
+                .flat_map(|w| w.join().expect("worker thread panicked")),
+        );
+        compactor.join().expect("compactor panicked");
+        let s = Arc::into_inner(store).expect("workers are done");
+        s.close().expect("close");
+        store = Arc::new(fx.open());
+    }
+    assert_exercised(&events, what);
+    assert!(
+        caught_warming > 0,
+        "{what}: no round started while the warm-up ran"
+    );
+    let final_at = clock.now();
+    // By `get` (the listing holds the filler keys too).
+    let contents: Contents = (0..MIXED_KEYS)
+        .filter_map(|k| store.get(key_name(k)).expect("get").map(|v| (k, v)))
+        .collect();
+    let ids = decode_contents(&contents, what);
+    events.extend((0..MIXED_KEYS).map(|k| Event::final_read(k, ids.get(&k).copied(), final_at)));
+    check_history(
+        &events,
+        |e| e.op == FINAL_GET,
+        &format!("{what}: final state"),
+    );
+    check_history(
+        &events,
+        |e| e.op != FINAL_GET,
+        &format!("{what}: reads while running"),
+    );
+    Arc::into_inner(store)
+        .expect("one owner")
+        .close()
+        .expect("close");
+}
+
 /// Buffered writes are visible at once; `flush` makes them durable, so a crash right after it
 /// loses nothing.
 #[test]

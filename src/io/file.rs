@@ -215,6 +215,18 @@ impl SegmentFile {
         Ok(())
     }
 
+    /// Reads up to `buf.len()` bytes at `offset` straight into `buf` (continuing short reads):
+    /// how many were read, fewer only at the end of the file. With O_DIRECT, `buf`'s address and
+    /// length and `offset` must be aligned (the caller's buffer comes from an aligned
+    /// allocation). For long sequential reads, with no bounce: the warm-up at open.
+    pub fn read_at_most(&self, offset: u64, buf: &mut [u8], read_align: u64) -> io::Result<usize> {
+        if self.direct {
+            read_full_direct(&*self.file, buf, offset, read_align)
+        } else {
+            read_full(&*self.file, buf, offset)
+        }
+    }
+
     /// Reads exactly `len` bytes at `offset` in one read (with O_DIRECT widened to the
     /// alignment, straight into a buffer of its own from `pool`, no bounce): the buffer and where
     /// the bytes start in it. For a record read whole and kept: one device round trip, whatever

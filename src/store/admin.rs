@@ -385,5 +385,6 @@ impl Store {
                 block: inner.shared.profile.block_size as u64,
             },
         )
+        .with_warm_up(inner.warmed.get())
     }
 }

@@ -29,7 +29,8 @@
 //! unused spare) takes its id with it. An overwrite, a delete or a
 //! compaction move changes the index entry, so the next read looks up another key (or none)
 //! and the old entry is never served again: it only waits to be evicted. The cache lives and
-//! dies with its `Store`, so a reopen, which could find a file under an old id, starts empty.
+//! dies with its `Store`, so a reopen, which could find a file under an old id, starts empty
+//! (the warm-up, `store/warm.rs`, then fills it from the files of that open, by the same keys).
 //!
 //! Only verified bytes go in: a value after its chunk crcs (and, compressed, its frames' crcs)
 //! checked out, or the value a write has just written (the caller's own bytes, the record's,

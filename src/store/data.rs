@@ -70,6 +70,7 @@ impl Store {
         if !read_only {
             inner.start_background()?;
         }
+        inner.start_warm();
         Ok(Store {
             inner,
             closed: false,

@@ -15,6 +15,7 @@ use super::resolve::Resolver;
 use super::segments::SegmentTable;
 use super::shared::Shared;
 use super::stats::Counters;
+use super::warm::{WarmFigures, Warmer};
 use crate::error::{Error, Result};
 use crate::index::{PendingQueue, Seen};
 use crate::io::file::IoProfile;
@@ -38,6 +39,10 @@ pub(super) struct Inner {
     pub(super) background: Mutex<Vec<Ticker>>,
     /// The resolver thread (older versions left by lazy puts), while it runs.
     pub(super) resolver: Mutex<Option<Resolver>>,
+    /// The warm-up thread ([`Options::warm_cache`]), while it may run.
+    pub(super) warmer: Mutex<Option<Warmer>>,
+    /// What the warm-up did.
+    pub(super) warmed: Arc<WarmFigures>,
 }
 
 pub(super) use super::resolve::Presence;
@@ -99,7 +104,26 @@ impl Inner {
             recovery: recovered.report,
             background: Mutex::new(Vec::new()),
             resolver: Mutex::new(None),
+            warmer: Mutex::new(None),
+            warmed: Arc::new(WarmFigures::default()),
         })
+    }
+
+    /// Starts warming the read cache from the newest segments, as the options say (read-only
+    /// stores too: it only reads). Open does not wait for it, nor fail without it: a thread
+    /// that cannot be started is logged.
+    pub(super) fn start_warm(&self) {
+        if !self.opts.warm_cache || self.reader.cache_figures().capacity == 0 {
+            return;
+        }
+        match Warmer::start(
+            self.shared.clone(),
+            self.reader.clone(),
+            self.warmed.clone(),
+        ) {
+            Ok(w) => *self.warmer.lock().unwrap_or_else(|p| p.into_inner()) = Some(w),
+            Err(e) => log::warn!("podstore: the cache is not warmed: {e}"),
+        }
     }
 
     /// Starts the flush ticker and the background compactor, as the options say. They hold the
@@ -149,6 +173,11 @@ impl Inner {
     /// Stops the background threads: the compactor (which leaves a compaction it is in the
     /// middle of unfinished, harmlessly) and the flush ticker.
     pub(super) fn stop_background(&self) {
+        // The warm-up first: it only reads, and stops after the read in progress.
+        let warmer = self.warmer.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(w) = warmer {
+            w.stop();
+        }
         let threads =
             std::mem::take(&mut *self.background.lock().unwrap_or_else(|p| p.into_inner()));
         // The compactor first (started last): it may be copying, and flushes through the log.

@@ -18,6 +18,8 @@
 //! - `stats`: [`Stats`] and the byte counters;
 //! - `compress`: how values are stored (raw or lz4 frames) and read back;
 //! - `background`: the flush ticker and compactor threads;
+//! - `warm`: the warm restart, a thread that fills the read cache at open from the newest
+//!   segments;
 //! - `inner`: the parts wired together, started at open and stopped at close.
 //!
 //! Each part owns its state; the parts share the index, the pending queue, the segment table
@@ -62,6 +64,7 @@ mod segments;
 mod shared;
 mod stats;
 mod value_reader;
+mod warm;
 mod writer;
 
 use inner::Inner;

@@ -23,6 +23,7 @@ use crate::segment;
 mod kept;
 mod peek;
 
+pub(super) use kept::kept_weight;
 use kept::{SEQ_LEN, cached_seq, cached_whole, kept};
 
 /// Size of the bounce buffers used by direct reads.

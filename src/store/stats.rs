@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use super::append::Log;
 use super::cache::CacheFigures;
 use super::segments::SegmentTable;
+use super::warm::Warmed;
 use crate::index::Index;
 use crate::options::IoMode;
 use crate::segment::SegmentKind;
@@ -112,9 +113,29 @@ pub struct Stats {
     /// `None` when `Options::cache_capacity` set the size, or when nothing said how much there
     /// was. The store's memory is about `index_bytes + cache_bytes`, and the two write buffers.
     pub memory_available: Option<u64>,
+    /// Whether the warm-up at open ([`Options::warm_cache`](crate::Options::warm_cache)) is
+    /// still filling the read cache from the newest segments.
+    pub cache_warming: bool,
+    /// Values the warm-up kept in the read cache since open.
+    pub cache_warmed_values: u64,
+    /// Bytes of those values (not counting their keys and bookkeeping).
+    pub cache_warmed_bytes: u64,
+    /// Bytes the warm-up read from the files since open (in reads of up to 4 MiB).
+    pub cache_warm_read_bytes: u64,
 }
 
 impl Stats {
+    /// These figures with what the warm-up did.
+    pub(super) fn with_warm_up(self, w: Warmed) -> Stats {
+        Stats {
+            cache_warming: w.running,
+            cache_warmed_values: w.values,
+            cache_warmed_bytes: w.bytes,
+            cache_warm_read_bytes: w.read,
+            ..self
+        }
+    }
+
     /// Bytes written by compaction per byte written by users since open (0 when users wrote
     /// nothing).
     pub fn write_amplification(&self) -> f64 {
@@ -234,6 +255,10 @@ pub(super) fn collect(
         cache_bytes: cache.bytes,
         cache_capacity: cache.capacity,
         memory_available: cache.available,
+        cache_warming: false,
+        cache_warmed_values: 0,
+        cache_warmed_bytes: 0,
+        cache_warm_read_bytes: 0,
     }
 }
 

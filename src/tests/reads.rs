@@ -69,7 +69,8 @@ fn a_cold_get_of_a_value_up_to_8_mib_is_one_read() {
 #[test]
 fn metadata_is_one_read_cold_and_none_cached() {
     let sim = new_sim(SimConfig::default());
-    let opts = options(Durability::Sync);
+    // Cold means cold: no warm-up at open reading (and keeping) the values in the background.
+    let opts = options(Durability::Sync).warm_cache(false);
     let store = open(&sim, opts.clone()).unwrap();
     let lens = [100, 3 * 4096 + 17, (1 << 20) + 1];
     let mut versions = Vec::new();

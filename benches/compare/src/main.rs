@@ -51,6 +51,7 @@ usage:
       common: [--load-threads 16] [--seed 1] [--keep] [--key-len 16] (keys padded to it)
               [--write-buffer SIZE] (podstore engines: Options::write_buffer_size, for experiments)
               [--cache-capacity SIZE] (podstore engines: Options::cache_capacity, 0 = off)
+              [--warm-cache 0|1] (podstore engines: Options::warm_cache, the warm restart)
   compare suite [--quick] [--out FILE] [--jsonl FILE] [--charts-dir DIR] [--dir DIR] [--reps N]
                 [--engines a,b,...] [--workloads put,get,range,seqwrite,mix,oldest,reopen,ycsb,memlimit]
                 [--mem-limit SIZE --memlimit-records N --memlimit-ops N] (shrink the memlimit mode)

@@ -87,3 +87,33 @@ impl Reader {
         }
     }
 }
+
+/// Bytes the cache counts for a whole value of `value_len` bytes kept with a key of `key_len`.
+pub(in crate::store) fn kept_weight(key_len: usize, value_len: u64) -> u64 {
+    (SEQ_LEN + key_len) as u64 + value_len + crate::store::cache::ENTRY_OVERHEAD
+}
+
+impl Reader {
+    /// Whether the warm-up at open keeps the value of `entry`: by the rule of the values kept
+    /// on write (at most [`KEPT_ON_WRITE`] bytes, and kept whole by the cache).
+    pub(in crate::store) fn keeps_warm(&self, entry: &IndexEntry) -> bool {
+        entry.value_len <= KEPT_ON_WRITE && self.cache.holds_whole(entry)
+    }
+
+    /// Keeps `value`, the value of `key` in the record `entry` names (numbered `seq`), read by
+    /// the warm-up and verified: its record's header crc and chunk crcs (and, compressed, its
+    /// frames' crcs) checked against the bytes handed here. Never stale, for the reason every
+    /// cached value is not: the entry is keyed by the record's place (store/cache.rs).
+    pub(in crate::store) fn keep_warmed(
+        &self,
+        entry: &IndexEntry,
+        seq: u64,
+        key: &[u8],
+        value: &[u8],
+    ) {
+        self.cache.insert(
+            Key::of(entry, Part::Value),
+            Cached::Bytes(Bytes::from(kept(seq, key, value))),
+        );
+    }
+}

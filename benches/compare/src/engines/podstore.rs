@@ -15,10 +15,15 @@ pub static WRITE_BUFFER: OnceLock<u64> = OnceLock::new();
 /// cost of the cache on cold reads and puts; the suite never sets it.
 pub static CACHE_CAPACITY: OnceLock<u64> = OnceLock::new();
 
+/// `compare run --warm-cache 0|1`: podstore's `Options::warm_cache` for this run (default:
+/// podstore's default, on), to measure what the warm restart does; the suite never sets it.
+pub static WARM_CACHE: OnceLock<u64> = OnceLock::new();
+
 /// The experiment flags above: flag, JSON field, where the value goes.
-pub static TUNING: [(&str, &str, &OnceLock<u64>); 2] = [
+pub static TUNING: [(&str, &str, &OnceLock<u64>); 3] = [
     ("write-buffer", "write_buffer", &WRITE_BUFFER),
     ("cache-capacity", "cache_capacity", &CACHE_CAPACITY),
+    ("warm-cache", "warm_cache", &WARM_CACHE),
 ];
 
 pub struct Pod {
@@ -46,6 +51,9 @@ impl Pod {
         }
         if let Some(&bytes) = CACHE_CAPACITY.get() {
             opts = opts.cache_capacity(bytes);
+        }
+        if let Some(&on) = WARM_CACHE.get() {
+            opts = opts.warm_cache(on != 0);
         }
         let store = Store::open_with(&spec.dir, opts)?;
         if store.io_mode() != mode {

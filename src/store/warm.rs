@@ -1,0 +1,497 @@
+//! The warm restart ([`Options::warm_cache`](crate::Options::warm_cache)): a background thread,
+//! started at open, that fills the read cache's free room with the newest live small values, so
+//! that a store closed and opened again (a restarted service, YCSB's run phase) does not serve
+//! its first reads of every hot value from disk.
+//!
+//! It reads the log segments found at open, newest first (the highest id: the last written, or
+//! compaction's latest copies), each from its first record to its data end in large sequential
+//! reads ([`WARM_READ`] bytes, direct with direct I/O, into one aligned buffer), and walks the
+//! records in them: a record's header crc (which covers its key and lengths, and is seeded with
+//! the file id and the record's offset) is checked before anything else of it is believed; a
+//! put whose value would be kept on write (`read/kept.rs`: at most 4 KiB, kept whole) and whose
+//! place the index still names has its chunk crcs checked (and a compressed one its frames', as
+//! it is decompressed), then is kept as a read keeps it ([`Reader::keep_warmed`]). Tombstones,
+//! dead records and larger values are stepped over by their header's length, unread.
+//!
+//! **Never stale.** An entry is keyed by the place of the bytes it holds (file id, record offset),
+//! whose bytes never change while the store is open, and file ids are never reused
+//! (`store/cache.rs` has the argument): a value the thread keeps after an overwrite, a delete or
+//! a compaction moved its key on is never looked up again, whatever the interleaving. The check
+//! that the index names the place is only there to spend the room on live values. Within a run
+//! that lazy puts left unresolved a kept value may be an older version: the warm path of a read
+//! stops at the first entry the cache cannot tell in such a run (`Reader::lookup`), so it never
+//! answers for a newer one, as for any value kept by a read.
+//!
+//! **Never unverified.** Only bytes whose crcs were checked in the buffer they are copied from
+//! go into the cache. A record whose header does not verify ends the walk of its segment (its
+//! length cannot be believed); one whose header verifies but whose value does not is skipped
+//! (the header's length is good). Both are logged once per segment; a read of such a record
+//! still fails as it would have.
+//!
+//! **Never evicting, never blocking.** It stops when the cache's free room (less a sixteenth,
+//! for the shards' uneven filling) is used, or the cache has evicted anything since it began
+//! (full: readers are filling it too); it holds no lock across I/O (an index lookup copies the
+//! entries out; a cache insertion takes a shard's lock briefly), and stops between records when
+//! the store closes. A file removed meanwhile (compacted) ends the walk of that file quietly; the
+//! handle it holds keeps the bytes readable, and what it kept of that file is never looked up.
+
+use std::io;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use super::compress::{self, FrameCache};
+use super::read::Reader;
+use super::read::kept_weight;
+use super::shared::Shared;
+use crate::error::{Corruption, Error, FileKind, Result};
+use crate::format::footer::{TRAILER_LEN, Trailer};
+use crate::format::record::{
+    RECORD_HEADER_LEN, RecordHeader, RecordKind, RecordPlace, decode_record,
+};
+use crate::format::segment_header::SEGMENT_HEADER_LEN;
+use crate::format::{align_down, align_up};
+use crate::index::IndexEntry;
+use crate::io::aligned::AlignedBuf;
+use crate::io::file::SegmentFile;
+use crate::segment::SegmentKind;
+
+/// Bytes read per step: large enough that a segment is read at the disk's sequential speed,
+/// small enough that a close waits for at most one read.
+const WARM_READ: usize = 4 << 20;
+
+/// What the warm-up did, for [`Stats`](crate::Stats).
+#[derive(Debug, Default)]
+pub(super) struct WarmFigures {
+    running: AtomicBool,
+    values: AtomicU64,
+    bytes: AtomicU64,
+    read: AtomicU64,
+}
+
+/// A copy of [`WarmFigures`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct Warmed {
+    /// The thread is still reading.
+    pub(super) running: bool,
+    /// Values kept.
+    pub(super) values: u64,
+    /// Bytes of those values.
+    pub(super) bytes: u64,
+    /// Bytes read from the files.
+    pub(super) read: u64,
+}
+
+impl WarmFigures {
+    /// What the warm-up did so far.
+    pub(super) fn get(&self) -> Warmed {
+        Warmed {
+            running: self.running.load(Ordering::Acquire),
+            values: self.values.load(Ordering::Relaxed),
+            bytes: self.bytes.load(Ordering::Relaxed),
+            read: self.read.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// The warm-up thread, while it runs.
+pub(super) struct Warmer {
+    stop: Arc<AtomicBool>,
+    handle: JoinHandle<()>,
+}
+
+impl Warmer {
+    /// Starts warming the cache of `reader` from the log segments the store has now (at open:
+    /// every one sealed; the active segment is created by the first write, and what is written
+    /// is kept on write).
+    pub(super) fn start(
+        shared: Shared,
+        reader: Arc<Reader>,
+        figures: Arc<WarmFigures>,
+    ) -> Result<Warmer> {
+        let mut files: Vec<(u64, Arc<SegmentFile>)> = shared
+            .segments
+            .snapshot()
+            .into_iter()
+            .filter(|(_, h)| h.kind == SegmentKind::Log && h.sealed_at.is_some())
+            .map(|(id, h)| (id, h.file))
+            .collect();
+        files.sort_unstable_by_key(|(id, _)| std::cmp::Reverse(*id));
+        let stop = Arc::new(AtomicBool::new(false));
+        figures.running.store(true, Ordering::Release);
+        let walk = Walk {
+            win: Window {
+                buf: None,
+                at: (0, 0),
+                read_align: shared.profile.read_align.max(1),
+                mem_align: shared.profile.mem_align,
+                figures: figures.clone(),
+            },
+            shared,
+            reader,
+            figures: figures.clone(),
+            stop: stop.clone(),
+            room: 0,
+            evictions: 0,
+        };
+        let handle = std::thread::Builder::new()
+            .name("podstore-warm".into())
+            .spawn(move || {
+                let mut walk = walk;
+                walk.run(files);
+                walk.figures.running.store(false, Ordering::Release);
+            })
+            .map_err(|e| {
+                figures.running.store(false, Ordering::Release);
+                Error::io("start background thread", None, e)
+            })?;
+        Ok(Warmer { stop, handle })
+    }
+
+    /// Stops the thread (between two records, or after the read in progress) and waits for it.
+    pub(super) fn stop(self) {
+        self.stop.store(true, Ordering::Relaxed);
+        let _ = self.handle.join();
+    }
+}
+
+/// Why the walk of a segment ended.
+enum Ended {
+    /// Its records were read to its data end.
+    Done,
+    /// Its file was removed (compacted) meanwhile.
+    Gone,
+    /// It has no valid trailer to say where its records end (a read-only store's unsealed
+    /// segment): left alone.
+    Unsealed,
+    /// A record header that does not verify: the rest of the segment cannot be walked.
+    Damaged(u64, Corruption),
+    /// The cache's free room is used.
+    Full,
+    /// The store is closing.
+    Stopped,
+}
+
+/// The read buffer, and which bytes of the file being walked it holds.
+struct Window {
+    /// Allocated at the first read (a store with no segment needs none).
+    buf: Option<AlignedBuf>,
+    /// The file bytes `buf` holds: `[at.0, at.0 + at.1)`.
+    at: (u64, usize),
+    read_align: u64,
+    mem_align: usize,
+    figures: Arc<WarmFigures>,
+}
+
+/// The warm-up's state: the read buffer, and the room left in the cache.
+struct Walk {
+    win: Window,
+    shared: Shared,
+    reader: Arc<Reader>,
+    figures: Arc<WarmFigures>,
+    stop: Arc<AtomicBool>,
+    /// Bytes the cache may still take from the warm-up, counted down between two refreshes.
+    room: u64,
+    /// The cache's evictions when the warm-up began.
+    evictions: u64,
+}
+
+impl Walk {
+    fn run(&mut self, files: Vec<(u64, Arc<SegmentFile>)>) {
+        let began = Instant::now();
+        self.evictions = self.reader.cache_figures().evictions;
+        let mut why = "every segment read";
+        for (id, file) in files {
+            if !refresh_room(&self.reader, self.evictions, &mut self.room) {
+                why = "the cache's free room is used";
+                break;
+            }
+            self.win.at = (0, 0);
+            match self.segment(id, &file) {
+                Ok(Ended::Done | Ended::Gone) => {}
+                Ok(Ended::Unsealed) => {
+                    log::debug!(
+                        "podstore: warm-up: {} has no footer; not read",
+                        file.path().display()
+                    );
+                }
+                Ok(Ended::Damaged(at, kind)) => log::warn!(
+                    "podstore: warm-up: {} has a damaged record at offset {at} ({kind}); the \
+                     rest of the file is not warmed (a read of it reports the damage)",
+                    file.path().display()
+                ),
+                Ok(Ended::Full) => {
+                    why = "the cache's free room is used";
+                    break;
+                }
+                Ok(Ended::Stopped) => {
+                    why = "the store closed";
+                    break;
+                }
+                Err(e) => log::warn!(
+                    "podstore: warm-up: reading {} failed ({e}); its values are not warmed",
+                    file.path().display()
+                ),
+            }
+        }
+        let w = self.figures.get();
+        log::info!(
+            "podstore: warm-up of {}: {} values ({} bytes) kept, {} bytes read in {:.0?}: {why}",
+            self.shared.dir.display(),
+            w.values,
+            w.bytes,
+            w.read,
+            began.elapsed()
+        );
+    }
+
+    /// Walks the records of log segment `id`, keeping the live small values.
+    fn segment(&mut self, id: u64, file: &SegmentFile) -> Result<Ended> {
+        let file_len = file.len()?;
+        if file_len < (SEGMENT_HEADER_LEN + TRAILER_LEN) as u64 {
+            return Ok(Ended::Unsealed);
+        }
+        let io_err = |at: u64, e: io::Error| crate::segment::read_error(id, at, file.path(), e);
+        let trailer_at = file_len - TRAILER_LEN as u64;
+        let trailer = {
+            let Some(tail) = self
+                .win
+                .bytes(file, trailer_at, TRAILER_LEN, file_len)
+                .map_err(|e| io_err(trailer_at, e))?
+            else {
+                return Ok(Ended::Unsealed);
+            };
+            match Trailer::decode(tail, file_len) {
+                Ok(t) if t.segment == id => t,
+                _ => return Ok(Ended::Unsealed),
+            }
+        };
+        let (end, block) = (trailer.data_end, u64::from(trailer.block_size).max(1));
+        let mut pos = SEGMENT_HEADER_LEN as u64;
+        let mut value_damage = None;
+        while pos < end {
+            if self.stop.load(Ordering::Relaxed) {
+                return Ok(Ended::Stopped);
+            }
+            let probe = (RECORD_HEADER_LEN as u64).min(end - pos) as usize;
+            let before = self.win.at;
+            let Some(head) = self
+                .win
+                .bytes(file, pos, probe, end)
+                .map_err(|e| io_err(pos, e))?
+            else {
+                return Ok(Ended::Damaged(pos, truncated(probe as u64, end - pos)));
+            };
+            // Zeroes inside a block: the padding after a write group, to the block's end.
+            if !pos.is_multiple_of(block) && head[..probe.min(4)].iter().all(|&b| b == 0) {
+                pos = align_up(pos, block);
+                continue;
+            }
+            let header = match RecordHeader::decode(head) {
+                Ok(h) => h,
+                Err(kind) => return Ok(Ended::Damaged(pos, kind)),
+            };
+            let len = header.encoded_len();
+            if len > end - pos {
+                return Ok(Ended::Damaged(pos, truncated(len, end - pos)));
+            }
+            if self.win.at != before && self.shared.segments.file(id).is_none() {
+                return Ok(Ended::Gone);
+            }
+            match self.record(id, file, pos, &header, end)? {
+                Kept::Yes | Kept::No => {}
+                Kept::HeaderDamaged(kind) => return Ok(Ended::Damaged(pos, kind)),
+                Kept::ValueDamaged(kind) => {
+                    value_damage.get_or_insert((pos, kind));
+                }
+                Kept::Full => return Ok(Ended::Full),
+            }
+            pos += len;
+        }
+        if let Some((at, kind)) = value_damage {
+            log::warn!(
+                "podstore: warm-up: {} has a damaged value at offset {at} ({kind}) and maybe \
+                 more; not warmed (a read of it reports the damage)",
+                file.path().display()
+            );
+        }
+        Ok(Ended::Done)
+    }
+
+    /// Keeps the value of the record at `pos` (whose header decoded as `header`) if its key's
+    /// entry names it and it is small enough, after verifying it.
+    fn record(
+        &mut self,
+        id: u64,
+        file: &SegmentFile,
+        pos: u64,
+        header: &RecordHeader,
+        end: u64,
+    ) -> Result<Kept> {
+        let io_err = |e: io::Error| crate::segment::read_error(id, pos, file.path(), e);
+        let place = RecordPlace {
+            segment: id,
+            offset: pos,
+        };
+        let head_len = RECORD_HEADER_LEN + header.key_len as usize;
+        let Some(head) = self.win.bytes(file, pos, head_len, end).map_err(io_err)? else {
+            return Ok(Kept::HeaderDamaged(truncated(head_len as u64, end - pos)));
+        };
+        let key = &head[RECORD_HEADER_LEN..];
+        if let Err(kind) = RecordHeader::verify(&head[..RECORD_HEADER_LEN], place, key) {
+            return Ok(Kept::HeaderDamaged(kind));
+        }
+        if header.kind != RecordKind::Put {
+            return Ok(Kept::No);
+        }
+        let index = &self.shared.index;
+        let named = index
+            .candidates(index.hash(key), key.len() as u32)
+            .as_slice()
+            .iter()
+            .copied()
+            .find(|c| c.segment == id && c.offset == pos && c.stored_len == header.value_len);
+        let Some(entry) = named.filter(|e| self.reader.keeps_warm(e)) else {
+            return Ok(Kept::No);
+        };
+        let weight = kept_weight(key.len(), entry.value_len);
+        if weight > self.room {
+            // The room counted down since the last refresh is used up: look again (readers
+            // may have filled the cache, or it may have room the count did not see).
+            refresh_room(&self.reader, self.evictions, &mut self.room);
+            if weight > self.room {
+                return Ok(Kept::Full);
+            }
+        }
+        let len = header.encoded_len() as usize;
+        let Some(bytes) = self.win.bytes(file, pos, len, end).map_err(io_err)? else {
+            return Ok(Kept::HeaderDamaged(truncated(len as u64, end - pos)));
+        };
+        let record = match decode_record(bytes, place) {
+            Ok(r) => r,
+            Err(kind) => return Ok(Kept::ValueDamaged(kind)),
+        };
+        let (key, seq) = (record.key, record.header.seq);
+        if entry.is_compressed() {
+            match decompress(&entry, record.value) {
+                Ok(value) => self.reader.keep_warmed(&entry, seq, key, &value),
+                Err(kind) => return Ok(Kept::ValueDamaged(kind)),
+            }
+        } else {
+            self.reader.keep_warmed(&entry, seq, key, record.value);
+        }
+        self.room = self.room.saturating_sub(weight);
+        self.figures.values.fetch_add(1, Ordering::Relaxed);
+        self.figures
+            .bytes
+            .fetch_add(entry.value_len, Ordering::Relaxed);
+        Ok(Kept::Yes)
+    }
+}
+
+impl Window {
+    /// File bytes `[at, at + len)`, from the buffer or read into it, reading nothing at or past
+    /// `end` but the alignment's slack; `None` if the file is shorter.
+    fn bytes(
+        &mut self,
+        file: &SegmentFile,
+        at: u64,
+        len: usize,
+        end: u64,
+    ) -> io::Result<Option<&[u8]>> {
+        let (start, held) = self.at;
+        if at >= start && at + len as u64 <= start + held as u64 {
+            let from = (at - start) as usize;
+            let buf = self
+                .buf
+                .as_ref()
+                .expect("a window is held only after a read");
+            return Ok(Some(&buf[from..from + len]));
+        }
+        let align = self.read_align;
+        let from = align_down(at, align);
+        let want = (align_up(end.max(at + len as u64), align) - from).min(WARM_READ as u64);
+        if (at - from) as usize + len > want as usize {
+            // Longer than a read (a record the walk keeps is never).
+            return Ok(None);
+        }
+        let mem_align = self.mem_align;
+        let buf = self
+            .buf
+            .get_or_insert_with(|| AlignedBuf::zeroed(WARM_READ, mem_align));
+        self.at = (from, 0);
+        let got = file.read_at_most(from, &mut buf[..want as usize], align)?;
+        self.figures.read.fetch_add(got as u64, Ordering::Relaxed);
+        self.at = (from, got);
+        let skip = (at - from) as usize;
+        Ok((skip + len <= got).then(|| &buf[skip..skip + len]))
+    }
+}
+
+/// What [`Walk::record`] did with a record.
+enum Kept {
+    /// Kept its value.
+    Yes,
+    /// Not a value to keep: a tombstone, dead, or larger than the warm-up keeps.
+    No,
+    /// Its header or key does not verify: its length cannot be believed.
+    HeaderDamaged(Corruption),
+    /// Its value does not verify (its header does: the walk goes on after it).
+    ValueDamaged(Corruption),
+    /// The cache has no room for it.
+    Full,
+}
+
+/// Refreshes `room`, the bytes the cache may still take from the warm-up, from the cache's
+/// figures; false when the cache is full (or has evicted since the warm-up began, when it had
+/// `evictions`).
+fn refresh_room(reader: &Reader, evictions: u64, room: &mut u64) -> bool {
+    let f = reader.cache_figures();
+    if f.evictions > evictions {
+        *room = 0;
+        return false;
+    }
+    *room = (f.capacity - f.capacity / 16).saturating_sub(f.bytes);
+    *room > 0
+}
+
+/// `Truncated`: `needed` bytes, `available` before the end.
+fn truncated(needed: u64, available: u64) -> Corruption {
+    Corruption::Truncated { needed, available }
+}
+
+/// The value of the compressed record `entry` names, from its `stored` bytes (whose chunk crcs
+/// were checked), its frames checked as they are decompressed.
+fn decompress(entry: &IndexEntry, stored: &[u8]) -> std::result::Result<Vec<u8>, Corruption> {
+    let mut value = vec![0u8; entry.value_len as usize];
+    let read_stored = |off: u64, buf: &mut [u8]| {
+        let from = off as usize;
+        match stored.get(from..from + buf.len()) {
+            Some(b) => {
+                buf.copy_from_slice(b);
+                Ok(())
+            }
+            None => Err(Error::Corruption {
+                file: FileKind::Log,
+                segment: entry.segment,
+                offset: entry.offset,
+                kind: truncated(off + buf.len() as u64, stored.len() as u64),
+            }),
+        }
+    };
+    match compress::read_framed(
+        entry,
+        0,
+        &mut value,
+        &mut FrameCache::default(),
+        read_stored,
+    ) {
+        Ok(()) => Ok(value),
+        Err(Error::Corruption { kind, .. }) => Err(kind),
+        Err(_) => Err(Corruption::InvalidField {
+            field: "compressed value length",
+            value: entry.value_len,
+        }),
+    }
+}

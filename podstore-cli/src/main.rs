@@ -303,7 +303,11 @@ fn run(cli: Cli) -> Result<(), Failure> {
 
 /// Opens an existing store: read-only for the commands that only read.
 fn open(dir: &Path, read_only: bool) -> Result<Store, Failure> {
-    let opts = Options::default().create(false).read_only(read_only);
+    // One command, then close: warming the cache would only read segments nobody asked for.
+    let opts = Options::default()
+        .create(false)
+        .read_only(read_only)
+        .warm_cache(false);
     match Store::open_with(dir, opts) {
         // A directory with a `LOCK` among other files (another program's): no store, and these
         // commands create none, so nothing to allow.
@@ -383,6 +387,7 @@ fn verify(dir: &Path, hex: bool) -> Result<(), Failure> {
             let opts = Options::default()
                 .create(false)
                 .read_only(true)
+                .warm_cache(false)
                 .recovery_mode(podstore::RecoveryMode::Salvage);
             let store = Store::open_with(dir, opts)?;
             for f in &store.recovery().lost {
@@ -578,6 +583,7 @@ fn put(
     };
     let opts = Options::default()
         .create(create.is_some())
+        .warm_cache(false)
         .allow_foreign_files(create.is_some_and(|c| c.allow_foreign_files));
     let store = match Store::open_with(dir, opts) {
         Err(Error::NotFound { path }) => {

@@ -4,9 +4,9 @@
 //!   directory: single puts and deletes; then also atomic batches (all-or-nothing) and large
 //!   values in blob files; then all that while the store compacts. 5 rounds each, 25 under
 //!   `PODSTORE_TEST_LONG`; `PODSTORE_CRASH_SEED` and `PODSTORE_CRASH_ROUNDS` vary them for long
-//!   runs (scripts/crash-loop.sh); and a streamed put
-//!   (`Store::writer`) killed mid-stream and after `finish`; a process taking checkpoints of a
-//!   store being written, killed midway;
+//!   runs (scripts/crash-loop.sh); what the parent checks after each kill in `kill9/check.rs`;
+//! - `midway`: a streamed put (`Store::writer`) killed mid-stream and after `finish`; a process
+//!   taking checkpoints of a store being written, killed midway;
 //! - `cas`: kill -9 of a process racing compare-and-swap increments with conditional batches:
 //!   no acknowledged batch lost, every batch whole, no increment applied on a stale version;
 //! - `compaction`: a process aborted at each step of the compaction protocol (failpoints);
@@ -31,6 +31,7 @@ mod compaction;
 mod damage;
 mod kill9;
 mod lock;
+mod midway;
 mod support;
 mod torn_tail;
 
@@ -64,8 +65,8 @@ fn crash_child() {
         ["cas", mode, round] => {
             cas::cas_child(Path::new(&dir), parse_mode(mode), round.parse().unwrap())
         }
-        ["checkpoint", mode] => kill9::checkpoint_child(Path::new(&dir), parse_mode(mode)),
-        ["stream", mode, finish, lz4] => kill9::stream_child(
+        ["checkpoint", mode] => midway::checkpoint_child(Path::new(&dir), parse_mode(mode)),
+        ["stream", mode, finish, lz4] => midway::stream_child(
             Path::new(&dir),
             parse_mode(mode),
             finish.parse().unwrap(),

@@ -14,8 +14,7 @@ use crate::format::footer::locations::for_each_location_at;
 use crate::format::footer::v1::encode_footer_v1;
 use crate::format::footer::{
     BlockLocations, FOOTER_V1, FooterEntry, Location, LocationHeader, TRAILER_LEN, Trailer,
-    decode_entries, encode_footer, for_each_location,
-    key_section,
+    decode_entries, encode_footer, for_each_location, key_section,
 };
 use crate::format::scan::{ScanError, scan_sealed_segment, scan_segment};
 use crate::format::segment_header::SEGMENT_HEADER_LEN;

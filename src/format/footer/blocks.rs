@@ -144,7 +144,10 @@ impl BlockLocations {
     /// The run of location entries of the key block at file offset `block`; `None` if no block
     /// starts there.
     pub fn run(&self, block: u64) -> Option<Run> {
-        let i = self.blocks.binary_search_by_key(&block, |b| b.offset).ok()?;
+        let i = self
+            .blocks
+            .binary_search_by_key(&block, |b| b.offset)
+            .ok()?;
         let b = self.blocks[i];
         let (end_pos, end_ordinal) = match self.blocks.get(i + 1) {
             Some(next) => (next.pos, next.ordinal),
@@ -161,8 +164,7 @@ impl BlockLocations {
     /// entry decodes and matches its key (`(key, record offset)`, as the block lists them) by
     /// length, record offset and hash.
     pub fn seqs(&self, run: &Run, bytes: &[u8], keys: &[(Vec<u8>, u64)]) -> Option<Vec<u64>> {
-        if keys.len() as u64 != run.count || bytes.len() as u64 != run.bytes.end - run.bytes.start
-        {
+        if keys.len() as u64 != run.count || bytes.len() as u64 != run.bytes.end - run.bytes.start {
             return None;
         }
         let mut pos = 0;
@@ -202,7 +204,10 @@ mod tests {
         let t = Trailer::decode(&footer[footer.len() - TRAILER_LEN..], file_len).unwrap();
         let table_at = (t.table_offset - at) as usize;
         let table = &footer[table_at..table_at + t.table_len as usize];
-        assert_eq!(BlockLocations::of_table(&t, table).unwrap(), Some(map.clone()));
+        assert_eq!(
+            BlockLocations::of_table(&t, table).unwrap(),
+            Some(map.clone())
+        );
         assert!(map.fits(&t));
         let header = LocationHeader::decode(&t, table).unwrap();
         let keys = &footer[..header.key_len as usize];
@@ -241,7 +246,10 @@ mod tests {
         check(&many(5000, |_| 16), 1 << 20);
         // Long keys: blocks of one or two keys; keys of mixed lengths, records far into the
         // file (offsets of several varint bytes).
-        check(&many(300, |i| if i % 7 == 0 { 4096 } else { 1000 }), 1 << 20);
+        check(
+            &many(300, |i| if i % 7 == 0 { 4096 } else { 1000 }),
+            1 << 20,
+        );
         let mut far = many(3000, |i| 8 + i % 90);
         for (i, e) in far.iter_mut().enumerate() {
             e.offset = (1 << 35) + i as u64 * 100_000;

@@ -343,10 +343,12 @@ pub(crate) fn decode_location(
     let hash = get_u64(table, *pos);
     *pos += LOCATION_ENTRY_FIXED_LEN;
     let delta = varint::get(table, pos, "footer sequence number")?;
-    let seq = base_seq.checked_add(delta).ok_or(Corruption::InvalidField {
-        field: "footer sequence number",
-        value: delta,
-    })?;
+    let seq = base_seq
+        .checked_add(delta)
+        .ok_or(Corruption::InvalidField {
+            field: "footer sequence number",
+            value: delta,
+        })?;
     let offset = varint::get(table, pos, "footer record offset")?;
     let stored_len = varint::get_max(table, pos, MAX_VALUE_LEN, "footer stored length")?;
     let key_len = varint::get_max(table, pos, MAX_KEY_LEN as u64, "footer key length")?;

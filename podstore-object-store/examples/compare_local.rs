@@ -5,7 +5,8 @@
 //! median of each and their ratio.
 //!
 //! Run: `cargo run --release -p podstore-object-store --example compare_local [DIR]
-//!       [--rounds N] [--list-objects N]`
+//!       [--rounds N] [--list-objects N] [--list-only]` (`--list-only`: the listing rows
+//!       alone, for a listing among many objects without the minutes of the other rows)
 //!
 //! What each side promises: `LocalFileSystem` never fsyncs, so it is compared with podstore at
 //! `Durability::Buffered` (neither survives power loss; podstore's puts survive a crash of the
@@ -34,6 +35,7 @@ struct Args {
     dir: Option<PathBuf>,
     rounds: usize,
     list_objects: usize,
+    list_only: bool,
 }
 
 fn args() -> Args {
@@ -41,6 +43,7 @@ fn args() -> Args {
         dir: None,
         rounds: 5,
         list_objects: 100_000,
+        list_only: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -52,8 +55,11 @@ fn args() -> Args {
         match arg.as_str() {
             "--rounds" => a.rounds = value("--rounds"),
             "--list-objects" => a.list_objects = value("--list-objects"),
+            "--list-only" => a.list_only = true,
             "-h" | "--help" => {
-                println!("usage: compare_local [DIR] [--rounds N] [--list-objects N]");
+                println!(
+                    "usage: compare_local [DIR] [--rounds N] [--list-objects N] [--list-only]"
+                );
                 std::process::exit(0);
             }
             other if !other.starts_with('-') && a.dir.is_none() => a.dir = Some(other.into()),
@@ -224,6 +230,10 @@ async fn run(root: &FsPath, args: &Args) {
     let (_sync_store, sync) = podstore_side(&root.join("pod-sync"), Durability::Sync);
     let local = local_side(&root.join("local"), false);
     let local_fsync = local_side(&root.join("local-fsync"), true);
+    if args.list_only {
+        list_rows(args, &buffered_store, &buffered, &local).await;
+        return;
+    }
 
     // Puts: fresh keys every round, same count on both sides.
     for (size, n) in [(KIB, 4000), (64 * KIB, 800), (4 * MIB, 24)] {
@@ -286,54 +296,7 @@ async fn run(root: &FsPath, args: &Args) {
         );
     }
 
-    // Listing 100 keys under one prefix among `list_objects` objects (100 per prefix).
-    let dirs = args.list_objects / 100;
-    for side in [&buffered, &local] {
-        let mut handles = Vec::new();
-        for t in 0..16 {
-            let side = side.clone();
-            handles.push(tokio::spawn(async move {
-                for d in (t..dirs).step_by(16) {
-                    for i in 0..100 {
-                        let p = Path::from(format!("list/d{d:06}/{i:03}"));
-                        side.objects
-                            .put(&p, Bytes::from_static(b"x").into())
-                            .await
-                            .unwrap();
-                    }
-                }
-            }));
-        }
-        for h in handles {
-            h.await.unwrap();
-        }
-    }
-    let lists = 200;
-    let (mut a, mut b) = (Vec::new(), Vec::new());
-    for r in 0..rounds {
-        for (side, out) in [(&buffered, &mut a), (&local, &mut b)] {
-            let start = Instant::now();
-            for i in 0..lists {
-                let d = (i * 7919 + r) % dirs;
-                let prefix = Path::from(format!("list/d{d:06}"));
-                let listed: Vec<_> = side
-                    .objects
-                    .list(Some(&prefix))
-                    .try_collect()
-                    .await
-                    .unwrap();
-                assert_eq!(listed.len(), 100);
-            }
-            out.push(lists as f64 / start.elapsed().as_secs_f64());
-        }
-    }
-    row(
-        &format!("list 100 keys of {} objects", dirs * 100),
-        buffered.name,
-        a,
-        local.name,
-        b,
-    );
+    list_rows(args, &buffered_store, &buffered, &local).await;
 
     // The adapter's cost: the same puts and gets through PodstoreObjectStore and on the Store
     // directly (16 OS threads calling it), at Buffered.
@@ -360,6 +323,102 @@ async fn run(root: &FsPath, args: &Args) {
         b.push(n as f64 / t.as_secs_f64());
     }
     row("get 1 KiB, 16 tasks", "adapter", a, "Store direct", b);
+}
+
+/// Listing 100 keys under one prefix among `list_objects` objects (100 per prefix): the adapter
+/// against `LocalFileSystem`, then `Store::prefix(..).entries()` with each entry's metadata
+/// (what the adapter's listing calls) against the adapter.
+async fn list_rows(args: &Args, buffered_store: &Arc<Store>, buffered: &Side, local: &Side) {
+    let rounds = args.rounds;
+    let dirs = args.list_objects / 100;
+    for side in [buffered, local] {
+        let mut handles = Vec::new();
+        for t in 0..16 {
+            let side = side.clone();
+            handles.push(tokio::spawn(async move {
+                for d in (t..dirs).step_by(16) {
+                    for i in 0..100 {
+                        let p = Path::from(format!("list/d{d:06}/{i:03}"));
+                        side.objects
+                            .put(&p, Bytes::from_static(b"x").into())
+                            .await
+                            .unwrap();
+                    }
+                }
+            }));
+        }
+        for h in handles {
+            h.await.unwrap();
+        }
+    }
+    let lists = 200;
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    for r in 0..rounds {
+        for (side, out) in [(buffered, &mut a), (local, &mut b)] {
+            let start = Instant::now();
+            for i in 0..lists {
+                let d = (i * 7919 + r) % dirs;
+                let prefix = Path::from(format!("list/d{d:06}"));
+                let listed: Vec<_> = side
+                    .objects
+                    .list(Some(&prefix))
+                    .try_collect()
+                    .await
+                    .unwrap();
+                assert_eq!(listed.len(), 100);
+            }
+            out.push(lists as f64 / start.elapsed().as_secs_f64());
+        }
+    }
+    row(
+        &format!("list 100 keys of {} objects", dirs * 100),
+        buffered.name,
+        a,
+        local.name,
+        b,
+    );
+
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    for r in 0..rounds {
+        let store = buffered_store.clone();
+        let t = tokio::task::spawn_blocking(move || {
+            let start = Instant::now();
+            for i in 0..lists {
+                let d = (i * 7919 + r) % dirs;
+                let mut n = 0;
+                for e in store.prefix(format!("list/d{d:06}/")).entries() {
+                    let meta = e.unwrap().metadata();
+                    assert_eq!(meta.len(), 1);
+                    n += 1;
+                }
+                assert_eq!(n, 100);
+            }
+            start.elapsed()
+        })
+        .await
+        .unwrap();
+        a.push(lists as f64 / t.as_secs_f64());
+        let start = Instant::now();
+        for i in 0..lists {
+            let d = (i * 7919 + r) % dirs;
+            let prefix = Path::from(format!("list/d{d:06}"));
+            let listed: Vec<_> = buffered
+                .objects
+                .list(Some(&prefix))
+                .try_collect()
+                .await
+                .unwrap();
+            assert_eq!(listed.len(), 100);
+        }
+        b.push(lists as f64 / start.elapsed().as_secs_f64());
+    }
+    row(
+        &format!("list 100 keys of {} objects with metadata", dirs * 100),
+        "Store entries",
+        a,
+        "adapter",
+        b,
+    );
 }
 
 fn direct_puts(store: &Store, round: usize, size: usize, threads: usize, n: usize) -> Duration {

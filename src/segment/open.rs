@@ -80,7 +80,7 @@ pub struct Locations {
     table: Vec<u8>,
     count: usize,
     /// Where each key block's entries are in the table (version 2), for listings.
-    blocks: Option<BlockLocations>,
+    blocks: Option<Box<BlockLocations>>,
 }
 
 impl Locations {
@@ -99,7 +99,9 @@ impl Locations {
                 b.push(l.key_len as usize, l.offset, pos);
             }
         })?;
-        let blocks = blocks.zip(header).map(|(b, h)| b.finish(&trailer, &h));
+        let blocks = blocks
+            .zip(header)
+            .map(|(b, h)| Box::new(b.finish(&trailer, &h)));
         Ok(Locations {
             trailer,
             table,
@@ -110,7 +112,7 @@ impl Locations {
 
     /// Where each key block's entries are in the table (a footer of version 2), taken.
     pub fn take_blocks(&mut self) -> Option<BlockLocations> {
-        self.blocks.take()
+        self.blocks.take().map(|b| *b)
     }
 
     /// Calls `f` with each location, in ascending key order.

@@ -26,6 +26,24 @@ fn key_prefix(prefix: Option<&Path>) -> Vec<u8> {
     }
 }
 
+/// The end of the range of the keys that start with `prefix`: the first key after all of them
+/// (trailing `0xff` bytes dropped, the last byte incremented), unbounded for an empty or all-`0xff`
+/// prefix. A listing bounded by it copies only the active segment's keys under the prefix, not
+/// every key after it.
+fn prefix_end(prefix: &[u8]) -> Bound<Vec<u8>> {
+    let mut end = prefix.to_vec();
+    while end.last() == Some(&0xff) {
+        end.pop();
+    }
+    match end.last_mut() {
+        Some(b) => {
+            *b += 1;
+            Bound::Excluded(end)
+        }
+        None => Bound::Unbounded,
+    }
+}
+
 /// The metadata of a listed entry (the listing knows it without a read), or `None` when its key
 /// is not an object (not a path's text).
 fn meta_of(entry: &Entry<'_>) -> Option<ObjectMeta> {
@@ -65,7 +83,10 @@ type Page = (Vec<ObjectMeta>, Option<Bound<Vec<u8>>>);
 fn page(store: &Store, prefix: &[u8], start: Bound<Vec<u8>>) -> Result<Page> {
     let mut out = Vec::new();
     let mut seen = 0;
-    for e in store.range::<Vec<u8>>((start, Bound::Unbounded)).entries() {
+    for e in store
+        .range::<Vec<u8>>((start, prefix_end(prefix)))
+        .entries()
+    {
         let e = e.map_err(generic)?;
         if !e.key().starts_with(prefix) {
             return Ok((out, None));
@@ -94,7 +115,7 @@ pub(crate) fn list_with_delimiter(store: &Store, prefix: Option<&Path>) -> Resul
     let mut start = Bound::Included(prefix.clone());
     'seek: loop {
         for e in store
-            .range::<Vec<u8>>((start.clone(), Bound::Unbounded))
+            .range::<Vec<u8>>((start.clone(), prefix_end(&prefix)))
             .entries()
         {
             let e = e.map_err(generic)?;

@@ -34,8 +34,11 @@ pub(crate) fn seq_time(seq: u64) -> SystemTime {
 }
 
 /// The version of a key's value: it changes on every write of the key and never repeats for a
-/// key, also across crashes, reopens and compaction (it describes the write, not where the
-/// record lives). Versions of one store are ordered: a later write has a larger version.
+/// key, also across reopens and compaction (it describes the write, not where the record
+/// lives), and across crashes as long as the system clock is not stepped back across the
+/// restart by more than the restart took (a write lost in the crash may have shown its version
+/// to a reader; docs/design.md, "Record", says exactly what is promised). Versions of one store
+/// are ordered: a later write has a larger version.
 ///
 /// It is shown (and parsed back) as 16 lowercase hex digits, a ready-made ETag.
 ///

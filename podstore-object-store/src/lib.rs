@@ -103,12 +103,13 @@
 //!   none. **Tags** are accepted and ignored, as `LocalFileSystem` does.
 //! - **Object versions**: see above; `ObjectMeta::version` is `None`.
 //!
-//! # Known cost
+//! # Listing cost
 //!
-//! A listing asks [`Store::metadata`] for each listed object, which reads the object's record
-//! header unless the read cache holds it: one disk read per object listed, far slower than
-//! `LocalFileSystem`'s cached directories (docs/benchmarks.md). A listing that returns lengths
-//! and versions from what the store's ordered listing already reads would remove it.
+//! A listing takes each object's size, version (its `e_tag`) and time from the store's ordered
+//! listing ([`podstore::Entry::metadata`]), which reads the footers' sorted keys and the
+//! location entries of the same key blocks, never an object's record: about two small reads per
+//! store file for a prefix of a few objects (docs/benchmarks.md, "The object_store backend
+//! against LocalFileSystem").
 //!
 //! # Conformance
 //!

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use futures::stream::{self, BoxStream, StreamExt, TryStreamExt};
 use object_store::path::{DELIMITER, Path};
 use object_store::{ListResult, ObjectMeta, Result};
-use podstore::Store;
+use podstore::{Entry, Store};
 
 use crate::convert::{blocking, generic, key, object_meta, path};
 
@@ -26,16 +26,28 @@ fn key_prefix(prefix: Option<&Path>) -> Vec<u8> {
     }
 }
 
-/// The metadata of a listed key, or `None` when it is not an object (not a path's text) or was
-/// deleted since it was listed.
-fn meta_of(store: &Store, key: &[u8]) -> Result<Option<ObjectMeta>> {
-    let Some(location) = path(key) else {
-        return Ok(None);
-    };
-    Ok(store
-        .metadata(key)
-        .map_err(generic)?
-        .map(|m| object_meta(location, &m)))
+/// The end of the range of the keys that start with `prefix`: the first key after all of them
+/// (trailing `0xff` bytes dropped, the last byte incremented), unbounded for an empty or all-`0xff`
+/// prefix. A listing bounded by it copies only the active segment's keys under the prefix, not
+/// every key after it.
+fn prefix_end(prefix: &[u8]) -> Bound<Vec<u8>> {
+    let mut end = prefix.to_vec();
+    while end.last() == Some(&0xff) {
+        end.pop();
+    }
+    match end.last_mut() {
+        Some(b) => {
+            *b += 1;
+            Bound::Excluded(end)
+        }
+        None => Bound::Unbounded,
+    }
+}
+
+/// The metadata of a listed entry (the listing knows it without a read), or `None` when its key
+/// is not an object (not a path's text).
+fn meta_of(entry: &Entry<'_>) -> Option<ObjectMeta> {
+    path(entry.key()).map(|location| object_meta(location, &entry.metadata()))
 }
 
 /// The objects under `prefix` after `offset` (exclusive), in ascending order, a page of
@@ -71,17 +83,20 @@ type Page = (Vec<ObjectMeta>, Option<Bound<Vec<u8>>>);
 fn page(store: &Store, prefix: &[u8], start: Bound<Vec<u8>>) -> Result<Page> {
     let mut out = Vec::new();
     let mut seen = 0;
-    for k in store.range::<Vec<u8>>((start, Bound::Unbounded)) {
-        let k = k.map_err(generic)?;
-        if !k.starts_with(prefix) {
+    for e in store
+        .range::<Vec<u8>>((start, prefix_end(prefix)))
+        .entries()
+    {
+        let e = e.map_err(generic)?;
+        if !e.key().starts_with(prefix) {
             return Ok((out, None));
         }
-        if let Some(meta) = meta_of(store, &k)? {
+        if let Some(meta) = meta_of(&e) {
             out.push(meta);
         }
         seen += 1;
         if seen == PAGE {
-            return Ok((out, Some(Bound::Excluded(k))));
+            return Ok((out, Some(Bound::Excluded(e.into_key()))));
         }
     }
     Ok((out, None))
@@ -99,14 +114,18 @@ pub(crate) fn list_with_delimiter(store: &Store, prefix: Option<&Path>) -> Resul
     };
     let mut start = Bound::Included(prefix.clone());
     'seek: loop {
-        for k in store.range::<Vec<u8>>((start.clone(), Bound::Unbounded)) {
-            let k = k.map_err(generic)?;
+        for e in store
+            .range::<Vec<u8>>((start.clone(), prefix_end(&prefix)))
+            .entries()
+        {
+            let e = e.map_err(generic)?;
+            let k = e.key();
             if !k.starts_with(&prefix) {
                 break 'seek;
             }
             match k[prefix.len()..].iter().position(|&b| b == b'/') {
                 None => {
-                    if let Some(meta) = meta_of(store, &k)? {
+                    if let Some(meta) = meta_of(&e) {
                         result.objects.push(meta);
                     }
                 }

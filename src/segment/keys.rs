@@ -26,11 +26,14 @@
 
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use super::read::{corruption, read_error};
 use crate::error::{Corruption, Error, Result};
 use crate::format::cursor::ByteSource;
-use crate::format::footer::{FOOTER_V1, TRAILER_LEN, Trailer, decode_entries};
+use crate::format::footer::{
+    BlockLocations, BlockRef, FOOTER_V1, TRAILER_LEN, Trailer, decode_entries,
+};
 use crate::format::segment_header::SEGMENT_HEADER_LEN;
 
 mod fence;
@@ -48,15 +51,37 @@ pub struct SortedKeys<S: ByteSource> {
 /// Keys with their record offsets, in ascending order.
 type Keyed = Vec<(Vec<u8>, u64)>;
 
+/// A key, its record offset, and its record's sequence number when the footer tells it without
+/// a read of the record ([`SortedKeys::next_with_seq`]).
+pub type KeySeq = (Vec<u8>, u64, Option<u64>);
+
 /// A sealed file whose trailer verified: what the readers of its footer read through.
 struct FooterFile<S> {
     src: S,
     id: u64,
     path: PathBuf,
     trailer: Trailer,
+    /// Where each key block's location entries are, to give keys their sequence numbers.
+    blocks: Option<Arc<BlockLocations>>,
 }
 
 impl<S: ByteSource> FooterFile<S> {
+    /// The sequence numbers of `keys`, the entries of the key block `block`, from the run of
+    /// their location entries (one read); empty when there is no map, the read fails or the run
+    /// does not match the keys (the caller then reads the records, as without a map).
+    fn seqs_of(&self, block: BlockRef, keys: &Keyed) -> Vec<u64> {
+        let Some(map) = &self.blocks else {
+            return Vec::new();
+        };
+        let Some(run) = map.run(block.offset) else {
+            return Vec::new();
+        };
+        let Ok(bytes) = self.read(run.bytes.start, run.bytes.end - run.bytes.start) else {
+            return Vec::new();
+        };
+        map.seqs(&run, &bytes, keys).unwrap_or_default()
+    }
+
     fn read(&self, at: u64, len: u64) -> Result<Vec<u8>> {
         let mut buf = vec![0u8; len as usize];
         self.src
@@ -79,6 +104,7 @@ enum State {
     /// backwards.
     Table {
         entries: Keyed,
+        seqs: Vec<u64>,
         next: usize,
         back: usize,
     },
@@ -112,9 +138,37 @@ impl<S: ByteSource> SortedKeys<S> {
                 id,
                 path: path.to_path_buf(),
                 trailer,
+                blocks: None,
             },
             state: State::Unloaded,
         }))
+    }
+
+    /// Whether the keys come with their sequence numbers only given a [`BlockLocations`]
+    /// ([`SortedKeys::set_blocks`]): a footer of version 2 without one yet (a footer of
+    /// version 1 holds them in the table it reads).
+    pub fn needs_blocks(&self) -> bool {
+        self.file.trailer.version != FOOTER_V1 && self.file.blocks.is_none()
+    }
+
+    /// Gives the keys of each key block read from now on their sequence numbers from `blocks`
+    /// (one more read per block, of its location entries); ignored if `blocks` is not this
+    /// footer's.
+    pub fn set_blocks(&mut self, blocks: Arc<BlockLocations>) {
+        if blocks.fits(&self.file.trailer) {
+            self.file.blocks = Some(blocks);
+        }
+    }
+
+    /// Reads this footer's location table whole, verifies it and maps where each key block's
+    /// entries are in it; `None` for a footer of version 1.
+    pub fn read_blocks(&self) -> Result<Option<BlockLocations>> {
+        let t = self.file.trailer;
+        if t.version == FOOTER_V1 {
+            return Ok(None);
+        }
+        let table = self.file.read(t.table_offset, t.table_len)?;
+        BlockLocations::of_table(&t, &table).map_err(|k| self.file.corrupt(t.table_offset, k))
     }
 
     /// Reads what the first seek needs: the tree's root (version 2) or the sorted table
@@ -131,6 +185,7 @@ impl<S: ByteSource> SortedKeys<S> {
             entries.sort_unstable_by(|a, b| a.key.cmp(&b.key));
             self.state = State::Table {
                 back: entries.len(),
+                seqs: entries.iter().map(|e| e.seq).collect(),
                 entries: entries.into_iter().map(|e| (e.key, e.offset)).collect(),
                 next: 0,
             };
@@ -200,7 +255,15 @@ impl<S: ByteSource> SortedKeys<S> {
     /// The previous key with its record offset, in descending order from where
     /// [`SortedKeys::seek_back`] put the reader (the last key without a seek); `None` past the
     /// first. As for [`Iterator::next`], an error is the last item.
+    #[cfg(test)]
     pub fn next_back(&mut self) -> Option<Result<(Vec<u8>, u64)>> {
+        self.next_back_with_seq()
+            .map(|r| r.map(|(key, offset, _)| (key, offset)))
+    }
+
+    /// [`SortedKeys::next_back`] with the record's sequence number, when the footer tells it
+    /// (see [`SortedKeys::next_with_seq`]).
+    pub fn next_back_with_seq(&mut self) -> Option<Result<KeySeq>> {
         if matches!(self.state, State::Failed) {
             return None;
         }
@@ -213,26 +276,39 @@ impl<S: ByteSource> SortedKeys<S> {
         }
     }
 
-    fn next_back_inner(&mut self) -> Result<Option<(Vec<u8>, u64)>> {
+    fn next_back_inner(&mut self) -> Result<Option<KeySeq>> {
         self.load()?;
         match &mut self.state {
-            State::Table { entries, back, .. } => {
+            State::Table {
+                entries,
+                seqs,
+                back,
+                ..
+            } => {
                 let Some(i) = back.checked_sub(1) else {
                     return Ok(None);
                 };
                 *back = i;
-                Ok(Some(entries[i].clone()))
+                let (key, offset) = entries[i].clone();
+                Ok(Some((key, offset, Some(seqs[i]))))
             }
             State::Tree(cursor) => cursor.prev(&self.file),
             State::Unloaded | State::Failed => Ok(None),
         }
     }
 
-    fn next_inner(&mut self) -> Result<Option<(Vec<u8>, u64)>> {
+    fn next_inner(&mut self) -> Result<Option<KeySeq>> {
         self.load()?;
         match &mut self.state {
-            State::Table { entries, next, .. } => {
-                let item = entries.get(*next).cloned();
+            State::Table {
+                entries,
+                seqs,
+                next,
+                ..
+            } => {
+                let item = entries
+                    .get(*next)
+                    .map(|(key, offset)| (key.clone(), *offset, Some(seqs[*next])));
                 *next += item.is_some() as usize;
                 Ok(item)
             }
@@ -246,6 +322,18 @@ impl<S: ByteSource> Iterator for SortedKeys<S> {
     type Item = Result<(Vec<u8>, u64)>;
 
     fn next(&mut self) -> Option<Self::Item> {
+        self.next_with_seq()
+            .map(|r| r.map(|(key, offset, _)| (key, offset)))
+    }
+}
+
+impl<S: ByteSource> SortedKeys<S> {
+    /// The next key with its record offset and, when the footer tells it, its record's
+    /// sequence number: always for a footer of version 1, for version 2 once
+    /// [`SortedKeys::set_blocks`] gave the map of its location table (then each key block read
+    /// costs one more read, of the location entries of its keys). `None` when it is not told
+    /// (no map, or a run that does not match its block): the record tells.
+    pub fn next_with_seq(&mut self) -> Option<Result<KeySeq>> {
         if matches!(self.state, State::Failed) {
             return None;
         }

@@ -12,7 +12,7 @@ mod stream;
 
 pub use blob::*;
 pub use catalog::*;
-pub use keys::SortedKeys;
+pub use keys::{KeySeq, SortedKeys};
 pub use names::*;
 pub use open::*;
 pub use read::*;

@@ -9,10 +9,12 @@ use super::read::{FileSource, corruption, read_error};
 use crate::error::{Corruption, Error, Result};
 use crate::format::align_up;
 use crate::format::cursor::ByteSource;
+use crate::format::footer::blocks::BlocksBuilder;
+use crate::format::footer::locations::for_each_location_at;
 use crate::format::footer::v1::encode_footer_v1;
 use crate::format::footer::{
-    FooterEntry, Location, TRAILER_LEN, Trailer, decode_entries, encode_footer, for_each_location,
-    key_section,
+    BlockLocations, FOOTER_V1, FooterEntry, Location, LocationHeader, TRAILER_LEN, Trailer,
+    decode_entries, encode_footer, for_each_location, key_section,
 };
 use crate::format::scan::{ScanError, scan_sealed_segment, scan_segment};
 use crate::format::segment_header::SEGMENT_HEADER_LEN;
@@ -77,18 +79,40 @@ pub struct Locations {
     trailer: Trailer,
     table: Vec<u8>,
     count: usize,
+    /// Where each key block's entries are in the table (version 2), for listings.
+    blocks: Option<Box<BlockLocations>>,
 }
 
 impl Locations {
     /// Verifies `table` (which `trailer` points at) whole.
+    /// Maps where each key block's entries are as it goes ([`BlockLocations`]: 24 bytes per
+    /// block of keys, so that a listing gives keys their versions without reading records).
     fn check(trailer: Trailer, table: Vec<u8>) -> std::result::Result<Locations, Corruption> {
         let mut count = 0;
-        for_each_location(&trailer, &table, |_| count += 1)?;
+        let header = (trailer.version != FOOTER_V1)
+            .then(|| LocationHeader::decode_header(&trailer, &table))
+            .transpose()?;
+        let mut blocks = header.map(|h| BlocksBuilder::new(h.key_offset));
+        for_each_location_at(&trailer, &table, |l, pos| {
+            count += 1;
+            if let Some(b) = &mut blocks {
+                b.push(l.key_len as usize, l.offset, pos);
+            }
+        })?;
+        let blocks = blocks
+            .zip(header)
+            .map(|(b, h)| Box::new(b.finish(&trailer, &h)));
         Ok(Locations {
             trailer,
             table,
             count,
+            blocks,
         })
+    }
+
+    /// Where each key block's entries are in the table (a footer of version 2), taken.
+    pub fn take_blocks(&mut self) -> Option<BlockLocations> {
+        self.blocks.take().map(|b| *b)
     }
 
     /// Calls `f` with each location, in ascending key order.

@@ -17,7 +17,7 @@ use super::compress::StoredValue;
 use super::segments::{FileSummary, SegmentHandle};
 use super::shared::Shared;
 use crate::error::Result;
-use crate::format::footer::{FooterEntry, encode_footer};
+use crate::format::footer::{FooterEntry, encode_footer_with_blocks};
 use crate::format::record::{
     FLAG_BATCH_CONTINUES, RecordHeader, RecordKind, RecordPlace, write_record,
 };
@@ -104,8 +104,8 @@ pub(super) struct ActiveKeys {
     pub(super) id: u64,
     /// One past the last byte of the last record appended.
     pub(super) data_end: u64,
-    /// `(key, record offset)`, in file order.
-    pub(super) keys: Vec<(Vec<u8>, u64)>,
+    /// `(key, record offset, sequence number)`, in file order.
+    pub(super) keys: Vec<(Vec<u8>, u64, u64)>,
 }
 
 /// The active segment as [`Stats`](super::Stats) and `verify` see it.
@@ -408,7 +408,7 @@ impl AppendGuard<'_> {
                 .records
                 .iter()
                 .filter(|r| keep(&r.key))
-                .map(|r| (r.key.clone(), r.offset))
+                .map(|r| (r.key.clone(), r.offset, r.seq))
                 .collect(),
         })
     }
@@ -610,6 +610,7 @@ impl AppendGuard<'_> {
                     kind: SegmentKind::Log,
                     sealed_at: None,
                     summary: FileSummary::default(),
+                    blocks: Arc::default(),
                 },
             );
             let app = &mut *self.app;
@@ -654,7 +655,7 @@ impl AppendGuard<'_> {
         debug_assert_eq!(app.wb.position() % app.wb.block_size(), 0);
         let table_offset = app.wb.position();
         let entries = segment::last_per_key(active.records);
-        let footer = encode_footer(
+        let (footer, blocks) = encode_footer_with_blocks(
             active.id,
             active.data_end,
             table_offset,
@@ -667,7 +668,10 @@ impl AppendGuard<'_> {
         app.wb.submit_seal(last)?;
         let ticket = app.wb.sync_ticket();
 
-        self.log.shared.segments.mark_sealed(id, ticket, summary);
+        self.log
+            .shared
+            .segments
+            .mark_sealed(id, ticket, summary, blocks);
         Ok(())
     }
 }

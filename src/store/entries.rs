@@ -2,7 +2,9 @@
 //! methods that start a listing ([`Store::range`], [`Store::prefix`], [`Store::first`],
 //! [`Store::last`]; [`Store::keys`] is beside `get` in `store/data.rs`).
 //!
-//! An entry holds its key and the place of its value, found when the listing reached it; the
+//! An entry holds its key and the place of its value, found when the listing reached it, with
+//! the value's length and version ([`Entry::metadata`]), which the listing knows without reading
+//! the record (the footers' location tables, the active segment's records in memory); the
 //! value is read only when asked for, whole ([`Entry::value`]) or streamed ([`Entry::reader`]),
 //! through the same read path as `get` (cache, write buffers, verified chunks). The entry keeps
 //! the value's file open, so that the value it names stays readable when compaction moves it.
@@ -15,6 +17,7 @@ use super::list::{Keys, owned, prefix_range};
 use super::read::{Located, Reader};
 use super::{Store, ValueReader};
 use crate::error::Result;
+use crate::meta::ValueMeta;
 
 /// A key and its value, read on demand: the items of [`Entries`], and what [`Store::first`] and
 /// [`Store::last`] return.
@@ -65,6 +68,24 @@ impl<'a> Entry<'a> {
     /// The length of the value (as it was put), known without a read.
     pub fn value_len(&self) -> u64 {
         self.found.entry.value_len
+    }
+
+    /// The value's metadata (length, version, time of the write), known without a read: what
+    /// [`Store::metadata`] said of the key when the listing reached it.
+    ///
+    /// ```
+    /// # fn main() -> podstore::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = podstore::Store::open(dir.path())?;
+    /// let v = store.put("photo/1", "one")?;
+    /// for entry in store.prefix("photo/").entries() {
+    ///     let meta = entry?.metadata();
+    ///     assert_eq!((meta.len(), meta.version()), (3, v));
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn metadata(&self) -> ValueMeta {
+        ValueMeta::new(self.found.entry.value_len, self.found.seq)
     }
 
     /// The whole value, read now (from the read cache when it holds it), verified.
@@ -156,11 +177,17 @@ impl std::fmt::Debug for Entries<'_> {
 impl<'a> Entries<'a> {
     fn next_at(&mut self, back: bool) -> Option<Result<Entry<'a>>> {
         loop {
-            let (key, entry) = match self.keys.next_entry(back)? {
+            let (key, live) = match self.keys.next_entry(back)? {
                 Ok(item) => item,
                 Err(e) => return Some(Err(e)),
             };
-            match self.keys.located(&key, entry) {
+            let found = match live.found {
+                Some(found) => Ok(Some(found)),
+                // A footer that did not tell the record's sequence number (its location table
+                // could not be read): the record tells.
+                None => self.keys.store.inner.reader.locate(&key),
+            };
+            match found {
                 Ok(Some(found)) => {
                     return Some(Ok(Entry {
                         reader: &self.keys.store.inner.reader,
@@ -218,7 +245,9 @@ impl<'a> Keys<'a> {
     /// # Ok(()) }
     /// ```
     pub fn entries(self) -> Entries<'a> {
-        Entries { keys: self }
+        Entries {
+            keys: self.with_records(),
+        }
     }
 }
 

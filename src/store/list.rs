@@ -42,18 +42,19 @@ use std::io;
 use std::iter::FusedIterator;
 use std::ops::Bound;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use super::Store;
 use super::read::Located;
 use super::segments::SegmentHandle;
 use crate::error::Result;
 use crate::format::cursor::ByteSource;
+use crate::format::footer::BlockLocations;
 use crate::format::scan::scan_segment;
 use crate::index::IndexEntry;
 use crate::io::aligned::BufPool;
 use crate::io::file::SegmentFile;
-use crate::segment::{SortedKeys, corruption, last_per_key, read_error};
+use crate::segment::{KeySeq, SortedKeys, corruption, last_per_key, read_error};
 
 /// A file's bytes through its shared handle, for [`SortedKeys`] and the scan.
 #[derive(Clone)]
@@ -74,12 +75,30 @@ impl ByteSource for FileBytes<'_> {
     }
 }
 
-/// Every `(file, record offset)` the sources name one key at.
-type Places = Vec<(u64, u64)>;
+/// A record the sources name a key at: its file, its offset, its sequence number when the
+/// source tells it, and the source.
+#[derive(Clone, Copy)]
+struct Place {
+    file: u64,
+    offset: u64,
+    seq: Option<u64>,
+    source: usize,
+}
 
-/// Keys in the range with their record offsets, sorted (a key may come more than once: the
-/// active segment's records of one key).
-type Sorted = Arc<Vec<(Vec<u8>, u64)>>;
+/// Every place the sources name one key at.
+type Places = Vec<Place>;
+
+/// Keys in the range with their record offsets and sequence numbers, sorted (a key may come
+/// more than once: the active segment's records of one key).
+type Sorted = Arc<Vec<(Vec<u8>, u64, u64)>>;
+
+/// A live key as the listing found it: its index entry, and its record (the file held open and
+/// the sequence number) when the listing knows it: from the sources, without a read, or from
+/// the read that told the key's entry from others.
+pub(super) struct Live {
+    pub(super) entry: IndexEntry,
+    pub(super) found: Option<Located>,
+}
 
 /// Where the keys of one file (or of the active segment) come from, as the snapshot found them:
 /// what each end of the listing opens a cursor on.
@@ -90,6 +109,8 @@ enum Origin<'a> {
         bytes: FileBytes<'a>,
         path: PathBuf,
         spare: Option<Box<SortedKeys<FileBytes<'a>>>>,
+        /// The file's map of its location table, shared with its handle.
+        blocks: Arc<OnceLock<Arc<BlockLocations>>>,
     },
     /// Keys in memory: the active segment's, or a scanned file's.
     Memory(Sorted),
@@ -103,16 +124,20 @@ enum Cursor<'a> {
 }
 
 impl Cursor<'_> {
-    fn next(&mut self, back: bool) -> Option<Result<(Vec<u8>, u64)>> {
+    fn next(&mut self, back: bool) -> Option<Result<KeySeq>> {
+        let at = |keys: &Sorted, i: usize| {
+            let (key, offset, seq) = keys[i].clone();
+            (key, offset, Some(seq))
+        };
         match self {
-            Cursor::Footer(keys) if back => keys.next_back(),
-            Cursor::Footer(keys) => keys.next(),
+            Cursor::Footer(keys) if back => keys.next_back_with_seq(),
+            Cursor::Footer(keys) => keys.next_with_seq(),
             Cursor::Memory(keys, left) if back => {
                 *left = left.checked_sub(1)?;
-                Some(Ok(keys[*left].clone()))
+                Some(Ok(at(keys, *left)))
             }
             Cursor::Memory(keys, next) => {
-                let item = keys.get(*next)?.clone();
+                let item = (*next < keys.len()).then(|| at(keys, *next))?;
                 *next += 1;
                 Some(Ok(item))
             }
@@ -126,6 +151,7 @@ struct Head {
     key: Vec<u8>,
     source: usize,
     offset: u64,
+    seq: Option<u64>,
     back: bool,
 }
 
@@ -169,13 +195,19 @@ impl<'a> Merge<'a> {
         let Some(head) = self.heap.pop() else {
             return Ok(None);
         };
-        let mut places = vec![(ids[head.source], head.offset)];
+        let place = |h: &Head| Place {
+            file: ids[h.source],
+            offset: h.offset,
+            seq: h.seq,
+            source: h.source,
+        };
+        let mut places = vec![place(&head)];
         self.refill(head.source, skip_damaged)?;
         while self.heap.peek().is_some_and(|h| h.key == head.key) {
             let Some(h) = self.heap.pop() else {
                 break;
             };
-            places.push((ids[h.source], h.offset));
+            places.push(place(&h));
             self.refill(h.source, skip_damaged)?;
         }
         self.last = Some(head.key.clone());
@@ -184,10 +216,11 @@ impl<'a> Merge<'a> {
 
     fn refill(&mut self, i: usize, skip_damaged: bool) -> Result<()> {
         match self.cursors[i].next(self.back) {
-            Some(Ok((key, offset))) => self.heap.push(Head {
+            Some(Ok((key, offset, seq))) => self.heap.push(Head {
                 key,
                 source: i,
                 offset,
+                seq,
                 back: self.back,
             }),
             // A damaged footer: its keys are left out (its file is not unseen, so a key whose
@@ -217,9 +250,14 @@ impl<'a> Merge<'a> {
 #[must_use = "iterators are lazy: Keys lists nothing until it is iterated"]
 pub struct Keys<'a> {
     pub(super) store: &'a Store,
-    /// Per source: its file id, and what each end opens a cursor on.
+    /// Per source: its file id, what each end opens a cursor on, and the file held open (the
+    /// active segment's, if the snapshot found its handle).
     ids: Vec<u64>,
     origins: Vec<Origin<'a>>,
+    files: Vec<Option<Arc<SegmentFile>>>,
+    /// Whether the keys are wanted with their records ([`Keys::entries`]): footers then give
+    /// each key its sequence number (see [`Live`]).
+    with_records: bool,
     start: Bound<Vec<u8>>,
     end: Bound<Vec<u8>>,
     /// Files whose keys the snapshot read.
@@ -295,8 +333,8 @@ impl<'a> Keys<'a> {
     ) -> Result<Vec<(Vec<u8>, IndexEntry)>> {
         let mut keys = Keys::with(store, Bound::Unbounded, Bound::Unbounded, true);
         let mut all = Vec::new();
-        while let Some(item) = keys.next_inner(false)? {
-            all.push(item);
+        while let Some((key, live)) = keys.next_inner(false)? {
+            all.push((key, live.entry));
         }
         Ok(all)
     }
@@ -311,6 +349,8 @@ impl<'a> Keys<'a> {
             store,
             ids: Vec::new(),
             origins: Vec::new(),
+            files: Vec::new(),
+            with_records: false,
             start,
             end,
             listed: HashSet::new(),
@@ -338,12 +378,13 @@ impl<'a> Keys<'a> {
             let log = inner.log.lock();
             (log.next_file_id(), log.active_keys(|k| self.in_range(k)))
         };
+        let shared = &inner.shared;
         if let Some(mut a) = active {
             a.keys.sort_unstable();
             self.active = Some((a.id, a.data_end));
-            self.add(a.id, Origin::Memory(Arc::new(a.keys)));
+            let file = shared.segments.file(a.id);
+            self.add(a.id, Origin::Memory(Arc::new(a.keys)), file);
         }
-        let shared = &inner.shared;
         let syncs_done = inner.log.progress().lock().syncs_done;
         let mut handles = shared.segments.snapshot();
         if handles
@@ -362,7 +403,7 @@ impl<'a> Keys<'a> {
                 continue; // the active segment: its keys came from the log
             }
             match self.origin(id, &h, pool, read_align) {
-                Ok(origin) => self.add(id, origin),
+                Ok(origin) => self.add(id, origin, Some(h.file.clone())),
                 // Its keys are left out (`verify` reports the file's damage itself).
                 Err(_) if self.skip_damaged => {
                     self.listed.insert(id);
@@ -373,10 +414,11 @@ impl<'a> Keys<'a> {
         Ok(())
     }
 
-    fn add(&mut self, id: u64, origin: Origin<'a>) {
+    fn add(&mut self, id: u64, origin: Origin<'a>, file: Option<Arc<SegmentFile>>) {
         self.listed.insert(id);
         self.ids.push(id);
         self.origins.push(origin);
+        self.files.push(file);
     }
 
     /// Where the keys of file `id` come from: its sorted footer, or a scan when it has none.
@@ -404,22 +446,23 @@ impl<'a> Keys<'a> {
                 bytes,
                 path,
                 spare: Some(Box::new(keys)),
+                blocks: h.blocks.clone(),
             },
             None => Origin::Memory(Arc::new(self.scanned(bytes, id)?)),
         })
     }
 
     /// The keys in range of a file open without a footer, by a scan of its records.
-    fn scanned(&self, src: FileBytes<'a>, id: u64) -> Result<Vec<(Vec<u8>, u64)>> {
+    fn scanned(&self, src: FileBytes<'a>, id: u64) -> Result<Vec<(Vec<u8>, u64, u64)>> {
         let path = src.file.path().to_path_buf();
         let outcome = scan_segment(&src, id).map_err(|e| match e {
             crate::format::scan::ScanError::Io(e) => read_error(id, 0, &path, e),
             crate::format::scan::ScanError::Header(kind) => corruption(&path, id, 0, kind),
         })?;
-        let mut keys: Vec<(Vec<u8>, u64)> = last_per_key(outcome.records)
+        let mut keys: Vec<(Vec<u8>, u64, u64)> = last_per_key(outcome.records)
             .into_iter()
             .filter(|e| self.in_range(&e.key))
-            .map(|e| (e.key, e.offset))
+            .map(|e| (e.key, e.offset, e.seq))
             .collect();
         keys.sort_unstable();
         Ok(keys)
@@ -443,7 +486,12 @@ impl<'a> Keys<'a> {
                         let at = if back { keys.len() } else { 0 };
                         Cursor::Memory(keys.clone(), at)
                     }
-                    Origin::Footer { bytes, path, spare } => {
+                    Origin::Footer {
+                        bytes,
+                        path,
+                        spare,
+                        blocks,
+                    } => {
                         let mut keys = match spare.take() {
                             Some(keys) => keys,
                             None => SortedKeys::open(bytes.clone(), id, path)?
@@ -461,6 +509,9 @@ impl<'a> Keys<'a> {
                                     )
                                 })?,
                         };
+                        if self.with_records && keys.needs_blocks() {
+                            give_blocks(&mut keys, blocks);
+                        }
                         let seek = if back {
                             keys.seek_back(end.map(Vec::as_slice))
                         } else {
@@ -489,22 +540,36 @@ impl<'a> Keys<'a> {
     }
 
     /// The index entry of `key`, found at `places`, if the key is live (see the module's
-    /// "Liveness").
-    fn live_entry(&self, key: &[u8], places: &[(u64, u64)]) -> Result<Option<IndexEntry>> {
+    /// "Liveness"), and its record if known without a read, or read to tell.
+    fn live_entry(&self, key: &[u8], places: &[Place]) -> Result<Option<Live>> {
         let inner = &self.store.inner;
         let index = &inner.shared.index;
+        let read = |key: &[u8]| -> Result<Option<Live>> {
+            Ok(inner.reader.locate(key)?.map(|f| Live {
+                entry: f.entry,
+                found: Some(f),
+            }))
+        };
         let candidates = index.candidates(index.hash(key), key.len() as u32);
         if candidates.unresolved() {
             // An entry that names one of the key's records may be an older version a lazy put
             // left (not resolved yet): the key's newest entry, read from the records, decides.
-            return Ok(inner.reader.locate(key)?.map(|f| f.entry));
+            return read(key);
         }
-        if let Some(e) = candidates
-            .as_slice()
-            .iter()
-            .find(|e| places.contains(&e.place()))
-        {
-            return Ok(Some(*e));
+        let named = candidates.as_slice().iter().find_map(|e| {
+            places
+                .iter()
+                .find(|p| (p.file, p.offset) == e.place())
+                .map(|p| (*e, p))
+        });
+        if let Some((entry, place)) = named {
+            // The record the place names is the key's live one: its sequence number came with
+            // the key, and its file is held open since the snapshot.
+            let found = place
+                .seq
+                .zip(self.files[place.source].clone())
+                .map(|(seq, file)| Located::new(entry, seq, file));
+            return Ok(Some(Live { entry, found }));
         }
         let unseen = |e: &&IndexEntry| {
             !self.listed.contains(&e.segment)
@@ -517,11 +582,11 @@ impl<'a> Keys<'a> {
         }
         // Moved or written since the snapshot (or another key's, sharing the fingerprint):
         // the record tells.
-        Ok(inner.reader.locate(key)?.map(|f| f.entry))
+        read(key)
     }
 
     /// The next live key from the front (or with `back`, from the back) and its index entry.
-    fn next_inner(&mut self, back: bool) -> Result<Option<(Vec<u8>, IndexEntry)>> {
+    fn next_inner(&mut self, back: bool) -> Result<Option<(Vec<u8>, Live)>> {
         if let Some(e) = self.error.take() {
             return Err(e);
         }
@@ -547,14 +612,14 @@ impl<'a> Keys<'a> {
             if met || !self.in_range(&key) {
                 return Ok(None);
             }
-            if let Some(entry) = self.live_entry(&key, &places)? {
-                return Ok(Some((key, entry)));
+            if let Some(live) = self.live_entry(&key, &places)? {
+                return Ok(Some((key, live)));
             }
         }
     }
 
     /// [`Keys::next_inner`] as an item: `None` for good after the ends meet or an error.
-    pub(super) fn next_entry(&mut self, back: bool) -> Option<Result<(Vec<u8>, IndexEntry)>> {
+    pub(super) fn next_entry(&mut self, back: bool) -> Option<Result<(Vec<u8>, Live)>> {
         if self.done {
             return None;
         }
@@ -577,16 +642,27 @@ impl<'a> Keys<'a> {
         self.done = true;
     }
 
-    /// The record `entry` names, with its file held open: `None` when the key has gone since
-    /// `entry` was found live (deleted meanwhile, its file removed).
-    ///
-    /// Found through the read path, not from `entry` alone: a value's version (its record's
-    /// sequence number, which [`ValueReader::metadata`](crate::ValueReader::metadata) reports)
-    /// is in its record's header, which the read path reads (in the same read as a small value)
-    /// or has cached; and a key moved by compaction since it was found is found where it is now.
-    pub(super) fn located(&self, key: &[u8], _entry: IndexEntry) -> Result<Option<Located>> {
-        self.store.inner.reader.locate(key)
+    /// Asks for the keys with their records ([`Keys::entries`]): each footer's keys then come
+    /// with their sequence numbers, from its location table (one more read per key block).
+    pub(super) fn with_records(mut self) -> Self {
+        self.with_records = true;
+        self
     }
+}
+
+/// Gives `keys` the map of its file's location table: the one its handle keeps, or read now
+/// (its table, once for the file) and kept. A table that cannot be read or does not verify
+/// gives no map: the keys' records then tell their sequence numbers, as the listing found them
+/// before (its damage is `verify`'s to report).
+fn give_blocks<S: ByteSource>(keys: &mut SortedKeys<S>, slot: &OnceLock<Arc<BlockLocations>>) {
+    let map = match slot.get() {
+        Some(map) => map.clone(),
+        None => match keys.read_blocks() {
+            Ok(Some(map)) => slot.get_or_init(|| Arc::new(map)).clone(),
+            Ok(None) | Err(_) => return,
+        },
+    };
+    keys.set_blocks(map);
 }
 
 impl Iterator for Keys<'_> {

@@ -376,11 +376,13 @@ pub(super) fn recover(
             });
         }
         let mut summary = FileSummary::default();
+        let mut blocks = None;
         builder.start_file(id, loaded.records.count());
         match loaded.records {
             // Keys on disk: records that share a hash with another have theirs read again by
             // ordinal if open must compare them (`Builder::finish`).
-            segment::Records::Locations(locations) => {
+            segment::Records::Locations(mut locations) => {
+                blocks = locations.take_blocks();
                 locations.for_each(|l| {
                     let tombstone = l.kind == RecordKind::Tombstone;
                     let len = crate::format::record::record_len(l.key_len as u64, l.stored_len);
@@ -424,6 +426,10 @@ pub(super) fn recover(
             }
         }
         let mut handle = SegmentHandle::sealed(Arc::new(loaded.file), kind, summary);
+        if let Some(b) = blocks {
+            // Kept for listings; a fresh handle's slot is empty.
+            let _ = handle.blocks.set(Arc::new(b));
+        }
         if !footer_durable {
             // No footer on disk: compaction (which reads footers) leaves it alone.
             handle.sealed_at = None;

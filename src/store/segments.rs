@@ -3,8 +3,9 @@
 //! (their file behind an `Arc`), so that a reader keeps its file open after a removal.
 
 use std::collections::HashMap;
-use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
+use crate::format::footer::BlockLocations;
 use crate::format::record::RecordKind;
 use crate::io::file::SegmentFile;
 use crate::segment::SegmentKind;
@@ -20,6 +21,11 @@ pub(super) struct SegmentHandle {
     pub(super) sealed_at: Option<u64>,
     /// What its footer names.
     pub(super) summary: FileSummary,
+    /// Where each key block's location entries are in its footer, so that a listing gives keys
+    /// their versions without reading their records: set at open and at a seal (from the table
+    /// they decode or encode anyway), else by the first listing that reads the file's keys.
+    /// Shared by the handle's clones.
+    pub(super) blocks: Arc<OnceLock<Arc<BlockLocations>>>,
 }
 
 /// What a file's footer names, for the tombstone rule and [`Stats`](super::Stats).
@@ -100,6 +106,7 @@ impl SegmentHandle {
             kind,
             sealed_at: Some(0),
             summary,
+            blocks: Arc::default(),
         }
     }
 }
@@ -137,10 +144,17 @@ impl SegmentTable {
     }
 
     /// Records that segment `id`'s footer is durable after sync ticket `ticket`.
-    pub(super) fn mark_sealed(&self, id: u64, ticket: u64, summary: FileSummary) {
+    pub(super) fn mark_sealed(
+        &self,
+        id: u64,
+        ticket: u64,
+        summary: FileSummary,
+        blocks: BlockLocations,
+    ) {
         if let Some(h) = self.write().get_mut(&id) {
             h.sealed_at = Some(ticket);
             h.summary = summary;
+            let _ = h.blocks.set(Arc::new(blocks));
         }
     }
 

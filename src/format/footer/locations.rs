@@ -245,9 +245,12 @@ pub(super) fn encode_locations(
     out: &mut Vec<u8>,
     header: &LocationHeader,
     sorted: &[&FooterEntry],
+    mut at: impl FnMut(&FooterEntry, usize),
 ) {
+    let start = out.len();
     header.encode(out);
     for e in sorted {
+        at(e, out.len() - start);
         debug_assert!(e.flags & !KNOWN_FLAGS == 0 && e.seq >= header.base_seq);
         out.extend_from_slice(&key_hash(&e.key).to_le_bytes());
         varint::put(out, e.seq - header.base_seq);
@@ -283,11 +286,21 @@ pub fn for_each_location(
     table: &[u8],
     mut f: impl FnMut(Location),
 ) -> Result<(), Corruption> {
+    for_each_location_at(trailer, table, |l, _| f(l))
+}
+
+/// [`for_each_location`], with each entry's position in the table (for a footer of version 1,
+/// whose entries are sorted in memory, 0).
+pub(crate) fn for_each_location_at(
+    trailer: &Trailer,
+    table: &[u8],
+    mut f: impl FnMut(Location, usize),
+) -> Result<(), Corruption> {
     if trailer.version == FOOTER_V1 {
         let mut entries = super::v1::decode_table(trailer, table)?;
         entries.sort_unstable_by(|a, b| a.key.cmp(&b.key));
         for (i, e) in entries.iter().enumerate() {
-            f(Location::of_entry(e, i as u32));
+            f(Location::of_entry(e, i as u32), 0);
         }
         return Ok(());
     }
@@ -303,56 +316,9 @@ pub fn for_each_location(
     }
     let mut pos = LOCATION_HEADER_LEN;
     for ordinal in 0..count as u32 {
-        need(table, pos + LOCATION_ENTRY_FIXED_LEN)?;
-        let hash = get_u64(table, pos);
-        pos += LOCATION_ENTRY_FIXED_LEN;
-        let delta = varint::get(table, &mut pos, "footer sequence number")?;
-        let seq = header
-            .base_seq
-            .checked_add(delta)
-            .ok_or(Corruption::InvalidField {
-                field: "footer sequence number",
-                value: delta,
-            })?;
-        let offset = varint::get(table, &mut pos, "footer record offset")?;
-        let stored_len = varint::get_max(table, &mut pos, MAX_VALUE_LEN, "footer stored length")?;
-        let key_len = varint::get_max(table, &mut pos, MAX_KEY_LEN as u64, "footer key length")?;
-        need(table, pos + 1)?;
-        let fk = table[pos];
-        pos += 1;
-        if fk & 0xf0 != 0 {
-            return Err(Corruption::InvalidField {
-                field: "footer record flags",
-                value: fk as u64,
-            });
-        }
-        let kind = RecordKind::from_u8(fk >> 2)?;
-        let flags = (fk & 0b11) as u16;
-        let value_len = if flags & FLAG_COMPRESSED != 0 {
-            varint::get_max(table, &mut pos, MAX_VALUE_LEN, "footer value length")?
-        } else {
-            stored_len
-        };
-        check_entry_fields(
-            kind,
-            flags,
-            offset,
-            stored_len,
-            value_len,
-            key_len as usize,
-            trailer.data_end,
-        )?;
-        f(Location {
-            key_hash: hash,
-            seq,
-            offset,
-            stored_len,
-            value_len,
-            key_len: key_len as u16,
-            flags,
-            kind,
-            ordinal,
-        });
+        let at = pos;
+        let l = decode_location(table, &mut pos, header.base_seq, trailer.data_end, ordinal)?;
+        f(l, at);
     }
     if pos != table.len() {
         return Err(Corruption::InvalidField {
@@ -361,4 +327,65 @@ pub fn for_each_location(
         });
     }
     Ok(())
+}
+
+/// Decodes the location entry at `*pos` of `table` (a footer of version 2 whose lowest
+/// sequence number is `base_seq` and whose records end at `data_end`), the `ordinal`-th in key
+/// order, and moves `*pos` past it.
+pub(crate) fn decode_location(
+    table: &[u8],
+    pos: &mut usize,
+    base_seq: u64,
+    data_end: u64,
+    ordinal: u32,
+) -> Result<Location, Corruption> {
+    need(table, *pos + LOCATION_ENTRY_FIXED_LEN)?;
+    let hash = get_u64(table, *pos);
+    *pos += LOCATION_ENTRY_FIXED_LEN;
+    let delta = varint::get(table, pos, "footer sequence number")?;
+    let seq = base_seq
+        .checked_add(delta)
+        .ok_or(Corruption::InvalidField {
+            field: "footer sequence number",
+            value: delta,
+        })?;
+    let offset = varint::get(table, pos, "footer record offset")?;
+    let stored_len = varint::get_max(table, pos, MAX_VALUE_LEN, "footer stored length")?;
+    let key_len = varint::get_max(table, pos, MAX_KEY_LEN as u64, "footer key length")?;
+    need(table, *pos + 1)?;
+    let fk = table[*pos];
+    *pos += 1;
+    if fk & 0xf0 != 0 {
+        return Err(Corruption::InvalidField {
+            field: "footer record flags",
+            value: fk as u64,
+        });
+    }
+    let kind = RecordKind::from_u8(fk >> 2)?;
+    let flags = (fk & 0b11) as u16;
+    let value_len = if flags & FLAG_COMPRESSED != 0 {
+        varint::get_max(table, pos, MAX_VALUE_LEN, "footer value length")?
+    } else {
+        stored_len
+    };
+    check_entry_fields(
+        kind,
+        flags,
+        offset,
+        stored_len,
+        value_len,
+        key_len as usize,
+        data_end,
+    )?;
+    Ok(Location {
+        key_hash: hash,
+        seq,
+        offset,
+        stored_len,
+        value_len,
+        key_len: key_len as u16,
+        flags,
+        kind,
+        ordinal,
+    })
 }

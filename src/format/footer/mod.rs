@@ -25,6 +25,7 @@ use super::record::{FLAG_COMPRESSED, KNOWN_FLAGS, RecordKind};
 use super::{MAX_KEY_LEN, MAX_VALUE_LEN, align_up, check_crc, get_u32, get_u64, magic_at, need};
 use crate::error::Corruption;
 
+pub(crate) mod blocks;
 pub(crate) mod keys;
 pub(crate) mod locations;
 pub(crate) mod tree;
@@ -34,6 +35,7 @@ pub mod varint;
 #[cfg(test)]
 mod tests;
 
+pub use blocks::{BlockLocations, Run};
 pub use keys::{
     BlockRef, KEY_BLOCK_TARGET, KEYS_HEADER_LEN, KEYS_MAGIC, KeyBlock, MAX_KEY_BLOCK_LEN,
     decode_key_block, parse_key_block,
@@ -235,6 +237,18 @@ pub fn encode_footer(
     block_size: u32,
     entries: &[FooterEntry],
 ) -> Vec<u8> {
+    encode_footer_with_blocks(segment, data_end, footer_offset, block_size, entries).0
+}
+
+/// [`encode_footer`], and where each key block's location entries are in it (what a seal keeps
+/// for listings, [`BlockLocations`]), found as the footer is encoded.
+pub fn encode_footer_with_blocks(
+    segment: u64,
+    data_end: u64,
+    footer_offset: u64,
+    block_size: u32,
+    entries: &[FooterEntry],
+) -> (Vec<u8>, BlockLocations) {
     let mut sorted: Vec<&FooterEntry> = entries.iter().collect();
     // By key, then sequence number (callers pass one entry per key; of two with one key the
     // newer stays, below). Unstable: half the time of a stable sort of a segment's millions of
@@ -262,7 +276,10 @@ pub fn encode_footer(
     let base_seq = sorted.iter().map(|e| e.seq).min().unwrap_or(0);
     let header = tree.header(footer_offset, out.len() as u64, base_seq);
     let table_start = out.len();
-    locations::encode_locations(&mut out, &header, &sorted);
+    let mut blocks = blocks::BlocksBuilder::new(footer_offset);
+    locations::encode_locations(&mut out, &header, &sorted, |e, pos| {
+        blocks.push(e.key.len(), e.offset, pos)
+    });
     let table_len = (out.len() - table_start) as u64;
     let crc = segment_crc(segment, &out[table_start..]);
     let end = align_up(
@@ -281,7 +298,8 @@ pub fn encode_footer(
         block_size,
     };
     out.extend_from_slice(&trailer.encode());
-    out
+    let blocks = blocks.finish(&trailer, &header);
+    (out, blocks)
 }
 
 /// Where the key section of a footer lies: `Some((offset, length))` for version 2 (read from

@@ -18,7 +18,7 @@
 //! level), and so is what the tree says of it: a child starts with its fence key, and the first
 //! key of a block comes after the last key of the block before it.
 
-use super::{FooterFile, Keyed};
+use super::{FooterFile, KeySeq, Keyed};
 use crate::error::{Corruption, Result};
 use crate::format::cursor::ByteSource;
 use crate::format::footer::{
@@ -41,6 +41,8 @@ pub(super) struct Cursor {
     /// The key block under the last step (`None`: none read yet) and its entries.
     block: Option<BlockRef>,
     entries: Keyed,
+    /// Their records' sequence numbers, when the location table told them (else empty).
+    seqs: Vec<u64>,
     /// The next entry of `entries`.
     entry: usize,
     /// Whether a seek (or the first item) has positioned the cursor.
@@ -66,6 +68,7 @@ impl Cursor {
             path: Vec::new(),
             block: None,
             entries: Vec::new(),
+            seqs: Vec::new(),
             entry: 0,
             positioned: false,
         };
@@ -160,6 +163,7 @@ impl Cursor {
             ));
         }
         self.entries = kb.entries.iter().map(|(k, o)| (k.to_vec(), *o)).collect();
+        self.seqs = file.seqs_of(block, &self.entries);
         self.block = Some(block);
         Ok(())
     }
@@ -213,6 +217,12 @@ impl Cursor {
         self.seek(file, |k| !after(k))
     }
 
+    /// Entry `i` of the current block, with its sequence number if known.
+    fn item(&self, i: usize) -> KeySeq {
+        let (key, offset) = self.entries[i].clone();
+        (key, offset, self.seqs.get(i).copied())
+    }
+
     /// Moves to the first key of the next key block; false after the last block.
     fn advance<S: ByteSource>(&mut self, file: &FooterFile<S>) -> Result<bool> {
         // The deepest node with a child after the current one.
@@ -260,17 +270,14 @@ impl Cursor {
 
     /// The previous key and its record offset, backwards from where [`Cursor::seek_back`] put
     /// the cursor (from the last key without a seek).
-    pub(super) fn prev<S: ByteSource>(
-        &mut self,
-        file: &FooterFile<S>,
-    ) -> Result<Option<(Vec<u8>, u64)>> {
+    pub(super) fn prev<S: ByteSource>(&mut self, file: &FooterFile<S>) -> Result<Option<KeySeq>> {
         if !self.positioned {
             self.seek_back(file, |_| false)?;
         }
         loop {
             if let Some(i) = self.entry.checked_sub(1) {
                 self.entry = i;
-                return Ok(Some(self.entries[i].clone()));
+                return Ok(Some(self.item(i)));
             }
             if !self.retreat(file)? {
                 return Ok(None);
@@ -279,17 +286,14 @@ impl Cursor {
     }
 
     /// The next key and its record offset.
-    pub(super) fn next<S: ByteSource>(
-        &mut self,
-        file: &FooterFile<S>,
-    ) -> Result<Option<(Vec<u8>, u64)>> {
+    pub(super) fn next<S: ByteSource>(&mut self, file: &FooterFile<S>) -> Result<Option<KeySeq>> {
         if !self.positioned {
             self.seek(file, |_| false)?;
         }
         loop {
-            if let Some(e) = self.entries.get(self.entry) {
+            if self.entry < self.entries.len() {
                 self.entry += 1;
-                return Ok(Some(e.clone()));
+                return Ok(Some(self.item(self.entry - 1)));
             }
             if !self.advance(file)? {
                 return Ok(None);

@@ -365,6 +365,24 @@ async fn run(root: &FsPath, args: &Args) {
     }
 }
 
+/// `lists` listings of 100 keys through `side`'s `ObjectStore::list`, of prefixes spread over
+/// the `dirs` directories (round `r` starts elsewhere): listings per second.
+async fn listings(side: &Side, lists: usize, dirs: usize, r: usize) -> f64 {
+    let start = Instant::now();
+    for i in 0..lists {
+        let d = (i * 7919 + r) % dirs;
+        let prefix = Path::from(format!("list/d{d:06}"));
+        let listed: Vec<_> = side
+            .objects
+            .list(Some(&prefix))
+            .try_collect()
+            .await
+            .unwrap();
+        assert_eq!(listed.len(), 100);
+    }
+    lists as f64 / start.elapsed().as_secs_f64()
+}
+
 /// Listing 100 keys under one prefix among `list_objects` objects (100 per prefix): the adapter
 /// against `LocalFileSystem`, then `Store::prefix(..).entries()` with each entry's metadata
 /// (what the adapter's listing calls) against the adapter.
@@ -402,19 +420,7 @@ async fn list_rows(args: &Args, buffered_store: &Arc<Store>, buffered: &Side, lo
         let (mut a, mut b) = (Vec::new(), Vec::new());
         for r in 0..rounds {
             for (side, out) in [(buffered, &mut a), (local, &mut b)] {
-                let start = Instant::now();
-                for i in 0..lists {
-                    let d = (i * 7919 + r) % dirs;
-                    let prefix = Path::from(format!("list/d{d:06}"));
-                    let listed: Vec<_> = side
-                        .objects
-                        .list(Some(&prefix))
-                        .try_collect()
-                        .await
-                        .unwrap();
-                    assert_eq!(listed.len(), 100);
-                }
-                out.push(lists as f64 / start.elapsed().as_secs_f64());
+                out.push(listings(side, lists, dirs, r).await);
             }
         }
         row(
@@ -445,19 +451,7 @@ async fn list_rows(args: &Args, buffered_store: &Arc<Store>, buffered: &Side, lo
             .await
             .unwrap();
             a.push(lists as f64 / t.as_secs_f64());
-            let start = Instant::now();
-            for i in 0..lists {
-                let d = (i * 7919 + r) % dirs;
-                let prefix = Path::from(format!("list/d{d:06}"));
-                let listed: Vec<_> = buffered
-                    .objects
-                    .list(Some(&prefix))
-                    .try_collect()
-                    .await
-                    .unwrap();
-                assert_eq!(listed.len(), 100);
-            }
-            b.push(lists as f64 / start.elapsed().as_secs_f64());
+            b.push(listings(buffered, lists, dirs, r).await);
         }
         row(
             &format!(

@@ -89,9 +89,19 @@ impl Locations {
     /// block of keys, so that a listing gives keys their versions without reading records).
     fn check(trailer: Trailer, table: Vec<u8>) -> std::result::Result<Locations, Corruption> {
         let mut count = 0;
-        let header = (trailer.version != FOOTER_V1)
+        let header = match (trailer.version != FOOTER_V1)
             .then(|| LocationHeader::decode_header(&trailer, &table))
-            .transpose()?;
+            .transpose()
+        {
+            Ok(h) => h,
+            // The table's crc first, as `for_each_location_at` checks it: a damaged table (a
+            // lost sector) is a checksum mismatch, which open treats as a lost footer, not as a
+            // bad field of a table that verified.
+            Err(kind) => {
+                LocationHeader::decode(&trailer, &table)?;
+                return Err(kind);
+            }
+        };
         let mut blocks = header.map(|h| BlocksBuilder::new(h.key_offset));
         for_each_location_at(&trailer, &table, |l, pos| {
             count += 1;

@@ -442,25 +442,10 @@ impl Reader {
     /// The value of `key` if the cache holds it whole (then no file is read), else where it is.
     fn lookup(&self, key: &[u8]) -> Result<Option<Lookup>> {
         // The common warm case first: an entry whose whole value the cache holds with this key
-        // (no file looked up, nothing read).
-        let candidates = self
-            .index
-            .candidates(self.index.hash(key), key.len() as u32);
-        for c in candidates.as_slice() {
-            let cached = if self.cache.holds_whole(c) {
-                self.cache.get_bytes(&Key::of(c, Part::Value))
-            } else {
-                None
-            };
-            match cached.as_ref().map(|b| cached_whole(b, key, c.value_len)) {
-                Some(Some((seq, value))) => return Ok(Some(Lookup::Cached(seq, value))),
-                Some(None) => {} // another key's
-                // In a run with an unresolved entry, an entry the cache cannot tell may be the
-                // key's newest version, and a cached one behind it an older one: the records
-                // decide, in order.
-                None if candidates.unresolved() => break,
-                None => {}
-            }
+        // (no file looked up, nothing read): `Reader::peek`, which stops where the records must
+        // decide (a run with an unresolved entry the cache cannot tell).
+        if let Some((seq, value)) = self.peek(key) {
+            return Ok(Some(Lookup::Cached(seq, value)));
         }
         Ok(self
             .find_in_reading(key, false, WHOLE_GET_READ)?

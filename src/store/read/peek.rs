@@ -17,8 +17,8 @@ use crate::meta::ValueMeta;
 impl Reader {
     /// The whole value of `key` with its record's sequence number, if the cache holds it with
     /// the key and no entry the cache cannot tell may be a newer version of the key; `None`
-    /// otherwise (absent, or a read would be needed to know). The same walk as the warm step
-    /// of `Reader::lookup`, stopping where that one would go on to read a file.
+    /// otherwise (absent, or a read would be needed to know). The warm step of
+    /// `Reader::lookup`, which goes on to read a file where this one stops.
     pub(in crate::store) fn peek(&self, key: &[u8]) -> Option<(u64, Bytes)> {
         let candidates = self
             .index

@@ -301,6 +301,13 @@ pub enum FileProblem {
         /// What is wrong.
         kind: Corruption,
     },
+    /// `VERSIONS`, the reservation of version numbers, has no slot that verifies: the numbers
+    /// given before are unknown, so a version could be given again (salvage replaces the file
+    /// and starts above every number in a record, and at least at the clock).
+    VersionsCorrupt {
+        /// What is wrong (with its first slot).
+        kind: Corruption,
+    },
 }
 
 impl fmt::Display for DamagedFile {
@@ -324,6 +331,12 @@ impl fmt::Display for DamagedFile {
             ),
             FileProblem::CatalogCorrupt { offset, kind } => {
                 write!(f, "{name} does not verify at offset {offset}: {kind}")
+            }
+            FileProblem::VersionsCorrupt { kind } => {
+                write!(
+                    f,
+                    "{name}: no reservation of version numbers verifies: {kind}"
+                )
             }
         }
     }

@@ -13,6 +13,7 @@ pub mod frames;
 pub mod record;
 pub mod scan;
 pub mod segment_header;
+pub mod versions;
 
 use crate::error::Corruption;
 
@@ -171,10 +172,10 @@ mod layout_doc {
 
     #[test]
     fn design_doc_matches_code() {
-        use super::{catalog, footer, frames, record, segment_header};
+        use super::{catalog, footer, frames, record, segment_header, versions};
         // (name of the `layout:` block, the code's (offset, size) fields, fixed length)
         type Layout = (&'static str, &'static [(usize, usize)], usize);
-        let layouts: [Layout; 14] = [
+        let layouts: [Layout; 15] = [
             (
                 "segment-header",
                 segment_header::FIELDS,
@@ -225,6 +226,7 @@ mod layout_doc {
             ("frame-entry", frames::ENTRY_FIELDS, frames::FRAME_ENTRY_LEN),
             ("catalog-header", catalog::HEADER_FIELDS, catalog::SLOT_LEN),
             ("catalog-edit", catalog::EDIT_FIELDS, catalog::SLOT_LEN),
+            ("versions-slot", versions::FIELDS, versions::SLOT_LEN),
         ];
         for (name, fields, len) in layouts {
             check(name, fields, len);

@@ -64,6 +64,8 @@ pub fn is_foreign(name: &str) -> bool {
         && ![
             crate::io::file::LOCK_NAME,
             super::catalog::CATALOG_TMP,
+            crate::format::versions::VERSIONS_NAME,
+            crate::format::versions::VERSIONS_TMP,
             crate::io::storage::PROBE_NAME,
             super::QUARANTINE_DIR,
             "lost+found",

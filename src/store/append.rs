@@ -26,7 +26,7 @@ use crate::index::{IndexEntry, Seen};
 use crate::io::file::{self, SegmentFile};
 use crate::io::writer::{self, Progress, Tail, WriteBuffer};
 use crate::options::{Durability, Options};
-use crate::segment::{self, SegmentKind};
+use crate::segment::{self, RESERVE_AHEAD, SegmentKind, Versions};
 
 /// One operation to append: a put (with its value, as stored) or a delete.
 pub(super) type Op<'a> = (&'a [u8], Option<&'a StoredValue<'a>>);
@@ -65,6 +65,8 @@ pub(super) struct Appender {
     active: Option<ActiveSegment>,
     next_segment: u64,
     next_seq: u64,
+    /// The durable reservation of numbers (`VERSIONS`): no number past it is given.
+    versions: Versions,
     /// Bytes and records appended since the last synced hand-off: the group being formed.
     group_bytes: u64,
     group_records: usize,
@@ -79,11 +81,23 @@ impl Appender {
         self.next_seq.max(crate::meta::clock_micros())
     }
 
-    /// Takes the number [`Appender::peek_seq`] gives.
-    fn take_seq(&mut self) -> u64 {
+    /// The number [`Appender::peek_seq`] gives, once the reservation covers it: a number past
+    /// the reservation first extends it by [`RESERVE_AHEAD`] (a write and sync of `VERSIONS`,
+    /// at most once per second of writes), so that no number is ever given that a crash could
+    /// make the store give again.
+    fn number(&mut self) -> Result<u64> {
         let seq = self.peek_seq();
+        if seq > self.versions.reserved() {
+            self.versions.reserve(seq.saturating_add(RESERVE_AHEAD))?;
+        }
+        Ok(seq)
+    }
+
+    /// Takes the number [`Appender::number`] gives.
+    fn take_seq(&mut self) -> Result<u64> {
+        let seq = self.number()?;
         self.next_seq = seq + 1;
-        seq
+        Ok(seq)
     }
 }
 
@@ -119,13 +133,17 @@ pub(super) struct ActiveView {
 
 impl Log {
     /// Starts the flush thread for a store whose records up to `max_seq` are durable and whose
-    /// next file id is `next_segment`.
+    /// next file id is `next_segment`. Numbers start above `max_seq` and above `versions`'
+    /// reservation (numbers a crash lost the records of were given up to it; that none of them
+    /// has a record makes "durable up to it" vacuously true).
     pub(super) fn start(
         shared: Shared,
         opts: &Options,
         max_seq: u64,
         next_segment: u64,
+        versions: Versions,
     ) -> Result<Log> {
+        let max_seq = max_seq.max(versions.reserved());
         let progress = Arc::new(Progress::new(max_seq));
         let (wb, tail, flusher) = {
             let pending = shared.pending.clone();
@@ -154,6 +172,7 @@ impl Log {
                 active: None,
                 next_segment,
                 next_seq: max_seq + 1,
+                versions,
                 group_bytes: 0,
                 group_records: 0,
             }),
@@ -323,7 +342,12 @@ impl Log {
             self.wait(last, last, true)?;
             // The footer's own sync too, so that the seal can be recorded.
             self.wait_for_sync(ticket)?;
-            self.record_seals()
+            self.record_seals()?;
+            // Every number given is in a durable record now: the reservation comes back to
+            // the last one, so that the next open does not start ahead of the clock.
+            let mut app = self.lock();
+            let last = app.last_seq();
+            app.app.versions.give_back(last)
         })();
         self.stop();
         result
@@ -380,13 +404,18 @@ impl AppendGuard<'_> {
         self.app.next_seq - 1
     }
 
+    /// No number past this has been given (the durable reservation, `VERSIONS`).
+    pub(super) fn reserved_through(&self) -> u64 {
+        self.app.versions.reserved()
+    }
+
     /// The id the next new file will get (files below it existed when this was asked).
     pub(super) fn next_file_id(&self) -> u64 {
         self.app.next_segment
     }
 
     /// Takes the next sequence number (a blob put, which is not appended to the log).
-    pub(super) fn take_seq(&mut self) -> u64 {
+    pub(super) fn take_seq(&mut self) -> Result<u64> {
         self.app.take_seq()
     }
 
@@ -541,7 +570,10 @@ impl AppendGuard<'_> {
     ) -> Result<(u64, IndexEntry)> {
         let app = &mut *self.app;
         let segment = app.active.as_ref().expect("make_room opened a segment").id;
-        let seq = copy_of.unwrap_or_else(|| app.peek_seq());
+        let seq = match copy_of {
+            Some(seq) => seq,
+            None => app.number()?,
+        };
         let header = record_header(key, value, flags, app.wb.take_pad(), seq);
         let flags = header.flags;
         let value_len = value.map_or(0, |v| v.value_len);

@@ -80,7 +80,7 @@ impl Blobs {
         let shared = &self.shared;
         let reserved = self.reserve_file(&mut app)?;
         // Numbered after the file id: a refused allocation spends no sequence number.
-        let seq = app.take_seq();
+        let seq = app.take_seq()?;
         let entry = IndexEntry {
             segment: reserved.id,
             offset: segment::BLOB_RECORD_OFFSET,
@@ -190,7 +190,7 @@ impl Blobs {
                 }
             }
             let before = app.last_seq();
-            let seq = app.take_seq();
+            let seq = app.take_seq()?;
             let id = stream.id();
             let entry = IndexEntry {
                 segment: id,

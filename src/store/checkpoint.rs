@@ -120,7 +120,25 @@ pub(super) fn run(inner: &Inner, dest: &Path) -> Result<CheckpointReport> {
         listed.push((id, handle.kind, FileState::Sealed { length: len }));
     }
     file::sync_dir(profile, &staging)?;
-    let max_id = inner.log.lock().next_file_id().saturating_sub(1);
+    let (max_id, reserved) = {
+        let app = inner.log.lock();
+        (
+            app.next_file_id().saturating_sub(1),
+            app.reserved_through().max(app.last_seq()),
+        )
+    };
+    // The checkpoint gives no number its source gave (its own file: the source's is rewritten in
+    // place, so it is not linked). Written before the catalog, which marks a finished one.
+    if reserved > 0 {
+        segment::write_versions(
+            &staging,
+            profile,
+            crate::format::versions::Reservation {
+                generation: 1,
+                reserved_through: reserved,
+            },
+        )?;
+    }
     // Written last: a directory without it is not a finished checkpoint.
     Catalog::write_whole(&staging, profile, &listed, max_id).map_err(|e| match e {
         WholeError::NotWritten(e) | WholeError::Installed(e) => e,

@@ -52,7 +52,9 @@ impl Inner {
     pub(super) fn start(dir: PathBuf, opts: Options, profile: IoProfile) -> Result<Inner> {
         let pool = read::new_pool(profile.mem_align);
         let salvage = opts.recovery_mode == crate::options::RecoveryMode::Salvage;
-        let recovered = open::recover(&dir, &profile, &pool, salvage, opts.hash_bits)?;
+        let mut recovered = open::recover(&dir, &profile, &pool, salvage, opts.hash_bits)?;
+        let versions =
+            crate::segment::Versions::load(&dir, &profile, salvage, &mut recovered.report.lost)?;
         let shared = Shared {
             dir,
             profile,
@@ -67,6 +69,7 @@ impl Inner {
             &opts,
             recovered.max_seq,
             recovered.next_file_id,
+            versions,
         )?);
         // The cache's budget: the options' figure, or sized from the memory available, less
         // the index just built (store/budget.rs).

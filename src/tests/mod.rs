@@ -18,6 +18,7 @@ mod long;
 mod powerloss;
 mod quarantine;
 mod reads;
+mod versions;
 
 use std::collections::BTreeMap;
 use std::path::Path;

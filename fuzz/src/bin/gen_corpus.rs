@@ -25,6 +25,7 @@ fn main() -> std::io::Result<()> {
         ("scan", scan_seeds()),
         ("frames", frames_seeds()),
         ("catalog", catalog_seeds()),
+        ("versions", versions_seeds()),
     ] {
         let d = dir.join(target);
         fs::create_dir_all(&d)?;
@@ -64,6 +65,24 @@ fn catalog_seeds() -> Vec<Vec<u8>> {
     b.resize(b.len() + 4 * SLOT_LEN, 0);
     seeds.push(b);
     seeds
+}
+
+/// `VERSIONS` files: one reservation, and two with either slot the newer.
+fn versions_seeds() -> Vec<Vec<u8>> {
+    use podstore::format::versions::{
+        Reservation, SLOT_LEN, SLOT_STRIDE, encode_file, encode_slot,
+    };
+    let r = |generation, reserved_through| Reservation {
+        generation,
+        reserved_through,
+    };
+    let one = encode_file(r(1, 1_800_000_000_000_000));
+    let mut two = one.clone();
+    two[SLOT_STRIDE..SLOT_STRIDE + SLOT_LEN]
+        .copy_from_slice(&encode_slot(r(2, 1_800_000_001_000_000)));
+    let mut three = two.clone();
+    three[..SLOT_LEN].copy_from_slice(&encode_slot(r(3, 1_800_000_000_500_000)));
+    vec![one, two, three]
 }
 
 /// A deterministic byte pattern (xorshift), for values and for unstructured seeds.

@@ -58,6 +58,11 @@ pub(super) const ENTRY_OVERHEAD: u64 = 128;
 /// The largest value kept whole, however large the cache.
 const MAX_WHOLE_VALUE: u64 = 1 << 20;
 
+/// Large values (those not kept whole) are kept in pieces of this many stored bytes, aligned to
+/// the value's start: 16 of its 4 KiB crc chunks, verified when read, so that a piece served
+/// from the cache needs no check and no read.
+pub(super) const PIECE: u64 = 64 << 10;
+
 /// Crcs are cached by file sector of this many bytes (the direct-read alignment here): a miss
 /// reads no more than a direct read of the few crcs it needs would.
 pub(super) const CRC_SECTOR: u64 = 512;
@@ -75,6 +80,9 @@ pub(super) enum Part {
     /// The key of a record too large to be read whole when its key is checked: kept so that
     /// the next read of it tells its key without a disk read.
     Key,
+    /// Stored bytes `[n · PIECE, (n + 1) · PIECE)` (or to their end) of a value too large to
+    /// be kept whole, verified.
+    Piece(u64),
 }
 
 /// Where the cached bytes live: file id, record offset and the part of the record.
@@ -198,6 +206,24 @@ impl Cache {
         self.inner.is_some() && entry.value_len <= self.max_whole
     }
 
+    /// Whether the value of `entry` is kept in pieces of [`PIECE`] stored bytes: too large to
+    /// be kept whole, in a cache whose shards hold pieces as easily as whole values.
+    pub(super) fn holds_pieces(&self, entry: &IndexEntry) -> bool {
+        self.inner.is_some() && self.max_whole >= PIECE && entry.value_len > self.max_whole
+    }
+
+    /// Whether `bytes` more (in entries of about [`PIECE`] bytes) fit in the cache's free room
+    /// less a sixteenth of its capacity (its shards fill unevenly): what a read that fetches
+    /// more than it was asked for, to keep it, may take, so that it never evicts anything.
+    pub(super) fn has_room(&self, bytes: u64) -> bool {
+        let Some(inner) = &self.inner else {
+            return false;
+        };
+        let pieces = bytes.div_ceil(PIECE);
+        let wanted = bytes + pieces * ENTRY_OVERHEAD;
+        inner.weight() + wanted <= self.capacity - self.capacity / 16
+    }
+
     /// Whether the cache is on.
     pub(super) fn is_on(&self) -> bool {
         self.inner.is_some()
@@ -207,6 +233,11 @@ impl Cache {
     /// all readers).
     pub(super) fn get(&self, key: &Key) -> Option<Cached> {
         self.inner.as_ref()?.get(key)
+    }
+
+    /// Whether the cache holds an entry under `key` (no hit or miss counted, nothing touched).
+    pub(super) fn contains(&self, key: &Key) -> bool {
+        self.inner.as_ref().is_some_and(|c| c.contains_key(key))
     }
 
     /// The bytes under `key` (a whole value or a crc sector), counting a hit or a miss.

@@ -55,8 +55,13 @@ use crate::index::IndexEntry;
 /// bookkeeping and the shared buffer's header.
 pub(super) const ENTRY_OVERHEAD: u64 = 128;
 
-/// The largest value kept whole, however large the cache.
-const MAX_WHOLE_VALUE: u64 = 1 << 20;
+/// The value size the shard count is chosen for: a shard holds at least four of them.
+const SHARD_VALUE: u64 = 1 << 20;
+
+/// The largest value kept whole, however large the cache: what a get reads in one read
+/// (`read::WHOLE_GET_READ`). Held whole, a value is handed out as the cache's own buffer
+/// (`get_bytes`, `get_cached`: no copy); a larger one is kept in [`PIECE`]s.
+const MAX_WHOLE_VALUE: u64 = 8 << 20;
 
 /// Large values (those not kept whole) are kept in pieces of this many stored bytes, aligned to
 /// the value's start: 16 of its 4 KiB crc chunks, verified when read, so that a piece served
@@ -168,18 +173,24 @@ pub(super) struct CacheFigures {
 impl Cache {
     /// A cache of at most `capacity` bytes, entries' overhead included.
     pub(super) fn new(capacity: u64) -> Cache {
-        let max_whole = (capacity / 8).min(MAX_WHOLE_VALUE);
+        // Each shard has its own part of the capacity: keep a shard able to hold a few values
+        // of up to 1 MiB (as many shards as the cores want, if the capacity allows), then keep
+        // whole the values up to a quarter of a shard (at most an eighth of the capacity, and
+        // 8 MiB), so that the largest entries are never refused and never crowd a shard.
+        let shard_value = (capacity / 8).min(SHARD_VALUE);
+        let by_size = (capacity / (4 * (shard_value + ENTRY_OVERHEAD))).max(1);
+        let cores = std::thread::available_parallelism().map_or(4, |n| n.get()) as u64;
+        // A power of two (the cache would round it up), and a capacity that it divides: each
+        // shard gets `capacity / shards`, so that together they never exceed it (the cache may
+        // halve the count, which keeps it a divisor).
+        let wanted = by_size.min(cores * 4);
+        let shards = 1u64 << (63 - wanted.leading_zeros());
+        let max_whole = (capacity / 8)
+            .min(MAX_WHOLE_VALUE)
+            .min((capacity / shards / 4).saturating_sub(ENTRY_OVERHEAD))
+            .max(shard_value);
         let evictions = Arc::new(AtomicU64::new(0));
         let inner = (capacity > 0).then(|| {
-            // Each shard has its own part of the capacity: keep a shard able to hold a few of
-            // the largest entries (a value of `max_whole` bytes), else they would be refused.
-            let by_size = (capacity / (4 * (max_whole + ENTRY_OVERHEAD))).max(1);
-            let cores = std::thread::available_parallelism().map_or(4, |n| n.get()) as u64;
-            // A power of two (the cache would round it up), and a capacity that it divides:
-            // each shard gets `capacity / shards`, so that together they never exceed it
-            // (the cache may halve the count, which keeps it a divisor).
-            let wanted = by_size.min(cores * 4);
-            let shards = 1u64 << (63 - wanted.leading_zeros());
             let options = OptionsBuilder::new()
                 .shards(shards as usize)
                 .estimated_items_capacity((capacity / (4096 + ENTRY_OVERHEAD)).max(16) as usize)
@@ -323,6 +334,42 @@ mod tests {
             Cached::Bytes(Bytes::from(vec![1u8; (cap / 8) as usize])),
         );
         assert!(c.get(&big).is_some());
+    }
+
+    #[test]
+    fn whole_values_up_to_8_mib_in_a_large_cache_and_pieces_above() {
+        let c = Cache::new(4 << 30);
+        assert!(c.holds_whole(&entry(1, 0, 8 << 20)));
+        assert!(!c.holds_whole(&entry(1, 0, (8 << 20) + 1)));
+        assert!(c.holds_pieces(&entry(1, 0, (8 << 20) + 1)));
+        assert!(!c.holds_pieces(&entry(1, 0, 8 << 20)));
+        // A cache whose largest entry (an eighth of it) is under a piece keeps no pieces.
+        let small = Cache::new(256 << 10);
+        assert!(!small.holds_whole(&entry(1, 0, (32 << 10) + 1)));
+        assert!(!small.holds_pieces(&entry(1, 0, 1 << 20)));
+        // The largest whole value fits in its shard, whatever the capacity.
+        for cap in [1 << 20, 16 << 20, 64 << 20, 1 << 30] {
+            let c = Cache::new(cap);
+            let k = Key::of(&entry(2, 0, c.max_whole), Part::Value);
+            c.insert(k, Cached::Bytes(Bytes::from(vec![0; c.max_whole as usize])));
+            assert!(c.get(&k).is_some(), "capacity {cap}: {}", c.max_whole);
+            assert!(c.max_whole <= cap / 8, "capacity {cap}: {}", c.max_whole);
+        }
+    }
+
+    #[test]
+    fn room_is_the_free_capacity_less_a_sixteenth() {
+        let c = Cache::new(1 << 20);
+        assert!(c.has_room(PIECE));
+        assert!(!c.has_room(1 << 20));
+        for i in 0..14u64 {
+            let k = Key::of(&entry(1, i * 4096, 1000), Part::Piece(i));
+            c.insert(k, Cached::Bytes(Bytes::from(vec![0; PIECE as usize])));
+        }
+        // 14 pieces of 64 KiB: 896 KiB and their overhead, in a 1 MiB cache.
+        assert!(c.has_room(PIECE - 4096), "{:?}", c.figures());
+        assert!(!c.has_room(2 * PIECE), "{:?}", c.figures());
+        assert!(!Cache::new(0).has_room(1));
     }
 
     #[test]

@@ -2,9 +2,9 @@
 //!
 //! One bounded, concurrent cache ([`quick_cache`], sharded, scan-resistant: a new entry starts
 //! in a small cold queue and only a second hit promotes it, so one pass over many values does
-//! not push the hot ones out) holds three kinds of [`Part`] of a record:
+//! not push the hot ones out) holds these kinds of [`Part`] of a record:
 //!
-//! - a small value **whole**: its record's sequence number (8 bytes: the value's version and
+//! - a value of up to 8 MiB **whole**: its record's sequence number (8 bytes: the value's version and
 //!   time, for `Store::metadata`), its key, then its bytes as `get` returns them (verified,
 //!   decompressed): the key, because the index keeps only a fingerprint of it and a reader must
 //!   tell whose value it found;
@@ -13,7 +13,9 @@
 //!   a read needed: what a direct read of them fetches anyway), for values whose reads fetch
 //!   their crcs apart from their chunks: the next range read nearby (the sector's up to 128
 //!   crcs cover 512 KiB of value) is one disk round trip;
-//! - the **frame table** of a compressed value (its header and a chunk of entries).
+//! - the **frame table** of a compressed value (its header and a chunk of entries);
+//! - a **piece** of a larger value: [`PIECE`] (64 KiB) of its stored bytes, verified
+//!   (`store/read/pieces.rs`).
 //!
 //! # Why an entry can never be stale
 //!

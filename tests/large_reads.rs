@@ -88,7 +88,10 @@ fn a_large_value_read_whole_is_kept_in_pieces() {
         "range over the damage",
     );
     assert_eq!(
-        store.get_range("big", 2 * MIB..2 * MIB + 16).unwrap().unwrap(),
+        store
+            .get_range("big", 2 * MIB..2 * MIB + 16)
+            .unwrap()
+            .unwrap(),
         &v[2 * MIB..2 * MIB + 16],
         "a range away from the damage"
     );
@@ -123,7 +126,10 @@ fn a_cold_range_read_keeps_no_piece_and_a_warm_one_reads_around() {
         "{warm:?}"
     );
     let near = range(5 * MIB + 30_000);
-    assert_eq!(near.cache_misses, warm.cache_misses, "served from the piece");
+    assert_eq!(
+        near.cache_misses, warm.cache_misses,
+        "served from the piece"
+    );
     // The piece was verified whole: damage in it, after it was kept, is not seen...
     damage(fx.path(), &v, 5 * MIB + 50_000);
     range(5 * MIB + 48_000);
@@ -186,8 +192,7 @@ fn pieces_are_never_stale() {
                 );
             }
             let mut all = Vec::new();
-            std::io::Read::read_to_end(&mut store.reader("k").unwrap().unwrap(), &mut all)
-                .unwrap();
+            std::io::Read::read_to_end(&mut store.reader("k").unwrap().unwrap(), &mut all).unwrap();
             assert_eq!(all, v, "{what}: reader");
         }
     };
@@ -231,7 +236,9 @@ fn a_scan_of_large_values_does_not_push_out_the_hot_values() {
         store.put(format!("hot{i}"), value(i, 1000)).unwrap();
     }
     for i in 0..12u64 {
-        store.put(format!("big{i}"), value(100 + i, 2 * MIB)).unwrap();
+        store
+            .put(format!("big{i}"), value(100 + i, 2 * MIB))
+            .unwrap();
     }
     for _ in 0..4 {
         for i in 0..50u64 {

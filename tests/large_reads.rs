@@ -261,3 +261,31 @@ fn a_scan_of_large_values_does_not_push_out_the_hot_values() {
         "only {hot_hits} of 50 hot values survived the scan"
     );
 }
+
+/// With a large budget, a value of a few MiB read by a get is kept whole: `get_bytes` then
+/// hands out the cache's own buffer (no copy, no read), and ranges copy from it.
+#[test]
+fn a_value_of_a_few_mib_is_kept_whole_and_shared() {
+    // A quarter of a shard must hold it: 4 GiB (allocated only as the cache fills) is enough
+    // for up to 256 shards (64 cores).
+    let fx = TestStore::new(options(4 << 30));
+    let store = fx.open();
+    let v = value(20, 3 * MIB);
+    store.put("big", &v).unwrap();
+    store.close().unwrap();
+    let store = fx.open();
+    assert_eq!(store.get("big").unwrap().unwrap(), v);
+    let misses = store.stats().cache_misses;
+    let (a, b) = (
+        store.get_bytes("big").unwrap().unwrap(),
+        store.get_bytes("big").unwrap().unwrap(),
+    );
+    assert_eq!(a, v);
+    assert_eq!(a.as_ptr(), b.as_ptr(), "both share the cache's buffer");
+    let at = MIB + 7;
+    assert_eq!(
+        store.get_range("big", at..at + 4096).unwrap().unwrap(),
+        &v[at..at + 4096]
+    );
+    assert_eq!(store.stats().cache_misses, misses, "nothing read again");
+}

@@ -453,11 +453,14 @@ impl Options {
     /// chosen, [`Stats::memory_available`] from what. The budget is per store: a process that
     /// opens several stores should set it.
     ///
-    /// The cache holds verified bytes: small values whole (at most an eighth of the capacity and
-    /// at most 1 MiB each), so that a repeated `get` reads no disk, entered when they are read
-    /// and, up to 4 KiB, when they are written (once the write is acknowledged: what was just
-    /// written is read from memory; by a buffered put only for a key in use); for larger values, their chunk checksums and frame tables, so that a range
-    /// read near an earlier one is one disk read. It is scan-resistant: once it is full, a new
+    /// The cache holds verified bytes: values whole (at most 8 MiB, an eighth of the capacity
+    /// and a quarter of one of its shards each), so that a repeated `get` reads no disk and
+    /// `get_bytes` hands out the cache's own buffer, entered when they are read and, up to
+    /// 4 KiB, when they are written (once the write is acknowledged: what was just written is
+    /// read from memory; by a buffered put only for a key in use); larger values in verified
+    /// pieces of 64 KiB, kept as reads fetch them (a range read of a value read before fetches
+    /// its whole piece, but only while the cache has free room); and chunk checksums and frame
+    /// tables, so that a range read near an earlier one is one disk read. It is scan-resistant: once it is full, a new
     /// value enters a small cold queue and is kept long only once it is read again, so that one
     /// pass over many values, read or written, does not push out the often-read ones. It can
     /// never serve an old value: entries are keyed by where the bytes are, which every

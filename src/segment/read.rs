@@ -110,10 +110,6 @@ pub fn read_value(
     let end = start + dst.len() as u64;
     debug_assert!(end <= entry.stored_len);
     let stored_len = entry.stored_len;
-    let place = RecordPlace {
-        segment: entry.segment,
-        offset: entry.record_offset,
-    };
     let vo = entry.value_offset;
     let c0 = start / CHUNK_SIZE;
     let c1 = end.div_ceil(CHUNK_SIZE);
@@ -123,15 +119,7 @@ pub fn read_value(
     let table_len = (4 * (c1 - c0)) as usize;
     debug_assert_eq!(c1 - c0, chunk_count(data_end - data_start));
 
-    let verify = |data: &[u8], table: &[u8]| {
-        verify_chunks(place, c0, data, table).map_err(|(chunk, kind)| Error::Corruption {
-            // The span does not say; the reader that holds the file names it (`in_file`).
-            file: SegmentKind::Log,
-            segment: entry.segment,
-            offset: vo + chunk * CHUNK_SIZE,
-            kind,
-        })
-    };
+    let verify = |data: &[u8], table: &[u8]| verify_span(entry, c0, data, table);
     let from = (start - data_start) as usize;
     let data_len = (data_end - data_start) as usize;
     // Close together (small values, ranges near the end of values up to ~3.5 MiB): one read
@@ -159,4 +147,48 @@ pub fn read_value(
     verify(&scratch, &table)?;
     dst.copy_from_slice(&scratch[from..from + dst.len()]);
     Ok(())
+}
+
+/// Checks stored chunks `c0..` of `entry` (`data`, whole chunks) against their crcs (`table`).
+fn verify_span(entry: &ValueSpan, c0: u64, data: &[u8], table: &[u8]) -> Result<()> {
+    let place = RecordPlace {
+        segment: entry.segment,
+        offset: entry.record_offset,
+    };
+    verify_chunks(place, c0, data, table).map_err(|(chunk, kind)| Error::Corruption {
+        // The span does not say; the reader that holds the file names it (`in_file`).
+        file: SegmentKind::Log,
+        segment: entry.segment,
+        offset: entry.value_offset + chunk * CHUNK_SIZE,
+        kind,
+    })
+}
+
+/// [`read_value`] from file bytes already in memory (`bytes`, the file's bytes from offset
+/// `at`: a record read whole), verified there and copied once; `None` if they do not hold the
+/// chunks and crcs the read needs.
+pub fn read_value_in(
+    entry: &ValueSpan,
+    start: u64,
+    dst: &mut [u8],
+    at: u64,
+    bytes: &[u8],
+) -> Option<Result<()>> {
+    let end = start + dst.len() as u64;
+    debug_assert!(end <= entry.stored_len);
+    let c0 = start / CHUNK_SIZE;
+    let c1 = end.div_ceil(CHUNK_SIZE);
+    let data_start = c0 * CHUNK_SIZE;
+    let data = entry.value_offset + data_start
+        ..entry.value_offset + (c1 * CHUNK_SIZE).min(entry.stored_len);
+    let table = entry.crc_offset(c0)..entry.crc_offset(c1);
+    if dst.is_empty() || data.start < at || table.end > at + bytes.len() as u64 {
+        return None;
+    }
+    let slice = |r: &std::ops::Range<u64>| &bytes[(r.start - at) as usize..(r.end - at) as usize];
+    let data = slice(&data);
+    Some(verify_span(entry, c0, data, slice(&table)).map(|()| {
+        let from = (start - data_start) as usize;
+        dst.copy_from_slice(&data[from..from + dst.len()]);
+    }))
 }

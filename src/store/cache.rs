@@ -2,9 +2,9 @@
 //!
 //! One bounded, concurrent cache ([`quick_cache`], sharded, scan-resistant: a new entry starts
 //! in a small cold queue and only a second hit promotes it, so one pass over many values does
-//! not push the hot ones out) holds three kinds of [`Part`] of a record:
+//! not push the hot ones out) holds these kinds of [`Part`] of a record:
 //!
-//! - a small value **whole**: its record's sequence number (8 bytes: the value's version and
+//! - a value of up to 8 MiB **whole**: its record's sequence number (8 bytes: the value's version and
 //!   time, for `Store::metadata`), its key, then its bytes as `get` returns them (verified,
 //!   decompressed): the key, because the index keeps only a fingerprint of it and a reader must
 //!   tell whose value it found;
@@ -13,7 +13,9 @@
 //!   a read needed: what a direct read of them fetches anyway), for values whose reads fetch
 //!   their crcs apart from their chunks: the next range read nearby (the sector's up to 128
 //!   crcs cover 512 KiB of value) is one disk round trip;
-//! - the **frame table** of a compressed value (its header and a chunk of entries).
+//! - the **frame table** of a compressed value (its header and a chunk of entries);
+//! - a **piece** of a larger value: [`PIECE`] (64 KiB) of its stored bytes, verified
+//!   (`store/read/pieces.rs`).
 //!
 //! # Why an entry can never be stale
 //!
@@ -55,8 +57,18 @@ use crate::index::IndexEntry;
 /// bookkeeping and the shared buffer's header.
 pub(super) const ENTRY_OVERHEAD: u64 = 128;
 
-/// The largest value kept whole, however large the cache.
-const MAX_WHOLE_VALUE: u64 = 1 << 20;
+/// The value size the shard count is chosen for: a shard holds at least four of them.
+const SHARD_VALUE: u64 = 1 << 20;
+
+/// The largest value kept whole, however large the cache: what a get reads in one read
+/// (`read::WHOLE_GET_READ`). Held whole, a value is handed out as the cache's own buffer
+/// (`get_bytes`, `get_cached`: no copy); a larger one is kept in [`PIECE`]s.
+const MAX_WHOLE_VALUE: u64 = 8 << 20;
+
+/// Large values (those not kept whole) are kept in pieces of this many stored bytes, aligned to
+/// the value's start: 16 of its 4 KiB crc chunks, verified when read, so that a piece served
+/// from the cache needs no check and no read.
+pub(super) const PIECE: u64 = 64 << 10;
 
 /// Crcs are cached by file sector of this many bytes (the direct-read alignment here): a miss
 /// reads no more than a direct read of the few crcs it needs would.
@@ -75,6 +87,9 @@ pub(super) enum Part {
     /// The key of a record too large to be read whole when its key is checked: kept so that
     /// the next read of it tells its key without a disk read.
     Key,
+    /// Stored bytes `[n · PIECE, (n + 1) · PIECE)` (or to their end) of a value too large to
+    /// be kept whole, verified.
+    Piece(u64),
 }
 
 /// Where the cached bytes live: file id, record offset and the part of the record.
@@ -160,18 +175,24 @@ pub(super) struct CacheFigures {
 impl Cache {
     /// A cache of at most `capacity` bytes, entries' overhead included.
     pub(super) fn new(capacity: u64) -> Cache {
-        let max_whole = (capacity / 8).min(MAX_WHOLE_VALUE);
+        // Each shard has its own part of the capacity: keep a shard able to hold a few values
+        // of up to 1 MiB (as many shards as the cores want, if the capacity allows), then keep
+        // whole the values up to a quarter of a shard (at most an eighth of the capacity, and
+        // 8 MiB), so that the largest entries are never refused and never crowd a shard.
+        let shard_value = (capacity / 8).min(SHARD_VALUE);
+        let by_size = (capacity / (4 * (shard_value + ENTRY_OVERHEAD))).max(1);
+        let cores = std::thread::available_parallelism().map_or(4, |n| n.get()) as u64;
+        // A power of two (the cache would round it up), and a capacity that it divides: each
+        // shard gets `capacity / shards`, so that together they never exceed it (the cache may
+        // halve the count, which keeps it a divisor).
+        let wanted = by_size.min(cores * 4);
+        let shards = 1u64 << (63 - wanted.leading_zeros());
+        let max_whole = (capacity / 8)
+            .min(MAX_WHOLE_VALUE)
+            .min((capacity / shards / 4).saturating_sub(ENTRY_OVERHEAD))
+            .max(shard_value);
         let evictions = Arc::new(AtomicU64::new(0));
         let inner = (capacity > 0).then(|| {
-            // Each shard has its own part of the capacity: keep a shard able to hold a few of
-            // the largest entries (a value of `max_whole` bytes), else they would be refused.
-            let by_size = (capacity / (4 * (max_whole + ENTRY_OVERHEAD))).max(1);
-            let cores = std::thread::available_parallelism().map_or(4, |n| n.get()) as u64;
-            // A power of two (the cache would round it up), and a capacity that it divides:
-            // each shard gets `capacity / shards`, so that together they never exceed it
-            // (the cache may halve the count, which keeps it a divisor).
-            let wanted = by_size.min(cores * 4);
-            let shards = 1u64 << (63 - wanted.leading_zeros());
             let options = OptionsBuilder::new()
                 .shards(shards as usize)
                 .estimated_items_capacity((capacity / (4096 + ENTRY_OVERHEAD)).max(16) as usize)
@@ -198,6 +219,24 @@ impl Cache {
         self.inner.is_some() && entry.value_len <= self.max_whole
     }
 
+    /// Whether the value of `entry` is kept in pieces of [`PIECE`] stored bytes: too large to
+    /// be kept whole, in a cache whose shards hold pieces as easily as whole values.
+    pub(super) fn holds_pieces(&self, entry: &IndexEntry) -> bool {
+        self.inner.is_some() && self.max_whole >= PIECE && entry.value_len > self.max_whole
+    }
+
+    /// Whether `bytes` more (in entries of about [`PIECE`] bytes) fit in the cache's free room
+    /// less a sixteenth of its capacity (its shards fill unevenly): what a read that fetches
+    /// more than it was asked for, to keep it, may take, so that it never evicts anything.
+    pub(super) fn has_room(&self, bytes: u64) -> bool {
+        let Some(inner) = &self.inner else {
+            return false;
+        };
+        let pieces = bytes.div_ceil(PIECE);
+        let wanted = bytes + pieces * ENTRY_OVERHEAD;
+        inner.weight() + wanted <= self.capacity - self.capacity / 16
+    }
+
     /// Whether the cache is on.
     pub(super) fn is_on(&self) -> bool {
         self.inner.is_some()
@@ -207,6 +246,11 @@ impl Cache {
     /// all readers).
     pub(super) fn get(&self, key: &Key) -> Option<Cached> {
         self.inner.as_ref()?.get(key)
+    }
+
+    /// Whether the cache holds an entry under `key` (no hit or miss counted, nothing touched).
+    pub(super) fn contains(&self, key: &Key) -> bool {
+        self.inner.as_ref().is_some_and(|c| c.contains_key(key))
     }
 
     /// The bytes under `key` (a whole value or a crc sector), counting a hit or a miss.
@@ -292,6 +336,42 @@ mod tests {
             Cached::Bytes(Bytes::from(vec![1u8; (cap / 8) as usize])),
         );
         assert!(c.get(&big).is_some());
+    }
+
+    #[test]
+    fn whole_values_up_to_8_mib_in_a_large_cache_and_pieces_above() {
+        let c = Cache::new(4 << 30);
+        assert!(c.holds_whole(&entry(1, 0, 8 << 20)));
+        assert!(!c.holds_whole(&entry(1, 0, (8 << 20) + 1)));
+        assert!(c.holds_pieces(&entry(1, 0, (8 << 20) + 1)));
+        assert!(!c.holds_pieces(&entry(1, 0, 8 << 20)));
+        // A cache whose largest entry (an eighth of it) is under a piece keeps no pieces.
+        let small = Cache::new(256 << 10);
+        assert!(!small.holds_whole(&entry(1, 0, (32 << 10) + 1)));
+        assert!(!small.holds_pieces(&entry(1, 0, 1 << 20)));
+        // The largest whole value fits in its shard, whatever the capacity.
+        for cap in [1 << 20, 16 << 20, 64 << 20, 1 << 30] {
+            let c = Cache::new(cap);
+            let k = Key::of(&entry(2, 0, c.max_whole), Part::Value);
+            c.insert(k, Cached::Bytes(Bytes::from(vec![0; c.max_whole as usize])));
+            assert!(c.get(&k).is_some(), "capacity {cap}: {}", c.max_whole);
+            assert!(c.max_whole <= cap / 8, "capacity {cap}: {}", c.max_whole);
+        }
+    }
+
+    #[test]
+    fn room_is_the_free_capacity_less_a_sixteenth() {
+        let c = Cache::new(1 << 20);
+        assert!(c.has_room(PIECE));
+        assert!(!c.has_room(1 << 20));
+        for i in 0..14u64 {
+            let k = Key::of(&entry(1, i * 4096, 1000), Part::Piece(i));
+            c.insert(k, Cached::Bytes(Bytes::from(vec![0; PIECE as usize])));
+        }
+        // 14 pieces of 64 KiB: 896 KiB and their overhead, in a 1 MiB cache.
+        assert!(c.has_room(PIECE - 4096), "{:?}", c.figures());
+        assert!(!c.has_room(2 * PIECE), "{:?}", c.figures());
+        assert!(!Cache::new(0).has_room(1));
     }
 
     #[test]

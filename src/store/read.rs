@@ -22,6 +22,7 @@ use crate::segment;
 
 mod kept;
 mod peek;
+mod pieces;
 
 pub(super) use kept::kept_weight;
 use kept::{SEQ_LEN, cached_seq, cached_whole, kept};
@@ -74,6 +75,9 @@ pub(super) struct Located {
     prefetched: Option<Bytes>,
     /// The whole value, when the cache held it as the key was checked.
     whole: Option<Bytes>,
+    /// The record was read since open: its key was found in the cache (kept by an earlier
+    /// read). A read of pieces of its value may then fetch whole pieces (`read/pieces.rs`).
+    known: bool,
 }
 
 impl Located {
@@ -85,6 +89,7 @@ impl Located {
             file,
             prefetched: None,
             whole: None,
+            known: false,
         }
     }
 }
@@ -267,8 +272,10 @@ impl Reader {
     ) -> Option<Identity> {
         let k = self.cache.get_bytes(&Key::of(&entry, Part::Key))?;
         Some(if k.len() == SEQ_LEN + key.len() && &k[SEQ_LEN..] == key {
+            let mut found = Located::new(entry, cached_seq(&k), file.clone());
+            found.known = true;
             Identity::Mine {
-                found: Located::new(entry, cached_seq(&k), file.clone()),
+                found,
                 cached: None,
             }
         } else {
@@ -370,7 +377,14 @@ impl Reader {
             return Ok(identity);
         }
         let whole = entry.record_len() <= whole_read;
-        if !whole && let Some(identity) = self.by_cached_key(key, entry, &file) {
+        // A large value read whole (a get) whose first piece the cache holds: its key is
+        // checked from the cache and its value copied from the pieces (the value's read fetches
+        // any that are missing), rather than the whole record read here.
+        let large = entry.record_len() > WHOLE_RECORD_READ && self.cache.holds_pieces(&entry);
+        let pieces = large && self.cache.contains(&Key::of(&entry, Part::Piece(0)));
+        if (!whole || pieces)
+            && let Some(identity) = self.by_cached_key(key, entry, &file)
+        {
             return Ok(identity);
         }
         // The sequence number is set once the header is read.
@@ -425,9 +439,11 @@ impl Reader {
                 },
             ));
         }
-        if whole && buf.len() as u64 == entry.record_len() {
+        let prefetched = whole && buf.len() as u64 == entry.record_len();
+        if prefetched {
             found.prefetched = Some(buf);
-        } else if self.cache.is_on() {
+        }
+        if (!prefetched || large) && self.cache.is_on() {
             self.cache.insert(
                 Key::of(&entry, Part::Key),
                 Cached::Bytes(Bytes::from(kept(header.seq, key, &[]))),
@@ -474,6 +490,9 @@ impl Reader {
             Some(Lookup::Located(found)) => found,
         };
         let len = to_usize(found.entry.value_len)?;
+        if self.append_pieces(&found, out) {
+            return Ok(Some(found.seq));
+        }
         if out.capacity() < len {
             // A fresh zeroed allocation (the zeroes of a large one come from the kernel for
             // free) rather than growing `out`, which would copy and then zero it.
@@ -498,6 +517,10 @@ impl Reader {
             Some(Lookup::Located(found)) => found,
         };
         if !self.cache.holds_whole(&found.entry) {
+            let mut out = Vec::new();
+            if self.append_pieces(&found, &mut out) {
+                return Ok(Some(Bytes::from(out)));
+            }
             let mut out = vec![0u8; to_usize(found.entry.value_len)?];
             self.read_uncached(&found, 0, &mut out, None)?;
             return Ok(Some(Bytes::from(out)));
@@ -596,20 +619,40 @@ impl Reader {
     }
 
     /// Reads the stored bytes of `found`'s record, verified (compaction copies them as they
-    /// are, compressed or not).
+    /// are, compressed or not). Not through the cache's pieces: a copy is read once, and its
+    /// pieces, keyed by the old place, would never be read again.
     pub(super) fn read_stored(&self, found: &Located, dst: &mut [u8]) -> Result<()> {
-        self.read_stored_at(found, 0, dst)
+        self.read_stored_direct(found, 0, dst)
             .map_err(|e| e.in_file(segment::kind_of(found.file.path())))
     }
 
-    /// Stored bytes `[start, start + dst.len())` of `found`'s record, verified.
+    /// Stored bytes `[start, start + dst.len())` of `found`'s record, verified: through the
+    /// cache's pieces for a value kept in pieces (`read/pieces.rs`), else from the buffers or
+    /// the file.
+    fn read_stored_at(&self, found: &Located, start: u64, dst: &mut [u8]) -> Result<()> {
+        if self.cache.holds_pieces(&found.entry) {
+            self.read_pieces(found, start, dst)
+        } else {
+            self.read_stored_direct(found, start, dst)
+        }
+    }
+
+    /// Stored bytes `[start, start + dst.len())` of `found`'s record, verified, from the
+    /// buffers or the file.
     ///
     /// A crc sector kept by the cache is not verified as a whole when it is read (each crc is
     /// checked against its chunk when used), so one damaged in transit could fail every later
     /// read of its chunks: a read that fails verification forgets the sectors it used and is
     /// tried once more with everything from the file, whose answer stands.
-    fn read_stored_at(&self, found: &Located, start: u64, dst: &mut [u8]) -> Result<()> {
+    fn read_stored_direct(&self, found: &Located, start: u64, dst: &mut [u8]) -> Result<()> {
         let span = found.entry.span();
+        // The record read whole as its key was checked: verified where it is, one copy out.
+        if let Some(record) = &found.prefetched
+            && let Some(result) =
+                segment::read_value_in(&span, start, dst, found.entry.offset, record)
+        {
+            return result;
+        }
         let fetch = |o, b: &mut [u8]| self.fetch(found, o, b);
         let result =
             segment::read_value(&span, start, dst, fetch, |c, b| self.read_crcs(found, c, b));

@@ -15,8 +15,9 @@
 //!
 //! Each property runs in both I/O modes; one more runs with every value compressed (lz4, in
 //! frames of 4 KiB so that values span many frames). The read cache has its default capacity,
-//! except in two properties: one without a cache, one with a cache small enough to evict all
-//! the time (a cached value must never outlive its overwrite, delete or compaction move).
+//! except in three properties: one without a cache, one with a cache small enough to evict all
+//! the time (a cached value must never outlive its overwrite, delete or compaction move), and
+//! one of 1 MiB, which keeps values above 128 KiB in pieces and evicts them all the time.
 //! [`CASES`] cases per property, [`LONG_CASES`] under `PODSTORE_TEST_LONG`; `PROPTEST_CASES`
 //! overrides both;
 //! failures are saved to `tests/model/main.proptest-regressions` and replayed first on later runs.
@@ -402,6 +403,14 @@ proptest! {
     fn sync_direct_lz4_small_cache_matches_model(ops in ops()) {
         let tuning = Tuning::new(Compression::Lz4, 32 << 10);
         run_cached(&ops, IoMode::Direct, Durability::Sync, tuning)?;
+    }
+
+    /// As `sync_direct_matches_model`, with a read cache of 1 MiB: values above 128 KiB are
+    /// kept in 64 KiB pieces of their stored bytes, which the cache evicts all the time (a
+    /// piece must never outlive its value's overwrite, delete or compaction move).
+    #[test]
+    fn sync_direct_piece_cache_matches_model(ops in ops()) {
+        run_cached(&ops, IoMode::Direct, Durability::Sync, Tuning::new(Compression::None, 1 << 20))?;
     }
 
     /// As `sync_direct_matches_model` with an index that keeps 3 bits of each key hash: every

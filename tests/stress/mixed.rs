@@ -354,6 +354,18 @@ fn stress_mixed_ops_with_a_small_cache_and_compaction() {
     run_mixed_with(what, opts, 32, OPS_PER_THREAD, Ending::Close, true);
 }
 
+/// As above with a cache of 1 MiB: values above 128 KiB (the 64-200 KiB ones and the large
+/// ones) are kept in 64 KiB pieces, read around and evicted all the time while compaction moves
+/// them (issue 25).
+#[test]
+fn stress_mixed_ops_with_a_piece_cache_and_compaction() {
+    let opts = stress_options(IoMode::Direct, Durability::Sync)
+        .cache_capacity(1 << 20)
+        .compaction_threshold(0.2);
+    let what = "32 threads, direct, sync, 1 MiB cache (pieces), compacting";
+    run_mixed_with(what, opts, 32, OPS_PER_THREAD, Ending::Close, true);
+}
+
 /// The same history without a cache: what the others are measured against.
 #[test]
 fn stress_mixed_ops_without_a_cache() {

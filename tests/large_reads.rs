@@ -1,0 +1,291 @@
+//! Large values in the read cache (issue 25): values too large to be kept whole are kept in
+//! 64 KiB pieces of their stored bytes, verified when read. What a get or a range read keeps,
+//! that a cold range read still reads only its chunks, that a piece is never stale (overwrite,
+//! delete, compaction, reopen), that damage is still found where nothing was cached, and that
+//! a scan of large values does not push out the hot small ones. The concurrent histories are
+//! in tests/model (`sync_direct_piece_cache_matches_model`).
+
+mod common;
+
+use std::os::unix::fs::FileExt;
+
+use common::files::{FileKind, written_files};
+use common::store::TestStore;
+use common::{Random, XorShift};
+use podstore::{Error, IoMode, Options};
+
+const KIB: usize = 1 << 10;
+const MIB: usize = 1 << 20;
+/// The cache's piece of a large value.
+const PIECE: usize = 64 * KIB;
+
+fn options(cache: u64) -> Options {
+    common::store::small()
+        .io_mode(IoMode::Direct)
+        .cache_capacity(cache)
+        .background_compaction(false)
+}
+
+fn value(tag: u64, len: usize) -> Vec<u8> {
+    XorShift::new(0x1A46E ^ tag.wrapping_mul(0x9E37_79B9_7F4A_7C15)).bytes(len)
+}
+
+/// Flips one byte at `offset` of the only copy of `value` in the store's files (a blob file or
+/// a log segment).
+fn damage(dir: &std::path::Path, value: &[u8], offset: usize) {
+    let files = [FileKind::Blob, FileKind::Log].map(|k| written_files(dir, k));
+    for path in files.iter().flatten() {
+        let bytes = std::fs::read(path).unwrap();
+        if let Some(at) = bytes.windows(4096).position(|w| w == &value[..4096]) {
+            let at = at + offset;
+            let file = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+            file.write_at(&[bytes[at] ^ 0x5a], at as u64).unwrap();
+            file.sync_all().unwrap();
+            return;
+        }
+    }
+    panic!("value not found in any file");
+}
+
+fn corrupt<T: std::fmt::Debug>(r: Result<T, Error>, what: &str) {
+    assert!(matches!(r, Err(Error::Corruption { .. })), "{what}: {r:?}");
+}
+
+/// A get keeps a large value's pieces (it read them whole anyway); the next get, range read
+/// and reader copy from them, even once the file is damaged (the bytes were verified when
+/// read). After a reopen (an empty cache) the damage is found by every kind of read.
+#[test]
+fn a_large_value_read_whole_is_kept_in_pieces() {
+    let fx = TestStore::new(options(16 << 20));
+    let store = fx.open();
+    let v = value(1, 3 * MIB + 1000);
+    store.put("big", &v).unwrap();
+    store.close().unwrap();
+
+    let store = fx.open();
+    assert_eq!(store.get("big").unwrap().unwrap(), v);
+    let kept = store.stats().cache_bytes;
+    assert!(kept >= v.len() as u64, "{kept} bytes cached");
+    damage(fx.path(), &v, MIB + 5);
+    let misses = store.stats().cache_misses;
+    assert_eq!(store.get("big").unwrap().unwrap(), v, "from the pieces");
+    assert_eq!(store.get_bytes("big").unwrap().unwrap(), v);
+    let at = MIB - 100;
+    assert_eq!(
+        store.get_range("big", at..at + 8 * KIB).unwrap().unwrap(),
+        &v[at..at + 8 * KIB]
+    );
+    let mut all = Vec::new();
+    std::io::Read::read_to_end(&mut store.reader("big").unwrap().unwrap(), &mut all).unwrap();
+    assert_eq!(all, v, "reader");
+    assert_eq!(store.stats().cache_misses, misses, "nothing read again");
+    store.close().unwrap();
+
+    let store = fx.open();
+    corrupt(store.get("big"), "get after reopen");
+    corrupt(
+        store.get_range("big", MIB..MIB + 16),
+        "range over the damage",
+    );
+    assert_eq!(
+        store
+            .get_range("big", 2 * MIB..2 * MIB + 16)
+            .unwrap()
+            .unwrap(),
+        &v[2 * MIB..2 * MIB + 16],
+        "a range away from the damage"
+    );
+    // A failed read keeps nothing: it fails again.
+    corrupt(store.get("big"), "get again");
+    corrupt(store.get_bytes("big"), "get_bytes");
+}
+
+/// The first range read of a large value after open reads only its chunks and keeps no piece
+/// (a cold read stays small); a range read of a value read before fetches its whole piece
+/// while the cache has room, and the next range read in that piece is served from memory.
+#[test]
+fn a_cold_range_read_keeps_no_piece_and_a_warm_one_reads_around() {
+    let fx = TestStore::new(options(16 << 20));
+    let store = fx.open();
+    let v = value(2, 10 * MIB);
+    store.put("big", &v).unwrap();
+    store.close().unwrap();
+
+    let store = fx.open();
+    let range = |at: usize| {
+        let got = store.get_range("big", at..at + 4096).unwrap().unwrap();
+        assert_eq!(got, &v[at..at + 4096], "at {at}");
+        store.stats()
+    };
+    let cold = range(3 * MIB + 100);
+    // The record's key and a sector of chunk crcs; no piece.
+    assert!(cold.cache_bytes < 4 * KIB as u64, "{cold:?}");
+    let warm = range(5 * MIB + 100);
+    assert!(
+        warm.cache_bytes >= (cold.cache_bytes + PIECE as u64),
+        "{warm:?}"
+    );
+    let near = range(5 * MIB + 30_000);
+    assert_eq!(
+        near.cache_misses, warm.cache_misses,
+        "served from the piece"
+    );
+    // The piece was verified whole: damage in it, after it was kept, is not seen...
+    damage(fx.path(), &v, 5 * MIB + 50_000);
+    range(5 * MIB + 48_000);
+    // ...while a piece not kept is read and checked.
+    damage(fx.path(), &v, 7 * MIB + 50);
+    corrupt(store.get_range("big", 7 * MIB..7 * MIB + 100), "uncached");
+}
+
+/// With no free room in the cache, a range read fetches only its chunks: read-around never
+/// makes the cache evict.
+#[test]
+fn read_around_stops_when_the_cache_is_full() {
+    const CAPACITY: u64 = 2 << 20;
+    let fx = TestStore::new(options(CAPACITY).durability(podstore::Durability::Buffered));
+    let store = fx.open();
+    let v = value(3, 4 * MIB);
+    store.put("big", &v).unwrap();
+    for i in 0..3000u64 {
+        store.put(format!("k{i}"), value(100 + i, 1000)).unwrap();
+    }
+    // Fill the cache: 3000 values of ~1.2 KiB each is ~1.7x the capacity.
+    for i in 0..3000u64 {
+        store.get(format!("k{i}")).unwrap().unwrap();
+    }
+    let full = store.stats();
+    assert!(full.cache_evictions > 0, "{full:?}");
+    let mut rng = XorShift::new(3);
+    for _ in 0..50 {
+        let at = rng.below(4 * MIB - 4096);
+        let got = store.get_range("big", at..at + 4096).unwrap().unwrap();
+        assert_eq!(got, &v[at..at + 4096]);
+    }
+    let s = store.stats();
+    // Each range read keeps at most a 512-byte crc sector (and the key once): no piece.
+    assert!(
+        s.cache_evictions - full.cache_evictions <= 51,
+        "read-around evicted: {full:?} -> {s:?}"
+    );
+}
+
+/// Pieces are keyed by their record's place: after an overwrite, a delete, a compaction move or
+/// a reopen every kind of read returns the current value.
+#[test]
+fn pieces_are_never_stale() {
+    // Values above 512 KiB are kept in pieces: those in blob files (from 1 MiB) and those of
+    // 512 KiB to 1 MiB, which go to the log and which compaction moves.
+    let fx = TestStore::new(options(4 << 20).compaction_threshold(0.1));
+    let store = fx.open();
+    let len = 2 * MIB + 12_345;
+    let (v1, v2, v3) = (value(10, len), value(11, len), value(12, 700 * KIB + 3));
+    let check = |store: &podstore::Store, v: &[u8], what: &str| {
+        for _ in 0..2 {
+            assert_eq!(store.get("k").unwrap().unwrap(), v, "{what}: get");
+            assert_eq!(store.get_bytes("k").unwrap().unwrap(), v, "{what}: bytes");
+            for at in [0, 70_000, 300 * KIB + 3, v.len() - 5000] {
+                assert_eq!(
+                    store.get_range("k", at..at + 4096).unwrap().unwrap(),
+                    &v[at..at + 4096],
+                    "{what}: range at {at}"
+                );
+            }
+            let mut all = Vec::new();
+            std::io::Read::read_to_end(&mut store.reader("k").unwrap().unwrap(), &mut all).unwrap();
+            assert_eq!(all, v, "{what}: reader");
+        }
+    };
+    store.put("k", &v1).unwrap();
+    check(&store, &v1, "first");
+    store.put("k", &v2).unwrap();
+    check(&store, &v2, "overwritten");
+    // Into a log segment, between values deleted next, so that compaction moves it.
+    for i in 0..10u64 {
+        store.put(format!("f{i}"), value(i, 30 * KIB)).unwrap();
+    }
+    store.put("k", &v3).unwrap();
+    for i in 10..20u64 {
+        store.put(format!("f{i}"), value(i, 30 * KIB)).unwrap();
+    }
+    check(&store, &v3, "overwritten again");
+    for i in 0..20u64 {
+        store.delete(format!("f{i}")).unwrap();
+    }
+    store.seal().unwrap();
+    let report = store.compact().unwrap();
+    assert!(report.segments_compacted > 0, "{report:?}");
+    check(&store, &v3, "compacted");
+    store.close().unwrap();
+    let store = fx.open();
+    check(&store, &v3, "reopened");
+    store.delete("k").unwrap();
+    assert_eq!(store.get("k").unwrap(), None);
+    assert_eq!(store.get_range("k", 0..10).unwrap(), None);
+    assert!(store.reader("k").unwrap().is_none());
+}
+
+/// A scan over large values (six times the cache's capacity, each read once) does not push out
+/// small values read again and again.
+#[test]
+fn a_scan_of_large_values_does_not_push_out_the_hot_values() {
+    const CAPACITY: u64 = 4 << 20;
+    let fx = TestStore::new(options(CAPACITY).durability(podstore::Durability::Buffered));
+    let store = fx.open();
+    for i in 0..50u64 {
+        store.put(format!("hot{i}"), value(i, 1000)).unwrap();
+    }
+    for i in 0..12u64 {
+        store
+            .put(format!("big{i}"), value(100 + i, 2 * MIB))
+            .unwrap();
+    }
+    for _ in 0..4 {
+        for i in 0..50u64 {
+            store.get(format!("hot{i}")).unwrap().unwrap();
+        }
+    }
+    for i in 0..12u64 {
+        assert_eq!(
+            store.get(format!("big{i}")).unwrap().unwrap(),
+            value(100 + i, 2 * MIB)
+        );
+    }
+    let before = store.stats().cache_hits;
+    for i in 0..50u64 {
+        store.get(format!("hot{i}")).unwrap().unwrap();
+    }
+    let hot_hits = store.stats().cache_hits - before;
+    assert!(
+        hot_hits >= 45,
+        "only {hot_hits} of 50 hot values survived the scan"
+    );
+}
+
+/// With a large budget, a value of a few MiB read by a get is kept whole: `get_bytes` then
+/// hands out the cache's own buffer (no copy, no read), and ranges copy from it.
+#[test]
+fn a_value_of_a_few_mib_is_kept_whole_and_shared() {
+    // A quarter of a shard must hold it: 4 GiB (allocated only as the cache fills) is enough
+    // for up to 256 shards (64 cores).
+    let fx = TestStore::new(options(4 << 30));
+    let store = fx.open();
+    let v = value(20, 3 * MIB);
+    store.put("big", &v).unwrap();
+    store.close().unwrap();
+    let store = fx.open();
+    assert_eq!(store.get("big").unwrap().unwrap(), v);
+    let misses = store.stats().cache_misses;
+    let (a, b) = (
+        store.get_bytes("big").unwrap().unwrap(),
+        store.get_bytes("big").unwrap().unwrap(),
+    );
+    assert_eq!(a, v);
+    assert_eq!(a.as_ptr(), b.as_ptr(), "both share the cache's buffer");
+    let at = MIB + 7;
+    assert_eq!(
+        store.get_range("big", at..at + 4096).unwrap().unwrap(),
+        &v[at..at + 4096]
+    );
+    assert_eq!(store.stats().cache_misses, misses, "nothing read again");
+}

@@ -13,7 +13,10 @@
 //! by a view of the frozen chunks' records sorted by key, built by listings, not by writes (a put
 //! only pushes its record, as before): the first listing that finds frozen chunks the view does
 //! not cover sorts their records into a new *run* (an array of record ordinals, `u32`, in key
-//! order; a key's records in file order), outside the append lock, and merges it with the
+//! order; a key's records in file order), outside the append lock (a backlog of more than
+//! [`SORT_AT_ONCE`] chunks is passed over by the first listing that finds it and sorted by the
+//! next: a ski rental, so that a store listed rarely pays a pass per listing, as before, and
+//! not a sort), and merges it with the
 //! previous run while that one is less than twice its size, as an LSM tree's levels. The runs'
 //! sizes thus at least double from newest to oldest: at most `log2(records / CHUNK) + 1` runs,
 //! each record merged O(log n) times over the segment's life. A listing finds its range in each
@@ -40,6 +43,43 @@ use crate::format::record::FooterEntry;
 
 /// Records per chunk: the records a listing still passes over under the append lock, at most.
 pub(super) const CHUNK: usize = 1024;
+
+/// Chunks frozen since the view was built (a backlog) are sorted by the first listing that
+/// finds them when they are at most this many (65,536 records); a larger backlog is passed over
+/// by the first listing that finds it (outside the append lock) and sorted by the next one.
+/// A ski rental: a store listed once in a long while pays a pass per listing, as before the
+/// view (a sort costs a few passes), and one listed often pays one pass more than it would have.
+pub(super) const SORT_AT_ONCE: usize = 64;
+
+/// What the log keeps of its active segment's sorted view, behind a mutex of its own.
+#[derive(Default)]
+pub(super) struct ViewSlot {
+    /// The view of the active segment's frozen records, if a listing has built one.
+    pub(super) view: Option<Arc<SortedView>>,
+    /// The segment and the number of its frozen chunks when a listing last passed over a
+    /// backlog instead of sorting it ([`SORT_AT_ONCE`]).
+    passed: Option<(u64, usize)>,
+}
+
+impl ViewSlot {
+    /// Whether a listing that finds `new` chunks of segment `segment` beyond its view, `frozen`
+    /// chunks in all, should pass over them rather than sort them: a large backlog no listing
+    /// has met before. Records the pass.
+    pub(super) fn pass_over(&mut self, segment: u64, new: usize, frozen: usize) -> bool {
+        if new <= SORT_AT_ONCE {
+            return false;
+        }
+        let backlog_start = frozen - new;
+        match self.passed {
+            // Some of this backlog was passed over before: sort it now.
+            Some((s, upto)) if s == segment && upto > backlog_start => false,
+            _ => {
+                self.passed = Some((segment, frozen));
+                true
+            }
+        }
+    }
+}
 
 /// A full chunk of records, shared by the segment, its sorted view and listings.
 type Chunk = Arc<Vec<FooterEntry>>;
@@ -220,6 +260,24 @@ mod tests {
             value_len: 1,
             seq: offset,
         }
+    }
+
+    /// A backlog of more than `SORT_AT_ONCE` chunks is passed over by the first listing that
+    /// meets it and sorted by the next; a smaller one is sorted at once; a new segment starts
+    /// afresh.
+    #[test]
+    fn a_large_backlog_is_passed_over_once() {
+        let mut slot = ViewSlot::default();
+        assert!(!slot.pass_over(1, SORT_AT_ONCE, SORT_AT_ONCE));
+        assert!(slot.pass_over(1, SORT_AT_ONCE + 1, SORT_AT_ONCE + 1));
+        // The same backlog, grown: sorted now.
+        assert!(!slot.pass_over(1, SORT_AT_ONCE + 5, SORT_AT_ONCE + 5));
+        // After a sort of those chunks, a new large backlog behind them is passed over first.
+        let covered = SORT_AT_ONCE + 5;
+        assert!(slot.pass_over(1, 100, covered + 100));
+        assert!(!slot.pass_over(1, 100, covered + 100));
+        // Another segment's backlog is new.
+        assert!(slot.pass_over(2, 100, 100));
     }
 
     /// Keys pushed in a scrambled order, some repeated, extended chunk by chunk: every run is

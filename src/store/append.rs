@@ -13,7 +13,7 @@
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use std::thread::JoinHandle;
 
-use super::active_keys::{Records, SortedView};
+use super::active_keys::{Records, SortedView, ViewSlot};
 use super::compress::StoredValue;
 use super::segments::{FileSummary, SegmentHandle};
 use super::shared::Shared;
@@ -60,7 +60,7 @@ pub(super) struct Log {
     flusher: Mutex<Option<JoinHandle<()>>>,
     /// The sorted view of the active segment's frozen records, built by listings
     /// (`store::active_keys`). Taken before the append lock, never after it but by `try_lock`.
-    view: Mutex<Option<Arc<SortedView>>>,
+    view: Mutex<ViewSlot>,
 }
 
 /// State behind the append lock: the buffer being filled and the segment it belongs to.
@@ -111,7 +111,7 @@ pub(super) struct ActiveKeys {
     /// Its frozen records sorted by key (none while no chunk of records is full).
     pub(super) view: Option<Arc<SortedView>>,
     /// `(key, record offset, sequence number)` of the records after those of `view` (the chunk
-    /// being filled) whose keys are in the range, in file order.
+    /// being filled, and a backlog of frozen chunks passed over) whose keys are in the range.
     pub(super) keys: Vec<(Vec<u8>, u64, u64)>,
 }
 
@@ -167,14 +167,15 @@ impl Log {
             tail,
             progress,
             flusher: Mutex::new(Some(flusher)),
-            view: Mutex::new(None),
+            view: Mutex::new(ViewSlot::default()),
         })
     }
 
     /// The id the next new file will get and the active segment's keys for ordered listing,
     /// those in the chunk being filled filtered by `keep`, the others through the segment's
     /// sorted view, extended first (outside the append lock) if chunks were frozen since it was
-    /// built (see `store::active_keys`). `None` when no segment is active.
+    /// built, or, for a large backlog no listing met before, passed over and filtered by `keep`
+    /// too (see `store::active_keys`). `None` when no segment is active.
     pub(super) fn active_keys(&self, keep: impl Fn(&[u8]) -> bool) -> (u64, Option<ActiveKeys>) {
         // Held while the view is extended: listings that want it wait for one build.
         let mut slot = self.view.lock().unwrap_or_else(|p| p.into_inner());
@@ -183,6 +184,7 @@ impl Log {
             let next_id = app.next_file_id();
             let found = app.app.active.as_ref().map(|a| {
                 let from = slot
+                    .view
                     .as_ref()
                     .filter(|v| v.segment() == a.id)
                     .map_or(0, |v| v.chunk_count());
@@ -197,18 +199,28 @@ impl Log {
             });
             (next_id, found)
         };
-        let Some((id, data_end, new, keys)) = found else {
+        let Some((id, data_end, new, mut keys)) = found else {
             return (next_id, None);
         };
-        let base = slot.clone().filter(|v| v.segment() == id);
+        let base = slot.view.clone().filter(|v| v.segment() == id);
+        let frozen = base.as_ref().map_or(0, |v| v.chunk_count()) + new.len();
         let view = if new.is_empty() {
+            base
+        } else if slot.pass_over(id, new.len(), frozen) {
+            drop(slot);
+            keys.extend(
+                new.iter()
+                    .flat_map(|c| c.iter())
+                    .filter(|r| keep(&r.key))
+                    .map(|r| (r.key.clone(), r.offset, r.seq)),
+            );
             base
         } else {
             let view = Arc::new(SortedView::extended(base.as_deref(), id, new));
             // Kept only while its segment is active: a seal between the snapshot and now could
             // not clear the slot (this thread held it), and the view would keep its records.
             let app = self.lock();
-            *slot = (app.app.active.as_ref().map(|a| a.id) == Some(id)).then(|| view.clone());
+            slot.view = (app.app.active.as_ref().map(|a| a.id) == Some(id)).then(|| view.clone());
             drop(app);
             Some(view)
         };
@@ -699,8 +711,8 @@ impl AppendGuard<'_> {
         // Its sorted view goes with it (if a listing holds the view's lock, it sees the segment
         // sealed when it installs the view, and drops it).
         match self.log.view.try_lock() {
-            Ok(mut view) => *view = None,
-            Err(TryLockError::Poisoned(p)) => *p.into_inner() = None,
+            Ok(mut slot) => *slot = ViewSlot::default(),
+            Err(TryLockError::Poisoned(p)) => *p.into_inner() = ViewSlot::default(),
             Err(TryLockError::WouldBlock) => {}
         }
         let entries = segment::last_per_key(active.records.iter().collect());

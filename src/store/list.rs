@@ -39,7 +39,8 @@
 //! segment: a binary search per run of its sorted view (at most `log2(records / 1024) + 1`
 //! runs), then the keys in the range; a pass over the chunk being filled (under 1024 records)
 //! under the append lock; and, for the first listing after writes filled chunks, the sorting of
-//! their records into a run and its merges (amortised O(log n) per record). A prefix listing of
+//! their records into a run and its merges (amortised O(log n) per record), or for a large
+//! backlog no listing met before, a pass over it (outside the append lock). A prefix listing of
 //! a few keys reads about 12 KiB per file.
 
 use std::cmp::Ordering;

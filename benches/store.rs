@@ -136,6 +136,44 @@ fn put_buffered<const LEN: usize>(bencher: Bencher) {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// 1 KiB puts with `Durability::Buffered` from `threads` threads at once, 16,000 per iteration,
+/// into one store that grows across the samples (the active segment's record list, which the
+/// append lock extends and the ordered listing's sorted view reads, is its longest then): the
+/// put path's CPU cost under the append lock.
+#[divan::bench(args = [1, 16], sample_count = 20, sample_size = 1)]
+fn put_buffered_1k_threads(bencher: Bencher, threads: usize) {
+    const PER_ITERATION: usize = 16_000;
+    let dir = bench_dir(&format!("put-buffered-threads-{threads}"));
+    let store = Store::open_with(
+        &dir,
+        Options::default()
+            .io_mode(IoMode::Buffered)
+            .durability(Durability::Buffered),
+    )
+    .unwrap();
+    let value = vec![7u8; 1024];
+    let round = std::sync::atomic::AtomicU64::new(0);
+    bencher
+        .counter(divan::counter::ItemsCount::new(PER_ITERATION))
+        .bench_local(|| {
+            let r = round.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            std::thread::scope(|s| {
+                for t in 0..threads {
+                    let (store, value) = (&store, &value);
+                    s.spawn(move || {
+                        for i in (t..PER_ITERATION).step_by(threads) {
+                            store
+                                .put(format!("put/{r:04}/{i:08}"), black_box(value))
+                                .unwrap();
+                        }
+                    });
+                }
+            });
+        });
+    drop(store);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Reopening a store of 100 000 small values: reads one footer per segment.
 #[divan::bench(sample_count = 10, sample_size = 1)]
 fn reopen_100k(bencher: Bencher) {

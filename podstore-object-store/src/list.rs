@@ -28,8 +28,8 @@ fn key_prefix(prefix: Option<&Path>) -> Vec<u8> {
 
 /// The end of the range of the keys that start with `prefix`: the first key after all of them
 /// (trailing `0xff` bytes dropped, the last byte incremented), unbounded for an empty or all-`0xff`
-/// prefix. A listing bounded by it copies only the active segment's keys under the prefix, not
-/// every key after it.
+/// prefix. A listing bounded by it reads only the keys under the prefix (of the footers, and of
+/// the active segment's sorted view), not every key after it.
 fn prefix_end(prefix: &[u8]) -> Bound<Vec<u8>> {
     let mut end = prefix.to_vec();
     while end.last() == Some(&0xff) {

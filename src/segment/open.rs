@@ -706,19 +706,23 @@ fn read_footer(src: &FileSource<'_>, id: u64, path: &Path) -> Result<Option<Vec<
 ///
 /// Newest is not always last: a record copied forward by compaction keeps its old sequence
 /// number, and may land after a newer write of its key that was appended first.
-pub fn last_per_key(records: Vec<FooterEntry>) -> Vec<FooterEntry> {
+///
+/// Generic over owned records and references to them (a seal passes references: the active
+/// segment's records may be shared with listings, `store::active_keys`).
+pub fn last_per_key<R: std::borrow::Borrow<FooterEntry>>(records: Vec<R>) -> Vec<R> {
     let mut newest: std::collections::HashMap<&[u8], usize> =
         std::collections::HashMap::with_capacity(records.len());
     for (i, r) in records.iter().enumerate() {
+        let r = r.borrow();
         let slot = newest.entry(r.key.as_slice()).or_insert(i);
-        if records[*slot].seq <= r.seq {
+        if records[*slot].borrow().seq <= r.seq {
             *slot = i;
         }
     }
     let keep: Vec<bool> = records
         .iter()
         .enumerate()
-        .map(|(i, r)| newest[r.key.as_slice()] == i)
+        .map(|(i, r)| newest[r.borrow().key.as_slice()] == i)
         .collect();
     drop(newest);
     records

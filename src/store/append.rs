@@ -10,14 +10,15 @@
 //! appended meanwhile. Full buffers, groups closed at their caps and seals go to the flush
 //! thread.
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use std::thread::JoinHandle;
 
+use super::active_keys::{Records, SortedView, ViewSlot};
 use super::compress::StoredValue;
 use super::segments::{FileSummary, SegmentHandle};
 use super::shared::Shared;
 use crate::error::Result;
-use crate::format::footer::{FooterEntry, encode_footer_with_blocks};
+use crate::format::footer::encode_footer_with_blocks;
 use crate::format::record::{
     FLAG_BATCH_CONTINUES, RecordHeader, RecordKind, RecordPlace, write_record,
 };
@@ -57,6 +58,9 @@ pub(super) struct Log {
     tail: Arc<Mutex<Tail>>,
     progress: Arc<Progress>,
     flusher: Mutex<Option<JoinHandle<()>>>,
+    /// The sorted view of the active segment's frozen records, built by listings
+    /// (`store::active_keys`). Taken before the append lock, never after it but by `try_lock`.
+    view: Mutex<ViewSlot>,
 }
 
 /// State behind the append lock: the buffer being filled and the segment it belongs to.
@@ -109,16 +113,19 @@ struct ActiveSegment {
     /// One past the last byte of the last record appended (the write position may be further,
     /// past the padding of a synced group).
     data_end: u64,
-    /// Every record appended, for the footer.
-    records: Vec<FooterEntry>,
+    /// Every record appended, for the footer (and listings: `store::active_keys`).
+    records: Records,
 }
 
-/// Keys of the active segment, for ordered listing ([`AppendGuard::active_keys`]).
+/// Keys of the active segment, for ordered listing ([`Log::active_keys`]).
 pub(super) struct ActiveKeys {
     pub(super) id: u64,
     /// One past the last byte of the last record appended.
     pub(super) data_end: u64,
-    /// `(key, record offset, sequence number)`, in file order.
+    /// Its frozen records sorted by key (none while no chunk of records is full).
+    pub(super) view: Option<Arc<SortedView>>,
+    /// `(key, record offset, sequence number)` of the records after those of `view` (the chunk
+    /// being filled, and a backlog of frozen chunks passed over) whose keys are in the range.
     pub(super) keys: Vec<(Vec<u8>, u64, u64)>,
 }
 
@@ -179,7 +186,70 @@ impl Log {
             tail,
             progress,
             flusher: Mutex::new(Some(flusher)),
+            view: Mutex::new(ViewSlot::default()),
         })
+    }
+
+    /// The id the next new file will get and the active segment's keys for ordered listing,
+    /// those in the chunk being filled filtered by `keep`, the others through the segment's
+    /// sorted view, extended first (outside the append lock) if chunks were frozen since it was
+    /// built, or, for a large backlog no listing met before, passed over and filtered by `keep`
+    /// too (see `store::active_keys`). `None` when no segment is active.
+    pub(super) fn active_keys(&self, keep: impl Fn(&[u8]) -> bool) -> (u64, Option<ActiveKeys>) {
+        // Held while the view is extended: listings that want it wait for one build.
+        let mut slot = self.view.lock().unwrap_or_else(|p| p.into_inner());
+        let (next_id, found) = {
+            let app = self.lock();
+            let next_id = app.next_file_id();
+            let found = app.app.active.as_ref().map(|a| {
+                let from = slot
+                    .view
+                    .as_ref()
+                    .filter(|v| v.segment() == a.id)
+                    .map_or(0, |v| v.chunk_count());
+                let keys: Vec<(Vec<u8>, u64, u64)> = a
+                    .records
+                    .filling()
+                    .iter()
+                    .filter(|r| keep(&r.key))
+                    .map(|r| (r.key.clone(), r.offset, r.seq))
+                    .collect();
+                (a.id, a.data_end, a.records.frozen_from(from), keys)
+            });
+            (next_id, found)
+        };
+        let Some((id, data_end, new, mut keys)) = found else {
+            return (next_id, None);
+        };
+        let base = slot.view.clone().filter(|v| v.segment() == id);
+        let frozen = base.as_ref().map_or(0, |v| v.chunk_count()) + new.len();
+        let view = if new.is_empty() {
+            base
+        } else if slot.pass_over(id, new.len(), frozen) {
+            drop(slot);
+            keys.extend(
+                new.iter()
+                    .flat_map(|c| c.iter())
+                    .filter(|r| keep(&r.key))
+                    .map(|r| (r.key.clone(), r.offset, r.seq)),
+            );
+            base
+        } else {
+            let view = Arc::new(SortedView::extended(base.as_deref(), id, new));
+            // Kept only while its segment is active: a seal between the snapshot and now could
+            // not clear the slot (this thread held it), and the view would keep its records.
+            let app = self.lock();
+            slot.view = (app.app.active.as_ref().map(|a| a.id) == Some(id)).then(|| view.clone());
+            drop(app);
+            Some(view)
+        };
+        let active = ActiveKeys {
+            id,
+            data_end,
+            view,
+            keys,
+        };
+        (next_id, Some(active))
     }
 
     /// Takes the append lock.
@@ -426,22 +496,6 @@ impl AppendGuard<'_> {
         Ok(ids)
     }
 
-    /// The active segment's id, the end of its records, and the keys of the records appended
-    /// to it for which `keep` holds, with their offsets, in file order (ordered listing,
-    /// `store::list`). `None` when no segment is active.
-    pub(super) fn active_keys(&self, keep: impl Fn(&[u8]) -> bool) -> Option<ActiveKeys> {
-        self.app.active.as_ref().map(|a| ActiveKeys {
-            id: a.id,
-            data_end: a.data_end,
-            keys: a
-                .records
-                .iter()
-                .filter(|r| keep(&r.key))
-                .map(|r| (r.key.clone(), r.offset, r.seq))
-                .collect(),
-        })
-    }
-
     /// The active segment, if one is open.
     pub(super) fn active(&self) -> Option<ActiveView> {
         self.app.active.as_ref().map(|a| ActiveView {
@@ -656,7 +710,7 @@ impl AppendGuard<'_> {
                 id,
                 summary: FileSummary::default(),
                 data_end: app.wb.position(),
-                records: Vec::new(),
+                records: Records::default(),
             });
         }
         Ok(())
@@ -686,7 +740,14 @@ impl AppendGuard<'_> {
         let (id, summary) = (active.id, active.summary);
         debug_assert_eq!(app.wb.position() % app.wb.block_size(), 0);
         let table_offset = app.wb.position();
-        let entries = segment::last_per_key(active.records);
+        // Its sorted view goes with it (if a listing holds the view's lock, it sees the segment
+        // sealed when it installs the view, and drops it).
+        match self.log.view.try_lock() {
+            Ok(mut slot) => *slot = ViewSlot::default(),
+            Err(TryLockError::Poisoned(p)) => *p.into_inner() = ViewSlot::default(),
+            Err(TryLockError::WouldBlock) => {}
+        }
+        let entries = segment::last_per_key(active.records.iter().collect());
         let (footer, blocks) = encode_footer_with_blocks(
             active.id,
             active.data_end,

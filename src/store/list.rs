@@ -4,8 +4,11 @@
 //! ([`Entries`](super::Entries)) and the `Store` methods that start a listing.
 //!
 //! **Sources.** Taken at the start (the *snapshot*), in this order: under the append lock, the
-//! active segment's id, the end of its records and the keys of its records in the range, and the
-//! id the next new file will get; then the table of open files. Each sealed file with an id below
+//! active segment's id, the end of its records, the keys in the range of its records in the
+//! chunk being filled, the frozen chunks its sorted view does not cover yet, and the id the
+//! next new file will get; the view, extended with those chunks if there are any (outside the
+//! append lock; `store::active_keys`), gives each of its runs as a source; then the table of
+//! open files. Each sealed file with an id below
 //! that one is read through its footer ([`SortedKeys`]: a descent of its fence-key tree to the
 //! start of the range, then its blocks in order; a file of version 1 reads its table whole). A
 //! file whose footer a seal has submitted but not yet made durable is waited for (a sync), so that
@@ -32,9 +35,13 @@
 //!
 //! **Cost.** Per file: its trailer at the start, the location table's header with the tree's root
 //! before it (one read), one node of at most 4 KiB per level below the root (one for a 256 MiB
-//! segment) and the key block the range starts in, then the blocks the range covers; the active
-//! segment's keys in the range are copied under the append lock. A prefix listing of a few keys
-//! reads about 12 KiB per file.
+//! segment) and the key block the range starts in, then the blocks the range covers. The active
+//! segment: a binary search per run of its sorted view (at most `log2(records / 1024) + 1`
+//! runs), then the keys in the range; a pass over the chunk being filled (under 1024 records)
+//! under the append lock; and, for the first listing after writes filled chunks, the sorting of
+//! their records into a run and its merges (amortised O(log n) per record), or for a large
+//! backlog no listing met before, a pass over it (outside the append lock). A prefix listing of
+//! a few keys reads about 12 KiB per file.
 
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashSet};
@@ -45,6 +52,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
 use super::Store;
+use super::active_keys::SortedView;
 use super::read::Located;
 use super::segments::SegmentHandle;
 use crate::error::Result;
@@ -112,8 +120,10 @@ enum Origin<'a> {
         /// The file's map of its location table, shared with its handle.
         blocks: Arc<OnceLock<Arc<BlockLocations>>>,
     },
-    /// Keys in memory: the active segment's, or a scanned file's.
+    /// Keys in memory: those of the active segment's chunk being filled, or a scanned file's.
     Memory(Sorted),
+    /// One run of the active segment's sorted view.
+    Run(Arc<SortedView>, usize),
 }
 
 /// One end's position in one source.
@@ -121,6 +131,9 @@ enum Cursor<'a> {
     Footer(Box<SortedKeys<FileBytes<'a>>>),
     /// Forwards: the index of the next key; backwards: the number of keys left.
     Memory(Sorted, usize),
+    /// A run of the active segment's sorted view and the positions in it left to read (the
+    /// range's, found by binary search), from the front or the back.
+    Run(Arc<SortedView>, usize, std::ops::Range<usize>),
 }
 
 impl Cursor<'_> {
@@ -140,6 +153,11 @@ impl Cursor<'_> {
                 let item = (*next < keys.len()).then(|| at(keys, *next))?;
                 *next += 1;
                 Some(Ok(item))
+            }
+            Cursor::Run(view, run, left) => {
+                let pos = if back { left.next_back() } else { left.next() }?;
+                let r = view.at(*run, pos);
+                Some(Ok((r.key.clone(), r.offset, Some(r.seq))))
             }
         }
     }
@@ -374,15 +392,17 @@ impl<'a> Keys<'a> {
     /// Takes the snapshot: the active segment's keys, then every file's footer (its trailer).
     fn snapshot(&mut self) -> Result<()> {
         let inner = &self.store.inner;
-        let (next_id, active) = {
-            let log = inner.log.lock();
-            (log.next_file_id(), log.active_keys(|k| self.in_range(k)))
-        };
+        let (next_id, active) = inner.log.active_keys(|k| self.in_range(k));
         let shared = &inner.shared;
         if let Some(mut a) = active {
             a.keys.sort_unstable();
             self.active = Some((a.id, a.data_end));
             let file = shared.segments.file(a.id);
+            if let Some(view) = a.view {
+                for run in 0..view.run_count() {
+                    self.add(a.id, Origin::Run(view.clone(), run), file.clone());
+                }
+            }
             self.add(a.id, Origin::Memory(Arc::new(a.keys)), file);
         }
         let syncs_done = inner.log.progress().lock().syncs_done;
@@ -485,6 +505,11 @@ impl<'a> Keys<'a> {
                     Origin::Memory(keys) => {
                         let at = if back { keys.len() } else { 0 };
                         Cursor::Memory(keys.clone(), at)
+                    }
+                    Origin::Run(view, run) => {
+                        let span =
+                            view.span(*run, start.map(Vec::as_slice), end.map(Vec::as_slice));
+                        Cursor::Run(view.clone(), *run, span)
                     }
                     Origin::Footer {
                         bytes,

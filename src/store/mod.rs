@@ -7,7 +7,8 @@
 //! - `conditional`: writes made on a condition, batches ([`Store::write`]), and the metadata
 //!   they compare ([`Store::metadata`]);
 //! - `read`: from a key to verified value bytes; `value_reader`: [`ValueReader`];
-//! - `list`: keys in order, from the footers ([`Keys`]);
+//! - `list`: keys in order, from the footers ([`Keys`]); `active_keys`: the active segment's
+//!   records and the sorted view of their keys that listings build and search;
 //! - `resolve`: which index entry a write replaces;
 //! - `cache`: the read cache (small values whole, chunk checksums, frame tables); `budget`: its
 //!   default size, from the memory available to the process;
@@ -46,6 +47,7 @@ mod entries;
 #[rustfmt::skip]
 mod admin;
 
+mod active_keys;
 mod append;
 mod background;
 mod blob;

@@ -21,6 +21,8 @@
 //! Every decoder is pure (no I/O) and returns [`Corruption`] on any input a writer of this
 //! version would not have produced; none panics.
 
+use std::borrow::Borrow;
+
 use super::record::{FLAG_COMPRESSED, KNOWN_FLAGS, RecordKind};
 use super::{MAX_KEY_LEN, MAX_VALUE_LEN, align_up, check_crc, get_u32, get_u64, magic_at, need};
 use crate::error::Corruption;
@@ -247,9 +249,9 @@ pub fn encode_footer_with_blocks(
     data_end: u64,
     footer_offset: u64,
     block_size: u32,
-    entries: &[FooterEntry],
+    entries: &[impl Borrow<FooterEntry>],
 ) -> (Vec<u8>, BlockLocations) {
-    let mut sorted: Vec<&FooterEntry> = entries.iter().collect();
+    let mut sorted: Vec<&FooterEntry> = entries.iter().map(Borrow::borrow).collect();
     // By key, then sequence number (callers pass one entry per key; of two with one key the
     // newer stays, below). Unstable: half the time of a stable sort of a segment's millions of
     // entries, which a seal sorts under the append lock. Of two entries with one key and one

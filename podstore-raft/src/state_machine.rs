@@ -48,6 +48,9 @@ const APPLIED: &[u8] = b"m/applied";
 const MEMBERSHIP: &[u8] = b"m/membership";
 /// Entries applied per podstore batch.
 const APPLY_CHUNK: usize = 512;
+/// The most bytes of keys and values a chunk applied on the state machine's task may hold
+/// (see [`applies_inline`]); larger chunks are applied on a blocking thread.
+const INLINE_BYTES: usize = 256 << 10;
 
 fn data_key(key: &[u8]) -> Vec<u8> {
     let mut k = Vec::with_capacity(key.len() + 1);
@@ -234,6 +237,15 @@ impl StateMachine {
         &self.shared.snapshots
     }
 
+    /// Applies `items` as one batch under the apply lock (see [`Shared::apply`]).
+    fn apply_locked(
+        &self,
+        items: Vec<EntryResponder<TypeConfig>>,
+    ) -> io::Result<Vec<(ApplyResponder<TypeConfig>, Response)>> {
+        let _applying = self.shared.apply.lock().unwrap_or_else(|e| e.into_inner());
+        apply_chunk(&self.store(), items)
+    }
+
     /// Installs the snapshot `src` (which may be another node's directory: it is only read).
     fn install_blocking(&self, meta: &Meta, src: &SnapshotDir) -> io::Result<()> {
         #[cfg(feature = "testing")]
@@ -369,6 +381,37 @@ impl Step {
             Step::Done => "done",
         }
     }
+}
+
+/// Whether a chunk is applied on the state machine's task rather than on a blocking thread:
+/// when it only writes (puts, batches, blank and membership entries: nothing to look up, so no
+/// read that could wait for the disk) and its values total at most [`INLINE_BYTES`]. A
+/// buffered write copies into the store's write buffer and returns; it waits for the disk only
+/// when both buffers are full or a new segment file is created. Deletes and put_if_absent
+/// look their key up (`Store::contains`, which may read) and go to a blocking thread.
+fn applies_inline(items: &[EntryResponder<TypeConfig>]) -> bool {
+    let mut bytes = 0usize;
+    for (entry, _) in items {
+        match &entry.payload {
+            EntryPayload::Blank | EntryPayload::Membership(_) => {}
+            EntryPayload::Normal(Request::Put { key, value }) => bytes += key.len() + value.len(),
+            EntryPayload::Normal(Request::Batch(ops)) => {
+                for op in ops {
+                    bytes += match op {
+                        Op::Put { key, value } => key.len() + value.len(),
+                        Op::Delete { key } => key.len(),
+                    };
+                }
+            }
+            EntryPayload::Normal(Request::Delete { .. } | Request::PutIfAbsent { .. }) => {
+                return false;
+            }
+        }
+        if bytes > INLINE_BYTES {
+            return false;
+        }
+    }
+    true
 }
 
 /// Applies `items` as one batch; returns the responses to send once it is written.
@@ -538,13 +581,15 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             }
             if !chunk.is_empty() && (done || chunk.len() >= APPLY_CHUNK) {
                 let items = std::mem::take(&mut chunk);
-                let sm = self.clone();
-                let responses = tokio::task::spawn_blocking(move || {
-                    let _applying = sm.shared.apply.lock().unwrap_or_else(|e| e.into_inner());
-                    apply_chunk(&sm.store(), items)
-                })
-                .await
-                .map_err(io::Error::other)??;
+                let responses = if applies_inline(&items) {
+                    // On this task: buffered writes only, no read (see `applies_inline`).
+                    self.apply_locked(items)?
+                } else {
+                    let sm = self.clone();
+                    tokio::task::spawn_blocking(move || sm.apply_locked(items))
+                        .await
+                        .map_err(io::Error::other)??
+                };
                 for (responder, response) in responses {
                     responder.send(response);
                 }

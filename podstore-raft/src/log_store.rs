@@ -4,16 +4,17 @@
 //! postcard-encoded entry; `m/vote`, `m/committed` and `m/purged` for the metadata.
 //!
 //! The store is opened with [`Durability::Buffered`]: an append is one podstore batch (all of
-//! its entries or none after a crash), written into the store's buffer on a blocking thread and
-//! readable when `append` returns; its `IOFlushed` callback goes to the flusher thread, which
+//! its entries or none after a crash), written into the store's buffer (on the calling task
+//! when small, see [`INLINE_BYTES`]; on a blocking thread otherwise) and readable when `append`
+//! returns; its `IOFlushed` callback goes to the flusher thread, which
 //! takes every callback waiting, calls [`Store::flush`] once and then completes them all. So one
 //! fdatasync covers every append that arrived while the previous flush ran. A buffered store
 //! loses only a suffix of its writes in a crash, never a middle part, so the log never has
 //! holes, and nothing later than an unflushed write survives it.
 //!
 //! Reads are served from an in-memory tail of the newest entries (at most 8192 and 32 MiB
-//! encoded) where it has them, from the store otherwise: the leader's replication reads every
-//! entry right after appending it.
+//! encoded) where it has them, on the calling task, from the store otherwise (on a blocking
+//! thread): the leader's replication reads every entry right after appending it.
 //!
 //! The vote is written with [`Durability::Sync`] before `save_vote` returns (which also makes
 //! every earlier append durable). Purge records the purge point first (after it, reads and the

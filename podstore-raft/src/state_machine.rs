@@ -421,7 +421,15 @@ fn apply_chunk(
 ) -> io::Result<Vec<(ApplyResponder<TypeConfig>, Response)>> {
     let mut batch = Batch::new();
     // Presence of keys this batch has written, ahead of the store.
-    let mut overlay: HashMap<Vec<u8>, bool> = HashMap::new();
+    // Kept only when the chunk has a look-up to answer (a delete or put_if_absent): a chunk of
+    // puts does not pay a copy of each key into it.
+    let reads = items.iter().any(|(e, _)| {
+        matches!(
+            e.payload,
+            EntryPayload::Normal(Request::Delete { .. } | Request::PutIfAbsent { .. })
+        )
+    });
+    let mut overlay: Option<HashMap<Vec<u8>, bool>> = reads.then(HashMap::new);
     let mut last_applied = None;
     let mut membership = None;
     let mut out = Vec::new();
@@ -436,7 +444,7 @@ fn apply_chunk(
             }
             EntryPayload::Normal(req) => {
                 let present = |key: &[u8]| -> io::Result<bool> {
-                    match overlay.get(key) {
+                    match overlay.as_ref().and_then(|o| o.get(key)) {
                         Some(&p) => Ok(p),
                         None => store.contains(key).map_err(io_err),
                     }
@@ -446,7 +454,9 @@ fn apply_chunk(
                         Ok(()) => {
                             let k = data_key(&key);
                             batch.put(&k, value);
-                            overlay.insert(k, true);
+                            if let Some(o) = &mut overlay {
+                                o.insert(k, true);
+                            }
                             Response::Done
                         }
                         Err(e) => Response::Rejected(e),
@@ -457,7 +467,9 @@ fn apply_chunk(
                             let existed = present(&k)?;
                             if existed {
                                 batch.delete(&k);
-                                overlay.insert(k, false);
+                                if let Some(o) = &mut overlay {
+                                    o.insert(k, false);
+                                }
                             }
                             Response::Existed(existed)
                         }
@@ -469,7 +481,9 @@ fn apply_chunk(
                             let inserted = !present(&k)?;
                             if inserted {
                                 batch.put(&k, value);
-                                overlay.insert(k, true);
+                                if let Some(o) = &mut overlay {
+                                    o.insert(k, true);
+                                }
                             }
                             Response::Inserted(inserted)
                         }
@@ -488,12 +502,16 @@ fn apply_chunk(
                                         Op::Put { key, value } => {
                                             let k = data_key(&key);
                                             batch.put(&k, value);
-                                            overlay.insert(k, true);
+                                            if let Some(o) = &mut overlay {
+                                                o.insert(k, true);
+                                            }
                                         }
                                         Op::Delete { key } => {
                                             let k = data_key(&key);
                                             batch.delete(&k);
-                                            overlay.insert(k, false);
+                                            if let Some(o) = &mut overlay {
+                                                o.insert(k, false);
+                                            }
                                         }
                                     }
                                 }

@@ -26,6 +26,7 @@ use std::fmt::Debug;
 use std::io;
 use std::ops::{Bound, RangeBounds};
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
@@ -60,6 +61,9 @@ const TAIL_BYTES: usize = 32 << 20;
 /// buffers are full or a new segment file is created (a directory fsync, once per segment),
 /// so a small append costs less than the hop to a blocking thread and back (the hops were a
 /// quarter of the CPU time of 64 clients' puts in the in-process bench).
+/// The first append after open goes to a blocking thread whatever its size (it creates the
+/// active segment); a later segment roll-over (one per 256 MiB of log with podstore's
+/// defaults) still happens on the calling task.
 const INLINE_BYTES: usize = 256 << 10;
 
 fn entry_key(index: u64) -> [u8; 9] {
@@ -87,6 +91,11 @@ struct Shared {
     meta: Mutex<Meta>,
     /// Copies of the newest entries, contiguous, for reads (the store has them too).
     tail: Mutex<Tail>,
+    /// Whether an append has been written since open. The first one goes to a blocking
+    /// thread whatever its size: it creates the store's active segment (a file, a directory
+    /// fsync and a catalog update), which on a busy disk took long enough to starve the
+    /// runtime's other tasks (a three-node in-process cluster on two workers lost its leader).
+    written: AtomicBool,
 }
 
 impl Shared {
@@ -306,6 +315,7 @@ impl LogStore {
             store: store.clone(),
             meta: Mutex::new(meta),
             tail: Mutex::new(Tail::default()),
+            written: AtomicBool::new(false),
         });
         let (flush_tx, flush_rx) = mpsc::channel();
         let (reclaim_tx, reclaim_rx) = mpsc::channel();
@@ -505,17 +515,25 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     async fn save_committed(&mut self, committed: Option<LogId>) -> io::Result<()> {
         // On this task, like a small append: a buffered write of a few bytes (openraft awaits
         // it before every apply, so a hop to a blocking thread here delayed every commit).
-        let sh = &self.shared;
-        match &committed {
-            Some(c) => {
-                sh.store.put(COMMITTED, encode(c)?).map_err(io_err)?;
+        let save = move |sh: &Shared| -> io::Result<()> {
+            match &committed {
+                Some(c) => {
+                    sh.store.put(COMMITTED, encode(c)?).map_err(io_err)?;
+                }
+                None => {
+                    sh.store.delete(COMMITTED).map_err(io_err)?;
+                }
             }
-            None => {
-                sh.store.delete(COMMITTED).map_err(io_err)?;
-            }
+            sh.meta().committed = committed;
+            Ok(())
+        };
+        if self.shared.written.load(Ordering::Relaxed) {
+            save(&self.shared)
+        } else {
+            self.blocking(save).await?;
+            self.shared.written.store(true, Ordering::Relaxed);
+            Ok(())
         }
-        sh.meta().committed = committed;
-        Ok(())
     }
 
     async fn read_committed(&mut self) -> io::Result<Option<LogId>> {
@@ -528,11 +546,12 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         I::IntoIter: OptionalSend,
     {
         let appended = Appended::encode(entries)?;
-        if appended.bytes <= INLINE_BYTES {
+        if appended.bytes <= INLINE_BYTES && self.shared.written.load(Ordering::Relaxed) {
             // Into the store's buffer on this task: no I/O to wait for (see INLINE_BYTES).
             appended.write(&self.shared)?;
         } else {
             self.blocking(move |sh| appended.write(sh)).await?;
+            self.shared.written.store(true, Ordering::Relaxed);
         }
         // Readable now; durable once the flusher has flushed.
         self.send_flush(callback);
@@ -680,7 +699,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut log = LogStore::open(dir.path()).unwrap();
         assert!(read(&mut log, 0, 10).await.is_empty());
-        let entries: Vec<Entry> = (1..=10).map(|i| entry(1, i)).collect();
+        // The first append on a blocking thread (it creates the store's segment), then inline.
+        assert!(!log.shared.written.load(Ordering::Relaxed));
+        log.append(vec![entry(1, 1)], IOFlushed::noop())
+            .await
+            .unwrap();
+        assert!(log.shared.written.load(Ordering::Relaxed));
+        let entries: Vec<Entry> = (2..=10).map(|i| entry(1, i)).collect();
         log.append(entries, IOFlushed::noop()).await.unwrap();
         let all: Vec<LogId> = (1..=10).map(|i| entry(1, i).log_id()).collect();
         assert_eq!(read(&mut log, 0, 100).await, all);

@@ -25,6 +25,7 @@ use std::fs;
 use std::io;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use futures::{Stream, TryStreamExt};
@@ -102,6 +103,10 @@ struct Shared {
     /// checkpoint's data (no apply in between), so the checkpoint need not be opened (an open
     /// reads every segment's index: 3.3 s for a 10 GiB state machine).
     apply: Mutex<()>,
+    /// Whether a chunk has been applied to the live store since it was opened: the first one
+    /// goes to a blocking thread whatever it holds (it creates the store's active segment: a
+    /// file, a directory fsync and a catalog update).
+    written: AtomicBool,
 }
 
 /// openraft's state machine on podstore. Cheap to clone: clones share the store.
@@ -167,6 +172,7 @@ impl StateMachine {
                 data: RwLock::new((current, Arc::new(store))),
                 install: Mutex::new(()),
                 apply: Mutex::new(()),
+                written: AtomicBool::new(false),
             }),
         })
     }
@@ -307,6 +313,8 @@ impl StateMachine {
             &mut *sh.data.write().unwrap_or_else(|e| e.into_inner()),
             (next, Arc::new(store)),
         );
+        // A new store: its first apply creates its active segment.
+        sh.written.store(false, Ordering::Relaxed);
         after(Step::Swapped)?;
         // The old generation is removed now if nobody reads it any more, else at the next open.
         if let Ok(old) = Arc::try_unwrap(old) {
@@ -388,7 +396,8 @@ impl Step {
 /// read that could wait for the disk) and its values total at most [`INLINE_BYTES`]. A
 /// buffered write copies into the store's write buffer and returns; it waits for the disk only
 /// when both buffers are full or a new segment file is created. Deletes and put_if_absent
-/// look their key up (`Store::contains`, which may read) and go to a blocking thread.
+/// look their key up (`Store::contains`, which may read) and go to a blocking thread. So
+/// does the first chunk applied to a store after it was opened (it creates the active segment).
 fn applies_inline(items: &[EntryResponder<TypeConfig>]) -> bool {
     let mut bytes = 0usize;
     for (entry, _) in items {
@@ -599,15 +608,18 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             }
             if !chunk.is_empty() && (done || chunk.len() >= APPLY_CHUNK) {
                 let items = std::mem::take(&mut chunk);
-                let responses = if applies_inline(&items) {
-                    // On this task: buffered writes only, no read (see `applies_inline`).
-                    self.apply_locked(items)?
-                } else {
-                    let sm = self.clone();
-                    tokio::task::spawn_blocking(move || sm.apply_locked(items))
-                        .await
-                        .map_err(io::Error::other)??
-                };
+                let responses =
+                    if applies_inline(&items) && self.shared.written.load(Ordering::Relaxed) {
+                        // On this task: buffered writes only, no read (see `applies_inline`).
+                        self.apply_locked(items)?
+                    } else {
+                        let sm = self.clone();
+                        let responses = tokio::task::spawn_blocking(move || sm.apply_locked(items))
+                            .await
+                            .map_err(io::Error::other)??;
+                        self.shared.written.store(true, Ordering::Relaxed);
+                        responses
+                    };
                 for (responder, response) in responses {
                     responder.send(response);
                 }

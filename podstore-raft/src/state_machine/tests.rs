@@ -150,7 +150,8 @@ async fn get_cached_answers_from_memory_and_follows_overwrites() {
 
 /// Chunks that only write and are small are applied on the state machine's task, the others
 /// (a delete or put_if_absent looks its key up; large values) on a blocking thread; either way
-/// the data and the applied id are the same, on a current-thread runtime too.
+/// the data and the applied id are the same, on a current-thread runtime too. The first chunk
+/// after open always goes to a blocking thread (it creates the store's active segment).
 #[tokio::test]
 async fn small_writes_apply_inline_and_reads_or_large_values_on_a_blocking_thread() {
     let item = |e: EntryOf<TypeConfig>| (e, None);
@@ -177,7 +178,11 @@ async fn small_writes_apply_inline_and_reads_or_large_values_on_a_blocking_threa
 
     let dir = tempfile::tempdir().unwrap();
     let mut sm = open(dir.path());
-    apply(&mut sm, vec![put(1, "a"), put(2, "b")]).await;
+    // The first chunk on a blocking thread (it creates the store's segment), the next inline.
+    assert!(!sm.shared.written.load(Ordering::Relaxed));
+    apply(&mut sm, vec![put(1, "a")]).await;
+    assert!(sm.shared.written.load(Ordering::Relaxed));
+    apply(&mut sm, vec![put(2, "b")]).await;
     apply(&mut sm, vec![big]).await;
     apply(&mut sm, vec![delete, if_absent]).await;
     assert_eq!(sm.get(b"a").unwrap(), None);
@@ -187,6 +192,7 @@ async fn small_writes_apply_inline_and_reads_or_large_values_on_a_blocking_threa
     drop(sm);
     // Reopened: the same (closed cleanly, so flushed).
     let sm = open(dir.path());
+    assert!(!sm.shared.written.load(Ordering::Relaxed));
     assert_eq!(sm.get(b"b").unwrap(), Some(b"b at 2".to_vec()));
     assert_eq!(sm.applied_index().unwrap(), Some(5));
 }

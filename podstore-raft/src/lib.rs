@@ -23,11 +23,15 @@
 //!
 //! # Where the work runs
 //!
-//! Nothing waits for an fdatasync on the async runtime. Small appends (entries encoding to at
+//! The log's fdatasyncs never run on the async runtime. Small appends (entries encoding to at
 //! most 256 KiB), `save_committed`, reads of the log's in-memory tail, and applies of chunks
 //! that only write (at most 256 KiB of keys and values) run on the task that calls them: they
 //! are buffered podstore writes, copies into the store's write buffer that wait for the disk
-//! only when both buffers are full or a segment file is created. Larger appends and applies,
+//! only when both buffers are full or a segment file is created (the first write after a
+//! store is opened, which creates its active segment, goes to a blocking thread; a later
+//! segment roll-over, once per 256 MiB with podstore's defaults, syncs a directory on the
+//! calling task). Larger
+//! appends and applies,
 //! applies that look keys up (delete, put_if_absent), reads of older entries, the vote and
 //! truncations (synced writes), snapshots and reads that miss the read cache run on blocking
 //! threads; every fdatasync of the log runs on its flusher thread, which alone reports entries

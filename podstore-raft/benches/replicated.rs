@@ -28,7 +28,7 @@ mod stats;
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use stats::{Sample, micros, rounds, run_time};
+use stats::{Sample, micros, process_cpu_secs, rounds, run_time};
 
 /// Keys of 4 KiB written before the gets (16 MiB).
 const PRELOAD: u64 = 4096;
@@ -110,6 +110,7 @@ async fn preload(leader: &Leader) {
 /// `clients` tasks doing `work` on `leader` for the run time.
 async fn drive(leader: &Leader, work: Work, clients: usize) -> Sample {
     let run = run_time();
+    let cpu = process_cpu_secs();
     let start = Instant::now();
     let tasks: Vec<_> = (0..clients)
         .map(|t| {
@@ -143,7 +144,8 @@ async fn drive(leader: &Leader, work: Work, clients: usize) -> Sample {
     for t in tasks {
         all.extend(t.await.unwrap());
     }
-    Sample::new(all, start.elapsed().as_secs_f64())
+    let secs = start.elapsed().as_secs_f64();
+    Sample::new(all, secs).with_cpu(process_cpu_secs() - cpu, secs)
 }
 
 /// Every kind of work, in order, on one fresh three-node cluster.
@@ -185,6 +187,7 @@ fn alone(threads: usize) -> Vec<(Work, Sample)> {
     let run = run_time();
     let mut out = Vec::new();
     for work in [Work::Put, Work::Get] {
+        let cpu = process_cpu_secs();
         let start = Instant::now();
         let lat: Vec<Vec<u32>> = std::thread::scope(|s| {
             let handles: Vec<_> = (0..threads)
@@ -211,7 +214,8 @@ fn alone(threads: usize) -> Vec<(Work, Sample)> {
             handles.into_iter().map(|h| h.join().unwrap()).collect()
         });
         let secs = start.elapsed().as_secs_f64();
-        out.push((work, Sample::new(lat.concat(), secs)));
+        let cpu = process_cpu_secs() - cpu;
+        out.push((work, Sample::new(lat.concat(), secs).with_cpu(cpu, secs)));
     }
     out
 }
@@ -241,9 +245,17 @@ fn main() {
 }
 
 /// `PODSTORE_BENCH_PROFILE=<clients>`: only the podstore-raft cluster's puts from that many
-/// clients, for as long as the run time says (`perf record -g` on it).
+/// clients, for as long as the run time says (`perf record -g` on it); with
+/// `PODSTORE_BENCH_CLUSTER=memory`, the in-memory cluster's.
 fn profile(rt: &tokio::runtime::Runtime, clients: usize) {
+    let memory = std::env::var("PODSTORE_BENCH_CLUSTER").is_ok_and(|c| c == "memory");
     let s = rt.block_on(async {
+        if memory {
+            let c = mem::MemCluster::start(bench_config()).await;
+            let s = drive(&Leader::Memory(c.leader.clone()), Work::Put, clients).await;
+            c.stop().await;
+            return s;
+        }
         let c = common::Cluster::with_config(bench_config());
         let id = c.start_cluster(&[1, 2, 3]).await;
         let leader = Leader::Podstore(c.node(id));
@@ -254,9 +266,11 @@ fn profile(rt: &tokio::runtime::Runtime, clients: usize) {
         }
         s
     });
+    let name = if memory { "in-memory" } else { "podstore-raft" };
     println!(
-        "podstore-raft cluster, {clients} clients, puts: {}",
-        s.cell()
+        "{name} cluster, {clients} clients, puts: {}, {:.1} us of CPU per put",
+        s.cell(),
+        s.cpu_us
     );
 }
 
@@ -302,6 +316,30 @@ fn puts_and_gets(rt: &tokio::runtime::Runtime) {
             a.cell(),
             p.ops / a.ops,
             p.ops / mm.ops
+        );
+    }
+    println!();
+    println!(
+        "CPU per put (the whole process's user and system time over the run, every node and \
+         the clients, divided by the puts), microseconds"
+    );
+    println!();
+    println!(
+        "| clients | podstore-raft cluster | in-memory cluster | podstore alone (Sync) | cluster / in-memory |"
+    );
+    println!("|---:|---:|---:|---:|---:|");
+    for c in CLIENTS {
+        let (p, mm, a) = (
+            m("podstore", Work::Put, c),
+            m("memory", Work::Put, c),
+            m("alone", Work::Put, c),
+        );
+        println!(
+            "| {c} | {:.1} | {:.1} | {:.1} | {:.2} |",
+            p.cpu_us,
+            mm.cpu_us,
+            a.cpu_us,
+            p.cpu_us / mm.cpu_us
         );
     }
     println!();

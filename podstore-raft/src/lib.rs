@@ -20,6 +20,23 @@
 //!   appended).
 //! - [`StateMachine`] (src/state_machine.rs): applies [`Request`]s as podstore batches, the
 //!   applied log id and membership in the same batch as the data they describe.
+//!
+//! # Where the work runs
+//!
+//! The log's fdatasyncs never run on the async runtime. Small appends (entries encoding to at
+//! most 256 KiB), `save_committed`, reads of the log's in-memory tail, and applies of chunks
+//! that only write (at most 256 KiB of keys and values) run on the task that calls them: they
+//! are buffered podstore writes, copies into the store's write buffer that wait for the disk
+//! only when both buffers are full or a segment file is created (the first write after a
+//! store is opened, which creates its active segment, goes to a blocking thread; a later
+//! segment roll-over, once per 256 MiB with podstore's defaults, syncs a directory on the
+//! calling task). Larger
+//! appends and applies,
+//! applies that look keys up (delete, put_if_absent), reads of older entries, the vote and
+//! truncations (synced writes), snapshots and reads that miss the read cache run on blocking
+//! threads; every fdatasync of the log runs on its flusher thread, which alone reports entries
+//! durable. A hop to a blocking thread and back cost more than such a write (docs/benchmarks.md,
+//! "Replication").
 //! - Snapshots (src/snapshot.rs): a [`podstore::Store::checkpoint`] (hard links, no copy),
 //!   shipped as files in chunks with a crc32 per file ([`transfer`]), installed crash-atomically.
 //! - [`Node`] (src/node.rs): a Raft node over these, with its client API (put, get, get_range,

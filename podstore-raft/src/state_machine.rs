@@ -25,6 +25,7 @@ use std::fs;
 use std::io;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use futures::{Stream, TryStreamExt};
@@ -48,6 +49,9 @@ const APPLIED: &[u8] = b"m/applied";
 const MEMBERSHIP: &[u8] = b"m/membership";
 /// Entries applied per podstore batch.
 const APPLY_CHUNK: usize = 512;
+/// The most bytes of keys and values a chunk applied on the state machine's task may hold
+/// (see [`applies_inline`]); larger chunks are applied on a blocking thread.
+const INLINE_BYTES: usize = 256 << 10;
 
 fn data_key(key: &[u8]) -> Vec<u8> {
     let mut k = Vec::with_capacity(key.len() + 1);
@@ -99,6 +103,10 @@ struct Shared {
     /// checkpoint's data (no apply in between), so the checkpoint need not be opened (an open
     /// reads every segment's index: 3.3 s for a 10 GiB state machine).
     apply: Mutex<()>,
+    /// Whether a chunk has been applied to the live store since it was opened: the first one
+    /// goes to a blocking thread whatever it holds (it creates the store's active segment: a
+    /// file, a directory fsync and a catalog update).
+    written: AtomicBool,
 }
 
 /// openraft's state machine on podstore. Cheap to clone: clones share the store.
@@ -164,6 +172,7 @@ impl StateMachine {
                 data: RwLock::new((current, Arc::new(store))),
                 install: Mutex::new(()),
                 apply: Mutex::new(()),
+                written: AtomicBool::new(false),
             }),
         })
     }
@@ -234,6 +243,15 @@ impl StateMachine {
         &self.shared.snapshots
     }
 
+    /// Applies `items` as one batch under the apply lock (see [`Shared::apply`]).
+    fn apply_locked(
+        &self,
+        items: Vec<EntryResponder<TypeConfig>>,
+    ) -> io::Result<Vec<(ApplyResponder<TypeConfig>, Response)>> {
+        let _applying = self.shared.apply.lock().unwrap_or_else(|e| e.into_inner());
+        apply_chunk(&self.store(), items)
+    }
+
     /// Installs the snapshot `src` (which may be another node's directory: it is only read).
     fn install_blocking(&self, meta: &Meta, src: &SnapshotDir) -> io::Result<()> {
         #[cfg(feature = "testing")]
@@ -295,6 +313,8 @@ impl StateMachine {
             &mut *sh.data.write().unwrap_or_else(|e| e.into_inner()),
             (next, Arc::new(store)),
         );
+        // A new store: its first apply creates its active segment.
+        sh.written.store(false, Ordering::Relaxed);
         after(Step::Swapped)?;
         // The old generation is removed now if nobody reads it any more, else at the next open.
         if let Ok(old) = Arc::try_unwrap(old) {
@@ -371,6 +391,38 @@ impl Step {
     }
 }
 
+/// Whether a chunk is applied on the state machine's task rather than on a blocking thread:
+/// when it only writes (puts, batches, blank and membership entries: nothing to look up, so no
+/// read that could wait for the disk) and its values total at most [`INLINE_BYTES`]. A
+/// buffered write copies into the store's write buffer and returns; it waits for the disk only
+/// when both buffers are full or a new segment file is created. Deletes and put_if_absent
+/// look their key up (`Store::contains`, which may read) and go to a blocking thread. So
+/// does the first chunk applied to a store after it was opened (it creates the active segment).
+fn applies_inline(items: &[EntryResponder<TypeConfig>]) -> bool {
+    let mut bytes = 0usize;
+    for (entry, _) in items {
+        match &entry.payload {
+            EntryPayload::Blank | EntryPayload::Membership(_) => {}
+            EntryPayload::Normal(Request::Put { key, value }) => bytes += key.len() + value.len(),
+            EntryPayload::Normal(Request::Batch(ops)) => {
+                for op in ops {
+                    bytes += match op {
+                        Op::Put { key, value } => key.len() + value.len(),
+                        Op::Delete { key } => key.len(),
+                    };
+                }
+            }
+            EntryPayload::Normal(Request::Delete { .. } | Request::PutIfAbsent { .. }) => {
+                return false;
+            }
+        }
+        if bytes > INLINE_BYTES {
+            return false;
+        }
+    }
+    true
+}
+
 /// Applies `items` as one batch; returns the responses to send once it is written.
 fn apply_chunk(
     store: &Store,
@@ -378,7 +430,15 @@ fn apply_chunk(
 ) -> io::Result<Vec<(ApplyResponder<TypeConfig>, Response)>> {
     let mut batch = Batch::new();
     // Presence of keys this batch has written, ahead of the store.
-    let mut overlay: HashMap<Vec<u8>, bool> = HashMap::new();
+    // Kept only when the chunk has a look-up to answer (a delete or put_if_absent): a chunk of
+    // puts does not pay a copy of each key into it.
+    let reads = items.iter().any(|(e, _)| {
+        matches!(
+            e.payload,
+            EntryPayload::Normal(Request::Delete { .. } | Request::PutIfAbsent { .. })
+        )
+    });
+    let mut overlay: Option<HashMap<Vec<u8>, bool>> = reads.then(HashMap::new);
     let mut last_applied = None;
     let mut membership = None;
     let mut out = Vec::new();
@@ -393,7 +453,7 @@ fn apply_chunk(
             }
             EntryPayload::Normal(req) => {
                 let present = |key: &[u8]| -> io::Result<bool> {
-                    match overlay.get(key) {
+                    match overlay.as_ref().and_then(|o| o.get(key)) {
                         Some(&p) => Ok(p),
                         None => store.contains(key).map_err(io_err),
                     }
@@ -403,7 +463,9 @@ fn apply_chunk(
                         Ok(()) => {
                             let k = data_key(&key);
                             batch.put(&k, value);
-                            overlay.insert(k, true);
+                            if let Some(o) = &mut overlay {
+                                o.insert(k, true);
+                            }
                             Response::Done
                         }
                         Err(e) => Response::Rejected(e),
@@ -414,7 +476,9 @@ fn apply_chunk(
                             let existed = present(&k)?;
                             if existed {
                                 batch.delete(&k);
-                                overlay.insert(k, false);
+                                if let Some(o) = &mut overlay {
+                                    o.insert(k, false);
+                                }
                             }
                             Response::Existed(existed)
                         }
@@ -426,7 +490,9 @@ fn apply_chunk(
                             let inserted = !present(&k)?;
                             if inserted {
                                 batch.put(&k, value);
-                                overlay.insert(k, true);
+                                if let Some(o) = &mut overlay {
+                                    o.insert(k, true);
+                                }
                             }
                             Response::Inserted(inserted)
                         }
@@ -445,12 +511,16 @@ fn apply_chunk(
                                         Op::Put { key, value } => {
                                             let k = data_key(&key);
                                             batch.put(&k, value);
-                                            overlay.insert(k, true);
+                                            if let Some(o) = &mut overlay {
+                                                o.insert(k, true);
+                                            }
                                         }
                                         Op::Delete { key } => {
                                             let k = data_key(&key);
                                             batch.delete(&k);
-                                            overlay.insert(k, false);
+                                            if let Some(o) = &mut overlay {
+                                                o.insert(k, false);
+                                            }
                                         }
                                     }
                                 }
@@ -538,13 +608,18 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             }
             if !chunk.is_empty() && (done || chunk.len() >= APPLY_CHUNK) {
                 let items = std::mem::take(&mut chunk);
-                let sm = self.clone();
-                let responses = tokio::task::spawn_blocking(move || {
-                    let _applying = sm.shared.apply.lock().unwrap_or_else(|e| e.into_inner());
-                    apply_chunk(&sm.store(), items)
-                })
-                .await
-                .map_err(io::Error::other)??;
+                let responses =
+                    if applies_inline(&items) && self.shared.written.load(Ordering::Relaxed) {
+                        // On this task: buffered writes only, no read (see `applies_inline`).
+                        self.apply_locked(items)?
+                    } else {
+                        let sm = self.clone();
+                        let responses = tokio::task::spawn_blocking(move || sm.apply_locked(items))
+                            .await
+                            .map_err(io::Error::other)??;
+                        self.shared.written.store(true, Ordering::Relaxed);
+                        responses
+                    };
                 for (responder, response) in responses {
                     responder.send(response);
                 }

@@ -28,6 +28,10 @@ pub struct Sample {
     pub ops: f64,
     pub p50: f64,
     pub p99: f64,
+    /// CPU time of the whole process (every node, the clients, the runtime) per operation, in
+    /// microseconds, when measured (0 otherwise): what an operation costs, which a machine
+    /// loaded by others distorts far less than the throughput.
+    pub cpu_us: f64,
 }
 
 impl Sample {
@@ -42,7 +46,17 @@ impl Sample {
             ops: micros.len() as f64 / secs,
             p50: at(0.50),
             p99: at(0.99),
+            cpu_us: 0.0,
         }
+    }
+
+    /// With the process's CPU time over the run (`cpu_secs`, see [`process_cpu_secs`]).
+    pub fn with_cpu(mut self, cpu_secs: f64, secs: f64) -> Sample {
+        let ops = self.ops * secs;
+        if ops > 0.0 {
+            self.cpu_us = cpu_secs * 1e6 / ops;
+        }
+        self
     }
 
     /// The median of each figure over `runs` (each figure separately).
@@ -56,6 +70,7 @@ impl Sample {
             ops: med(|s| s.ops),
             p50: med(|s| s.p50),
             p99: med(|s| s.p99),
+            cpu_us: med(|s| s.cpu_us),
         }
     }
 
@@ -68,4 +83,24 @@ impl Sample {
 /// Microseconds since `start`, saturated.
 pub fn micros(d: Duration) -> u32 {
     d.as_micros().min(u32::MAX as u128) as u32
+}
+
+/// The CPU time (user and system) this process has used so far, in seconds, from
+/// `/proc/self/stat` (clock ticks of 10 ms).
+pub fn process_cpu_secs() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // The fields after the command name (which may hold spaces, so after its closing ')'):
+    // state is the first of them, utime the 12th and stime the 13th.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map_or("", |(_, rest)| rest)
+        .split_whitespace()
+        .collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (ticks(11) + ticks(12)) / 100.0
 }

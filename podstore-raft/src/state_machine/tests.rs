@@ -1,6 +1,7 @@
 //! A snapshot install stopped after each of its steps (as a crash would stop it) leaves, once
 //! the state machine is reopened from its directory, the old state or the new one, whole; and
-//! the source snapshot, another node's, unchanged. And in-place reads from the read cache.
+//! the source snapshot, another node's, unchanged. And in-place reads from the read cache;
+//! chunks applied on the task or on a blocking thread.
 
 use std::collections::BTreeSet;
 
@@ -145,4 +146,53 @@ async fn get_cached_answers_from_memory_and_follows_overwrites() {
         sm.get_cached(b"").is_err(),
         "an empty key is refused, as by get"
     );
+}
+
+/// Chunks that only write and are small are applied on the state machine's task, the others
+/// (a delete or put_if_absent looks its key up; large values) on a blocking thread; either way
+/// the data and the applied id are the same, on a current-thread runtime too. The first chunk
+/// after open always goes to a blocking thread (it creates the store's active segment).
+#[tokio::test]
+async fn small_writes_apply_inline_and_reads_or_large_values_on_a_blocking_thread() {
+    let item = |e: EntryOf<TypeConfig>| (e, None);
+    let big = EntryOf::<TypeConfig>::new_normal(
+        log_id(3),
+        Request::Put {
+            key: b"big".to_vec(),
+            value: vec![5u8; INLINE_BYTES + 1],
+        },
+    );
+    let delete =
+        EntryOf::<TypeConfig>::new_normal(log_id(4), Request::Delete { key: b"a".to_vec() });
+    let if_absent = EntryOf::<TypeConfig>::new_normal(
+        log_id(5),
+        Request::PutIfAbsent {
+            key: b"b".to_vec(),
+            value: b"not written".to_vec(),
+        },
+    );
+    assert!(applies_inline(&[item(put(1, "a")), item(put(2, "b"))]));
+    assert!(!applies_inline(&[item(put(1, "a")), item(big.clone())]));
+    assert!(!applies_inline(&[item(delete.clone())]));
+    assert!(!applies_inline(&[item(if_absent.clone())]));
+
+    let dir = tempfile::tempdir().unwrap();
+    let mut sm = open(dir.path());
+    // The first chunk on a blocking thread (it creates the store's segment), the next inline.
+    assert!(!sm.shared.written.load(Ordering::Relaxed));
+    apply(&mut sm, vec![put(1, "a")]).await;
+    assert!(sm.shared.written.load(Ordering::Relaxed));
+    apply(&mut sm, vec![put(2, "b")]).await;
+    apply(&mut sm, vec![big]).await;
+    apply(&mut sm, vec![delete, if_absent]).await;
+    assert_eq!(sm.get(b"a").unwrap(), None);
+    assert_eq!(sm.get(b"b").unwrap(), Some(b"b at 2".to_vec()));
+    assert_eq!(sm.value_len(b"big").unwrap(), Some(INLINE_BYTES as u64 + 1));
+    assert_eq!(sm.applied_index().unwrap(), Some(5));
+    drop(sm);
+    // Reopened: the same (closed cleanly, so flushed).
+    let sm = open(dir.path());
+    assert!(!sm.shared.written.load(Ordering::Relaxed));
+    assert_eq!(sm.get(b"b").unwrap(), Some(b"b at 2".to_vec()));
+    assert_eq!(sm.applied_index().unwrap(), Some(5));
 }

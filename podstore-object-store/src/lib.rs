@@ -89,6 +89,15 @@
 //!   dropping the backend's last clone waits for the puts queued to be written. Puts of one key in
 //!   one batch apply in queue order; the value a key ends with is the one whose put returned
 //!   the highest e-tag.
+//!   On a store opened with `Durability::Buffered` these puts (all but a backend's first) are
+//!   instead written on the calling task, with one [`Store::put`] each: a buffered put copies
+//!   into the store's write buffer and returns without waiting for the disk, except when both
+//!   write buffers are full (the writer's back-pressure: the disk is behind), when it opens a
+//!   new log segment (a file and a directory fsync, once per 256 MiB of log by default), or when
+//!   it extends the store's reservation of version numbers (one 32-byte fdatasync per second of
+//!   writes); the hand-off to a put thread and back cost several times such a put (the adapter
+//!   against `Store`: docs/benchmarks.md). The backend's first put still goes to a put thread
+//!   (on a new store it creates the first segment).
 //! - **Gets served from memory** run in place, on the calling task: [`Store::get_cached`] looks
 //!   in the store's read cache without ever reading a file, and a hand-off would cost many
 //!   times the lookup. The bytes returned are the cache's own (a range is a slice of them).

@@ -74,10 +74,16 @@ impl Shared {
 pub(crate) struct PutQueue {
     shared: Arc<Shared>,
     handles: Mutex<Vec<JoinHandle<()>>>,
+    /// Puts are written on the calling task (a store with `Durability::Buffered`): see
+    /// [`PutQueue::put`].
+    inline: bool,
+    /// The first put went through the queue (it creates the store's active segment).
+    first_done: std::sync::atomic::AtomicBool,
 }
 
 impl PutQueue {
     pub(crate) fn new(store: Arc<Store>) -> PutQueue {
+        let store_is_buffered = store.durability() == podstore::Durability::Buffered;
         PutQueue {
             shared: Arc::new(Shared {
                 store,
@@ -90,12 +96,35 @@ impl PutQueue {
                 work: Condvar::new(),
             }),
             handles: Mutex::new(Vec::new()),
+            inline: store_is_buffered,
+            first_done: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
     /// Puts `value` under `key`; resolves once it is written (with the store's durability) to
     /// its version, or the store's error for this put.
+    ///
+    /// On a store with `Durability::Buffered` the put is written on the calling task, with no
+    /// hand-off: a buffered put copies into the store's write buffer and returns without
+    /// waiting for the disk, except when both write buffers are full (the writer's
+    /// back-pressure), when it opens a new log segment (a file and a directory fsync, once per
+    /// 256 MiB of log by default), or when it extends the store's reservation of version numbers
+    /// (one 32-byte fdatasync per second of writes). The first put of a backend still goes
+    /// through the put threads (on a new store it creates the first segment). A hand-off to a
+    /// thread and back costs several times such a put on a small machine (the crate docs,
+    /// "Threading").
     pub(crate) async fn put(&self, key: Vec<u8>, value: Bytes) -> Result<Version> {
+        use std::sync::atomic::Ordering;
+        if self.inline && self.first_done.load(Ordering::Relaxed) {
+            return self.shared.store.put(key, &value).map_err(generic);
+        }
+        let result = self.queued(key, value).await;
+        self.first_done.store(true, Ordering::Relaxed);
+        result
+    }
+
+    /// [`PutQueue::put`] through the put threads.
+    async fn queued(&self, key: Vec<u8>, value: Bytes) -> Result<Version> {
         let (done, outcome) = oneshot::channel();
         let spawn = {
             let mut state = self.shared.lock();

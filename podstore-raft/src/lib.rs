@@ -30,7 +30,8 @@
 //! only when both buffers are full or a segment file is created (the first write after a
 //! store is opened, which creates its active segment, goes to a blocking thread; a later
 //! segment roll-over, once per 256 MiB with podstore's defaults, syncs a directory on the
-//! calling task). Larger
+//! calling task, and at most once a second a write extends the store's reservation of version
+//! numbers: a 32-byte fdatasync of its `VERSIONS` file, on the calling task). Larger
 //! appends and applies,
 //! applies that look keys up (delete, put_if_absent), reads of older entries, the vote and
 //! truncations (synced writes), snapshots and reads that miss the read cache run on blocking

@@ -132,6 +132,22 @@ impl Store {
         }
     }
 
+    /// The durability of writes that do not set their own ([`Options::durability`]).
+    ///
+    /// ```
+    /// # fn main() -> podstore::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let opts = podstore::Options::default().durability(podstore::Durability::Buffered);
+    /// let store = podstore::Store::open_with(dir.path(), opts)?;
+    /// assert_eq!(store.durability(), podstore::Durability::Buffered);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// [`Options::durability`]: crate::Options::durability
+    pub fn durability(&self) -> crate::Durability {
+        self.inner.opts.durability
+    }
+
     /// What opening the store found: sealed segments, recovered ones and their torn tails.
     ///
     /// ```

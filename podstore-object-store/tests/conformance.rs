@@ -25,6 +25,35 @@ fn uncached_backend() -> (TempDir, PodstoreObjectStore) {
     (dir, PodstoreObjectStore::new(Arc::new(store)))
 }
 
+/// [`backend`] on a store with `Durability::Buffered`: small unconditional puts are written on
+/// the calling task instead of by the put threads (the crate docs, "Threading").
+fn buffered_backend() -> (TempDir, PodstoreObjectStore) {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = Options::default()
+        .segment_size(4 << 20)
+        .durability(podstore::Durability::Buffered);
+    let store = Store::open_with(dir.path(), opts).unwrap();
+    (dir, PodstoreObjectStore::new(Arc::new(store)))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conformance_put_get_delete_list_buffered() {
+    let (_dir, s) = buffered_backend();
+    put_get_delete_list(&s).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conformance_put_opts_buffered() {
+    let (_dir, s) = buffered_backend();
+    put_opts(&s, true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conformance_rename_and_copy_buffered() {
+    let (_dir, s) = buffered_backend();
+    rename_and_copy(&s).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn conformance_get_opts_uncached() {
     let (_dir, s) = uncached_backend();

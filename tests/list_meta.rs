@@ -256,27 +256,9 @@ fn old_stores_list_their_metadata() {
             })
             .collect();
         assert_eq!(model.len(), compat::expected_contents().len(), "{fixture}");
-        let listed: Model = store
-            .keys()
-            .entries()
-            .map(|e| {
-                let e = e.unwrap();
-                let m = e.metadata();
-                (e.key().to_vec(), (m.len(), m.version()))
-            })
-            .collect();
-        assert_eq!(listed, model, "{fixture}");
+        check(&store, &model, fixture);
         store.compact().unwrap();
-        let listed: Model = store
-            .keys()
-            .entries()
-            .map(|e| {
-                let e = e.unwrap();
-                let m = e.metadata();
-                (e.key().to_vec(), (m.len(), m.version()))
-            })
-            .collect();
-        assert_eq!(listed, model, "{fixture}: compacted");
+        check(&store, &model, &format!("{fixture}: compacted"));
         store.close().unwrap();
     }
 }

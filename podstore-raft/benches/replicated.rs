@@ -294,6 +294,14 @@ fn puts_and_gets(rt: &tokio::runtime::Runtime) {
     }
     let med: BTreeMap<Key, Sample> = runs.iter().map(|(k, v)| (*k, Sample::median(v))).collect();
     let m = |system, work, clients| med[&(system, work, clients)];
+    // The three systems' put samples at `clients`: the cluster, the in-memory cluster, alone.
+    let puts = |clients| {
+        (
+            m("podstore", Work::Put, clients),
+            m("memory", Work::Put, clients),
+            m("alone", Work::Put, clients),
+        )
+    };
     println!(
         "Replicated durable 1 KiB puts: ops/s (p50 / p99 ms), medians of {} rounds",
         rounds()
@@ -304,11 +312,7 @@ fn puts_and_gets(rt: &tokio::runtime::Runtime) {
     );
     println!("|---:|---:|---:|---:|---:|---:|");
     for c in CLIENTS {
-        let (p, mm, a) = (
-            m("podstore", Work::Put, c),
-            m("memory", Work::Put, c),
-            m("alone", Work::Put, c),
-        );
+        let (p, mm, a) = puts(c);
         println!(
             "| {c} | {} | {} | {} | {:.2} | {:.2} |",
             p.cell(),
@@ -329,11 +333,7 @@ fn puts_and_gets(rt: &tokio::runtime::Runtime) {
     );
     println!("|---:|---:|---:|---:|---:|");
     for c in CLIENTS {
-        let (p, mm, a) = (
-            m("podstore", Work::Put, c),
-            m("memory", Work::Put, c),
-            m("alone", Work::Put, c),
-        );
+        let (p, mm, a) = puts(c);
         println!(
             "| {c} | {:.1} | {:.1} | {:.1} | {:.2} |",
             p.cpu_us,

@@ -24,9 +24,25 @@ pub(crate) fn path(key: &[u8]) -> Option<Path> {
     (path.as_ref() == text).then_some(path)
 }
 
-/// The e-tag of a version: its 16 hex digits, quoted as HTTP writes an entity tag.
+/// The e-tag of a version: its 16 hex digits (as `Version` displays them), quoted as HTTP writes
+/// an entity tag. Written digit by digit rather than through `format!`: every get and every
+/// listed object builds one, and the formatting machinery cost a cached get about a tenth of
+/// its time.
 pub(crate) fn e_tag(version: Version) -> String {
-    format!("\"{version}\"")
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let v = version.get();
+    let mut tag = String::with_capacity(18);
+    tag.push('"');
+    for shift in (0..16).rev() {
+        tag.push(HEX[(v >> (shift * 4)) as usize & 0xf] as char);
+    }
+    tag.push('"');
+    tag
+}
+
+/// The key of an object as a slice of its path, for the calls that only look (no copy).
+pub(crate) fn key_ref(location: &Path) -> &[u8] {
+    location.as_ref().as_bytes()
 }
 
 /// The version an e-tag names, if it is one of ours (quoted or not, weak or not).
@@ -93,6 +109,16 @@ mod tests {
         let v: Version = "00000000000000ab".parse().unwrap();
         let tag = e_tag(v);
         assert_eq!(tag, "\"00000000000000ab\"");
+        for raw in [
+            "0000000000000000",
+            "ffffffffffffffff",
+            "0123456789abcdef",
+            "8000000000000001",
+        ] {
+            let v: Version = raw.parse().unwrap();
+            assert_eq!(e_tag(v), format!("\"{v}\""));
+            assert_eq!(parse_e_tag(&e_tag(v)), Some(v));
+        }
         assert_eq!(parse_e_tag(&tag), Some(v));
         assert_eq!(parse_e_tag("W/\"00000000000000ab\""), Some(v));
         assert_eq!(parse_e_tag("00000000000000ab"), Some(v));

@@ -358,7 +358,7 @@ impl ObjectStore for PodstoreObjectStore {
                 [one] => one.clone(),
                 many => Bytes::from(many.concat()),
             };
-            let version = self.puts.put(key(location), value).await?;
+            let version = self.puts.put(location, value).await?;
             return Ok(PutResult {
                 e_tag: Some(e_tag(version)),
                 version: None,

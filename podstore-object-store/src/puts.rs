@@ -20,11 +20,12 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
 use bytes::Bytes;
+use object_store::path::Path;
 use object_store::{Error, Result};
 use podstore::{Batch, Store, Version};
 use tokio::sync::oneshot;
 
-use crate::convert::{STORE, generic};
+use crate::convert::{STORE, generic, key, key_ref};
 
 /// Payloads up to this size are batched; larger ones are put alone (a batch copies its values,
 /// and a large value is one write anyway; with `Durability::Sync` the store writes values from
@@ -113,12 +114,17 @@ impl PutQueue {
     /// through the put threads (on a new store it creates the first segment). A hand-off to a
     /// thread and back costs several times such a put on a small machine (the crate docs,
     /// "Threading").
-    pub(crate) async fn put(&self, key: Vec<u8>, value: Bytes) -> Result<Version> {
+    pub(crate) async fn put(&self, location: &Path, value: Bytes) -> Result<Version> {
         use std::sync::atomic::Ordering;
         if self.inline && self.first_done.load(Ordering::Relaxed) {
-            return self.shared.store.put(key, &value).map_err(generic);
+            // The key as a slice of the path: the store copies it into its record anyway.
+            return self
+                .shared
+                .store
+                .put(key_ref(location), &value)
+                .map_err(generic);
         }
-        let result = self.queued(key, value).await;
+        let result = self.queued(key(location), value).await;
         self.first_done.store(true, Ordering::Relaxed);
         result
     }

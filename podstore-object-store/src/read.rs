@@ -10,7 +10,7 @@ use object_store::path::Path;
 use object_store::{Error, GetOptions, GetRange, GetResult, GetResultPayload, ObjectMeta, Result};
 use podstore::{Condition, Store, ValueReader, Version};
 
-use crate::convert::{STORE, blocking, generic, key, not_found, object_meta};
+use crate::convert::{STORE, blocking, generic, key, key_ref, not_found, object_meta};
 use crate::{COPY_CHUNK, write_error};
 
 /// A range of up to this many bytes is read in one read; a longer one streams.
@@ -83,9 +83,11 @@ pub(crate) async fn get_opts(
     // A value the store's read cache holds is served in place, on the calling thread: looking
     // in the cache never waits on the disk, and a hand-off to the blocking pool and back would
     // cost many times the lookup. Its bytes are the cache's own (a range is a slice of them).
-    if let Some((value, meta)) = store.get_cached(key(&location)).map_err(generic)? {
-        let meta = object_meta(location.clone(), &meta);
-        let range = checked_range(&location, &meta, &options)?;
+    // The key is looked up as a slice of the path, and the path moves into the metadata: a hit
+    // allocates only what `GetResult` must own (the path, the e-tag, the boxed stream).
+    if let Some((value, meta)) = store.get_cached(key_ref(&location)).map_err(generic)? {
+        let meta = object_meta(location, &meta);
+        let range = checked_range(&meta.location, &meta, &options)?;
         let bytes = if options.head {
             Bytes::new()
         } else {
@@ -171,7 +173,7 @@ pub(crate) async fn get_ranges(
     ranges: Vec<Range<u64>>,
 ) -> Result<Vec<Bytes>> {
     // From the read cache in place, as in `get_opts`.
-    if let Some((value, _)) = store.get_cached(key(&location)).map_err(generic)? {
+    if let Some((value, _)) = store.get_cached(key_ref(&location)).map_err(generic)? {
         return ranges
             .into_iter()
             .map(|r| {

@@ -20,6 +20,13 @@
 //! and [`SortedKeys::next_back`] walks the blocks back from there. A reader is read in one
 //! direction: ordered listing opens one for each end it is asked for.
 //!
+//! **Kept footer bytes.** The source may keep what was read between listings
+//! ([`FooterSource`]: the store's read cache). Only bytes that verified are offered to it
+//! (the trailer, the root window, tree nodes and key blocks after their crcs checked, a run of
+//! location entries after it matched its block's keys), and kept bytes are decoded and verified
+//! exactly as read ones, so a kept block can only fail where the same block read again would.
+//! A listing of keys whose footer blocks are kept reads nothing from the file.
+//!
 //! Failures are items: a read that fails or bytes that do not verify are an
 //! [`Error::Corruption`] (or [`Error::Io`]) naming the file and the offset, after which the
 //! iterator ends. Nothing here panics on any bytes.
@@ -27,6 +34,8 @@
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+
+use bytes::Bytes;
 
 use super::read::{corruption, read_error};
 use crate::error::{Corruption, Error, Result};
@@ -40,10 +49,26 @@ mod fence;
 #[cfg(test)]
 mod tests;
 
+/// Where a footer's bytes come from: the file ([`ByteSource`]), and the bytes kept between
+/// listings, if the source keeps any (by default it keeps nothing).
+///
+/// A source keeps bytes by their offset and length in its file; it must give back exactly the
+/// bytes offered for that place (the store keys them by file id, which is never reused, and a
+/// sealed file's footer is never written again).
+pub trait FooterSource: ByteSource {
+    /// The `len` bytes at `at` kept by an earlier [`FooterSource::keep`], if still kept.
+    fn kept(&self, _at: u64, _len: u64) -> Option<Bytes> {
+        None
+    }
+
+    /// Offers the bytes at `at`, read from the file and verified, to be kept.
+    fn keep(&self, _at: u64, _bytes: Bytes) {}
+}
+
 /// The keys of one sealed file with their record offsets, in ascending byte order; an iterator
 /// of `Result<(key, record offset)>` from where [`SortedKeys::seek`] put it (the first key
 /// without a seek).
-pub struct SortedKeys<S: ByteSource> {
+pub struct SortedKeys<S: FooterSource> {
     file: FooterFile<S>,
     state: State,
 }
@@ -65,7 +90,7 @@ struct FooterFile<S> {
     blocks: Option<Arc<BlockLocations>>,
 }
 
-impl<S: ByteSource> FooterFile<S> {
+impl<S: FooterSource> FooterFile<S> {
     /// The sequence numbers of `keys`, the entries of the key block `block`, from the run of
     /// their location entries (one read); empty when there is no map, the read fails or the run
     /// does not match the keys (the caller then reads the records, as without a map).
@@ -76,10 +101,35 @@ impl<S: ByteSource> FooterFile<S> {
         let Some(run) = map.run(block.offset) else {
             return Vec::new();
         };
-        let Ok(bytes) = self.read(run.bytes.start, run.bytes.end - run.bytes.start) else {
+        let at = run.bytes.start;
+        let Ok((bytes, kept)) = self.fetch(at, run.bytes.end - at) else {
             return Vec::new();
         };
-        map.seqs(&run, &bytes, keys).unwrap_or_default()
+        match map.seqs(&run, &bytes, keys) {
+            Some(seqs) => {
+                self.verified(at, bytes, kept);
+                seqs
+            }
+            None => Vec::new(),
+        }
+    }
+
+    /// The `len` bytes at `at`: the source's kept copy (`true`) or a read of the file. Either
+    /// is to be verified by the caller, then given to [`FooterFile::verified`].
+    fn fetch(&self, at: u64, len: u64) -> Result<(Bytes, bool)> {
+        if let Some(bytes) = self.src.kept(at, len)
+            && bytes.len() as u64 == len
+        {
+            return Ok((bytes, true));
+        }
+        Ok((Bytes::from(self.read(at, len)?), false))
+    }
+
+    /// Offers bytes [`FooterFile::fetch`] read, now verified, to the source to keep.
+    fn verified(&self, at: u64, bytes: Bytes, kept: bool) {
+        if !kept {
+            self.src.keep(at, bytes);
+        }
     }
 
     fn read(&self, at: u64, len: u64) -> Result<Vec<u8>> {
@@ -112,7 +162,7 @@ enum State {
     Failed,
 }
 
-impl<S: ByteSource> SortedKeys<S> {
+impl<S: FooterSource> SortedKeys<S> {
     /// The sorted keys of the sealed file `id` read through `src` (`path` names it in errors):
     /// reads and verifies its trailer only. `None` when the file has no valid trailer (it is not
     /// sealed, or its footer was torn).
@@ -122,11 +172,22 @@ impl<S: ByteSource> SortedKeys<S> {
             return Ok(None);
         }
         let at = len - TRAILER_LEN as u64;
-        let mut tail = [0u8; TRAILER_LEN];
-        src.read_exact_at(at, &mut tail)
-            .map_err(|e| read_error(id, at, path, e))?;
+        let (tail, kept) = match src.kept(at, TRAILER_LEN as u64) {
+            Some(b) if b.len() == TRAILER_LEN => (b, true),
+            _ => {
+                let mut tail = vec![0u8; TRAILER_LEN];
+                src.read_exact_at(at, &mut tail)
+                    .map_err(|e| read_error(id, at, path, e))?;
+                (Bytes::from(tail), false)
+            }
+        };
         let trailer = match Trailer::decode(&tail, len) {
-            Ok(t) if t.segment == id => t,
+            Ok(t) if t.segment == id => {
+                if !kept {
+                    src.keep(at, tail);
+                }
+                t
+            }
             Ok(_) | Err(Corruption::BadMagic { .. } | Corruption::ChecksumMismatch { .. }) => {
                 return Ok(None);
             }
@@ -318,7 +379,7 @@ impl<S: ByteSource> SortedKeys<S> {
     }
 }
 
-impl<S: ByteSource> Iterator for SortedKeys<S> {
+impl<S: FooterSource> Iterator for SortedKeys<S> {
     type Item = Result<(Vec<u8>, u64)>;
 
     fn next(&mut self) -> Option<Self::Item> {
@@ -327,7 +388,7 @@ impl<S: ByteSource> Iterator for SortedKeys<S> {
     }
 }
 
-impl<S: ByteSource> SortedKeys<S> {
+impl<S: FooterSource> SortedKeys<S> {
     /// The next key with its record offset and, when the footer tells it, its record's
     /// sequence number: always for a footer of version 1, for version 2 once
     /// [`SortedKeys::set_blocks`] gave the map of its location table (then each key block read

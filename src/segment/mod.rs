@@ -13,7 +13,7 @@ mod versions;
 
 pub use blob::*;
 pub use catalog::*;
-pub use keys::{KeySeq, SortedKeys};
+pub use keys::{FooterSource, KeySeq, SortedKeys};
 pub use names::*;
 pub use open::*;
 pub use read::*;

@@ -34,6 +34,9 @@ impl ByteSource for FileSource<'_> {
     }
 }
 
+/// Keeps nothing: its footer reads all go to the file.
+impl super::keys::FooterSource for FileSource<'_> {}
+
 /// [`Error::Corruption`] of the file at `path` (its kind from its name).
 pub(crate) fn corruption(path: &Path, segment: u64, offset: u64, kind: Corruption) -> Error {
     Error::Corruption {

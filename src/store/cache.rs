@@ -15,7 +15,11 @@
 //!   crcs cover 512 KiB of value) is one disk round trip;
 //! - the **frame table** of a compressed value (its header and a chunk of entries);
 //! - a **piece** of a larger value: [`PIECE`] (64 KiB) of its stored bytes, verified
-//!   (`store/read/pieces.rs`).
+//!   (`store/read/pieces.rs`);
+//! - **footer bytes** of a sealed file (trailer, tree nodes, key blocks, runs of location
+//!   entries), verified, kept by listings (`store/list.rs`), so that a listing of keys listed
+//!   before reads nothing from disk. A footer is written once, at the seal, and never again, so
+//!   the argument below holds for them too (keyed by file id and footer offset).
 //!
 //! # Why an entry can never be stale
 //!
@@ -90,6 +94,10 @@ pub(super) enum Part {
     /// Stored bytes `[n · PIECE, (n + 1) · PIECE)` (or to their end) of a value too large to
     /// be kept whole, verified.
     Piece(u64),
+    /// `n` bytes of a sealed file's footer at the key's offset (its trailer, the window with
+    /// the fence-key tree's root, a tree node, a key block or a run of location entries),
+    /// verified: kept by listings (`store/list.rs`, `segment::FooterSource`).
+    Footer(u64),
 }
 
 /// Where the cached bytes live: file id, record offset and the part of the record.
@@ -101,6 +109,15 @@ pub(super) struct Key {
 }
 
 impl Key {
+    /// The key of `len` footer bytes at `at` of file `file`.
+    pub(super) fn footer(file: u64, at: u64, len: u64) -> Key {
+        Key {
+            file,
+            offset: at,
+            part: Part::Footer(len),
+        }
+    }
+
     /// The key of `part` of the record `entry` points to.
     pub(super) fn of(entry: &IndexEntry, part: Part) -> Key {
         Key {

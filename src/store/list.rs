@@ -51,8 +51,11 @@ use std::ops::Bound;
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
+use bytes::Bytes;
+
 use super::Store;
 use super::active_keys::SortedView;
+use super::cache::{Cache, Cached, Key};
 use super::read::Located;
 use super::segments::SegmentHandle;
 use crate::error::Result;
@@ -62,15 +65,32 @@ use crate::format::scan::scan_segment;
 use crate::index::IndexEntry;
 use crate::io::aligned::BufPool;
 use crate::io::file::SegmentFile;
-use crate::segment::{KeySeq, SortedKeys, corruption, last_per_key, read_error};
+use crate::segment::{FooterSource, KeySeq, SortedKeys, corruption, last_per_key, read_error};
 
-/// A file's bytes through its shared handle, for [`SortedKeys`] and the scan.
+/// A file's bytes through its shared handle, for [`SortedKeys`] and the scan; its footer's
+/// verified blocks kept in the read cache, so that a listing of keys listed before reads
+/// nothing (with direct I/O each footer read is a device read: four to six per file and
+/// listing, ~0.6 ms for 100 keys here, more than `LocalFileSystem`'s listing from the page cache).
 #[derive(Clone)]
 struct FileBytes<'a> {
     file: Arc<SegmentFile>,
+    id: u64,
     pool: &'a BufPool,
+    cache: &'a Cache,
     read_align: u64,
     len: u64,
+}
+
+impl FooterSource for FileBytes<'_> {
+    fn kept(&self, at: u64, len: u64) -> Option<Bytes> {
+        self.cache.get_bytes(&Key::footer(self.id, at, len))
+    }
+
+    fn keep(&self, at: u64, bytes: Bytes) {
+        let len = bytes.len() as u64;
+        self.cache
+            .insert(Key::footer(self.id, at, len), Cached::Bytes(bytes));
+    }
 }
 
 impl ByteSource for FileBytes<'_> {
@@ -416,13 +436,13 @@ impl<'a> Keys<'a> {
         }
         handles.retain(|(id, _)| *id < next_id);
         handles.sort_unstable_by_key(|(id, _)| *id);
-        let pool = inner.reader.pool();
+        let (pool, cache) = (inner.reader.pool(), inner.reader.cache());
         let read_align = shared.profile.read_align;
         for (id, h) in handles {
             if h.sealed_at.is_none() && self.active.is_some_and(|(a, _)| a == id) {
                 continue; // the active segment: its keys came from the log
             }
-            match self.origin(id, &h, pool, read_align) {
+            match self.origin(id, &h, (pool, cache), read_align) {
                 Ok(origin) => self.add(id, origin, Some(h.file.clone())),
                 // Its keys are left out (`verify` reports the file's damage itself).
                 Err(_) if self.skip_damaged => {
@@ -446,13 +466,15 @@ impl<'a> Keys<'a> {
         &self,
         id: u64,
         h: &SegmentHandle,
-        pool: &'a BufPool,
+        (pool, cache): (&'a BufPool, &'a Cache),
         read_align: u64,
     ) -> Result<Origin<'a>> {
         let bytes = FileBytes {
             len: h.file.len()?,
             file: h.file.clone(),
+            id,
             pool,
+            cache,
             read_align,
         };
         let path = h.file.path().to_path_buf();
@@ -679,7 +701,7 @@ impl<'a> Keys<'a> {
 /// (its table, once for the file) and kept. A table that cannot be read or does not verify
 /// gives no map: the keys' records then tell their sequence numbers, as the listing found them
 /// before (its damage is `verify`'s to report).
-fn give_blocks<S: ByteSource>(keys: &mut SortedKeys<S>, slot: &OnceLock<Arc<BlockLocations>>) {
+fn give_blocks<S: FooterSource>(keys: &mut SortedKeys<S>, slot: &OnceLock<Arc<BlockLocations>>) {
     let map = match slot.get() {
         Some(map) => map.clone(),
         None => match keys.read_blocks() {

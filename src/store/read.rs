@@ -165,6 +165,11 @@ impl Reader {
         &self.pool
     }
 
+    /// The read cache (listings keep footer blocks in it).
+    pub(super) fn cache(&self) -> &Cache {
+        &self.cache
+    }
+
     /// The index entry of `key` and the file it points into, reading no more of its record
     /// than the header and key (nothing if the cache has them, or the value whole): what
     /// [`Store::metadata`](crate::Store::metadata) needs.

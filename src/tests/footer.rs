@@ -238,3 +238,89 @@ fn a_power_loss_while_a_multi_block_sorted_footer_is_written_loses_nothing() {
         "{sealed} sealed, {rescanned} rescanned, {torn_behind_a_trailer} torn behind a trailer"
     );
 }
+
+/// Issue 25: listings keep the footer blocks they read (verified) in the read cache, so a
+/// listing of keys listed before reads nothing from the files: with direct I/O each footer read
+/// is a device read. The kept blocks are the store's own bytes: after the footers' blocks are
+/// damaged on disk, the same listing still answers from memory, and a store opened again (an
+/// empty cache) finds the damage. With the cache off, every listing reads the files.
+#[test]
+fn listings_keep_footer_blocks_and_read_nothing_the_second_time() {
+    use crate::io::sim::OpKind;
+    let sim = super::new_sim(SimConfig::default());
+    let opts = super::options(Durability::Buffered);
+    let store = super::open(&sim, opts.clone()).unwrap();
+    let key = |i: u32| format!("key/{:06}", (i * 7919) % 30_000);
+    for i in 0..30_000u32 {
+        store.put(key(i), [7u8; 100]).unwrap();
+    }
+    store.close().unwrap();
+    let reads = |sim: &Sim| sim.stats().calls.get(&OpKind::Read).copied().unwrap_or(0);
+    // Keys, versions and lengths of a prefix, and the reads the listing cost.
+    let list = |store: &crate::Store| {
+        let before = reads(&sim);
+        let listed: Vec<(Vec<u8>, u64, crate::Version)> = store
+            .prefix("key/0123")
+            .entries()
+            .map(|e| {
+                let e = e?;
+                let m = e.metadata();
+                Ok((e.key().to_vec(), m.len(), m.version()))
+            })
+            .collect::<Result<_>>()?;
+        Ok::<_, crate::Error>((listed, reads(&sim) - before))
+    };
+
+    let uncached = super::open(&sim, opts.clone().cache_capacity(0)).unwrap();
+    let (want, first) = list(&uncached).unwrap();
+    assert_eq!(want.len(), 100);
+    let (again, second) = list(&uncached).unwrap();
+    assert_eq!(again, want);
+    assert!(
+        first > 0 && second > 0,
+        "{first} and {second} reads without a cache"
+    );
+    uncached.close().unwrap();
+
+    let store = super::open(&sim, opts.clone()).unwrap();
+    let (listed, first) = list(&store).unwrap();
+    assert_eq!(listed, want);
+    assert!(first > 0, "the first listing reads the footers");
+    let (listed, second) = list(&store).unwrap();
+    assert_eq!(listed, want);
+    assert_eq!(second, 0, "the second listing reads nothing");
+
+    // Damage every 4 KiB of every footer's key blocks and tree nodes (between the records' end
+    // and the location table) on disk.
+    let dir = Path::new(super::DIR);
+    for name in sim.file_names(dir) {
+        if !name.starts_with("seg-") {
+            continue;
+        }
+        let f = sim
+            .open(&dir.join(&name), OpenMode::Existing, false)
+            .unwrap();
+        let len = f.len().unwrap();
+        let mut t = [0u8; TRAILER_LEN];
+        f.read_at(&mut t, len - TRAILER_LEN as u64).unwrap();
+        let Ok(t) = Trailer::decode(&t, len) else {
+            continue;
+        };
+        for at in (t.data_end..t.table_offset).step_by(4096) {
+            let at = (at + 100).min(t.table_offset - 1);
+            let mut b = [0u8; 1];
+            f.read_at(&mut b, at).unwrap();
+            f.write_at(&[b[0] ^ 0x5a], at).unwrap();
+        }
+    }
+    let (listed, third) = list(&store).unwrap();
+    assert_eq!(
+        (listed, third),
+        (want.clone(), 0),
+        "kept blocks, not the damaged file"
+    );
+    store.close().unwrap();
+    let store = super::open(&sim, opts).unwrap();
+    let err = list(&store).expect_err("a new open reads the damaged footer");
+    assert!(matches!(err, crate::Error::Corruption { .. }), "{err:?}");
+}

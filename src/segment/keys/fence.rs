@@ -18,9 +18,8 @@
 //! level), and so is what the tree says of it: a child starts with its fence key, and the first
 //! key of a block comes after the last key of the block before it.
 
-use super::{FooterFile, KeySeq, Keyed};
+use super::{FooterFile, FooterSource, KeySeq, Keyed};
 use crate::error::{Corruption, Result};
-use crate::format::cursor::ByteSource;
 use crate::format::footer::{
     BlockRef, LOCATION_HEADER_LEN, LocationHeader, NODE_TARGET, decode_index_node, decode_key_block,
 };
@@ -53,13 +52,13 @@ impl Cursor {
     /// Reads the location table's header and, in the same read, the bytes before it, where
     /// the root ends: a root of up to [`NODE_TARGET`] bytes (all but the footers with long
     /// keys) costs no read of its own.
-    pub(super) fn load<S: ByteSource>(file: &FooterFile<S>) -> Result<Cursor> {
+    pub(super) fn load<S: FooterSource>(file: &FooterFile<S>) -> Result<Cursor> {
         let t = file.trailer;
         // The bytes between the data end and the table are the key section's, or padding.
         let before = (NODE_TARGET as u64).min(t.table_offset - t.data_end);
         let head_len = (LOCATION_HEADER_LEN as u64).min(t.table_len);
         let at = t.table_offset - before;
-        let window = file.read(at, before + head_len)?;
+        let (window, kept) = file.fetch(at, before + head_len)?;
         let head = &window[before as usize..];
         let header =
             LocationHeader::decode_header(&t, head).map_err(|k| file.corrupt(t.table_offset, k))?;
@@ -79,12 +78,14 @@ impl Cursor {
             let step = cursor.decode_step(file, header.depth, root, None, bytes)?;
             cursor.path.push(step);
         }
+        // The header verified, and the root too when it is in the window.
+        file.verified(at, window, kept);
         Ok(cursor)
     }
 
     /// Decodes the node `node` of level `level` from `bytes`; `fence`: the key its first child
     /// must start with (none for the root).
-    fn decode_step<S: ByteSource>(
+    fn decode_step<S: FooterSource>(
         &self,
         file: &FooterFile<S>,
         level: u8,
@@ -109,15 +110,17 @@ impl Cursor {
     }
 
     /// Reads node `node` of level `level` (see [`Self::decode_step`]).
-    fn read_step<S: ByteSource>(
+    fn read_step<S: FooterSource>(
         &self,
         file: &FooterFile<S>,
         level: u8,
         node: BlockRef,
         fence: Option<&[u8]>,
     ) -> Result<Step> {
-        let bytes = file.read(node.offset, node.len as u64)?;
-        self.decode_step(file, level, node, fence, &bytes)
+        let (bytes, kept) = file.fetch(node.offset, node.len as u64)?;
+        let step = self.decode_step(file, level, node, fence, &bytes)?;
+        file.verified(node.offset, bytes, kept);
+        Ok(step)
     }
 
     /// The child the step of level `depth - i` is at.
@@ -129,12 +132,12 @@ impl Cursor {
     /// Reads the key block under the last step, which starts with `fence`; `from`: the block
     /// the cursor moves on from, if it does (the new block's keys must all come after its keys,
     /// or all before them when moving backwards).
-    fn read_block<S: ByteSource>(&mut self, file: &FooterFile<S>, from: Move) -> Result<()> {
+    fn read_block<S: FooterSource>(&mut self, file: &FooterFile<S>, from: Move) -> Result<()> {
         let (fence, block) = self.child_of(self.path.len() - 1);
         if self.block == Some(block) {
             return Ok(());
         }
-        let bytes = file.read(block.offset, block.len as u64)?;
+        let (bytes, kept) = file.fetch(block.offset, block.len as u64)?;
         let kb = decode_key_block(file.id, file.trailer.data_end, &block, &bytes)
             .map_err(|k| file.corrupt(block.offset, k))?;
         let first = kb.entries[0].0;
@@ -163,6 +166,7 @@ impl Cursor {
             ));
         }
         self.entries = kb.entries.iter().map(|(k, o)| (k.to_vec(), *o)).collect();
+        file.verified(block.offset, bytes, kept);
         self.seqs = file.seqs_of(block, &self.entries);
         self.block = Some(block);
         Ok(())
@@ -170,7 +174,7 @@ impl Cursor {
 
     /// Positions the cursor at the first key for which `before` is false (`before` is true of
     /// a prefix of the keys).
-    pub(super) fn seek<S: ByteSource>(
+    pub(super) fn seek<S: FooterSource>(
         &mut self,
         file: &FooterFile<S>,
         before: impl Fn(&[u8]) -> bool,
@@ -209,7 +213,7 @@ impl Cursor {
     /// with the predicate "not after": the last child whose first key is not past the end (the
     /// range may end inside it), and in its block `entry` counts the entries still to come, from
     /// the last one back.
-    pub(super) fn seek_back<S: ByteSource>(
+    pub(super) fn seek_back<S: FooterSource>(
         &mut self,
         file: &FooterFile<S>,
         after: impl Fn(&[u8]) -> bool,
@@ -224,7 +228,7 @@ impl Cursor {
     }
 
     /// Moves to the first key of the next key block; false after the last block.
-    fn advance<S: ByteSource>(&mut self, file: &FooterFile<S>) -> Result<bool> {
+    fn advance<S: FooterSource>(&mut self, file: &FooterFile<S>) -> Result<bool> {
         // The deepest node with a child after the current one.
         let Some(i) = self
             .path
@@ -248,7 +252,7 @@ impl Cursor {
     }
 
     /// Moves after the last key of the previous key block; false before the first block.
-    fn retreat<S: ByteSource>(&mut self, file: &FooterFile<S>) -> Result<bool> {
+    fn retreat<S: FooterSource>(&mut self, file: &FooterFile<S>) -> Result<bool> {
         // The deepest node with a child before the current one.
         let Some(i) = self.path.iter().rposition(|s| s.child > 0) else {
             return Ok(false);
@@ -270,7 +274,7 @@ impl Cursor {
 
     /// The previous key and its record offset, backwards from where [`Cursor::seek_back`] put
     /// the cursor (from the last key without a seek).
-    pub(super) fn prev<S: ByteSource>(&mut self, file: &FooterFile<S>) -> Result<Option<KeySeq>> {
+    pub(super) fn prev<S: FooterSource>(&mut self, file: &FooterFile<S>) -> Result<Option<KeySeq>> {
         if !self.positioned {
             self.seek_back(file, |_| false)?;
         }
@@ -286,7 +290,7 @@ impl Cursor {
     }
 
     /// The next key and its record offset.
-    pub(super) fn next<S: ByteSource>(&mut self, file: &FooterFile<S>) -> Result<Option<KeySeq>> {
+    pub(super) fn next<S: FooterSource>(&mut self, file: &FooterFile<S>) -> Result<Option<KeySeq>> {
         if !self.positioned {
             self.seek(file, |_| false)?;
         }
@@ -310,7 +314,7 @@ enum Move {
     Backward,
 }
 
-fn fence_mismatch<S: ByteSource>(file: &FooterFile<S>, at: u64) -> crate::error::Error {
+fn fence_mismatch<S: FooterSource>(file: &FooterFile<S>, at: u64) -> crate::error::Error {
     file.corrupt(
         at,
         Corruption::InvalidField {

@@ -17,6 +17,8 @@ struct Mem {
     fail_at: Option<u64>,
 }
 
+impl FooterSource for Mem {}
+
 impl ByteSource for Mem {
     fn len(&self) -> u64 {
         self.bytes.len() as u64
@@ -492,6 +494,8 @@ struct CutShort {
     from: u64,
 }
 
+impl FooterSource for CutShort {}
+
 impl ByteSource for CutShort {
     fn len(&self) -> u64 {
         self.inner.len()
@@ -501,5 +505,93 @@ impl ByteSource for CutShort {
             return Err(io::ErrorKind::UnexpectedEof.into());
         }
         self.inner.read_exact_at(offset, buf)
+    }
+}
+
+/// A source that keeps what it is offered, as the store's read cache does (by place).
+struct Keeping<'a> {
+    mem: &'a Mem,
+    kept: &'a std::cell::RefCell<BTreeMap<(u64, u64), Bytes>>,
+}
+
+impl ByteSource for Keeping<'_> {
+    fn len(&self) -> u64 {
+        self.mem.len()
+    }
+    fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        self.mem.read_exact_at(offset, buf)
+    }
+}
+
+impl FooterSource for Keeping<'_> {
+    fn kept(&self, at: u64, len: u64) -> Option<Bytes> {
+        self.kept.borrow().get(&(at, len)).cloned()
+    }
+    fn keep(&self, at: u64, bytes: Bytes) {
+        self.kept
+            .borrow_mut()
+            .insert((at, bytes.len() as u64), bytes);
+    }
+}
+
+/// What the source keeps is the file's own bytes, offered only once verified; a second listing
+/// through the kept bytes reads nothing and lists the same; a damaged key block is never kept,
+/// and the blocks before it are.
+#[test]
+fn kept_footer_bytes_are_verified_ones_and_spare_the_reads() {
+    let ks = keys(3000, 5, 40);
+    let (mem, model) = file(&ks, false);
+    let kept = std::cell::RefCell::new(BTreeMap::new());
+    let start = model.keys().nth(1234).unwrap().clone();
+    let list = |mem: &Mem| {
+        let src = Keeping { mem, kept: &kept };
+        let mut keys = SortedKeys::open(src, ID, &path()).unwrap().unwrap();
+        keys.seek(Bound::Included(&start)).unwrap();
+        keys.take(300).collect::<Result<Vec<_>>>()
+    };
+    let want: Vec<(Vec<u8>, u64)> = range(&model, Bound::Included(&start))
+        .into_iter()
+        .take(300)
+        .collect();
+    assert_eq!(list(&mem).unwrap(), want);
+    let first = mem.reads.get();
+    assert!(first >= 3, "{first} reads");
+    assert!(
+        kept.borrow().len() as u64 >= first,
+        "each read's bytes kept"
+    );
+    for ((at, len), bytes) in kept.borrow().iter() {
+        assert_eq!(&bytes[..], &mem.bytes[*at as usize..(at + len) as usize]);
+    }
+    assert_eq!(list(&mem).unwrap(), want);
+    assert_eq!(mem.reads.get(), first, "the second listing reads nothing");
+
+    // A damaged key block in the middle of a full listing: the listing fails there, the
+    // blocks before it were kept, the damaged one was not.
+    kept.borrow_mut().clear();
+    let (_, blocks) = tree(&mem);
+    let bad = blocks[blocks.len() / 2].0;
+    let mut damaged = clone(&mem);
+    damaged.bytes[bad.offset as usize + 10] ^= 0x08;
+    let src = Keeping {
+        mem: &damaged,
+        kept: &kept,
+    };
+    let items: Vec<Result<(Vec<u8>, u64)>> = SortedKeys::open(src, ID, &path())
+        .unwrap()
+        .unwrap()
+        .collect();
+    assert!(items.last().unwrap().is_err(), "the damage is found");
+    let kept = kept.borrow();
+    assert!(
+        !kept.keys().any(|(at, _)| *at == bad.offset),
+        "damaged block kept"
+    );
+    for (b, _) in &blocks[..blocks.len() / 2] {
+        assert!(
+            kept.contains_key(&(b.offset, b.len as u64)),
+            "block at {} not kept",
+            b.offset
+        );
     }
 }

@@ -397,10 +397,16 @@ impl ObjectStore for PodstoreObjectStore {
     }
 
     async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
+        if let Some(hit) = read::get_cached(&self.store, location, &options)? {
+            return Ok(hit);
+        }
         read::get_opts(self.store.clone(), location.clone(), options).await
     }
 
     async fn get_ranges(&self, location: &Path, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
+        if let Some(hit) = read::ranges_cached(&self.store, location, ranges)? {
+            return Ok(hit);
+        }
         read::get_ranges(self.store.clone(), location.clone(), ranges.to_vec()).await
     }
 

@@ -75,30 +75,40 @@ fn get_result(
     }
 }
 
+/// A get the store's read cache can answer, served in place, on the calling thread: looking in
+/// the cache never waits on the disk, and a hand-off to the blocking pool and back would cost
+/// many times the lookup. Its bytes are the cache's own (a range is a slice of them). Borrows
+/// the store and the path (no reference count touched: with every task sharing one `Arc`, its
+/// count's cache line moves between cores on each get) and allocates only what `GetResult` must
+/// own: the path, the e-tag and the boxed stream. `Ok(None)`: not in the cache.
+pub(crate) fn get_cached(
+    store: &Store,
+    location: &Path,
+    options: &GetOptions,
+) -> Result<Option<GetResult>> {
+    let Some((value, meta)) = store.get_cached(key_ref(location)).map_err(generic)? else {
+        return Ok(None);
+    };
+    let meta = object_meta(location.clone(), &meta);
+    let range = checked_range(location, &meta, options)?;
+    let bytes = if options.head {
+        Bytes::new()
+    } else {
+        value.slice(range.start as usize..range.end as usize)
+    };
+    Ok(Some(get_result(
+        stream::once(async move { Ok(bytes) }).boxed(),
+        meta,
+        range,
+    )))
+}
+
+/// A get the read cache did not answer ([`get_cached`] first): on the blocking pool.
 pub(crate) async fn get_opts(
     store: Arc<Store>,
     location: Path,
     options: GetOptions,
 ) -> Result<GetResult> {
-    // A value the store's read cache holds is served in place, on the calling thread: looking
-    // in the cache never waits on the disk, and a hand-off to the blocking pool and back would
-    // cost many times the lookup. Its bytes are the cache's own (a range is a slice of them).
-    // The key is looked up as a slice of the path, and the path moves into the metadata: a hit
-    // allocates only what `GetResult` must own (the path, the e-tag, the boxed stream).
-    if let Some((value, meta)) = store.get_cached(key_ref(&location)).map_err(generic)? {
-        let meta = object_meta(location, &meta);
-        let range = checked_range(&meta.location, &meta, &options)?;
-        let bytes = if options.head {
-            Bytes::new()
-        } else {
-            value.slice(range.start as usize..range.end as usize)
-        };
-        return Ok(get_result(
-            stream::once(async move { Ok(bytes) }).boxed(),
-            meta,
-            range,
-        ));
-    }
     let (body, meta, range) = blocking(move || {
         let key = key(&location);
         if options.range.is_none()
@@ -167,23 +177,34 @@ fn stream_range(
     .boxed()
 }
 
+/// Ranges of a value the read cache holds, in place, as in [`get_cached`]; `Ok(None)`: not in
+/// the cache.
+pub(crate) fn ranges_cached(
+    store: &Store,
+    location: &Path,
+    ranges: &[Range<u64>],
+) -> Result<Option<Vec<Bytes>>> {
+    let Some((value, _)) = store.get_cached(key_ref(location)).map_err(generic)? else {
+        return Ok(None);
+    };
+    ranges
+        .iter()
+        .map(|r| {
+            let r = GetRange::Bounded(r.clone())
+                .as_range(value.len() as u64)
+                .map_err(range_error)?;
+            Ok(value.slice(r.start as usize..r.end as usize))
+        })
+        .collect::<Result<_>>()
+        .map(Some)
+}
+
+/// Ranges the read cache did not answer ([`ranges_cached`] first): on the blocking pool.
 pub(crate) async fn get_ranges(
     store: Arc<Store>,
     location: Path,
     ranges: Vec<Range<u64>>,
 ) -> Result<Vec<Bytes>> {
-    // From the read cache in place, as in `get_opts`.
-    if let Some((value, _)) = store.get_cached(key_ref(&location)).map_err(generic)? {
-        return ranges
-            .into_iter()
-            .map(|r| {
-                let r = GetRange::Bounded(r)
-                    .as_range(value.len() as u64)
-                    .map_err(range_error)?;
-                Ok(value.slice(r.start as usize..r.end as usize))
-            })
-            .collect();
-    }
     blocking(move || {
         // One reader for every range: they all read the same value.
         let reader = store

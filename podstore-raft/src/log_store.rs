@@ -3,7 +3,7 @@
 //! Records, not entries: an append's entries are one podstore record (or a few, for an append of
 //! more than 1 MiB), keyed by `e` + its first and last index, big-endian (so that records sort
 //! by index), holding the committed id known when it was written and the postcard-encoded
-//! entries (the layout: `record`). `m/vote`, `m/committed` and `m/purged` hold the metadata.
+//! entries (the layout: the `record` module, and docs/design.md, "Replication"). `m/vote`, `m/committed` and `m/purged` hold the metadata.
 //! One record per append instead of one per entry: every record costs podstore an index
 //! look-up of its new key and a record header, and a replicated put was one entry on each node.
 //!

@@ -335,7 +335,12 @@ impl LogStore {
         let records = |from: u64| store.range(&bound(from)[..]..END);
         // The newest record (found from the back of the range: one descent per file) holds
         // the last entry and the newest committed id an append carried.
-        if let Some(newest) = records(0).entries().next_back().transpose().map_err(io_err)? {
+        if let Some(newest) = records(0)
+            .entries()
+            .next_back()
+            .transpose()
+            .map_err(io_err)?
+        {
             let value = newest.value().map_err(io_err)?;
             let newest = Parsed::new(newest.key(), &value)?;
             meta.committed = meta.committed.max(newest.committed);

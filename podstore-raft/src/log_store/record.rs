@@ -70,13 +70,17 @@ pub(super) fn extent(key: &[u8]) -> io::Result<(u64, u64)> {
 }
 
 fn bad(what: &str) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidData, format!("raft log record: {what}"))
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!("raft log record: {what}"),
+    )
 }
 
 fn header(committed: Option<&LogId>) -> io::Result<Vec<u8>> {
     let mut value = Vec::with_capacity(32);
     value.push(FORMAT);
-    postcard::to_extend(&committed, value).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+    postcard::to_extend(&committed, value)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
 }
 
 /// A record to write: its key and value.
@@ -196,7 +200,9 @@ impl<'a> Parsed<'a> {
             });
             let Some((bytes, after)) = next else {
                 (index, rest) = (None, &[]);
-                return Some(Err(bad("fewer entries than its key says, or one cut short")));
+                return Some(Err(bad(
+                    "fewer entries than its key says, or one cut short",
+                )));
             };
             rest = after;
             index = (i < last).then(|| i + 1);
@@ -205,7 +211,12 @@ impl<'a> Parsed<'a> {
     }
 
     /// The decoded entries from `from` up to `stop` (exclusive).
-    pub(super) fn decode_range(&self, from: u64, stop: u64, out: &mut Vec<Entry>) -> io::Result<()> {
+    pub(super) fn decode_range(
+        &self,
+        from: u64,
+        stop: u64,
+        out: &mut Vec<Entry>,
+    ) -> io::Result<()> {
         for item in self.entries() {
             let (index, bytes) = item?;
             if index >= stop {

@@ -120,7 +120,11 @@ async fn one_record_per_append_and_the_committed_id_rides_on_it() {
 
     let c8 = entry(1, 8).log_id();
     log.save_committed(Some(c8)).await.unwrap();
-    assert_eq!(log.store().get(COMMITTED).unwrap(), None, "no write of its own");
+    assert_eq!(
+        log.store().get(COMMITTED).unwrap(),
+        None,
+        "no write of its own"
+    );
     log.append(append_all(12, 20, 1), IOFlushed::noop())
         .await
         .unwrap();
@@ -144,7 +148,9 @@ async fn one_record_per_append_and_the_committed_id_rides_on_it() {
 
     // A truncation inside the last record rewrites it up to the cut (its header carries the
     // older committed id c8) and writes the newer one beside it.
-    log.truncate_after(Some(entry(1, 15).log_id())).await.unwrap();
+    log.truncate_after(Some(entry(1, 15).log_id()))
+        .await
+        .unwrap();
     assert_eq!(records(&log), vec![(1, 10), (11, 11), (12, 15)]);
     drop(log);
     let mut log = LogStore::open(dir.path()).unwrap();
@@ -153,7 +159,9 @@ async fn one_record_per_append_and_the_committed_id_rides_on_it() {
     assert_eq!(state.last_log_id, Some(entry(1, 15).log_id()));
     assert_eq!(read(&mut log, 14, 100).await.len(), 2);
     // Truncated at a record's boundary, then to nothing.
-    log.truncate_after(Some(entry(1, 10).log_id())).await.unwrap();
+    log.truncate_after(Some(entry(1, 10).log_id()))
+        .await
+        .unwrap();
     assert_eq!(records(&log), vec![(1, 10)]);
     log.truncate_after(None).await.unwrap();
     assert!(records(&log).is_empty());
@@ -247,9 +255,7 @@ fn a_log_of_the_earlier_layout_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     {
         let store = Store::open(dir.path()).unwrap();
-        store
-            .put(bound(1), encode(&entry(1, 1)).unwrap())
-            .unwrap();
+        store.put(bound(1), encode(&entry(1, 1)).unwrap()).unwrap();
     }
     let err = LogStore::open(dir.path()).unwrap_err();
     assert_eq!(err.kind(), io::ErrorKind::InvalidData);

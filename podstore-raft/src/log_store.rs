@@ -204,7 +204,7 @@ impl Tail {
 
 /// An append's entries with their encodings, ready to be written.
 struct Appended {
-    batch: Batch,
+    records: Vec<record::Record>,
     entries: Vec<(Entry, usize)>,
     bytes: usize,
     /// The committed id its records carry.
@@ -225,12 +225,8 @@ impl Appended {
             bytes += len;
             sized.push((e, len));
         }
-        let mut batch = Batch::new();
-        for r in records.finish() {
-            batch.put(r.key, r.value);
-        }
         Ok(Appended {
-            batch,
+            records: records.finish(),
             entries: sized,
             bytes,
             committed,
@@ -242,7 +238,19 @@ impl Appended {
         let Some(last) = self.entries.last().map(|(e, _)| e.log_id()) else {
             return Ok(());
         };
-        sh.store.write(&self.batch).map_err(io_err)?;
+        match &self.records[..] {
+            // Most appends: one record, put without a batch's copy of it.
+            [one] => {
+                sh.store.put(one.key, &one.value).map_err(io_err)?;
+            }
+            several => {
+                let mut batch = Batch::new();
+                for r in several {
+                    batch.put(r.key, &r.value);
+                }
+                sh.store.write(&batch).map_err(io_err)?;
+            }
+        }
         let mut m = sh.meta();
         if m.last.is_none() {
             m.first = self.entries.first().map(|(e, _)| e.index());
@@ -553,10 +561,15 @@ impl RaftLogReader<TypeConfig> for LogStore {
                     .next_back()
                     .transpose()
                     .map_err(io_err)?
-                    .filter(|k| extent(k).is_ok_and(|(_, last)| last >= first));
-                let from = holding.unwrap_or_else(|| bound(first).to_vec());
-                let records = sh.store.range(&from[..]..&bound(store_end)[..]).entries();
-                for record in records {
+                    .map(|k| extent(&k))
+                    .transpose()?;
+                // Its first index, not its key: a truncation may rewrite it under another.
+                let from = match holding {
+                    Some((start, last)) if last >= first => start,
+                    _ => first,
+                };
+                let records = sh.store.range(&bound(from)[..]..&bound(store_end)[..]);
+                for record in records.entries() {
                     let record = record.map_err(io_err)?;
                     let value = record.value().map_err(io_err)?;
                     let record = Parsed::new(record.key(), &value)?;

@@ -119,13 +119,19 @@ impl Builder {
             self.open = Some((index, index, header(self.committed.as_ref())?));
         }
         let (_, last, value) = self.open.as_mut().expect("a record is open");
+        // Sized first (a pass without copies), so that the record grows once per entry, by
+        // exactly its length, instead of doubling its way up through copies.
+        let len = postcard::experimental::serialized_size(entry)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+        let len32 = u32::try_from(len).map_err(|_| bad("an entry of 4 GiB or more"))?;
+        value.reserve(4 + len);
+        value.extend_from_slice(&len32.to_le_bytes());
         let at = value.len();
-        value.extend_from_slice(&[0; 4]);
         *value = postcard::to_extend(entry, std::mem::take(value))
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
-        let len = value.len() - at - 4;
-        let len32 = u32::try_from(len).map_err(|_| bad("an entry of 4 GiB or more"))?;
-        value[at..at + 4].copy_from_slice(&len32.to_le_bytes());
+        if value.len() - at != len {
+            return Err(bad("an entry's encoding changed its length"));
+        }
         *last = index;
         Ok(len)
     }

@@ -15,8 +15,8 @@
 //! `m/committed` was a buffered write too); openraft's `save_committed` is optional for that
 //! reason, and it never recovers one newer than the log holds.
 //!
-//! The store is opened with [`Durability::Buffered`]: an append is one podstore batch (all of
-//! its entries or none after a crash), written into the store's buffer (on the calling task
+//! The store is opened with [`Durability::Buffered`]: an append is one podstore put (one record)
+//! or batch (several; all of its entries or none after a crash), written into the store's buffer (on the calling task
 //! when small, see [`INLINE_BYTES`]; on a blocking thread otherwise) and readable when `append`
 //! returns; its `IOFlushed` callback goes to the flusher thread, which
 //! takes every callback waiting, calls [`Store::flush`] once and then completes them all. So one

@@ -234,6 +234,10 @@ impl Appended {
     }
 
     /// Writes the entries into the store (buffered: readable, not yet durable) and the tail.
+    ///
+    /// Records never overlap: openraft appends right after the last entry (or into an empty
+    /// log after its purge point); a follower whose log conflicts with the leader's has it
+    /// truncated first (openraft's `FollowingHandler::append_entries`).
     fn write(self, sh: &Shared) -> io::Result<()> {
         let Some(last) = self.entries.last().map(|(e, _)| e.log_id()) else {
             return Ok(());

@@ -15,20 +15,25 @@
 //!
 //! - [`LogStore`] (src/log_store.rs): `append` is readable when it returns and acknowledged
 //!   (openraft's `IOFlushed`) once a dedicated flusher thread has made it durable: appends that
-//!   arrive while a flush runs share the next one (one fsync for many appends). The newest
-//!   entries are also kept in memory for the log's readers (replication reads what was just
-//!   appended).
+//!   arrive while a flush runs share the next one (one fsync for many appends). An append is
+//!   one podstore record, not one per entry (keyed by its first and last index; cut at 1 MiB),
+//!   and the committed id rides on the next append's record instead of a write of its own
+//!   (the format: src/log_store/record.rs and docs/design.md, "Replication"; a log written
+//!   one record per entry by an earlier build of this unreleased crate is refused at open).
+//!   The newest entries are also kept in memory for the log's readers (replication reads what
+//!   was just appended).
 //! - [`StateMachine`] (src/state_machine.rs): applies [`Request`]s as podstore batches, the
 //!   applied log id and membership in the same batch as the data they describe.
 //!
 //! # Where the work runs
 //!
 //! The log's fdatasyncs never run on the async runtime. Small appends (entries encoding to at
-//! most 256 KiB), `save_committed`, reads of the log's in-memory tail, and applies of chunks
-//! that only write (at most 256 KiB of keys and values) run on the task that calls them: they
-//! are buffered podstore writes, copies into the store's write buffer that wait for the disk
-//! only when both buffers are full or a segment file is created (the first write after a
-//! store is opened, which creates its active segment, goes to a blocking thread; a later
+//! most 256 KiB), `save_committed` (which only keeps the id in memory), reads of the log's
+//! in-memory tail, and applies of chunks that only write (at most 256 KiB of keys and values)
+//! run on the task that calls them: they are buffered podstore writes, copies into the store's
+//! write buffer that wait for the disk only when both buffers are full or a segment file is
+//! created (the first write after a store is opened, which creates its active segment, goes to
+//! a blocking thread; a later
 //! segment roll-over, once per 256 MiB with podstore's defaults, syncs a directory on the
 //! calling task, and at most once a second a write extends the store's reservation of version
 //! numbers: a 32-byte fdatasync of its `VERSIONS` file, on the calling task). Larger

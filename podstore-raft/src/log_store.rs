@@ -1,10 +1,22 @@
 //! The Raft log on a podstore [`Store`] of its own (`<node>/log`).
 //!
-//! Keys: `e` + the entry's index, big-endian (so that keys sort by index), holding the
-//! postcard-encoded entry; `m/vote`, `m/committed` and `m/purged` for the metadata.
+//! Records, not entries: an append's entries are one podstore record (or a few, for an append of
+//! more than 1 MiB), keyed by `e` + its first and last index, big-endian (so that records sort
+//! by index), holding the committed id known when it was written and the postcard-encoded
+//! entries (the layout: the `record` module, and docs/design.md, "Replication"). `m/vote`, `m/committed` and `m/purged` hold the metadata.
+//! One record per append instead of one per entry: every record costs podstore an index
+//! look-up of its new key and a record header, and a replicated put was one entry on each node.
 //!
-//! The store is opened with [`Durability::Buffered`]: an append is one podstore batch (all of
-//! its entries or none after a crash), written into the store's buffer (on the calling task
+//! The committed id is not written by `save_committed` (openraft calls it after every commit):
+//! it is kept in memory and carried by the next append's record (and written under
+//! `m/committed` by truncations, purges and when the log store is closed). Open takes the newer
+//! of `m/committed` and the newest record's. So after a crash the recovered committed id may be
+//! older than the last one saved, by the commits since the last append (as it could before:
+//! `m/committed` was a buffered write too); openraft's `save_committed` is optional for that
+//! reason, and it never recovers one newer than the log holds.
+//!
+//! The store is opened with [`Durability::Buffered`]: an append is one podstore put (one record)
+//! or batch (several; all of its entries or none after a crash), written into the store's buffer (on the calling task
 //! when small, see [`INLINE_BYTES`]; on a blocking thread otherwise) and readable when `append`
 //! returns; its `IOFlushed` callback goes to the flusher thread, which
 //! takes every callback waiting, calls [`Store::flush`] once and then completes them all. So one
@@ -20,7 +32,8 @@
 //! every earlier append durable). Purge records the purge point first (after it, reads and the
 //! log state ignore every entry up to it) and hands the deletes to a reclaim thread, in batches:
 //! purging millions of entries never stalls the Raft core. Truncation deletes the entries after
-//! the given id in one batch.
+//! the given id in one synced batch (the records after it deleted, the one holding it rewritten
+//! up to it).
 
 use std::fmt::Debug;
 use std::io;
@@ -39,6 +52,10 @@ use podstore::{Batch, Durability, Options, Store};
 
 use crate::{TypeConfig, decode, encode, io_err};
 
+mod record;
+
+use record::{Builder, END, Parsed, bound, extent};
+
 type Entry = EntryOf<TypeConfig>;
 type LogId = LogIdOf<TypeConfig>;
 type Vote = VoteOf<TypeConfig>;
@@ -46,8 +63,8 @@ type Vote = VoteOf<TypeConfig>;
 const VOTE: &[u8] = b"m/vote";
 const COMMITTED: &[u8] = b"m/committed";
 const PURGED: &[u8] = b"m/purged";
-/// Deletes per batch when purged entries are reclaimed.
-const RECLAIM_BATCH: u64 = 1024;
+/// Records deleted per batch when purged entries are reclaimed.
+const RECLAIM_BATCH: usize = 1024;
 /// The newest entries kept in memory for the log's readers (at most this many, and at most
 /// [`TAIL_BYTES`] of them encoded): the leader's replication reads every entry it sends right
 /// after appending it, and from the store each read was a device read (a third of the CPU time
@@ -66,18 +83,14 @@ const TAIL_BYTES: usize = 32 << 20;
 /// defaults) still happens on the calling task.
 const INLINE_BYTES: usize = 256 << 10;
 
-fn entry_key(index: u64) -> [u8; 9] {
-    let mut k = [0u8; 9];
-    k[0] = b'e';
-    k[1..].copy_from_slice(&index.to_be_bytes());
-    k
-}
-
 /// The log's state, kept in memory and changed only after the store has it.
 #[derive(Debug, Default)]
 struct Meta {
     vote: Option<Vote>,
     committed: Option<LogId>,
+    /// The committed id last written to the store (carried by a record or under `m/committed`):
+    /// `committed` is pending while they differ.
+    saved_committed: Option<LogId>,
     purged: Option<LogId>,
     /// The first entry in the store after the purge point, when there is one: the log may
     /// start anywhere (a node that installed a snapshot gets entries after it).
@@ -191,56 +204,103 @@ impl Tail {
 
 /// An append's entries with their encodings, ready to be written.
 struct Appended {
-    batch: Batch,
+    records: Vec<record::Record>,
     entries: Vec<(Entry, usize)>,
     bytes: usize,
+    /// The committed id its records carry.
+    committed: Option<LogId>,
 }
 
 impl Appended {
-    /// Encodes `entries` (CPU only: no store access).
-    fn encode(entries: impl IntoIterator<Item = Entry>) -> io::Result<Appended> {
-        let mut batch = Batch::new();
+    /// Encodes `entries` into records carrying `committed` (CPU only: no store access).
+    fn encode(
+        entries: impl IntoIterator<Item = Entry>,
+        committed: Option<LogId>,
+    ) -> io::Result<Appended> {
+        let mut records = Builder::new(committed);
         let mut sized = Vec::new();
         let mut bytes = 0;
         for e in entries {
-            let encoded = encode(&e)?;
-            batch.put(entry_key(e.index()), &encoded);
-            bytes += encoded.len();
-            sized.push((e, encoded.len()));
+            let len = records.push(&e)?;
+            bytes += len;
+            sized.push((e, len));
         }
         Ok(Appended {
-            batch,
+            records: records.finish(),
             entries: sized,
             bytes,
+            committed,
         })
     }
 
     /// Writes the entries into the store (buffered: readable, not yet durable) and the tail.
+    ///
+    /// Records never overlap: openraft appends right after the last entry (or into an empty
+    /// log after its purge point); a follower whose log conflicts with the leader's has it
+    /// truncated first (openraft's `FollowingHandler::append_entries`).
     fn write(self, sh: &Shared) -> io::Result<()> {
         let Some(last) = self.entries.last().map(|(e, _)| e.log_id()) else {
             return Ok(());
         };
-        sh.store.write(&self.batch).map_err(io_err)?;
+        match &self.records[..] {
+            // Most appends: one record, put without a batch's copy of it.
+            [one] => {
+                sh.store.put(one.key, &one.value).map_err(io_err)?;
+            }
+            several => {
+                let mut batch = Batch::new();
+                for r in several {
+                    batch.put(r.key, &r.value);
+                }
+                sh.store.write(&batch).map_err(io_err)?;
+            }
+        }
         let mut m = sh.meta();
         if m.last.is_none() {
             m.first = self.entries.first().map(|(e, _)| e.index());
         }
         m.last = Some(last);
+        m.saved_committed = self.committed;
         sh.tail().extend(self.entries);
         Ok(())
     }
 }
 
+/// Puts the committed id under `m/committed` into `batch` (a delete for none).
+fn put_committed(batch: &mut Batch, committed: Option<&LogId>) -> io::Result<()> {
+    match committed {
+        Some(c) => batch.put(COMMITTED, encode(c)?),
+        None => batch.delete(COMMITTED),
+    };
+    Ok(())
+}
+
 /// The threads of a log store, stopped and joined when the last handle is dropped, so that the
 /// store's directory is released when the log store is.
 struct Workers {
+    shared: Arc<Shared>,
     flush_tx: Option<mpsc::Sender<IOFlushed<TypeConfig>>>,
-    reclaim_tx: Option<mpsc::Sender<(u64, u64)>>,
+    /// Purge points whose records are to be deleted.
+    reclaim_tx: Option<mpsc::Sender<u64>>,
     threads: Vec<JoinHandle<()>>,
 }
 
 impl Drop for Workers {
     fn drop(&mut self) {
+        // A committed id no append has carried yet, written on the way out (the store's close
+        // flushes it).
+        let pending = {
+            let m = self.shared.meta();
+            (m.committed != m.saved_committed).then_some(m.committed)
+        };
+        if let Some(committed) = pending {
+            let mut batch = Batch::new();
+            let written = put_committed(&mut batch, committed.as_ref())
+                .and_then(|()| self.shared.store.write(&batch).map_err(io_err));
+            if let Err(e) = written {
+                log_warn(&format!("saving the committed id at close: {e}"));
+            }
+        }
         self.flush_tx.take();
         self.reclaim_tx.take();
         for t in self.threads.drain(..) {
@@ -274,40 +334,58 @@ impl LogStore {
         )
         .map_err(io_err)?;
         let get = |k: &[u8]| store.get(k).map_err(io_err);
+        let committed: Option<LogId> = get(COMMITTED)?.map(|b| decode(&b)).transpose()?;
         let mut meta = Meta {
             vote: get(VOTE)?.map(|b| decode(&b)).transpose()?,
-            committed: get(COMMITTED)?.map(|b| decode(&b)).transpose()?,
+            committed,
+            saved_committed: committed,
             purged: get(PURGED)?.map(|b| decode(&b)).transpose()?,
             first: None,
             last: None,
         };
         let first_live = meta.purged.as_ref().map_or(0, |p| p.index() + 1);
-        // The live entries: the keys from the first one after the purge point up to `f` (the
-        // metadata keys, `m/...`, sort after them). Their last is found from the back of the
-        // range (one descent per file), the newest entry.
-        let live = || store.range(&entry_key(first_live)[..]..&[b'f'][..]);
-        let first = live().next().transpose().map_err(io_err)?;
-        if let Some(first) = first {
-            meta.first = Some(index_of(&first)?);
-            let last = live()
-                .entries()
-                .next_back()
-                .transpose()
-                .map_err(io_err)?
-                .ok_or_else(|| io::Error::other("log entry vanished"))?;
-            let entry: Entry = decode(&last.value().map_err(io_err)?)?;
-            meta.last = Some(entry.log_id());
+        let records = |from: u64| store.range(&bound(from)[..]..END);
+        // The newest record (found from the back of the range: one descent per file) holds
+        // the last entry and the newest committed id an append carried.
+        if let Some(newest) = records(0)
+            .entries()
+            .next_back()
+            .transpose()
+            .map_err(io_err)?
+        {
+            let value = newest.value().map_err(io_err)?;
+            let newest = Parsed::new(newest.key(), &value)?;
+            meta.committed = meta.committed.max(newest.committed);
+            meta.saved_committed = meta.committed;
+            if newest.last >= first_live {
+                meta.last = Some(newest.last_entry()?.log_id());
+                // The first live entry: in the record holding `first_live`, if one does (a
+                // record may straddle the purge point), else the first record after it.
+                let before = store
+                    .range(&bound(0)[..]..&bound(first_live.saturating_add(1))[..])
+                    .next_back()
+                    .transpose()
+                    .map_err(io_err)?;
+                let first = match before.map(|k| extent(&k)).transpose()? {
+                    Some((_, last)) if last >= first_live => first_live,
+                    _ => match records(first_live).next().transpose().map_err(io_err)? {
+                        Some(k) => extent(&k)?.0,
+                        None => return Err(io::Error::other("log record vanished")),
+                    },
+                };
+                meta.first = Some(first);
+            }
         }
-        // Entries at or below the purge point that a crash left before they were reclaimed.
+        // Records wholly at or below the purge point that a crash left before they were
+        // reclaimed.
         let leftover = match &meta.purged {
-            Some(p) => store
-                .range(&entry_key(0)[..]..=&entry_key(p.index())[..])
-                .next()
-                .transpose()
-                .map_err(io_err)?
-                .map(|k| index_of(&k))
-                .transpose()?
-                .map(|from| (from, p.index())),
+            Some(p) => {
+                let mut below = store.range(&bound(0)[..]..&bound(p.index().saturating_add(1))[..]);
+                match below.next().transpose().map_err(io_err)? {
+                    Some(k) if extent(&k)?.1 <= p.index() => Some(p.index()),
+                    _ => None,
+                }
+            }
             None => None,
         };
         let store = Arc::new(store);
@@ -328,12 +406,13 @@ impl LogStore {
         let reclaimer = std::thread::Builder::new()
             .name("raft-log-reclaim".into())
             .spawn(move || reclaim_loop(&store, reclaim_rx))?;
-        if let Some(range) = leftover {
-            let _ = reclaim_tx.send(range);
+        if let Some(to) = leftover {
+            let _ = reclaim_tx.send(to);
         }
         Ok(LogStore {
-            shared,
+            shared: shared.clone(),
             workers: Arc::new(Mutex::new(Workers {
+                shared,
                 flush_tx: Some(flush_tx),
                 reclaim_tx: Some(reclaim_tx),
                 threads: vec![flusher, reclaimer],
@@ -370,14 +449,6 @@ impl LogStore {
     }
 }
 
-fn index_of(key: &[u8]) -> io::Result<u64> {
-    let bytes: [u8; 8] = key
-        .get(1..9)
-        .and_then(|b| b.try_into().ok())
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "bad log key"))?;
-    Ok(u64::from_be_bytes(bytes))
-}
-
 /// Takes every callback waiting, makes the store durable once, completes them all.
 fn flush_loop(store: &Store, rx: mpsc::Receiver<IOFlushed<TypeConfig>>) {
     while let Ok(first) = rx.recv() {
@@ -393,27 +464,46 @@ fn flush_loop(store: &Store, rx: mpsc::Receiver<IOFlushed<TypeConfig>>) {
     }
 }
 
-/// Deletes purged entries `from..=to` in batches, off the Raft core.
-fn reclaim_loop(store: &Store, rx: mpsc::Receiver<(u64, u64)>) {
-    let mut done_to: Option<u64> = None;
-    while let Ok((from, to)) = rx.recv() {
-        let from = done_to.map_or(from, |d| from.max(d + 1));
-        let mut i = from;
-        while i <= to {
-            let end = to.min(i.saturating_add(RECLAIM_BATCH - 1));
-            let mut batch = Batch::new();
-            for j in i..=end {
-                batch.delete(entry_key(j));
+/// Deletes the records wholly at or below each purge point received, in batches, off the Raft
+/// core (a record holding entries on both sides of a purge point stays until a later purge).
+fn reclaim_loop(store: &Store, rx: mpsc::Receiver<u64>) {
+    while let Ok(to) = rx.recv() {
+        if let Err(e) = reclaim(store, to) {
+            log_warn(&format!("reclaiming purged raft log entries: {e}"));
+        }
+    }
+}
+
+fn reclaim(store: &Store, to: u64) -> io::Result<()> {
+    let end = bound(to.saturating_add(1));
+    // After the last record deleted: the next batch's scan starts there.
+    let mut after: Option<Vec<u8>> = None;
+    loop {
+        let start = match &after {
+            Some(k) => Bound::Excluded(&k[..]),
+            None => Bound::Included(&bound(0)[..]),
+        };
+        let mut batch = Batch::new();
+        let mut n = 0;
+        let mut seen = None;
+        for key in store.range::<[u8]>((start, Bound::Excluded(&end[..]))) {
+            let key = key.map_err(io_err)?;
+            if extent(&key)?.1 <= to {
+                batch.delete(&key);
+                n += 1;
             }
-            if let Err(e) = store.write(&batch) {
-                log_warn(&format!("reclaiming purged raft log entries: {e}"));
+            seen = Some(key);
+            if n == RECLAIM_BATCH {
                 break;
             }
-            done_to = Some(end);
-            if end == u64::MAX {
-                break;
-            }
-            i = end + 1;
+        }
+        after = seen;
+        if n == 0 {
+            return Ok(());
+        }
+        store.write(&batch).map_err(io_err)?;
+        if n < RECLAIM_BATCH {
+            return Ok(());
         }
     }
 }
@@ -467,11 +557,35 @@ impl RaftLogReader<TypeConfig> for LogStore {
             // The entries before the in-memory tail from the store, the rest from the tail.
             let tail_start = sh.tail().entries.first_key_value().map(|(&i, _)| i);
             let store_end = tail_start.map_or(stop, |t| t.clamp(first, stop));
-            for i in first..store_end {
-                match sh.store.get(entry_key(i)).map_err(io_err)? {
-                    Some(bytes) => out.push(decode::<Entry>(&bytes)?),
-                    // Truncated or purged while we read: what was read is a prefix.
-                    None => return Ok(out),
+            if first < store_end {
+                // From the record holding `first` (it may start before it) on.
+                let holding = sh
+                    .store
+                    .range(&bound(0)[..]..&bound(first.saturating_add(1))[..])
+                    .next_back()
+                    .transpose()
+                    .map_err(io_err)?
+                    .map(|k| extent(&k))
+                    .transpose()?;
+                // Its first index, not its key: a truncation may rewrite it under another.
+                let from = match holding {
+                    Some((start, last)) if last >= first => start,
+                    _ => first,
+                };
+                let records = sh.store.range(&bound(from)[..]..&bound(store_end)[..]);
+                for record in records.entries() {
+                    let record = record.map_err(io_err)?;
+                    let value = record.value().map_err(io_err)?;
+                    let record = Parsed::new(record.key(), &value)?;
+                    let next = first + out.len() as u64;
+                    if record.first > next || record.last < next {
+                        // Truncated or purged while we read: what was read is a prefix.
+                        return Ok(out);
+                    }
+                    record.decode_range(next, store_end, &mut out)?;
+                }
+                if first + (out.len() as u64) < store_end {
+                    return Ok(out);
                 }
             }
             out.extend(sh.tail().read(store_end, stop));
@@ -513,27 +627,10 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn save_committed(&mut self, committed: Option<LogId>) -> io::Result<()> {
-        // On this task, like a small append: a buffered write of a few bytes (openraft awaits
-        // it before every apply, so a hop to a blocking thread here delayed every commit).
-        let save = move |sh: &Shared| -> io::Result<()> {
-            match &committed {
-                Some(c) => {
-                    sh.store.put(COMMITTED, encode(c)?).map_err(io_err)?;
-                }
-                None => {
-                    sh.store.delete(COMMITTED).map_err(io_err)?;
-                }
-            }
-            sh.meta().committed = committed;
-            Ok(())
-        };
-        if self.shared.written.load(Ordering::Relaxed) {
-            save(&self.shared)
-        } else {
-            self.blocking(save).await?;
-            self.shared.written.store(true, Ordering::Relaxed);
-            Ok(())
-        }
+        // In memory only: the next append's record carries it (a write of its own cost the
+        // store a record, and an index look-up, per commit).
+        self.shared.meta().committed = committed;
+        Ok(())
     }
 
     async fn read_committed(&mut self) -> io::Result<Option<LogId>> {
@@ -545,7 +642,8 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         I: IntoIterator<Item = Entry> + OptionalSend,
         I::IntoIter: OptionalSend,
     {
-        let appended = Appended::encode(entries)?;
+        let committed = self.shared.meta().committed;
+        let appended = Appended::encode(entries, committed)?;
         if appended.bytes <= INLINE_BYTES && self.shared.written.load(Ordering::Relaxed) {
             // Into the store's buffer on this task: no I/O to wait for (see INLINE_BYTES).
             appended.write(&self.shared)?;
@@ -564,11 +662,29 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             // Out of the tail before out of the store: a reader never finds a removed entry.
             sh.tail().cut_from(from);
             let to = sh.meta().last.as_ref().map(|l| l.index());
-            if let Some(to) = to.filter(|&to| to >= from) {
+            if to.is_some_and(|to| to >= from) {
                 let mut batch = Batch::new();
-                for i in from..=to {
-                    batch.delete(entry_key(i));
+                // The records from `from` on, and the one holding `from`, cut before it.
+                for key in sh.store.range(&bound(from)[..]..END) {
+                    batch.delete(key.map_err(io_err)?);
                 }
+                let holding = sh
+                    .store
+                    .range(&bound(0)[..]..&bound(from)[..])
+                    .next_back()
+                    .transpose()
+                    .map_err(io_err)?;
+                if let Some(key) = holding
+                    && extent(&key)?.1 >= from
+                {
+                    let value = sh.store.get(&key).map_err(io_err)?;
+                    let value = value.ok_or_else(|| io::Error::other("log record vanished"))?;
+                    let kept = Parsed::new(&key, &value)?.prefix(from - 1)?;
+                    batch.delete(&key).put(kept.key, kept.value);
+                }
+                // The committed id beside it: the cut record carries an older one.
+                let committed = sh.meta().committed;
+                put_committed(&mut batch, committed.as_ref())?;
                 // Durable before it returns (truncations are rare): openraft may install a
                 // snapshot (another store, made durable on its own) right after truncating a
                 // conflicting tail. A kill between the two, with the truncation still
@@ -576,6 +692,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
                 // term, which openraft refuses at the next start ("inverted log order").
                 batch.durability(Durability::Sync);
                 sh.store.write(&batch).map_err(io_err)?;
+                sh.meta().saved_committed = committed;
             }
             let mut m = sh.meta();
             m.last = match last_log_id {
@@ -602,10 +719,16 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         let from = self.blocking(move |sh| {
             // The entries to reclaim start at the first live one (none if the log is empty).
             let from = sh.meta().first.unwrap_or(u64::MAX);
-            // The purge point first: from now on nothing at or below it is read.
-            sh.store.put(PURGED, encode(&log_id)?).map_err(io_err)?;
+            // The purge point first: from now on nothing at or below it is read. The committed
+            // id beside it: the purge may delete every record that carried it.
+            let committed = sh.meta().committed;
+            let mut batch = Batch::new();
+            batch.put(PURGED, encode(&log_id)?);
+            put_committed(&mut batch, committed.as_ref())?;
+            sh.store.write(&batch).map_err(io_err)?;
             sh.tail().cut_to(log_id.index());
             let mut m = sh.meta();
+            m.saved_committed = committed;
             m.purged = Some(log_id);
             if m.last.as_ref().is_some_and(|l| l.index() <= log_id.index()) {
                 m.last = None;
@@ -619,7 +742,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         if from != u64::MAX && from <= log_id.index() {
             let workers = self.workers.lock().unwrap_or_else(|e| e.into_inner());
             if let Some(tx) = &workers.reclaim_tx {
-                let _ = tx.send((from, log_id.index()));
+                let _ = tx.send(log_id.index());
             }
         }
         Ok(())
@@ -627,95 +750,4 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use openraft::storage::IOFlushed;
-
-    fn entry(term: u64, index: u64) -> Entry {
-        Entry::new_normal(
-            openraft::testing::log_id::<TypeConfig>(term, 1, index),
-            crate::Request::Put {
-                key: format!("k{index}").into_bytes(),
-                value: format!("term {term}").into_bytes(),
-            },
-        )
-    }
-
-    async fn read(log: &mut LogStore, from: u64, to: u64) -> Vec<LogId> {
-        let entries = log.try_get_log_entries(from..to).await.unwrap();
-        entries.iter().map(|e| e.log_id()).collect()
-    }
-
-    /// More entries than the in-memory tail holds: reads that span the store and the tail,
-    /// after a truncation (the new term's entries, never the cut ones) and after a purge.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn reads_span_the_store_and_the_tail() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut log = LogStore::open(dir.path()).unwrap();
-        let n = TAIL_ENTRIES as u64 + 100;
-        for from in (1..=n).step_by(500) {
-            let entries: Vec<Entry> = (from..(from + 500).min(n + 1))
-                .map(|i| entry(1, i))
-                .collect();
-            log.append(entries, IOFlushed::noop()).await.unwrap();
-        }
-        assert!(log.shared.tail().entries.len() <= TAIL_ENTRIES);
-        assert!(*log.shared.tail().entries.first_key_value().unwrap().0 > 1);
-        let ids = read(&mut log, 1, n + 1).await;
-        assert_eq!(
-            ids,
-            (1..=n).map(|i| entry(1, i).log_id()).collect::<Vec<_>>()
-        );
-
-        // Cut the last 50, append them again in term 2.
-        log.truncate_after(Some(entry(1, n - 50).log_id()))
-            .await
-            .unwrap();
-        assert_eq!(read(&mut log, n - 52, n + 1).await.len(), 3);
-        let again: Vec<Entry> = (n - 49..=n).map(|i| entry(2, i)).collect();
-        log.append(again, IOFlushed::noop()).await.unwrap();
-        let ids = read(&mut log, n - 51, n + 1).await;
-        let want: Vec<LogId> = (n - 51..=n)
-            .map(|i| entry(if i > n - 50 { 2 } else { 1 }, i).log_id())
-            .collect();
-        assert_eq!(ids, want);
-
-        // Purged up to an entry inside the tail: reads start after it.
-        log.purge(entry(1, n - 60).log_id()).await.unwrap();
-        let ids = read(&mut log, 1, n + 1).await;
-        assert_eq!(ids.first(), Some(&entry(1, n - 59).log_id()));
-        assert_eq!(ids.len(), 60);
-
-        // Reopened: no tail, the same entries from the store.
-        drop(log);
-        let mut log = LogStore::open(dir.path()).unwrap();
-        assert_eq!(read(&mut log, 1, n + 1).await, ids);
-    }
-
-    /// Appends on a current-thread runtime (written on the calling task), read back from the
-    /// tail; ranges outside the log, or empty, read nothing.
-    #[tokio::test]
-    async fn appends_on_the_task_are_read_back_and_empty_ranges_read_nothing() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut log = LogStore::open(dir.path()).unwrap();
-        assert!(read(&mut log, 0, 10).await.is_empty());
-        // The first append on a blocking thread (it creates the store's segment), then inline.
-        assert!(!log.shared.written.load(Ordering::Relaxed));
-        log.append(vec![entry(1, 1)], IOFlushed::noop())
-            .await
-            .unwrap();
-        assert!(log.shared.written.load(Ordering::Relaxed));
-        let entries: Vec<Entry> = (2..=10).map(|i| entry(1, i)).collect();
-        log.append(entries, IOFlushed::noop()).await.unwrap();
-        let all: Vec<LogId> = (1..=10).map(|i| entry(1, i).log_id()).collect();
-        assert_eq!(read(&mut log, 0, 100).await, all);
-        assert_eq!(read(&mut log, 4, 6).await, all[3..5]);
-        assert!(read(&mut log, 11, 20).await.is_empty());
-        assert!(read(&mut log, 6, 4).await.is_empty());
-        assert!(read(&mut log, 5, 5).await.is_empty());
-        // Reopened (no tail): the same entries from the store.
-        drop(log);
-        let mut log = LogStore::open(dir.path()).unwrap();
-        assert_eq!(read(&mut log, 0, 100).await, all);
-    }
-}
+mod tests;

@@ -279,6 +279,26 @@ impl Index {
         found
     }
 
+    /// The entries that name records of `segment`, by offset, each unpacked for a key of 0
+    /// bytes (the index does not keep keys' lengths; the record tells). One pass over every
+    /// shard, each under its read lock in turn: for a caller that would otherwise look up most
+    /// of the segment's records one by one (the warm-up at open), a sequential scan instead of
+    /// a binary search and its cache misses per record. A snapshot: entries may change after.
+    pub fn entries_of(&self, segment: u64) -> Vec<IndexEntry> {
+        let mut found = Vec::new();
+        for i in 0..self.shards.len() {
+            let shard = self.shard(i);
+            found.extend(
+                shard
+                    .iter()
+                    .filter(|p| p.place().0 == segment)
+                    .map(|p| p.unpack(0)),
+            );
+        }
+        found.sort_unstable_by_key(|e| e.offset);
+        found
+    }
+
     /// The records whose entries have the fingerprint of `h`.
     pub fn places(&self, h: u64) -> Vec<(u64, u64)> {
         self.candidates(h, 0).places()

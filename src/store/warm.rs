@@ -145,6 +145,7 @@ impl Warmer {
             stop: stop.clone(),
             room: 0,
             evictions: 0,
+            live: None,
         };
         let handle = std::thread::Builder::new()
             .name("podstore-warm".into())
@@ -212,6 +213,9 @@ struct Walk {
     room: u64,
     /// The cache's evictions when the warm-up began.
     evictions: u64,
+    /// The index's entries of the segment being walked, by offset, and the walk's cursor in
+    /// them ([`Walk::entries_of`]); `None`: each record is looked up in the index.
+    live: Option<(Vec<IndexEntry>, usize)>,
 }
 
 impl Walk {
@@ -301,6 +305,7 @@ impl Walk {
             }
         };
         let (end, block) = (trailer.data_end, u64::from(trailer.block_size).max(1));
+        self.live = self.entries_of(id);
         let mut pos = SEGMENT_HEADER_LEN as u64;
         let mut value_damage = None;
         while pos < end {
@@ -352,6 +357,20 @@ impl Walk {
         Ok(Ended::Done)
     }
 
+    /// The index's entries of segment `id`, by offset, when one pass over the index costs less
+    /// than a look-up per record (the segment holds at least a sixteenth of the live keys) and
+    /// the copy takes little of the cache's free room (an eighth at most: it lives while the
+    /// segment is walked). What the walk checks a record against, as it would the index: a
+    /// copy taken now is as good, since the check only spends the room on live values (an
+    /// entry that changes meanwhile is one the cache's keying by place never serves stale).
+    fn entries_of(&self, id: u64) -> Option<(Vec<IndexEntry>, usize)> {
+        let index = &self.shared.index;
+        let records = index.usage(id).live_records;
+        let copy = records.saturating_mul(std::mem::size_of::<IndexEntry>() as u64);
+        (records > 0 && index.len() / 16 <= records && copy <= self.room / 8)
+            .then(|| (index.entries_of(id), 0))
+    }
+
     /// Keeps the value of the record at `pos` (whose header decoded as `header`) if its key's
     /// entry names it and it is small enough, after verifying it.
     fn record(
@@ -378,13 +397,32 @@ impl Walk {
         if header.kind != RecordKind::Put {
             return Ok(Kept::No);
         }
-        let index = &self.shared.index;
-        let named = index
-            .candidates(index.hash(key), key.len() as u32)
-            .as_slice()
-            .iter()
-            .copied()
-            .find(|c| c.segment == id && c.offset == pos && c.stored_len == header.value_len);
+        let named = match &mut self.live {
+            Some((entries, next)) => {
+                // The segment's entries, by offset: the walk's cursor in them moves on with it.
+                while entries.get(*next).is_some_and(|e| e.offset < pos) {
+                    *next += 1;
+                }
+                entries
+                    .get(*next)
+                    .filter(|e| e.offset == pos && e.stored_len == header.value_len)
+                    .map(|e| IndexEntry {
+                        key_len: key.len() as u32,
+                        ..*e
+                    })
+            }
+            None => {
+                let index = &self.shared.index;
+                index
+                    .candidates(index.hash(key), key.len() as u32)
+                    .as_slice()
+                    .iter()
+                    .copied()
+                    .find(|c| {
+                        c.segment == id && c.offset == pos && c.stored_len == header.value_len
+                    })
+            }
+        };
         let Some(entry) = named.filter(|e| self.reader.keeps_warm(e)) else {
             return Ok(Kept::No);
         };

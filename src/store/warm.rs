@@ -68,7 +68,6 @@ const WARM_READ: usize = 4 << 20;
 /// 4 KiB and its chunk crcs), plus an alignment, so that a span that does not fit in one read
 /// starts in the next.
 const READ_OVERLAP: u64 = 64 << 10;
-static READ_NS: AtomicU64 = AtomicU64::new(0);
 
 /// What the warm-up did, for [`Stats`](crate::Stats).
 #[derive(Debug, Default)]
@@ -267,12 +266,6 @@ impl Walk {
         // Its thread ends (after the read on its way, if one is) before the figures are told.
         self.win.ahead = None;
         let w = self.figures.get();
-        if std::env::var_os("PODSTORE_WARM_DEBUG").is_some() {
-            let stat = std::fs::read_to_string("/proc/thread-self/stat").unwrap_or_default();
-            let f: Vec<&str> = stat.rsplit(')').next().unwrap_or("").split_whitespace().collect();
-            eprintln!("DEBUG warm: wall {:?} read {:?} utime {} stime {} (ticks)", began.elapsed(), std::time::Duration::from_nanos(READ_NS.load(Ordering::Relaxed)), f.get(11).unwrap_or(&"?"), f.get(12).unwrap_or(&"?"));
-            READ_NS.store(0, Ordering::Relaxed);
-        }
         log::info!(
             "podstore: warm-up of {}: {} values ({} bytes) kept, {} bytes read in {:.0?}: {why}",
             self.shared.dir.display(),

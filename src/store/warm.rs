@@ -299,6 +299,12 @@ impl Walk {
         };
         let (end, block) = (trailer.data_end, u64::from(trailer.block_size).max(1));
         self.live = self.entries_of(id);
+        if let Some((entries, _)) = &self.live
+            && !entries.iter().any(|e| self.reader.keeps_warm(e))
+        {
+            // Nothing in it the warm-up would keep (large values only): not read.
+            return Ok(Ended::Done);
+        }
         let mut pos = SEGMENT_HEADER_LEN as u64;
         let mut value_damage = None;
         while pos < end {

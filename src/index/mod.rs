@@ -616,6 +616,31 @@ mod tests {
     }
 
     #[test]
+    fn entries_of_a_segment_are_its_live_entries_by_offset() {
+        let index = Index::default();
+        let keys: Vec<Vec<u8>> = (0..500u32).map(|i| i.to_le_bytes().to_vec()).collect();
+        // Keys in two segments, written out of offset order.
+        for (i, k) in keys.iter().enumerate() {
+            let (segment, offset) = (1 + (i % 2) as u64, 64 * (500 - i as u64));
+            index.apply(index.hash(k), None, Some(&entry(segment, offset)));
+        }
+        // One key of segment 1 moved to segment 3, one deleted.
+        let (moved, gone) = (index.hash(&keys[0]), index.hash(&keys[2]));
+        assert!(index.replace_if(moved, &entry(1, 64 * 500), entry(3, 64)));
+        index.apply(gone, Some(&entry(1, 64 * 498)), None);
+        let of1 = index.entries_of(1);
+        let want: Vec<u64> = (4..500).step_by(2).rev().map(|i| 64 * (500 - i)).collect();
+        assert_eq!(of1.iter().map(|e| e.offset).collect::<Vec<_>>(), want);
+        assert!(of1.iter().all(|e| e.segment == 1 && e.key_len == 0 && e.value_len == 10));
+        assert_eq!(index.entries_of(2).len(), 250);
+        assert_eq!(
+            index.entries_of(3).iter().map(|e| e.place()).collect::<Vec<_>>(),
+            [(3, 64)]
+        );
+        assert!(index.entries_of(4).is_empty());
+    }
+
+    #[test]
     fn a_lazy_put_goes_to_the_front_flagged_and_resolution_removes_the_older_versions() {
         // Every key in one run.
         let index = Index::with_hash_bits(0);

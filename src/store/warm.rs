@@ -5,13 +5,19 @@
 //!
 //! It reads the log segments found at open, newest first (the highest id: the last written, or
 //! compaction's latest copies), each from its first record to its data end in large sequential
-//! reads ([`WARM_READ`] bytes, direct with direct I/O, into one aligned buffer), and walks the
-//! records in them: a record's header crc (which covers its key and lengths, and is seeded with
-//! the file id and the record's offset) is checked before anything else of it is believed; a
-//! put whose value would be kept on write (`read/kept.rs`: at most 4 KiB, kept whole) and whose
-//! place the index still names has its chunk crcs checked (and a compressed one its frames', as
-//! it is decompressed), then is kept as a read keeps it ([`Reader::keep_warmed`]). Tombstones,
-//! dead records and larger values are stepped over by their header's length, unread.
+//! reads ([`WARM_READ`] bytes, direct with direct I/O, into aligned buffers; each next read made
+//! ahead on a second thread, [`ReadAhead`], while the walk goes through the one before), and
+//! walks the records in them: a record's header crc (which covers its key and lengths, and is
+//! seeded with the file id and the record's offset) is checked before anything else of it is
+//! believed; a put whose value would be kept on write (`read/kept.rs`: at most 4 KiB, kept whole)
+//! and whose place the index still names has its chunk crcs checked (and a compressed one its
+//! frames', as it is decompressed), then is kept as a read keeps it ([`Reader::keep_warmed`]).
+//! Tombstones, dead records and larger values are stepped over by their header's length, unread.
+//! Whether the index names a place is asked of a copy of the segment's entries, by offset
+//! ([`Index::entries_of`](crate::index::Index::entries_of): one pass over the index), when the
+//! segment holds enough of the keys for that to cost less than a look-up per record; a segment
+//! none of whose entries the warm-up would keep is not read. The cache's tables are reserved
+//! for the values it may keep before it begins (no step-by-step growth).
 //!
 //! **Never stale.** An entry is keyed by the place of the bytes it holds (file id, record offset),
 //! whose bytes never change while the store is open, and file ids are never reused
@@ -32,7 +38,7 @@
 //! for the shards' uneven filling) is used, or the cache has evicted anything since it began
 //! (full: readers are filling it too); it holds no lock across I/O (an index lookup copies the
 //! entries out; a cache insertion takes a shard's lock briefly), and stops between records when
-//! the store closes. A file removed meanwhile (compacted) ends the walk of that file quietly; the
+//! the store closes (after the reads in progress: its own and the one made ahead). A file removed meanwhile (compacted) ends the walk of that file quietly; the
 //! handle it holds keeps the bytes readable, and what it kept of that file is never looked up.
 
 use std::io;

@@ -174,7 +174,7 @@ fn a_store_larger_than_the_cache_warms_its_newest_values_and_evicts_nothing() {
 #[track_caller]
 fn warms_every_live_small_value(opts: Options, n: usize) -> Stats {
     let len = |k: usize, v: u32| {
-        if k % 97 == 0 {
+        if k.is_multiple_of(97) {
             100 << 10
         } else {
             1 + (k * 7919 + v as usize * 31) % 4096

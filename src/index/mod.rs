@@ -629,12 +629,23 @@ mod tests {
         assert!(index.replace_if(moved, &entry(1, 64 * 500), entry(3, 64)));
         index.apply(gone, Some(&entry(1, 64 * 498)), None);
         let of1 = index.entries_of(1);
-        let want: Vec<u64> = (4..500).step_by(2).rev().map(|i| 64 * (500 - i)).collect();
+        let want: Vec<u64> = (4..500u32)
+            .step_by(2)
+            .rev()
+            .map(|i| 64 * (500 - u64::from(i)))
+            .collect();
         assert_eq!(of1.iter().map(|e| e.offset).collect::<Vec<_>>(), want);
-        assert!(of1.iter().all(|e| e.segment == 1 && e.key_len == 0 && e.value_len == 10));
+        assert!(
+            of1.iter()
+                .all(|e| e.segment == 1 && e.key_len == 0 && e.value_len == 10)
+        );
         assert_eq!(index.entries_of(2).len(), 250);
         assert_eq!(
-            index.entries_of(3).iter().map(|e| e.place()).collect::<Vec<_>>(),
+            index
+                .entries_of(3)
+                .iter()
+                .map(|e| e.place())
+                .collect::<Vec<_>>(),
             [(3, 64)]
         );
         assert!(index.entries_of(4).is_empty());

@@ -43,8 +43,8 @@
 
 use std::io;
 use std::sync::Arc;
-use std::sync::mpsc::{Receiver, Sender};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, Sender};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
@@ -536,7 +536,7 @@ impl Window {
             ahead.spare = Some(buf);
             return Ok(false);
         }
-        ahead.spare = std::mem::replace(&mut self.buf, Some(buf));
+        ahead.spare = self.buf.replace(buf);
         self.at = (from, got);
         Ok(true)
     }

@@ -224,6 +224,16 @@ fn a_segment_larger_than_a_read_is_warmed_across_its_reads() {
 }
 
 #[test]
+fn a_segment_with_many_live_values_is_walked_in_parts_side_by_side() {
+    // About 36 000 live values in one segment: two parts or more of at least 16 Ki records (on
+    // a machine with two cores or more), each walked by a thread of its own from a record the
+    // index names, with its share of the room.
+    let opts = opts(IoMode::Direct, 256 << 20).segment_size(256 << 20);
+    let s = warms_every_live_small_value(opts, 40_000);
+    assert!(s.cache_warm_read_bytes > 64 << 20, "{s:?}");
+}
+
+#[test]
 fn segments_holding_few_of_the_keys_are_checked_key_by_key() {
     // 1 MiB segments, each with under a sixteenth of the live keys: every record is looked up
     // in the index (no copy of a segment's entries).

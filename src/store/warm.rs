@@ -75,6 +75,10 @@ const WARM_READ: usize = 4 << 20;
 /// starts in the next.
 const READ_OVERLAP: u64 = 64 << 10;
 
+/// Live records a part of a segment walked beside others has at least (fewer, and the threads
+/// cost more than they save).
+const PART_MIN: usize = 16 << 10;
+
 /// What the warm-up did, for [`Stats`](crate::Stats).
 #[derive(Debug, Default)]
 pub(super) struct WarmFigures {
@@ -151,6 +155,7 @@ impl Warmer {
             room: 0,
             evictions: 0,
             live: None,
+            share: 1,
         };
         let handle = std::thread::Builder::new()
             .name("podstore-warm".into())
@@ -190,6 +195,20 @@ enum Ended {
     Stopped,
 }
 
+impl Ended {
+    /// Which of two parts' ends the segment's is: the one that says more.
+    fn rank(&self) -> u8 {
+        match self {
+            Ended::Done => 0,
+            Ended::Gone => 1,
+            Ended::Unsealed => 2,
+            Ended::Damaged(..) => 3,
+            Ended::Full => 4,
+            Ended::Stopped => 5,
+        }
+    }
+}
+
 /// The read buffer, and which bytes of the file being walked it holds.
 struct Window {
     /// Allocated at the first read (a store with no segment needs none).
@@ -221,6 +240,8 @@ struct Walk {
     /// The index's entries of the segment being walked, by offset, and the walk's cursor in
     /// them ([`Walk::entries_of`]); `None`: each record is looked up in the index.
     live: Option<(Vec<IndexEntry>, usize)>,
+    /// How many walks share the cache's room (each takes this fraction of it at a refresh).
+    share: u64,
 }
 
 impl Walk {
@@ -252,7 +273,8 @@ impl Walk {
                 }
                 Ok(Ended::Damaged(at, kind)) => log::warn!(
                     "podstore: warm-up: {} has a damaged record at offset {at} ({kind}); the \
-                     rest of the file is not warmed (a read of it reports the damage)",
+                     rest of the file (or of the part of it walked apart) is not warmed (a read \
+                     of it reports the damage)",
                     file.path().display()
                 ),
                 Ok(Ended::Full) => {
@@ -311,9 +333,122 @@ impl Walk {
             // Nothing in it the warm-up would keep (large values only): not read.
             return Ok(Ended::Done);
         }
-        let mut pos = SEGMENT_HEADER_LEN as u64;
+        let parts = self.parts();
+        if parts <= 1 {
+            return self.walk(id, file, SEGMENT_HEADER_LEN as u64, end, (end, block));
+        }
+        // Parts of about equal counts of live records, each from a record the index names (a
+        // record's start: where a walk may begin), walked side by side, each by a walk of its
+        // own with its share of the room.
+        let entries = self.live.take().map(|(e, _)| e).unwrap_or_default();
+        let per = entries.len().div_ceil(parts);
+        let mut chunks: Vec<Vec<IndexEntry>> = entries.chunks(per).map(<[_]>::to_vec).collect();
+        drop(entries);
+        let parts = chunks.len();
+        let starts: Vec<u64> = chunks
+            .iter()
+            .enumerate()
+            .map(|(i, c)| match i {
+                0 => SEGMENT_HEADER_LEN as u64,
+                _ => c[0].offset,
+            })
+            .collect();
+        let mut walks: Vec<Walk> = chunks
+            .drain(1..)
+            .map(|live| self.helper(id, live, parts as u64))
+            .collect();
+        self.live = chunks.pop().map(|live| (live, 0));
+        self.share = parts as u64;
+        self.room /= parts as u64;
+        let range = |i: usize| (starts[i], starts.get(i + 1).copied().unwrap_or(end));
+        let mut unwalked = Vec::new();
+        let mut ended = std::thread::scope(|scope| {
+            let mut handles = Vec::new();
+            for (i, walk) in walks.iter_mut().enumerate() {
+                let (from, stop) = range(i + 1);
+                let spawned = std::thread::Builder::new()
+                    .name("podstore-warm".into())
+                    .spawn_scoped(scope, move || walk.walk(id, file, from, stop, (end, block)));
+                match spawned {
+                    Ok(h) => handles.push(h),
+                    Err(_) => unwalked.push(i),
+                }
+            }
+            let (from, stop) = range(0);
+            let mut ended = vec![self.walk(id, file, from, stop, (end, block))];
+            // A walk that panicked kept nothing more: its part is left cold.
+            ended.extend(
+                handles
+                    .into_iter()
+                    .map(|h| h.join().unwrap_or(Ok(Ended::Done))),
+            );
+            ended
+        });
+        // Parts no thread could be started for: walked here, one after the other.
+        for i in unwalked {
+            let (from, stop) = range(i + 1);
+            ended.push(walks[i].walk(id, file, from, stop, (end, block)));
+        }
+        self.share = 1;
+        let mut result = Ok(Ended::Done);
+        for e in ended {
+            result = match (result, e) {
+                (Err(e), _) | (_, Err(e)) => Err(e),
+                (Ok(a), Ok(b)) => Ok(if b.rank() > a.rank() { b } else { a }),
+            };
+        }
+        result
+    }
+
+    /// Into how many parts, walked side by side, the walk of a segment whose entries it copied
+    /// is split: one per core (up to 4), if each part has at least [`PART_MIN`] live records.
+    fn parts(&self) -> usize {
+        let Some((entries, _)) = &self.live else {
+            return 1;
+        };
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        cores.min(4).min(entries.len() / PART_MIN).max(1)
+    }
+
+    /// A walk of part of segment `id` beside this one: its own buffers, the part's entries and
+    /// `1 / share` of the room.
+    fn helper(&self, id: u64, live: Vec<IndexEntry>, share: u64) -> Walk {
+        Walk {
+            win: Window {
+                buf: None,
+                file: id,
+                at: (0, 0),
+                ahead: None,
+                read_align: self.win.read_align,
+                mem_align: self.win.mem_align,
+                figures: self.figures.clone(),
+            },
+            shared: self.shared.clone(),
+            reader: self.reader.clone(),
+            figures: self.figures.clone(),
+            stop: self.stop.clone(),
+            room: self.room / share,
+            evictions: self.evictions,
+            live: Some((live, 0)),
+            share,
+        }
+    }
+
+    /// Walks the records of segment `id` (whose data ends at `end.0`, in blocks of `end.1`
+    /// bytes) from the record at `from` to the first at or past `stop`, keeping the live small
+    /// values.
+    fn walk(
+        &mut self,
+        id: u64,
+        file: &Arc<SegmentFile>,
+        from: u64,
+        stop: u64,
+        (end, block): (u64, u64),
+    ) -> Result<Ended> {
+        let io_err = |at: u64, e: io::Error| crate::segment::read_error(id, at, file.path(), e);
+        let mut pos = from;
         let mut value_damage = None;
-        while pos < end {
+        while pos < stop {
             if self.stop.load(Ordering::Relaxed) {
                 return Ok(Ended::Stopped);
             }
@@ -436,6 +571,7 @@ impl Walk {
             // The room counted down since the last refresh is used up: look again (readers
             // may have filled the cache, or it may have room the count did not see).
             refresh_room(&self.reader, self.evictions, &mut self.room);
+            self.room /= self.share;
             if weight > self.room {
                 return Ok(Kept::Full);
             }

@@ -16,8 +16,10 @@
 //! Whether the index names a place is asked of a copy of the segment's entries, by offset
 //! ([`Index::entries_of`](crate::index::Index::entries_of): one pass over the index), when the
 //! segment holds enough of the keys for that to cost less than a look-up per record; a segment
-//! none of whose entries the warm-up would keep is not read. The cache's tables are reserved
-//! for the values it may keep before it begins (no step-by-step growth).
+//! none of whose entries the warm-up would keep is not read, and one with many (at least
+//! [`PART_MIN`] per part) is walked in parts side by side, one per core up to 4, each from a
+//! record the index names (a record's start) with its share of the room. The cache's tables
+//! are reserved for the values it may keep before it begins (no step-by-step growth).
 //!
 //! **Never stale.** An entry is keyed by the place of the bytes it holds (file id, record offset),
 //! whose bytes never change while the store is open, and file ids are never reused
@@ -29,8 +31,8 @@
 //! answers for a newer one, as for any value kept by a read.
 //!
 //! **Never unverified.** Only bytes whose crcs were checked in the buffer they are copied from
-//! go into the cache. A record whose header does not verify ends the walk of its segment (its
-//! length cannot be believed); one whose header verifies but whose value does not is skipped
+//! go into the cache. A record whose header does not verify ends the walk of its segment, or of
+//! its part of it (its length cannot be believed); one whose header verifies but whose value does not is skipped
 //! (the header's length is good). Both are logged once per segment; a read of such a record
 //! still fails as it would have.
 //!

@@ -6,7 +6,7 @@
 //! It reads the log segments found at open, newest first (the highest id: the last written, or
 //! compaction's latest copies), each from its first record to its data end in large sequential
 //! reads ([`WARM_READ`] bytes, direct with direct I/O, into aligned buffers; each next read made
-//! ahead on a second thread, [`ReadAhead`], while the walk goes through the one before), and
+//! ahead on a second thread, [`window::ReadAhead`], while the walk goes through the one before), and
 //! walks the records in them: a record's header crc (which covers its key and lengths, and is
 //! seeded with the file id and the record's offset) is checked before anything else of it is
 //! believed; a put whose value would be kept on write (`read/kept.rs`: at most 4 KiB, kept whole)
@@ -43,10 +43,11 @@
 //! the store closes (after the reads in progress: its own and the one made ahead). A file removed meanwhile (compacted) ends the walk of that file quietly; the
 //! handle it holds keeps the bytes readable, and what it kept of that file is never looked up.
 
+mod window;
+
 use std::io;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, Sender};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
@@ -55,27 +56,20 @@ use super::read::Reader;
 use super::read::kept_weight;
 use super::shared::Shared;
 use crate::error::{Corruption, Error, FileKind, Result};
+use crate::format::align_up;
 use crate::format::footer::{TRAILER_LEN, Trailer};
 use crate::format::record::{
     RECORD_HEADER_LEN, RecordHeader, RecordKind, RecordPlace, decode_record,
 };
 use crate::format::segment_header::SEGMENT_HEADER_LEN;
-use crate::format::{align_down, align_up};
 use crate::index::IndexEntry;
-use crate::io::aligned::AlignedBuf;
 use crate::io::file::SegmentFile;
 use crate::segment::SegmentKind;
+use window::Window;
 
 /// Bytes read per step: large enough that a segment is read at the disk's sequential speed,
 /// small enough that a close waits for at most one read.
 const WARM_READ: usize = 4 << 20;
-
-/// Bytes of the read buffer's end that the next read, made ahead, reads again: more than the
-/// longest span of a record the walk reads at once (its header and a key of at most
-/// [`MAX_KEY_LEN`](crate::MAX_KEY_LEN) bytes; a record it keeps whole: that, a value of at most
-/// 4 KiB and its chunk crcs), plus an alignment, so that a span that does not fit in one read
-/// starts in the next.
-const READ_OVERLAP: u64 = 64 << 10;
 
 /// Live records a part of a segment walked beside others has at least (fewer, and the threads
 /// cost more than they save).
@@ -141,15 +135,11 @@ impl Warmer {
         let stop = Arc::new(AtomicBool::new(false));
         figures.running.store(true, Ordering::Release);
         let walk = Walk {
-            win: Window {
-                buf: None,
-                file: 0,
-                at: (0, 0),
-                ahead: None,
-                read_align: shared.profile.read_align.max(1),
-                mem_align: shared.profile.mem_align,
-                figures: figures.clone(),
-            },
+            win: Window::new(
+                shared.profile.read_align.max(1),
+                shared.profile.mem_align,
+                figures.clone(),
+            ),
             shared,
             reader,
             figures: figures.clone(),
@@ -209,23 +199,6 @@ impl Ended {
             Ended::Stopped => 5,
         }
     }
-}
-
-/// The read buffer, and which bytes of the file being walked it holds.
-struct Window {
-    /// Allocated at the first read (a store with no segment needs none).
-    buf: Option<AlignedBuf>,
-    /// The id of the file whose bytes `buf` holds.
-    file: u64,
-    /// The file bytes `buf` holds: `[at.0, at.0 + at.1)`.
-    at: (u64, usize),
-    /// The next read, made ahead on a thread of its own while the walk goes through `buf`
-    /// (started at the first read; `None` if the thread could not be started: every read is
-    /// then made when it is needed).
-    ahead: Option<ReadAhead>,
-    read_align: u64,
-    mem_align: usize,
-    figures: Arc<WarmFigures>,
 }
 
 /// The warm-up's state: the read buffer, and the room left in the cache.
@@ -416,14 +389,14 @@ impl Walk {
     /// `1 / share` of the room.
     fn helper(&self, id: u64, live: Vec<IndexEntry>, share: u64) -> Walk {
         Walk {
-            win: Window {
-                buf: None,
-                file: id,
-                at: (0, 0),
-                ahead: None,
-                read_align: self.win.read_align,
-                mem_align: self.win.mem_align,
-                figures: self.figures.clone(),
+            win: {
+                let mut win = Window::new(
+                    self.win.read_align,
+                    self.win.mem_align,
+                    self.figures.clone(),
+                );
+                win.file = id;
+                win
             },
             shared: self.shared.clone(),
             reader: self.reader.clone(),
@@ -601,197 +574,6 @@ impl Walk {
             .bytes
             .fetch_add(entry.value_len, Ordering::Relaxed);
         Ok(Kept::Yes)
-    }
-}
-
-impl Window {
-    /// File bytes `[at, at + len)`, from the buffer or read into it, reading nothing at or past
-    /// `end` but the alignment's slack; `None` if the file is shorter.
-    fn bytes(
-        &mut self,
-        file: &Arc<SegmentFile>,
-        at: u64,
-        len: usize,
-        end: u64,
-    ) -> io::Result<Option<&[u8]>> {
-        let (start, held) = self.at;
-        if at >= start && at + len as u64 <= start + held as u64 {
-            let from = (at - start) as usize;
-            let buf = self
-                .buf
-                .as_ref()
-                .expect("a window is held only after a read");
-            return Ok(Some(&buf[from..from + len]));
-        }
-        let align = self.read_align;
-        let from = align_down(at, align);
-        let want = (align_up(end.max(at + len as u64), align) - from).min(WARM_READ as u64);
-        if (at - from) as usize + len > want as usize {
-            // Longer than a read (a record the walk keeps is never).
-            return Ok(None);
-        }
-        if !self.take_ahead(at, len)? {
-            let mem_align = self.mem_align;
-            let buf = self
-                .buf
-                .get_or_insert_with(|| AlignedBuf::zeroed(WARM_READ, mem_align));
-            self.at = (from, 0);
-            let got = file.read_at_most(from, &mut buf[..want as usize], align)?;
-            self.figures.read.fetch_add(got as u64, Ordering::Relaxed);
-            self.at = (from, got);
-        }
-        self.read_next(file, end);
-        let (from, got) = self.at;
-        let skip = (at - from) as usize;
-        let buf = self.buf.as_ref().expect("read just now");
-        Ok((skip + len <= got).then(|| &buf[skip..skip + len]))
-    }
-
-    /// Waits for the read made ahead, if one is on its way, and makes it the window if it holds
-    /// `[at, at + len)` of the file being walked: true then. Otherwise its buffer is kept for
-    /// the next read ahead (a walk that jumped past it: a large record stepped over).
-    fn take_ahead(&mut self, at: u64, len: usize) -> io::Result<bool> {
-        let Some(ahead) = &mut self.ahead else {
-            return Ok(false);
-        };
-        let Some((file, from)) = ahead.pending.take() else {
-            return Ok(false);
-        };
-        let Ok(Filled { buf, got }) = ahead.done.recv() else {
-            // The thread is gone (it panicked): read as if it had never been started.
-            self.ahead = None;
-            return Ok(false);
-        };
-        let got = match got {
-            Ok(got) => got,
-            Err(e) => {
-                ahead.spare = Some(buf);
-                return Err(e);
-            }
-        };
-        self.figures.read.fetch_add(got as u64, Ordering::Relaxed);
-        if file != self.file || at < from || at + len as u64 > from + got as u64 {
-            ahead.spare = Some(buf);
-            return Ok(false);
-        }
-        ahead.spare = self.buf.replace(buf);
-        self.at = (from, got);
-        Ok(true)
-    }
-
-    /// Starts reading, on the read-ahead thread, the bytes after the window (from a little
-    /// before its end, [`READ_OVERLAP`]) up to `end` (the file's data end), if the window does
-    /// not reach it.
-    fn read_next(&mut self, file: &Arc<SegmentFile>, end: u64) {
-        let (start, held) = self.at;
-        let align = self.read_align;
-        let (held_end, end) = (start + held as u64, align_up(end, align));
-        if held_end >= end || (held as u64) < 2 * READ_OVERLAP {
-            return;
-        }
-        let from = align_down(held_end - READ_OVERLAP, align);
-        let len = (end - from).min(WARM_READ as u64) as usize;
-        if self.ahead.is_none() {
-            self.ahead = ReadAhead::start();
-            if self.ahead.is_none() {
-                return;
-            }
-        }
-        let mem_align = self.mem_align;
-        let ahead = self.ahead.as_mut().expect("started above");
-        let buf = ahead
-            .spare
-            .take()
-            .unwrap_or_else(|| AlignedBuf::zeroed(WARM_READ, mem_align));
-        let job = Job {
-            file: file.clone(),
-            from,
-            len,
-            align,
-            buf,
-        };
-        match ahead.jobs.as_ref().map(|jobs| jobs.send(job)) {
-            Some(Ok(())) => ahead.pending = Some((self.file, from)),
-            // The thread is gone: every read is made when it is needed from now on.
-            _ => self.ahead = None,
-        }
-    }
-}
-
-/// The thread that reads the walk's next bytes while it goes through the ones it has: the walk
-/// does not wait for the disk between two reads (a 4 MiB read is 4-6 ms here; walking what it
-/// holds, 5-10 ms of CPU), and the disk reads the segments without a gap.
-struct ReadAhead {
-    /// `None` once it is dropped: closing the channel ends the thread.
-    jobs: Option<Sender<Job>>,
-    done: Receiver<Filled>,
-    handle: Option<JoinHandle<()>>,
-    /// The read on its way: the id of its file and its offset.
-    pending: Option<(u64, u64)>,
-    /// The buffer no read uses: the next read ahead's.
-    spare: Option<AlignedBuf>,
-}
-
-/// A read for [`ReadAhead`]'s thread: `len` bytes of `file` at `from` into `buf`.
-struct Job {
-    file: Arc<SegmentFile>,
-    from: u64,
-    len: usize,
-    align: u64,
-    buf: AlignedBuf,
-}
-
-/// A [`Job`] done: its buffer and how many bytes it read (fewer at the file's end).
-struct Filled {
-    buf: AlignedBuf,
-    got: io::Result<usize>,
-}
-
-impl ReadAhead {
-    /// Starts the thread; `None` if it cannot be started.
-    fn start() -> Option<ReadAhead> {
-        let (jobs, todo) = std::sync::mpsc::channel::<Job>();
-        let (filled, done) = std::sync::mpsc::channel();
-        let handle = std::thread::Builder::new()
-            .name("podstore-warm-read".into())
-            .spawn(move || {
-                for Job {
-                    file,
-                    from,
-                    len,
-                    align,
-                    mut buf,
-                } in todo
-                {
-                    let got = file.read_at_most(from, &mut buf[..len], align);
-                    if filled.send(Filled { buf, got }).is_err() {
-                        break;
-                    }
-                }
-            });
-        match handle {
-            Ok(handle) => Some(ReadAhead {
-                jobs: Some(jobs),
-                done,
-                handle: Some(handle),
-                pending: None,
-                spare: None,
-            }),
-            Err(e) => {
-                log::debug!("podstore: warm-up: no read-ahead thread ({e}); reading as it goes");
-                None
-            }
-        }
-    }
-}
-
-impl Drop for ReadAhead {
-    /// Ends the thread (after the read on its way) and waits for it.
-    fn drop(&mut self) {
-        drop(self.jobs.take());
-        if let Some(handle) = self.handle.take() {
-            let _ = handle.join();
-        }
     }
 }
 

@@ -109,13 +109,9 @@ impl Window {
             self.ahead = None;
             return Ok(false);
         };
-        let got = match got {
-            Ok(got) => got,
-            Err(e) => {
-                ahead.spare = Some(buf);
-                return Err(e);
-            }
-        };
+        // A read ahead that failed is dropped: the walk reads what it needs itself, and a
+        // failure that matters is then reported for the file and place it is read from.
+        let got = got.unwrap_or(0);
         self.figures.read.fetch_add(got as u64, Ordering::Relaxed);
         if file != self.file || at < from || at + len as u64 > from + got as u64 {
             ahead.spare = Some(buf);

@@ -423,6 +423,8 @@ impl Walk {
         let io_err = |at: u64, e: io::Error| crate::segment::read_error(id, at, file.path(), e);
         let mut pos = from;
         let mut value_damage = None;
+        // What it reads of the last record of the part ends less than the overlap past `stop`.
+        self.win.limit = stop.saturating_add(window::READ_OVERLAP);
         while pos < stop {
             if self.stop.load(Ordering::Relaxed) {
                 return Ok(Ended::Stopped);

@@ -32,6 +32,9 @@ pub(super) struct Window {
     /// (started at the first read; `None` if the thread could not be started: every read is
     /// then made when it is needed).
     pub(super) ahead: Option<ReadAhead>,
+    /// Where reads made ahead stop (the end of the part of a segment being walked, and the
+    /// overlap past it): a part's walk does not read ahead into the next part.
+    pub(super) limit: u64,
     pub(super) read_align: u64,
     pub(super) mem_align: usize,
     figures: Arc<WarmFigures>,
@@ -46,6 +49,7 @@ impl Window {
             file: 0,
             at: (0, 0),
             ahead: None,
+            limit: u64::MAX,
             read_align,
             mem_align,
             figures,
@@ -123,12 +127,12 @@ impl Window {
     }
 
     /// Starts reading, on the read-ahead thread, the bytes after the window (from a little
-    /// before its end, [`READ_OVERLAP`]) up to `end` (the file's data end), if the window does
-    /// not reach it.
+    /// before its end, [`READ_OVERLAP`]) up to `end` (the file's data end) or the window's
+    /// `limit`, if the window does not reach it.
     fn read_next(&mut self, file: &Arc<SegmentFile>, end: u64) {
         let (start, held) = self.at;
         let align = self.read_align;
-        let (held_end, end) = (start + held as u64, align_up(end, align));
+        let (held_end, end) = (start + held as u64, align_up(end.min(self.limit), align));
         if held_end >= end || (held as u64) < 2 * READ_OVERLAP {
             return;
         }

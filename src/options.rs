@@ -490,6 +490,9 @@ impl Options {
     /// each record's checksums, and keeps in the cache every value of at most 4 KiB (the size
     /// kept on write) that is still live: as many as fit in the cache's free room. It never
     /// evicts anything: a store larger than the cache warms its newest data up to the budget.
+    /// Its next read is made ahead on a second thread, a segment with many live values is
+    /// walked in parts side by side (one thread per core, up to 4), and a segment holding only
+    /// larger values is not read.
     /// Reads and writes go on meanwhile; a value warmed is keyed by where its bytes are, like
     /// every cached value, so it can never be served once an overwrite, a delete or a
     /// compaction has moved its key on. Damaged records are skipped (logged; a read of one still

@@ -168,6 +168,98 @@ fn a_store_larger_than_the_cache_warms_its_newest_values_and_evicts_nothing() {
     store.close().unwrap();
 }
 
+/// Writes `n` keys with values of 1 to 4096 bytes (and every 97th one of 100 KiB, too large to
+/// warm), overwrites every fifth and deletes every eleventh, closes, opens again and checks that
+/// the warm-up kept exactly the live small values, and that each reads back from memory.
+#[track_caller]
+fn warms_every_live_small_value(opts: Options, n: usize) -> Stats {
+    let len = |k: usize, v: u32| {
+        if k.is_multiple_of(97) {
+            100 << 10
+        } else {
+            1 + (k * 7919 + v as usize * 31) % 4096
+        }
+    };
+    let fx = TestStore::new(opts);
+    let store = fx.open();
+    for k in 0..n {
+        store.put(key(k), value(k, 0, len(k, 0))).unwrap();
+    }
+    for k in (0..n).step_by(5) {
+        store.put(key(k), value(k, 1, len(k, 1))).unwrap();
+    }
+    for k in (0..n).step_by(11) {
+        store.delete(key(k)).unwrap();
+    }
+    store.close().unwrap();
+    let want = |k: usize| {
+        let v = u32::from(k.is_multiple_of(5));
+        (!k.is_multiple_of(11)).then(|| value(k, v, len(k, v)))
+    };
+    let small: Vec<usize> = (0..n)
+        .filter(|&k| !k.is_multiple_of(11) && !k.is_multiple_of(97))
+        .collect();
+    let store = fx.open();
+    let s = wait_warm(&store);
+    assert_eq!(s.cache_warmed_values, small.len() as u64, "{s:?}");
+    assert_eq!(s.cache_evictions, 0, "{s:?}");
+    assert_eq!(
+        read_counting(&store, small.iter().copied(), want),
+        (small.len() as u64, 0)
+    );
+    read_counting(&store, 0..n, want);
+    store.close().unwrap();
+    s
+}
+
+#[test]
+fn a_segment_larger_than_a_read_is_warmed_across_its_reads() {
+    // One segment of about 14 MiB: several reads of 4 MiB, each made while the walk goes
+    // through the one before, with records across their ends and large ones stepped over.
+    for mode in common::store::MODES {
+        let opts = opts(mode, 64 << 20).segment_size(64 << 20);
+        let s = warms_every_live_small_value(opts, 6000);
+        assert!(s.cache_warm_read_bytes > 12 << 20, "{mode:?}: {s:?}");
+    }
+}
+
+#[test]
+fn a_segment_with_many_live_values_is_walked_in_parts_side_by_side() {
+    // About 36 000 live values in one segment: two parts or more of at least 16 Ki records (on
+    // a machine with two cores or more), each walked by a thread of its own from a record the
+    // index names, with its share of the room.
+    let opts = opts(IoMode::Direct, 256 << 20).segment_size(256 << 20);
+    let s = warms_every_live_small_value(opts, 40_000);
+    assert!(s.cache_warm_read_bytes > 64 << 20, "{s:?}");
+}
+
+#[test]
+fn segments_holding_few_of_the_keys_are_checked_key_by_key() {
+    // 1 MiB segments, each with under a sixteenth of the live keys: every record is looked up
+    // in the index (no copy of a segment's entries).
+    warms_every_live_small_value(opts(IoMode::Direct, 64 << 20), 12_000);
+}
+
+#[test]
+fn a_store_of_large_values_only_is_not_read_to_be_warmed() {
+    let fx = TestStore::new(opts(IoMode::Direct, 64 << 20));
+    fill(&fx, 200, 64 << 10);
+    let segments = common::files::written_files(fx.path(), common::files::FileKind::Log);
+    let store = fx.open();
+    let s = wait_warm(&store);
+    assert_eq!(s.cache_warmed_values, 0, "{s:?}");
+    // The segments' trailers (a sector or two each), and at most one segment of 1 MiB (the
+    // newest, partly filled: with under a sixteenth of the keys, its records are walked one by
+    // one, checked in the index), not the 12 MiB of values.
+    assert!(segments.len() > 10, "{segments:?}");
+    assert!(
+        s.cache_warm_read_bytes <= (1 << 20) + segments.len() as u64 * (8 << 10),
+        "{} segments: {s:?}",
+        segments.len()
+    );
+    store.close().unwrap();
+}
+
 #[test]
 fn a_read_only_store_warms_and_the_switch_turns_it_off() {
     let fx = TestStore::new(opts(IoMode::Direct, 8 << 20));

@@ -279,6 +279,26 @@ impl Index {
         found
     }
 
+    /// The entries that name records of `segment`, by offset, each unpacked for a key of 0
+    /// bytes (the index does not keep keys' lengths; the record tells). One pass over every
+    /// shard, each under its read lock in turn: for a caller that would otherwise look up most
+    /// of the segment's records one by one (the warm-up at open), a sequential scan instead of
+    /// a binary search and its cache misses per record. A snapshot: entries may change after.
+    pub fn entries_of(&self, segment: u64) -> Vec<IndexEntry> {
+        let mut found = Vec::new();
+        for i in 0..self.shards.len() {
+            let shard = self.shard(i);
+            found.extend(
+                shard
+                    .iter()
+                    .filter(|p| p.place().0 == segment)
+                    .map(|p| p.unpack(0)),
+            );
+        }
+        found.sort_unstable_by_key(|e| e.offset);
+        found
+    }
+
     /// The records whose entries have the fingerprint of `h`.
     pub fn places(&self, h: u64) -> Vec<(u64, u64)> {
         self.candidates(h, 0).places()
@@ -593,6 +613,42 @@ mod tests {
         }
         assert_eq!(index.usage(1).live_records, 63);
         assert_eq!(index.usage(2).live_records, 0);
+    }
+
+    #[test]
+    fn entries_of_a_segment_are_its_live_entries_by_offset() {
+        let index = Index::default();
+        let keys: Vec<Vec<u8>> = (0..500u32).map(|i| i.to_le_bytes().to_vec()).collect();
+        // Keys in two segments, written out of offset order.
+        for (i, k) in keys.iter().enumerate() {
+            let (segment, offset) = (1 + (i % 2) as u64, 64 * (500 - i as u64));
+            index.apply(index.hash(k), None, Some(&entry(segment, offset)));
+        }
+        // One key of segment 1 moved to segment 3, one deleted.
+        let (moved, gone) = (index.hash(&keys[0]), index.hash(&keys[2]));
+        assert!(index.replace_if(moved, &entry(1, 64 * 500), entry(3, 64)));
+        index.apply(gone, Some(&entry(1, 64 * 498)), None);
+        let of1 = index.entries_of(1);
+        let want: Vec<u64> = (4..500u32)
+            .step_by(2)
+            .rev()
+            .map(|i| 64 * (500 - u64::from(i)))
+            .collect();
+        assert_eq!(of1.iter().map(|e| e.offset).collect::<Vec<_>>(), want);
+        assert!(
+            of1.iter()
+                .all(|e| e.segment == 1 && e.key_len == 0 && e.value_len == 10)
+        );
+        assert_eq!(index.entries_of(2).len(), 250);
+        assert_eq!(
+            index
+                .entries_of(3)
+                .iter()
+                .map(|e| e.place())
+                .collect::<Vec<_>>(),
+            [(3, 64)]
+        );
+        assert!(index.entries_of(4).is_empty());
     }
 
     #[test]

@@ -285,6 +285,16 @@ impl Cache {
         }
     }
 
+    /// Makes room in the cache's tables (not its weight) for `entries` more entries, so that
+    /// inserting them does not grow the tables step by step (each growth rehashes a shard's
+    /// table under its lock). What the warm-up inserts at open, many entries in a row, before
+    /// it begins. Allocates the tables only: their slots are touched as entries come.
+    pub(super) fn reserve(&self, entries: usize) {
+        if let Some(inner) = &self.inner {
+            inner.reserve(entries);
+        }
+    }
+
     /// Drops the entry under `key`, if any.
     pub(super) fn remove(&self, key: &Key) {
         if let Some(inner) = &self.inner {

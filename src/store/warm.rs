@@ -5,13 +5,21 @@
 //!
 //! It reads the log segments found at open, newest first (the highest id: the last written, or
 //! compaction's latest copies), each from its first record to its data end in large sequential
-//! reads ([`WARM_READ`] bytes, direct with direct I/O, into one aligned buffer), and walks the
-//! records in them: a record's header crc (which covers its key and lengths, and is seeded with
-//! the file id and the record's offset) is checked before anything else of it is believed; a
-//! put whose value would be kept on write (`read/kept.rs`: at most 4 KiB, kept whole) and whose
-//! place the index still names has its chunk crcs checked (and a compressed one its frames', as
-//! it is decompressed), then is kept as a read keeps it ([`Reader::keep_warmed`]). Tombstones,
-//! dead records and larger values are stepped over by their header's length, unread.
+//! reads ([`WARM_READ`] bytes, direct with direct I/O, into aligned buffers; each next read made
+//! ahead on a second thread, [`window::ReadAhead`], while the walk goes through the one before), and
+//! walks the records in them: a record's header crc (which covers its key and lengths, and is
+//! seeded with the file id and the record's offset) is checked before anything else of it is
+//! believed; a put whose value would be kept on write (`read/kept.rs`: at most 4 KiB, kept whole)
+//! and whose place the index still names has its chunk crcs checked (and a compressed one its
+//! frames', as it is decompressed), then is kept as a read keeps it ([`Reader::keep_warmed`]).
+//! Tombstones, dead records and larger values are stepped over by their header's length, unread.
+//! Whether the index names a place is asked of a copy of the segment's entries, by offset
+//! ([`Index::entries_of`](crate::index::Index::entries_of): one pass over the index), when the
+//! segment holds enough of the keys for that to cost less than a look-up per record; a segment
+//! none of whose entries the warm-up would keep is not read, and one with many (at least
+//! [`PART_MIN`] per part) is walked in parts side by side, one per core up to 4, each from a
+//! record the index names (a record's start) with its share of the room. The cache's tables
+//! are reserved for the values it may keep before it begins (no step-by-step growth).
 //!
 //! **Never stale.** An entry is keyed by the place of the bytes it holds (file id, record offset),
 //! whose bytes never change while the store is open, and file ids are never reused
@@ -23,8 +31,8 @@
 //! answers for a newer one, as for any value kept by a read.
 //!
 //! **Never unverified.** Only bytes whose crcs were checked in the buffer they are copied from
-//! go into the cache. A record whose header does not verify ends the walk of its segment (its
-//! length cannot be believed); one whose header verifies but whose value does not is skipped
+//! go into the cache. A record whose header does not verify ends the walk of its segment, or of
+//! its part of it (its length cannot be believed); one whose header verifies but whose value does not is skipped
 //! (the header's length is good). Both are logged once per segment; a read of such a record
 //! still fails as it would have.
 //!
@@ -32,8 +40,10 @@
 //! for the shards' uneven filling) is used, or the cache has evicted anything since it began
 //! (full: readers are filling it too); it holds no lock across I/O (an index lookup copies the
 //! entries out; a cache insertion takes a shard's lock briefly), and stops between records when
-//! the store closes. A file removed meanwhile (compacted) ends the walk of that file quietly; the
+//! the store closes (after the reads in progress: its own and the one made ahead). A file removed meanwhile (compacted) ends the walk of that file quietly; the
 //! handle it holds keeps the bytes readable, and what it kept of that file is never looked up.
+
+mod window;
 
 use std::io;
 use std::sync::Arc;
@@ -46,20 +56,24 @@ use super::read::Reader;
 use super::read::kept_weight;
 use super::shared::Shared;
 use crate::error::{Corruption, Error, FileKind, Result};
+use crate::format::align_up;
 use crate::format::footer::{TRAILER_LEN, Trailer};
 use crate::format::record::{
     RECORD_HEADER_LEN, RecordHeader, RecordKind, RecordPlace, decode_record,
 };
 use crate::format::segment_header::SEGMENT_HEADER_LEN;
-use crate::format::{align_down, align_up};
 use crate::index::IndexEntry;
-use crate::io::aligned::AlignedBuf;
 use crate::io::file::SegmentFile;
 use crate::segment::SegmentKind;
+use window::Window;
 
 /// Bytes read per step: large enough that a segment is read at the disk's sequential speed,
 /// small enough that a close waits for at most one read.
 const WARM_READ: usize = 4 << 20;
+
+/// Live records a part of a segment walked beside others has at least (fewer, and the threads
+/// cost more than they save).
+const PART_MIN: usize = 16 << 10;
 
 /// What the warm-up did, for [`Stats`](crate::Stats).
 #[derive(Debug, Default)]
@@ -121,19 +135,19 @@ impl Warmer {
         let stop = Arc::new(AtomicBool::new(false));
         figures.running.store(true, Ordering::Release);
         let walk = Walk {
-            win: Window {
-                buf: None,
-                at: (0, 0),
-                read_align: shared.profile.read_align.max(1),
-                mem_align: shared.profile.mem_align,
-                figures: figures.clone(),
-            },
+            win: Window::new(
+                shared.profile.read_align.max(1),
+                shared.profile.mem_align,
+                figures.clone(),
+            ),
             shared,
             reader,
             figures: figures.clone(),
             stop: stop.clone(),
             room: 0,
             evictions: 0,
+            live: None,
+            share: 1,
         };
         let handle = std::thread::Builder::new()
             .name("podstore-warm".into())
@@ -173,15 +187,18 @@ enum Ended {
     Stopped,
 }
 
-/// The read buffer, and which bytes of the file being walked it holds.
-struct Window {
-    /// Allocated at the first read (a store with no segment needs none).
-    buf: Option<AlignedBuf>,
-    /// The file bytes `buf` holds: `[at.0, at.0 + at.1)`.
-    at: (u64, usize),
-    read_align: u64,
-    mem_align: usize,
-    figures: Arc<WarmFigures>,
+impl Ended {
+    /// Which of two parts' ends the segment's is: the one that says more.
+    fn rank(&self) -> u8 {
+        match self {
+            Ended::Done => 0,
+            Ended::Gone => 1,
+            Ended::Unsealed => 2,
+            Ended::Damaged(..) => 3,
+            Ended::Full => 4,
+            Ended::Stopped => 5,
+        }
+    }
 }
 
 /// The warm-up's state: the read buffer, and the room left in the cache.
@@ -195,6 +212,11 @@ struct Walk {
     room: u64,
     /// The cache's evictions when the warm-up began.
     evictions: u64,
+    /// The index's entries of the segment being walked, by offset, and the walk's cursor in
+    /// them ([`Walk::entries_of`]); `None`: each record is looked up in the index.
+    live: Option<(Vec<IndexEntry>, usize)>,
+    /// How many walks share the cache's room (each takes this fraction of it at a refresh).
+    share: u64,
 }
 
 impl Walk {
@@ -202,11 +224,19 @@ impl Walk {
         let began = Instant::now();
         self.evictions = self.reader.cache_figures().evictions;
         let mut why = "every segment read";
+        // The values it may keep: one per live key, and no more than the room holds of values
+        // of 256 bytes (an estimate: only a hint for the tables' size, which grow if it is
+        // short). Reserved at once, the cache's tables are not grown (and rehashed) in steps.
+        if refresh_room(&self.reader, self.evictions, &mut self.room) {
+            let fit = self.room / kept_weight(16, 256);
+            self.reader.reserve_warm(self.shared.index.len().min(fit));
+        }
         for (id, file) in files {
             if !refresh_room(&self.reader, self.evictions, &mut self.room) {
                 why = "the cache's free room is used";
                 break;
             }
+            self.win.file = id;
             self.win.at = (0, 0);
             match self.segment(id, &file) {
                 Ok(Ended::Done | Ended::Gone) => {}
@@ -218,7 +248,8 @@ impl Walk {
                 }
                 Ok(Ended::Damaged(at, kind)) => log::warn!(
                     "podstore: warm-up: {} has a damaged record at offset {at} ({kind}); the \
-                     rest of the file is not warmed (a read of it reports the damage)",
+                     rest of the file (or of the part of it walked apart) is not warmed (a read \
+                     of it reports the damage)",
                     file.path().display()
                 ),
                 Ok(Ended::Full) => {
@@ -235,6 +266,8 @@ impl Walk {
                 ),
             }
         }
+        // Its thread ends (after the read on its way, if one is) before the figures are told.
+        self.win.ahead = None;
         let w = self.figures.get();
         log::info!(
             "podstore: warm-up of {}: {} values ({} bytes) kept, {} bytes read in {:.0?}: {why}",
@@ -247,7 +280,7 @@ impl Walk {
     }
 
     /// Walks the records of log segment `id`, keeping the live small values.
-    fn segment(&mut self, id: u64, file: &SegmentFile) -> Result<Ended> {
+    fn segment(&mut self, id: u64, file: &Arc<SegmentFile>) -> Result<Ended> {
         let file_len = file.len()?;
         if file_len < (SEGMENT_HEADER_LEN + TRAILER_LEN) as u64 {
             return Ok(Ended::Unsealed);
@@ -268,9 +301,131 @@ impl Walk {
             }
         };
         let (end, block) = (trailer.data_end, u64::from(trailer.block_size).max(1));
-        let mut pos = SEGMENT_HEADER_LEN as u64;
+        self.live = self.entries_of(id);
+        if let Some((entries, _)) = &self.live
+            && !entries.iter().any(|e| self.reader.keeps_warm(e))
+        {
+            // Nothing in it the warm-up would keep (large values only): not read.
+            return Ok(Ended::Done);
+        }
+        let parts = self.parts();
+        if parts <= 1 {
+            return self.walk(id, file, SEGMENT_HEADER_LEN as u64, end, (end, block));
+        }
+        // Parts of about equal counts of live records, each from a record the index names (a
+        // record's start: where a walk may begin), walked side by side, each by a walk of its
+        // own with its share of the room.
+        let entries = self.live.take().map(|(e, _)| e).unwrap_or_default();
+        let per = entries.len().div_ceil(parts);
+        let mut chunks: Vec<Vec<IndexEntry>> = entries.chunks(per).map(<[_]>::to_vec).collect();
+        drop(entries);
+        let parts = chunks.len();
+        let starts: Vec<u64> = chunks
+            .iter()
+            .enumerate()
+            .map(|(i, c)| match i {
+                0 => SEGMENT_HEADER_LEN as u64,
+                _ => c[0].offset,
+            })
+            .collect();
+        let mut walks: Vec<Walk> = chunks
+            .drain(1..)
+            .map(|live| self.helper(id, live, parts as u64))
+            .collect();
+        self.live = chunks.pop().map(|live| (live, 0));
+        self.share = parts as u64;
+        self.room /= parts as u64;
+        let range = |i: usize| (starts[i], starts.get(i + 1).copied().unwrap_or(end));
+        let mut unwalked = Vec::new();
+        let mut ended = std::thread::scope(|scope| {
+            let mut handles = Vec::new();
+            for (i, walk) in walks.iter_mut().enumerate() {
+                let (from, stop) = range(i + 1);
+                let spawned = std::thread::Builder::new()
+                    .name("podstore-warm".into())
+                    .spawn_scoped(scope, move || walk.walk(id, file, from, stop, (end, block)));
+                match spawned {
+                    Ok(h) => handles.push(h),
+                    Err(_) => unwalked.push(i),
+                }
+            }
+            let (from, stop) = range(0);
+            let mut ended = vec![self.walk(id, file, from, stop, (end, block))];
+            // A walk that panicked kept nothing more: its part is left cold.
+            ended.extend(
+                handles
+                    .into_iter()
+                    .map(|h| h.join().unwrap_or(Ok(Ended::Done))),
+            );
+            ended
+        });
+        // Parts no thread could be started for: walked here, one after the other.
+        for i in unwalked {
+            let (from, stop) = range(i + 1);
+            ended.push(walks[i].walk(id, file, from, stop, (end, block)));
+        }
+        self.share = 1;
+        let mut result = Ok(Ended::Done);
+        for e in ended {
+            result = match (result, e) {
+                (Err(e), _) | (_, Err(e)) => Err(e),
+                (Ok(a), Ok(b)) => Ok(if b.rank() > a.rank() { b } else { a }),
+            };
+        }
+        result
+    }
+
+    /// Into how many parts, walked side by side, the walk of a segment whose entries it copied
+    /// is split: one per core (up to 4), if each part has at least [`PART_MIN`] live records.
+    fn parts(&self) -> usize {
+        let Some((entries, _)) = &self.live else {
+            return 1;
+        };
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        cores.min(4).min(entries.len() / PART_MIN).max(1)
+    }
+
+    /// A walk of part of segment `id` beside this one: its own buffers, the part's entries and
+    /// `1 / share` of the room.
+    fn helper(&self, id: u64, live: Vec<IndexEntry>, share: u64) -> Walk {
+        Walk {
+            win: {
+                let mut win = Window::new(
+                    self.win.read_align,
+                    self.win.mem_align,
+                    self.figures.clone(),
+                );
+                win.file = id;
+                win
+            },
+            shared: self.shared.clone(),
+            reader: self.reader.clone(),
+            figures: self.figures.clone(),
+            stop: self.stop.clone(),
+            room: self.room / share,
+            evictions: self.evictions,
+            live: Some((live, 0)),
+            share,
+        }
+    }
+
+    /// Walks the records of segment `id` (whose data ends at `end.0`, in blocks of `end.1`
+    /// bytes) from the record at `from` to the first at or past `stop`, keeping the live small
+    /// values.
+    fn walk(
+        &mut self,
+        id: u64,
+        file: &Arc<SegmentFile>,
+        from: u64,
+        stop: u64,
+        (end, block): (u64, u64),
+    ) -> Result<Ended> {
+        let io_err = |at: u64, e: io::Error| crate::segment::read_error(id, at, file.path(), e);
+        let mut pos = from;
         let mut value_damage = None;
-        while pos < end {
+        // What it reads of the last record of the part ends less than the overlap past `stop`.
+        self.win.limit = stop.saturating_add(window::READ_OVERLAP);
+        while pos < stop {
             if self.stop.load(Ordering::Relaxed) {
                 return Ok(Ended::Stopped);
             }
@@ -319,12 +474,26 @@ impl Walk {
         Ok(Ended::Done)
     }
 
+    /// The index's entries of segment `id`, by offset, when one pass over the index costs less
+    /// than a look-up per record (the segment holds at least a sixteenth of the live keys) and
+    /// the copy takes little of the cache's free room (an eighth at most: it lives while the
+    /// segment is walked). What the walk checks a record against, as it would the index: a
+    /// copy taken now is as good, since the check only spends the room on live values (an
+    /// entry that changes meanwhile is one the cache's keying by place never serves stale).
+    fn entries_of(&self, id: u64) -> Option<(Vec<IndexEntry>, usize)> {
+        let index = &self.shared.index;
+        let records = index.usage(id).live_records;
+        let copy = records.saturating_mul(std::mem::size_of::<IndexEntry>() as u64);
+        (records > 0 && index.len() / 16 <= records && copy <= self.room / 8)
+            .then(|| (index.entries_of(id), 0))
+    }
+
     /// Keeps the value of the record at `pos` (whose header decoded as `header`) if its key's
     /// entry names it and it is small enough, after verifying it.
     fn record(
         &mut self,
         id: u64,
-        file: &SegmentFile,
+        file: &Arc<SegmentFile>,
         pos: u64,
         header: &RecordHeader,
         end: u64,
@@ -345,13 +514,32 @@ impl Walk {
         if header.kind != RecordKind::Put {
             return Ok(Kept::No);
         }
-        let index = &self.shared.index;
-        let named = index
-            .candidates(index.hash(key), key.len() as u32)
-            .as_slice()
-            .iter()
-            .copied()
-            .find(|c| c.segment == id && c.offset == pos && c.stored_len == header.value_len);
+        let named = match &mut self.live {
+            Some((entries, next)) => {
+                // The segment's entries, by offset: the walk's cursor in them moves on with it.
+                while entries.get(*next).is_some_and(|e| e.offset < pos) {
+                    *next += 1;
+                }
+                entries
+                    .get(*next)
+                    .filter(|e| e.offset == pos && e.stored_len == header.value_len)
+                    .map(|e| IndexEntry {
+                        key_len: key.len() as u32,
+                        ..*e
+                    })
+            }
+            None => {
+                let index = &self.shared.index;
+                index
+                    .candidates(index.hash(key), key.len() as u32)
+                    .as_slice()
+                    .iter()
+                    .copied()
+                    .find(|c| {
+                        c.segment == id && c.offset == pos && c.stored_len == header.value_len
+                    })
+            }
+        };
         let Some(entry) = named.filter(|e| self.reader.keeps_warm(e)) else {
             return Ok(Kept::No);
         };
@@ -360,6 +548,7 @@ impl Walk {
             // The room counted down since the last refresh is used up: look again (readers
             // may have filled the cache, or it may have room the count did not see).
             refresh_room(&self.reader, self.evictions, &mut self.room);
+            self.room /= self.share;
             if weight > self.room {
                 return Ok(Kept::Full);
             }
@@ -387,45 +576,6 @@ impl Walk {
             .bytes
             .fetch_add(entry.value_len, Ordering::Relaxed);
         Ok(Kept::Yes)
-    }
-}
-
-impl Window {
-    /// File bytes `[at, at + len)`, from the buffer or read into it, reading nothing at or past
-    /// `end` but the alignment's slack; `None` if the file is shorter.
-    fn bytes(
-        &mut self,
-        file: &SegmentFile,
-        at: u64,
-        len: usize,
-        end: u64,
-    ) -> io::Result<Option<&[u8]>> {
-        let (start, held) = self.at;
-        if at >= start && at + len as u64 <= start + held as u64 {
-            let from = (at - start) as usize;
-            let buf = self
-                .buf
-                .as_ref()
-                .expect("a window is held only after a read");
-            return Ok(Some(&buf[from..from + len]));
-        }
-        let align = self.read_align;
-        let from = align_down(at, align);
-        let want = (align_up(end.max(at + len as u64), align) - from).min(WARM_READ as u64);
-        if (at - from) as usize + len > want as usize {
-            // Longer than a read (a record the walk keeps is never).
-            return Ok(None);
-        }
-        let mem_align = self.mem_align;
-        let buf = self
-            .buf
-            .get_or_insert_with(|| AlignedBuf::zeroed(WARM_READ, mem_align));
-        self.at = (from, 0);
-        let got = file.read_at_most(from, &mut buf[..want as usize], align)?;
-        self.figures.read.fetch_add(got as u64, Ordering::Relaxed);
-        self.at = (from, got);
-        let skip = (at - from) as usize;
-        Ok((skip + len <= got).then(|| &buf[skip..skip + len]))
     }
 }
 

@@ -307,6 +307,7 @@ fn phase_inner(args: &Args) -> Res<String> {
         durable: false,
         capacity: (s.records + s.ops) * padded(s.size),
         cache_cap: Some(s.cache_cap),
+        cold: false,
     };
     let io0 = sys::io_counters();
     let t = Instant::now();

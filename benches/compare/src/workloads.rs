@@ -226,6 +226,7 @@ pub(crate) fn open_loaded(
         durable: false,
         capacity: capacity_values * padded(pool.len() as u64),
         cache_cap: None,
+        cold: false,
     };
     let e = engines::open(engine, &spec)?;
     let load_secs = load(e.as_ref(), pool, n, load_threads)?;
@@ -321,6 +322,7 @@ fn put(args: &Args, engine: &str, dir: &Path, seed: u64) -> Res<(Value, Value)> 
         durable: true,
         capacity: ops * padded(size),
         cache_cap: None,
+        cold: false,
     };
     let e = engines::open(engine, &spec)?;
     let m = drive(threads, ops, Duration::from_secs_f64(secs), |i| {
@@ -355,7 +357,11 @@ fn get(
     let pool = ValuePool::new(size as usize, seed);
     let (e, spec, load_secs) = open_loaded(engine, dir, &pool, n, n, load_threads)?;
     // Reopen so that no engine starts with what its own cache kept from loading; when cold,
-    // drop the page cache while it is closed.
+    // drop the page cache while it is closed, and open without a warm-up (`OpenSpec::cold`).
+    let spec = OpenSpec {
+        cold: cache == "cold",
+        ..spec
+    };
     let mut dropped = None;
     let e = e.reopen(&spec, &mut || {
         if cache == "cold" {
@@ -435,6 +441,8 @@ fn range(args: &Args, engine: &str, dir: &Path, seed: u64) -> Res<(Value, Value)
         durable: false,
         capacity: n * padded(size),
         cache_cap: None,
+        // Cold reads: the disk bytes per op are the read's own, no warm-up's at each reopen.
+        cold: true,
     };
     let e = engines::open(engine, &spec)?;
     let load_secs = load(e.as_ref(), &pool, n, 4)?;
@@ -497,6 +505,7 @@ fn seqwrite(args: &Args, engine: &str, dir: &Path, seed: u64) -> Res<(Value, Val
         durable: false,
         capacity: n * padded(size),
         cache_cap: None,
+        cold: false,
     };
     let e = engines::open(engine, &spec)?;
     let io0 = sys::io_counters();
@@ -567,6 +576,8 @@ fn mixed(
     let (e, bulk, load_secs) = open_loaded(engine, dir, &pool, n, n + max_ops, load_threads)?;
     let durable = OpenSpec {
         durable: true,
+        // Opened again after the page cache is dropped: cold, no warm-up reading meanwhile.
+        cold: true,
         ..bulk
     };
     let mut dropped = true;
@@ -695,6 +706,8 @@ fn probe_inner(args: &Args) -> Res<String> {
         durable: true,
         capacity: 0,
         cache_cap: None,
+        // What open itself reads and allocates: no warm-up reading in the background.
+        cold: true,
     };
     let rss0 = sys::rss_bytes();
     let io0 = sys::io_counters();

@@ -100,6 +100,14 @@ impl Reader {
         entry.value_len <= KEPT_ON_WRITE && self.cache.holds_whole(entry)
     }
 
+    /// Prepares the cache for the warm-up's `values` insertions ([`Cache::reserve`]).
+    ///
+    /// [`Cache::reserve`]: crate::store::cache::Cache::reserve
+    pub(in crate::store) fn reserve_warm(&self, values: u64) {
+        self.cache
+            .reserve(usize::try_from(values).unwrap_or(usize::MAX));
+    }
+
     /// Keeps `value`, the value of `key` in the record `entry` names (numbered `seq`), read by
     /// the warm-up and verified: its record's header crc and chunk crcs (and, compressed, its
     /// frames' crcs) checked against the bytes handed here. Never stale, for the reason every

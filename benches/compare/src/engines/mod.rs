@@ -34,6 +34,13 @@ pub struct OpenSpec {
     /// default); redb: `Builder::set_cache_size` (1 GiB by default). LMDB has no cache of its
     /// own (the page cache through its memory map is its cache).
     pub cache_cap: Option<u64>,
+    /// The workload measures reads after a cold open (`get --cache cold`, `range`, `mixed`,
+    /// `reopen`): an engine that fills its cache from its files in the background at open does
+    /// not, so that neither its reads (in `/proc/self/io`, the process's counters) nor the
+    /// values it kept count in the row. podstore: `Options::warm_cache(false)` (on by default:
+    /// the warm restart), unless `compare run --warm-cache` sets it. The others have no such
+    /// thread.
+    pub cold: bool,
 }
 
 /// One key-value engine. Every method takes `&self` and may be called from many threads.

@@ -16,7 +16,8 @@ pub static WRITE_BUFFER: OnceLock<u64> = OnceLock::new();
 pub static CACHE_CAPACITY: OnceLock<u64> = OnceLock::new();
 
 /// `compare run --warm-cache 0|1`: podstore's `Options::warm_cache` for this run (default:
-/// podstore's default, on), to measure what the warm restart does; the suite never sets it.
+/// podstore's default, on, except in the cold workloads, `OpenSpec::cold`: off), to measure
+/// what the warm restart does; the suite never sets it.
 pub static WARM_CACHE: OnceLock<u64> = OnceLock::new();
 
 /// The experiment flags above: flag, JSON field, where the value goes.
@@ -51,6 +52,11 @@ impl Pod {
         }
         if let Some(&bytes) = CACHE_CAPACITY.get() {
             opts = opts.cache_capacity(bytes);
+        }
+        // A cold row measures reads from the disk: no warm-up fills the cache meanwhile (nor
+        // counts its reads in the row's), unless the flag below asks for one.
+        if spec.cold {
+            opts = opts.warm_cache(false);
         }
         if let Some(&on) = WARM_CACHE.get() {
             opts = opts.warm_cache(on != 0);

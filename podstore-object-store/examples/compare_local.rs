@@ -160,11 +160,13 @@ fn fsync_object(root: &FsPath, location: &Path) {
 
 /// `n` puts of `size` bytes spread over `tasks` tasks, under `prefix`; the elapsed time.
 async fn puts(side: &Side, prefix: &str, size: usize, tasks: usize, n: usize) -> Duration {
-    let value = Bytes::from(vec![0x5a; size]);
     let start = Instant::now();
     let mut handles = Vec::new();
     for t in 0..tasks {
-        let (side, value, prefix) = (side.clone(), value.clone(), prefix.to_string());
+        // A value of each task's own: clones of one `Bytes` share one reference count, whose
+        // cache line every task's put would then move between cores.
+        let value = Bytes::from(vec![0x5a; size]);
+        let (side, prefix) = (side.clone(), prefix.to_string());
         handles.push(tokio::spawn(async move {
             for i in (t..n).step_by(tasks) {
                 let p = Path::from(format!("{prefix}/{i:08}"));
@@ -573,11 +575,12 @@ async fn path_puts(
     size: usize,
     tasks: usize,
 ) -> Duration {
-    let value = Bytes::from(vec![0x5a; size]);
     let start = Instant::now();
     let mut handles = Vec::new();
     for t in 0..tasks {
-        let (objects, paths, value) = (objects.clone(), paths.clone(), value.clone());
+        // A value of each task's own (see `puts`).
+        let value = Bytes::from(vec![0x5a; size]);
+        let (objects, paths) = (objects.clone(), paths.clone());
         handles.push(tokio::spawn(async move {
             for p in paths.iter().skip(t).step_by(tasks) {
                 objects.put(p, value.clone().into()).await.unwrap();

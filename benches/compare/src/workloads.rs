@@ -271,7 +271,7 @@ fn run_inner(args: &Args) -> Res<String> {
     });
     for (flag, _, cell) in engines::podstore::TUNING {
         if let Some(size) = args.str(flag) {
-            if workload == "memlimit" {
+            if workload == "memlimit" && flag != "warm-cache" {
                 return Err(format!("--{flag} is not for memlimit (see --cache-cap)").into());
             }
             if !engine.starts_with("podstore") {

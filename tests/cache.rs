@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 
 use common::files::{FileKind, written_files};
-use common::store::TestStore;
+use common::store::{TestStore, assert_hot_survived};
 use common::{Random, XorShift};
 use podstore::{Error, IoMode, Options, Store};
 
@@ -287,15 +287,7 @@ fn a_scan_does_not_push_out_the_hot_values() {
     for i in 50..2000u64 {
         store.get(format!("k{i}")).unwrap().unwrap();
     }
-    let before = store.stats().cache_hits;
-    for i in hot {
-        store.get(format!("k{i}")).unwrap().unwrap();
-    }
-    let hot_hits = store.stats().cache_hits - before;
-    assert!(
-        hot_hits >= 45,
-        "only {hot_hits} of 50 hot values survived the scan"
-    );
+    assert_hot_survived(&store, hot.map(|i| format!("k{i}")), 45);
 }
 
 /// Each thread writes its own keys and reads them back (twice, the second time from the

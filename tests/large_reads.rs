@@ -10,7 +10,7 @@ mod common;
 use std::os::unix::fs::FileExt;
 
 use common::files::{FileKind, written_files};
-use common::store::TestStore;
+use common::store::{TestStore, assert_hot_survived};
 use common::{Random, XorShift};
 use podstore::{Error, IoMode, Options};
 
@@ -251,15 +251,7 @@ fn a_scan_of_large_values_does_not_push_out_the_hot_values() {
             value(100 + i, 2 * MIB)
         );
     }
-    let before = store.stats().cache_hits;
-    for i in 0..50u64 {
-        store.get(format!("hot{i}")).unwrap().unwrap();
-    }
-    let hot_hits = store.stats().cache_hits - before;
-    assert!(
-        hot_hits >= 45,
-        "only {hot_hits} of 50 hot values survived the scan"
-    );
+    assert_hot_survived(&store, (0..50u64).map(|i| format!("hot{i}")), 45);
 }
 
 /// With a large budget, a value of a few MiB read by a get is kept whole: `get_bytes` then

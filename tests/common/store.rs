@@ -178,3 +178,19 @@ pub fn open_salvaging(
     );
     store
 }
+
+/// Reads each of `hot` keys once and asserts that at least `min` of them were cache hits: the
+/// hot set survived whatever was read or written in between (scan resistance).
+pub fn assert_hot_survived(store: &Store, hot: impl IntoIterator<Item = String>, min: u64) {
+    let before = store.stats().cache_hits;
+    let mut n = 0;
+    for key in hot {
+        store.get(&key).unwrap().expect("a hot key has a value");
+        n += 1;
+    }
+    let hits = store.stats().cache_hits - before;
+    assert!(
+        hits >= min,
+        "only {hits} of {n} hot values survived the scan"
+    );
+}

@@ -26,8 +26,10 @@ pub(crate) fn path(key: &[u8]) -> Option<Path> {
 
 /// The e-tag of a version: its 16 hex digits (as `Version` displays them), quoted as HTTP writes
 /// an entity tag. Written digit by digit rather than through `format!`: every get and every
-/// listed object builds one, and the formatting machinery cost a cached get about a tenth of
-/// its time.
+/// listed object builds one, and measured alone (5M tags, `rustc -O`, 3 runs) `format!` took
+/// 75-116 ns a tag against 19-27 ns this way, about 5 % of a cached get through the adapter
+/// (~1.4 µs of CPU). `e_tags_round_trip_and_reject_strangers` checks it against `Version`'s
+/// `Display`.
 pub(crate) fn e_tag(version: Version) -> String {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let v = version.get();

@@ -31,16 +31,18 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, RwLock};
+use std::sync::{Mutex, OnceLock, RwLock};
 
 use crate::format::footer::FooterEntry;
 use crate::segment::ValueSpan;
 
 mod build;
+mod hot;
 mod packed;
 mod pending;
 
 pub use build::Builder;
+pub use hot::{HotTable, HotValue};
 use packed::{PACKED_LEN, Packed};
 pub use pending::{PendingQueue, Seen};
 
@@ -214,6 +216,9 @@ pub struct Index {
     /// Per segment, what its live entries take. Updated under the shard lock of the key that
     /// changes, so that the accounting of one key is never applied out of order.
     usage: Mutex<BTreeMap<u64, SegmentUsage>>,
+    /// The values of hot keys by hash ([`hot`]), if the store keeps them: every change of a
+    /// hash's entries empties its slot under the shard's write lock.
+    hot: OnceLock<HotTable>,
 }
 
 impl Default for Index {
@@ -244,6 +249,42 @@ impl Index {
             mask,
             len: AtomicU64::new(0),
             usage: Mutex::new(BTreeMap::new()),
+            hot: OnceLock::new(),
+        }
+    }
+
+    /// Keeps the values of hot keys in `table` from now on (once; a later call is ignored).
+    pub fn keep_hot_values(&self, table: HotTable) {
+        let _ = self.hot.set(table);
+    }
+
+    /// The table of hot values, if the store keeps one.
+    pub fn hot(&self) -> Option<&HotTable> {
+        self.hot.get()
+    }
+
+    /// Keeps `value` in the table of hot values as the value of the key hashing to `h`, if
+    /// `value.place` is still that key's live record (checked, and the slot filled, under the
+    /// shard's read lock: a change of the key's entries, under its write lock, comes wholly
+    /// before or after, and empties the slot: see [`hot`]). The caller read the record and
+    /// found its key to be the key of `h`.
+    pub fn keep_hot(&self, h: u64, value: HotValue) {
+        let Some(hot) = self.hot.get() else {
+            return;
+        };
+        let (s, fp) = place_of(h);
+        let shard = self.shard(s);
+        if naming(&shard, fp, value.place) == Naming::Live {
+            hot.fill(h, value);
+        }
+        drop(shard);
+    }
+
+    /// Empties the slot of `h` in the table of hot values; called with `h`'s shard locked for
+    /// writing, by every change of its entries.
+    fn forget_hot(&self, h: u64) {
+        if let Some(hot) = self.hot.get() {
+            hot.forget(h);
         }
     }
 
@@ -343,6 +384,7 @@ impl Index {
     ) {
         let (s, fp) = place_of(h);
         let mut shard = self.shard_mut(s);
+        self.forget_hot(h);
         match (at, new) {
             (Placement::Front, Some(n)) => {
                 let from = shard.partition_point(|p| p.fp() < fp);
@@ -401,6 +443,7 @@ impl Index {
     pub fn resolve(&self, h: u64, key_len: u32, newest: (u64, u64), stale: &[(u64, u64)]) {
         let (s, fp) = place_of(h);
         let mut shard = self.shard_mut(s);
+        self.forget_hot(h);
         self.remove_stale(&mut shard, fp, key_len, stale);
         if let Some(i) = position(&shard, fp, newest) {
             shard[i] = shard[i].with_unresolved(false);
@@ -411,20 +454,7 @@ impl Index {
     /// entry, and whether an unresolved entry is ahead of that entry in the run ([`Naming`]).
     pub fn names(&self, h: u64, segment: u64, offset: u64) -> Naming {
         let (s, fp) = place_of(h);
-        let shard = self.shard(s);
-        let from = shard.partition_point(|p| p.fp() < fp);
-        let mut flagged_ahead = false;
-        for p in shard[from..].iter().take_while(|p| p.fp() == fp) {
-            if p.place() == (segment, offset) {
-                return if flagged_ahead {
-                    Naming::Behind
-                } else {
-                    Naming::Live
-                };
-            }
-            flagged_ahead |= p.unresolved();
-        }
-        Naming::No
+        naming(&self.shard(s), fp, (segment, offset))
     }
 
     /// Points the key hashing to `h` at `new` if its entry is still `expected` (a value moved by
@@ -432,6 +462,7 @@ impl Index {
     pub fn replace_if(&self, h: u64, expected: &IndexEntry, new: IndexEntry) -> bool {
         let (s, fp) = place_of(h);
         let mut shard = self.shard_mut(s);
+        self.forget_hot(h);
         let from = shard.partition_point(|p| p.fp() < fp);
         let Some(i) = shard[from..]
             .iter()
@@ -545,6 +576,23 @@ impl Index {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+}
+
+/// Whether an entry with fingerprint `fp` of a sorted shard names `place` ([`Index::names`]).
+fn naming(shard: &[Packed], fp: u32, place: (u64, u64)) -> Naming {
+    let from = shard.partition_point(|p| p.fp() < fp);
+    let mut flagged_ahead = false;
+    for p in shard[from..].iter().take_while(|p| p.fp() == fp) {
+        if p.place() == place {
+            return if flagged_ahead {
+                Naming::Behind
+            } else {
+                Naming::Live
+            };
+        }
+        flagged_ahead |= p.unresolved();
+    }
+    Naming::No
 }
 
 /// Position of the entry at `place` with fingerprint `fp` in a sorted shard.

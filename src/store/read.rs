@@ -14,7 +14,7 @@ use super::shared::Shared;
 use crate::error::{Corruption, Error, Result};
 use crate::format::CHUNK_SIZE;
 use crate::format::record::{RECORD_HEADER_LEN, RecordHeader, RecordKind, RecordPlace};
-use crate::index::{Index, IndexEntry, Seen};
+use crate::index::{HotTable, Index, IndexEntry, Seen};
 use crate::io::aligned::BufPool;
 use crate::io::file::SegmentFile;
 use crate::range::{self, ValueRange};
@@ -141,22 +141,37 @@ impl Reader {
         pool: BufPool,
         budget: CacheBudget,
     ) -> Reader {
+        // The table of hot values takes its share of the budget (none in a small cache); the
+        // cache keeps the rest.
+        let hot = HotTable::share_of(budget.capacity);
+        if let Some(table) = HotTable::for_cache(budget.capacity) {
+            shared.index.keep_hot_values(table);
+        }
         Reader {
             index: shared.index.clone(),
             segments: shared.segments.clone(),
             log,
             pool,
             read_align: shared.profile.read_align,
-            cache: Cache::new(budget.capacity),
+            cache: Cache::new(budget.capacity - hot),
             available: budget.available,
         }
     }
 
-    /// What the read cache did since open, its capacity and what it was sized from.
+    /// What the read cache (with the table of hot values) did since open, its capacity and
+    /// what it was sized from.
     pub(super) fn cache_figures(&self) -> CacheFigures {
+        let cache = self.cache.figures();
+        let (hot_hits, hot_bytes, hot_budget) = self
+            .index
+            .hot()
+            .map_or((0, 0, 0), |h| (h.hits(), h.held(), h.budget()));
         CacheFigures {
             available: self.available,
-            ..self.cache.figures()
+            hits: cache.hits + hot_hits,
+            bytes: cache.bytes + hot_bytes,
+            capacity: cache.capacity + hot_budget,
+            ..cache
         }
     }
 
@@ -485,6 +500,9 @@ impl Reader {
     /// [`Reader::get_into`], returning the sequence number of the value's record if `key` has
     /// a value.
     pub(super) fn get_into_numbered(&self, key: &[u8], out: &mut Vec<u8>) -> Result<Option<u64>> {
+        if let Some(seq) = self.hot_into(key, out) {
+            return Ok(Some(seq));
+        }
         out.clear();
         let found = match self.lookup(key)? {
             None => return Ok(None),

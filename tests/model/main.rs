@@ -436,6 +436,20 @@ proptest! {
         run_cached(&ops, IoMode::Direct, Durability::Sync, tuning)?;
     }
 
+    /// As `sync_direct_lazy_overwrites_colliding_matches_model` with the default read cache,
+    /// which keeps a table of hot values by key hash (`index/hot.rs`): with every overwrite
+    /// lazy and keys sharing their hash four ways, a value kept there must never answer for
+    /// another key, nor outlive an overwrite, a delete, a resolution or a compaction move.
+    #[test]
+    fn sync_direct_lazy_overwrites_colliding_with_hot_values_matches_model(ops in ops()) {
+        let tuning = Tuning {
+            hash_bits: 2,
+            hold_resolver: true,
+            ..Tuning::new(Compression::None, DEFAULT_CACHE)
+        };
+        run_cached(&ops, IoMode::Direct, Durability::Sync, tuning)?;
+    }
+
     /// As `buffered_buffered_io_matches_model`, with every key sharing one fingerprint and no
     /// read cache: every lookup reads every record of the index's one slot.
     #[test]

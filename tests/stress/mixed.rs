@@ -404,6 +404,21 @@ fn stress_mixed_ops_lazy_overwrites_colliding_with_values_kept_on_write() {
     run_mixed_with(what, opts, 32, OPS_PER_THREAD, Ending::Close, true);
 }
 
+/// The table of hot values (`index/hot.rs`, on in a cache of 16 MiB and more) under the mixed
+/// workload: keys sharing fingerprints (4 bits of hash, so that a handful of slots serve every
+/// key), lazy overwrites, deletes and a thread compacting, while readers fill the slots from
+/// the cache's hits. No read may see an older value once a newer put returned, another key's
+/// value, nor a deleted key's older version.
+#[test]
+fn stress_mixed_ops_with_hot_values_colliding_and_compacting() {
+    let opts = stress_options(IoMode::Direct, Durability::Sync)
+        .cache_capacity(32 << 20)
+        .testing_hash_bits(4)
+        .compaction_threshold(0.2);
+    let what = "32 threads, direct, sync, 32 MiB cache (hot values), 4 hash bits, compacting";
+    run_mixed_with(what, opts, 32, OPS_PER_THREAD, Ending::Close, true);
+}
+
 /// The warm restart (`Options::warm_cache`) under the mixed workload: the store is closed and
 /// opened again between rounds of it, and each round's threads start at once, while the warm-up
 /// fills the cache from the newest segments (which hold other keys' small values too, so that it

@@ -10,8 +10,9 @@ use bytes::Bytes;
 use super::super::Store;
 use super::super::cache::{Key, Part};
 use super::Reader;
-use super::kept::cached_whole;
+use super::kept::{SEQ_LEN, cached_whole};
 use crate::error::Result;
+use crate::index::{HotValue, IndexEntry};
 use crate::meta::ValueMeta;
 
 impl Reader {
@@ -20,9 +21,13 @@ impl Reader {
     /// otherwise (absent, or a read would be needed to know). The warm step of
     /// `Reader::lookup`, which goes on to read a file where this one stops.
     pub(in crate::store) fn peek(&self, key: &[u8]) -> Option<(u64, Bytes)> {
-        let candidates = self
-            .index
-            .candidates(self.index.hash(key), key.len() as u32);
+        let hash = self.index.hash(key);
+        if let Some(hot) = self.index.hot()
+            && let Some(found) = hot.with(hash, key, |seq, b, at| (seq, b.slice(at..)))
+        {
+            return Some(found);
+        }
+        let candidates = self.index.candidates(hash, key.len() as u32);
         for c in candidates.as_slice() {
             let cached = if self.cache.holds_whole(c) {
                 self.cache.get_bytes(&Key::of(c, Part::Value))
@@ -30,7 +35,14 @@ impl Reader {
                 None
             };
             match cached.as_ref().map(|b| cached_whole(b, key, c.value_len)) {
-                Some(Some((seq, value))) => return Some((seq, value)),
+                Some(Some((seq, value))) => {
+                    // A hit of the cache: the key is read again, keep it where the next get
+                    // finds it from its hash alone (if its entry is still live).
+                    if let Some(b) = cached {
+                        self.keep_hot(hash, c, seq, b, key.len());
+                    }
+                    return Some((seq, value));
+                }
                 Some(None) => {} // another key's
                 // A run with an unresolved entry the cache cannot tell: it may be the key's
                 // newest version, and a cached value behind it an older one.
@@ -40,6 +52,38 @@ impl Reader {
             }
         }
         None
+    }
+
+    /// Offers the table of hot values the cached whole value `kept` (as [`kept`] lays it out)
+    /// of the key of `key_len` bytes hashing to `hash`, whose record `entry` names.
+    ///
+    /// [`kept`]: super::kept::kept
+    fn keep_hot(&self, hash: u64, entry: &IndexEntry, seq: u64, kept: Bytes, key_len: usize) {
+        if self.index.hot().is_none() {
+            return;
+        }
+        self.index.keep_hot(
+            hash,
+            HotValue {
+                place: entry.place(),
+                seq,
+                bytes: kept,
+                key_start: SEQ_LEN,
+                key_end: SEQ_LEN + key_len,
+            },
+        );
+    }
+
+    /// The value of `key` copied into `out` (cleared first) if the table of hot values holds
+    /// it, with its record's sequence number; `None` (and `out` untouched) otherwise. The
+    /// first step of a get into a caller's buffer: no reference to the kept bytes is taken.
+    pub(in crate::store) fn hot_into(&self, key: &[u8], out: &mut Vec<u8>) -> Option<u64> {
+        let hot = self.index.hot()?;
+        hot.with(self.index.hash(key), key, |seq, b, at| {
+            out.clear();
+            out.extend_from_slice(&b[at..]);
+            seq
+        })
     }
 
     /// The largest value length of the index entries that may be `key`'s.

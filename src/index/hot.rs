@@ -1,0 +1,419 @@
+//! The values of hot keys, by key hash: what a warm get of a small value reads instead of the
+//! index's entries and the read cache's table.
+//!
+//! # Why
+//!
+//! A warm get through the index and the read cache touches the index's shard (its lock and its
+//! entries), the cache's table (a hash of the record's place, its shard lock, its slot), the
+//! cached buffer's shared header (a reference count) and the value: five or six cache lines
+//! from all over memory, and four atomic writes to lines that every reader of a hot key shares.
+//! LMDB's get walks one tree whose upper levels stay in the CPU's cache. A slot here is found
+//! from the key's hash alone: one line for the slot, then the entry and its value, and no
+//! write to any line another reader touches ([`ArcSwapOption`]'s loads go through a per-thread
+//! debt slot; the hit counters are per thread).
+//!
+//! # Why a slot is never stale
+//!
+//! A slot holds the value of one key at one record (`place`). It is filled only by
+//! [`Index::keep_hot`](super::Index::keep_hot), which holds its shard's read lock while it
+//! checks that the index still names that record as the key's live one and while it fills the
+//! slot; every change of the index's entries for a hash (a write, a delete, a compaction move,
+//! a resolution) empties the hash's slot under the shard's write lock, before the change is
+//! visible to anyone (`Index::forget_hot`). So a slot is filled either before a change (and
+//! emptied by it) or after it (and then only with what the change left live): once a write's
+//! index update is done, no reader finds the value it replaced. A reader that finds the slot
+//! filled while a change is under way sees the state before the change, which no one has seen
+//! past yet (the change's lock is still held, and its write not yet acknowledged).
+//!
+//! The slot is chosen by the hash; an entry keeps the whole hash and the key, and a reader
+//! compares both, so a slot shared by two keys (the second's fill replaces the first's) only
+//! ever answers for its own key.
+//!
+//! # Memory
+//!
+//! The table is off below [`MIN_CACHE`] of read cache, and takes an eighth of the cache's
+//! capacity otherwise (the cache keeps the rest: together they stay within
+//! `Options::cache_capacity`). Every entry counts its buffer's whole length plus
+//! [`ENTRY_OVERHEAD`], even when the read cache holds the same buffer (shared, not copied): the
+//! count can only overstate. Slots are allocated in chunks as they are first filled, so an idle
+//! store costs nothing. A slot's entry is replaced by the next fill of another key that falls
+//! to it: the table keeps the keys read most recently, among those the read cache kept (it is
+//! filled from the cache's hits, never from a disk read: one pass over many values does not
+//! touch it).
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use arc_swap::ArcSwapOption;
+use bytes::Bytes;
+
+/// Caches smaller than this have no table of hot values (a test's or a tiny store's).
+pub const MIN_CACHE: u64 = 16 << 20;
+
+/// The largest value kept in a slot: small values are those whose get the lookups dominate.
+pub const MAX_HOT_VALUE: usize = 16 << 10;
+
+/// Bytes counted per entry on top of its buffer: the slot, the entry and the `Arc`'s counts.
+pub const ENTRY_OVERHEAD: u64 = 96;
+
+/// Slots are allocated this many at a time.
+const CHUNK: usize = 4096;
+
+/// The most slots a table has (8 MiB of slot pointers once all are allocated).
+const MAX_SLOTS: usize = 1 << 20;
+
+/// Hit counters, one per group of threads, each on its own cache line.
+const STRIPES: usize = 16;
+
+/// One kept value: the key hashing to `hash` (bytes `key_start..key_end` of `bytes`), whose
+/// live record has sequence number `seq`; the value is `bytes[key_end..]`.
+#[derive(Debug)]
+struct Entry {
+    hash: u64,
+    seq: u64,
+    key_start: usize,
+    key_end: usize,
+    bytes: Bytes,
+}
+
+impl Entry {
+    fn weight(&self) -> u64 {
+        self.bytes.len() as u64 + ENTRY_OVERHEAD
+    }
+}
+
+type Slot = ArcSwapOption<Entry>;
+
+#[repr(align(128))]
+#[derive(Debug, Default)]
+struct Counter(AtomicU64);
+
+/// The table of hot values: slots chosen by key hash (see the module's doc).
+#[derive(Debug)]
+pub struct HotTable {
+    chunks: Box<[OnceLock<Box<[Slot]>>]>,
+    slot_mask: u64,
+    slot_bits: u32,
+    budget: u64,
+    held: AtomicU64,
+    hits: Box<[Counter]>,
+}
+
+/// What a fill asks to keep: the key's record, its sequence number and the buffer holding the
+/// key (bytes `key_start..key_end`) followed by the value.
+#[derive(Debug, Clone)]
+pub struct HotValue {
+    /// File id and record offset of the key's live record.
+    pub place: (u64, u64),
+    /// The record's sequence number.
+    pub seq: u64,
+    /// The key and the value, the key at `key_start..key_end`, the value after it.
+    pub bytes: Bytes,
+    /// Where the key starts in `bytes`.
+    pub key_start: usize,
+    /// Where the key ends (and the value starts) in `bytes`.
+    pub key_end: usize,
+}
+
+impl HotTable {
+    /// A table for a read cache of `cache_capacity` bytes, or `None` if the cache is too small
+    /// to spare an eighth of it.
+    pub fn for_cache(cache_capacity: u64) -> Option<HotTable> {
+        if cache_capacity < MIN_CACHE {
+            return None;
+        }
+        let budget = Self::share_of(cache_capacity);
+        // One slot per KiB of budget: 1 KiB values fill it by bytes and by slots at once.
+        let wanted = ((budget >> 10) as usize).clamp(CHUNK, MAX_SLOTS);
+        let slots = 1usize << (usize::BITS - 1 - wanted.leading_zeros());
+        Some(HotTable {
+            chunks: (0..slots / CHUNK).map(|_| OnceLock::new()).collect(),
+            slot_mask: slots as u64 - 1,
+            slot_bits: slots.trailing_zeros(),
+            budget,
+            held: AtomicU64::new(0),
+            hits: (0..STRIPES).map(|_| Counter::default()).collect(),
+        })
+    }
+
+    /// The bytes a table takes of a read cache of `cache_capacity` bytes (0: none).
+    pub fn share_of(cache_capacity: u64) -> u64 {
+        if cache_capacity < MIN_CACHE {
+            0
+        } else {
+            cache_capacity / 8
+        }
+    }
+
+    /// The slot of `hash`, if its chunk was allocated (`alloc`: allocate it if not).
+    fn slot(&self, hash: u64, alloc: bool) -> Option<&Slot> {
+        // A multiplicative hash of the whole hash: the index's shards and fingerprints use its
+        // top 40 bits, and tests keep only a few of them.
+        let i = (hash.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - self.slot_bits)) & self.slot_mask;
+        let i = i as usize;
+        let chunk = &self.chunks[i / CHUNK];
+        let slots = if alloc {
+            chunk.get_or_init(|| (0..CHUNK).map(|_| Slot::empty()).collect())
+        } else {
+            chunk.get()?
+        };
+        Some(&slots[i % CHUNK])
+    }
+
+    /// Calls `f` with the sequence number, buffer and value offset of the value of `key`
+    /// (hashing to `hash`) if a slot holds it; `None` otherwise. The caller must hold no lock
+    /// that a fill takes.
+    pub fn with<R>(&self, hash: u64, key: &[u8], f: impl FnOnce(u64, &Bytes, usize) -> R) -> Option<R> {
+        let slot = self.slot(hash, false)?;
+        let guard = slot.load();
+        let e = guard.as_ref()?;
+        if e.hash != hash || &e.bytes[e.key_start..e.key_end] != key {
+            return None;
+        }
+        self.hits[stripe()].0.fetch_add(1, Ordering::Relaxed);
+        Some(f(e.seq, &e.bytes, e.key_end))
+    }
+
+    /// Keeps `value` as the value of the key hashing to `hash`. The caller holds the key's
+    /// index shard's read lock and checked that `value.place` is the key's live record.
+    pub(super) fn fill(&self, hash: u64, value: HotValue) {
+        if value.bytes.len() - value.key_end > MAX_HOT_VALUE {
+            return;
+        }
+        let entry = Arc::new(Entry {
+            hash,
+            seq: value.seq,
+            key_start: value.key_start,
+            key_end: value.key_end,
+            bytes: value.bytes,
+        });
+        let weight = entry.weight();
+        if self.held.fetch_add(weight, Ordering::Relaxed) + weight > self.budget {
+            // Full: what is kept stays until another key's fill replaces it.
+            self.held.fetch_sub(weight, Ordering::Relaxed);
+            return;
+        }
+        let Some(slot) = self.slot(hash, true) else {
+            self.held.fetch_sub(weight, Ordering::Relaxed);
+            return;
+        };
+        if let Some(old) = slot.swap(Some(entry)) {
+            self.held.fetch_sub(old.weight(), Ordering::Relaxed);
+        }
+    }
+
+    /// Empties the slot of `hash` if it holds the value of a key hashing to `hash`. The caller
+    /// holds the index shard's write lock of `hash` (so no fill for `hash` runs meanwhile).
+    pub(super) fn forget(&self, hash: u64) {
+        let Some(slot) = self.slot(hash, false) else {
+            return;
+        };
+        let current = slot.load();
+        if current.as_ref().is_none_or(|e| e.hash != hash) {
+            return;
+        }
+        // Another key's fill may replace it meanwhile (another shard's lock): then the slot no
+        // longer holds this hash, and the swap does nothing.
+        let previous = slot.compare_and_swap(&current, None);
+        if let Some(old) = previous.as_ref()
+            && current.as_ref().is_some_and(|c| Arc::ptr_eq(c, old))
+        {
+            self.held.fetch_sub(old.weight(), Ordering::Relaxed);
+        }
+    }
+
+    /// Bytes the kept entries count (buffers and overhead; a buffer the read cache shares is
+    /// counted in full).
+    pub fn held(&self) -> u64 {
+        self.held.load(Ordering::Relaxed)
+    }
+
+    /// The bytes the table may count (its share of the read cache's capacity).
+    pub fn budget(&self) -> u64 {
+        self.budget
+    }
+
+    /// Gets answered from a slot since the table was made.
+    pub fn hits(&self) -> u64 {
+        self.hits.iter().map(|c| c.0.load(Ordering::Relaxed)).sum()
+    }
+}
+
+/// This thread's hit counter.
+fn stripe() -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    thread_local! {
+        static STRIPE: Cell<usize> = const { Cell::new(usize::MAX) };
+    }
+    STRIPE.with(|s| {
+        if s.get() == usize::MAX {
+            s.set(NEXT.fetch_add(1, Ordering::Relaxed) % STRIPES);
+        }
+        s.get()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Index, IndexEntry, Placement};
+    use super::*;
+
+    const MIB: u64 = 1 << 20;
+
+    fn entry(segment: u64, offset: u64) -> IndexEntry {
+        IndexEntry {
+            segment,
+            offset,
+            value_len: 5,
+            stored_len: 5,
+            key_len: 3,
+            flags: 0,
+        }
+    }
+
+    /// A buffer laid out as the store keeps a value: 8 bytes of sequence number, the key, the
+    /// value.
+    fn value(e: &IndexEntry, key: &[u8], value: &[u8]) -> HotValue {
+        let mut b = vec![0u8; 8];
+        b.extend_from_slice(key);
+        b.extend_from_slice(value);
+        HotValue {
+            place: e.place(),
+            seq: e.offset,
+            bytes: Bytes::from(b),
+            key_start: 8,
+            key_end: 8 + key.len(),
+        }
+    }
+
+    fn get(index: &Index, key: &[u8]) -> Option<(u64, Vec<u8>)> {
+        let hot = index.hot().expect("a table");
+        hot.with(index.hash(key), key, |seq, b, at| (seq, b[at..].to_vec()))
+    }
+
+    fn index_with_table(bits: u32) -> Index {
+        let index = Index::with_hash_bits(bits);
+        index.keep_hot_values(HotTable::for_cache(64 * MIB).unwrap());
+        index
+    }
+
+    #[test]
+    fn a_small_cache_has_no_table_and_a_table_takes_an_eighth() {
+        assert!(HotTable::for_cache(MIN_CACHE - 1).is_none());
+        assert_eq!(HotTable::share_of(MIN_CACHE - 1), 0);
+        let t = HotTable::for_cache(64 * MIB).unwrap();
+        assert_eq!((t.budget(), HotTable::share_of(64 * MIB)), (8 * MIB, 8 * MIB));
+        // Nothing is allocated or counted before a fill.
+        assert!(t.chunks.iter().all(|c| c.get().is_none()));
+        assert_eq!((t.held(), t.hits()), (0, 0));
+    }
+
+    #[test]
+    fn only_a_live_entry_is_kept_and_every_change_of_its_hash_forgets_it() {
+        let index = index_with_table(64);
+        let (k, h) = (b"abc", index.hash(b"abc"));
+        let e1 = entry(1, 64);
+        // Not in the index: refused.
+        index.keep_hot(h, value(&e1, k, b"one"));
+        assert_eq!(get(&index, k), None);
+        index.apply(h, None, Some(&e1));
+        index.keep_hot(h, value(&e1, k, b"one"));
+        assert_eq!(get(&index, k), Some((64, b"one".to_vec())));
+        assert_eq!(get(&index, b"abd"), None);
+        assert_eq!(index.hot().unwrap().hits(), 1);
+        // An overwrite forgets it, and the old record can no longer be kept.
+        let e2 = entry(2, 64);
+        index.apply(h, Some(&e1), Some(&e2));
+        assert_eq!(get(&index, k), None);
+        index.keep_hot(h, value(&e1, k, b"one"));
+        assert_eq!(get(&index, k), None);
+        index.keep_hot(h, value(&e2, k, b"two"));
+        assert_eq!(get(&index, k), Some((64, b"two".to_vec())));
+        // A compaction move forgets it, whether or not it moves the entry.
+        assert!(!index.replace_if(h, &e1, entry(3, 64)));
+        assert_eq!(get(&index, k), None);
+        index.keep_hot(h, value(&e2, k, b"two"));
+        assert!(index.replace_if(h, &e2, entry(3, 64)));
+        assert_eq!(get(&index, k), None);
+        // A lazy put of the key goes ahead of its entry: the entry behind is not kept.
+        let e3 = entry(3, 64);
+        index.apply_write(h, 3, Placement::Front, &[], Some(&entry(4, 64)));
+        index.keep_hot(h, value(&e3, k, b"three"));
+        assert_eq!(get(&index, k), None);
+        // Resolved, the newest is live and kept; a resolution forgets too.
+        index.keep_hot(h, value(&entry(4, 64), k, b"four"));
+        assert_eq!(get(&index, k), Some((64, b"four".to_vec())));
+        index.resolve(h, 3, (4, 64), &[(3, 64)]);
+        assert_eq!(get(&index, k), None);
+        // A delete forgets it; nothing is counted once every slot is empty.
+        index.keep_hot(h, value(&entry(4, 64), k, b"four"));
+        assert!(index.hot().unwrap().held() > 0);
+        index.apply(h, Some(&entry(4, 64)), None);
+        assert_eq!(get(&index, k), None);
+        assert_eq!(index.hot().unwrap().held(), 0);
+    }
+
+    #[test]
+    fn keys_sharing_a_hash_answer_only_for_themselves() {
+        // No hash bits: every key has the same hash, and so the same slot.
+        let index = index_with_table(0);
+        let (a, b) = (b"aaa", b"bbb");
+        let h = index.hash(a);
+        assert_eq!(h, index.hash(b));
+        let (ea, eb) = (entry(1, 64), entry(1, 128));
+        index.apply(h, None, Some(&ea));
+        index.apply(h, None, Some(&eb));
+        index.keep_hot(h, value(&ea, a, b"A"));
+        assert_eq!(get(&index, a), Some((64, b"A".to_vec())));
+        assert_eq!(get(&index, b), None);
+        // The other key's fill takes the slot.
+        index.keep_hot(h, value(&eb, b, b"B"));
+        assert_eq!(get(&index, a), None);
+        assert_eq!(get(&index, b), Some((128, b"B".to_vec())));
+        // A write of either key forgets what the slot holds for the hash.
+        index.apply(h, Some(&ea), Some(&entry(2, 64)));
+        assert_eq!(get(&index, b), None);
+    }
+
+    #[test]
+    fn the_budget_bounds_what_is_kept_and_large_values_are_not() {
+        let t = HotTable::for_cache(MIN_CACHE).unwrap();
+        let budget = t.budget();
+        let big = vec![7u8; MAX_HOT_VALUE];
+        let mut kept = 0;
+        for i in 0..(2 * budget / MAX_HOT_VALUE as u64) {
+            let h = crate::index::key_hash(&i.to_le_bytes());
+            let mut b = i.to_le_bytes().to_vec();
+            b.extend_from_slice(&big);
+            t.fill(
+                h,
+                HotValue {
+                    place: (1, i),
+                    seq: i,
+                    bytes: Bytes::from(b),
+                    key_start: 0,
+                    key_end: 8,
+                },
+            );
+            assert!(t.held() <= budget, "{} > {budget}", t.held());
+            kept += t.with(h, &i.to_le_bytes(), |_, _, _| ()).is_some() as u64;
+        }
+        assert!(kept > 0 && t.held() > budget / 2, "{kept} kept, {}", t.held());
+        // One byte more than the largest value kept: refused.
+        let mut b = vec![0u8; 8];
+        b.extend_from_slice(&vec![1u8; MAX_HOT_VALUE + 1]);
+        let h = crate::index::key_hash(b"huge");
+        t.fill(
+            h,
+            HotValue {
+                place: (2, 0),
+                seq: 0,
+                bytes: Bytes::from(b),
+                key_start: 0,
+                key_end: 8,
+            },
+        );
+        assert!(t.with(h, &[0u8; 8], |_, _, _| ()).is_none());
+    }
+}

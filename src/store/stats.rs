@@ -94,7 +94,8 @@ pub struct Stats {
     pub tombstones_dropped: u64,
     /// Lookups the read cache answered since open (see
     /// [`Options::cache_capacity`](crate::Options::cache_capacity)): a whole value, a block of
-    /// chunk checksums or a frame table found in memory.
+    /// chunk checksums or a frame table found in memory (gets answered from the index's table of
+    /// hot values, which is part of the cache, included).
     pub cache_hits: u64,
     /// Lookups of the read cache that found nothing since open (the bytes were then read from
     /// disk). A range read of a small value that is not cached counts one too.
@@ -102,7 +103,9 @@ pub struct Stats {
     /// Entries the read cache dropped to make room since open.
     pub cache_evictions: u64,
     /// Bytes the read cache holds now, each entry's bookkeeping included: never more than
-    /// [`cache_capacity`](Stats::cache_capacity).
+    /// [`cache_capacity`](Stats::cache_capacity). With a cache of 16 MiB or more, an eighth of
+    /// the capacity is the table of hot values (small values read recently, by key hash), whose
+    /// entries count their buffers in full even when shared with the rest of the cache.
     pub cache_bytes: u64,
     /// The read cache's budget: most bytes it may hold, set by
     /// [`Options::cache_capacity`](crate::Options::cache_capacity) or sized at open from

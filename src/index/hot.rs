@@ -31,7 +31,7 @@
 //!
 //! # Memory
 //!
-//! The table is off below [`MIN_CACHE`] of read cache, and takes an eighth of the cache's
+//! The table is off below [`MIN_CACHE`] of read cache, and takes a thirty-second of the cache's
 //! capacity otherwise (the cache keeps the rest: together they stay within
 //! `Options::cache_capacity`). Every entry counts its buffer's whole length plus
 //! [`ENTRY_OVERHEAD`], even when the read cache holds the same buffer (shared, not copied): the
@@ -50,6 +50,11 @@ use bytes::Bytes;
 
 /// Caches smaller than this have no table of hot values (a test's or a tiny store's).
 pub const MIN_CACHE: u64 = 16 << 20;
+
+/// The table takes this fraction of the cache's capacity: small, because the cache counts
+/// the bytes the table shares with it twice, and the cache's own hit ratio is what a store
+/// larger than memory lives on.
+const SHARE: u64 = 32;
 
 /// The largest value kept in a slot: small values are those whose get the lookups dominate.
 pub const MAX_HOT_VALUE: usize = 16 << 10;
@@ -118,14 +123,15 @@ pub struct HotValue {
 
 impl HotTable {
     /// A table for a read cache of `cache_capacity` bytes, or `None` if the cache is too small
-    /// to spare an eighth of it.
+    /// to spare a thirty-second of it.
     pub fn for_cache(cache_capacity: u64) -> Option<HotTable> {
         if cache_capacity < MIN_CACHE {
             return None;
         }
         let budget = Self::share_of(cache_capacity);
-        // One slot per KiB of budget: 1 KiB values fill it by bytes and by slots at once.
-        let wanted = ((budget >> 10) as usize).clamp(CHUNK, MAX_SLOTS);
+        // Two slots per KiB of budget: keys falling to one slot are then rare (a slot's next
+        // fill replaces its entry) while 1 KiB values fill the budget.
+        let wanted = ((budget >> 9) as usize).clamp(CHUNK, MAX_SLOTS);
         let slots = 1usize << (usize::BITS - 1 - wanted.leading_zeros());
         Some(HotTable {
             chunks: (0..slots / CHUNK).map(|_| OnceLock::new()).collect(),
@@ -142,7 +148,7 @@ impl HotTable {
         if cache_capacity < MIN_CACHE {
             0
         } else {
-            cache_capacity / 8
+            cache_capacity / SHARE
         }
     }
 
@@ -150,7 +156,8 @@ impl HotTable {
     fn slot(&self, hash: u64, alloc: bool) -> Option<&Slot> {
         // A multiplicative hash of the whole hash: the index's shards and fingerprints use its
         // top 40 bits, and tests keep only a few of them.
-        let i = (hash.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - self.slot_bits)) & self.slot_mask;
+        let i =
+            (hash.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - self.slot_bits)) & self.slot_mask;
         let i = i as usize;
         let chunk = &self.chunks[i / CHUNK];
         let slots = if alloc {
@@ -164,7 +171,12 @@ impl HotTable {
     /// Calls `f` with the sequence number, buffer and value offset of the value of `key`
     /// (hashing to `hash`) if a slot holds it; `None` otherwise. The caller must hold no lock
     /// that a fill takes.
-    pub fn with<R>(&self, hash: u64, key: &[u8], f: impl FnOnce(u64, &Bytes, usize) -> R) -> Option<R> {
+    pub fn with<R>(
+        &self,
+        hash: u64,
+        key: &[u8],
+        f: impl FnOnce(u64, &Bytes, usize) -> R,
+    ) -> Option<R> {
         let slot = self.slot(hash, false)?;
         let guard = slot.load();
         let e = guard.as_ref()?;
@@ -299,11 +311,14 @@ mod tests {
     }
 
     #[test]
-    fn a_small_cache_has_no_table_and_a_table_takes_an_eighth() {
+    fn a_small_cache_has_no_table_and_a_table_takes_a_thirty_second() {
         assert!(HotTable::for_cache(MIN_CACHE - 1).is_none());
         assert_eq!(HotTable::share_of(MIN_CACHE - 1), 0);
         let t = HotTable::for_cache(64 * MIB).unwrap();
-        assert_eq!((t.budget(), HotTable::share_of(64 * MIB)), (8 * MIB, 8 * MIB));
+        assert_eq!(
+            (t.budget(), HotTable::share_of(64 * MIB)),
+            (2 * MIB, 2 * MIB)
+        );
         // Nothing is allocated or counted before a fill.
         assert!(t.chunks.iter().all(|c| c.get().is_none()));
         assert_eq!((t.held(), t.hits()), (0, 0));
@@ -399,7 +414,11 @@ mod tests {
             assert!(t.held() <= budget, "{} > {budget}", t.held());
             kept += t.with(h, &i.to_le_bytes(), |_, _, _| ()).is_some() as u64;
         }
-        assert!(kept > 0 && t.held() > budget / 2, "{kept} kept, {}", t.held());
+        assert!(
+            kept > 0 && t.held() > budget / 2,
+            "{kept} kept, {}",
+            t.held()
+        );
         // One byte more than the largest value kept: refused.
         let mut b = vec![0u8; 8];
         b.extend_from_slice(&vec![1u8; MAX_HOT_VALUE + 1]);

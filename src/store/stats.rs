@@ -103,7 +103,7 @@ pub struct Stats {
     /// Entries the read cache dropped to make room since open.
     pub cache_evictions: u64,
     /// Bytes the read cache holds now, each entry's bookkeeping included: never more than
-    /// [`cache_capacity`](Stats::cache_capacity). With a cache of 16 MiB or more, an eighth of
+    /// [`cache_capacity`](Stats::cache_capacity). With a cache of 16 MiB or more, a thirty-second of
     /// the capacity is the table of hot values (small values read recently, by key hash), whose
     /// entries count their buffers in full even when shared with the rest of the cache.
     pub cache_bytes: u64,

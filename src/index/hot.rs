@@ -37,7 +37,7 @@
 //! [`ENTRY_OVERHEAD`], even when the read cache holds the same buffer (shared, not copied): the
 //! count can only overstate. Slots are allocated in chunks as they are first filled, so an idle
 //! store costs nothing. A slot's entry is replaced by the next fill of another key that falls
-//! to it: the table keeps the keys read most recently, among those the read cache kept (it is
+//! to it (a full table still takes a fill whose slot's entry weighs as much): the table keeps the keys read most recently, among those the read cache kept (it is
 //! filled from the cache's hits, never from a disk read: one pass over many values does not
 //! touch it).
 
@@ -201,17 +201,26 @@ impl HotTable {
             bytes: value.bytes,
         });
         let weight = entry.weight();
-        if self.held.fetch_add(weight, Ordering::Relaxed) + weight > self.budget {
-            // Full: what is kept stays until another key's fill replaces it.
-            self.held.fetch_sub(weight, Ordering::Relaxed);
-            return;
-        }
         let Some(slot) = self.slot(hash, true) else {
-            self.held.fetch_sub(weight, Ordering::Relaxed);
             return;
         };
-        if let Some(old) = slot.swap(Some(entry)) {
-            self.held.fetch_sub(old.weight(), Ordering::Relaxed);
+        // The entry it replaces frees its weight: a full table still takes a fill whose slot
+        // holds as much (it keeps the keys read most recently, not the first ones it met).
+        let current = slot.load();
+        let freed = current.as_ref().map_or(0, |e| e.weight());
+        let grows = weight.saturating_sub(freed);
+        if grows > 0 && self.held.fetch_add(grows, Ordering::Relaxed) + grows > self.budget {
+            self.held.fetch_sub(grows, Ordering::Relaxed);
+            return;
+        }
+        // Another key's fill or forget may change the slot meanwhile (another shard's lock):
+        // then this fill is dropped.
+        let previous = slot.compare_and_swap(&current, Some(entry));
+        let swapped = previous.as_ref().map(Arc::as_ptr) == current.as_ref().map(Arc::as_ptr);
+        if !swapped {
+            self.held.fetch_sub(grows, Ordering::Relaxed);
+        } else if freed > weight {
+            self.held.fetch_sub(freed - weight, Ordering::Relaxed);
         }
     }
 
@@ -396,7 +405,7 @@ mod tests {
         let t = HotTable::for_cache(MIN_CACHE).unwrap();
         let budget = t.budget();
         let big = vec![7u8; MAX_HOT_VALUE];
-        let mut kept = 0;
+        let (mut kept, mut last_kept) = (0, 0);
         for i in 0..(2 * budget / MAX_HOT_VALUE as u64) {
             let h = crate::index::key_hash(&i.to_le_bytes());
             let mut b = i.to_le_bytes().to_vec();
@@ -412,13 +421,35 @@ mod tests {
                 },
             );
             assert!(t.held() <= budget, "{} > {budget}", t.held());
-            kept += t.with(h, &i.to_le_bytes(), |_, _, _| ()).is_some() as u64;
+            if t.with(h, &i.to_le_bytes(), |_, _, _| ()).is_some() {
+                kept += 1;
+                last_kept = i;
+            }
         }
         assert!(
             kept > 0 && t.held() > budget / 2,
             "{kept} kept, {}",
             t.held()
         );
+        // Full, it still takes a fill whose slot's entry weighs as much: the newest read wins.
+        assert!(t.held() + MAX_HOT_VALUE as u64 > budget, "{}", t.held());
+        let h = crate::index::key_hash(&last_kept.to_le_bytes());
+        let full = t.held();
+        let mut b = b"newerkey".to_vec();
+        b.extend_from_slice(&big);
+        t.fill(
+            h,
+            HotValue {
+                place: (3, 0),
+                seq: 9,
+                bytes: Bytes::from(b),
+                key_start: 0,
+                key_end: 8,
+            },
+        );
+        assert_eq!(t.with(h, b"newerkey", |seq, _, _| seq), Some(9));
+        assert!(t.with(h, &last_kept.to_le_bytes(), |_, _, _| ()).is_none());
+        assert_eq!(t.held(), full);
         // One byte more than the largest value kept: refused.
         let mut b = vec![0u8; 8];
         b.extend_from_slice(&vec![1u8; MAX_HOT_VALUE + 1]);

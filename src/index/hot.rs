@@ -69,8 +69,8 @@ pub const ENTRY_OVERHEAD: u64 = 96;
 /// Slots are allocated this many at a time.
 const CHUNK: usize = 4096;
 
-/// The most slots a table has (16 MiB of slots once all are allocated).
-const MAX_SLOTS: usize = 1 << 20;
+/// The most slots a table has (32 MiB of slots once all are allocated).
+const MAX_SLOTS: usize = 1 << 21;
 
 /// Slots per bucket: a key may sit in either slot of its bucket, so that two keys read often
 /// whose hashes fall to one bucket do not take turns replacing each other.
@@ -142,9 +142,9 @@ impl HotTable {
             return None;
         }
         let budget = Self::share_of(cache_capacity);
-        // Two slots per KiB of budget: keys falling to one slot are then rare (a slot's next
-        // fill replaces its entry) while 1 KiB values fill the budget.
-        let wanted = ((budget >> 9) as usize).clamp(CHUNK, MAX_SLOTS);
+        // Four slots per KiB of budget: while 1 KiB values fill the budget, three keys falling
+        // to one bucket (the third's fill replaces one of the others) are rare.
+        let wanted = ((budget >> 8) as usize).clamp(CHUNK, MAX_SLOTS);
         let slots = 1usize << (usize::BITS - 1 - wanted.leading_zeros());
         Some(HotTable {
             chunks: (0..slots / CHUNK).map(|_| OnceLock::new()).collect(),

@@ -517,3 +517,90 @@ fn a_buffered_put_keeps_only_the_values_of_keys_in_use() {
     assert_eq!(store.get("new").unwrap().unwrap(), value(31, 2000));
     assert_eq!(store.stats().cache_misses, misses);
 }
+
+/// The table of hot values (on in a cache of 16 MiB or more: `index/hot.rs`) under a writer
+/// that overwrites a few keys over and over while readers read them through every whole-value
+/// get and a thread compacts: a read that starts after a put returned sees that put's value or
+/// a newer one, and no reader ever sees a key's value go back.
+#[test]
+fn hot_values_never_go_back_while_overwritten_and_compacted() {
+    use std::sync::atomic::AtomicU64;
+    const KEYS: usize = 4;
+    const ROUNDS: u64 = 3000;
+    let fx = TestStore::new(options(32 << 20).compaction_threshold(0.1));
+    let store = Arc::new(fx.open());
+    let acked: Arc<Vec<AtomicU64>> = Arc::new((0..KEYS).map(|_| AtomicU64::new(0)).collect());
+    let done = Arc::new(AtomicBool::new(false));
+    let key = |k: usize| format!("hot-{k}");
+    // A value that names its round, padded so that compaction has bytes to move.
+    let versioned = |round: u64| {
+        let mut v = round.to_le_bytes().to_vec();
+        v.resize(300, round as u8);
+        v
+    };
+    for k in 0..KEYS {
+        store.put(key(k), versioned(0)).unwrap();
+    }
+    let compactor = {
+        let (store, done) = (store.clone(), done.clone());
+        thread::spawn(move || {
+            while !done.load(Ordering::Relaxed) {
+                store.compact().unwrap();
+            }
+        })
+    };
+    let readers: Vec<_> = (0..3)
+        .map(|r| {
+            let (store, acked, done) = (store.clone(), acked.clone(), done.clone());
+            thread::spawn(move || {
+                let mut seen = [0u64; KEYS];
+                let mut buf = Vec::new();
+                let mut reads = 0u64;
+                while !done.load(Ordering::Relaxed) {
+                    for (k, last) in seen.iter_mut().enumerate() {
+                        let floor = acked[k].load(Ordering::SeqCst);
+                        let got = match (reads + r) % 3 {
+                            0 => store.get(key(k)).unwrap().expect("never deleted"),
+                            1 => {
+                                assert!(store.get_into(key(k), &mut buf).unwrap());
+                                buf.clone()
+                            }
+                            _ => store.get_bytes(key(k)).unwrap().expect("kept").to_vec(),
+                        };
+                        let round = u64::from_le_bytes(got[..8].try_into().unwrap());
+                        assert_eq!(got, versioned(round), "{}: a torn value", key(k));
+                        assert!(
+                            round >= floor,
+                            "{}: round {round} after {floor} returned",
+                            key(k)
+                        );
+                        assert!(
+                            round >= *last,
+                            "{}: round {round} after {last} was read",
+                            key(k)
+                        );
+                        *last = round;
+                        if let Some((v, _)) = store.get_cached(key(k)).unwrap() {
+                            let cached = u64::from_le_bytes(v[..8].try_into().unwrap());
+                            assert!(cached >= round, "{}: cached {cached} after {round}", key(k));
+                        }
+                        reads += 1;
+                    }
+                }
+                reads
+            })
+        })
+        .collect();
+    for round in 1..=ROUNDS {
+        let k = (round % KEYS as u64) as usize;
+        store.put(key(k), versioned(round)).unwrap();
+        acked[k].store(round, Ordering::SeqCst);
+    }
+    done.store(true, Ordering::Relaxed);
+    compactor.join().unwrap();
+    for r in readers {
+        assert!(r.join().unwrap() > 0);
+    }
+    let stats = store.stats();
+    assert!(stats.cache_hits > 0, "{stats:?}");
+}

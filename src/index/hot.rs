@@ -43,7 +43,8 @@
 //! store costs nothing. A slot's entry is replaced by the next fill of another key that falls
 //! to it (a full table still takes a fill whose slot's entry weighs as much): the table keeps the keys read most recently, among those the read cache kept (it is
 //! filled from the cache's hits, never from a disk read: one pass over many values does not
-//! touch it).
+//! touch it), and a hot key's value again when it is written (its slot still bears its hash:
+//! [`HotTable::was_kept`]; a bulk load of other keys does not touch the table).
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -255,6 +256,13 @@ impl HotTable {
         }
     }
 
+    /// Whether a slot of `hash`'s bucket bears the hash: it holds, or held until a change of the
+    /// hash's entries emptied it, the value of a key hashing to `hash` (a key read recently).
+    pub fn was_kept(&self, hash: u64) -> bool {
+        self.bucket(hash, false)
+            .is_some_and(|b| b.iter().any(|s| s.tag.load(Ordering::Relaxed) == hash))
+    }
+
     /// Empties the slots of `hash`'s bucket that hold the value of a key hashing to `hash`.
     /// The caller holds the index shard's write lock of `hash` (so no fill for `hash` runs
     /// meanwhile; two fills made before may have put it in both slots).
@@ -404,6 +412,10 @@ mod tests {
         assert_eq!(get(&index, k), Some((64, b"four".to_vec())));
         index.resolve(h, 3, (4, 64), &[(3, 64)]);
         assert_eq!(get(&index, k), None);
+        // A forgotten key's slot still bears its hash (what lets its next write keep it);
+        // another key's does not.
+        assert!(index.hot().unwrap().was_kept(h));
+        assert!(!index.hot().unwrap().was_kept(index.hash(b"abd")));
         // A delete forgets it; nothing is counted once every slot is empty.
         index.keep_hot(h, value(&entry(4, 64), k, b"four"));
         assert!(index.hot().unwrap().held() > 0);

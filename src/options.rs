@@ -223,7 +223,9 @@ impl Options {
 
     /// A group commit closes once it holds this many bytes of records (default 8 MiB): its
     /// writers are synced at once instead of waiting for more to join. Bounds the latency a
-    /// writer can incur from the others in its group.
+    /// writer can incur from the others in its group. Only a group with a
+    /// [`Durability::Sync`] write in it is closed so: buffered writes alone have nobody
+    /// waiting, and are made durable by the flush ticker, a flush, a durable write or a seal.
     ///
     /// ```
     /// let opts = podstore::Options::default().max_group_bytes(16 << 20);
@@ -234,7 +236,8 @@ impl Options {
         self
     }
 
-    /// A group commit closes once it holds this many records (default 4096).
+    /// A group commit closes once it holds this many records (default 4096); like
+    /// [`Options::max_group_bytes`], only a group with a [`Durability::Sync`] write in it.
     ///
     /// ```
     /// let opts = podstore::Options::default().max_group_records(1024);

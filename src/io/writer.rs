@@ -48,6 +48,9 @@ pub struct ProgressState {
     pub failure: Option<FailureKind>,
     /// Jobs with an fdatasync completed so far (see [`WriteBuffer::sync_ticket`]).
     pub syncs_done: u64,
+    /// Threads in [`Progress::wait`] now: [`Progress::notify`] wakes nobody (and makes no
+    /// syscall) when there are none, as after a lone durable writer's own sync.
+    waiters: usize,
 }
 
 /// The kind of the failure that poisoned the store, kept to answer later callers.
@@ -93,6 +96,7 @@ impl Progress {
                 inflight: 0,
                 failure: None,
                 syncs_done: 0,
+                waiters: 0,
             }),
             changed: Condvar::new(),
         }
@@ -104,8 +108,14 @@ impl Progress {
     }
 
     /// Waits for the next change.
-    pub fn wait<'a>(&self, guard: MutexGuard<'a, ProgressState>) -> MutexGuard<'a, ProgressState> {
-        self.changed.wait(guard).unwrap_or_else(|p| p.into_inner())
+    pub fn wait<'a>(
+        &self,
+        mut guard: MutexGuard<'a, ProgressState>,
+    ) -> MutexGuard<'a, ProgressState> {
+        guard.waiters += 1;
+        let mut guard = self.changed.wait(guard).unwrap_or_else(|p| p.into_inner());
+        guard.waiters -= 1;
+        guard
     }
 
     /// Poisons the store after a failure outside the flush thread (a failed directory fsync):
@@ -117,9 +127,14 @@ impl Progress {
 
     /// Wakes every waiter (after a change made outside the state, e.g. a publication).
     pub fn notify(&self) {
-        // Taking the lock orders this notification after any waiter's check-then-wait.
-        drop(self.lock());
-        self.changed.notify_all();
+        // Taking the lock orders this notification after any waiter's check-then-wait: a
+        // waiter counts itself under the lock before it waits, so one that has not yet
+        // checked will see the change, and one that waits is counted. With nobody waiting
+        // (a lone durable writer that synced its own group), no futex wake per put.
+        let waiting = self.lock().waiters > 0;
+        if waiting {
+            self.changed.notify_all();
+        }
     }
 }
 

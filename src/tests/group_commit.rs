@@ -92,3 +92,56 @@ fn concurrent_durable_writers_stay_durable_whoever_syncs() {
         }
     }
 }
+
+#[test]
+fn buffered_writes_past_the_group_caps_make_no_sync_until_a_durable_one_joins() {
+    let sim = new_sim(SimConfig {
+        direct: false,
+        ..SimConfig::default()
+    });
+    // Small caps, so that a few writes reach them; a segment large enough for all of them (a
+    // seal syncs).
+    let opts = options(Durability::Buffered)
+        .segment_size(16 << 20)
+        .max_group_records(4)
+        .max_group_bytes(8 << 10);
+    let store = open(&sim, opts).unwrap();
+    store.put(key(1), super::value(0, 10)).unwrap(); // creates the segment
+    let total = |syncs: BTreeMap<String, u64>| syncs.values().sum::<u64>();
+    let buffered = syncs_during(&sim, || {
+        for i in 0..40 {
+            store
+                .put(key((i % 5) as u8), super::value(i, 3000))
+                .unwrap();
+        }
+    });
+    assert_eq!(
+        total(buffered),
+        0,
+        "40 buffered puts (15 times the byte cap, 10 times the record cap): nobody waits, no sync"
+    );
+    // A durable write in a group that is over its caps syncs it at once, buffered bytes and all.
+    let durable = syncs_during(&sim, || {
+        let mut batch = crate::Batch::new();
+        batch
+            .put(key(7), super::value(7, 100))
+            .durability(Durability::Sync);
+        store.write(&batch).unwrap();
+    });
+    assert_eq!(total(durable), 1, "the durable write's group: one sync");
+    // Everything before it is durable with it: a power loss that keeps nothing unsynced keeps
+    // the buffered puts too.
+    sim.crash_now();
+    drop(store);
+    let after = sim.after_crash(Survival::DropAll, 0);
+    let store = open(&after, options(Durability::Buffered)).unwrap();
+    let seen = observe(&store).unwrap();
+    for k in 0..5u8 {
+        assert_eq!(
+            seen[&k],
+            super::Seen::Version(35 + u32::from(k), 3000),
+            "key {k}"
+        );
+    }
+    assert_eq!(seen[&7], super::Seen::Version(7, 100));
+}

@@ -76,6 +76,11 @@ pub(super) struct Appender {
     /// Bytes and records appended since the last synced hand-off: the group being formed.
     group_bytes: u64,
     group_records: usize,
+    /// The group being formed holds a [`Durability::Sync`] write, whose writer waits for it:
+    /// only such a group is closed at its caps. Buffered writes alone have nobody to wait, and
+    /// a sync at every cap cost a bulk load one fdatasync (and one padded partial write) per
+    /// 8 MiB or 4096 records.
+    group_waited: bool,
 }
 
 impl Appender {
@@ -97,6 +102,13 @@ impl Appender {
             self.versions.reserve(seq.saturating_add(RESERVE_AHEAD))?;
         }
         Ok(seq)
+    }
+
+    /// A synced hand-off took the group being formed: the next one starts empty.
+    fn reset_group(&mut self) {
+        self.group_bytes = 0;
+        self.group_records = 0;
+        self.group_waited = false;
     }
 
     /// Takes the number [`Appender::number`] gives.
@@ -184,6 +196,7 @@ impl Log {
                 versions,
                 group_bytes: 0,
                 group_records: 0,
+                group_waited: false,
             }),
             tail,
             progress,
@@ -454,14 +467,16 @@ impl AppendGuard<'_> {
         self.log.shared.counters.add_user_bytes(total);
         self.app.group_bytes += total;
         self.app.group_records += ops.len();
+        self.app.group_waited |= durability == Durability::Sync;
         if durability == Durability::Buffered {
             // Visible at once: the caller's next read must see it. Earlier queued log writes
             // become visible with it, so that per key the log order holds.
             let shared = &self.log.shared;
             shared.pending.ready_through(last, &shared.index);
         }
-        if self.app.group_bytes >= self.log.max_group_bytes
-            || self.app.group_records >= self.log.max_group_records
+        if self.app.group_waited
+            && (self.app.group_bytes >= self.log.max_group_bytes
+                || self.app.group_records >= self.log.max_group_records)
         {
             self.submit_group()?;
         }
@@ -494,16 +509,14 @@ impl AppendGuard<'_> {
         let last = self.last_seq();
         let job = self.app.wb.take_own_group(turn, last)?;
         if job.is_some() {
-            self.app.group_bytes = 0;
-            self.app.group_records = 0;
+            self.app.reset_group();
         }
         Ok(job)
     }
 
     /// Hands the group being formed to the flush thread with an fdatasync.
     pub(super) fn submit_group(&mut self) -> Result<()> {
-        self.app.group_bytes = 0;
-        self.app.group_records = 0;
+        self.app.reset_group();
         let last = self.last_seq();
         self.app.wb.submit(true, last)
     }
@@ -652,8 +665,7 @@ impl AppendGuard<'_> {
             &entries,
         );
         app.wb.append(&footer)?;
-        app.group_bytes = 0;
-        app.group_records = 0;
+        app.reset_group();
         app.wb.submit_seal(last)?;
         let ticket = app.wb.sync_ticket();
 

@@ -56,9 +56,9 @@ mod record;
 mod tail;
 
 use record::{Builder, END, Parsed, bound, extent};
-use tail::Tail;
 #[cfg(test)]
 use tail::TAIL_ENTRIES;
+use tail::Tail;
 
 type Entry = EntryOf<TypeConfig>;
 type LogId = LogIdOf<TypeConfig>;

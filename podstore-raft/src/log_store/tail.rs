@@ -90,7 +90,9 @@ impl Tail {
 
     /// Drops the entries from index `from` on.
     pub(super) fn cut_from(&mut self, from: u64) {
-        let keep = from.saturating_sub(self.start).min(self.entries.len() as u64) as usize;
+        let keep = from
+            .saturating_sub(self.start)
+            .min(self.entries.len() as u64) as usize;
         for (_, len) in self.entries.drain(keep..) {
             self.bytes -= len;
         }
@@ -136,7 +138,10 @@ mod tests {
         assert_eq!(t.first(), Some(5));
         assert_eq!(indexes(&t.read(6, 8)), [6, 7]);
         assert_eq!(indexes(&t.read(8, 100)), [8, 9]);
-        assert!(t.read(4, 8).is_empty(), "a read from before the tail gets nothing");
+        assert!(
+            t.read(4, 8).is_empty(),
+            "a read from before the tail gets nothing"
+        );
         assert!(t.read(10, 12).is_empty());
 
         t.cut_from(8);

@@ -53,8 +53,12 @@ use podstore::{Batch, Durability, Options, Store};
 use crate::{TypeConfig, decode, encode, io_err};
 
 mod record;
+mod tail;
 
 use record::{Builder, END, Parsed, bound, extent};
+#[cfg(test)]
+use tail::TAIL_ENTRIES;
+use tail::Tail;
 
 type Entry = EntryOf<TypeConfig>;
 type LogId = LogIdOf<TypeConfig>;
@@ -65,13 +69,6 @@ const COMMITTED: &[u8] = b"m/committed";
 const PURGED: &[u8] = b"m/purged";
 /// Records deleted per batch when purged entries are reclaimed.
 const RECLAIM_BATCH: usize = 1024;
-/// The newest entries kept in memory for the log's readers (at most this many, and at most
-/// [`TAIL_BYTES`] of them encoded): the leader's replication reads every entry it sends right
-/// after appending it, and from the store each read was a device read (a third of the CPU time
-/// of 64 clients' puts in the in-process bench went to those reads).
-const TAIL_ENTRIES: usize = 8192;
-/// The encoded bytes the in-memory tail holds at most.
-const TAIL_BYTES: usize = 32 << 20;
 /// Appends whose entries encode to at most this many bytes are written on the calling task
 /// (the Raft core's), larger ones on a blocking thread. A buffered write copies into the
 /// store's write buffer (1 MiB by default) and returns: it waits for the disk only when both
@@ -109,7 +106,15 @@ struct Shared {
     /// fsync and a catalog update), which on a busy disk took long enough to starve the
     /// runtime's other tasks (a three-node in-process cluster on two workers lost its leader).
     written: AtomicBool,
+    /// The value buffer of the last append's record, for the next one to encode into (kept
+    /// up to [`SPARE_BYTES`]): a fresh buffer per append was allocated, grown through copies
+    /// and, past malloc's mmap threshold, page-faulted in (2.4 % of the CPU time of 64
+    /// clients' puts in the in-process bench).
+    spare: Mutex<Vec<u8>>,
 }
+
+/// The largest record buffer kept for the next append.
+const SPARE_BYTES: usize = 2 * record::RECORD_BYTES;
 
 impl Shared {
     fn meta(&self) -> MutexGuard<'_, Meta> {
@@ -118,6 +123,10 @@ impl Shared {
 
     fn tail(&self) -> MutexGuard<'_, Tail> {
         self.tail.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn spare(&self) -> MutexGuard<'_, Vec<u8>> {
+        self.spare.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The part of `start..end` that the log holds (after the purge point, up to the last
@@ -134,74 +143,6 @@ impl Shared {
     }
 }
 
-/// The newest entries of the log, by index, with their encoded sizes: always a contiguous run
-/// ending at the last entry (appends extend it, truncation and purge cut it, the oldest are
-/// dropped beyond the bounds).
-#[derive(Default)]
-struct Tail {
-    entries: std::collections::BTreeMap<u64, (Entry, usize)>,
-    bytes: usize,
-}
-
-impl Tail {
-    /// Adds entries just appended (after any truncation, so contiguous with the tail, or the
-    /// tail is restarted).
-    fn extend(&mut self, entries: Vec<(Entry, usize)>) {
-        if let (Some((&last, _)), Some((first, _))) =
-            (self.entries.last_key_value(), entries.first())
-            && first.index() != last + 1
-        {
-            self.clear();
-        }
-        for (e, len) in entries {
-            self.bytes += len;
-            self.entries.insert(e.index(), (e, len));
-        }
-        while self.entries.len() > TAIL_ENTRIES || self.bytes > TAIL_BYTES {
-            match self.entries.pop_first() {
-                Some((_, (_, len))) => self.bytes -= len,
-                None => break,
-            }
-        }
-    }
-
-    /// Copies of the entries `from..stop` it holds, from `from` on while they are contiguous
-    /// (a prefix, if the tail was cut meanwhile).
-    fn read(&self, from: u64, stop: u64) -> Vec<Entry> {
-        let mut out =
-            Vec::with_capacity(stop.saturating_sub(from).min(TAIL_ENTRIES as u64) as usize);
-        for (next, (&i, (e, _))) in (from..).zip(self.entries.range(from..stop)) {
-            if i != next {
-                break;
-            }
-            out.push(e.clone());
-        }
-        out
-    }
-
-    /// Drops the entries from index `from` on.
-    fn cut_from(&mut self, from: u64) {
-        for (_, (_, len)) in self.entries.split_off(&from) {
-            self.bytes -= len;
-        }
-    }
-
-    /// Drops the entries up to index `to`.
-    fn cut_to(&mut self, to: u64) {
-        let keep = match to.checked_add(1) {
-            Some(k) => self.entries.split_off(&k),
-            None => Default::default(),
-        };
-        self.entries = keep;
-        self.bytes = self.entries.values().map(|(_, len)| len).sum();
-    }
-
-    fn clear(&mut self) {
-        self.entries.clear();
-        self.bytes = 0;
-    }
-}
-
 /// An append's entries with their encodings, ready to be written.
 struct Appended {
     records: Vec<record::Record>,
@@ -212,13 +153,16 @@ struct Appended {
 }
 
 impl Appended {
-    /// Encodes `entries` into records carrying `committed` (CPU only: no store access).
+    /// Encodes `entries` into records carrying `committed` (CPU only: no store access), the
+    /// first into `spare`.
     fn encode(
         entries: impl IntoIterator<Item = Entry>,
         committed: Option<LogId>,
+        spare: Vec<u8>,
     ) -> io::Result<Appended> {
-        let mut records = Builder::new(committed);
-        let mut sized = Vec::new();
+        let entries = entries.into_iter();
+        let mut records = Builder::new(committed, spare);
+        let mut sized = Vec::with_capacity(entries.size_hint().0);
         let mut bytes = 0;
         for e in entries {
             let len = records.push(&e)?;
@@ -238,14 +182,18 @@ impl Appended {
     /// Records never overlap: openraft appends right after the last entry (or into an empty
     /// log after its purge point); a follower whose log conflicts with the leader's has it
     /// truncated first (openraft's `FollowingHandler::append_entries`).
-    fn write(self, sh: &Shared) -> io::Result<()> {
+    fn write(mut self, sh: &Shared) -> io::Result<()> {
         let Some(last) = self.entries.last().map(|(e, _)| e.log_id()) else {
             return Ok(());
         };
-        match &self.records[..] {
-            // Most appends: one record, put without a batch's copy of it.
+        match &mut self.records[..] {
+            // Most appends: one record, put without a batch's copy of it; its buffer is the
+            // next append's.
             [one] => {
                 sh.store.put(one.key, &one.value).map_err(io_err)?;
+                if one.value.capacity() <= SPARE_BYTES {
+                    *sh.spare() = std::mem::take(&mut one.value);
+                }
             }
             several => {
                 let mut batch = Batch::new();
@@ -394,6 +342,7 @@ impl LogStore {
             meta: Mutex::new(meta),
             tail: Mutex::new(Tail::default()),
             written: AtomicBool::new(false),
+            spare: Mutex::new(Vec::new()),
         });
         let (flush_tx, flush_rx) = mpsc::channel();
         let (reclaim_tx, reclaim_rx) = mpsc::channel();
@@ -541,11 +490,7 @@ impl RaftLogReader<TypeConfig> for LogStore {
         };
         {
             let tail = self.shared.tail();
-            if tail
-                .entries
-                .first_key_value()
-                .is_some_and(|(&t, _)| t <= first)
-            {
+            if tail.first().is_some_and(|t| t <= first) {
                 return Ok(tail.read(first, stop));
             }
         }
@@ -555,7 +500,7 @@ impl RaftLogReader<TypeConfig> for LogStore {
             };
             let mut out = Vec::with_capacity(stop.saturating_sub(first) as usize);
             // The entries before the in-memory tail from the store, the rest from the tail.
-            let tail_start = sh.tail().entries.first_key_value().map(|(&i, _)| i);
+            let tail_start = sh.tail().first();
             let store_end = tail_start.map_or(stop, |t| t.clamp(first, stop));
             if first < store_end {
                 // From the record holding `first` (it may start before it) on.
@@ -643,7 +588,8 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         I::IntoIter: OptionalSend,
     {
         let committed = self.shared.meta().committed;
-        let appended = Appended::encode(entries, committed)?;
+        let spare = std::mem::take(&mut *self.shared.spare());
+        let appended = Appended::encode(entries, committed, spare)?;
         if appended.bytes <= INLINE_BYTES && self.shared.written.load(Ordering::Relaxed) {
             // Into the store's buffer on this task: no I/O to wait for (see INLINE_BYTES).
             appended.write(&self.shared)?;

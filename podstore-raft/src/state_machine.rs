@@ -53,6 +53,15 @@ const APPLY_CHUNK: usize = 512;
 /// (see [`applies_inline`]); larger chunks are applied on a blocking thread.
 const INLINE_BYTES: usize = 256 << 10;
 
+/// `key`'s data key, written into `buf` (one buffer for a chunk's keys: `Batch::put` copies
+/// them anyway).
+fn data_key_in<'a>(buf: &'a mut Vec<u8>, key: &[u8]) -> &'a [u8] {
+    buf.clear();
+    buf.push(b'd');
+    buf.extend_from_slice(key);
+    buf
+}
+
 fn data_key(key: &[u8]) -> Vec<u8> {
     let mut k = Vec::with_capacity(key.len() + 1);
     k.push(b'd');
@@ -441,7 +450,8 @@ fn apply_chunk(
     let mut overlay: Option<HashMap<Vec<u8>, bool>> = reads.then(HashMap::new);
     let mut last_applied = None;
     let mut membership = None;
-    let mut out = Vec::new();
+    let mut out = Vec::with_capacity(items.len());
+    let mut key_buf = Vec::new();
     for (entry, responder) in items {
         let log_id = entry.log_id();
         last_applied = Some(log_id);
@@ -461,10 +471,10 @@ fn apply_chunk(
                 match req {
                     Request::Put { key, value } => match check(&key, Some(&value)) {
                         Ok(()) => {
-                            let k = data_key(&key);
-                            batch.put(&k, value);
+                            let k = data_key_in(&mut key_buf, &key);
+                            batch.put(k, value);
                             if let Some(o) = &mut overlay {
-                                o.insert(k, true);
+                                o.insert(k.to_vec(), true);
                             }
                             Response::Done
                         }
@@ -509,17 +519,17 @@ fn apply_chunk(
                                 for op in ops {
                                     match op {
                                         Op::Put { key, value } => {
-                                            let k = data_key(&key);
-                                            batch.put(&k, value);
+                                            let k = data_key_in(&mut key_buf, &key);
+                                            batch.put(k, value);
                                             if let Some(o) = &mut overlay {
-                                                o.insert(k, true);
+                                                o.insert(k.to_vec(), true);
                                             }
                                         }
                                         Op::Delete { key } => {
-                                            let k = data_key(&key);
-                                            batch.delete(&k);
+                                            let k = data_key_in(&mut key_buf, &key);
+                                            batch.delete(k);
                                             if let Some(o) = &mut overlay {
-                                                o.insert(k, false);
+                                                o.insert(k.to_vec(), false);
                                             }
                                         }
                                     }

@@ -76,8 +76,9 @@ fn bad(what: &str) -> io::Error {
     )
 }
 
-fn header(committed: Option<&LogId>) -> io::Result<Vec<u8>> {
-    let mut value = Vec::with_capacity(32);
+/// A record's value up to its first entry, written into `value` (emptied first).
+fn header(committed: Option<&LogId>, mut value: Vec<u8>) -> io::Result<Vec<u8>> {
+    value.clear();
     value.push(FORMAT);
     postcard::to_extend(&committed, value)
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
@@ -95,14 +96,19 @@ pub(super) struct Builder {
     records: Vec<Record>,
     /// The record being filled: its first index, last index, value.
     open: Option<(u64, u64, Vec<u8>)>,
+    /// A buffer for the first record's value (a previous append's, so that an append neither
+    /// allocates its record nor grows it through copies and page faults).
+    spare: Vec<u8>,
 }
 
 impl Builder {
-    pub(super) fn new(committed: Option<LogId>) -> Builder {
+    /// A builder whose first record is written into `spare` (its contents are dropped).
+    pub(super) fn new(committed: Option<LogId>, spare: Vec<u8>) -> Builder {
         Builder {
             committed,
             records: Vec::new(),
             open: None,
+            spare,
         }
     }
 
@@ -116,7 +122,8 @@ impl Builder {
             self.close();
         }
         if self.open.is_none() {
-            self.open = Some((index, index, header(self.committed.as_ref())?));
+            let value = header(self.committed.as_ref(), std::mem::take(&mut self.spare))?;
+            self.open = Some((index, index, value));
         }
         let (_, last, value) = self.open.as_mut().expect("a record is open");
         // Sized first (a pass without copies), so that the record grows once per entry, by

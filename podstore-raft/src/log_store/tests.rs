@@ -31,8 +31,8 @@ async fn reads_span_the_store_and_the_tail() {
             .collect();
         log.append(entries, IOFlushed::noop()).await.unwrap();
     }
-    assert!(log.shared.tail().entries.len() <= TAIL_ENTRIES);
-    assert!(*log.shared.tail().entries.first_key_value().unwrap().0 > 1);
+    assert!(log.shared.tail().len() <= TAIL_ENTRIES);
+    assert!(log.shared.tail().first().unwrap() > 1);
     let ids = read(&mut log, 1, n + 1).await;
     assert_eq!(
         ids,
@@ -265,7 +265,7 @@ fn a_log_of_the_earlier_layout_is_refused() {
 /// A record whose entries do not match its key's extent is an error, never a short read.
 #[test]
 fn a_record_not_matching_its_key_is_an_error() {
-    let mut b = record::Builder::new(None);
+    let mut b = record::Builder::new(None, Vec::new());
     for i in 5..=7 {
         b.push(&entry(1, i)).unwrap();
     }

@@ -18,12 +18,13 @@
 //! [`Index::keep_hot`](super::Index::keep_hot), which holds its shard's read lock while it
 //! checks that the index still names that record as the key's live one and while it fills the
 //! slot; every change of the index's entries for a hash (a write, a delete, a compaction move,
-//! a resolution) empties the hash's slot under the shard's write lock, before the change is
-//! visible to anyone (`Index::forget_hot`). So a slot is filled either before a change (and
-//! emptied by it) or after it (and then only with what the change left live): once a write's
-//! index update is done, no reader finds the value it replaced. A reader that finds the slot
-//! filled while a change is under way sees the state before the change, which no one has seen
-//! past yet (the change's lock is still held, and its write not yet acknowledged).
+//! a resolution) makes the hash's slots unreachable under the shard's write lock, before the
+//! change is visible to anyone (`Index::forget_hot`, [`HotTable::forget`]: their tag becomes
+//! `!hash`, and a reader follows only a tag equal to its key's hash). So a slot is filled either
+//! before a change (and hidden by it) or after it (and then only with what the change left
+//! live): once a write's index update is done, no reader finds the value it replaced. A reader
+//! that read the tag while a change is under way sees the state before the change, which no one
+//! has seen past yet (the change's lock is still held, and its write not yet acknowledged).
 //!
 //! A key's hash chooses a bucket of two slots, and a fill takes the slot already holding the
 //! hash, else an empty one, else the one a bit of the hash names: two keys read often whose
@@ -191,7 +192,7 @@ impl HotTable {
         f: impl FnOnce(u64, &Bytes, usize) -> R,
     ) -> Option<R> {
         for slot in self.bucket(hash, false)? {
-            if slot.tag.load(Ordering::Relaxed) != hash {
+            if slot.tag.load(Ordering::Acquire) != hash {
                 continue;
             }
             let guard = slot.entry.load();
@@ -224,11 +225,12 @@ impl HotTable {
         let Some(bucket) = self.bucket(hash, true) else {
             return;
         };
-        // The slot already holding the hash's entry, else an empty one, else the one a bit of
-        // the hash names (fixed per key: two keys of a bucket settle in its two slots).
+        // The slot already holding the hash's entry (live or forgotten), else an empty one, else
+        // the one a bit of the hash names (fixed per key: two keys of a bucket settle in its
+        // two slots).
         let tags: [u64; WAYS] = std::array::from_fn(|w| bucket[w].tag.load(Ordering::Relaxed));
         let way = (0..WAYS)
-            .find(|&w| tags[w] == hash)
+            .find(|&w| tags[w] == hash || tags[w] == !hash)
             .or_else(|| (0..WAYS).find(|&w| bucket[w].entry.load().is_none()))
             .unwrap_or((hash >> 7) as usize % WAYS);
         let slot = &bucket[way];
@@ -250,38 +252,41 @@ impl HotTable {
             self.held.fetch_sub(grows, Ordering::Relaxed);
             return;
         }
-        slot.tag.store(hash, Ordering::Relaxed);
+        slot.tag.store(hash, Ordering::Release);
         if freed > weight {
             self.held.fetch_sub(freed - weight, Ordering::Relaxed);
         }
     }
 
-    /// Whether a slot of `hash`'s bucket bears the hash: it holds, or held until a change of the
-    /// hash's entries emptied it, the value of a key hashing to `hash` (a key read recently).
+    /// Whether a slot of `hash`'s bucket holds, or held until a change of the hash's entries
+    /// made it forget, the value of a key hashing to `hash` (a key read recently).
     pub fn was_kept(&self, hash: u64) -> bool {
-        self.bucket(hash, false)
-            .is_some_and(|b| b.iter().any(|s| s.tag.load(Ordering::Relaxed) == hash))
+        self.bucket(hash, false).is_some_and(|b| {
+            b.iter().any(|s| {
+                let tag = s.tag.load(Ordering::Relaxed);
+                tag == hash || tag == !hash
+            })
+        })
     }
 
-    /// Empties the slots of `hash`'s bucket that hold the value of a key hashing to `hash`.
-    /// The caller holds the index shard's write lock of `hash` (so no fill for `hash` runs
-    /// meanwhile; two fills made before may have put it in both slots).
+    /// Makes the slots of `hash`'s bucket that hold the value of a key hashing to `hash`
+    /// unreachable: their tag becomes `!hash`, which no reader of `hash` follows. The caller
+    /// holds the index shard's write lock of `hash`, so no fill for `hash` runs meanwhile, and
+    /// every slot that a fill for `hash` made bears `hash` until now (a fill sets the tag after
+    /// its entry, both under the shard's read lock); another key's fill may replace a slot's
+    /// entry and tag meanwhile, which hides the entry as well.
+    ///
+    /// Only the tag is written: no entry is swapped, so a write pays no visit of every reader
+    /// thread's arc-swap debts (what a store or swap of an `ArcSwap` does) under the locks it
+    /// holds. The forgotten entry stays counted until a fill takes its slot (the key's next one
+    /// takes it first).
     pub(super) fn forget(&self, hash: u64) {
         let Some(bucket) = self.bucket(hash, false) else {
             return;
         };
         for slot in bucket {
-            let current = slot.entry.load();
-            if current.as_ref().is_none_or(|e| e.hash != hash) {
-                continue;
-            }
-            // Another key's fill may replace it meanwhile (another shard's lock): then the
-            // slot no longer holds this hash, and the swap does nothing.
-            let previous = slot.entry.compare_and_swap(&current, None);
-            if let Some(old) = previous.as_ref()
-                && current.as_ref().is_some_and(|c| Arc::ptr_eq(c, old))
-            {
-                self.held.fetch_sub(old.weight(), Ordering::Relaxed);
+            if slot.tag.load(Ordering::Relaxed) == hash {
+                slot.tag.store(!hash, Ordering::Release);
             }
         }
     }
@@ -412,16 +417,20 @@ mod tests {
         assert_eq!(get(&index, k), Some((64, b"four".to_vec())));
         index.resolve(h, 3, (4, 64), &[(3, 64)]);
         assert_eq!(get(&index, k), None);
-        // A forgotten key's slot still bears its hash (what lets its next write keep it);
-        // another key's does not.
-        assert!(index.hot().unwrap().was_kept(h));
-        assert!(!index.hot().unwrap().was_kept(index.hash(b"abd")));
-        // A delete forgets it; nothing is counted once every slot is empty.
+        // A forgotten key's slot still bears its hash, inverted (what lets its next write
+        // keep it); another key's does not.
+        let hot = index.hot().unwrap();
+        assert!(hot.was_kept(h));
+        assert!(!hot.was_kept(index.hash(b"abd")));
+        // The key's next fill takes the slot of its forgotten entry (nothing more is counted).
+        let held = hot.held();
         index.keep_hot(h, value(&entry(4, 64), k, b"four"));
-        assert!(index.hot().unwrap().held() > 0);
+        assert_eq!(get(&index, k), Some((64, b"four".to_vec())));
+        assert_eq!(hot.held(), held);
+        // A delete forgets it.
         index.apply(h, Some(&entry(4, 64)), None);
         assert_eq!(get(&index, k), None);
-        assert_eq!(index.hot().unwrap().held(), 0);
+        assert!(hot.was_kept(h));
     }
 
     #[test]

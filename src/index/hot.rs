@@ -44,8 +44,8 @@
 //! store costs nothing. A slot's entry is replaced by the next fill of another key that falls
 //! to it (a full table still takes a fill whose slot's entry weighs as much): the table keeps the keys read most recently, among those the read cache kept (it is
 //! filled from the cache's hits, never from a disk read: one pass over many values does not
-//! touch it), and a hot key's value again when it is written (its slot still bears its hash:
-//! [`HotTable::was_kept`]; a bulk load of other keys does not touch the table).
+//! touch it). Writes do not fill it: a fill stores into an `ArcSwap`, which visits every reader
+//! thread's debt slots, a cost the write path paid for more than the next read saved.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -258,17 +258,6 @@ impl HotTable {
         }
     }
 
-    /// Whether a slot of `hash`'s bucket holds, or held until a change of the hash's entries
-    /// made it forget, the value of a key hashing to `hash` (a key read recently).
-    pub fn was_kept(&self, hash: u64) -> bool {
-        self.bucket(hash, false).is_some_and(|b| {
-            b.iter().any(|s| {
-                let tag = s.tag.load(Ordering::Relaxed);
-                tag == hash || tag == !hash
-            })
-        })
-    }
-
     /// Makes the slots of `hash`'s bucket that hold the value of a key hashing to `hash`
     /// unreachable: their tag becomes `!hash`, which no reader of `hash` follows. The caller
     /// holds the index shard's write lock of `hash`, so no fill for `hash` runs meanwhile, and
@@ -417,12 +406,9 @@ mod tests {
         assert_eq!(get(&index, k), Some((64, b"four".to_vec())));
         index.resolve(h, 3, (4, 64), &[(3, 64)]);
         assert_eq!(get(&index, k), None);
-        // A forgotten key's slot still bears its hash, inverted (what lets its next write
-        // keep it); another key's does not.
         let hot = index.hot().unwrap();
-        assert!(hot.was_kept(h));
-        assert!(!hot.was_kept(index.hash(b"abd")));
-        // The key's next fill takes the slot of its forgotten entry (nothing more is counted).
+        // A forgotten key's slot bears its hash inverted, and the key's next fill takes the
+        // slot of its forgotten entry (nothing more is counted).
         let held = hot.held();
         index.keep_hot(h, value(&entry(4, 64), k, b"four"));
         assert_eq!(get(&index, k), Some((64, b"four".to_vec())));
@@ -430,7 +416,6 @@ mod tests {
         // A delete forgets it.
         index.apply(h, Some(&entry(4, 64)), None);
         assert_eq!(get(&index, k), None);
-        assert!(hot.was_kept(h));
     }
 
     #[test]

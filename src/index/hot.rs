@@ -42,10 +42,11 @@
 //! [`ENTRY_OVERHEAD`], even when the read cache holds the same buffer (shared, not copied): the
 //! count can only overstate. Slots are allocated in chunks as they are first filled, so an idle
 //! store costs nothing. A slot's entry is replaced by the next fill of another key that falls
-//! to it (a full table still takes a fill whose slot's entry weighs as much): the table keeps the keys read most recently, among those the read cache kept (it is
-//! filled from the cache's hits, never from a disk read: one pass over many values does not
-//! touch it). Writes do not fill it: a fill stores into an `ArcSwap`, which visits every reader
-//! thread's debt slots, a cost the write path paid for more than the next read saved.
+//! to it (a full table still takes a fill whose slot's entry weighs as much): the table keeps
+//! the keys read most recently, among those the read cache kept (it is filled from the cache's
+//! hits, never from a disk read: one pass over many values does not touch it). Writes do not
+//! fill it: a fill stores into an `ArcSwap`, which visits every reader thread's debt slots, a
+//! cost the write path paid for more than the next read saved.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};

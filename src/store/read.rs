@@ -477,10 +477,16 @@ impl Reader {
 
     /// The value of `key` if the cache holds it whole (then no file is read), else where it is.
     fn lookup(&self, key: &[u8]) -> Result<Option<Lookup>> {
+        self.lookup_hashed(key, self.index.hash(key), true)
+    }
+
+    /// [`Reader::lookup`] of a key hashing to `hash`; `hot` false when the caller looked in the
+    /// table of hot values already.
+    fn lookup_hashed(&self, key: &[u8], hash: u64, hot: bool) -> Result<Option<Lookup>> {
         // The common warm case first: an entry whose whole value the cache holds with this key
         // (no file looked up, nothing read): `Reader::peek`, which stops where the records must
         // decide (a run with an unresolved entry the cache cannot tell).
-        if let Some((seq, value)) = self.peek(key) {
+        if let Some((seq, value)) = self.peek_hashed(key, hash, hot) {
             return Ok(Some(Lookup::Cached(seq, value)));
         }
         Ok(self
@@ -500,11 +506,12 @@ impl Reader {
     /// [`Reader::get_into`], returning the sequence number of the value's record if `key` has
     /// a value.
     pub(super) fn get_into_numbered(&self, key: &[u8], out: &mut Vec<u8>) -> Result<Option<u64>> {
-        if let Some(seq) = self.hot_into(key, out) {
+        let hash = self.index.hash(key);
+        if let Some(seq) = self.hot_into(key, hash, out) {
             return Ok(Some(seq));
         }
         out.clear();
-        let found = match self.lookup(key)? {
+        let found = match self.lookup_hashed(key, hash, false)? {
             None => return Ok(None),
             Some(Lookup::Cached(seq, b)) => {
                 out.extend_from_slice(&b);

@@ -21,9 +21,20 @@ impl Reader {
     /// otherwise (absent, or a read would be needed to know). The warm step of
     /// `Reader::lookup`, which goes on to read a file where this one stops.
     pub(in crate::store) fn peek(&self, key: &[u8]) -> Option<(u64, Bytes)> {
-        let hash = self.index.hash(key);
-        if let Some(hot) = self.index.hot()
-            && let Some(found) = hot.with(hash, key, |seq, b, at| (seq, b.slice(at..)))
+        self.peek_hashed(key, self.index.hash(key), true)
+    }
+
+    /// [`Reader::peek`] of a key hashing to `hash`; `hot` false when the caller looked in the
+    /// table of hot values already.
+    pub(in crate::store) fn peek_hashed(
+        &self,
+        key: &[u8],
+        hash: u64,
+        hot: bool,
+    ) -> Option<(u64, Bytes)> {
+        if hot
+            && let Some(table) = self.index.hot()
+            && let Some(found) = table.with(hash, key, |seq, b, at| (seq, b.slice(at..)))
         {
             return Some(found);
         }
@@ -74,12 +85,17 @@ impl Reader {
         );
     }
 
-    /// The value of `key` copied into `out` (cleared first) if the table of hot values holds
-    /// it, with its record's sequence number; `None` (and `out` untouched) otherwise. The
+    /// The value of `key` (hashing to `hash`) copied into `out` (cleared first) if the table of
+    /// hot values holds it, with its record's sequence number; `None` (and `out` untouched) otherwise. The
     /// first step of a get into a caller's buffer: no reference to the kept bytes is taken.
-    pub(in crate::store) fn hot_into(&self, key: &[u8], out: &mut Vec<u8>) -> Option<u64> {
+    pub(in crate::store) fn hot_into(
+        &self,
+        key: &[u8],
+        hash: u64,
+        out: &mut Vec<u8>,
+    ) -> Option<u64> {
         let hot = self.index.hot()?;
-        hot.with(self.index.hash(key), key, |seq, b, at| {
+        hot.with(hash, key, |seq, b, at| {
             out.clear();
             out.extend_from_slice(&b[at..]);
             seq

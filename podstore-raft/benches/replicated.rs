@@ -94,17 +94,46 @@ fn get_key(i: u64) -> Vec<u8> {
     format!("g/{:05}", i % PRELOAD).into_bytes()
 }
 
+/// The batches of puts that write the keys the gets read.
+fn preload_batches() -> impl Iterator<Item = podstore_raft::Request> {
+    (0..PRELOAD).step_by(256).map(|from| {
+        podstore_raft::Request::Batch(
+            (from..from + 256)
+                .map(|i| podstore_raft::Op::Put {
+                    key: get_key(i),
+                    value: vec![4u8; 4096],
+                })
+                .collect(),
+        )
+    })
+}
+
 /// Writes the keys the gets read, in batches.
 async fn preload(leader: &Leader) {
-    for from in (0..PRELOAD).step_by(256) {
-        let ops = (from..from + 256)
-            .map(|i| podstore_raft::Op::Put {
-                key: get_key(i),
-                value: vec![4u8; 4096],
-            })
-            .collect();
-        leader.write(podstore_raft::Request::Batch(ops)).await;
+    for batch in preload_batches() {
+        leader.write(batch).await;
     }
+}
+
+/// [`preload`] on the podstore cluster `c` whose leader is `id`, through whichever node leads:
+/// on a loaded machine a freshly elected leader sometimes steps down before its first write
+/// (`NotLeader { leader: None }` at the first preload write, 2 of 9 runs at load 8-10), and
+/// the preload (idempotent puts, not measured) starts again on the next leader. Returns the
+/// leader it wrote through.
+async fn preload_podstore(c: &common::Cluster, mut id: u64) -> u64 {
+    'again: for attempt in 1.. {
+        let node = c.node(id);
+        for batch in preload_batches() {
+            if let Err(e) = node.write(batch).await {
+                assert!(attempt < 5, "preload failed {attempt} times, last: {e}");
+                eprintln!("preload through node {id}: {e}; waiting for a leader");
+                id = c.leader(&[1, 2, 3]).await;
+                continue 'again;
+            }
+        }
+        break;
+    }
+    id
 }
 
 /// `clients` tasks doing `work` on `leader` for the run time.
@@ -162,8 +191,8 @@ async fn cluster(memory: bool, clients: usize) -> Vec<(Work, Sample)> {
     } else {
         let c = common::Cluster::with_config(bench_config());
         let id = c.start_cluster(&[1, 2, 3]).await;
+        let id = preload_podstore(&c, id).await;
         let leader = Leader::Podstore(c.node(id));
-        preload(&leader).await;
         for work in [Work::Put, Work::Get, Work::GetLinearizable] {
             out.push((work, drive(&leader, work, clients).await));
         }

@@ -485,7 +485,7 @@ mod tests {
         let held = t.held();
         fill(same[2]);
         assert_eq!(t.held(), held);
-        // Forgetting a hash empties only its own slot.
+        // Forgetting a hash hides only its own slot.
         t.forget(crate::index::key_hash(&key(same[2])));
         assert!(!kept(same[2]));
         assert!(kept(same[0]) || kept(same[1]));

@@ -217,7 +217,7 @@ pub struct Index {
     /// changes, so that the accounting of one key is never applied out of order.
     usage: Mutex<BTreeMap<u64, SegmentUsage>>,
     /// The values of hot keys by hash ([`hot`]), if the store keeps them: every change of a
-    /// hash's entries empties its slot under the shard's write lock.
+    /// hash's entries hides its slots under the shard's write lock.
     hot: OnceLock<HotTable>,
 }
 
@@ -266,7 +266,7 @@ impl Index {
     /// Keeps `value` in the table of hot values as the value of the key hashing to `h`, if
     /// `value.place` is still that key's live record (checked, and the slot filled, under the
     /// shard's read lock: a change of the key's entries, under its write lock, comes wholly
-    /// before or after, and empties the slot: see [`hot`]). The caller read the record and
+    /// before or after, and hides the slot: see [`hot`]). The caller read the record and
     /// found its key to be the key of `h`.
     pub fn keep_hot(&self, h: u64, value: HotValue) {
         let Some(hot) = self.hot.get() else {
@@ -280,8 +280,8 @@ impl Index {
         drop(shard);
     }
 
-    /// Empties the slot of `h` in the table of hot values; called with `h`'s shard locked for
-    /// writing, by every change of its entries.
+    /// Hides the slots of `h` in the table of hot values ([`HotTable::forget`]); called with
+    /// `h`'s shard locked for writing, by every change of its entries.
     fn forget_hot(&self, h: u64) {
         if let Some(hot) = self.hot.get() {
             hot.forget(h);

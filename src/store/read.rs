@@ -143,8 +143,9 @@ impl Reader {
     ) -> Reader {
         // The table of hot values takes its share of the budget (none in a small cache); the
         // cache keeps the rest.
-        let hot = HotTable::share_of(budget.capacity);
-        if let Some(table) = HotTable::for_cache(budget.capacity) {
+        let table = HotTable::for_cache(budget.capacity);
+        let hot = table.as_ref().map_or(0, HotTable::budget);
+        if let Some(table) = table {
             shared.index.keep_hot_values(table);
         }
         Reader {

@@ -70,9 +70,6 @@ impl Reader {
     ///
     /// [`kept`]: super::kept::kept
     fn keep_hot(&self, hash: u64, entry: &IndexEntry, seq: u64, kept: Bytes, key_len: usize) {
-        if self.index.hot().is_none() {
-            return;
-        }
         self.index.keep_hot(
             hash,
             HotValue {
@@ -86,8 +83,9 @@ impl Reader {
     }
 
     /// The value of `key` (hashing to `hash`) copied into `out` (cleared first) if the table of
-    /// hot values holds it, with its record's sequence number; `None` (and `out` untouched) otherwise. The
-    /// first step of a get into a caller's buffer: no reference to the kept bytes is taken.
+    /// hot values holds it, with its record's sequence number; `None` (and `out` untouched)
+    /// otherwise. The first step of a get into a caller's buffer: no reference to the kept bytes
+    /// is taken.
     pub(in crate::store) fn hot_into(
         &self,
         key: &[u8],

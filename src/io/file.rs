@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::aligned::{AlignedBuf, BufPool};
-use super::storage::{LockGuard, OpenMode, Storage, StorageFile, probe_block};
+use super::storage::{LockGuard, OpenMode, ReadAt, Storage, StorageFile, probe_block};
 use crate::error::{Error, Result};
 use crate::format::{align_down, align_up};
 
@@ -255,6 +255,66 @@ impl SegmentFile {
             return Err(io::ErrorKind::UnexpectedEof.into());
         }
         Ok((buf, skip))
+    }
+
+    /// [`SegmentFile::read_owned`] of each of `spans` (offset, length), the reads issued
+    /// together ([`StorageFile::read_each`]: with io_uring, one device round trip for all of
+    /// them): each span's buffer and where its bytes start in it, in the order of `spans`. A
+    /// read cut short is continued alone; a span past the end of the file fails with
+    /// `UnexpectedEof`.
+    pub fn read_owned_each(
+        &self,
+        spans: &[(u64, usize)],
+        pool: &BufPool,
+        read_align: u64,
+    ) -> io::Result<Vec<(AlignedBuf, usize)>> {
+        let mut reads: Vec<ReadAt> = spans
+            .iter()
+            .map(|&(offset, len)| {
+                let end = offset + len as u64;
+                let (start, stop) = if self.direct {
+                    (align_down(offset, read_align), align_up(end, read_align))
+                } else {
+                    (offset, end)
+                };
+                let want = (stop - start) as usize;
+                ReadAt {
+                    buf: pool.alloc(want),
+                    len: want,
+                    offset: start,
+                    got: 0,
+                    error: None,
+                }
+            })
+            .collect();
+        self.file.read_each(&mut reads)?;
+        let mut out = Vec::with_capacity(reads.len());
+        for (mut r, &(offset, len)) in reads.into_iter().zip(spans) {
+            if let Some(e) = r.error {
+                return Err(e);
+            }
+            let (got, want) = (r.got, r.len);
+            // A read that stopped short of its length (and, direct, at an aligned place: not
+            // the end of the file) is continued where it stopped.
+            let more =
+                got > 0 && got < want && (!self.direct || (got as u64).is_multiple_of(read_align));
+            let got = if more {
+                let rest = &mut r.buf[got..want];
+                got + if self.direct {
+                    read_full_direct(&*self.file, rest, r.offset + got as u64, read_align)?
+                } else {
+                    read_full(&*self.file, rest, r.offset + got as u64)?
+                }
+            } else {
+                got
+            };
+            let skip = (offset - r.offset) as usize;
+            if got < skip + len {
+                return Err(io::ErrorKind::UnexpectedEof.into());
+            }
+            out.push((r.buf, skip));
+        }
+        Ok(out)
     }
 
     fn err(&self, op: &'static str, e: io::Error) -> Error {

@@ -10,4 +10,7 @@ pub mod file;
 pub mod sim;
 pub mod storage;
 pub mod stream;
+// io_uring's submission takes raw buffer pointers: one `unsafe` push, argued there.
+#[allow(unsafe_code)]
+mod uring;
 pub mod writer;

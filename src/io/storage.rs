@@ -14,9 +14,11 @@ use std::any::Any;
 use std::fmt;
 use std::fs::{self, File, OpenOptions};
 use std::io;
+use std::os::fd::AsFd;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
 
+use super::aligned::AlignedBuf;
 use rustix::fs::{AtFlags, FlockOperation, OFlags, StatxFlags};
 
 /// How [`Storage::open`] opens a file: for reading and writing, but for [`OpenMode::ReadOnly`].
@@ -102,6 +104,54 @@ pub trait StorageFile: Send + Sync + fmt::Debug {
     fn set_len(&self, len: u64) -> io::Result<()>;
     /// The file's length (fstat).
     fn len(&self) -> io::Result<u64>;
+    /// Several preads of this file, each into its own buffer: sets each read's `got` (as
+    /// [`StorageFile::read_at`] would return) or its `error`. The reads may be issued together
+    /// (a real file: io_uring, one device round trip for all); the default makes them one after
+    /// the other. `Err` only if the batch as a whole failed.
+    fn read_each(&self, reads: &mut [ReadAt]) -> io::Result<()> {
+        read_in_turn(self, reads);
+        Ok(())
+    }
+}
+
+/// One read of a [`StorageFile::read_each`] batch: `len` bytes at `offset` into `buf`.
+pub struct ReadAt {
+    /// Where the bytes go (its first `len` bytes); aligned for direct I/O.
+    pub buf: AlignedBuf,
+    /// Bytes to read.
+    pub len: usize,
+    /// File offset.
+    pub offset: u64,
+    /// Bytes read (fewer than `len` at the end of the file, or on a short read).
+    pub got: usize,
+    /// The read failed.
+    pub error: Option<io::Error>,
+}
+
+impl fmt::Debug for ReadAt {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ReadAt")
+            .field("len", &self.len)
+            .field("offset", &self.offset)
+            .field("got", &self.got)
+            .field("error", &self.error)
+            .finish_non_exhaustive()
+    }
+}
+
+/// [`StorageFile::read_each`] one read after the other, each a single [`StorageFile::read_at`]
+/// (a read that was interrupted is tried again).
+pub fn read_in_turn(file: &(impl StorageFile + ?Sized), reads: &mut [ReadAt]) {
+    for r in reads {
+        loop {
+            match file.read_at(&mut r.buf[..r.len], r.offset) {
+                Ok(n) => r.got = n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => r.error = Some(e),
+            }
+            break;
+        }
+    }
 }
 
 /// The block size the probe's direct write uses: the larger of the offset alignment and the
@@ -328,5 +378,15 @@ impl StorageFile for RealFile {
 
     fn len(&self) -> io::Result<u64> {
         self.0.metadata().map(|m| m.len())
+    }
+
+    fn read_each(&self, reads: &mut [ReadAt]) -> io::Result<()> {
+        match super::uring::read_each(self.0.as_fd(), reads) {
+            Some(result) => result,
+            None => {
+                read_in_turn(self, reads);
+                Ok(())
+            }
+        }
     }
 }

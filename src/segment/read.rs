@@ -2,6 +2,7 @@
 //! and verified reads of a value range.
 
 use std::io;
+use std::ops::Range;
 use std::path::Path;
 
 use super::names::{SegmentKind, kind_of};
@@ -112,29 +113,21 @@ pub fn read_value(
     }
     let end = start + dst.len() as u64;
     debug_assert!(end <= entry.stored_len);
-    let stored_len = entry.stored_len;
-    let vo = entry.value_offset;
     let c0 = start / CHUNK_SIZE;
     let c1 = end.div_ceil(CHUNK_SIZE);
     let data_start = c0 * CHUNK_SIZE;
-    let data_end = (c1 * CHUNK_SIZE).min(stored_len);
-    let table_at = vo + stored_len + 4 * c0;
+    let data_end = (c1 * CHUNK_SIZE).min(entry.stored_len);
+    let data_len = (data_end - data_start) as usize;
     let table_len = (4 * (c1 - c0)) as usize;
-    debug_assert_eq!(c1 - c0, chunk_count(data_end - data_start));
+    let reads = value_reads(entry, start, dst.len() as u64);
 
     let verify = |data: &[u8], table: &[u8]| verify_span(entry, c0, data, table);
     let from = (start - data_start) as usize;
-    let data_len = (data_end - data_start) as usize;
-    // Close together (small values, ranges near the end of values up to ~3.5 MiB): one read
-    // from the first chunk to the last table entry. Otherwise the table entries and the chunks
-    // separately: a second round trip, but a 4 KiB range never reads more than 8 KiB (a 16 KiB
-    // gap made the last 4 KiB of a 10 MiB value read 14.5 KiB).
-    const JOIN_GAP: u64 = 3 << 10;
-    let gap = stored_len - data_end + 4 * c0;
-    if gap <= JOIN_GAP {
-        let span = (table_at + table_len as u64 - (vo + data_start)) as usize;
+    if reads.crcs.is_none() {
+        // The chunks, the rest of the value and the table up to the last entry, in one read.
+        let span = (reads.data.end - reads.data.start) as usize;
         let mut scratch = vec![0u8; span];
-        fetch(vo + data_start, &mut scratch)?;
+        fetch(reads.data.start, &mut scratch)?;
         verify(&scratch[..data_len], &scratch[span - table_len..])?;
         dst.copy_from_slice(&scratch[from..from + dst.len()]);
         return Ok(());
@@ -142,14 +135,55 @@ pub fn read_value(
     let mut table = vec![0u8; table_len];
     read_crcs(c0, &mut table)?;
     if data_start == start && data_end == end {
-        fetch(vo + data_start, dst)?;
+        fetch(reads.data.start, dst)?;
         return verify(dst, &table);
     }
     let mut scratch = vec![0u8; data_len];
-    fetch(vo + data_start, &mut scratch)?;
+    fetch(reads.data.start, &mut scratch)?;
     verify(&scratch, &table)?;
     dst.copy_from_slice(&scratch[from..from + dst.len()]);
     Ok(())
+}
+
+/// The file bytes [`read_value`] reads for stored bytes `[start, start + len)` (`len` > 0) of
+/// a record: the chunks that cover them, and the chunks' entries in the crc table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ValueReads {
+    /// File bytes of the covering chunks; with their crc table entries too when these lie
+    /// close after them (then `crcs` is `None`: one read).
+    pub data: Range<u64>,
+    /// File bytes of the chunks' crc table entries, when read apart from the chunks.
+    pub crcs: Option<Range<u64>>,
+}
+
+/// What [`read_value`] reads for stored bytes `[start, start + len)` of `entry` (`len` > 0):
+/// known from the index entry alone, so that a reader can issue these reads together with the
+/// read of the record's header.
+pub fn value_reads(entry: &ValueSpan, start: u64, len: u64) -> ValueReads {
+    let end = start + len;
+    let vo = entry.value_offset;
+    let c0 = start / CHUNK_SIZE;
+    let c1 = end.div_ceil(CHUNK_SIZE);
+    let data_start = c0 * CHUNK_SIZE;
+    let data_end = (c1 * CHUNK_SIZE).min(entry.stored_len);
+    let table = entry.crc_offset(c0)..entry.crc_offset(c1);
+    // Close together (small values, ranges near the end of values up to ~3.5 MiB): one read
+    // from the first chunk to the last table entry. Otherwise the table entries and the chunks
+    // separately: a second read, but a 4 KiB range never reads more than 8 KiB (a 16 KiB
+    // gap made the last 4 KiB of a 10 MiB value read 14.5 KiB).
+    const JOIN_GAP: u64 = 3 << 10;
+    let gap = entry.stored_len - data_end + 4 * c0;
+    if gap <= JOIN_GAP {
+        ValueReads {
+            data: vo + data_start..table.end,
+            crcs: None,
+        }
+    } else {
+        ValueReads {
+            data: vo + data_start..vo + data_end,
+            crcs: Some(table),
+        }
+    }
 }
 
 /// Checks stored chunks `c0..` of `entry` (`data`, whole chunks) against their crcs (`table`).

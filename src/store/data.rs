@@ -413,7 +413,7 @@ impl Store {
         check_key(key)?;
         let reader = &self.inner.reader;
         reader
-            .locate(key)?
+            .locate_for_range(key, &range)?
             .map(|f| reader.read_range(&f, key, &range))
             .transpose()
     }

@@ -20,6 +20,8 @@ use crate::io::file::SegmentFile;
 use crate::range::{self, ValueRange};
 use crate::segment;
 
+mod ahead;
+mod fetch;
 mod kept;
 mod peek;
 mod pieces;
@@ -75,6 +77,9 @@ pub(super) struct Located {
     prefetched: Option<Bytes>,
     /// The whole value, when the cache held it as the key was checked.
     whole: Option<Bytes>,
+    /// File bytes read together with the record's header before its key was checked (a range
+    /// read, `read/ahead.rs`), each with its file offset; served by [`Reader::fetch`].
+    ahead: Vec<(u64, Bytes)>,
     /// The record was read since open: its key was found in the cache (kept by an earlier
     /// read). A read of pieces of its value may then fetch whole pieces (`read/pieces.rs`).
     known: bool,
@@ -89,6 +94,7 @@ impl Located {
             file,
             prefetched: None,
             whole: None,
+            ahead: Vec::new(),
             known: false,
         }
     }
@@ -329,7 +335,7 @@ impl Reader {
             let candidates = self.index.candidates(hash, key.len() as u32);
             let mut gone = false;
             for c in candidates.as_slice() {
-                match self.identify_reading(key, *c, whole, whole_read)? {
+                match self.identify_reading(key, *c, whole, whole_read, Vec::new())? {
                     Identity::Mine { found, cached } => return Ok(Some((found, cached))),
                     Identity::Other => {}
                     Identity::Gone => gone = true,
@@ -377,16 +383,18 @@ impl Reader {
     /// record. A record of at most [`WHOLE_RECORD_READ`] bytes is read whole, so that the read
     /// which checks the key also fetches the value (kept in the [`Located`]).
     fn identify(&self, key: &[u8], entry: IndexEntry, whole_cached: bool) -> Result<Identity> {
-        self.identify_reading(key, entry, whole_cached, WHOLE_RECORD_READ)
+        self.identify_reading(key, entry, whole_cached, WHOLE_RECORD_READ, Vec::new())
     }
 
-    /// [`Reader::identify`], reading a record of up to `whole_read` bytes whole.
+    /// [`Reader::identify`], reading a record of up to `whole_read` bytes whole; `ahead`: file
+    /// bytes already read (`read/ahead.rs`), which its reads take first.
     fn identify_reading(
         &self,
         key: &[u8],
         entry: IndexEntry,
         whole_cached: bool,
         whole_read: u64,
+        ahead: Vec<(u64, Bytes)>,
     ) -> Result<Identity> {
         let Some(file) = self.segments.file(entry.segment) else {
             return Ok(Identity::Gone);
@@ -410,6 +418,7 @@ impl Reader {
         }
         // The sequence number is set once the header is read.
         let mut found = Located::new(entry, 0, file);
+        found.ahead = ahead;
         let head = (RECORD_HEADER_LEN + key.len()) as u64;
         let read = if whole { entry.record_len() } else { head } as usize;
         let mut buf = match self.fetch_owned(&found, entry.offset, read) {
@@ -700,92 +709,6 @@ impl Reader {
         segment::read_value(&span, start, dst, fetch, |c, b| {
             self.fetch(found, span.crc_offset(c), b)
         })
-    }
-
-    /// The chunk crcs of `found`'s record from chunk `first` on, filling `dst`: from the cache,
-    /// or read a whole file sector of [`CRC_SECTOR`] bytes at a time (what a direct read of
-    /// them fetches anyway) and kept, so that the next read nearby fetches only its chunks.
-    fn read_crcs(&self, found: &Located, first: u64, dst: &mut [u8]) -> Result<()> {
-        let span = found.entry.span();
-        let (mut at, end) = (
-            span.crc_offset(first),
-            span.crc_offset(first) + dst.len() as u64,
-        );
-        if !self.cache.is_on() {
-            return self.fetch(found, at, dst);
-        }
-        let table = span.crc_offset(0)..span.crc_offset(0) + span.crc_table_len();
-        while at < end {
-            let sector = at / CRC_SECTOR;
-            let from = (sector * CRC_SECTOR).max(table.start);
-            let to = ((sector + 1) * CRC_SECTOR).min(table.end);
-            let key = Key::of(&found.entry, Part::Crcs(sector));
-            let crcs = match self.cache.get_bytes(&key) {
-                Some(b) => b,
-                None => {
-                    let mut buf = vec![0u8; (to - from) as usize];
-                    self.fetch(found, from, &mut buf)?;
-                    let b = Bytes::from(buf);
-                    self.cache.insert(key, Cached::Bytes(b.clone()));
-                    b
-                }
-            };
-            let upto = to.min(end);
-            let done = (at - span.crc_offset(first)) as usize;
-            let n = (upto - at) as usize;
-            let i = (at - from) as usize;
-            dst[done..done + n].copy_from_slice(&crcs[i..i + n]);
-            at = upto;
-        }
-        Ok(())
-    }
-
-    /// Bytes `[offset, offset + len)` of the segment of `found`, as [`Reader::fetch`] reads
-    /// them, kept: from the file in one read into a buffer of their own when no write buffer
-    /// holds any of them (the common case: a sealed segment, or the written part of the active
-    /// one), else copied and read piecewise.
-    fn fetch_owned(&self, found: &Located, offset: u64, len: usize) -> Result<Bytes> {
-        let segment = found.entry.segment;
-        if !self.log.buffers_hold(segment, offset, offset + len as u64) {
-            let (buf, skip) = found
-                .file
-                .read_owned(offset, len, &self.pool, self.read_align)
-                .map_err(|e| segment::read_error(segment, offset, found.file.path(), e))?;
-            return Ok(Bytes::from_owner(buf).slice(skip..skip + len));
-        }
-        let mut buf = vec![0u8; len];
-        self.fetch(found, offset, &mut buf)?;
-        Ok(Bytes::from(buf))
-    }
-
-    /// Reads bytes `[offset, offset + dst.len())` of the segment of `found` from wherever they
-    /// are: the write buffers (copied under the tail lock, which is never held across I/O) or
-    /// the file.
-    fn fetch(&self, found: &Located, offset: u64, dst: &mut [u8]) -> Result<()> {
-        if let Some(record) = &found.prefetched
-            && let Some(at) = offset.checked_sub(found.entry.offset)
-            && at + dst.len() as u64 <= record.len() as u64
-        {
-            dst.copy_from_slice(&record[at as usize..at as usize + dst.len()]);
-            return Ok(());
-        }
-        let segment = found.entry.segment;
-        let mut done = 0;
-        while done < dst.len() {
-            let at = offset + done as u64;
-            match self.log.copy_from_buffers(segment, at, &mut dst[done..]) {
-                Ok(n) => done += n,
-                Err(next) => {
-                    let upto = (next - offset) as usize;
-                    found
-                        .file
-                        .read_exact_at(at, &mut dst[done..upto], &self.pool, self.read_align)
-                        .map_err(|e| segment::read_error(segment, at, found.file.path(), e))?;
-                    done = upto;
-                }
-            }
-        }
-        Ok(())
     }
 }
 

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use super::{LARGE, new_sim, open, options};
 use crate::Durability;
-use crate::io::sim::{OpKind, Sim, SimConfig};
+use crate::io::sim::{Fault, FaultError, OpKind, Sim, SimConfig};
 
 fn reads(sim: &Sim) -> u64 {
     sim.stats().calls.get(&OpKind::Read).copied().unwrap_or(0)
@@ -98,4 +98,66 @@ fn metadata_is_one_read_cold_and_none_cached() {
         }
         store.close().unwrap();
     }
+}
+
+fn batches(sim: &Sim) -> u64 {
+    sim.stats()
+        .calls
+        .get(&OpKind::ReadEach)
+        .copied()
+        .unwrap_or(0)
+}
+
+/// The first range read of a large value since open asks for the record's header and key,
+/// the range's chunks and their crc sector in one batch (`read/ahead.rs`: with io_uring, one
+/// device round trip); a range read of a value whose key the cache holds does not (it reads
+/// no header); a range near the value's end reads chunks and crcs in one read, so its batch
+/// has two reads; a failed batch leaves the read to be made the usual way, still right.
+#[test]
+fn a_cold_range_read_of_a_large_value_issues_its_reads_together() {
+    let sim = new_sim(SimConfig::default());
+    let opts = options(Durability::Sync).warm_cache(false);
+    let store = open(&sim, opts.clone()).unwrap();
+    // A blob file's value, one in a log segment (a record above the 64 KiB read whole) and one
+    // more of each, for the ranges near the end and the failed batch.
+    let lens = [(1 << 20) + 1, 300_000, (1 << 20) + 5, (1 << 20) + 9];
+    for (i, &len) in lens.iter().enumerate() {
+        store.put(format!("k{i}"), value(i as u8, len)).unwrap();
+    }
+    store.close().unwrap();
+    let store = open(&sim, opts).unwrap();
+    let check = |i: usize, at: usize, len: usize| {
+        let (b0, r0) = (batches(&sim), reads(&sim));
+        let got = store
+            .get_range(format!("k{i}"), at..at + len)
+            .unwrap()
+            .unwrap();
+        assert_eq!(got, value(i as u8, lens[i])[at..at + len], "k{i} at {at}");
+        (batches(&sim) - b0, reads(&sim) - r0)
+    };
+    // Cold, far from the end: header, chunks (two: the range straddles a chunk boundary) and
+    // the crc sector, in one batch of three reads.
+    assert_eq!(check(0, 300_000, 5000), (1, 3), "blob value, cold");
+    assert_eq!(check(1, 10_000, 4096), (1, 3), "log value, cold");
+    // The key is in the cache now: no header to read, no batch.
+    assert_eq!(check(0, 700_000, 100).0, 0, "blob value, key cached");
+    // Near the end: the chunks and the table's end in one read, with the header: two.
+    let end = lens[2] - 4096;
+    assert_eq!(check(2, end, 4096), (1, 2), "the last 4 KiB, cold");
+    // A batch that fails (counted, then failed before any of its reads) is dropped; the usual
+    // reads, one after the other (header, crcs, chunks), answer.
+    sim.inject(Fault {
+        kind: OpKind::ReadEach,
+        nth: batches(&sim),
+        error: FaultError::Eio,
+        sticky: false,
+    });
+    assert_eq!(
+        check(3, 500_000, 4096),
+        (1, 3),
+        "failed batch: one read after another"
+    );
+    // An empty range or one past the end reads nothing ahead.
+    assert_eq!(check(3, 900_000, 0).0, 0);
+    assert!(store.get_range("k3", lens[3] as u64 + 1..).is_err());
 }

@@ -36,7 +36,9 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use super::storage::{DirectProbe, LockGuard, OpenMode, Storage, StorageFile};
+use super::storage::{
+    DirectProbe, LockGuard, OpenMode, ReadAt, Storage, StorageFile, read_in_turn,
+};
 
 /// Sector size of the simulated device: the granularity of torn and partly kept writes.
 pub const SECTOR: usize = 512;
@@ -50,6 +52,9 @@ pub enum OpKind {
     Create,
     /// pread.
     Read,
+    /// a batch of preads issued together (`read_each`), counted once; each of its reads is
+    /// counted as a `Read` too.
+    ReadEach,
     /// pwrite.
     Write,
     /// fdatasync.

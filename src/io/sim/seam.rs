@@ -238,4 +238,12 @@ impl StorageFile for SimFile {
         }
         Ok(s.inodes[self.ino].live.len() as u64)
     }
+
+    fn read_each(&self, reads: &mut [ReadAt]) -> io::Result<()> {
+        if let Gate::Fail(e) = self.sim.lock().gate(OpKind::ReadEach, Some(&self.path)) {
+            return Err(e);
+        }
+        read_in_turn(self, reads);
+        Ok(())
+    }
 }

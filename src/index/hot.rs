@@ -318,6 +318,24 @@ fn stripe() -> usize {
     })
 }
 
+/// Asks the CPU to bring the cache line at `addr` in, and goes on: a reader loads a slot's
+/// entry and the entry's bytes one after the other, and with the bytes' address kept in the
+/// slot ([`Slot::hint`]) their cache miss overlaps the entry's instead of following it (warm
+/// 1 KiB gets: p50 0.74 → 0.68 µs at one thread, 0.70 → 0.60 µs at 16; docs/benchmarks.md).
+/// Elsewhere than x86-64, nothing.
+#[allow(unsafe_code)]
+fn prefetch(addr: usize) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: `_mm_prefetch` needs SSE, which every x86-64 CPU has. A prefetch is a hint: it
+    // reads nothing the program sees, never faults, and changes no memory, whatever the address
+    // (a hint left by an entry since replaced and freed included).
+    unsafe {
+        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(addr as *const i8)
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = addr;
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::{Index, IndexEntry, Placement};
@@ -563,22 +581,4 @@ mod tests {
         );
         assert!(t.with(h, &[0u8; 8], |_, _, _| ()).is_none());
     }
-}
-
-/// Asks the CPU to bring the cache line at `addr` in, and goes on: a reader loads a slot's
-/// entry and the entry's bytes one after the other, and with the bytes' address kept in the
-/// slot ([`Slot::hint`]) their cache miss overlaps the entry's instead of following it (warm
-/// 1 KiB gets: p50 0.74 → 0.68 µs at one thread, 0.70 → 0.60 µs at 16; docs/benchmarks.md).
-/// Elsewhere than x86-64, nothing.
-#[allow(unsafe_code)]
-fn prefetch(addr: usize) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: `_mm_prefetch` needs SSE, which every x86-64 CPU has. A prefetch is a hint: it
-    // reads nothing the program sees, never faults, and changes no memory, whatever the address
-    // (a hint left by an entry since replaced and freed included).
-    unsafe {
-        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(addr as *const i8)
-    };
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = addr;
 }

@@ -10,6 +10,7 @@ pub mod catalog;
 pub mod cursor;
 pub mod footer;
 pub mod frames;
+pub mod hotset;
 pub mod record;
 pub mod scan;
 pub mod segment_header;
@@ -172,10 +173,10 @@ mod layout_doc {
 
     #[test]
     fn design_doc_matches_code() {
-        use super::{catalog, footer, frames, record, segment_header, versions};
+        use super::{catalog, footer, frames, hotset, record, segment_header, versions};
         // (name of the `layout:` block, the code's (offset, size) fields, fixed length)
         type Layout = (&'static str, &'static [(usize, usize)], usize);
-        let layouts: [Layout; 15] = [
+        let layouts: [Layout; 17] = [
             (
                 "segment-header",
                 segment_header::FIELDS,
@@ -227,6 +228,16 @@ mod layout_doc {
             ("catalog-header", catalog::HEADER_FIELDS, catalog::SLOT_LEN),
             ("catalog-edit", catalog::EDIT_FIELDS, catalog::SLOT_LEN),
             ("versions-slot", versions::FIELDS, versions::SLOT_LEN),
+            (
+                "hotset-header",
+                hotset::HEADER_FIELDS,
+                hotset::HOTSET_HEADER_LEN,
+            ),
+            (
+                "hotset-entry",
+                hotset::ENTRY_FIELDS,
+                hotset::HOT_ENTRY_HEAD_LEN,
+            ),
         ];
         for (name, fields, len) in layouts {
             check(name, fields, len);

@@ -73,6 +73,9 @@ pub trait Storage: Send + Sync + fmt::Debug {
     /// another holder has it in a conflicting mode. `path` is a directory (locked through its
     /// own descriptor, opened for reading: nothing is created) or a file, created if missing.
     fn try_lock(&self, path: &Path, shared: bool) -> io::Result<Option<LockGuard>>;
+    /// What tells `path` (a file or a directory) apart from every other: what binds a file that
+    /// names its own place (the record of the hot set) to that place.
+    fn identity(&self, path: &Path) -> io::Result<Identity>;
     /// Finds out the direct-I/O alignment in `dir`, and, when `try_direct`, whether the file
     /// system takes O_DIRECT there. `sample` is an existing file of the store: when given, it
     /// is asked (statx, an O_DIRECT open for reading) and nothing is created. Without one (an
@@ -112,6 +115,20 @@ pub trait StorageFile: Send + Sync + fmt::Debug {
         read_in_turn(self, reads);
         Ok(())
     }
+}
+
+/// What tells a file or directory apart ([`Storage::identity`]): its device and inode numbers,
+/// and its birth time, which a new file given the inode number of a removed one (as ext4 does at
+/// once) does not share.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Identity {
+    /// Device number.
+    pub dev: u64,
+    /// Inode number.
+    pub ino: u64,
+    /// Birth time in nanoseconds since the epoch (statx `STATX_BTIME`), 0 where the file
+    /// system does not keep it.
+    pub born: u64,
 }
 
 /// One read of a [`StorageFile::read_each`] batch: `len` bytes at `offset` into `buf`.
@@ -211,6 +228,27 @@ impl Storage for RealStorage {
             names.push(ent?.file_name().to_string_lossy().into_owned());
         }
         Ok(names)
+    }
+
+    fn identity(&self, path: &Path) -> io::Result<Identity> {
+        let st = rustix::fs::statx(
+            rustix::fs::CWD,
+            path,
+            AtFlags::empty(),
+            StatxFlags::BASIC_STATS | StatxFlags::BTIME,
+        )?;
+        let born = if StatxFlags::from_bits_retain(st.stx_mask).contains(StatxFlags::BTIME) {
+            (st.stx_btime.tv_sec as u64)
+                .wrapping_mul(1_000_000_000)
+                .wrapping_add(u64::from(st.stx_btime.tv_nsec))
+        } else {
+            0
+        };
+        Ok(Identity {
+            dev: (u64::from(st.stx_dev_major) << 32) | u64::from(st.stx_dev_minor),
+            ino: st.stx_ino,
+            born,
+        })
     }
 
     fn try_lock(&self, path: &Path, shared: bool) -> io::Result<Option<LockGuard>> {

@@ -302,6 +302,27 @@ impl Cache {
         }
     }
 
+    /// The whole values the cache holds, as (file id, record offset, the bytes it keeps), until
+    /// their bytes pass `max_bytes`: what the record of the hot set writes at close. In no
+    /// particular order.
+    pub(super) fn whole_values(&self, max_bytes: u64) -> Vec<(u64, u64, Bytes)> {
+        let Some(inner) = &self.inner else {
+            return Vec::new();
+        };
+        let mut total = 0u64;
+        let mut out = Vec::new();
+        for (key, value) in inner.iter() {
+            if let (Part::Value, Cached::Bytes(b)) = (key.part, value) {
+                total += b.len() as u64;
+                if total > max_bytes {
+                    break;
+                }
+                out.push((key.file, key.offset, b));
+            }
+        }
+        out
+    }
+
     /// Hits, misses, evictions and bytes held since open.
     pub(super) fn figures(&self) -> CacheFigures {
         CacheFigures {

@@ -212,7 +212,34 @@ impl Inner {
             }
         }
         let result = self.log.shut_down();
-        result.and(self.blobs.remove_spares())
+        let result = result.and(self.blobs.remove_spares());
+        if result.is_ok() {
+            self.record_hot_set();
+        }
+        result
+    }
+
+    /// Writes the record of the hot set (`store/hotset.rs`) for the warm-up of the next open,
+    /// as the options say; a failure is logged, not returned: it is a hint.
+    fn record_hot_set(&self) {
+        if !self.opts.warm_cache || self.opts.read_only || !self.reader.cache().is_on() {
+            return;
+        }
+        let began = std::time::Instant::now();
+        match super::hotset::record(&self.shared, &self.reader) {
+            Ok(r) => log::info!(
+                "podstore: recorded the hot set of {}: {} values ({} bytes) in {:.0?}",
+                self.shared.dir.display(),
+                r.entries,
+                r.bytes,
+                began.elapsed()
+            ),
+            Err(e) => log::warn!(
+                "podstore: the hot set of {} is not recorded ({e}); the next open warms from the \
+                 newest segments only",
+                self.shared.dir.display()
+            ),
+        }
     }
 
     /// Whether `key` (hashing to `hash`) has a value, as the next write will find it, given

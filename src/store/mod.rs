@@ -57,6 +57,7 @@ mod checkpoint;
 mod compact;
 mod compress;
 mod conditional;
+mod hotset;
 mod inner;
 mod list;
 mod open;

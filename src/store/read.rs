@@ -27,7 +27,8 @@ mod peek;
 mod pieces;
 
 pub(super) use kept::kept_weight;
-use kept::{SEQ_LEN, cached_seq, cached_whole, kept};
+pub(super) use kept::{KEY_AT, cached_key_len, cached_seq};
+use kept::{cached_whole, kept, kept_head};
 
 /// Size of the bounce buffers used by direct reads.
 const READ_BUFFER_SIZE: usize = 1 << 20;
@@ -298,7 +299,7 @@ impl Reader {
         file: &Arc<SegmentFile>,
     ) -> Option<Identity> {
         let k = self.cache.get_bytes(&Key::of(&entry, Part::Key))?;
-        Some(if k.len() == SEQ_LEN + key.len() && &k[SEQ_LEN..] == key {
+        Some(if k.len() == KEY_AT + key.len() && &k[KEY_AT..] == key {
             let mut found = Located::new(entry, cached_seq(&k), file.clone());
             found.known = true;
             Identity::Mine {
@@ -565,12 +566,12 @@ impl Reader {
             self.read_uncached(&found, 0, &mut out, None)?;
             return Ok(Some(Bytes::from(out)));
         }
-        // Kept as sequence number, key, then value, in one buffer; the caller gets the value's
-        // part of it.
-        let at = SEQ_LEN + key.len();
+        // Kept as sequence number, key length, key, then value, in one buffer; the caller gets
+        // the value's part of it.
+        let at = KEY_AT + key.len();
         let mut kept = vec![0u8; at + to_usize(found.entry.value_len)?];
-        kept[..SEQ_LEN].copy_from_slice(&found.seq.to_le_bytes());
-        kept[SEQ_LEN..at].copy_from_slice(key);
+        kept[..KEY_AT].copy_from_slice(&kept_head(found.seq, key.len()));
+        kept[KEY_AT..at].copy_from_slice(key);
         self.read_uncached(&found, 0, &mut kept[at..], None)?;
         let bytes = Bytes::from(kept);
         self.cache.insert(
@@ -611,8 +612,8 @@ impl Reader {
         if self.cache.holds_whole(&found.entry)
             && let Some(b) = self.cache.get_bytes(&Key::of(&found.entry, Part::Value))
         {
-            // Kept as sequence number, key, then value.
-            let at = SEQ_LEN + found.entry.key_len as usize + start as usize;
+            // Kept as sequence number, key length, key, then value.
+            let at = KEY_AT + found.entry.key_len as usize + start as usize;
             dst.copy_from_slice(&b[at..at + dst.len()]);
             return Ok(());
         }

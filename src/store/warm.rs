@@ -43,6 +43,7 @@
 //! the store closes (after the reads in progress: its own and the one made ahead). A file removed meanwhile (compacted) ends the walk of that file quietly; the
 //! handle it holds keeps the bytes readable, and what it kept of that file is never looked up.
 
+mod hotset;
 mod window;
 
 use std::io;
@@ -231,6 +232,18 @@ impl Walk {
             let fit = self.room / kept_weight(16, 256);
             self.reader.reserve_warm(self.shared.index.len().min(fit));
         }
+        // First what the last close recorded of the values being read (warm/hotset.rs).
+        let files = match self.hot_set() {
+            hotset::HotEnd::Full => {
+                why = "the cache's free room is used";
+                Vec::new()
+            }
+            hotset::HotEnd::Stopped => {
+                why = "the store closed";
+                Vec::new()
+            }
+            hotset::HotEnd::Done | hotset::HotEnd::None => files,
+        };
         for (id, file) in files {
             if !refresh_room(&self.reader, self.evictions, &mut self.room) {
                 why = "the cache's free room is used";
@@ -540,7 +553,10 @@ impl Walk {
                     })
             }
         };
-        let Some(entry) = named.filter(|e| self.reader.keeps_warm(e)) else {
+        // Not a value the warm-up keeps, or one the record of the hot set gave already.
+        let Some(entry) =
+            named.filter(|e| self.reader.keeps_warm(e) && !self.reader.holds_value(e))
+        else {
             return Ok(Kept::No);
         };
         let weight = kept_weight(key.len(), entry.value_len);

@@ -214,4 +214,11 @@ fn a_directory_holding_only_versions_is_not_foreign() {
     assert!(!crate::segment::is_foreign(
         crate::format::versions::VERSIONS_TMP
     ));
+    // The record of the hot set, written at close, is the store's too.
+    for name in [
+        crate::format::hotset::HOTSET_NAME,
+        crate::format::hotset::HOTSET_TMP,
+    ] {
+        assert!(!crate::segment::is_foreign(name), "{name}");
+    }
 }

@@ -37,7 +37,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::storage::{
-    DirectProbe, LockGuard, OpenMode, ReadAt, Storage, StorageFile, read_in_turn,
+    DirectProbe, Identity, LockGuard, OpenMode, ReadAt, Storage, StorageFile, read_in_turn,
 };
 
 /// Sector size of the simulated device: the granularity of torn and partly kept writes.

@@ -130,6 +130,28 @@ impl Storage for Sim {
         Ok(self.file_names(dir))
     }
 
+    fn identity(&self, path: &Path) -> io::Result<Identity> {
+        let s = self.lock();
+        // A file: its inode (kept by a rename, never reused: a copy gets a new one); a
+        // directory: its path's hash (the simulator's directories are never renamed), on a
+        // device of its own.
+        if let Some(&ino) = s.live_dir.get(path) {
+            return Ok(Identity {
+                dev: 1,
+                ino: ino as u64,
+                born: 0,
+            });
+        }
+        if s.dirs.contains(path) {
+            return Ok(Identity {
+                dev: 2,
+                ino: u64::from(crc32fast::hash(path.as_os_str().as_encoded_bytes())),
+                born: 0,
+            });
+        }
+        Err(errno(rustix::io::Errno::NOENT))
+    }
+
     fn try_lock(&self, path: &Path, shared: bool) -> io::Result<Option<LockGuard>> {
         let mut s = self.lock();
         if let Gate::Fail(e) = s.gate(OpKind::Lock, None) {

@@ -12,34 +12,56 @@ use crate::store::cache::{Cached, Key, Part};
 pub(in crate::store) struct Written(Key, Cached);
 
 /// Length of the sequence number that starts a cached whole value or key.
-pub(super) const SEQ_LEN: usize = 8;
+const SEQ_LEN: usize = 8;
+
+/// Where the key starts in a cached whole value or key: after the sequence number and the
+/// key's length (2 bytes, little-endian; keys are at most `MAX_KEY_LEN`, 4096, bytes long).
+pub(in crate::store) const KEY_AT: usize = SEQ_LEN + 2;
 
 /// What the cache keeps for a whole value: the record's sequence number (8 bytes,
-/// little-endian: what [`Store::metadata`] needs of the record header), the key, then the
-/// value. With an empty `value`, what it keeps for the key of a larger record.
+/// little-endian: what [`Store::metadata`] needs of the record header), the key's length (2
+/// bytes, little-endian: what the record of the hot set at close needs to tell key from value),
+/// the key, then the value. With an empty `value`, what it keeps for the key of a larger record.
 ///
 /// [`Store::metadata`]: crate::Store::metadata
-pub(super) fn kept(seq: u64, key: &[u8], value: &[u8]) -> Vec<u8> {
-    let mut kept = Vec::with_capacity(SEQ_LEN + key.len() + value.len());
-    kept.extend_from_slice(&seq.to_le_bytes());
+pub(in crate::store) fn kept(seq: u64, key: &[u8], value: &[u8]) -> Vec<u8> {
+    let mut kept = Vec::with_capacity(KEY_AT + key.len() + value.len());
+    kept.extend_from_slice(&kept_head(seq, key.len()));
     kept.extend_from_slice(key);
     kept.extend_from_slice(value);
     kept
 }
 
+/// The first [`KEY_AT`] bytes of what the cache keeps for a key of `key_len` bytes in a record
+/// numbered `seq`.
+pub(super) fn kept_head(seq: u64, key_len: usize) -> [u8; KEY_AT] {
+    debug_assert!(key_len <= crate::MAX_KEY_LEN);
+    let mut head = [0u8; KEY_AT];
+    head[..SEQ_LEN].copy_from_slice(&seq.to_le_bytes());
+    head[SEQ_LEN..].copy_from_slice(&(key_len as u16).to_le_bytes());
+    head
+}
+
 /// The sequence number and value of a cached whole value, if it is `key`'s (`value_len` bytes
 /// long); `None` if it is another key's.
 pub(super) fn cached_whole(b: &Bytes, key: &[u8], value_len: u64) -> Option<(u64, Bytes)> {
-    (b.len() as u64 == (SEQ_LEN + key.len()) as u64 + value_len
-        && &b[SEQ_LEN..SEQ_LEN + key.len()] == key)
-        .then(|| (cached_seq(b), b.slice(SEQ_LEN + key.len()..)))
+    (b.len() as u64 == (KEY_AT + key.len()) as u64 + value_len
+        && &b[KEY_AT..KEY_AT + key.len()] == key)
+        .then(|| (cached_seq(b), b.slice(KEY_AT + key.len()..)))
 }
 
 /// The sequence number a cached whole value or key starts with.
-pub(super) fn cached_seq(b: &[u8]) -> u64 {
+pub(in crate::store) fn cached_seq(b: &[u8]) -> u64 {
     let mut n = [0u8; SEQ_LEN];
     n.copy_from_slice(&b[..SEQ_LEN]);
     u64::from_le_bytes(n)
+}
+
+/// The length of the key in a cached whole value or key (`None` if `b` is too short to hold
+/// what it says).
+pub(in crate::store) fn cached_key_len(b: &[u8]) -> Option<usize> {
+    let len = u16::from_le_bytes([*b.get(SEQ_LEN)?, *b.get(SEQ_LEN + 1)?]) as usize;
+    (KEY_AT + len <= b.len()).then_some(len)
 }
 
 /// Values up to this length are kept in the cache when they are written (`copy_written`). The
@@ -96,7 +118,7 @@ impl Reader {
 
 /// Bytes the cache counts for a whole value of `value_len` bytes kept with a key of `key_len`.
 pub(in crate::store) fn kept_weight(key_len: usize, value_len: u64) -> u64 {
-    (SEQ_LEN + key_len) as u64 + value_len + crate::store::cache::ENTRY_OVERHEAD
+    (KEY_AT + key_len) as u64 + value_len + crate::store::cache::ENTRY_OVERHEAD
 }
 
 impl Reader {
@@ -104,6 +126,11 @@ impl Reader {
     /// on write (at most [`KEPT_ON_WRITE`] bytes, and kept whole by the cache).
     pub(in crate::store) fn keeps_warm(&self, entry: &IndexEntry) -> bool {
         entry.value_len <= KEPT_ON_WRITE && self.cache.holds_whole(entry)
+    }
+
+    /// Whether the cache holds the value of `entry` whole.
+    pub(in crate::store) fn holds_value(&self, entry: &IndexEntry) -> bool {
+        self.cache.contains(&Key::of(entry, Part::Value))
     }
 
     /// Prepares the cache for the warm-up's `values` insertions ([`Cache::reserve`]).

@@ -10,7 +10,7 @@ use bytes::Bytes;
 use super::super::Store;
 use super::super::cache::{Key, Part};
 use super::Reader;
-use super::kept::{SEQ_LEN, cached_whole};
+use super::kept::{KEY_AT, cached_whole};
 use crate::error::Result;
 use crate::index::{HotValue, IndexEntry};
 use crate::meta::ValueMeta;
@@ -76,8 +76,8 @@ impl Reader {
                 place: entry.place(),
                 seq,
                 bytes: kept,
-                key_start: SEQ_LEN,
-                key_end: SEQ_LEN + key_len,
+                key_start: KEY_AT,
+                key_end: KEY_AT + key_len,
             },
         );
     }

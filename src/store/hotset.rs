@@ -1,0 +1,133 @@
+//! The record of the hot set (`HOTSET`, `format/hotset.rs`): at close, the read cache's whole
+//! values that the index still names are written into one file, in large sequential writes,
+//! so that the warm-up of the next open (`warm/hotset.rs`) reads back what was being read,
+//! sequentially, before the newest segments. A store that is restarted (a service, YCSB's run
+//! phase after a load, a phase of a benchmark after another) starts with the values its last
+//! process read, where the newest segments are only the values written last.
+//!
+//! The file is a hint, never a source of data: every entry names the record it was read from
+//! (file id, offset), and the warm-up keeps it only if the index names that record as its
+//! key's (a value overwritten, deleted or moved since is not kept), under the key of that place
+//! in the cache, like every cached value (`store/cache.rs`: never stale). So the file needs no
+//! sync: one cut short or damaged by a crash is found by its crcs and ignored with a log line.
+//! It is written as `HOTSET.tmp` and renamed, so a close that fails half-way leaves the last
+//! whole one (or none).
+
+use std::path::Path;
+
+use bytes::Bytes;
+
+use super::read::{KEY_AT, Reader, cached_key_len};
+use super::shared::Shared;
+use crate::error::{Error, Result};
+use crate::format::hotset::{
+    HOTSET_ENTRIES_AT, HOTSET_HEADER_LEN, HOTSET_NAME, HOTSET_TMP, HotSetHeader, encode_entry,
+};
+use crate::io::aligned::AlignedBuf;
+use crate::io::file::{self, SegmentFile};
+
+/// The most value bytes recorded: about 0.4 s of writing at close on the project's disk.
+pub(super) const HOTSET_MAX: u64 = 512 << 20;
+
+/// Bytes written per write.
+const STEP: usize = 4 << 20;
+
+/// What [`record`] wrote.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct Recorded {
+    /// Entries.
+    pub(super) entries: u64,
+    /// Bytes of entries.
+    pub(super) bytes: u64,
+}
+
+/// Writes the cache's whole values that the index still names (at most [`HOTSET_MAX`] bytes of
+/// them) into `HOTSET`, replacing the one there: at close, once nothing else writes.
+pub(super) fn record(shared: &Shared, reader: &Reader) -> Result<Recorded> {
+    let values = reader.cache().whole_values(HOTSET_MAX);
+    let profile = &shared.profile;
+    let dir = &shared.dir;
+    let tmp = dir.join(HOTSET_TMP);
+    // A left-over of a close that failed half-way: the store's own name.
+    if file::exists(profile, &tmp)? {
+        file::remove_file(profile, &tmp)?;
+    }
+    let out = SegmentFile::create(&tmp, profile)?;
+    let identity = |p: &Path| {
+        profile
+            .storage
+            .identity(p)
+            .map_err(|e| Error::io("stat", Some(p.to_path_buf()), e))
+    };
+    let d = identity(dir)?;
+    let f = identity(&tmp)?;
+    let block = u64::from(profile.block_size).max(1) as usize;
+    let mut staging = AlignedBuf::zeroed(STEP + 2 * block, profile.mem_align.max(1));
+    let mut pending = Vec::with_capacity(STEP + (64 << 10));
+    let mut at = HOTSET_ENTRIES_AT;
+    let mut done = Recorded::default();
+    let index = &shared.index;
+    for (file_id, offset, kept) in values {
+        if !named(index, file_id, offset, &kept) {
+            continue;
+        }
+        let before = pending.len();
+        encode_entry(&mut pending, file_id, offset, &kept);
+        done.entries += 1;
+        done.bytes += (pending.len() - before) as u64;
+        if pending.len() >= STEP {
+            let n = pending.len() / block * block;
+            write_aligned(&out, &mut staging, at, &pending[..n])?;
+            at += n as u64;
+            pending.drain(..n);
+        }
+    }
+    if !pending.is_empty() {
+        let n = pending.len().div_ceil(block) * block;
+        pending.resize(n, 0);
+        write_aligned(&out, &mut staging, at, &pending)?;
+    }
+    let header = HotSetHeader {
+        dir_dev: d.dev,
+        dir_ino: d.ino,
+        dir_born: d.born,
+        file_ino: f.ino,
+        file_born: f.born,
+        entries: done.entries,
+        bytes: done.bytes,
+    };
+    let mut head = vec![0u8; block.max(HOTSET_HEADER_LEN)];
+    head[..HOTSET_HEADER_LEN].copy_from_slice(&header.encode());
+    write_aligned(&out, &mut staging, 0, &head)?;
+    drop(out);
+    file::rename(profile, &tmp, &dir.join(HOTSET_NAME))?;
+    Ok(done)
+}
+
+/// Whether the index names the record at `offset` of `file_id` as the key's in `kept` (the
+/// cache's bytes for it: sequence number, key length, key, value).
+fn named(index: &crate::index::Index, file_id: u64, offset: u64, kept: &Bytes) -> bool {
+    let Some(key_len) = cached_key_len(kept) else {
+        return false;
+    };
+    let key = &kept[KEY_AT..KEY_AT + key_len];
+    let value_len = (kept.len() - KEY_AT - key_len) as u64;
+    index
+        .candidates(index.hash(key), key_len as u32)
+        .as_slice()
+        .iter()
+        .any(|c| c.segment == file_id && c.offset == offset && c.value_len == value_len)
+}
+
+/// Writes `bytes` (a multiple of the block size long) at `at` (block-aligned), through the
+/// aligned `staging` buffer.
+fn write_aligned(out: &SegmentFile, staging: &mut AlignedBuf, at: u64, bytes: &[u8]) -> Result<()> {
+    let mut done = 0;
+    while done < bytes.len() {
+        let n = (bytes.len() - done).min(staging.len());
+        staging[..n].copy_from_slice(&bytes[done..done + n]);
+        out.write_all_at(&staging[..n], at + done as u64)?;
+        done += n;
+    }
+    Ok(())
+}

@@ -316,9 +316,12 @@ impl Walk {
         let (end, block) = (trailer.data_end, u64::from(trailer.block_size).max(1));
         self.live = self.entries_of(id);
         if let Some((entries, _)) = &self.live
-            && !entries.iter().any(|e| self.reader.keeps_warm(e))
+            && !entries
+                .iter()
+                .any(|e| self.reader.keeps_warm(e) && !self.reader.holds_value(e))
         {
-            // Nothing in it the warm-up would keep (large values only): not read.
+            // Nothing in it the warm-up would keep (large values only, or values the record of
+            // the hot set gave already): not read.
             return Ok(Ended::Done);
         }
         let parts = self.parts();

@@ -375,3 +375,34 @@ impl StorageFile for RealFile {
         self.file.metadata().map(|m| m.len())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_durable_write_writes_its_bytes_with_rwf_dsync_or_without() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        let storage = RealStorage;
+        let file = storage.open(&path, OpenMode::CreateNew, false).unwrap();
+        assert_eq!(file.write_at_durable(&[7u8; 4096], 4096).unwrap(), 4096);
+        // The same after the flag was refused (the fallback: pwrite and fdatasync).
+        let real = RealFile {
+            file: OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(&path)
+                .unwrap(),
+            dsync: AtomicBool::new(false),
+        };
+        assert_eq!(real.write_at_durable(&[8u8; 4096], 0).unwrap(), 4096);
+        let mut back = vec![0u8; 8192];
+        assert_eq!(file.read_at(&mut back, 0).unwrap(), 8192);
+        assert!(back[..4096].iter().all(|&b| b == 8) && back[4096..].iter().all(|&b| b == 7));
+        // Refusals of the flag, and only they, are taken for "unsupported".
+        assert!(is_no_dsync(rustix::io::Errno::OPNOTSUPP));
+        assert!(!is_no_dsync(rustix::io::Errno::IO));
+        assert!(!is_no_dsync(rustix::io::Errno::NOSPC));
+    }
+}

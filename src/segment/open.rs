@@ -763,7 +763,7 @@ mod tests {
         assert_eq!(last_per_key(unique.clone()), unique);
         // "a" rewritten; "b" copied forward with its old number after a newer write; "c" twice
         // with one number (the later record wins).
-        let records = vec![
+        let records = [
             rec("a", 1, 0),
             rec("b", 5, 64),
             rec("c", 3, 128),

@@ -286,7 +286,8 @@ impl IoOrder {
     }
 
     /// Runs `job`: writes its buffer and gives the buffer back, cuts the file when it seals,
-    /// fdatasyncs when asked, publishes, and reports progress. After a failure (this job's or an
+    /// fdatasyncs when asked (or, for a synced job with no unsynced write before it, writes and
+    /// syncs in one call), publishes, and reports progress. After a failure (this job's or an
     /// earlier one's) nothing more is written, synced or published. Returns whether the
     /// zero-ahead has work now.
     pub fn run(&self, turn: &mut IoTurn<'_>, mut job: Job) -> bool {

@@ -161,6 +161,15 @@ impl SegmentFile {
         write_full(&*self.file, data, offset).map_err(|e| self.err("write segment", e))
     }
 
+    /// Writes all of `data` at `offset` durably ([`StorageFile::write_at_durable`]: one
+    /// `pwritev2(..., RWF_DSYNC)` where the kernel takes it), under the same alignment rules as
+    /// [`SegmentFile::write_all_at`]. Only these bytes are made durable: the caller must have
+    /// synced every earlier write of the file.
+    pub fn write_all_at_durable(&self, data: &[u8], offset: u64) -> Result<()> {
+        write_full_with(data, offset, |d, o| self.file.write_at_durable(d, o))
+            .map_err(|e| self.err("write segment durably", e))
+    }
+
     /// fdatasync.
     pub fn sync_data(&self) -> Result<()> {
         self.file
@@ -323,9 +332,19 @@ impl SegmentFile {
 }
 
 /// Writes all of `data` at `offset`, continuing a short write where it stopped.
-fn write_full(file: &dyn StorageFile, mut data: &[u8], mut offset: u64) -> io::Result<()> {
+fn write_full(file: &dyn StorageFile, data: &[u8], offset: u64) -> io::Result<()> {
+    write_full_with(data, offset, |d, o| file.write_at(d, o))
+}
+
+/// Writes all of `data` at `offset` with `write` (a positional write that may be short),
+/// continuing a short write where it stopped.
+fn write_full_with(
+    mut data: &[u8],
+    mut offset: u64,
+    write: impl Fn(&[u8], u64) -> io::Result<usize>,
+) -> io::Result<()> {
     while !data.is_empty() {
-        match file.write_at(data, offset) {
+        match write(data, offset) {
             Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
             Ok(n) => {
                 data = &data[n..];

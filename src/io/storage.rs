@@ -1,6 +1,7 @@
 //! The storage seam: every file-system call the store makes goes through [`Storage`] (directory
 //! level: open, create, remove, rename, list, directory fsync, the lock, the direct-I/O probe)
-//! and [`StorageFile`] (one open file: positional read and write, fdatasync, length, set_len).
+//! and [`StorageFile`] (one open file: positional read and write, a write durable on return,
+//! fdatasync, length, set_len).
 //!
 //! [`RealStorage`] is the operating system (std and rustix). Tests substitute an in-memory
 //! backend that simulates power loss and injects I/O errors (`crate::io::sim`). The seam
@@ -13,13 +14,15 @@
 use std::any::Any;
 use std::fmt;
 use std::fs::{self, File, OpenOptions};
-use std::io;
+use std::io::{self, IoSlice};
 use std::os::fd::AsFd;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::aligned::AlignedBuf;
 use rustix::fs::{AtFlags, FlockOperation, OFlags, StatxFlags};
+use rustix::io::ReadWriteFlags;
 
 /// How [`Storage::open`] opens a file: for reading and writing, but for [`OpenMode::ReadOnly`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -101,6 +104,18 @@ pub trait StorageFile: Send + Sync + fmt::Debug {
     /// pwrite: writes up to `buf.len()` bytes at `offset`, returns how many (a short write is
     /// possible).
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<usize>;
+    /// A write whose bytes are on stable storage when it returns: `pwritev2(..., RWF_DSYNC)`,
+    /// one call and one device round trip (a FUA write where the device has it). Writes up to
+    /// `buf.len()` bytes at `offset` and returns how many; those are durable, with the file size
+    /// they need. Only they are: unlike [`StorageFile::sync_data`], earlier unsynced writes of
+    /// the file are not made durable by it (the kernel syncs the range written, and a FUA write
+    /// does not flush the device's cache), so a caller with earlier unsynced writes must sync
+    /// them. The default is [`StorageFile::write_at`] followed by [`StorageFile::sync_data`].
+    fn write_at_durable(&self, buf: &[u8], offset: u64) -> io::Result<usize> {
+        let n = self.write_at(buf, offset)?;
+        self.sync_data()?;
+        Ok(n)
+    }
     /// fdatasync.
     fn sync_data(&self) -> io::Result<()>;
     /// ftruncate.
@@ -201,7 +216,10 @@ impl Storage for RealStorage {
         if mode == OpenMode::CreateNew {
             o.create_new(true);
         }
-        Ok(Box::new(RealFile(o.open(path)?)))
+        Ok(Box::new(RealFile {
+            file: o.open(path)?,
+            dsync: AtomicBool::new(true),
+        }))
     }
 
     fn remove_file(&self, path: &Path) -> io::Result<()> {
@@ -395,36 +413,94 @@ fn dio_alignment(file: &File) -> (u32, u32, u32) {
 
 /// A file of [`RealStorage`].
 #[derive(Debug)]
-struct RealFile(File);
+struct RealFile {
+    file: File,
+    /// `pwritev2(..., RWF_DSYNC)` is worth trying: cleared, for good, the first time the kernel
+    /// or file system refuses it (then a durable write is a pwrite and an fdatasync).
+    dsync: AtomicBool,
+}
+
+/// True for the errors of a `pwritev2(..., RWF_DSYNC)` that the kernel (ENOSYS: before 4.6, or
+/// a seccomp filter) or the file system (EOPNOTSUPP, EINVAL: the flag refused) does not take.
+/// It fails before writing anything in these cases.
+fn is_no_dsync(e: rustix::io::Errno) -> bool {
+    use rustix::io::Errno;
+    [Errno::OPNOTSUPP, Errno::INVAL, Errno::NOSYS].contains(&e)
+}
 
 impl StorageFile for RealFile {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-        self.0.read_at(buf, offset)
+        self.file.read_at(buf, offset)
     }
 
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<usize> {
-        self.0.write_at(buf, offset)
+        self.file.write_at(buf, offset)
+    }
+
+    fn write_at_durable(&self, buf: &[u8], offset: u64) -> io::Result<usize> {
+        if self.dsync.load(Ordering::Relaxed) {
+            let bufs = [IoSlice::new(buf)];
+            match rustix::io::pwritev2(&self.file, &bufs, offset, ReadWriteFlags::DSYNC) {
+                Ok(n) => return Ok(n),
+                Err(e) if is_no_dsync(e) => self.dsync.store(false, Ordering::Relaxed),
+                Err(e) => return Err(e.into()),
+            }
+        }
+        let n = self.file.write_at(buf, offset)?;
+        self.file.sync_data()?;
+        Ok(n)
     }
 
     fn sync_data(&self) -> io::Result<()> {
-        self.0.sync_data()
+        self.file.sync_data()
     }
 
     fn set_len(&self, len: u64) -> io::Result<()> {
-        self.0.set_len(len)
+        self.file.set_len(len)
     }
 
     fn len(&self) -> io::Result<u64> {
-        self.0.metadata().map(|m| m.len())
+        self.file.metadata().map(|m| m.len())
     }
 
     fn read_each(&self, reads: &mut [ReadAt]) -> io::Result<()> {
-        match super::uring::read_each(self.0.as_fd(), reads) {
+        match super::uring::read_each(self.file.as_fd(), reads) {
             Some(result) => result,
             None => {
                 read_in_turn(self, reads);
                 Ok(())
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_durable_write_writes_its_bytes_with_rwf_dsync_or_without() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        let storage = RealStorage;
+        let file = storage.open(&path, OpenMode::CreateNew, false).unwrap();
+        assert_eq!(file.write_at_durable(&[7u8; 4096], 4096).unwrap(), 4096);
+        // The same after the flag was refused (the fallback: pwrite and fdatasync).
+        let real = RealFile {
+            file: OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(&path)
+                .unwrap(),
+            dsync: AtomicBool::new(false),
+        };
+        assert_eq!(real.write_at_durable(&[8u8; 4096], 0).unwrap(), 4096);
+        let mut back = vec![0u8; 8192];
+        assert_eq!(file.read_at(&mut back, 0).unwrap(), 8192);
+        assert!(back[..4096].iter().all(|&b| b == 8) && back[4096..].iter().all(|&b| b == 7));
+        // Refusals of the flag, and only they, are taken for "unsupported".
+        assert!(is_no_dsync(rustix::io::Errno::OPNOTSUPP));
+        assert!(!is_no_dsync(rustix::io::Errno::IO));
+        assert!(!is_no_dsync(rustix::io::Errno::NOSPC));
     }
 }

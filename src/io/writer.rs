@@ -4,7 +4,9 @@
 //! append lock) copies records into one; a full buffer, or a partly filled one that a durable
 //! write needs on disk, is handed to the flush thread together with its file offset. The flush
 //! thread writes it, gives the buffer back through a channel, and then fdatasyncs when asked, so
-//! the appender fills one buffer while the other is on its way to disk. No buffer is ever
+//! the appender fills one buffer while the other is on its way to disk. A synced job with no
+//! unsynced write before it is written durably instead, in one call (`pwritev2` with
+//! `RWF_DSYNC`, [`SegmentFile::write_all_at_durable`]), and its buffer comes back after it. No buffer is ever
 //! written by two parties: the appender owns the one it fills, and a handed-off buffer is
 //! read-only until the flush thread returns it.
 //!
@@ -284,7 +286,8 @@ impl IoOrder {
     }
 
     /// Runs `job`: writes its buffer and gives the buffer back, cuts the file when it seals,
-    /// fdatasyncs when asked, publishes, and reports progress. After a failure (this job's or an
+    /// fdatasyncs when asked (or, for a synced job with no unsynced write before it, writes and
+    /// syncs in one call), publishes, and reports progress. After a failure (this job's or an
     /// earlier one's) nothing more is written, synced or published. Returns whether the
     /// zero-ahead has work now.
     pub fn run(&self, turn: &mut IoTurn<'_>, mut job: Job) -> bool {
@@ -294,9 +297,21 @@ impl IoOrder {
         // must not acknowledge records whose bytes were in a job that failed.
         let failed = progress.lock().failure.is_some();
         let mut result = Ok(());
+        // A synced job whose write is the log's only unsynced one writes durably, in one call
+        // (`pwritev2(..., RWF_DSYNC)`: one device round trip, a FUA write where the device
+        // has it) instead of a write and an fdatasync. Not after unsynced writes (a group
+        // larger than the buffer): a durable write syncs only its own bytes, and the earlier
+        // ones need the fdatasync. Not for a seal, whose cut of the file must be synced too.
+        let write_durably = job.sync && !job.seals && !zero.unsynced;
+        let mut synced = false;
         if let Some(buf) = job.buf.take() {
             if !failed {
-                result = job.file.write_all_at(&buf[..job.len], job.offset);
+                result = if write_durably {
+                    synced = true;
+                    job.file.write_all_at_durable(&buf[..job.len], job.offset)
+                } else {
+                    job.file.write_all_at(&buf[..job.len], job.offset)
+                };
             }
             if failed || result.is_err() {
                 // Not written: the store is poisoned. The bytes stay in the tail, where readers
@@ -331,8 +346,11 @@ impl IoOrder {
             result = job.file.set_len(job.offset + job.len as u64);
         }
         zero.wrote(&job);
-        if result.is_ok() && job.sync {
+        if result.is_ok() && job.sync && !synced {
             result = job.file.sync_data();
+        }
+        if result.is_ok() && job.sync {
+            zero.unsynced = false;
         }
         if result.is_ok() && job.sync {
             (self.on_durable)(job.durable_seq);
@@ -472,6 +490,10 @@ struct ZeroAhead {
     frontier: u64,
     /// Zeroes go no further than this (the segment size).
     limit: u64,
+    /// A job wrote data that no fdatasync covers yet: the next synced job must fdatasync, not
+    /// write durably (which syncs only its own bytes). The log's jobs run in order and every
+    /// segment ends with a synced seal, so such writes are always in the file being written.
+    unsynced: bool,
     zeroes: Option<AlignedBuf>,
     mem_align: usize,
 }
@@ -485,6 +507,7 @@ impl ZeroAhead {
             written_end: 0,
             frontier: 0,
             limit,
+            unsynced: false,
             zeroes: None,
             mem_align,
         }
@@ -495,6 +518,7 @@ impl ZeroAhead {
         if job.len == 0 {
             return; // a sync alone
         }
+        self.unsynced |= !job.sync;
         self.wanted = job.sync && job.len <= ZERO_AFTER_SYNC_OF_AT_MOST;
         let end = job.offset + job.len as u64;
         let same = self

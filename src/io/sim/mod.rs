@@ -19,6 +19,12 @@
 //!   changes nothing. [`Sim::after_crash`] then builds the surviving file system, on which a new
 //!   store is opened, from the durable state and the pending operations (all of them, files and
 //!   directories, in the one order they were issued) according to a [`Survival`] mode.
+//! * **A durable write** (`pwritev2(..., RWF_DSYNC)`, [`StorageFile::write_at_durable`]) is a
+//!   write followed by a sync of that write alone: it passes the gate as a write and then as a
+//!   sync (both count towards a crash point and take faults), so a crash between the two leaves
+//!   it pending, to be kept, torn or lost like any unsynced write; once it returns, its bytes
+//!   survive every crash, but the file's earlier pending operations stay pending (the kernel
+//!   syncs the range written, and a FUA write does not flush the device's cache).
 //! * **A failed fdatasync** (an injected fault) loses the file's pending writes or not, at
 //!   random, sector by sector (the kernel may have dropped the dirty pages): the store must not
 //!   trust anything it wrote since its last successful sync of that file.
@@ -211,7 +217,12 @@ impl Rng {
 
 #[derive(Debug, Clone)]
 enum FileOp {
-    Write { offset: u64, data: Vec<u8> },
+    /// `durable`: written by a durable write that returned: it survives every crash.
+    Write {
+        offset: u64,
+        data: Vec<u8>,
+        durable: bool,
+    },
     SetLen(u64),
 }
 
@@ -401,7 +412,27 @@ impl State {
         let data = buf[..n].to_vec();
         let inode = &mut self.inodes[ino];
         apply_write(&mut inode.live, offset, &data);
-        inode.pending.push((issue, FileOp::Write { offset, data }));
+        inode.pending.push((
+            issue,
+            FileOp::Write {
+                offset,
+                data,
+                durable: false,
+            },
+        ));
+        Ok(n)
+    }
+
+    /// A durable write: a write, then a sync of that write alone (module doc).
+    fn write_durable(&mut self, f: &SimFile, buf: &[u8], offset: u64) -> io::Result<usize> {
+        let n = self.write(f, buf, offset)?;
+        self.sync_gate(f)?;
+        // The write just made is the file's last pending operation (the state was locked
+        // throughout): it is durable now, and nothing before it is.
+        match self.inodes[f.ino].pending.last_mut() {
+            Some((_, FileOp::Write { durable, .. })) => *durable = true,
+            _ => unreachable!("a write was just recorded"),
+        }
         Ok(n)
     }
 
@@ -444,6 +475,17 @@ impl State {
     }
 
     fn sync(&mut self, f: &SimFile) -> io::Result<()> {
+        self.sync_gate(f)?;
+        let inode = &mut self.inodes[f.ino];
+        inode.durable = inode.live.clone();
+        inode.pending.clear();
+        Ok(())
+    }
+
+    /// The checks before a sync (an fdatasync, or a durable write's): counts it, and fails it
+    /// on a crash or an injected fault; a failed sync loses pending writes of the file at
+    /// random.
+    fn sync_gate(&mut self, f: &SimFile) -> io::Result<()> {
         let thread = std::thread::current().name().unwrap_or("").to_string();
         *self.syncs_by_thread.entry(thread).or_insert(0) += 1;
         let ino = f.ino;
@@ -465,12 +507,7 @@ impl State {
                 }
                 Err(e)
             }
-            Gate::Go | Gate::Short => {
-                let inode = &mut self.inodes[ino];
-                inode.durable = inode.live.clone();
-                inode.pending.clear();
-                Ok(())
-            }
+            Gate::Go | Gate::Short => Ok(()),
         }
     }
 }
@@ -498,7 +535,13 @@ fn apply_partly(
                 content.resize(*len as usize, 0);
             }
         }
-        FileOp::Write { offset, data } => match mode {
+        // A durable write survives whole, whatever the mode.
+        FileOp::Write {
+            offset,
+            data,
+            durable: true,
+        } => apply_write(content, *offset, data),
+        FileOp::Write { offset, data, .. } => match mode {
             Survival::TearLast { tear_align } if last_write => {
                 let units = data.len() / tear_align;
                 // Strictly less than the whole write (when it has more than one unit).
@@ -647,12 +690,18 @@ impl Sim {
             Survival::DropAll => 0,
             _ => items.len(),
         };
+        // The write that TearLast tears: the last that is not durable yet.
         let last_write = items
             .iter()
-            .rposition(|(_, it)| matches!(it, Item::File(_, FileOp::Write { .. })));
+            .rposition(|(_, it)| matches!(it, Item::File(_, FileOp::Write { durable: false, .. })));
         let mut contents: Vec<Vec<u8>> = s.inodes.iter().map(|i| i.durable.clone()).collect();
         let mut dir = s.durable_dir.clone();
-        for (pos, (_, item)) in items.iter().enumerate().take(keep_upto) {
+        for (pos, (_, item)) in items.iter().enumerate() {
+            // Past the kept prefix, only durable writes (synced, by their own sync).
+            let durable = matches!(item, Item::File(_, FileOp::Write { durable: true, .. }));
+            if pos >= keep_upto && !durable {
+                continue;
+            }
             match item {
                 Item::File(ino, op) => apply_partly(
                     &mut contents[*ino],

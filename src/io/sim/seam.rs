@@ -234,6 +234,13 @@ impl StorageFile for SimFile {
         self.sim.lock().write(self, buf, offset)
     }
 
+    fn write_at_durable(&self, buf: &[u8], offset: u64) -> io::Result<usize> {
+        if self.read_only {
+            return Err(errno(rustix::io::Errno::BADF));
+        }
+        self.sim.lock().write_durable(self, buf, offset)
+    }
+
     fn sync_data(&self) -> io::Result<()> {
         self.sim.lock().sync(self)
     }

@@ -170,3 +170,88 @@ fn crash_point_freezes_and_faults_fire_once_or_stick() {
     let after = sim.after_crash(Survival::DropAll, 0);
     assert_eq!(content(&after, "f"), None, "the name was never synced");
 }
+
+#[test]
+fn a_durable_write_survives_every_crash_and_makes_nothing_else_durable() {
+    let sim = sim();
+    let dir = Path::new(DIR);
+    let f = sim.open(&dir.join("f"), OpenMode::CreateNew, true).unwrap();
+    sim.sync_dir(dir).unwrap();
+    // Two unsynced writes before it, one of them under the durable write's range.
+    f.write_at(&block(1), 0).unwrap();
+    f.write_at(&block(3), 4096).unwrap();
+    assert_eq!(f.write_at_durable(&block(2), 4096).unwrap(), 4096);
+    for mode in Survival::ALL {
+        for seed in 0..16 {
+            let c = content(&sim.after_crash(mode, seed), "f").unwrap();
+            assert_eq!(
+                c.len(),
+                8192,
+                "{mode:?}: the durable write's size is durable"
+            );
+            // Its bytes, never the older pending write's beneath it.
+            assert_eq!(&c[4096..], &*block(2), "{mode:?} seed {seed}");
+            // The earlier write before it: kept, lost or (random sectors) partly kept, as
+            // any unsynced write; nothing of it under DropAll.
+            for s in c[..4096].chunks(SECTOR) {
+                assert!(s.iter().all(|&b| b == 1) || s.iter().all(|&b| b == 0));
+            }
+            if mode == Survival::DropAll {
+                assert!(
+                    c[..4096].iter().all(|&b| b == 0),
+                    "the earlier write was not synced"
+                );
+            }
+        }
+    }
+    // A later fdatasync makes everything durable, as always.
+    f.sync_data().unwrap();
+    let c = content(&sim.after_crash(Survival::DropAll, 0), "f").unwrap();
+    assert_eq!((&c[..4096], &c[4096..]), (&*block(1), &*block(2)));
+    // It counts as a write and a sync.
+    let calls = sim.stats().calls;
+    assert_eq!((calls[&OpKind::Write], calls[&OpKind::Sync]), (3, 2));
+}
+
+#[test]
+fn a_crash_inside_a_durable_write_leaves_it_like_an_unsynced_write() {
+    let sim = sim();
+    let dir = Path::new(DIR);
+    let f = sim.open(&dir.join("f"), OpenMode::CreateNew, true).unwrap();
+    f.write_at_durable(&block(1), 0).unwrap();
+    sim.sync_dir(dir).unwrap();
+    // The power goes at its sync: written, not synced.
+    sim.crash_at(CrashOn::Sync, 0);
+    let mut two = AlignedBuf::zeroed(8192, 4096);
+    two.fill(2);
+    assert!(f.write_at_durable(&two, 4096).is_err());
+    assert!(sim.crashed());
+    let dropped = content(&sim.after_crash(Survival::DropAll, 0), "f").unwrap();
+    assert_eq!(dropped, *block(1), "dropped whole");
+    let mut torn_seen = false;
+    for seed in 0..16 {
+        let c = content(
+            &sim.after_crash(Survival::TearLast { tear_align: 4096 }, seed),
+            "f",
+        )
+        .unwrap();
+        assert_eq!(&c[..4096], &*block(1), "the first durable write stays");
+        assert!(c.len() < 4096 + 8192, "torn: never whole");
+        assert!(c[4096..].iter().all(|&b| b == 2));
+        torn_seen |= c.len() == 8192;
+    }
+    assert!(torn_seen, "some tear keeps half of it");
+    // A fault in its sync fails it as a failed fdatasync fails.
+    let sim = self::sim();
+    let f = sim
+        .open(&dir.join("g"), OpenMode::CreateNew, false)
+        .unwrap();
+    sim.inject(Fault {
+        kind: OpKind::Sync,
+        nth: 0,
+        error: FaultError::Eio,
+        sticky: false,
+    });
+    let e = f.write_at_durable(b"x", 0).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(rustix::io::Errno::IO.raw_os_error()));
+}

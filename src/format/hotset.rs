@@ -46,6 +46,10 @@ pub const HOTSET_HEADER_LEN: usize = 96;
 /// with direct I/O writes it as one aligned block of any block size a store uses (at most
 /// 64 KiB), after the entries.
 pub const HOTSET_ENTRIES_AT: u64 = 64 << 10;
+/// The longest entry a writer records (its value, as the cache keeps it, at most this less
+/// [`HOT_ENTRY_HEAD_LEN`]): small values, those a reader gets from the cache whole; a reader
+/// reads an entry in one piece of its buffer.
+pub const HOT_ENTRY_MAX: usize = 32 << 10;
 /// Bytes of an entry before the value it keeps.
 pub const HOT_ENTRY_HEAD_LEN: usize = 24;
 

@@ -72,7 +72,8 @@ pub const ENTRY_OVERHEAD: u64 = 104;
 /// Slots are allocated this many at a time.
 const CHUNK: usize = 4096;
 
-/// The most slots a table has (48 MiB of slots once all are allocated).
+/// The most slots a table has (64 MiB of buckets once all are allocated: a bucket of two
+/// 24-byte slots takes a 64-byte cache line).
 const MAX_SLOTS: usize = 1 << 21;
 
 /// Slots per bucket: a key may sit in either slot of its bucket, so that two keys read often
@@ -110,6 +111,12 @@ struct Slot {
     entry: ArcSwapOption<Entry>,
 }
 
+/// A bucket's slots, on one cache line of their own: a reader that looks at both slots' tags
+/// (and then at the hint of the one that matches) touches one line.
+#[repr(align(64))]
+#[derive(Debug, Default)]
+struct Bucket([Slot; WAYS]);
+
 #[repr(align(128))]
 #[derive(Debug, Default)]
 struct Counter(AtomicU64);
@@ -117,7 +124,7 @@ struct Counter(AtomicU64);
 /// The table of hot values: slots chosen by key hash (see the module's doc).
 #[derive(Debug)]
 pub struct HotTable {
-    chunks: Box<[OnceLock<Box<[Slot]>>]>,
+    chunks: Box<[OnceLock<Box<[Bucket]>>]>,
     bucket_bits: u32,
     budget: u64,
     held: AtomicU64,
@@ -170,20 +177,20 @@ impl HotTable {
         }
     }
 
-    /// The bucket of `hash` (its [`WAYS`] slots), if its chunk was allocated (`alloc`:
+    /// The bucket of `hash` (its [`WAYS`] slots, in one cache line), if its chunk was allocated (`alloc`:
     /// allocate it if not).
     fn bucket(&self, hash: u64, alloc: bool) -> Option<&[Slot]> {
         // A multiplicative hash of the whole hash: the index's shards and fingerprints use its
         // top 40 bits, and tests keep only a few of them.
         let b = (hash.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - self.bucket_bits)) as usize;
-        let i = b * WAYS;
-        let chunk = &self.chunks[i / CHUNK];
-        let slots = if alloc {
-            chunk.get_or_init(|| (0..CHUNK).map(|_| Slot::default()).collect())
+        let per_chunk = CHUNK / WAYS;
+        let chunk = &self.chunks[b / per_chunk];
+        let buckets = if alloc {
+            chunk.get_or_init(|| (0..per_chunk).map(|_| Bucket::default()).collect())
         } else {
             chunk.get()?
         };
-        Some(&slots[i % CHUNK..i % CHUNK + WAYS])
+        Some(&buckets[b % per_chunk].0)
     }
 
     /// Calls `f` with the sequence number, buffer and value offset of the value of `key`

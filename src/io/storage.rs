@@ -79,6 +79,11 @@ pub trait Storage: Send + Sync + fmt::Debug {
     /// What tells `path` (a file or a directory) apart from every other: what binds a file that
     /// names its own place (the record of the hot set) to that place.
     fn identity(&self, path: &Path) -> io::Result<Identity>;
+    /// Bytes free for this process on the file system of `dir` (statvfs: available blocks ×
+    /// fragment size); `None` where the backend cannot tell.
+    fn free_space(&self, _dir: &Path) -> io::Result<Option<u64>> {
+        Ok(None)
+    }
     /// Finds out the direct-I/O alignment in `dir`, and, when `try_direct`, whether the file
     /// system takes O_DIRECT there. `sample` is an existing file of the store: when given, it
     /// is asked (statx, an O_DIRECT open for reading) and nothing is created. Without one (an
@@ -246,6 +251,11 @@ impl Storage for RealStorage {
             names.push(ent?.file_name().to_string_lossy().into_owned());
         }
         Ok(names)
+    }
+
+    fn free_space(&self, dir: &Path) -> io::Result<Option<u64>> {
+        let st = rustix::fs::statvfs(dir)?;
+        Ok(Some(st.f_bavail.saturating_mul(st.f_frsize)))
     }
 
     fn identity(&self, path: &Path) -> io::Result<Identity> {

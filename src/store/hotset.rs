@@ -17,14 +17,16 @@ use std::path::Path;
 
 use bytes::Bytes;
 
-use super::read::{KEY_AT, Reader, cached_key_len};
+use super::read::{KEPT_ON_WRITE, KEY_AT, Reader, cached_key_len, kept_weight};
 use super::shared::Shared;
 use crate::error::{Error, Result};
 use crate::format::hotset::{
-    HOTSET_ENTRIES_AT, HOTSET_HEADER_LEN, HOTSET_NAME, HOTSET_TMP, HotSetHeader, encode_entry,
+    HOT_ENTRY_MAX, HOTSET_ENTRIES_AT, HOTSET_HEADER_LEN, HOTSET_NAME, HOTSET_TMP, HotSetHeader,
+    encode_entry, entry_len,
 };
 use crate::io::aligned::AlignedBuf;
 use crate::io::file::{self, SegmentFile};
+use crate::segment::SegmentKind;
 
 /// The most value bytes recorded: about 0.4 s of writing at close on the project's disk.
 pub(super) const HOTSET_MAX: u64 = 512 << 20;
@@ -44,7 +46,6 @@ pub(super) struct Recorded {
 /// Writes the cache's whole values that the index still names (at most [`HOTSET_MAX`] bytes of
 /// them) into `HOTSET`, replacing the one there: at close, once nothing else writes.
 pub(super) fn record(shared: &Shared, reader: &Reader) -> Result<Recorded> {
-    let values = reader.cache().whole_values(HOTSET_MAX);
     let profile = &shared.profile;
     let dir = &shared.dir;
     let tmp = dir.join(HOTSET_TMP);
@@ -52,7 +53,37 @@ pub(super) fn record(shared: &Shared, reader: &Reader) -> Result<Recorded> {
     if file::exists(profile, &tmp)? {
         file::remove_file(profile, &tmp)?;
     }
-    let out = SegmentFile::create(&tmp, profile)?;
+    // Never more than a quarter of the free space: a hint does not fill a disk the store's
+    // data needs.
+    let free = profile
+        .storage
+        .free_space(dir)
+        .map_err(|e| Error::io("statvfs", Some(dir.clone()), e))?;
+    let max = free.map_or(HOTSET_MAX, |f| HOTSET_MAX.min(f / 4));
+    let values = reader.cache().whole_values(max);
+    let path = dir.join(HOTSET_NAME);
+    if values.is_empty() || segments_suffice(shared, reader, &values) {
+        // Nothing to record, or nothing the walk of the newest segments would not give the
+        // next open faster (in parts side by side): no record, and none left from before
+        // (its own name) to be read in vain.
+        if file::exists(profile, &path)? {
+            file::remove_file(profile, &path)?;
+        }
+        return Ok(Recorded::default());
+    }
+    let result = write(shared, &tmp, values);
+    if result.is_err() {
+        // A full disk, say: what was written of it goes, the last whole record stays.
+        let _ = file::remove_file(profile, &tmp);
+    }
+    result
+}
+
+/// Writes `values` into `tmp`, then renames it to `HOTSET`.
+fn write(shared: &Shared, tmp: &Path, values: Vec<(u64, u64, Bytes)>) -> Result<Recorded> {
+    let profile = &shared.profile;
+    let dir = &shared.dir;
+    let out = SegmentFile::create(tmp, profile)?;
     let identity = |p: &Path| {
         profile
             .storage
@@ -60,7 +91,7 @@ pub(super) fn record(shared: &Shared, reader: &Reader) -> Result<Recorded> {
             .map_err(|e| Error::io("stat", Some(p.to_path_buf()), e))
     };
     let d = identity(dir)?;
-    let f = identity(&tmp)?;
+    let f = identity(tmp)?;
     let block = u64::from(profile.block_size).max(1) as usize;
     let mut staging = AlignedBuf::zeroed(STEP + 2 * block, profile.mem_align.max(1));
     let mut pending = Vec::with_capacity(STEP + (64 << 10));
@@ -68,7 +99,7 @@ pub(super) fn record(shared: &Shared, reader: &Reader) -> Result<Recorded> {
     let mut done = Recorded::default();
     let index = &shared.index;
     for (file_id, offset, kept) in values {
-        if !named(index, file_id, offset, &kept) {
+        if entry_len(kept.len()) > HOT_ENTRY_MAX || !named(index, file_id, offset, &kept) {
             continue;
         }
         let before = pending.len();
@@ -100,8 +131,38 @@ pub(super) fn record(shared: &Shared, reader: &Reader) -> Result<Recorded> {
     head[..HOTSET_HEADER_LEN].copy_from_slice(&header.encode());
     write_aligned(&out, &mut staging, 0, &head)?;
     drop(out);
-    file::rename(profile, &tmp, &dir.join(HOTSET_NAME))?;
+    file::rename(profile, tmp, &dir.join(HOTSET_NAME))?;
     Ok(done)
+}
+
+/// Whether the next open's walk of the newest segments gives the cache every value `values`
+/// holds: none is larger than that walk keeps ([`KEPT_ON_WRITE`]), and the live records of the
+/// log segments fit the cache's room (its capacity less a sixteenth, as the warm-up counts it).
+/// A store that fits in its cache (YCSB's 200 000 values after their load) needs no record;
+/// one larger than its cache, or whose hot values are larger, does.
+fn segments_suffice(shared: &Shared, reader: &Reader, values: &[(u64, u64, Bytes)]) -> bool {
+    let large = values.iter().any(|(_, _, kept)| {
+        cached_key_len(kept).is_none_or(|k| (kept.len() - KEY_AT - k) as u64 > KEPT_ON_WRITE)
+    });
+    if large {
+        return false;
+    }
+    let logs: std::collections::HashSet<u64> = shared
+        .segments
+        .snapshot()
+        .into_iter()
+        .filter(|(_, h)| h.kind == SegmentKind::Log)
+        .map(|(id, _)| id)
+        .collect();
+    let live: u64 = shared
+        .index
+        .usage_all()
+        .iter()
+        .filter(|(id, _)| logs.contains(id))
+        .map(|(_, u)| u.live_bytes)
+        .sum();
+    let capacity = reader.cache_figures().capacity;
+    live + shared.index.len() * kept_weight(0, 0) <= capacity - capacity / 16
 }
 
 /// Whether the index names the record at `offset` of `file_id` as the key's in `kept` (the

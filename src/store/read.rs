@@ -27,7 +27,7 @@ mod peek;
 mod pieces;
 
 pub(super) use kept::kept_weight;
-pub(super) use kept::{KEY_AT, cached_key_len, cached_seq};
+pub(super) use kept::{KEPT_ON_WRITE, KEY_AT, cached_key_len, cached_seq};
 use kept::{cached_whole, kept, kept_head};
 
 /// Size of the bounce buffers used by direct reads.

@@ -12,19 +12,29 @@
 
 use std::io;
 use std::path::Path;
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use super::{Walk, refresh_room};
-use crate::format::align_down;
+use super::{Walk, WarmFigures, refresh_room};
 use crate::format::hotset::{
-    HOTSET_ENTRIES_AT, HOTSET_HEADER_LEN, HOTSET_NAME, HotEntry, HotSetHeader, decode_entry,
+    HOT_ENTRY_MAX, HOTSET_ENTRIES_AT, HOTSET_HEADER_LEN, HOTSET_NAME, HotEntry, HotSetHeader,
+    decode_entry,
 };
-use crate::io::aligned::AlignedBuf;
 use crate::io::file::SegmentFile;
-use crate::store::read::{KEY_AT, cached_key_len, cached_seq, kept_weight};
+use crate::store::read::{KEY_AT, Reader, cached_key_len, cached_seq, kept_weight};
+use crate::store::shared::Shared;
 
-/// Bytes read per read.
-const STEP: usize = 4 << 20;
+/// How often (in bytes of the file) the room is looked at again and a close is heeded.
+const STEP: u64 = 4 << 20;
+
+/// The window's name for the file it reads (file ids are below 2^40).
+const HOT_FILE: u64 = u64::MAX;
+
+/// Bytes of an entry up to the end of its length field.
+const ENTRY_LEN_END: usize = 8;
+
+/// The longest entry read (the writer records none longer).
+const MAX_ENTRY: usize = HOT_ENTRY_MAX;
 
 /// How reading the hot set ended.
 pub(super) enum HotEnd {
@@ -64,15 +74,17 @@ impl Walk {
             Err(e) => return Err(e.to_string()),
         };
         let d = storage.identity(dir).map_err(|e| e.to_string())?;
-        let file = SegmentFile::open(path, &profile).map_err(|e| e.to_string())?;
+        let file = Arc::new(SegmentFile::open(path, &profile).map_err(|e| e.to_string())?);
         let len = file.len().map_err(|e| e.to_string())?;
-        let align = self.shared.profile.read_align.max(1);
-        let mut buf = AlignedBuf::zeroed(STEP, profile.mem_align.max(1));
-        let head_len = (align as usize).max(HOTSET_HEADER_LEN);
-        let got = file
-            .read_at_most(0, &mut buf[..head_len], align)
-            .map_err(|e| e.to_string())?;
-        let header = HotSetHeader::decode(&buf[..got]).map_err(|k| format!("header: {k}"))?;
+        // Read through the walk's window: 4 MiB reads, the next one made ahead on its thread.
+        self.win.file = HOT_FILE;
+        self.win.at = (0, 0);
+        let cut = |at: u64| format!("it is cut short at {at}");
+        let header = match self.win.bytes(&file, 0, HOTSET_HEADER_LEN, len) {
+            Ok(Some(b)) => HotSetHeader::decode(b).map_err(|k| format!("header: {k}"))?,
+            Ok(None) => return Err(cut(0)),
+            Err(e) => return Err(e.to_string()),
+        };
         let h = &header;
         if (h.dir_dev, h.dir_ino, h.dir_born, h.file_ino, h.file_born)
             != (d.dev, d.ino, d.born, f.ino, f.born)
@@ -81,53 +93,61 @@ impl Walk {
         }
         let end = HOTSET_ENTRIES_AT + header.bytes;
         if end > len {
-            return Err(format!(
-                "it is cut short: {len} bytes, its header says {end}"
-            ));
+            return Err(format!("it is {len} bytes long, its header says {end}"));
         }
-        // Unparsed bytes carried from one read to the next (an entry across two reads).
-        let mut carry: Vec<u8> = Vec::new();
         let mut pos = HOTSET_ENTRIES_AT;
         let mut entries = 0u64;
+        let mut next_check = pos;
         while pos < end {
-            if self.stop.load(Ordering::Relaxed) {
-                return Ok(HotEnd::Stopped);
-            }
-            let from = align_down(pos, align);
-            let want = STEP.min((end - from).div_ceil(align) as usize * align as usize);
-            let got = file
-                .read_at_most(from, &mut buf[..want], align)
-                .map_err(|e| e.to_string())?;
-            let skip = (pos - from) as usize;
-            if got <= skip {
-                return Err(format!("it is cut short at {pos}"));
-            }
-            let upto = got.min((end - from) as usize);
-            self.figures.read.fetch_add(got as u64, Ordering::Relaxed);
-            carry.extend_from_slice(&buf[skip..upto]);
-            pos = from + upto as u64;
-            let mut used = 0;
-            loop {
-                match decode_entry(&carry[used..], STEP) {
-                    Ok(Some((entry, n))) => {
-                        used += n;
-                        entries += 1;
-                        if !self.keep_hot_entry(entry) {
-                            return Ok(HotEnd::Full);
-                        }
-                    }
-                    Ok(None) => break,
-                    Err(kind) => {
-                        return Err(format!(
-                            "entry {entries} does not verify ({kind}); {} kept before it",
-                            entries
-                        ));
-                    }
+            if pos >= next_check {
+                if self.stop.load(Ordering::Relaxed) {
+                    return Ok(HotEnd::Stopped);
                 }
+                // Every 4 MiB: the cache's room as it is now. Readers fill the cache too; once
+                // it has evicted anything the warm-up stops (it never makes the cache evict).
+                if !refresh_room(&self.reader, self.evictions, &mut self.room) {
+                    return Ok(HotEnd::Full);
+                }
+                next_check = pos + STEP;
             }
-            carry.drain(..used);
+            let head = match self.win.bytes(&file, pos, ENTRY_LEN_END, end) {
+                Ok(Some(b)) => b,
+                Ok(None) => return Err(cut(pos)),
+                Err(e) => return Err(e.to_string()),
+            };
+            let total =
+                ENTRY_LEN_END + u32::from_le_bytes([head[4], head[5], head[6], head[7]]) as usize;
+            if total > MAX_ENTRY {
+                return Err(format!("entry {entries} is {total} bytes long"));
+            }
+            let bytes = match self.win.bytes(&file, pos, total, end) {
+                Ok(Some(b)) => b,
+                Ok(None) => return Err(cut(pos)),
+                Err(e) => return Err(e.to_string()),
+            };
+            let entry = match decode_entry(bytes, MAX_ENTRY) {
+                Ok(Some((entry, _))) => entry,
+                Ok(None) => return Err(cut(pos)),
+                Err(kind) => {
+                    return Err(format!(
+                        "entry {entries} does not verify ({kind}); the {entries} before it were used"
+                    ));
+                }
+            };
+            entries += 1;
+            pos += total as u64;
+            if !keep(
+                &self.reader,
+                &self.shared,
+                &self.figures,
+                &mut self.room,
+                self.evictions,
+                entry,
+            ) {
+                return Ok(HotEnd::Full);
+            }
         }
-        if entries != header.entries || !carry.is_empty() {
+        if entries != header.entries {
             return Err(format!(
                 "{entries} entries read, its header says {}",
                 header.entries
@@ -135,43 +155,47 @@ impl Walk {
         }
         Ok(HotEnd::Done)
     }
+}
 
-    /// Keeps `entry` if the index names its record as its key's; false when the cache has no
-    /// room for it.
-    fn keep_hot_entry(&mut self, entry: HotEntry<'_>) -> bool {
-        let kept = entry.kept;
-        let Some(key_len) = cached_key_len(kept) else {
-            return true;
-        };
-        let (key, value) = kept[KEY_AT..].split_at(key_len);
-        let index = &self.shared.index;
-        let named = index
-            .candidates(index.hash(key), key_len as u32)
-            .as_slice()
-            .iter()
-            .copied()
-            .find(|c| {
-                c.segment == entry.file
-                    && c.offset == entry.offset
-                    && c.value_len == value.len() as u64
-            });
-        let Some(named) = named.filter(|e| self.reader.cache().holds_whole(e)) else {
-            return true;
-        };
-        let weight = kept_weight(key_len, value.len() as u64);
-        if weight > self.room {
-            refresh_room(&self.reader, self.evictions, &mut self.room);
-            if weight > self.room {
-                return false;
-            }
+/// Keeps `entry` if the index names its record as its key's; false when the cache has no
+/// room for it.
+fn keep(
+    reader: &Reader,
+    shared: &Shared,
+    figures: &WarmFigures,
+    room: &mut u64,
+    evictions: u64,
+    entry: HotEntry<'_>,
+) -> bool {
+    let kept = entry.kept;
+    let Some(key_len) = cached_key_len(kept) else {
+        return true;
+    };
+    let (key, value) = kept[KEY_AT..].split_at(key_len);
+    let index = &shared.index;
+    let named = index
+        .candidates(index.hash(key), key_len as u32)
+        .as_slice()
+        .iter()
+        .copied()
+        .find(|c| {
+            c.segment == entry.file && c.offset == entry.offset && c.value_len == value.len() as u64
+        });
+    let Some(named) = named.filter(|e| reader.cache().holds_whole(e)) else {
+        return true;
+    };
+    let weight = kept_weight(key_len, value.len() as u64);
+    if weight > *room {
+        refresh_room(reader, evictions, room);
+        if weight > *room {
+            return false;
         }
-        self.reader
-            .keep_warmed(&named, cached_seq(kept), key, value);
-        self.room = self.room.saturating_sub(weight);
-        self.figures.values.fetch_add(1, Ordering::Relaxed);
-        self.figures
-            .bytes
-            .fetch_add(value.len() as u64, Ordering::Relaxed);
-        true
     }
+    reader.keep_warmed(&named, cached_seq(kept), key, value);
+    *room = room.saturating_sub(weight);
+    figures.values.fetch_add(1, Ordering::Relaxed);
+    figures
+        .bytes
+        .fetch_add(value.len() as u64, Ordering::Relaxed);
+    true
 }

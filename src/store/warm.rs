@@ -149,6 +149,7 @@ impl Warmer {
             evictions: 0,
             live: None,
             share: 1,
+            after_hot: false,
         };
         let handle = std::thread::Builder::new()
             .name("podstore-warm".into())
@@ -218,6 +219,9 @@ struct Walk {
     live: Option<(Vec<IndexEntry>, usize)>,
     /// How many walks share the cache's room (each takes this fraction of it at a refresh).
     share: u64,
+    /// The record of the hot set kept values: the walk skips those (a look in the cache per
+    /// record, paid only then).
+    after_hot: bool,
 }
 
 impl Walk {
@@ -244,6 +248,7 @@ impl Walk {
             }
             hotset::HotEnd::Done | hotset::HotEnd::None => files,
         };
+        self.after_hot = self.figures.get().values > 0;
         for (id, file) in files {
             if !refresh_room(&self.reader, self.evictions, &mut self.room) {
                 why = "the cache's free room is used";
@@ -316,9 +321,9 @@ impl Walk {
         let (end, block) = (trailer.data_end, u64::from(trailer.block_size).max(1));
         self.live = self.entries_of(id);
         if let Some((entries, _)) = &self.live
-            && !entries
-                .iter()
-                .any(|e| self.reader.keeps_warm(e) && !self.reader.holds_value(e))
+            && !entries.iter().any(|e| {
+                self.reader.keeps_warm(e) && !(self.after_hot && self.reader.holds_value(e))
+            })
         {
             // Nothing in it the warm-up would keep (large values only, or values the record of
             // the hot set gave already): not read.
@@ -422,6 +427,7 @@ impl Walk {
             evictions: self.evictions,
             live: Some((live, 0)),
             share,
+            after_hot: self.after_hot,
         }
     }
 
@@ -557,9 +563,9 @@ impl Walk {
             }
         };
         // Not a value the warm-up keeps, or one the record of the hot set gave already.
-        let Some(entry) =
-            named.filter(|e| self.reader.keeps_warm(e) && !self.reader.holds_value(e))
-        else {
+        let Some(entry) = named.filter(|e| {
+            self.reader.keeps_warm(e) && !(self.after_hot && self.reader.holds_value(e))
+        }) else {
             return Ok(Kept::No);
         };
         let weight = kept_weight(key.len(), entry.value_len);

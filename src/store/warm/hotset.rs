@@ -4,7 +4,8 @@
 //!
 //! **Never trusted, only checked.** A file whose header does not verify, or that names another
 //! directory or another file than where it is (a copy, or a file moved from another store's
-//! directory: its device and inode numbers differ from those it recorded), is not read; an entry
+//! directory: its device and inode numbers and birth times differ from those it recorded), is
+//! not read; an entry
 //! whose crc does not verify ends the reading (its length cannot be believed). Each is logged
 //! once. An entry is kept under its record's place, only if the index names that place for the
 //! entry's key with the entry's value length, so an entry of a value overwritten, deleted or

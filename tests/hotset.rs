@@ -15,10 +15,8 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
-
-use common::store::{TestStore, small};
-use podstore::{Durability, IoMode, Options, Stats, Store};
+use common::store::{TestStore, small, wait_warm};
+use podstore::{Durability, IoMode, Options, Store};
 
 const N: usize = 600;
 const LEN: usize = 5 << 10;
@@ -42,19 +40,6 @@ fn opts(mode: IoMode) -> Options {
         .durability(Durability::Buffered)
         .background_compaction(false)
         .cache_capacity(32 << 20)
-}
-
-#[track_caller]
-fn wait_warm(store: &Store) -> Stats {
-    let began = Instant::now();
-    loop {
-        let s = store.stats();
-        if !s.cache_warming {
-            return s;
-        }
-        assert!(began.elapsed() < Duration::from_secs(60), "{s:?}");
-        std::thread::sleep(Duration::from_millis(2));
-    }
 }
 
 /// Writes keys `0..N`, reads the hot set, closes: the close records it.

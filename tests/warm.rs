@@ -19,7 +19,7 @@ mod common;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use common::store::{TestStore, small};
+use common::store::{TestStore, small, wait_warm};
 use podstore::{Compression, Durability, Error, IoMode, Options, Stats, Store};
 use proptest::prelude::*;
 use proptest::test_runner::{FileFailurePersistence, TestCaseError};
@@ -34,23 +34,6 @@ fn value(k: usize, v: u32, len: usize) -> Vec<u8> {
 
 fn key(k: usize) -> Vec<u8> {
     format!("key-{k:06}").into_bytes()
-}
-
-/// Waits until the warm-up has ended (at most a minute); returns the store's figures then.
-#[track_caller]
-fn wait_warm(store: &Store) -> Stats {
-    let began = Instant::now();
-    loop {
-        let s = store.stats();
-        if !s.cache_warming {
-            return s;
-        }
-        assert!(
-            began.elapsed() < Duration::from_secs(60),
-            "the warm-up did not end: {s:?}"
-        );
-        std::thread::sleep(Duration::from_millis(2));
-    }
 }
 
 /// Options of the deterministic tests: small segments (several per store), a cache of

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use podstore::{Durability, IoMode, Options, Store};
+use podstore::{Durability, IoMode, Options, Stats, Store};
 use tempfile::TempDir;
 
 /// Both I/O modes a store can be asked for explicitly.
@@ -193,4 +193,22 @@ pub fn assert_hot_survived(store: &Store, hot: impl IntoIterator<Item = String>,
         hits >= min,
         "only {hits} of {n} hot values survived the scan"
     );
+}
+
+/// Waits until the store's warm-up at open has ended (at most a minute); returns the store's
+/// figures then.
+#[track_caller]
+pub fn wait_warm(store: &Store) -> Stats {
+    let began = std::time::Instant::now();
+    loop {
+        let s = store.stats();
+        if !s.cache_warming {
+            return s;
+        }
+        assert!(
+            began.elapsed() < std::time::Duration::from_secs(60),
+            "the warm-up did not end: {s:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
 }

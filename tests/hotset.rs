@@ -65,15 +65,7 @@ fn read_after_open(
     want: impl Fn(usize) -> Option<Vec<u8>>,
 ) -> (u64, u64) {
     wait_warm(store);
-    let before = store.stats();
-    for k in keys {
-        assert_eq!(store.get(key(k)).unwrap(), want(k), "key {k}");
-    }
-    let after = store.stats();
-    (
-        after.cache_hits - before.cache_hits,
-        after.cache_misses - before.cache_misses,
-    )
+    common::store::read_counting(store, keys, key, want)
 }
 
 fn hotset(fx: &TestStore) -> std::path::PathBuf {

@@ -63,15 +63,7 @@ fn read_counting(
     keys: impl IntoIterator<Item = usize>,
     want: impl Fn(usize) -> Option<Vec<u8>>,
 ) -> (u64, u64) {
-    let before = store.stats();
-    for k in keys {
-        assert_eq!(store.get(key(k)).unwrap(), want(k), "key {k}");
-    }
-    let after = store.stats();
-    (
-        after.cache_hits - before.cache_hits,
-        after.cache_misses - before.cache_misses,
-    )
+    common::store::read_counting(store, keys, key, want)
 }
 
 #[test]

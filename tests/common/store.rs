@@ -212,3 +212,23 @@ pub fn wait_warm(store: &Store) -> Stats {
         std::thread::sleep(std::time::Duration::from_millis(2));
     }
 }
+
+/// Gets each of `keys` (named by `key`), checking its value against `want`: the cache hits and
+/// misses the gets counted (`Stats::cache_hits`, `cache_misses`).
+#[track_caller]
+pub fn read_counting(
+    store: &Store,
+    keys: impl IntoIterator<Item = usize>,
+    key: impl Fn(usize) -> Vec<u8>,
+    want: impl Fn(usize) -> Option<Vec<u8>>,
+) -> (u64, u64) {
+    let before = store.stats();
+    for k in keys {
+        assert_eq!(store.get(key(k)).unwrap(), want(k), "key {k}");
+    }
+    let after = store.stats();
+    (
+        after.cache_hits - before.cache_hits,
+        after.cache_misses - before.cache_misses,
+    )
+}

@@ -173,15 +173,7 @@ fn keep(
         return true;
     };
     let (key, value) = kept[KEY_AT..].split_at(key_len);
-    let index = &shared.index;
-    let named = index
-        .candidates(index.hash(key), key_len as u32)
-        .as_slice()
-        .iter()
-        .copied()
-        .find(|c| {
-            c.segment == entry.file && c.offset == entry.offset && c.value_len == value.len() as u64
-        });
+    let named = crate::store::hotset::named(&shared.index, entry.file, entry.offset, kept);
     let Some(named) = named.filter(|e| reader.cache().holds_whole(e)) else {
         return true;
     };

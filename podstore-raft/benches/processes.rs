@@ -31,12 +31,15 @@ impl Drop for Proc {
     }
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+/// `n` distinct free ports: each listener is held until all are chosen, or the kernel may hand
+/// one port out twice and two nodes would share an address.
+fn free_ports(n: usize) -> Vec<u16> {
+    let held: Vec<TcpListener> = (0..n)
+        .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    held.iter()
+        .map(|l| l.local_addr().unwrap().port())
+        .collect()
 }
 
 async fn status(http: &reqwest::Client, addr: &str) -> Option<Status> {
@@ -129,8 +132,9 @@ fn main() {
 
 async fn run() {
     let root = tempfile::tempdir().unwrap();
-    let addrs: Vec<String> = (0..3)
-        .map(|_| format!("127.0.0.1:{}", free_port()))
+    let addrs: Vec<String> = free_ports(3)
+        .into_iter()
+        .map(|p| format!("127.0.0.1:{p}"))
         .collect();
     let _procs: Vec<Proc> = (1..=3u64)
         .map(|id| {

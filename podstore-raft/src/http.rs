@@ -15,6 +15,12 @@
 //!
 //! A write or a linearizable read sent to a follower answers `421 Misdirected Request` with the
 //! leader's address in the `x-leader` header (when known): clients resend it there.
+//!
+//! Every Raft RPC names the node it is meant for in the [`TARGET_HEADER`] header. A node refuses
+//! an RPC meant for another (`421`), or one that names none (`400`), before Raft sees it: a
+//! membership that gives two nodes one address (a mistyped address, a port reused by another
+//! node) would otherwise feed a node its own leader's messages, which Raft's engine treats as
+//! a broken invariant and panics on. The sender takes the refusal as "unreachable".
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::future::Future;
@@ -40,7 +46,31 @@ use serde::{Deserialize, Serialize};
 use crate::transfer::{Deframer, framed, frames};
 use crate::{Node, NodeError, NodeId, SnapshotDir, TypeConfig, decode, encode};
 
+/// The header of a Raft RPC that names the node it is meant for (its id, in decimal).
+pub const TARGET_HEADER: &str = "x-podstore-raft-target";
+
 // ---- server ----
+
+/// Refuses an RPC that is not meant for `node` (see [`TARGET_HEADER`]).
+fn check_target(node: &Node, headers: &HeaderMap) -> Result<(), Response> {
+    let named = headers
+        .get(TARGET_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<NodeId>().ok());
+    match named {
+        Some(id) if id == node.id() => Ok(()),
+        Some(id) => Err((
+            StatusCode::MISDIRECTED_REQUEST,
+            format!("this is node {}, not node {id}", node.id()),
+        )
+            .into_response()),
+        None => Err((
+            StatusCode::BAD_REQUEST,
+            format!("a Raft RPC must name its target node in {TARGET_HEADER}"),
+        )
+            .into_response()),
+    }
+}
 
 /// The HTTP routes of `node`: Raft RPCs under `/raft`, the client API under `/kv` and
 /// `/cluster`.
@@ -67,7 +97,10 @@ fn postcard_reply<T: Serialize>(value: &T) -> Response {
     }
 }
 
-async fn raft_append(State(node): State<Node>, body: Bytes) -> Response {
+async fn raft_append(State(node): State<Node>, headers: HeaderMap, body: Bytes) -> Response {
+    if let Err(refused) = check_target(&node, &headers) {
+        return refused;
+    }
     let rpc: AppendEntriesRequest<TypeConfig> = match decode(&body) {
         Ok(r) => r,
         Err(e) => return (StatusCode::BAD_REQUEST, e.to_string()).into_response(),
@@ -80,7 +113,10 @@ async fn raft_append(State(node): State<Node>, body: Bytes) -> Response {
     postcard_reply(&r)
 }
 
-async fn raft_vote(State(node): State<Node>, body: Bytes) -> Response {
+async fn raft_vote(State(node): State<Node>, headers: HeaderMap, body: Bytes) -> Response {
+    if let Err(refused) = check_target(&node, &headers) {
+        return refused;
+    }
     let rpc: VoteRequest<TypeConfig> = match decode(&body) {
         Ok(r) => r,
         Err(e) => return (StatusCode::BAD_REQUEST, e.to_string()).into_response(),
@@ -89,7 +125,10 @@ async fn raft_vote(State(node): State<Node>, body: Bytes) -> Response {
     postcard_reply(&r)
 }
 
-async fn raft_snapshot(State(node): State<Node>, body: Body) -> Response {
+async fn raft_snapshot(State(node): State<Node>, headers: HeaderMap, body: Body) -> Response {
+    if let Err(refused) = check_target(&node, &headers) {
+        return refused;
+    }
     // Bytes to frames, frames to the receiver: a chunk at a time, whatever the size.
     let frames = body_frames(body.into_data_stream());
     let r = node
@@ -326,15 +365,18 @@ impl HttpPeer {
         let resp = self
             .client
             .post(format!("{}{path}", self.base))
+            .header(TARGET_HEADER, self.target)
             .timeout(timeout)
             .body(body)
             .send()
             .await
             .map_err(|e| rpc_error(&e, e.is_connect()))?;
         if !resp.status().is_success() {
+            // 421: another node answers at this address; it is not the target.
+            let misdirected = resp.status() == StatusCode::MISDIRECTED_REQUEST;
             return Err(rpc_error(
                 format!("{}: {}", self.target, resp.status()),
-                false,
+                misdirected,
             ));
         }
         let bytes = resp.bytes().await.map_err(|e| rpc_error(e, false))?;
@@ -374,6 +416,7 @@ impl RaftNetworkV2<TypeConfig> for HttpPeer {
         let send = self
             .client
             .post(format!("{}/raft/snapshot", self.base))
+            .header(TARGET_HEADER, self.target)
             .body(reqwest::Body::wrap_stream(stream))
             .send();
         let resp = tokio::select! {
@@ -388,6 +431,10 @@ impl RaftNetworkV2<TypeConfig> for HttpPeer {
                 net(e.to_string())
             }
         })?;
+        if resp.status() == StatusCode::MISDIRECTED_REQUEST {
+            let e = format!("{}: {}", self.target, resp.status());
+            return Err(StreamingError::Unreachable(Unreachable::from_string(e)));
+        }
         if !resp.status().is_success() {
             return Err(net(format!("{}: {}", self.target, resp.status())));
         }

@@ -38,12 +38,44 @@ impl Drop for Proc {
     }
 }
 
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+/// `n` distinct free ports on 127.0.0.1 for nodes that are killed and restarted on the same
+/// port. They are taken below the kernel's ephemeral range (`ip_local_port_range`), so no
+/// client connection (this test's own among them) can hold a node's port while it is down; and
+/// each is held until all are chosen, so no two nodes get one port (a node would then receive
+/// RPCs meant for another).
+pub fn free_ports(n: usize) -> Vec<u16> {
+    let low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32768);
+    let mut held = Vec::new();
+    if low > 11_000 {
+        // A start that differs between test processes run at once.
+        let mut x = u64::from(std::process::id())
+            ^ std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64;
+        let span = u64::from(low - 10_000);
+        for _ in 0..1000 {
+            if held.len() == n {
+                break;
+            }
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let port = 10_000 + ((x >> 33) % span) as u16;
+            if let Ok(l) = TcpListener::bind(("127.0.0.1", port)) {
+                held.push(l);
+            }
+        }
+    }
+    while held.len() < n {
+        held.push(TcpListener::bind("127.0.0.1:0").unwrap());
+    }
+    held.iter()
+        .map(|l| l.local_addr().unwrap().port())
+        .collect()
 }
 
 /// Starts node `id` with extra `args` and environment variables `env`.
@@ -100,8 +132,9 @@ impl Cluster {
     /// Starts nodes 1, 2 and 3 and initializes the cluster at node 1; returns once it has a
     /// leader.
     pub async fn start(root: &Path, args: &[&str]) -> Cluster {
-        let addrs: Vec<String> = (0..3)
-            .map(|_| format!("127.0.0.1:{}", free_port()))
+        let addrs: Vec<String> = free_ports(3)
+            .into_iter()
+            .map(|p| format!("127.0.0.1:{p}"))
             .collect();
         let dirs: Vec<PathBuf> = (1..=3).map(|i| root.join(format!("n{i}"))).collect();
         let mut cluster = Cluster {

@@ -51,24 +51,28 @@ pub const TARGET_HEADER: &str = "x-podstore-raft-target";
 
 // ---- server ----
 
-/// Refuses an RPC that is not meant for `node` (see [`TARGET_HEADER`]).
-fn check_target(node: &Node, headers: &HeaderMap) -> Result<(), Response> {
+/// The refusal of an RPC that is not meant for `node` (see [`TARGET_HEADER`]), if it is not.
+fn misdirected(node: &Node, headers: &HeaderMap) -> Option<Response> {
     let named = headers
         .get(TARGET_HEADER)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<NodeId>().ok());
     match named {
-        Some(id) if id == node.id() => Ok(()),
-        Some(id) => Err((
-            StatusCode::MISDIRECTED_REQUEST,
-            format!("this is node {}, not node {id}", node.id()),
-        )
-            .into_response()),
-        None => Err((
-            StatusCode::BAD_REQUEST,
-            format!("a Raft RPC must name its target node in {TARGET_HEADER}"),
-        )
-            .into_response()),
+        Some(id) if id == node.id() => None,
+        Some(id) => Some(
+            (
+                StatusCode::MISDIRECTED_REQUEST,
+                format!("this is node {}, not node {id}", node.id()),
+            )
+                .into_response(),
+        ),
+        None => Some(
+            (
+                StatusCode::BAD_REQUEST,
+                format!("a Raft RPC must name its target node in {TARGET_HEADER}"),
+            )
+                .into_response(),
+        ),
     }
 }
 
@@ -98,7 +102,7 @@ fn postcard_reply<T: Serialize>(value: &T) -> Response {
 }
 
 async fn raft_append(State(node): State<Node>, headers: HeaderMap, body: Bytes) -> Response {
-    if let Err(refused) = check_target(&node, &headers) {
+    if let Some(refused) = misdirected(&node, &headers) {
         return refused;
     }
     let rpc: AppendEntriesRequest<TypeConfig> = match decode(&body) {
@@ -114,7 +118,7 @@ async fn raft_append(State(node): State<Node>, headers: HeaderMap, body: Bytes) 
 }
 
 async fn raft_vote(State(node): State<Node>, headers: HeaderMap, body: Bytes) -> Response {
-    if let Err(refused) = check_target(&node, &headers) {
+    if let Some(refused) = misdirected(&node, &headers) {
         return refused;
     }
     let rpc: VoteRequest<TypeConfig> = match decode(&body) {
@@ -126,7 +130,7 @@ async fn raft_vote(State(node): State<Node>, headers: HeaderMap, body: Bytes) ->
 }
 
 async fn raft_snapshot(State(node): State<Node>, headers: HeaderMap, body: Body) -> Response {
-    if let Err(refused) = check_target(&node, &headers) {
+    if let Some(refused) = misdirected(&node, &headers) {
         return refused;
     }
     // Bytes to frames, frames to the receiver: a chunk at a time, whatever the size.

@@ -55,6 +55,8 @@ use std::sync::{Arc, OnceLock};
 use arc_swap::ArcSwapOption;
 use bytes::Bytes;
 
+use super::prefetch::prefetch;
+
 /// Caches smaller than this have no table of hot values (a test's or a tiny store's).
 pub const MIN_CACHE: u64 = 16 << 20;
 
@@ -323,24 +325,6 @@ fn stripe() -> usize {
         }
         s.get()
     })
-}
-
-/// Asks the CPU to bring the cache line at `addr` in, and goes on: a reader loads a slot's
-/// entry and the entry's bytes one after the other, and with the bytes' address kept in the
-/// slot ([`Slot::hint`]) their cache miss overlaps the entry's instead of following it (warm
-/// 1 KiB gets: p50 0.74 → 0.68 µs at one thread, 0.70 → 0.60 µs at 16; docs/benchmarks.md).
-/// Elsewhere than x86-64, nothing.
-#[allow(unsafe_code)]
-fn prefetch(addr: usize) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: `_mm_prefetch` needs SSE, which every x86-64 CPU has. A prefetch is a hint: it
-    // reads nothing the program sees, never faults, and changes no memory, whatever the address
-    // (a hint left by an entry since replaced and freed included).
-    unsafe {
-        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(addr as *const i8)
-    };
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = addr;
 }
 
 #[cfg(test)]

@@ -40,6 +40,7 @@ mod build;
 mod hot;
 mod packed;
 mod pending;
+mod prefetch;
 
 pub use build::Builder;
 pub use hot::{HotTable, HotValue};

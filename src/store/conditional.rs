@@ -197,8 +197,19 @@ impl Store {
             (Some(_), Some(_)) => Look::First,
             (Some(_), None) => put_look,
         };
+        // A batch's look-ups, their shards loaded together first (`Index::prefetch_shards`).
+        let index = &self.inner.shared.index;
+        let hashes: Vec<u64> = ops.iter().map(|op| index.hash(op.0)).collect();
+        if hashes.len() > 1 {
+            index.prefetch_shards(&hashes);
+        }
         let mut seen = (0..ops.len())
-            .map(|i| self.inner.seen(ops[i].0, look(i)))
+            .map(|i| {
+                Ok((
+                    hashes[i],
+                    self.inner.reader.seen(ops[i].0, hashes[i], look(i))?,
+                ))
+            })
             .collect::<Result<Vec<(u64, Seen)>>>()?;
         let log = &self.inner.log;
         'again: loop {

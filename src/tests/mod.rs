@@ -9,6 +9,7 @@ mod catalog;
 mod faults;
 mod footer;
 mod group_commit;
+mod hotset;
 mod lazy;
 /// The long-test switch (`PODSTORE_TEST_LONG`) and the seeds of sampled sweeps: one file, shared
 /// with the integration tests.

@@ -97,6 +97,36 @@ fn footer_entries(n: u64, prefix: &str) -> Vec<FooterEntry> {
         .collect()
 }
 
+/// Encoding a footer of n entries in write order (keys in no order: a hash of the index):
+/// what a seal does under the append lock, its sort first.
+#[divan::bench(args = [1_000, 100_000])]
+fn footer_encode(bencher: Bencher, n: u64) {
+    let mut entries = footer_entries(n, "user");
+    // A fixed shuffle (a multiplicative permutation of the indices).
+    let n_usize = entries.len();
+    let order: Vec<usize> = (0..n_usize)
+        .map(|i| (i.wrapping_mul(2_654_435_761) % n_usize))
+        .collect();
+    let mut seen = vec![false; n_usize];
+    let mut shuffled = Vec::with_capacity(n_usize);
+    for i in order {
+        if !std::mem::replace(&mut seen[i], true) {
+            shuffled.push(entries[i].clone());
+        }
+    }
+    shuffled.extend(
+        entries
+            .drain(..)
+            .zip(seen)
+            .filter(|(_, s)| !s)
+            .map(|(e, _)| e),
+    );
+    let data_end = 64 + n * 1100;
+    bencher
+        .counter(divan::counter::ItemsCount::new(n as usize))
+        .bench(|| encode_footer(1, data_end, data_end, 4096, black_box(&shuffled)).len());
+}
+
 /// Decoding a footer of n entries: what opening a store does per segment.
 #[divan::bench(args = [1_000, 100_000])]
 fn footer_decode(bencher: Bencher, n: u64) {

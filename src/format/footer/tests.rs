@@ -518,3 +518,46 @@ fn a_key_given_twice_is_named_once_by_its_newest_entry() {
     want[2] = tie;
     assert_eq!(got, sorted(want));
 }
+
+proptest! {
+    /// The seal's sort by a word of each key (`newest_by_key`) keeps what a plain sort by key
+    /// and sequence number, then the last entry of each key, keeps: keys with a long shared
+    /// prefix, keys that are prefixes of others, keys ending in zero bytes (equal words,
+    /// different keys), an empty key, and keys several times with other sequence numbers.
+    #[test]
+    fn the_sort_by_words_is_the_sort_by_keys(
+        prefix in proptest::collection::vec(prop_oneof![Just(0u8), Just(b'a'), Just(0xff)], 0..12),
+        tails in proptest::collection::vec(
+            (proptest::collection::vec(prop_oneof![Just(0u8), Just(1u8), Just(b'z'), Just(0xff)], 0..12), 0u64..4),
+            0..60,
+        ),
+    ) {
+        let entries: Vec<FooterEntry> = tails
+            .into_iter()
+            .map(|(tail, seq)| FooterEntry {
+                key: [prefix.as_slice(), &tail].concat(),
+                kind: RecordKind::Put,
+                flags: 0,
+                offset: 64,
+                stored_len: 1,
+                value_len: 1,
+                seq,
+            })
+            .collect();
+        let got: Vec<(Vec<u8>, u64)> = newest_by_key(entries.iter().collect())
+            .into_iter()
+            .map(|e| (e.key.clone(), e.seq))
+            .collect();
+        let mut want: Vec<(Vec<u8>, u64)> = entries.iter().map(|e| (e.key.clone(), e.seq)).collect();
+        want.sort();
+        // The newest of each key: the last of its run.
+        want.dedup_by(|later, earlier| {
+            let same = later.0 == earlier.0;
+            if same {
+                *earlier = later.clone();
+            }
+            same
+        });
+        prop_assert_eq!(got, want);
+    }
+}

@@ -305,6 +305,25 @@ impl HotTable {
         }
     }
 
+    /// The addresses of the buffers the table's live slots hold (a slot whose tag is its
+    /// entry's hash): what a record of the hot set writes first, since the table keeps the keys
+    /// read again most recently. A snapshot, by address only (never dereferenced): a buffer
+    /// freed meanwhile may leave its address here. One pass over the allocated slots.
+    pub fn buffers(&self) -> std::collections::HashSet<usize> {
+        let mut held = std::collections::HashSet::new();
+        for chunk in self.chunks.iter().filter_map(OnceLock::get) {
+            for slot in chunk.iter().flat_map(|b| &b.0) {
+                let tag = slot.tag.load(Ordering::Acquire);
+                if let Some(e) = slot.entry.get().and_then(|e| e.load_full())
+                    && e.hash == tag
+                {
+                    held.insert(e.bytes.as_ptr() as usize);
+                }
+            }
+        }
+        held
+    }
+
     /// Bytes the kept entries count (buffers and overhead; a buffer the read cache shares is
     /// counted in full).
     pub fn held(&self) -> u64 {

@@ -302,22 +302,32 @@ impl Cache {
         }
     }
 
-    /// The whole values the cache holds, as (file id, record offset, the bytes it keeps), until
-    /// their bytes pass `max_bytes`: what the record of the hot set writes at close. In no
-    /// particular order.
-    pub(super) fn whole_values(&self, max_bytes: u64) -> Vec<(u64, u64, Bytes)> {
+    /// The whole values the cache holds, as (file id, record offset, the cached bytes), up to
+    /// `max_bytes` of them: first those whose buffer is at an address in `first` (the table
+    /// of hot values' buffers, [`crate::index::HotTable::buffers`]), then the others, each
+    /// group in the cache's order.
+    pub(super) fn whole_values(
+        &self,
+        max_bytes: u64,
+        first: &std::collections::HashSet<usize>,
+    ) -> Vec<(u64, u64, Bytes)> {
         let Some(inner) = &self.inner else {
             return Vec::new();
         };
         let mut total = 0u64;
         let mut out = Vec::new();
-        for (key, value) in inner.iter() {
-            if let (Part::Value, Cached::Bytes(b)) = (key.part, value) {
-                total += b.len() as u64;
-                if total > max_bytes {
-                    break;
+        for hot in [true, false] {
+            for (key, value) in inner.iter() {
+                if let (Part::Value, Cached::Bytes(b)) = (key.part, value) {
+                    if first.contains(&(b.as_ptr() as usize)) != hot {
+                        continue;
+                    }
+                    total += b.len() as u64;
+                    if total > max_bytes {
+                        return out;
+                    }
+                    out.push((key.file, key.offset, b));
                 }
-                out.push((key.file, key.offset, b));
             }
         }
         out

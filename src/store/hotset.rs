@@ -1,5 +1,6 @@
 //! The record of the hot set (`HOTSET`, `format/hotset.rs`): at close, the read cache's whole
-//! values that the index still names are written into one file, in large sequential writes,
+//! values that the index still names are written into one file (those the table of hot values
+//! holds first: the keys read again most recently), in large sequential writes,
 //! so that the warm-up of the next open (`warm/hotset.rs`) reads back what was being read,
 //! sequentially, before the newest segments. A store that is restarted (a service, YCSB's run
 //! phase after a load, a phase of a benchmark after another) starts with the values its last
@@ -46,7 +47,8 @@ pub(super) struct Recorded {
 }
 
 /// Writes the cache's whole values that the index still names (at most [`HOTSET_MAX`] bytes of
-/// them) into `HOTSET`, replacing the one there: at close, once nothing else writes.
+/// them, those the table of hot values holds first) into `HOTSET`, replacing the one there: at
+/// close, once nothing else writes.
 pub(super) fn record(shared: &Shared, reader: &Reader) -> Result<Recorded> {
     let profile = &shared.profile;
     let dir = &shared.dir;
@@ -62,7 +64,10 @@ pub(super) fn record(shared: &Shared, reader: &Reader) -> Result<Recorded> {
         .free_space(dir)
         .map_err(|e| Error::io("statvfs", Some(dir.clone()), e))?;
     let max = free.map_or(HOTSET_MAX, |f| HOTSET_MAX.min(f / 4));
-    let values = reader.cache().whole_values(max);
+    // The table of hot values' first: the keys read again most recently, which the next open
+    // reads back first (and keeps if its room ends before the record does).
+    let first = shared.index.hot().map(|t| t.buffers()).unwrap_or_default();
+    let values = reader.cache().whole_values(max, &first);
     let path = dir.join(HOTSET_NAME);
     if values.is_empty() || segments_suffice(shared, reader, &values) {
         // Nothing to record, or nothing the walk of the newest segments would not give the

@@ -313,8 +313,11 @@ impl HotTable {
         let mut held = std::collections::HashSet::new();
         for chunk in self.chunks.iter().filter_map(OnceLock::get) {
             for slot in chunk.iter().flat_map(|b| &b.0) {
+                let Some(entry) = slot.entry.get() else {
+                    continue;
+                };
                 let tag = slot.tag.load(Ordering::Acquire);
-                if let Some(e) = slot.entry.get().and_then(|e| e.load_full())
+                if let Some(e) = entry.load().as_ref()
                     && e.hash == tag
                 {
                     held.insert(e.bytes.as_ptr() as usize);
@@ -532,6 +535,34 @@ mod tests {
         t.forget(crate::index::key_hash(&key(same[2])));
         assert!(!kept(same[2]));
         assert!(kept(same[0]) || kept(same[1]));
+    }
+
+    #[test]
+    fn buffers_are_those_of_live_slots() {
+        let t = HotTable::for_cache(64 * MIB).unwrap();
+        assert!(t.buffers().is_empty());
+        let fill = |i: u64| {
+            let bytes = Bytes::from(format!("key{i}value").into_bytes());
+            let at = bytes.as_ptr() as usize;
+            let h = crate::index::key_hash(format!("key{i}").as_bytes());
+            t.fill(
+                h,
+                HotValue {
+                    place: (1, i),
+                    seq: i,
+                    bytes,
+                    key_start: 0,
+                    key_end: 4,
+                },
+            );
+            (h, at)
+        };
+        let (_, a) = fill(1);
+        let (hb, b) = fill(2);
+        assert_eq!(t.buffers(), [a, b].into_iter().collect());
+        // A forgotten slot's buffer is no longer one of them.
+        t.forget(hb);
+        assert_eq!(t.buffers(), [a].into_iter().collect());
     }
 
     #[test]

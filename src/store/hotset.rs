@@ -64,10 +64,7 @@ pub(super) fn record(shared: &Shared, reader: &Reader) -> Result<Recorded> {
         .free_space(dir)
         .map_err(|e| Error::io("statvfs", Some(dir.clone()), e))?;
     let max = free.map_or(HOTSET_MAX, |f| HOTSET_MAX.min(f / 4));
-    // The table of hot values' first: the keys read again most recently, which the next open
-    // reads back first (and keeps if its room ends before the record does).
-    let first = shared.index.hot().map(|t| t.buffers()).unwrap_or_default();
-    let values = reader.cache().whole_values(max, &first);
+    let values = reader.cache().whole_values(max, &Default::default());
     let path = dir.join(HOTSET_NAME);
     if values.is_empty() || segments_suffice(shared, reader, &values) {
         // Nothing to record, or nothing the walk of the newest segments would not give the
@@ -78,6 +75,15 @@ pub(super) fn record(shared: &Shared, reader: &Reader) -> Result<Recorded> {
         }
         return Ok(Recorded::default());
     }
+    // A record, then: the table of hot values' first (the keys read again most recently),
+    // which the next open reads back first and keeps if its room ends before the record does.
+    // Asked only now: a look at every slot of the table.
+    let first = shared.index.hot().map(|t| t.buffers()).unwrap_or_default();
+    let values = if first.is_empty() {
+        values
+    } else {
+        reader.cache().whole_values(max, &first)
+    };
     let result = write(shared, &tmp, values);
     if result.is_err() {
         // A full disk, say: what was written of it goes, the last whole record stays.

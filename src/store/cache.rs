@@ -316,7 +316,13 @@ impl Cache {
         };
         let mut total = 0u64;
         let mut out = Vec::new();
-        for hot in [true, false] {
+        // With nothing to put first, one pass.
+        let passes: &[bool] = if first.is_empty() {
+            &[false]
+        } else {
+            &[true, false]
+        };
+        for &hot in passes {
             for (key, value) in inner.iter() {
                 if let (Part::Value, Cached::Bytes(b)) = (key.part, value) {
                     if first.contains(&(b.as_ptr() as usize)) != hot {

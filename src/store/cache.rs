@@ -305,14 +305,15 @@ impl Cache {
     /// The whole values the cache holds, as (file id, record offset, the cached bytes), up to
     /// `max_bytes` of them: first those whose buffer is at an address in `first` (the table
     /// of hot values' buffers, [`crate::index::HotTable::buffers`]), then the others, each
-    /// group in the cache's order.
+    /// group in the cache's order; and whether they are all of them (none left out by
+    /// `max_bytes`).
     pub(super) fn whole_values(
         &self,
         max_bytes: u64,
         first: &std::collections::HashSet<usize>,
-    ) -> Vec<(u64, u64, Bytes)> {
+    ) -> (Vec<(u64, u64, Bytes)>, bool) {
         let Some(inner) = &self.inner else {
-            return Vec::new();
+            return (Vec::new(), true);
         };
         let mut total = 0u64;
         let mut out = Vec::new();
@@ -330,13 +331,13 @@ impl Cache {
                     }
                     total += b.len() as u64;
                     if total > max_bytes {
-                        return out;
+                        return (out, false);
                     }
                     out.push((key.file, key.offset, b));
                 }
             }
         }
-        out
+        (out, true)
     }
 
     /// Hits, misses, evictions and bytes held since open.

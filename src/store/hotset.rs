@@ -64,7 +64,7 @@ pub(super) fn record(shared: &Shared, reader: &Reader) -> Result<Recorded> {
         .free_space(dir)
         .map_err(|e| Error::io("statvfs", Some(dir.clone()), e))?;
     let max = free.map_or(HOTSET_MAX, |f| HOTSET_MAX.min(f / 4));
-    let values = reader.cache().whole_values(max, &Default::default());
+    let (values, all) = reader.cache().whole_values(max, &Default::default());
     let path = dir.join(HOTSET_NAME);
     if values.is_empty() || segments_suffice(shared, reader, &values) {
         // Nothing to record, or nothing the walk of the newest segments would not give the
@@ -77,12 +77,20 @@ pub(super) fn record(shared: &Shared, reader: &Reader) -> Result<Recorded> {
     }
     // A record, then: the table of hot values' first (the keys read again most recently),
     // which the next open reads back first and keeps if its room ends before the record does.
-    // Asked only now: a look at every slot of the table.
+    // Asked only now: a look at every slot of the table. With every value already in hand,
+    // they are put in that order as they are (what the cache's two passes would give, nothing
+    // having changed it since); only a list the bytes bound cut short is asked for again.
     let first = shared.index.hot().map(|t| t.buffers()).unwrap_or_default();
     let values = if first.is_empty() {
         values
+    } else if all {
+        let (mut hot, rest): (Vec<_>, Vec<_>) = values
+            .into_iter()
+            .partition(|(_, _, b)| first.contains(&(b.as_ptr() as usize)));
+        hot.extend(rest);
+        hot
     } else {
-        reader.cache().whole_values(max, &first)
+        reader.cache().whole_values(max, &first).0
     };
     let result = write(shared, &tmp, values);
     if result.is_err() {

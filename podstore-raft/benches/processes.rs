@@ -5,7 +5,8 @@
 //! interleaved, medians.
 //!
 //! `cargo bench -p podstore-raft --bench processes`; `PODSTORE_BENCH_SECS` (per run, default 2),
-//! `PODSTORE_BENCH_ROUNDS` (default 3). The nodes' directories are in a temporary directory,
+//! `PODSTORE_BENCH_ROUNDS` (default 3), `PODSTORE_BENCH_NODE_DIRS=/mnt/a,/mnt/b,/mnt/c` (one
+//! parent directory per node: a disk each). The nodes' directories are in a temporary directory,
 //! removed at the end; the processes are killed at the end.
 
 #[path = "support/stats.rs"]
@@ -132,6 +133,19 @@ fn main() {
 
 async fn run() {
     let root = tempfile::tempdir().unwrap();
+    // With `PODSTORE_BENCH_NODE_DIRS`: a temporary directory in each parent, node `i` in the
+    // `i`-th (cycling).
+    let parents: Vec<tempfile::TempDir> = stats::node_dirs()
+        .iter()
+        .map(|p| {
+            tempfile::tempdir_in(p)
+                .unwrap_or_else(|e| panic!("a directory in {}: {e}", p.display()))
+        })
+        .collect();
+    let node_dir = |id: u64| match parents.len() {
+        0 => root.path().join(format!("n{id}")),
+        n => parents[(id as usize - 1) % n].path().join(format!("n{id}")),
+    };
     let addrs: Vec<String> = free_ports(3)
         .into_iter()
         .map(|p| format!("127.0.0.1:{p}"))
@@ -140,7 +154,7 @@ async fn run() {
         .map(|id| {
             let child = Command::new(env!("CARGO_BIN_EXE_podstore-raft"))
                 .args(["--id", &id.to_string(), "--dir"])
-                .arg(root.path().join(format!("n{id}")))
+                .arg(node_dir(id))
                 .args(["--addr", &addrs[id as usize - 1]])
                 .stdout(Stdio::null())
                 .stderr(Stdio::inherit())

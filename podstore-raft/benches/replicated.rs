@@ -13,7 +13,9 @@
 //! environment: `PODSTORE_BENCH_SECS` (per run, default 2), `PODSTORE_BENCH_ROUNDS` (default 3),
 //! `PODSTORE_BENCH_BUILD_GIB` (default 1), `PODSTORE_BENCH_SHIP_GIB` (default 1),
 //! `PODSTORE_BENCH_DIR` (where the snapshot build's data goes, default the temporary
-//! directory), `PODSTORE_BENCH_PROFILE=64` (only the podstore-raft cluster's puts from 64
+//! directory), `PODSTORE_BENCH_NODE_DIRS=/mnt/a,/mnt/b,/mnt/c` (the cluster nodes' directories,
+//! one parent per node: a disk each; default one temporary directory),
+//! `PODSTORE_BENCH_PROFILE=64` (only the podstore-raft cluster's puts from 64
 //! clients: for `perf record -g`).
 
 #[path = "../tests/common/mod.rs"]
@@ -44,6 +46,12 @@ fn bench_config() -> openraft::Config {
         election_timeout_max: 3000,
         ..common::test_config()
     }
+}
+
+/// A podstore-raft cluster with the bench's settings, its nodes' directories where
+/// `PODSTORE_BENCH_NODE_DIRS` says.
+fn bench_cluster() -> common::Cluster {
+    common::Cluster::with_config_in(bench_config(), &stats::node_dirs())
 }
 
 /// What a client does in a loop.
@@ -189,7 +197,7 @@ async fn cluster(memory: bool, clients: usize) -> Vec<(Work, Sample)> {
         }
         c.stop().await;
     } else {
-        let c = common::Cluster::with_config(bench_config());
+        let c = bench_cluster();
         let id = c.start_cluster(&[1, 2, 3]).await;
         let id = preload_podstore(&c, id).await;
         let leader = Leader::Podstore(c.node(id));
@@ -285,7 +293,7 @@ fn profile(rt: &tokio::runtime::Runtime, clients: usize) {
             c.stop().await;
             return s;
         }
-        let c = common::Cluster::with_config(bench_config());
+        let c = bench_cluster();
         let id = c.start_cluster(&[1, 2, 3]).await;
         let leader = Leader::Podstore(c.node(id));
         let s = drive(&leader, Work::Put, clients).await;

@@ -117,7 +117,7 @@ async fn build(gib: f64) {
 }
 
 async fn ship(gib: f64) {
-    let c = common::Cluster::with_config(crate::bench_config());
+    let c = crate::bench_cluster();
     let leader = c.start_cluster(&[1]).await;
     let node = c.node(leader);
     let keys = (gib * GIB) as u64 / VALUE as u64;

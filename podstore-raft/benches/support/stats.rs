@@ -15,6 +15,19 @@ pub fn rounds() -> usize {
     env_f64("PODSTORE_BENCH_ROUNDS", 3.0) as usize
 }
 
+/// Where each node's directory goes: `PODSTORE_BENCH_NODE_DIRS`, directories separated by
+/// commas (node `i` in the `i`-th, cycling; each gets a fresh temporary directory inside, removed
+/// at the end), to give each node a disk of its own; empty (the default) for one temporary
+/// directory for all.
+pub fn node_dirs() -> Vec<std::path::PathBuf> {
+    std::env::var("PODSTORE_BENCH_NODE_DIRS")
+        .unwrap_or_default()
+        .split(',')
+        .filter(|d| !d.is_empty())
+        .map(std::path::PathBuf::from)
+        .collect()
+}
+
 pub fn env_f64(name: &str, default: f64) -> f64 {
     std::env::var(name)
         .ok()

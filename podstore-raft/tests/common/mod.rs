@@ -155,10 +155,13 @@ pub fn test_config() -> Config {
     }
 }
 
-/// An in-process cluster in one temporary directory.
+/// An in-process cluster in one temporary directory (or one per node: [`Cluster::with_config_in`]).
 pub struct Cluster {
     pub router: Router,
     pub root: tempfile::TempDir,
+    /// With [`Cluster::with_config_in`]: a temporary directory in each of the parents given,
+    /// node `id`'s directory in the `id`-th (cycling).
+    pub node_roots: Vec<tempfile::TempDir>,
     /// The Raft settings of every node ([`test_config`] unless [`Cluster::with_config`]).
     pub config: Config,
 }
@@ -178,12 +181,32 @@ impl Cluster {
         Cluster {
             router: Router::default(),
             root: tempfile::tempdir().unwrap(),
+            node_roots: Vec::new(),
             config,
         }
     }
 
+    /// A cluster whose nodes' directories are spread over `parents` (node `id` in the `id`-th,
+    /// cycling; each in a temporary directory made inside it): the benches' nodes on disks of
+    /// their own. Empty `parents`: [`Cluster::with_config`].
+    pub fn with_config_in(config: Config, parents: &[PathBuf]) -> Cluster {
+        let mut c = Cluster::with_config(config);
+        c.node_roots = parents
+            .iter()
+            .map(|p| {
+                tempfile::tempdir_in(p)
+                    .unwrap_or_else(|e| panic!("a directory in {}: {e}", p.display()))
+            })
+            .collect();
+        c
+    }
+
     pub fn dir(&self, id: NodeId) -> PathBuf {
-        self.root.path().join(format!("node-{id}"))
+        let root = match self.node_roots.len() {
+            0 => self.root.path(),
+            n => self.node_roots[(id as usize).saturating_sub(1) % n].path(),
+        };
+        root.join(format!("node-{id}"))
     }
 
     /// Starts node `id` from its directory (created if new).

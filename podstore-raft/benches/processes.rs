@@ -133,15 +133,8 @@ fn main() {
 
 async fn run() {
     let root = tempfile::tempdir().unwrap();
-    // With `PODSTORE_BENCH_NODE_DIRS`: a temporary directory in each parent, node `i` in the
-    // `i`-th (cycling).
-    let parents: Vec<tempfile::TempDir> = stats::node_dirs()
-        .iter()
-        .map(|p| {
-            tempfile::tempdir_in(p)
-                .unwrap_or_else(|e| panic!("a directory in {}: {e}", p.display()))
-        })
-        .collect();
+    // With `PODSTORE_BENCH_NODE_DIRS`: node `i` in the `i`-th of these (cycling).
+    let parents = stats::node_roots();
     let node_dir = |id: u64| match parents.len() {
         0 => root.path().join(format!("n{id}")),
         n => parents[(id as usize - 1) % n].path().join(format!("n{id}")),

@@ -51,7 +51,7 @@ fn bench_config() -> openraft::Config {
 /// A podstore-raft cluster with the bench's settings, its nodes' directories where
 /// `PODSTORE_BENCH_NODE_DIRS` says.
 fn bench_cluster() -> common::Cluster {
-    common::Cluster::with_config_in(bench_config(), &stats::node_dirs())
+    common::Cluster::with_config_in(bench_config(), stats::node_roots())
 }
 
 /// What a client does in a loop.

@@ -15,16 +15,16 @@ pub fn rounds() -> usize {
     env_f64("PODSTORE_BENCH_ROUNDS", 3.0) as usize
 }
 
-/// Where each node's directory goes: `PODSTORE_BENCH_NODE_DIRS`, directories separated by
-/// commas (node `i` in the `i`-th, cycling; each gets a fresh temporary directory inside, removed
-/// at the end), to give each node a disk of its own; empty (the default) for one temporary
-/// directory for all.
-pub fn node_dirs() -> Vec<std::path::PathBuf> {
+/// Where each node's directory goes: `PODSTORE_BENCH_NODE_DIRS`, parent directories separated
+/// by commas, to give each node a disk of its own. Returns a fresh temporary directory made in
+/// each parent (removed when dropped; node `i` goes in the `i`-th, cycling); none (the default)
+/// for one temporary directory for all.
+pub fn node_roots() -> Vec<tempfile::TempDir> {
     std::env::var("PODSTORE_BENCH_NODE_DIRS")
         .unwrap_or_default()
         .split(',')
         .filter(|d| !d.is_empty())
-        .map(std::path::PathBuf::from)
+        .map(|p| tempfile::tempdir_in(p).unwrap_or_else(|e| panic!("a directory in {p}: {e}")))
         .collect()
 }
 

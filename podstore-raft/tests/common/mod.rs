@@ -159,8 +159,7 @@ pub fn test_config() -> Config {
 pub struct Cluster {
     pub router: Router,
     pub root: tempfile::TempDir,
-    /// With [`Cluster::with_config_in`]: a temporary directory in each of the parents given,
-    /// node `id`'s directory in the `id`-th (cycling).
+    /// With [`Cluster::with_config_in`]: node `id`'s directory is in the `id`-th (cycling).
     pub node_roots: Vec<tempfile::TempDir>,
     /// The Raft settings of every node ([`test_config`] unless [`Cluster::with_config`]).
     pub config: Config,
@@ -186,19 +185,14 @@ impl Cluster {
         }
     }
 
-    /// A cluster whose nodes' directories are spread over `parents` (node `id` in the `id`-th,
-    /// cycling; each in a temporary directory made inside it): the benches' nodes on disks of
-    /// their own. Empty `parents`: [`Cluster::with_config`].
-    pub fn with_config_in(config: Config, parents: &[PathBuf]) -> Cluster {
-        let mut c = Cluster::with_config(config);
-        c.node_roots = parents
-            .iter()
-            .map(|p| {
-                tempfile::tempdir_in(p)
-                    .unwrap_or_else(|e| panic!("a directory in {}: {e}", p.display()))
-            })
-            .collect();
-        c
+    /// A cluster whose nodes' directories are spread over `roots` (node `id` in the `id`-th,
+    /// cycling): the benches' nodes on disks of their own. Empty `roots`:
+    /// [`Cluster::with_config`].
+    pub fn with_config_in(config: Config, roots: Vec<tempfile::TempDir>) -> Cluster {
+        Cluster {
+            node_roots: roots,
+            ..Cluster::with_config(config)
+        }
     }
 
     pub fn dir(&self, id: NodeId) -> PathBuf {

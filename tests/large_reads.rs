@@ -106,11 +106,13 @@ fn a_large_value_read_whole_is_kept_in_pieces() {
     corrupt(store.get_bytes("big"), "get_bytes");
 }
 
-/// The first range read of a large value after open reads only its chunks and keeps no piece
-/// (a cold read stays small); a range read of a value read before fetches its whole piece
-/// while the cache has room, and the next range read in that piece is served from memory.
+/// A range read of a large value fetches the chunks it touches and keeps them (no piece
+/// around them), whether it is the value's first read since open or not: random ranges never
+/// pay for a piece (issue 37), and the same range read again is a copy. A read that starts
+/// where the last read of the value ended (a stream) fetches its whole piece while the cache
+/// has room, and the next range read in that piece is served from memory.
 #[test]
-fn a_cold_range_read_keeps_no_piece_and_a_warm_one_reads_around() {
+fn a_random_range_reads_its_chunks_and_a_stream_reads_around() {
     let fx = TestStore::new(options(16 << 20));
     let store = fx.open();
     let v = value(2, 10 * MIB);
@@ -124,16 +126,27 @@ fn a_cold_range_read_keeps_no_piece_and_a_warm_one_reads_around() {
         store.stats()
     };
     let cold = range(3 * MIB + 100);
-    // The record's key and a sector of chunk crcs; no piece.
-    assert!(cold.cache_bytes < 4 * KIB as u64, "{cold:?}");
-    let warm = range(5 * MIB + 100);
+    // The record's key, a sector of chunk crcs and the two chunks read; no piece.
+    assert!(cold.cache_bytes < 12 * KIB as u64, "{cold:?}");
+    // A value read before, at a random place: its two chunks again, no piece.
+    let random = range(5 * MIB + 100);
     assert!(
-        warm.cache_bytes >= (cold.cache_bytes + PIECE as u64),
-        "{warm:?}"
+        random.cache_bytes < cold.cache_bytes + 10 * KIB as u64,
+        "{random:?}"
     );
+    // The same range again: from the chunks kept (no miss).
+    let again = range(5 * MIB + 100);
+    assert_eq!(again.cache_misses, random.cache_misses, "{again:?}");
+    // A stream: the next range where the last ended fetches its piece...
+    let stream = range(5 * MIB + 4196);
+    assert!(
+        stream.cache_bytes >= random.cache_bytes + PIECE as u64 - 8 * KIB as u64,
+        "{stream:?}"
+    );
+    // ...and the next range in the piece is served from memory.
     let near = range(5 * MIB + 30_000);
     assert_eq!(
-        near.cache_misses, warm.cache_misses,
+        near.cache_misses, stream.cache_misses,
         "served from the piece"
     );
     // The piece was verified whole: damage in it, after it was kept, is not seen...
@@ -144,8 +157,8 @@ fn a_cold_range_read_keeps_no_piece_and_a_warm_one_reads_around() {
     corrupt(store.get_range("big", 7 * MIB..7 * MIB + 100), "uncached");
 }
 
-/// With no free room in the cache, a range read fetches only its chunks: read-around never
-/// makes the cache evict.
+/// With no free room in the cache, a stream of range reads fetches only its chunks: read-around
+/// never makes the cache evict for bytes nobody asked for.
 #[test]
 fn read_around_stops_when_the_cache_is_full() {
     const CAPACITY: u64 = 2 << 20;
@@ -162,17 +175,28 @@ fn read_around_stops_when_the_cache_is_full() {
     }
     let full = store.stats();
     assert!(full.cache_evictions > 0, "{full:?}");
-    let mut rng = XorShift::new(3);
-    for _ in 0..50 {
-        let at = rng.below(4 * MIB - 4096);
+    let range = |at: usize| {
         let got = store.get_range("big", at..at + 4096).unwrap().unwrap();
         assert_eq!(got, &v[at..at + 4096]);
+        store.stats()
+    };
+    // A stream of ranges, each where the last ended: each reads the chunk it reaches into,
+    // none reads around (the next range's second chunk is a miss every time).
+    let mut at = MIB + 100;
+    let mut last = range(at);
+    for _ in 0..20 {
+        at += 4096;
+        let s = range(at);
+        assert!(
+            s.cache_misses > last.cache_misses,
+            "read around: {last:?} -> {s:?}"
+        );
+        last = s;
     }
-    let s = store.stats();
-    // Each range read keeps at most a 512-byte crc sector (and the key once): no piece.
+    // 21 ranges kept at most 22 chunks and a crc sector (and the key): no piece.
     assert!(
-        s.cache_evictions - full.cache_evictions <= 51,
-        "read-around evicted: {full:?} -> {s:?}"
+        last.cache_evictions - full.cache_evictions <= 22 * 4 + 4,
+        "read-around evicted: {full:?} -> {last:?}"
     );
 }
 

@@ -14,8 +14,8 @@
 //!   their crcs apart from their chunks: the next range read nearby (the sector's up to 128
 //!   crcs cover 512 KiB of value) is one disk round trip;
 //! - the **frame table** of a compressed value (its header and a chunk of entries);
-//! - a **piece** of a larger value: [`PIECE`] (64 KiB) of its stored bytes, verified
-//!   (`store/read/pieces.rs`);
+//! - a **piece** of a larger value: [`PIECE`] (64 KiB) of its stored bytes, verified, or a
+//!   single 4 KiB **chunk** of them, as a range read fetched it (`store/read/pieces.rs`);
 //! - **footer bytes** of a sealed file (trailer, tree nodes, key blocks, runs of location
 //!   entries), verified, kept by listings (`store/list.rs`), so that a listing of keys listed
 //!   before reads nothing from disk. A footer is written once, at the seal, and never again, so
@@ -94,6 +94,10 @@ pub(super) enum Part {
     /// Stored bytes `[n · PIECE, (n + 1) · PIECE)` (or to their end) of a value too large to
     /// be kept whole, verified.
     Piece(u64),
+    /// Stored bytes `[n · CHUNK_SIZE, (n + 1) · CHUNK_SIZE)` (or to their end) of a value too
+    /// large to be kept whole, verified: a chunk a range read fetched, kept at the granularity
+    /// it was read (a random range does not fetch its whole piece: `store/read/pieces.rs`).
+    Chunk(u64),
     /// `n` bytes of a sealed file's footer at the key's offset (its trailer, the window with
     /// the fence-key tree's root, a tree node, a key block or a run of location entries),
     /// verified: kept by listings (`store/list.rs`, `segment::FooterSource`).

@@ -23,6 +23,7 @@ use crate::segment;
 mod ahead;
 mod fetch;
 mod kept;
+mod pattern;
 mod peek;
 mod pieces;
 
@@ -47,6 +48,8 @@ pub(super) struct Reader {
     read_align: u64,
     /// Small values whole, chunk crc sectors and frame tables of values read before.
     cache: Cache,
+    /// Where the last read of each large value ended: whether a read fetches around itself.
+    patterns: pattern::Patterns,
     /// The memory available when the cache was sized from it (`None`: set by the options).
     available: Option<u64>,
 }
@@ -81,9 +84,6 @@ pub(super) struct Located {
     /// File bytes read together with the record's header before its key was checked (a range
     /// read, `read/ahead.rs`), each with its file offset; served by [`Reader::fetch`].
     ahead: Vec<(u64, Bytes)>,
-    /// The record was read since open: its key was found in the cache (kept by an earlier
-    /// read). A read of pieces of its value may then fetch whole pieces (`read/pieces.rs`).
-    known: bool,
 }
 
 impl Located {
@@ -96,7 +96,6 @@ impl Located {
             prefetched: None,
             whole: None,
             ahead: Vec::new(),
-            known: false,
         }
     }
 }
@@ -162,6 +161,7 @@ impl Reader {
             pool,
             read_align: shared.profile.read_align,
             cache: Cache::new(budget.capacity - hot),
+            patterns: pattern::Patterns::new(),
             available: budget.available,
         }
     }
@@ -300,10 +300,8 @@ impl Reader {
     ) -> Option<Identity> {
         let k = self.cache.get_bytes(&Key::of(&entry, Part::Key))?;
         Some(if k.len() == KEY_AT + key.len() && &k[KEY_AT..] == key {
-            let mut found = Located::new(entry, cached_seq(&k), file.clone());
-            found.known = true;
             Identity::Mine {
-                found,
+                found: Located::new(entry, cached_seq(&k), file.clone()),
                 cached: None,
             }
         } else {
@@ -415,7 +413,15 @@ impl Reader {
         if (!whole || pieces)
             && let Some(identity) = self.by_cached_key(key, entry, &file)
         {
-            return Ok(identity);
+            // A range read of a value read before: the bytes read ahead of the key check (its
+            // crcs and chunks, `read/ahead.rs`) go with it.
+            return Ok(match identity {
+                Identity::Mine { mut found, cached } => {
+                    found.ahead = ahead;
+                    Identity::Mine { found, cached }
+                }
+                other => other,
+            });
         }
         // The sequence number is set once the header is read.
         let mut found = Located::new(entry, 0, file);
@@ -579,6 +585,13 @@ impl Reader {
             Cached::Bytes(bytes.clone()),
         );
         Ok(Some(bytes.slice(at..)))
+    }
+
+    /// Whether a stream of reads of `found`'s value gains by reading ahead into a buffer of its
+    /// own (`ValueReader`): not when the value is in memory whole (held by `found`, or a value
+    /// the cache keeps whole), where every read is a copy already.
+    pub(super) fn streams(&self, found: &Located) -> bool {
+        found.whole.is_none() && found.prefetched.is_none() && !self.cache.holds_whole(&found.entry)
     }
 
     /// Bytes `range` of the value of `found` (the value of `key`), by [`range::resolve`]'s

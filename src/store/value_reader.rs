@@ -18,6 +18,13 @@ use crate::meta::ValueMeta;
 /// last frame it decompressed (and the frame table entries it read), so a stream of small
 /// `read` calls reads and decompresses each frame once.
 ///
+/// **Read-ahead.** A stream of [`Read::read`] calls, each where the last ended, on a value the
+/// read cache does not keep whole, is served from a buffer of the reader's own, filled by
+/// reads that grow from 64 KiB to 1 MiB as the stream goes on (as the kernel's readahead grows
+/// per open file), so that small `read` calls (8 KiB from [`std::io::copy`]) cost one disk read
+/// per window, cache or no cache. A seek away, or [`ValueReader::read_exact_at`], reads only
+/// what it is asked for. The buffer holds at most 1 MiB per reader.
+///
 /// Reading past the end: [`Read::read`] at or past the end returns 0 (end of file), and a read
 /// that starts inside the value returns at most the bytes left, like a file.
 /// [`ValueReader::read_exact_at`] reads exactly: bytes past the end are [`Error::OutOfRange`]
@@ -43,7 +50,21 @@ pub struct ValueReader {
     meta: ValueMeta,
     pos: u64,
     cache: FrameCache,
+    /// Value bytes read ahead, from value offset `ahead_at`.
+    ahead: Vec<u8>,
+    ahead_at: u64,
+    /// Where the last [`Read::read`] ended: a read from there continues a stream.
+    next: Option<u64>,
+    /// The size of the next read-ahead (0: no stream seen).
+    window: usize,
 }
+
+/// The first read-ahead of a stream: a piece of the read cache.
+const FIRST_WINDOW: usize = 64 << 10;
+
+/// The largest read-ahead: the read path's bounce buffer, where a read is bound by transfer,
+/// not by round trips.
+const MAX_WINDOW: usize = 1 << 20;
 
 impl ValueReader {
     pub(super) fn new(reader: Arc<Reader>, key: &[u8], found: Located) -> ValueReader {
@@ -54,6 +75,10 @@ impl ValueReader {
             found,
             pos: 0,
             cache: FrameCache::default(),
+            ahead: Vec::new(),
+            ahead_at: 0,
+            next: None,
+            window: 0,
         }
     }
 
@@ -148,19 +173,62 @@ impl Read for ValueReader {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let left = self.found.entry.value_len.saturating_sub(self.pos);
         let n = (buf.len() as u64).min(left) as usize;
-        // A compressed value is never empty, except for a damaged one whose length could not be
-        // recovered: read its frame table so that the damage is reported, not an empty value.
         if n == 0 && !(self.found.entry.is_compressed() && self.found.entry.value_len == 0) {
             return Ok(0);
         }
+        // From the bytes read ahead, as far as they go.
+        if let Some(from) = self.pos.checked_sub(self.ahead_at)
+            && (from as usize) < self.ahead.len()
+        {
+            let from = from as usize;
+            let k = n.min(self.ahead.len() - from);
+            buf[..k].copy_from_slice(&self.ahead[from..from + k]);
+            return Ok(self.advance(k));
+        }
+        let stream = self.next == Some(self.pos) && self.reader.streams(&self.found);
+        self.window = if stream {
+            (self.window * 2).clamp(FIRST_WINDOW, MAX_WINDOW)
+        } else {
+            0
+        };
+        if self.window > n {
+            // A window from here: read, verified, then served.
+            let w = (self.window as u64).min(left) as usize;
+            self.ahead.resize(w, 0);
+            let found = &self.found;
+            let read =
+                self.reader
+                    .read_value(found, self.pos, &mut self.ahead, Some(&mut self.cache));
+            if let Err(e) = read {
+                self.ahead.clear();
+                return Err(to_io(e));
+            }
+            self.ahead_at = self.pos;
+            buf[..n].copy_from_slice(&self.ahead[..n]);
+            return Ok(self.advance(n));
+        }
         self.reader
             .read_value(&self.found, self.pos, &mut buf[..n], Some(&mut self.cache))
-            .map_err(|e| match e {
-                Error::Io { source, .. } => source,
-                other => io::Error::new(io::ErrorKind::InvalidData, other),
-            })?;
+            .map_err(to_io)?;
+        Ok(self.advance(n))
+    }
+}
+
+impl ValueReader {
+    /// Moves the position `n` bytes on, after a read of them; returns `n`.
+    fn advance(&mut self, n: usize) -> usize {
         self.pos += n as u64;
-        Ok(n)
+        self.next = Some(self.pos);
+        n
+    }
+}
+
+/// The store's error as `Read` reports it: I/O errors as they are, others (damage) as
+/// `InvalidData` wrapping the store's error.
+fn to_io(e: Error) -> io::Error {
+    match e {
+        Error::Io { source, .. } => source,
+        other => io::Error::new(io::ErrorKind::InvalidData, other),
     }
 }
 

@@ -18,6 +18,7 @@ mod lazy;
 mod long;
 mod powerloss;
 mod quarantine;
+mod ranges;
 mod reads;
 mod versions;
 

@@ -110,8 +110,9 @@ fn batches(sim: &Sim) -> u64 {
 
 /// The first range read of a large value since open asks for the record's header and key,
 /// the range's chunks and their crc sector in one batch (`read/ahead.rs`: with io_uring, one
-/// device round trip); a range read of a value whose key the cache holds does not (it reads
-/// no header); a range near the value's end reads chunks and crcs in one read, so its batch
+/// device round trip); a range read of a value whose key the cache holds reads no header: its
+/// chunks and crc sector in one batch, or its chunks alone (no batch) where the cache holds the
+/// sector; a range near the value's end reads chunks and crcs in one read, so its batch
 /// has two reads; a failed batch leaves the read to be made the usual way, still right.
 #[test]
 fn a_cold_range_read_of_a_large_value_issues_its_reads_together() {
@@ -139,8 +140,15 @@ fn a_cold_range_read_of_a_large_value_issues_its_reads_together() {
     // the crc sector, in one batch of three reads.
     assert_eq!(check(0, 300_000, 5000), (1, 3), "blob value, cold");
     assert_eq!(check(1, 10_000, 4096), (1, 3), "log value, cold");
-    // The key is in the cache now: no header to read, no batch.
-    assert_eq!(check(0, 700_000, 100).0, 0, "blob value, key cached");
+    // The key is in the cache now: no header to read; the chunk and a crc sector not read
+    // before, in one batch of two reads...
+    assert_eq!(check(0, 700_000, 100), (1, 2), "blob value, key cached");
+    // ...and a range whose crc sector the cache holds: its chunk, no batch.
+    assert_eq!(
+        check(0, 690_000, 100),
+        (0, 1),
+        "blob value, key and crcs cached"
+    );
     // Near the end: the chunks and the table's end in one read, with the header: two.
     let end = lens[2] - 4096;
     assert_eq!(check(2, end, 4096), (1, 2), "the last 4 KiB, cold");

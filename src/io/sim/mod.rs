@@ -95,6 +95,9 @@ pub struct SimStats {
     pub fired_at: Vec<(OpKind, FaultError, Option<String>)>,
     /// fdatasync calls by the name of the thread that made them (`""`: unnamed).
     pub syncs_by_thread: BTreeMap<String, u64>,
+    /// Bytes moved by reads of files (what they returned, as a disk would transfer them; with
+    /// direct I/O, whole aligned blocks).
+    pub read_bytes: u64,
 }
 
 #[derive(Debug, Default)]
@@ -118,6 +121,7 @@ struct State {
     /// Where each fault fired: the kind of call and the file's name (when on a file).
     fired_at: Vec<(OpKind, FaultError, Option<String>)>,
     syncs_by_thread: BTreeMap<String, u64>,
+    read_bytes: u64,
     violations: Vec<String>,
     /// Random source for failed syncs.
     rng: Option<Rng>,
@@ -309,6 +313,7 @@ impl State {
             }
         }
         buf[..n].copy_from_slice(&live[start..start + n]);
+        self.read_bytes += n as u64;
         Ok(n)
     }
 
@@ -487,6 +492,7 @@ impl Sim {
             crashed: s.crashed,
             fired_at: s.fired_at.clone(),
             syncs_by_thread: s.syncs_by_thread.clone(),
+            read_bytes: s.read_bytes,
         }
     }
 

@@ -14,11 +14,17 @@
 //! against their crcs, and the crc sectors are kept by the cache as `read_crcs` keeps them. A
 //! read ahead that fails for any reason is dropped too, and the read made the usual way, so
 //! that its error (if any) is the one the usual way reports.
+//!
+//! A value read before has its key in the cache (no header read): a range of it whose crc
+//! sector the cache lacks reads the crcs and the chunks together the same way. Nothing is read
+//! ahead where the cache holds the range's first piece or chunk, or where the read will fetch
+//! the pieces around it (a stream: `read/pattern.rs`).
 
 use bytes::Bytes;
 
 use super::{Identity, Located, Reader, WHOLE_RECORD_READ};
 use crate::error::Result;
+use crate::format::CHUNK_SIZE;
 use crate::format::record::RECORD_HEADER_LEN;
 use crate::index::IndexEntry;
 use crate::range::{self, ValueRange};
@@ -73,32 +79,39 @@ impl Reader {
         entry: IndexEntry,
         range: &impl ValueRange,
     ) -> Option<Vec<(u64, Bytes)>> {
-        if entry.record_len() <= WHOLE_RECORD_READ
-            || entry.is_compressed()
-            || self.cache.contains(&Key::of(&entry, Part::Key))
-        {
+        if entry.record_len() <= WHOLE_RECORD_READ || entry.is_compressed() {
             return None;
         }
         let (start, end) = range::resolve(range, entry.value_len, key).ok()?;
-        if start == end
-            || end - start > AHEAD_MAX
-            || (self.cache.holds_pieces(&entry)
-                && self
+        if start == end || end - start > AHEAD_MAX {
+            return None;
+        }
+        if self.cache.holds_pieces(&entry)
+            && (self
+                .cache
+                .contains(&Key::of(&entry, Part::Piece(start / PIECE)))
+                || self
                     .cache
-                    .contains(&Key::of(&entry, Part::Piece(start / PIECE))))
+                    .contains(&Key::of(&entry, Part::Chunk(start / CHUNK_SIZE)))
+                // A read of a stream fetches the pieces around it (`read/pieces.rs`): the
+                // chunks read ahead would be read again.
+                || self.patterns.is_near(&entry, start))
         {
             return None;
         }
+        // A value read before: its key is checked from the cache, so only the crcs and chunks
+        // are read, together when both are needed.
+        let key_known = self.cache.contains(&Key::of(&entry, Part::Key));
         let file = self.segments.file(entry.segment)?;
         let span = entry.span();
         let reads = segment::value_reads(&span, start, end - start);
-        let mut spans = vec![
-            (entry.offset, RECORD_HEADER_LEN + key.len()),
-            (
-                reads.data.start,
-                (reads.data.end - reads.data.start) as usize,
-            ),
-        ];
+        let mut spans = vec![(
+            reads.data.start,
+            (reads.data.end - reads.data.start) as usize,
+        )];
+        if !key_known {
+            spans.push((entry.offset, RECORD_HEADER_LEN + key.len()));
+        }
         if let Some(crcs) = reads.crcs
             && !self
                 .cache
@@ -109,6 +122,10 @@ impl Reader {
             let from = (crcs.start / CRC_SECTOR * CRC_SECTOR).max(table.start);
             let to = (crcs.end.div_ceil(CRC_SECTOR) * CRC_SECTOR).min(table.end);
             spans.push((from, (to - from) as usize));
+        }
+        if spans.len() == 1 {
+            // The chunks alone: the usual path reads them in one read too.
+            return None;
         }
         // Bytes still in the write buffers are not in the file yet.
         if spans

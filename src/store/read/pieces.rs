@@ -1,56 +1,102 @@
-//! Large values in the read cache: pieces of [`PIECE`] (64 KiB) stored bytes, aligned to the
-//! value's start, each verified (its 16 chunk crcs checked) before it is kept, so that a read
-//! served from pieces is a copy, with no check and no disk read. Values the cache keeps whole
-//! (small ones) never come here; see docs/design.md, "The read cache".
+//! Large values in the read cache: verified stored bytes of values too large to be kept whole,
+//! in pieces of [`PIECE`] (64 KiB, aligned to the value's start, 16 chunks) and in single
+//! [`CHUNK_SIZE`] (4 KiB) chunks, each verified (its chunk crcs checked) before it is kept, so
+//! that a read served from them is a copy, with no check and no disk read. Values the cache
+//! keeps whole (small ones) never come here; see docs/design.md, "The read cache".
 //!
-//! What a read keeps:
+//! What a read fetches and keeps (issue 37: a cache that never costs more than it saves):
 //!
-//! - every piece it read whole anyway (a `get`, or a range that covers whole pieces): no byte
-//!   more is read than was asked for;
-//! - for a range that covers only part of a piece, the whole piece (**read-around**), but only
-//!   for a value read before since open (its key was in the cache: [`Located::known`]) and
-//!   only while the cache has free room ([`Cache::has_room`](super::super::cache::Cache)):
-//!   the first read of a value after open, a cold read, fetches exactly its chunks (a 4 KiB
-//!   range of a 10 MiB value reads ~5 KiB), and a full cache is never pushed to evict for
-//!   bytes nobody asked for.
+//! - the chunks its range touches, no more, and keeps them at the granularity it read them:
+//!   the whole pieces among them as pieces, the other chunks one by one. A random 4 KiB range
+//!   reads one or two chunks, and the same range read again is a copy;
+//! - around itself, the whole pieces its range lies in (**read-around**), only when the reads
+//!   of the value are a stream: it starts near where the last read of the same value ended
+//!   (`read/pattern.rs`), and only while the cache has free room
+//!   ([`Cache::has_room`](super::super::cache::Cache)), so that a full cache is never pushed
+//!   to evict for bytes nobody asked for. A stream of ranges then reads a piece at a time and
+//!   finds the next ranges in it; random ranges never pay for a piece.
 //!
-//! A piece is keyed by its record's place, like every entry of the cache, so it is never
-//! stale: an overwrite, a delete or a compaction move gives the key another place.
+//! A piece or chunk is keyed by its record's place, like every entry of the cache, so it is
+//! never stale: an overwrite, a delete or a compaction move gives the key another place.
 
 use bytes::Bytes;
 
+use super::pattern::Access;
 use super::{Located, Reader};
 use crate::error::Result;
+use crate::format::CHUNK_SIZE;
+use crate::index::IndexEntry;
 use crate::store::cache::{Cached, Key, PIECE, Part};
 
 impl Reader {
     /// Stored bytes `[start, start + dst.len())` of `found`'s record (a value kept in pieces),
-    /// verified: from the pieces the cache holds, the rest read ([`Reader::read_missing`]).
+    /// verified: from the pieces and chunks the cache holds, the rest read
+    /// ([`Reader::read_missing`]).
     pub(super) fn read_pieces(&self, found: &Located, start: u64, dst: &mut [u8]) -> Result<()> {
         if dst.is_empty() {
             return Ok(());
         }
+        let entry = &found.entry;
         let end = start + dst.len() as u64;
-        let last = end.div_ceil(PIECE);
-        // The first piece of the run of pieces missing so far.
+        // Noted before anything is looked up, so that reads served from the cache count in the
+        // value's history as much as those that go to the disk.
+        let access = self.patterns.note(entry, start, end);
+        // The start of the run of bytes found missing so far.
         let mut missing = None;
-        for p in start / PIECE..last {
-            let Some(b) = self.cache.get_bytes(&Key::of(&found.entry, Part::Piece(p))) else {
-                missing.get_or_insert(p);
+        // The last piece looked up and not found (its chunks are looked up one by one).
+        let mut absent = None;
+        let mut pos = start;
+        while pos < end {
+            let p = pos / PIECE;
+            let (lo, hi) = (p * PIECE, ((p + 1) * PIECE).min(entry.stored_len));
+            let covered = start <= lo && hi <= end;
+            let key = Key::of(entry, Part::Piece(p));
+            // A piece the read covers in part is asked for only if the cache has it, so that a
+            // read served from chunks counts one hit, not a miss (the piece) and a hit.
+            let piece = match absent {
+                Some(a) if a == p => None,
+                _ if !covered && !self.cache.contains(&key) => None,
+                _ => self.cache.get_bytes(&key),
+            };
+            let part = match piece {
+                Some(b) => Some((lo, b)),
+                // A piece the read covers whole is read whole (and kept as a piece): its chunks
+                // are not looked up one by one.
+                None if covered => None,
+                None => {
+                    absent = Some(p);
+                    self.cached_chunk(entry, pos)
+                }
+            };
+            let Some((at, b)) = part else {
+                missing.get_or_insert(pos);
+                pos = if covered {
+                    hi
+                } else {
+                    ((pos / CHUNK_SIZE + 1) * CHUNK_SIZE).min(end)
+                };
                 continue;
             };
-            if let Some(first) = missing.take() {
-                self.read_missing(found, start, dst, first..p)?;
+            if let Some(from) = missing.take() {
+                self.read_missing(found, start, dst, from..pos, access)?;
             }
-            let (from, to) = (start.max(p * PIECE), end.min((p + 1) * PIECE));
-            let at = (from - p * PIECE) as usize;
-            dst[(from - start) as usize..(to - start) as usize]
-                .copy_from_slice(&b[at..at + (to - from) as usize]);
+            let to = end.min(at + b.len() as u64);
+            dst[(pos - start) as usize..(to - start) as usize]
+                .copy_from_slice(&b[(pos - at) as usize..(to - at) as usize]);
+            pos = to;
         }
-        if let Some(first) = missing {
-            self.read_missing(found, start, dst, first..last)?;
+        if let Some(from) = missing {
+            self.read_missing(found, start, dst, from..end, access)?;
         }
         Ok(())
+    }
+
+    /// The chunk of `entry`'s stored bytes that holds byte `pos`, if the cache holds it: its
+    /// start and bytes.
+    fn cached_chunk(&self, entry: &IndexEntry, pos: u64) -> Option<(u64, Bytes)> {
+        let c = pos / CHUNK_SIZE;
+        let b = self.cache.get_bytes(&Key::of(entry, Part::Chunk(c)))?;
+        Some((c * CHUNK_SIZE, b))
     }
 
     /// The whole value of `found` appended to `out` (empty) from the pieces of a raw value, if
@@ -82,46 +128,72 @@ impl Reader {
         true
     }
 
-    /// The part of `dst` (value bytes from `start`) that lies in `pieces`, none of which the
-    /// cache holds: read, verified, and the pieces it covers whole kept; or, with
-    /// read-around (see the module's doc), the pieces read whole, kept, and copied from.
+    /// The part of `dst` (stored bytes from `start`) that lies in `run`, none of which the cache
+    /// holds: read, verified and kept (see the module's doc for how much is read around it).
     fn read_missing(
         &self,
         found: &Located,
         start: u64,
         dst: &mut [u8],
-        pieces: std::ops::Range<u64>,
+        run: std::ops::Range<u64>,
+        access: Access,
     ) -> Result<()> {
-        let end = start + dst.len() as u64;
         let stored = found.entry.stored_len;
-        let (lo, hi) = (pieces.start * PIECE, (pieces.end * PIECE).min(stored));
-        let (from, to) = (start.max(lo), end.min(hi));
-        let out = &mut dst[(from - start) as usize..(to - start) as usize];
-        if (from, to) != (lo, hi) && found.known && self.cache.has_room(hi - lo) {
+        let out = &mut dst[(run.start - start) as usize..(run.end - start) as usize];
+        // Read-around: the pieces the run lies in, for a stream of reads, while there is room.
+        let (lo, hi) = (
+            run.start / PIECE * PIECE,
+            (run.end.div_ceil(PIECE) * PIECE).min(stored),
+        );
+        if access == Access::Near
+            && (lo, hi) != (run.start, run.end)
+            && self.cache.has_room(hi - lo)
+        {
             let mut whole = vec![0u8; (hi - lo) as usize];
             self.read_stored_direct(found, lo, &mut whole)?;
-            out.copy_from_slice(&whole[(from - lo) as usize..(to - lo) as usize]);
-            self.keep_pieces(found, lo, &whole, pieces);
+            out.copy_from_slice(&whole[(run.start - lo) as usize..(run.end - lo) as usize]);
+            self.keep_read(found, lo, &whole);
             return Ok(());
         }
-        self.read_stored_direct(found, from, out)?;
-        self.keep_pieces(found, from, out, pieces);
+        // The chunks the run touches: what verifying it reads anyway, kept whole.
+        let (lo, hi) = (
+            run.start / CHUNK_SIZE * CHUNK_SIZE,
+            (run.end.div_ceil(CHUNK_SIZE) * CHUNK_SIZE).min(stored),
+        );
+        if (lo, hi) == (run.start, run.end) {
+            self.read_stored_direct(found, lo, out)?;
+            self.keep_read(found, lo, out);
+            return Ok(());
+        }
+        let mut chunks = vec![0u8; (hi - lo) as usize];
+        self.read_stored_direct(found, lo, &mut chunks)?;
+        out.copy_from_slice(&chunks[(run.start - lo) as usize..(run.end - lo) as usize]);
+        self.keep_read(found, lo, &chunks);
         Ok(())
     }
 
-    /// Keeps the pieces among `pieces` that `bytes` (verified stored bytes from `at`) holds
-    /// whole, each in a buffer of its own (an entry's weight is then all it keeps alive).
-    fn keep_pieces(&self, found: &Located, at: u64, bytes: &[u8], pieces: std::ops::Range<u64>) {
+    /// Keeps what `bytes` (verified stored bytes from `at`, which starts at a chunk's start)
+    /// holds: each piece it holds whole as a piece, each other chunk it holds whole as a chunk,
+    /// each in a buffer of its own (an entry's weight is then all it keeps alive).
+    fn keep_read(&self, found: &Located, at: u64, bytes: &[u8]) {
+        let entry = &found.entry;
         let end = at + bytes.len() as u64;
-        for p in pieces {
-            let (lo, hi) = (p * PIECE, ((p + 1) * PIECE).min(found.entry.stored_len));
-            if lo >= at && hi <= end {
-                let piece = &bytes[(lo - at) as usize..(hi - at) as usize];
-                self.cache.insert(
-                    Key::of(&found.entry, Part::Piece(p)),
-                    Cached::Bytes(Bytes::copy_from_slice(piece)),
-                );
-            }
+        let mut pos = at;
+        while pos < end {
+            let (p, c) = (pos / PIECE, pos / CHUNK_SIZE);
+            let piece_end = ((p + 1) * PIECE).min(entry.stored_len);
+            let chunk_end = ((c + 1) * CHUNK_SIZE).min(entry.stored_len);
+            let (key, to) = if pos == p * PIECE && piece_end <= end {
+                (Key::of(entry, Part::Piece(p)), piece_end)
+            } else if pos == c * CHUNK_SIZE && chunk_end <= end {
+                (Key::of(entry, Part::Chunk(c)), chunk_end)
+            } else {
+                break;
+            };
+            let kept = &bytes[(pos - at) as usize..(to - at) as usize];
+            self.cache
+                .insert(key, Cached::Bytes(Bytes::copy_from_slice(kept)));
+            pos = to;
         }
     }
 }

@@ -10,20 +10,22 @@
 //!
 //! `--snapshot-logs <n>` builds a snapshot every `n` applied entries (default 10 000) and
 //! `--keep-logs <n>` keeps `n` entries of the log behind the snapshot (default 1 000): a
-//! follower further behind than that catches up by a snapshot.
+//! follower further behind than that catches up by a snapshot. `--max-value <bytes>` is the
+//! largest value a `PUT` takes (default 64 MiB; `413` beyond).
 
 use std::process::ExitCode;
 
-use podstore_raft::http::{HttpNetwork, router};
+use podstore_raft::http::{DEFAULT_MAX_VALUE, HttpNetwork, router_with_max_value};
 use podstore_raft::{Node, default_config};
 
 const USAGE: &str = "usage: podstore-raft --id <u64> --dir <directory> --addr <host:port> \
-                     [--snapshot-logs <n>] [--keep-logs <n>]";
+                     [--snapshot-logs <n>] [--keep-logs <n>] [--max-value <bytes>]";
 
 fn main() -> ExitCode {
     let mut args = std::env::args().skip(1);
     let (mut id, mut dir, mut addr) = (None, None, None);
     let mut config = default_config();
+    let mut max_value = DEFAULT_MAX_VALUE;
     while let Some(flag) = args.next() {
         let value = args.next();
         let ok = match (flag.as_str(), value) {
@@ -45,6 +47,13 @@ fn main() -> ExitCode {
                     true
                 }
                 _ => false,
+            },
+            ("--max-value", Some(v)) => match v.parse::<usize>() {
+                Ok(n) => {
+                    max_value = n;
+                    true
+                }
+                Err(_) => false,
             },
             ("--keep-logs", Some(v)) => match v.parse::<u64>() {
                 Ok(n) => {
@@ -71,7 +80,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(id, &dir, &addr, config)) {
+    match runtime.block_on(run(id, &dir, &addr, config, max_value)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("podstore-raft: {e}");
@@ -80,11 +89,17 @@ fn main() -> ExitCode {
     }
 }
 
-async fn run(id: u64, dir: &str, addr: &str, config: openraft::Config) -> std::io::Result<()> {
+async fn run(
+    id: u64,
+    dir: &str,
+    addr: &str,
+    config: openraft::Config,
+    max_value: usize,
+) -> std::io::Result<()> {
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let node = Node::open(id, dir, config, HttpNetwork::new()).await?;
     println!("podstore-raft: node {id} serving on http://{addr}, data in {dir}");
-    axum::serve(listener, router(node.clone()))
+    axum::serve(listener, router_with_max_value(node.clone(), max_value))
         .with_graceful_shutdown(async {
             let _ = tokio::signal::ctrl_c().await;
         })

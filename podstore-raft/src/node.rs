@@ -434,11 +434,21 @@ impl Node {
             .map_err(|e| NodeError::Raft(e.to_string()))
     }
 
-    /// Stops Raft. The stores close when the last handle to them is dropped.
+    /// Stops Raft, then flushes the state machine and the log (a restart then applies nothing
+    /// again). The stores close when the last handle to them is dropped.
     pub async fn shutdown(&self) -> Result<(), NodeError> {
         self.raft
             .shutdown()
             .await
-            .map_err(|e| NodeError::Raft(e.to_string()))
+            .map_err(|e| NodeError::Raft(e.to_string()))?;
+        let (sm, log) = (self.sm.clone(), self.log.clone());
+        tokio::task::spawn_blocking(move || -> io::Result<()> {
+            sm.flush()?;
+            log.store().flush().map_err(crate::io_err)
+        })
+        .await
+        .map_err(io::Error::other)??;
+        tracing::info!(node = self.id, "stopped; stores flushed");
+        Ok(())
     }
 }

@@ -232,6 +232,11 @@ impl StateMachine {
             .clone()
     }
 
+    /// Makes every applied write durable (the state machine's store is written buffered).
+    pub fn flush(&self) -> io::Result<()> {
+        self.store().flush().map_err(io_err)
+    }
+
     /// The last applied log index, if any.
     pub fn applied_index(&self) -> io::Result<Option<u64>> {
         Ok(applied_in(&self.store())?.0.map(|l| l.index()))

@@ -12,14 +12,23 @@
 //! `--keep-logs <n>` keeps `n` entries of the log behind the snapshot (default 1 000): a
 //! follower further behind than that catches up by a snapshot. `--max-value <bytes>` is the
 //! largest value a `PUT` takes (default 64 MiB; `413` beyond).
+//!
+//! `SIGTERM` or `SIGINT` (Ctrl-C) stops it cleanly: it stops accepting connections, lets the
+//! requests in flight finish (for up to [`DRAIN`]), stops Raft, flushes its stores and exits
+//! with 0. A second signal meanwhile exits at once (130).
 
 use std::process::ExitCode;
+use std::time::Duration;
 
 use podstore_raft::http::{DEFAULT_MAX_VALUE, HttpNetwork, router_with_max_value};
 use podstore_raft::{Node, default_config};
+use tokio::signal::unix::{SignalKind, signal};
 
 const USAGE: &str = "usage: podstore-raft --id <u64> --dir <directory> --addr <host:port> \
                      [--snapshot-logs <n>] [--keep-logs <n>] [--max-value <bytes>]";
+
+/// How long a shutdown waits for the requests in flight before it stops Raft anyway.
+const DRAIN: Duration = Duration::from_secs(10);
 
 fn main() -> ExitCode {
     let mut args = std::env::args().skip(1);
@@ -83,8 +92,32 @@ fn main() -> ExitCode {
     match runtime.block_on(run(id, &dir, &addr, config, max_value)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
+            tracing::error!("{e}");
             eprintln!("podstore-raft: {e}");
             ExitCode::FAILURE
+        }
+    }
+}
+
+/// The signals that stop a node, caught from when this is made.
+struct Signals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn catch() -> std::io::Result<Signals> {
+        Ok(Signals {
+            term: signal(SignalKind::terminate())?,
+            int: signal(SignalKind::interrupt())?,
+        })
+    }
+
+    /// Waits for `SIGTERM` or `SIGINT`; returns its name.
+    async fn next(&mut self) -> &'static str {
+        tokio::select! {
+            _ = self.term.recv() => "SIGTERM",
+            _ = self.int.recv() => "SIGINT",
         }
     }
 }
@@ -96,14 +129,40 @@ async fn run(
     config: openraft::Config,
     max_value: usize,
 ) -> std::io::Result<()> {
+    // Caught before the node opens: a signal during the open (a long log replay) is not lost.
+    let mut signals = Signals::catch()?;
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let node = Node::open(id, dir, config, HttpNetwork::new()).await?;
-    println!("podstore-raft: node {id} serving on http://{addr}, data in {dir}");
-    axum::serve(listener, router_with_max_value(node.clone(), max_value))
-        .with_graceful_shutdown(async {
-            let _ = tokio::signal::ctrl_c().await;
-        })
-        .await?;
+    tracing::info!(node = id, dir, "serving on http://{addr}");
+    let (drained_tx, drained_rx) = tokio::sync::oneshot::channel::<()>();
+    let app = router_with_max_value(node.clone(), max_value);
+    // Stops accepting on `drained_tx`, then waits for the requests in flight.
+    let mut server = tokio::spawn(
+        axum::serve(listener, app)
+            .with_graceful_shutdown(async {
+                let _ = drained_rx.await;
+            })
+            .into_future(),
+    );
+    let name = tokio::select! {
+        name = signals.next() => name,
+        served = &mut server => {
+            // The server ended by itself (its listener failed).
+            served.map_err(std::io::Error::other)??;
+            return Err(std::io::Error::other("the server stopped"));
+        }
+    };
+    tracing::info!(node = id, "{name}: stopping (draining requests, then Raft)");
+    tokio::spawn(async move {
+        let name = signals.next().await;
+        eprintln!("podstore-raft: {name} again: exiting at once");
+        std::process::exit(130);
+    });
+    let _ = drained_tx.send(());
+    match tokio::time::timeout(DRAIN, server).await {
+        Ok(served) => served.map_err(std::io::Error::other)??,
+        Err(_) => tracing::warn!(node = id, "requests still in flight after {DRAIN:?}"),
+    }
     node.shutdown().await.map_err(std::io::Error::other)?;
     Ok(())
 }

@@ -31,6 +31,18 @@ impl Proc {
     }
 }
 
+impl Proc {
+    /// Sends the process signal `name` (`TERM`, `INT`) with `kill(1)`.
+    pub fn signal(&self, name: &str) {
+        let status = Command::new("kill")
+            .arg(format!("-{name}"))
+            .arg(self.child.id().to_string())
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -{name}: {status}");
+    }
+}
+
 impl Drop for Proc {
     fn drop(&mut self) {
         let _ = self.child.kill();
@@ -179,6 +191,13 @@ impl Cluster {
     /// SIGKILLs node `id`.
     pub fn kill(&mut self, id: u64) {
         drop(self.procs.remove(&id));
+    }
+
+    /// Sends node `id` signal `name`; returns its process, to wait for.
+    pub fn signal(&mut self, id: u64, name: &str) -> Proc {
+        let proc = self.procs.remove(&id).expect("a running node");
+        proc.signal(name);
+        proc
     }
 
     /// The leader: a running node that says it leads, and that a majority of the running nodes

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use futures::Stream;
-use openraft::alias::SnapshotOf;
+use openraft::alias::{SnapshotOf, WatchReceiverOf};
 use openraft::error::{ClientWriteError, RaftError};
 use openraft::network::{NetSnapshot, RaftNetworkFactory};
 use openraft::raft::SnapshotResponse;
@@ -94,6 +94,45 @@ fn write_error(e: RaftError<TypeConfig, ClientWriteError<TypeConfig>>) -> NodeEr
     }
 }
 
+/// Logs (at info) what an operator follows in a node's life: elections and leader changes,
+/// membership changes, snapshots built or installed. Ends when Raft does.
+async fn log_changes(
+    id: NodeId,
+    mut metrics: WatchReceiverOf<TypeConfig, openraft::RaftMetrics<TypeConfig>>,
+) {
+    use openraft::async_runtime::watch::WatchReceiver;
+    let (mut term, mut leader, mut membership, mut snapshot) = (0, None, None, None);
+    loop {
+        {
+            let m = metrics.borrow_watched();
+            if m.current_term != term || m.current_leader != leader {
+                if m.current_term != term && m.current_leader.is_none() {
+                    tracing::info!(node = id, term = m.current_term, "election");
+                } else if m.current_leader != leader {
+                    tracing::info!(node = id, term = m.current_term, leader = ?m.current_leader, "leader changed");
+                }
+                (term, leader) = (m.current_term, m.current_leader);
+            }
+            let now = m.membership_config.log_id().map(|l| l.index());
+            if now != membership {
+                let voters: Vec<NodeId> = m.membership_config.membership().voter_ids().collect();
+                let learners: Vec<NodeId> =
+                    m.membership_config.membership().learner_ids().collect();
+                tracing::info!(node = id, ?voters, ?learners, "membership");
+                membership = now;
+            }
+            let snap = m.snapshot.map(|l| l.index());
+            if snap != snapshot {
+                tracing::info!(node = id, last_index = ?snap, "snapshot (built or installed)");
+                snapshot = snap;
+            }
+        }
+        if metrics.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
 /// The error for an answer a request should not get.
 fn unexpected(response: Response) -> NodeError {
     match response {
@@ -170,6 +209,7 @@ impl Node {
         let raft = Raft::new(id, config, network, log.clone(), sm.clone())
             .await
             .map_err(io::Error::other)?;
+        tokio::spawn(log_changes(id, raft.metrics()));
         Ok(Node {
             id,
             dir,

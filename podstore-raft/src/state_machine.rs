@@ -331,6 +331,11 @@ impl StateMachine {
         // A new store: its first apply creates its active segment.
         sh.written.store(false, Ordering::Relaxed);
         after(Step::Swapped)?;
+        tracing::info!(
+            last_log_id = ?meta.last_log_id,
+            generation = next,
+            "snapshot installed"
+        );
         // The old generation is removed now if nobody reads it any more, else at the next open.
         if let Ok(old) = Arc::try_unwrap(old) {
             old.close().map_err(io_err)?;

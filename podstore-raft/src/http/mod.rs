@@ -353,6 +353,11 @@ impl RaftNetworkV2<TypeConfig> for HttpPeer {
         cancel: impl Future<Output = ReplicationClosed> + Send + 'static,
         _option: RPCOption,
     ) -> Result<SnapshotResponse<TypeConfig>, StreamingError<TypeConfig>> {
+        tracing::info!(
+            target_node = self.target,
+            last_log_id = ?snapshot.meta.last_log_id,
+            "sending a snapshot"
+        );
         let stream = framed(frames(snapshot.snapshot, vote, snapshot.meta));
         let send = self
             .client

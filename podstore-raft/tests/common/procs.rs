@@ -90,9 +90,14 @@ pub fn free_ports(n: usize) -> Vec<u16> {
         .collect()
 }
 
-/// Starts node `id` with extra `args` and environment variables `env`.
+/// Starts node `id` with extra `args` and environment variables `env`. Its log goes to the
+/// test's stderr: errors only, unless the test runs with `RUST_LOG` (which the node inherits).
 pub fn spawn(id: u64, dir: &Path, addr: &str, args: &[&str], env: &[(&str, &str)]) -> Proc {
-    let child = Command::new(env!("CARGO_BIN_EXE_podstore-raft"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_podstore-raft"));
+    if std::env::var_os("RUST_LOG").is_none() {
+        command.env("RUST_LOG", "error");
+    }
+    let child = command
         .args(["--id", &id.to_string(), "--dir"])
         .arg(dir)
         .args(["--addr", addr])

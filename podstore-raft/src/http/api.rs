@@ -7,6 +7,7 @@
 //! answered as `internal`, without its text.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
 
 use axum::Json;
 use axum::body::Bytes;
@@ -415,7 +416,20 @@ async fn cluster_init(State(node): State<Node>, body: Bytes) -> Response {
         };
     tracing::info!(?members, "initializing a cluster");
     match node.initialize(members).await {
-        Ok(()) => cluster_done(&node),
+        Ok(()) => {
+            // The status answered shows the new membership, not the empty one before it (it
+            // takes effect a moment after `initialize` returns); a leader is elected later.
+            let wait = node.raft().wait(Some(Duration::from_secs(2)));
+            let applied = |m: &openraft::RaftMetrics<crate::TypeConfig>| {
+                m.membership_config
+                    .membership()
+                    .voter_ids()
+                    .next()
+                    .is_some()
+            };
+            let _ = wait.metrics(applied, "the membership applied").await;
+            cluster_done(&node)
+        }
         Err(e) => node_error(e),
     }
 }

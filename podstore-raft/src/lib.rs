@@ -46,7 +46,8 @@
 //! - Snapshots (src/snapshot.rs): a [`podstore::Store::checkpoint`] (hard links, no copy),
 //!   shipped as files in chunks with a crc32 per file ([`transfer`]), installed crash-atomically.
 //! - [`Node`] (src/node.rs): a Raft node over these, with its client API (put, get, get_range,
-//!   delete, linearizable reads, membership); [`http`] (src/http.rs): a transport over HTTP.
+//!   delete, conditional writes, linearizable reads, listings, membership); [`http`]
+//!   (src/http/): a transport over HTTP and the client API.
 //!
 //! # What is promised
 //!

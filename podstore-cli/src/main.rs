@@ -92,8 +92,9 @@ enum Command {
         dir: PathBuf,
         /// The key.
         key: String,
-        /// Bytes A..B of the value (A.., ..B too); an end past the value is clamped to it.
-        #[arg(long, value_name = "A..B")]
+        /// Bytes A..B of the value (B excluded; A.. and ..B too), or A..+N: N bytes from A.
+        /// An end past the value is clamped to it.
+        #[arg(long, value_name = "A..B|A..+N")]
         range: Option<String>,
         /// Write to this new file (refused if it exists) instead of stdout.
         #[arg(short, long, value_name = "FILE")]
@@ -354,12 +355,27 @@ fn parse_key(text: &str, hex: bool) -> Result<Vec<u8>, Failure> {
         .collect()
 }
 
+/// A key for the output: hex, or its text, with what is not printable text escaped (control
+/// characters as `\n`, `\u{7f}`..., bytes that are not UTF-8 as `\xNN`, and `\` as `\\`, so
+/// that an escape is never mistaken for the key's own characters).
 fn show_key(key: &[u8], hex: bool) -> String {
     if hex {
-        key.iter().map(|b| format!("{b:02x}")).collect()
-    } else {
-        key.escape_ascii().to_string()
+        return key.iter().map(|b| format!("{b:02x}")).collect();
     }
+    let mut shown = String::with_capacity(key.len());
+    for chunk in key.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            if c == '\\' || c.is_control() {
+                shown.extend(c.escape_default());
+            } else {
+                shown.push(c);
+            }
+        }
+        for b in chunk.invalid() {
+            shown.push_str(&format!("\\x{b:02x}"));
+        }
+    }
+    shown
 }
 
 fn size(bytes: u64) -> String {
@@ -486,12 +502,12 @@ fn quiet_pipe(e: io::Error) -> Result<(), Failure> {
     }
 }
 
-/// `A..B`, `A..`, `..B`: byte offsets, the end excluded.
+/// `A..B`, `A..`, `..B`: byte offsets, the end excluded; `A..+N`: `N` bytes from `A`.
 fn parse_range(text: &str) -> Result<(u64, Option<u64>), Failure> {
     let bad = |why: String| Failure::new(USAGE, format!("--range {text:?}: {why}"));
-    let (a, b) = text
-        .split_once("..")
-        .ok_or_else(|| bad("expected A..B, A.. or ..B (byte offsets, B excluded)".into()))?;
+    let (a, b) = text.split_once("..").ok_or_else(|| {
+        bad("expected A..B, A.., ..B (byte offsets, B excluded) or A..+N (N bytes from A)".into())
+    })?;
     let offset = |part: &str| {
         part.parse::<u64>().map_err(|_| {
             let part = part.strip_prefix('=').unwrap_or(part);
@@ -505,7 +521,16 @@ fn parse_range(text: &str) -> Result<(u64, Option<u64>), Failure> {
         })
     };
     let start = if a.is_empty() { 0 } else { offset(a)? };
-    let end = if b.is_empty() { None } else { Some(offset(b)?) };
+    let end = match b.strip_prefix('+') {
+        // A length, not an end: `+10` is ten bytes from the start, not the offset 10.
+        Some(n) => Some(
+            start
+                .checked_add(offset(n)?)
+                .ok_or_else(|| bad(format!("{start}+{n} is past the largest offset")))?,
+        ),
+        None if b.is_empty() => None,
+        None => Some(offset(b)?),
+    };
     if let Some(end) = end
         && end < start
     {
@@ -696,6 +721,14 @@ mod tests {
         assert!(matches!(parse_range("3..9"), Ok((3, Some(9)))));
         assert!(matches!(parse_range("3.."), Ok((3, None))));
         assert!(matches!(parse_range("..9"), Ok((0, Some(9)))));
+        assert!(matches!(
+            parse_range("1000000..+10"),
+            Ok((1_000_000, Some(1_000_010)))
+        ));
+        assert!(matches!(parse_range("..+4"), Ok((0, Some(4)))));
+        assert!(matches!(parse_range("7..+0"), Ok((7, Some(7)))));
+        assert!(parse_range("1..+-2").is_err());
+        assert!(parse_range("18446744073709551615..+1").is_err());
         assert!(parse_range("5..5").is_ok());
         for (range, says) in [
             ("5..2", "the end (2) is before the start (5)"),
@@ -703,12 +736,20 @@ mod tests {
             ("3..y", "\"y\" is not a byte offset"),
             ("-3..", "\"-3\" is negative"),
             ("1..=3", "A..=B is not taken"),
-            ("7", "expected A..B, A.. or ..B"),
+            ("7", "expected A..B, A.., ..B"),
         ] {
             let message = parse_range(range).err().unwrap().message;
             assert!(message.contains(says), "{range}: {message}");
         }
         assert_eq!(parse_key("00ff10", true).ok(), Some(vec![0, 255, 16]));
+        // Text as text; only what is not printable escaped, unambiguously.
+        assert_eq!(
+            show_key("photos/été.jpg".as_bytes(), false),
+            "photos/été.jpg"
+        );
+        assert_eq!(show_key(b"a\nb\\c\x7f", false), "a\\nb\\\\c\\u{7f}");
+        assert_eq!(show_key(b"k\xff\x00", false), "k\\xff\\u{0}");
+        assert_eq!(show_key(b"k\xff", true), "6bff");
         assert!(parse_key("0", true).is_err());
         assert!(parse_key("zz", true).is_err());
         assert_eq!(show_key(&[0, 255], true), "00ff");

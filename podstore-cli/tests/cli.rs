@@ -86,6 +86,12 @@ fn stats_for_humans_and_for_scripts() {
     let (_tmp, dir) = store();
     let out = ok(&["stats", p(&dir)]);
     assert!(out.contains("keys        5"), "{out}");
+    // The index's memory, and why it is mostly not the keys'.
+    let index = out.lines().find(|l| l.starts_with("index")).unwrap();
+    assert!(
+        index.contains("(115 B for 5 keys at 23 B each; the rest is its shard table"),
+        "{index}"
+    );
     let json: serde_json::Value = serde_json::from_str(&ok(&["stats", "--json", p(&dir)])).unwrap();
     assert_eq!(json["live_keys"], 5);
     assert_eq!(json["blob_files"], 1);
@@ -96,10 +102,12 @@ fn stats_for_humans_and_for_scripts() {
 fn ls_in_the_librarys_order_with_prefix_long_and_hex() {
     let (_tmp, dir) = store();
     let store = Store::open_with(&dir, Options::default().read_only(true)).unwrap();
-    let library: Vec<String> = store
-        .keys()
-        .map(|k| k.unwrap().escape_ascii().to_string())
-        .collect();
+    // Text as text; the one key that is not UTF-8 with its bytes escaped.
+    let shown = |k: Vec<u8>| match k.as_slice() {
+        [0, 255] => "\\u{0}\\xff".to_string(),
+        _ => String::from_utf8(k).unwrap(),
+    };
+    let library: Vec<String> = store.keys().map(|k| shown(k.unwrap())).collect();
     drop(store);
     let out = ok(&["ls", p(&dir)]);
     assert_eq!(out.lines().collect::<Vec<_>>(), library);
@@ -112,6 +120,27 @@ fn ls_in_the_librarys_order_with_prefix_long_and_hex() {
 }
 
 #[test]
+fn keys_show_as_text_with_only_what_is_not_printable_escaped() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("s");
+    let s = Store::open(&dir).unwrap();
+    for k in ["photos/été.jpg", "tab\tkey", "back\\slash", "日本/1"] {
+        s.put(k, "v").unwrap();
+    }
+    s.close().unwrap();
+    let out = ok(&["ls", p(&dir)]);
+    let mut lines: Vec<&str> = out.lines().collect();
+    lines.sort();
+    assert_eq!(
+        lines,
+        ["back\\\\slash", "photos/été.jpg", "tab\\tkey", "日本/1"],
+        "{out}"
+    );
+    let o = podstore(&["rm", p(&dir), "日本/2"]);
+    assert_eq!(stderr(&o), "podstore: no value for key(s) 日本/2\n");
+}
+
+#[test]
 fn get_whole_values_ranges_and_to_a_file() {
     let (tmp, dir) = store();
     let o = podstore(&["get", p(&dir), "docs/a"]);
@@ -121,6 +150,11 @@ fn get_whole_values_ranges_and_to_a_file() {
     // HTTP range semantics: an end past the value is clamped.
     let o = podstore(&["get", "--range", "3..100", p(&dir), "docs/a"]);
     assert_eq!(o.stdout, b"lo");
+    // A..+N: N bytes from A (not up to the offset N).
+    let o = podstore(&["get", "--range", "2..+2", p(&dir), "docs/a"]);
+    assert_eq!(o.stdout, b"ll");
+    let o = podstore(&["get", "--range", "..+3", p(&dir), "docs/a"]);
+    assert_eq!(o.stdout, b"hel");
     let o = podstore(&["get", "--hex", p(&dir), "00ff"]);
     assert_eq!(o.stdout, b"binary key");
     let file = tmp.path().join("big.out");
@@ -460,7 +494,8 @@ fn malformed_ranges_are_named_with_what_is_wrong() {
         ),
         (
             "--range=7",
-            "--range \"7\": expected A..B, A.. or ..B (byte offsets, B excluded)",
+            "--range \"7\": expected A..B, A.., ..B (byte offsets, B excluded) or A..+N (N bytes \
+             from A)",
         ),
     ] {
         let o = podstore(&["get", range, p(&dir), "docs/a"]);

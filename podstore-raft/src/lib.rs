@@ -46,7 +46,8 @@
 //! - Snapshots (src/snapshot.rs): a [`podstore::Store::checkpoint`] (hard links, no copy),
 //!   shipped as files in chunks with a crc32 per file ([`transfer`]), installed crash-atomically.
 //! - [`Node`] (src/node.rs): a Raft node over these, with its client API (put, get, get_range,
-//!   delete, linearizable reads, membership); [`http`] (src/http.rs): a transport over HTTP.
+//!   delete, conditional writes, linearizable reads, listings, membership); [`http`]
+//!   (src/http/): a transport over HTTP and the client API.
 //!
 //! # What is promised
 //!
@@ -94,7 +95,7 @@ pub mod transfer;
 pub use log_store::LogStore;
 pub use node::{Node, NodeError, default_config};
 pub use snapshot::SnapshotDir;
-pub use state_machine::StateMachine;
+pub use state_machine::{Listed, MAX_KEY_LEN, Read, StateMachine, ValueRead};
 
 openraft::declare_raft_types!(
     /// openraft's type configuration for this crate: requests are [`Request`]s, node ids `u64`,
@@ -161,6 +162,43 @@ pub enum Request {
     },
     /// Several writes applied all-or-nothing, in order.
     Batch(Vec<Op>),
+    /// Sets `key` to `value` only if `expect` holds for the key's current value; answers
+    /// [`Response::Done`], or [`Response::ConditionFailed`] with the key's current version.
+    PutIf {
+        /// The key.
+        #[serde(with = "serde_bytes")]
+        key: Vec<u8>,
+        /// The value.
+        #[serde(with = "serde_bytes")]
+        value: Vec<u8>,
+        /// The condition.
+        expect: Expect,
+    },
+    /// Removes `key` only if its value has version `version`; answers [`Response::Existed`]
+    /// (`true`), or [`Response::ConditionFailed`] with the key's current version.
+    DeleteIf {
+        /// The key.
+        #[serde(with = "serde_bytes")]
+        key: Vec<u8>,
+        /// The version the value must have.
+        version: u64,
+    },
+}
+
+/// The condition of a [`Request::PutIf`], checked against the key's value when the entry is
+/// applied: on every node against the same state, so every node decides alike.
+///
+/// A value's version is the index of the log entry that wrote it (see
+/// [`StateMachine`]): the same on every node, unlike podstore's own `Version`, which each
+/// node's store takes from its own clock.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expect {
+    /// The key has no value.
+    Absent,
+    /// The key has a value (any version).
+    Present,
+    /// The key's value has this version.
+    Version(u64),
 }
 
 impl fmt::Display for Request {
@@ -177,6 +215,15 @@ impl fmt::Display for Request {
                 value.len()
             ),
             Request::Batch(ops) => write!(f, "batch of {}", ops.len()),
+            Request::PutIf { key, value, expect } => write!(
+                f,
+                "put_if {} ({} bytes, {expect:?})",
+                key.escape_ascii(),
+                value.len()
+            ),
+            Request::DeleteIf { key, version } => {
+                write!(f, "delete_if {} (version {version})", key.escape_ascii())
+            }
         }
     }
 }
@@ -193,6 +240,12 @@ pub enum Response {
     /// The request was refused by the state machine (a key or value podstore rejects); nothing
     /// of it was applied.
     Rejected(String),
+    /// A [`Request::PutIf`] or [`Request::DeleteIf`] whose condition did not hold: nothing was
+    /// written. `current` is the key's version (`None`: it has no value).
+    ConditionFailed {
+        /// The key's version when the request was applied.
+        current: Option<u64>,
+    },
 }
 
 /// An I/O error from a podstore error (openraft's storage traits speak `io::Error`).

@@ -6,13 +6,18 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use futures::Stream;
-use openraft::alias::SnapshotOf;
+use openraft::alias::{SnapshotOf, WatchReceiverOf};
 use openraft::error::{ClientWriteError, RaftError};
 use openraft::network::{NetSnapshot, RaftNetworkFactory};
 use openraft::raft::SnapshotResponse;
 use openraft::{BasicNode, Config, ReadPolicy};
 
-use crate::{LogStore, NodeId, Raft, Request, Response, SnapshotDir, StateMachine, TypeConfig};
+use bytes::Bytes;
+
+use crate::state_machine::{Listed, Read, ValueRead};
+use crate::{
+    Expect, LogStore, NodeId, Raft, Request, Response, SnapshotDir, StateMachine, TypeConfig,
+};
 
 /// Why a client request to a [`Node`] failed.
 #[derive(Debug)]
@@ -28,8 +33,20 @@ pub enum NodeError {
     /// The entry was discarded when leadership changed: it may or may not have been applied
     /// (not acknowledged, so not promised either way).
     Unknown(String),
-    /// Raft refused the request (e.g. a membership change in progress) or has stopped.
+    /// Raft has stopped (it is shutting down, or met a fatal error).
     Raft(String),
+    /// Raft refused the request in the cluster's present state (a membership change while
+    /// another is in progress, initializing a cluster that already is one): nothing was done.
+    Refused(String),
+    /// The state machine refused the request (a key or value podstore rejects): nothing of it
+    /// was applied.
+    Rejected(String),
+    /// A conditional write's condition did not hold: nothing was written. `current` is the
+    /// key's version (`None`: it has no value).
+    ConditionFailed {
+        /// The key's version when the request was applied.
+        current: Option<u64>,
+    },
     /// The local store failed.
     Io(io::Error),
 }
@@ -42,6 +59,14 @@ impl std::fmt::Display for NodeError {
             }
             NodeError::Unknown(e) => write!(f, "outcome unknown: {e}"),
             NodeError::Raft(e) => write!(f, "raft: {e}"),
+            NodeError::Refused(e) => write!(f, "refused: {e}"),
+            NodeError::Rejected(e) => write!(f, "rejected: {e}"),
+            NodeError::ConditionFailed { current: Some(v) } => {
+                write!(f, "condition failed: the value has version {v}")
+            }
+            NodeError::ConditionFailed { current: None } => {
+                write!(f, "condition failed: the key has no value")
+            }
             NodeError::Io(e) => write!(f, "i/o: {e}"),
         }
     }
@@ -64,7 +89,56 @@ fn write_error(e: RaftError<TypeConfig, ClientWriteError<TypeConfig>>) -> NodeEr
         RaftError::APIError(ClientWriteError::LogEntryDiscarded(f)) => {
             NodeError::Unknown(f.to_string())
         }
-        other => NodeError::Raft(other.to_string()),
+        RaftError::APIError(other) => NodeError::Refused(other.to_string()),
+        RaftError::Fatal(f) => NodeError::Raft(f.to_string()),
+    }
+}
+
+/// Logs (at info) what an operator follows in a node's life: elections and leader changes,
+/// membership changes, snapshots built or installed. Ends when Raft does.
+async fn log_changes(
+    id: NodeId,
+    mut metrics: WatchReceiverOf<TypeConfig, openraft::RaftMetrics<TypeConfig>>,
+) {
+    use openraft::async_runtime::watch::WatchReceiver;
+    let (mut term, mut leader, mut membership, mut snapshot) = (0, None, None, None);
+    loop {
+        {
+            let m = metrics.borrow_watched();
+            if m.current_term != term || m.current_leader != leader {
+                if m.current_term != term && m.current_leader.is_none() {
+                    tracing::info!(node = id, term = m.current_term, "election");
+                } else if m.current_leader != leader {
+                    tracing::info!(node = id, term = m.current_term, leader = ?m.current_leader, "leader changed");
+                }
+                (term, leader) = (m.current_term, m.current_leader);
+            }
+            let now = m.membership_config.log_id().map(|l| l.index());
+            if now != membership {
+                let voters: Vec<NodeId> = m.membership_config.membership().voter_ids().collect();
+                let learners: Vec<NodeId> =
+                    m.membership_config.membership().learner_ids().collect();
+                tracing::info!(node = id, ?voters, ?learners, "membership");
+                membership = now;
+            }
+            let snap = m.snapshot.map(|l| l.index());
+            if snap != snapshot {
+                tracing::info!(node = id, last_index = ?snap, "snapshot (built or installed)");
+                snapshot = snap;
+            }
+        }
+        if metrics.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+/// The error for an answer a request should not get.
+fn unexpected(response: Response) -> NodeError {
+    match response {
+        Response::Rejected(e) => NodeError::Rejected(e),
+        Response::ConditionFailed { current } => NodeError::ConditionFailed { current },
+        other => NodeError::Raft(format!("unexpected answer {other:?}")),
     }
 }
 
@@ -135,6 +209,7 @@ impl Node {
         let raft = Raft::new(id, config, network, log.clone(), sm.clone())
             .await
             .map_err(io::Error::other)?;
+        tokio::spawn(log_changes(id, raft.metrics()));
         Ok(Node {
             id,
             dir,
@@ -175,32 +250,58 @@ impl Node {
             .into_iter()
             .map(|(id, addr)| (id, BasicNode::new(addr)))
             .collect();
-        self.raft
-            .initialize(members)
-            .await
-            .map_err(|e| NodeError::Raft(e.to_string()))
+        self.raft.initialize(members).await.map_err(|e| match e {
+            RaftError::APIError(e) => NodeError::Refused(e.to_string()),
+            RaftError::Fatal(f) => NodeError::Raft(f.to_string()),
+        })
     }
 
     /// Replicates `request` and returns what applying it answered, once a majority has it
     /// durably in its log and this node (the leader) has applied it.
     pub async fn write(&self, request: Request) -> Result<Response, NodeError> {
-        let r = self.raft.client_write(request).await.map_err(write_error)?;
-        Ok(r.data)
+        Ok(self.write_indexed(request).await?.1)
     }
 
-    /// Sets `key` to `value` (replicated).
+    /// [`Node::write`], with the index of the request's log entry: the version of every value
+    /// it wrote.
+    pub async fn write_indexed(&self, request: Request) -> Result<(u64, Response), NodeError> {
+        let r = self.raft.client_write(request).await.map_err(write_error)?;
+        Ok((r.log_id.index(), r.data))
+    }
+
+    /// Sets `key` to `value` (replicated); returns the value's version.
     pub async fn put(
         &self,
         key: impl Into<Vec<u8>>,
         value: impl Into<Vec<u8>>,
-    ) -> Result<(), NodeError> {
+    ) -> Result<u64, NodeError> {
         let request = Request::Put {
             key: key.into(),
             value: value.into(),
         };
-        match self.write(request).await? {
-            Response::Rejected(e) => Err(NodeError::Raft(e)),
-            _ => Ok(()),
+        match self.write_indexed(request).await? {
+            (_, Response::Rejected(e)) => Err(NodeError::Rejected(e)),
+            (version, _) => Ok(version),
+        }
+    }
+
+    /// Sets `key` to `value` only if `expect` holds for its value when the write is applied
+    /// (replicated; every node decides alike); returns the value's version, or
+    /// [`NodeError::ConditionFailed`].
+    pub async fn put_if(
+        &self,
+        key: impl Into<Vec<u8>>,
+        value: impl Into<Vec<u8>>,
+        expect: Expect,
+    ) -> Result<u64, NodeError> {
+        let request = Request::PutIf {
+            key: key.into(),
+            value: value.into(),
+            expect,
+        };
+        match self.write_indexed(request).await? {
+            (version, Response::Done) => Ok(version),
+            (_, other) => Err(unexpected(other)),
         }
     }
 
@@ -208,7 +309,20 @@ impl Node {
     pub async fn delete(&self, key: impl Into<Vec<u8>>) -> Result<bool, NodeError> {
         match self.write(Request::Delete { key: key.into() }).await? {
             Response::Existed(e) => Ok(e),
-            other => Err(NodeError::Raft(format!("unexpected answer {other:?}"))),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// Removes `key` only if its value has version `version` when the delete is applied
+    /// (replicated); else [`NodeError::ConditionFailed`].
+    pub async fn delete_if(&self, key: impl Into<Vec<u8>>, version: u64) -> Result<(), NodeError> {
+        let request = Request::DeleteIf {
+            key: key.into(),
+            version,
+        };
+        match self.write(request).await? {
+            Response::Existed(true) => Ok(()),
+            other => Err(unexpected(other)),
         }
     }
 
@@ -230,15 +344,64 @@ impl Node {
 
     /// The value of `key` on this node (what it has applied: possibly stale on a follower).
     pub async fn get(&self, key: impl Into<Vec<u8>>) -> Result<Option<Vec<u8>>, NodeError> {
+        Ok(self.get_versioned(key).await?.map(|(v, _)| v.to_vec()))
+    }
+
+    /// The value of `key` on this node and its version (the index of the log entry that wrote
+    /// it, the same on every node), without a copy of a value in the read cache.
+    pub async fn get_versioned(
+        &self,
+        key: impl Into<Vec<u8>>,
+    ) -> Result<Option<(Bytes, u64)>, NodeError> {
         let (sm, key) = (self.sm.clone(), key.into());
         // A value the read cache holds is served here, without the hand-off to a blocking
         // thread (which cost more than the read itself: docs/benchmarks.md, Replication).
         if let Some(value) = sm.get_cached(&key)? {
             return Ok(Some(value));
         }
-        Ok(tokio::task::spawn_blocking(move || sm.get(&key))
+        Ok(tokio::task::spawn_blocking(move || sm.get_versioned(&key))
             .await
             .map_err(io::Error::other)??)
+    }
+
+    /// The value of `key` on this node, or bytes `start..end` of it (see
+    /// [`StateMachine::read`]), with its version and length.
+    pub async fn read(
+        &self,
+        key: impl Into<Vec<u8>>,
+        range: Option<(u64, Option<u64>)>,
+    ) -> Result<Read, NodeError> {
+        if range.is_none() {
+            return Ok(match self.get_versioned(key).await? {
+                Some((bytes, version)) => Read::Value(ValueRead {
+                    len: bytes.len() as u64,
+                    bytes,
+                    start: 0,
+                    version,
+                }),
+                None => Read::Missing,
+            });
+        }
+        let (sm, key) = (self.sm.clone(), key.into());
+        Ok(tokio::task::spawn_blocking(move || sm.read(&key, range))
+            .await
+            .map_err(io::Error::other)??)
+    }
+
+    /// Up to `limit` keys of this node starting with `prefix`, after `after` (exclusive), with
+    /// their values' lengths; and whether more follow (see [`StateMachine::list`]).
+    pub async fn list(
+        &self,
+        prefix: Vec<u8>,
+        after: Option<Vec<u8>>,
+        limit: usize,
+    ) -> Result<(Vec<Listed>, bool), NodeError> {
+        let sm = self.sm.clone();
+        Ok(
+            tokio::task::spawn_blocking(move || sm.list(&prefix, after.as_deref(), limit))
+                .await
+                .map_err(io::Error::other)??,
+        )
     }
 
     /// Bytes `start..end` of the value of `key` on this node (`None`: to the end).
@@ -311,11 +474,21 @@ impl Node {
             .map_err(|e| NodeError::Raft(e.to_string()))
     }
 
-    /// Stops Raft. The stores close when the last handle to them is dropped.
+    /// Stops Raft, then flushes the state machine and the log (a restart then applies nothing
+    /// again). The stores close when the last handle to them is dropped.
     pub async fn shutdown(&self) -> Result<(), NodeError> {
         self.raft
             .shutdown()
             .await
-            .map_err(|e| NodeError::Raft(e.to_string()))
+            .map_err(|e| NodeError::Raft(e.to_string()))?;
+        let (sm, log) = (self.sm.clone(), self.log.clone());
+        tokio::task::spawn_blocking(move || -> io::Result<()> {
+            sm.flush()?;
+            log.store().flush().map_err(crate::io_err)
+        })
+        .await
+        .map_err(io::Error::other)??;
+        tracing::info!(node = self.id, "stopped; stores flushed");
+        Ok(())
     }
 }

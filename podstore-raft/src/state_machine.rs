@@ -1,7 +1,9 @@
 //! The state machine: a key-value store on a podstore [`Store`] (`<node>/sm/sm-<gen>`).
 //!
-//! Keys: `d` + the user's key for the data; `m/applied` and `m/membership` for the last applied
-//! log id and the last membership. A run of entries from openraft is applied as one podstore
+//! Keys: `d` + the user's key for the data (its value behind an 8-byte header, the version:
+//! the index of the log entry that wrote it; see src/state_machine/values.rs); `m/applied` and
+//! `m/membership` for the last applied log id and the last membership, `m/format` for the
+//! layout of the values ([`FORMAT`]). A run of entries from openraft is applied as one podstore
 //! batch holding their writes *and* the new applied id (and membership): after a crash the store
 //! holds both or neither, so the applied id always describes the data.
 //!
@@ -23,7 +25,6 @@
 use std::collections::HashMap;
 use std::fs;
 use std::io;
-use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -33,20 +34,31 @@ use openraft::alias::{LogIdOf, SnapshotMetaOf, SnapshotOf, StoredMembershipOf};
 use openraft::entry::RaftEntry;
 use openraft::storage::{ApplyResponder, EntryResponder, RaftStateMachine};
 use openraft::{EntryPayload, OptionalSend, RaftSnapshotBuilder};
-use podstore::{Batch, Durability, MAX_KEY_LEN, MAX_VALUE_LEN, Options, Store};
+use podstore::{Batch, Durability, MAX_VALUE_LEN, Options, Store};
 
 use crate::fsutil::{
     create_dirs, link_store, remove_dir, replace_file, replace_file_with, sync_dir, temporary_for,
 };
 use crate::snapshot::{SnapshotDir, Snapshots};
-use crate::{Op, Request, Response, TypeConfig, decode, encode, io_err};
+use crate::{Expect, Op, Request, Response, TypeConfig, decode, encode, io_err};
+
+mod values;
+
+use values::{HEADER_LEN, stored_in, version_in};
+pub use values::{Listed, Read, ValueRead};
 
 type LogId = LogIdOf<TypeConfig>;
 type Membership = StoredMembershipOf<TypeConfig>;
 type Meta = SnapshotMetaOf<TypeConfig>;
+type Entry = openraft::alias::EntryOf<TypeConfig>;
 
 const APPLIED: &[u8] = b"m/applied";
 const MEMBERSHIP: &[u8] = b"m/membership";
+const FORMAT_KEY: &[u8] = b"m/format";
+/// The layout of the state machine's values, in `m/format`: 1, each behind its version header.
+/// A state machine written by an earlier build (values without a header, no `m/format`) is
+/// refused at open rather than misread.
+const FORMAT: &[u8] = b"1";
 /// Entries applied per podstore batch.
 const APPLY_CHUNK: usize = 512;
 /// The most bytes of keys and values a chunk applied on the state machine's task may hold
@@ -69,16 +81,21 @@ fn data_key(key: &[u8]) -> Vec<u8> {
     k
 }
 
+/// The longest key the state machine takes: one byte less than podstore's
+/// ([`podstore::MAX_KEY_LEN`]), which the state machine's prefix of data keys takes.
+pub const MAX_KEY_LEN: usize = podstore::MAX_KEY_LEN - 1;
+
 /// Whether podstore takes `key` (with this crate's one-byte prefix) and `value`.
 fn check(key: &[u8], value: Option<&[u8]>) -> Result<(), String> {
     if key.is_empty() {
         return Err("empty key".into());
     }
-    if key.len() + 1 > MAX_KEY_LEN {
-        return Err(format!("key longer than {} bytes", MAX_KEY_LEN - 1));
+    if key.len() > MAX_KEY_LEN {
+        return Err(format!("key longer than {MAX_KEY_LEN} bytes"));
     }
-    if value.is_some_and(|v| v.len() as u64 > MAX_VALUE_LEN) {
-        return Err(format!("value longer than {MAX_VALUE_LEN} bytes"));
+    let max_value = MAX_VALUE_LEN - HEADER_LEN as u64;
+    if value.is_some_and(|v| v.len() as u64 > max_value) {
+        return Err(format!("value longer than {max_value} bytes"));
     }
     Ok(())
 }
@@ -97,6 +114,25 @@ pub(crate) fn applied_in(store: &Store) -> io::Result<(Option<LogId>, Membership
         .transpose()?
         .unwrap_or_default();
     Ok((applied, membership))
+}
+
+/// Refuses a store whose values are not in this build's layout ([`FORMAT`]); marks a new
+/// (empty) one with it.
+fn check_format(store: &Store) -> io::Result<()> {
+    match store.get(FORMAT_KEY).map_err(io_err)? {
+        Some(f) if f == FORMAT => Ok(()),
+        None if store.is_empty() => store.put(FORMAT_KEY, FORMAT).map(drop).map_err(io_err),
+        found => Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "state machine {} has values in layout {:?}, this build reads layout {:?} \
+                 (values with a version header): it was written by an earlier podstore-raft",
+                store.path().display(),
+                found.map(|f| String::from_utf8_lossy(&f).into_owned()),
+                String::from_utf8_lossy(FORMAT),
+            ),
+        )),
+    }
 }
 
 struct Shared {
@@ -169,6 +205,7 @@ impl StateMachine {
         let opts = Options::default().durability(Durability::Buffered);
         let store =
             Store::open_with(generation_dir(&root, current), opts.clone()).map_err(io_err)?;
+        check_format(&store)?;
         if current == 0 && !root.join("CURRENT").exists() {
             replace_file(&root.join("CURRENT"), b"sm-0")?;
         }
@@ -195,41 +232,9 @@ impl StateMachine {
             .clone()
     }
 
-    /// The value of `key` in this node's state machine (what it has applied).
-    pub fn get(&self, key: &[u8]) -> io::Result<Option<Vec<u8>>> {
-        check(key, None).map_err(io::Error::other)?;
-        self.store().get(data_key(key)).map_err(io_err)
-    }
-
-    /// The value of `key` if this node's read cache holds it (nothing read, never waits on
-    /// the disk: callable on an async runtime's thread); `None` if it does not, whether or not
-    /// the key has a value: then [`StateMachine::get`] tells, by reading.
-    pub fn get_cached(&self, key: &[u8]) -> io::Result<Option<Vec<u8>>> {
-        check(key, None).map_err(io::Error::other)?;
-        let cached = self.store().get_cached(data_key(key)).map_err(io_err)?;
-        Ok(cached.map(|(value, _)| value.to_vec()))
-    }
-
-    /// Bytes `start..end` of the value of `key` (`end` clamped to the value's length; `None`
-    /// for the end of the value). Reads only the chunks the range covers.
-    pub fn get_range(
-        &self,
-        key: &[u8],
-        start: u64,
-        end: Option<u64>,
-    ) -> io::Result<Option<Vec<u8>>> {
-        check(key, None).map_err(io::Error::other)?;
-        let range = (
-            Bound::Included(start),
-            end.map_or(Bound::Unbounded, Bound::Excluded),
-        );
-        self.store().get_range(data_key(key), range).map_err(io_err)
-    }
-
-    /// The length of the value of `key`.
-    pub fn value_len(&self, key: &[u8]) -> io::Result<Option<u64>> {
-        check(key, None).map_err(io::Error::other)?;
-        self.store().value_len(data_key(key)).map_err(io_err)
+    /// Makes every applied write durable (the state machine's store is written buffered).
+    pub fn flush(&self) -> io::Result<()> {
+        self.store().flush().map_err(io_err)
     }
 
     /// The last applied log index, if any.
@@ -307,6 +312,7 @@ impl StateMachine {
         )?;
         after(Step::Committed)?;
         let store = Store::open_with(&dest, sh.opts.clone()).map_err(io_err)?;
+        check_format(&store)?;
         let (applied, _) = applied_in(&store)?;
         if applied != meta.last_log_id {
             return Err(io::Error::new(
@@ -325,6 +331,11 @@ impl StateMachine {
         // A new store: its first apply creates its active segment.
         sh.written.store(false, Ordering::Relaxed);
         after(Step::Swapped)?;
+        tracing::info!(
+            last_log_id = ?meta.last_log_id,
+            generation = next,
+            "snapshot installed"
+        );
         // The old generation is removed now if nobody reads it any more, else at the next open.
         if let Ok(old) = Arc::try_unwrap(old) {
             old.close().map_err(io_err)?;
@@ -404,9 +415,10 @@ impl Step {
 /// when it only writes (puts, batches, blank and membership entries: nothing to look up, so no
 /// read that could wait for the disk) and its values total at most [`INLINE_BYTES`]. A
 /// buffered write copies into the store's write buffer and returns; it waits for the disk only
-/// when both buffers are full or a new segment file is created. Deletes and put_if_absent
-/// look their key up (`Store::contains`, which may read) and go to a blocking thread. So
-/// does the first chunk applied to a store after it was opened (it creates the active segment).
+/// when both buffers are full or a new segment file is created. Deletes, put_if_absent and
+/// conditional writes look their key up (`Store::contains`, or a read of the value's version
+/// header) and go to a blocking thread. So does the first chunk applied to a store after it
+/// was opened (it creates the active segment).
 fn applies_inline(items: &[EntryResponder<TypeConfig>]) -> bool {
     let mut bytes = 0usize;
     for (entry, _) in items {
@@ -421,7 +433,12 @@ fn applies_inline(items: &[EntryResponder<TypeConfig>]) -> bool {
                     };
                 }
             }
-            EntryPayload::Normal(Request::Delete { .. } | Request::PutIfAbsent { .. }) => {
+            EntryPayload::Normal(
+                Request::Delete { .. }
+                | Request::PutIfAbsent { .. }
+                | Request::PutIf { .. }
+                | Request::DeleteIf { .. },
+            ) => {
                 return false;
             }
         }
@@ -437,23 +454,40 @@ fn apply_chunk(
     store: &Store,
     items: Vec<EntryResponder<TypeConfig>>,
 ) -> io::Result<Vec<(ApplyResponder<TypeConfig>, Response)>> {
+    let (entries, responders): (Vec<_>, Vec<_>) = items.into_iter().unzip();
+    let responses = apply_entries(store, entries)?;
+    let answered = responders.into_iter().zip(responses);
+    Ok(answered
+        .filter_map(|(r, response)| Some((r?, response)))
+        .collect())
+}
+
+/// Applies `entries` as one batch; returns what each answered.
+fn apply_entries(store: &Store, entries: Vec<Entry>) -> io::Result<Vec<Response>> {
     let mut batch = Batch::new();
-    // Presence of keys this batch has written, ahead of the store.
-    // Kept only when the chunk has a look-up to answer (a delete or put_if_absent): a chunk of
-    // puts does not pay a copy of each key into it.
-    let reads = items.iter().any(|(e, _)| {
+    // The version of keys this batch has written (`None`: deleted), ahead of the store.
+    // Kept only when the chunk has a look-up to answer (a delete, put_if_absent or conditional
+    // write): a chunk of puts does not pay a copy of each key into it.
+    let reads = entries.iter().any(|e| {
         matches!(
             e.payload,
-            EntryPayload::Normal(Request::Delete { .. } | Request::PutIfAbsent { .. })
+            EntryPayload::Normal(
+                Request::Delete { .. }
+                    | Request::PutIfAbsent { .. }
+                    | Request::PutIf { .. }
+                    | Request::DeleteIf { .. }
+            )
         )
     });
-    let mut overlay: Option<HashMap<Vec<u8>, bool>> = reads.then(HashMap::new);
+    let mut overlay: Option<HashMap<Vec<u8>, Option<u64>>> = reads.then(HashMap::new);
     let mut last_applied = None;
     let mut membership = None;
-    let mut out = Vec::with_capacity(items.len());
+    let mut out = Vec::with_capacity(entries.len());
     let mut key_buf = Vec::new();
-    for (entry, responder) in items {
+    let mut value_buf = Vec::new();
+    for entry in entries {
         let log_id = entry.log_id();
+        let version = log_id.index();
         last_applied = Some(log_id);
         let response = match entry.payload {
             EntryPayload::Blank => Response::Done,
@@ -462,88 +496,18 @@ fn apply_chunk(
                 Response::Done
             }
             EntryPayload::Normal(req) => {
-                let present = |key: &[u8]| -> io::Result<bool> {
-                    match overlay.as_ref().and_then(|o| o.get(key)) {
-                        Some(&p) => Ok(p),
-                        None => store.contains(key).map_err(io_err),
-                    }
+                let mut w = Writes {
+                    store,
+                    batch: &mut batch,
+                    overlay: &mut overlay,
+                    key_buf: &mut key_buf,
+                    value_buf: &mut value_buf,
+                    version,
                 };
-                match req {
-                    Request::Put { key, value } => match check(&key, Some(&value)) {
-                        Ok(()) => {
-                            let k = data_key_in(&mut key_buf, &key);
-                            batch.put(k, value);
-                            if let Some(o) = &mut overlay {
-                                o.insert(k.to_vec(), true);
-                            }
-                            Response::Done
-                        }
-                        Err(e) => Response::Rejected(e),
-                    },
-                    Request::Delete { key } => match check(&key, None) {
-                        Ok(()) => {
-                            let k = data_key(&key);
-                            let existed = present(&k)?;
-                            if existed {
-                                batch.delete(&k);
-                                if let Some(o) = &mut overlay {
-                                    o.insert(k, false);
-                                }
-                            }
-                            Response::Existed(existed)
-                        }
-                        Err(e) => Response::Rejected(e),
-                    },
-                    Request::PutIfAbsent { key, value } => match check(&key, Some(&value)) {
-                        Ok(()) => {
-                            let k = data_key(&key);
-                            let inserted = !present(&k)?;
-                            if inserted {
-                                batch.put(&k, value);
-                                if let Some(o) = &mut overlay {
-                                    o.insert(k, true);
-                                }
-                            }
-                            Response::Inserted(inserted)
-                        }
-                        Err(e) => Response::Rejected(e),
-                    },
-                    Request::Batch(ops) => {
-                        let bad = ops.iter().find_map(|op| match op {
-                            Op::Put { key, value } => check(key, Some(value)).err(),
-                            Op::Delete { key } => check(key, None).err(),
-                        });
-                        match bad {
-                            Some(e) => Response::Rejected(e),
-                            None => {
-                                for op in ops {
-                                    match op {
-                                        Op::Put { key, value } => {
-                                            let k = data_key_in(&mut key_buf, &key);
-                                            batch.put(k, value);
-                                            if let Some(o) = &mut overlay {
-                                                o.insert(k.to_vec(), true);
-                                            }
-                                        }
-                                        Op::Delete { key } => {
-                                            let k = data_key_in(&mut key_buf, &key);
-                                            batch.delete(k);
-                                            if let Some(o) = &mut overlay {
-                                                o.insert(k.to_vec(), false);
-                                            }
-                                        }
-                                    }
-                                }
-                                Response::Done
-                            }
-                        }
-                    }
-                }
+                w.apply(req)?
             }
         };
-        if let Some(r) = responder {
-            out.push((r, response));
-        }
+        out.push(response);
     }
     if let Some(applied) = &last_applied {
         batch.put(APPLIED, encode(applied)?);
@@ -553,6 +517,130 @@ fn apply_chunk(
     }
     store.write(&batch).map_err(io_err)?;
     Ok(out)
+}
+
+/// The writes of one entry (numbered `version`, its log index), added to a chunk's batch.
+struct Writes<'a> {
+    store: &'a Store,
+    batch: &'a mut Batch,
+    overlay: &'a mut Option<HashMap<Vec<u8>, Option<u64>>>,
+    key_buf: &'a mut Vec<u8>,
+    value_buf: &'a mut Vec<u8>,
+    version: u64,
+}
+
+impl Writes<'_> {
+    /// The version of the value under data key `k` (`None`: no value), as this chunk left it.
+    fn current(&self, k: &[u8]) -> io::Result<Option<u64>> {
+        match self.overlay.as_ref().and_then(|o| o.get(k)) {
+            Some(&v) => Ok(v),
+            None => version_in(self.store, k),
+        }
+    }
+
+    /// Whether data key `k` has a value, as this chunk left it.
+    fn present(&self, k: &[u8]) -> io::Result<bool> {
+        match self.overlay.as_ref().and_then(|o| o.get(k)) {
+            Some(v) => Ok(v.is_some()),
+            None => self.store.contains(k).map_err(io_err),
+        }
+    }
+
+    fn put(&mut self, key: &[u8], value: &[u8]) {
+        let k = data_key_in(self.key_buf, key);
+        self.batch
+            .put(k, stored_in(self.value_buf, self.version, value));
+        if let Some(o) = self.overlay.as_mut() {
+            o.insert(k.to_vec(), Some(self.version));
+        }
+    }
+
+    fn delete(&mut self, key: &[u8]) {
+        let k = data_key_in(self.key_buf, key);
+        self.batch.delete(k);
+        if let Some(o) = self.overlay.as_mut() {
+            o.insert(k.to_vec(), None);
+        }
+    }
+
+    fn apply(&mut self, req: Request) -> io::Result<Response> {
+        Ok(match req {
+            Request::Put { key, value } => match check(&key, Some(&value)) {
+                Ok(()) => {
+                    self.put(&key, &value);
+                    Response::Done
+                }
+                Err(e) => Response::Rejected(e),
+            },
+            Request::Delete { key } => match check(&key, None) {
+                Ok(()) => {
+                    let existed = self.present(&data_key(&key))?;
+                    if existed {
+                        self.delete(&key);
+                    }
+                    Response::Existed(existed)
+                }
+                Err(e) => Response::Rejected(e),
+            },
+            Request::PutIfAbsent { key, value } => match check(&key, Some(&value)) {
+                Ok(()) => {
+                    let inserted = !self.present(&data_key(&key))?;
+                    if inserted {
+                        self.put(&key, &value);
+                    }
+                    Response::Inserted(inserted)
+                }
+                Err(e) => Response::Rejected(e),
+            },
+            Request::PutIf { key, value, expect } => match check(&key, Some(&value)) {
+                Ok(()) => {
+                    let current = self.current(&data_key(&key))?;
+                    let holds = match expect {
+                        Expect::Absent => current.is_none(),
+                        Expect::Present => current.is_some(),
+                        Expect::Version(v) => current == Some(v),
+                    };
+                    if holds {
+                        self.put(&key, &value);
+                        Response::Done
+                    } else {
+                        Response::ConditionFailed { current }
+                    }
+                }
+                Err(e) => Response::Rejected(e),
+            },
+            Request::DeleteIf { key, version } => match check(&key, None) {
+                Ok(()) => {
+                    let current = self.current(&data_key(&key))?;
+                    if current == Some(version) {
+                        self.delete(&key);
+                        Response::Existed(true)
+                    } else {
+                        Response::ConditionFailed { current }
+                    }
+                }
+                Err(e) => Response::Rejected(e),
+            },
+            Request::Batch(ops) => {
+                let bad = ops.iter().find_map(|op| match op {
+                    Op::Put { key, value } => check(key, Some(value)).err(),
+                    Op::Delete { key } => check(key, None).err(),
+                });
+                match bad {
+                    Some(e) => Response::Rejected(e),
+                    None => {
+                        for op in ops {
+                            match op {
+                                Op::Put { key, value } => self.put(&key, &value),
+                                Op::Delete { key } => self.delete(&key),
+                            }
+                        }
+                        Response::Done
+                    }
+                }
+            }
+        })
+    }
 }
 
 /// Builds a snapshot of the store it was created with.

@@ -177,10 +177,9 @@ async fn install_killed_at_each_step_leaves_the_old_or_the_new_state_whole() {
     };
     assert_eq!(new_state.applied, meta.last_log_id);
     assert_eq!(new_state.membership, meta.last_membership);
-    assert_eq!(
-        new_state.store.get(&b"dshared"[..]).map(Vec::as_slice),
-        Some(&b"the new value"[..])
-    );
+    // The raw store: the data key's prefix `d`, the value behind its 8-byte version header.
+    let shared = new_state.store.get(&b"dshared"[..]).expect("the new value");
+    assert_eq!(&shared[8..], b"the new value");
     assert_eq!(old_state.applied, Some(log_id(1, 12)));
     assert_ne!(old_state.membership, new_state.membership);
     let source_files = files(snapshot.path());

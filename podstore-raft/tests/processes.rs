@@ -67,9 +67,13 @@ async fn leader_killed_and_restarted_loses_no_acknowledged_write() {
         .send()
         .await
         .unwrap();
-    assert_eq!(
-        r.bytes().await.unwrap().as_ref(),
-        &big[4_000_000..4_100_000]
+    let status = r.status();
+    let bytes = r.bytes().await.unwrap();
+    assert!(
+        bytes.as_ref() == &big[4_000_000..4_100_000],
+        "{status}: {} bytes, {:?}",
+        bytes.len(),
+        String::from_utf8_lossy(&bytes[..bytes.len().min(200)])
     );
 
     // Every node, once it has applied what the leader has, holds every acknowledged write.

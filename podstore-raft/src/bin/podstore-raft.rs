@@ -10,20 +10,39 @@
 //!
 //! `--snapshot-logs <n>` builds a snapshot every `n` applied entries (default 10 000) and
 //! `--keep-logs <n>` keeps `n` entries of the log behind the snapshot (default 1 000): a
-//! follower further behind than that catches up by a snapshot.
+//! follower further behind than that catches up by a snapshot. `--max-value <bytes>` is the
+//! largest value a `PUT` takes (default 64 MiB; `413` beyond).
+//!
+//! `SIGTERM` or `SIGINT` (Ctrl-C) stops it cleanly: it stops accepting connections, lets the
+//! requests in flight finish (for up to [`DRAIN`]), stops Raft, flushes its stores and exits
+//! with 0. A second signal meanwhile exits at once (130).
+//!
+//! It logs to stderr through `tracing`, filtered by `RUST_LOG` (default `info`: its start,
+//! elections and leader changes, membership changes, snapshots sent, built and installed,
+//! failed requests; openraft's own `info` lines are left out unless `RUST_LOG` names it,
+//! e.g. `RUST_LOG=info,openraft=info`).
 
 use std::process::ExitCode;
+use std::time::Duration;
 
-use podstore_raft::http::{HttpNetwork, router};
+use podstore_raft::http::{DEFAULT_MAX_VALUE, HttpNetwork, router_with_max_value};
 use podstore_raft::{Node, default_config};
+use tokio::signal::unix::{SignalKind, signal};
 
 const USAGE: &str = "usage: podstore-raft --id <u64> --dir <directory> --addr <host:port> \
-                     [--snapshot-logs <n>] [--keep-logs <n>]";
+                     [--snapshot-logs <n>] [--keep-logs <n>] [--max-value <bytes>]";
+
+/// How long a shutdown waits for the requests in flight before it stops Raft anyway.
+const DRAIN: Duration = Duration::from_secs(10);
+
+/// The log filter when `RUST_LOG` is not set: this crate's lines, openraft's warnings.
+const DEFAULT_FILTER: &str = "info,openraft=warn";
 
 fn main() -> ExitCode {
     let mut args = std::env::args().skip(1);
     let (mut id, mut dir, mut addr) = (None, None, None);
     let mut config = default_config();
+    let mut max_value = DEFAULT_MAX_VALUE;
     while let Some(flag) = args.next() {
         let value = args.next();
         let ok = match (flag.as_str(), value) {
@@ -46,6 +65,13 @@ fn main() -> ExitCode {
                 }
                 _ => false,
             },
+            ("--max-value", Some(v)) => match v.parse::<usize>() {
+                Ok(n) => {
+                    max_value = n;
+                    true
+                }
+                Err(_) => false,
+            },
             ("--keep-logs", Some(v)) => match v.parse::<u64>() {
                 Ok(n) => {
                     config.max_in_snapshot_log_to_keep = n;
@@ -64,6 +90,14 @@ fn main() -> ExitCode {
         eprintln!("{USAGE}");
         return ExitCode::from(2);
     };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_FILTER));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        // Colours on a terminal only, not in a file or the journal.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(r) => r,
         Err(e) => {
@@ -71,24 +105,80 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(id, &dir, &addr, config)) {
+    match runtime.block_on(run(id, &dir, &addr, config, max_value)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
+            tracing::error!("{e}");
             eprintln!("podstore-raft: {e}");
             ExitCode::FAILURE
         }
     }
 }
 
-async fn run(id: u64, dir: &str, addr: &str, config: openraft::Config) -> std::io::Result<()> {
+/// The signals that stop a node, caught from when this is made.
+struct Signals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn catch() -> std::io::Result<Signals> {
+        Ok(Signals {
+            term: signal(SignalKind::terminate())?,
+            int: signal(SignalKind::interrupt())?,
+        })
+    }
+
+    /// Waits for `SIGTERM` or `SIGINT`; returns its name.
+    async fn next(&mut self) -> &'static str {
+        tokio::select! {
+            _ = self.term.recv() => "SIGTERM",
+            _ = self.int.recv() => "SIGINT",
+        }
+    }
+}
+
+async fn run(
+    id: u64,
+    dir: &str,
+    addr: &str,
+    config: openraft::Config,
+    max_value: usize,
+) -> std::io::Result<()> {
+    // Caught before the node opens: a signal during the open (a long log replay) is not lost.
+    let mut signals = Signals::catch()?;
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let node = Node::open(id, dir, config, HttpNetwork::new()).await?;
-    println!("podstore-raft: node {id} serving on http://{addr}, data in {dir}");
-    axum::serve(listener, router(node.clone()))
-        .with_graceful_shutdown(async {
-            let _ = tokio::signal::ctrl_c().await;
-        })
-        .await?;
+    tracing::info!(node = id, dir, "serving on http://{addr}");
+    let (drained_tx, drained_rx) = tokio::sync::oneshot::channel::<()>();
+    let app = router_with_max_value(node.clone(), max_value);
+    // Stops accepting on `drained_tx`, then waits for the requests in flight.
+    let mut server = tokio::spawn(
+        axum::serve(listener, app)
+            .with_graceful_shutdown(async {
+                let _ = drained_rx.await;
+            })
+            .into_future(),
+    );
+    let name = tokio::select! {
+        name = signals.next() => name,
+        served = &mut server => {
+            // The server ended by itself (its listener failed).
+            served.map_err(std::io::Error::other)??;
+            return Err(std::io::Error::other("the server stopped"));
+        }
+    };
+    tracing::info!(node = id, "{name}: stopping (draining requests, then Raft)");
+    tokio::spawn(async move {
+        let name = signals.next().await;
+        eprintln!("podstore-raft: {name} again: exiting at once");
+        std::process::exit(130);
+    });
+    let _ = drained_tx.send(());
+    match tokio::time::timeout(DRAIN, server).await {
+        Ok(served) => served.map_err(std::io::Error::other)??,
+        Err(_) => tracing::warn!(node = id, "requests still in flight after {DRAIN:?}"),
+    }
     node.shutdown().await.map_err(std::io::Error::other)?;
     Ok(())
 }

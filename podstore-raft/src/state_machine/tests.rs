@@ -132,12 +132,16 @@ async fn get_cached_answers_from_memory_and_follows_overwrites() {
     apply(&mut sm, vec![put(1, "a")]).await;
     // Read once: kept (a value written is kept on write too; either way it is in memory now).
     assert_eq!(sm.get(b"a").unwrap(), Some(b"a at 1".to_vec()));
-    assert_eq!(sm.get_cached(b"a").unwrap(), Some(b"a at 1".to_vec()));
+    let cached = |sm: &StateMachine| {
+        let c = sm.get_cached(b"a").unwrap();
+        c.map(|(v, version)| (v.to_vec(), version))
+    };
+    assert_eq!(cached(&sm), Some((b"a at 1".to_vec(), 1)));
     apply(&mut sm, vec![put(2, "a")]).await;
     // The new value or nothing (then `get` reads), never the old one.
-    let cached = sm.get_cached(b"a").unwrap();
+    let cached = cached(&sm);
     assert!(
-        cached.is_none() || cached == Some(b"a at 2".to_vec()),
+        cached.is_none() || cached == Some((b"a at 2".to_vec(), 2)),
         "{cached:?}"
     );
     assert_eq!(sm.get(b"a").unwrap(), Some(b"a at 2".to_vec()));
@@ -195,4 +199,149 @@ async fn small_writes_apply_inline_and_reads_or_large_values_on_a_blocking_threa
     assert!(!sm.shared.written.load(Ordering::Relaxed));
     assert_eq!(sm.get(b"b").unwrap(), Some(b"b at 2".to_vec()));
     assert_eq!(sm.applied_index().unwrap(), Some(5));
+}
+
+fn normal(index: u64, request: Request) -> EntryOf<TypeConfig> {
+    EntryOf::<TypeConfig>::new_normal(log_id(index), request)
+}
+
+/// Applies `entries` as one chunk and returns what each answered.
+async fn answers(sm: &mut StateMachine, entries: Vec<EntryOf<TypeConfig>>) -> Vec<Response> {
+    let store = sm.store();
+    tokio::task::spawn_blocking(move || apply_entries(&store, entries).unwrap())
+        .await
+        .unwrap()
+}
+
+/// A value's version is the index of the entry that wrote it; conditional writes compare it,
+/// in one chunk (against the chunk's own earlier writes) as across chunks, and a failed one
+/// writes nothing and names the current version.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conditional_writes_compare_the_log_index_that_wrote_the_value() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut sm = open(dir.path());
+    let put_if = |i, key: &str, value: &str, expect| {
+        let (key, value) = (key.as_bytes().to_vec(), value.as_bytes().to_vec());
+        normal(i, Request::PutIf { key, value, expect })
+    };
+    let delete_if = |i, key: &str, version| {
+        let key = key.as_bytes().to_vec();
+        normal(i, Request::DeleteIf { key, version })
+    };
+    let first = answers(
+        &mut sm,
+        vec![
+            put(1, "a"),
+            put_if(2, "a", "stale", Expect::Version(7)),
+            put_if(3, "a", "second", Expect::Version(1)),
+            put_if(4, "a", "not new", Expect::Absent),
+            put_if(5, "b", "new", Expect::Absent),
+            put_if(6, "c", "none yet", Expect::Present),
+            delete_if(7, "b", 4),
+        ],
+    )
+    .await;
+    let failed = |current| Response::ConditionFailed { current };
+    assert_eq!(
+        first,
+        [
+            Response::Done,
+            failed(Some(1)),
+            Response::Done,
+            failed(Some(3)),
+            Response::Done,
+            failed(None),
+            failed(Some(5)),
+        ]
+    );
+    let read = |sm: &StateMachine, key: &str| {
+        let v = sm.get_versioned(key.as_bytes()).unwrap();
+        v.map(|(v, version)| (String::from_utf8(v.to_vec()).unwrap(), version))
+    };
+    assert_eq!(read(&sm, "a"), Some(("second".into(), 3)));
+    assert_eq!(read(&sm, "b"), Some(("new".into(), 5)));
+    assert_eq!(read(&sm, "c"), None);
+    // A later chunk reads the versions from the store.
+    let second = answers(
+        &mut sm,
+        vec![
+            delete_if(8, "b", 5),
+            delete_if(9, "b", 5),
+            put_if(10, "a", "third", Expect::Present),
+        ],
+    )
+    .await;
+    assert_eq!(
+        second,
+        [Response::Existed(true), failed(None), Response::Done]
+    );
+    assert_eq!(read(&sm, "b"), None);
+    assert_eq!(read(&sm, "a"), Some(("third".into(), 10)));
+    // Ranges and lengths are of the value, not of its stored header.
+    assert_eq!(sm.value_len(b"a").unwrap(), Some(5));
+    match sm.read(b"a", Some((1, Some(99)))).unwrap() {
+        Read::Value(v) => {
+            assert_eq!(
+                (&v.bytes[..], v.start, v.len, v.version),
+                (&b"hird"[..], 1, 5, 10)
+            )
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        sm.read(b"a", Some((6, None))).unwrap(),
+        Read::OutOfRange { len: 5 }
+    );
+    assert_eq!(
+        sm.read(b"a", Some((3, Some(2)))).unwrap(),
+        Read::OutOfRange { len: 5 }
+    );
+    assert_eq!(sm.read(b"zz", Some((0, None))).unwrap(), Read::Missing);
+}
+
+/// A listing gives the user's keys (not the store's metadata), in order, a page at a time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn listing_pages_through_a_prefix() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut sm = open(dir.path());
+    let keys = ["p/1", "p/2", "p/3", "pz", "q"];
+    let entries = keys.iter().enumerate().map(|(i, k)| put(i as u64 + 1, k));
+    apply(&mut sm, entries.collect()).await;
+    let names = |l: &[Listed]| -> Vec<String> {
+        l.iter()
+            .map(|k| String::from_utf8(k.key.clone()).unwrap())
+            .collect()
+    };
+    let (page, more) = sm.list(b"p/", None, 2).unwrap();
+    assert_eq!(
+        (names(&page), more),
+        (vec!["p/1".into(), "p/2".into()], true)
+    );
+    assert_eq!(page[0].len, "p/1 at 1".len() as u64);
+    let (page, more) = sm.list(b"p/", Some(b"p/2"), 2).unwrap();
+    assert_eq!((names(&page), more), (vec!["p/3".to_string()], false));
+    let (all, more) = sm.list(b"", None, 100).unwrap();
+    assert_eq!(
+        (names(&all), more),
+        (keys.map(String::from).to_vec(), false)
+    );
+    // A token before the prefix starts at it; one past it lists nothing.
+    assert_eq!(names(&sm.list(b"p/", Some(b"a"), 9).unwrap().0).len(), 3);
+    assert!(sm.list(b"p/", Some(b"pa"), 9).unwrap().0.is_empty());
+}
+
+/// A state machine written by an earlier build (values without their version header) is
+/// refused, not misread.
+#[test]
+fn a_state_machine_without_the_value_layout_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(open(dir.path()));
+    let store_dir = dir.path().join("sm").join("sm-0");
+    let store = Store::open(&store_dir).unwrap();
+    store.delete(FORMAT_KEY).unwrap();
+    store.put(APPLIED, encode(&log_id(3)).unwrap()).unwrap();
+    store.put(b"dold", b"no header").unwrap();
+    store.close().unwrap();
+    let e = StateMachine::open(dir.path().join("sm"), dir.path().join("snapshots")).unwrap_err();
+    assert!(e.to_string().contains("earlier podstore-raft"), "{e}");
 }

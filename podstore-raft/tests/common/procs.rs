@@ -31,6 +31,18 @@ impl Proc {
     }
 }
 
+impl Proc {
+    /// Sends the process signal `name` (`TERM`, `INT`) with `kill(1)`.
+    pub fn signal(&self, name: &str) {
+        let status = Command::new("kill")
+            .arg(format!("-{name}"))
+            .arg(self.child.id().to_string())
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -{name}: {status}");
+    }
+}
+
 impl Drop for Proc {
     fn drop(&mut self) {
         let _ = self.child.kill();
@@ -78,9 +90,14 @@ pub fn free_ports(n: usize) -> Vec<u16> {
         .collect()
 }
 
-/// Starts node `id` with extra `args` and environment variables `env`.
+/// Starts node `id` with extra `args` and environment variables `env`. Its log goes to the
+/// test's stderr: errors only, unless the test runs with `RUST_LOG` (which the node inherits).
 pub fn spawn(id: u64, dir: &Path, addr: &str, args: &[&str], env: &[(&str, &str)]) -> Proc {
-    let child = Command::new(env!("CARGO_BIN_EXE_podstore-raft"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_podstore-raft"));
+    if std::env::var_os("RUST_LOG").is_none() {
+        command.env("RUST_LOG", "error");
+    }
+    let child = command
         .args(["--id", &id.to_string(), "--dir"])
         .arg(dir)
         .args(["--addr", addr])
@@ -179,6 +196,13 @@ impl Cluster {
     /// SIGKILLs node `id`.
     pub fn kill(&mut self, id: u64) {
         drop(self.procs.remove(&id));
+    }
+
+    /// Sends node `id` signal `name`; returns its process, to wait for.
+    pub fn signal(&mut self, id: u64, name: &str) -> Proc {
+        let proc = self.procs.remove(&id).expect("a running node");
+        proc.signal(name);
+        proc
     }
 
     /// The leader: a running node that says it leads, and that a majority of the running nodes

@@ -1,20 +1,48 @@
 //! An HTTP transport: the Raft RPCs between nodes (postcard bodies; snapshots as a stream of
-//! length-prefixed [`crate::transfer`] frames) and a small client API.
+//! length-prefixed [`crate::transfer`] frames) and the client API (src/http/api.rs).
 //!
-//! Client API (keys are the URL path segment, values raw bodies):
+//! # The client API
 //!
-//! | request | what |
+//! **Keys.** The path after `/kv/` is percent-decoded into the key's bytes, slashes kept:
+//! `/kv/photo/42` and `/kv/photo%2F42` name the key `photo/42`, `/kv/%FF%00` the two bytes
+//! `ff 00` (keys need not be UTF-8); a `+` is a `+`. A `%` not followed by two hex digits is
+//! `400 bad_key`, so is an empty key or one longer than [`crate::MAX_KEY_LEN`] (4095 bytes: one
+//! byte less than podstore's, which the state machine's prefix takes). HTTP clients resolve
+//! `.` and `..` path segments before sending: encode them (`%2E`) to use them in a key.
+//!
+//! **Versions.** A value's version is the index of the log entry that wrote it, the same on
+//! every node; it is the `ETag` (`"42"`, quoted) of every `PUT` and `GET` answer, and the
+//! `If-Match` a conditional write names, checked when the write is applied, on every node
+//! alike.
+//!
+//! **Errors** are JSON: `{"error": "<code>", "message": "..."}` (codes below). A write, a
+//! linearizable read or a membership change sent to a follower answers `421 not_leader` with
+//! the leader's address in the `x-leader` header (when known): clients resend it there.
+//!
+//! | request | answers |
 //! |---|---|
-//! | `PUT /kv/{key}` | put (replicated); `200` once acknowledged |
-//! | `GET /kv/{key}[?linearizable=1][&start=S][&end=E]` | get, or bytes `S..E`; `404` if absent |
-//! | `DELETE /kv/{key}` | delete; answers `true` or `false` (existed) |
-//! | `POST /cluster/init` | JSON `{"1": "127.0.0.1:21001", ...}`: start a cluster of these |
-//! | `POST /cluster/learner` | JSON `{"id": 4, "addr": "..."}`: add a learner, wait for it |
-//! | `POST /cluster/voters` | JSON `[1, 2, 3]`: make these the voters |
-//! | `GET /cluster/status` | JSON: id, leader, term, last applied, last log, purged and snapshot indexes, voters |
+//! | `PUT /kv/{key}` (body: the value) | `200` `{"version": 42, "etag": "\"42\"", "len": 5}` and `ETag` once replicated; `400 bad_key`; `413 too_large` (over `--max-value`, 64 MiB by default) |
+//! | `PUT` with `If-None-Match: *` | `201` (created) as above; `412 precondition_failed` if the key has a value |
+//! | `PUT` with `If-Match: "42"` (or `*`) | `200` as above; `412 precondition_failed` (with the current `ETag`, if any) if the value has another version or none |
+//! | `GET /kv/{key}[?linearizable=1]` | `200` the value, with `ETag`; `404 not_found` |
+//! | `GET /kv/{key}?start=S[&end=E]` | `206` bytes `S..E` (`end` exclusive, clamped to the value's end as `Store::get_range` does), with `ETag` and `Content-Range: bytes S-(E-1)/LEN`; `200` and no bytes when the range is empty (`S` at the end, or `S = E`); `416 range_not_satisfiable` with `Content-Range: bytes */LEN` when `S` is past the end or `E` before `S` |
+//! | `DELETE /kv/{key}` | `204`; `404 not_found` if the key had no value |
+//! | `DELETE` with `If-Match: "42"` (or `*`) | `204`; `412 precondition_failed` if the value has another version or none |
+//! | `GET /kv?prefix=P&limit=N&after=T[&linearizable=1]` | `200` `{"keys": [{"key": "photo/42", "len": 5}, ...], "next": T2}`: up to `N` keys (default 1000, at most 10 000) starting with `P`, in byte order, after token `T`; `next` is the token of the next page, `null` after the last; a key that is not UTF-8 is given as `"key_hex"` |
+//! | `POST /cluster/init` | JSON `{"1": "127.0.0.1:21001", ...}`: start a cluster of these; `200` this node's status; `409 conflict` if it already is one |
+//! | `POST /cluster/learner` | JSON `{"id": 4, "addr": "..."}`: add a learner and wait until it has caught up; `200` status |
+//! | `POST /cluster/voters` | JSON `[1, 2, 3]`: make these the voters; `200` status; `409 conflict` while another change runs |
+//! | `GET /cluster/status` | `200` JSON: id, leader, term, last applied, last log, purged and snapshot indexes, voters |
 //!
-//! A write or a linearizable read sent to a follower answers `421 Misdirected Request` with the
-//! leader's address in the `x-leader` header (when known): clients resend it there.
+//! The cluster routes read their body as JSON whatever its `Content-Type` (a bare `curl -d`
+//! says `application/x-www-form-urlencoded`). Every route may also answer `400 bad_request`
+//! (a malformed query, header or JSON body), `421 not_leader`, `503 outcome_unknown` (the
+//! leader changed before the write was acknowledged: it may or may not have been applied),
+//! `503 unavailable` (Raft is shutting down) and `500 internal` (the store failed: the node's
+//! log has the error). A path no route takes answers `404 no_route`, a method a route does not
+//! take `405 method_not_allowed`.
+//!
+//! # Raft RPCs
 //!
 //! Every Raft RPC names the node it is meant for in the [`TARGET_HEADER`] header. A node refuses
 //! an RPC meant for another (`421`), or one that names none (`400`), before Raft sees it: a
@@ -22,16 +50,15 @@
 //! node) would otherwise feed a node its own leader's messages, which Raft's engine treats as
 //! a broken invariant and panics on. The sender takes the refusal as "unreachable".
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::VecDeque;
 use std::future::Future;
 use std::time::Duration;
 
-use axum::Json;
 use axum::body::{Body, Bytes};
-use axum::extract::{DefaultBodyLimit, Path, Query, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::post;
 use futures::StreamExt;
 use openraft::alias::{SnapshotOf, VoteOf};
 use openraft::async_runtime::watch::WatchReceiver;
@@ -44,7 +71,12 @@ use openraft::{BasicNode, RaftNetworkV2};
 use serde::{Deserialize, Serialize};
 
 use crate::transfer::{Deframer, framed, frames};
-use crate::{Node, NodeError, NodeId, SnapshotDir, TypeConfig, decode, encode};
+use crate::{Node, NodeId, SnapshotDir, TypeConfig, decode, encode};
+
+mod api;
+mod query;
+
+pub use api::{DEFAULT_LIST_LIMIT, DEFAULT_MAX_VALUE, MAX_LIST_LIMIT};
 
 /// The header of a Raft RPC that names the node it is meant for (its id, in decimal).
 pub const TARGET_HEADER: &str = "x-podstore-raft-target";
@@ -77,20 +109,24 @@ fn misdirected(node: &Node, headers: &HeaderMap) -> Option<Response> {
 }
 
 /// The HTTP routes of `node`: Raft RPCs under `/raft`, the client API under `/kv` and
-/// `/cluster`.
+/// `/cluster`, values up to [`DEFAULT_MAX_VALUE`] bytes.
 pub fn router(node: Node) -> axum::Router {
+    router_with_max_value(node, DEFAULT_MAX_VALUE)
+}
+
+/// [`router`], taking values (request bodies of `PUT /kv/...`) up to `max_value` bytes
+/// (`413` beyond).
+pub fn router_with_max_value(node: Node, max_value: usize) -> axum::Router {
+    // axum refuses bodies over 2 MB by default: an AppendEntries of large values would be
+    // refused for ever. What they carry was bounded when the client's request was taken.
+    let unlimited = DefaultBodyLimit::disable();
     axum::Router::new()
-        .route("/raft/append", post(raft_append))
-        .route("/raft/vote", post(raft_vote))
-        .route("/raft/snapshot", post(raft_snapshot))
-        .route("/kv/{key}", get(kv_get).put(kv_put).delete(kv_delete))
-        .route("/cluster/init", post(cluster_init))
-        .route("/cluster/learner", post(cluster_learner))
-        .route("/cluster/voters", post(cluster_voters))
-        .route("/cluster/status", get(cluster_status))
-        // axum refuses bodies over 2 MB by default: an AppendEntries of large values, or a put
-        // of one, would be refused for ever. Values are bounded by podstore's own limit.
-        .layer(DefaultBodyLimit::disable())
+        .route("/raft/append", post(raft_append).layer(unlimited))
+        .route("/raft/vote", post(raft_vote).layer(unlimited))
+        .route("/raft/snapshot", post(raft_snapshot).layer(unlimited))
+        .merge(api::routes(max_value))
+        .fallback(api::no_route)
+        .method_not_allowed_fallback(api::no_method)
         .with_state(node)
 }
 
@@ -179,103 +215,6 @@ fn body_frames(
     )
 }
 
-fn node_error(e: NodeError) -> Response {
-    match e {
-        NodeError::NotLeader { addr, leader } => {
-            let mut headers = HeaderMap::new();
-            if let Some(v) = addr.and_then(|a| HeaderValue::from_str(&a).ok()) {
-                headers.insert("x-leader", v);
-            }
-            (
-                StatusCode::MISDIRECTED_REQUEST,
-                headers,
-                format!("not the leader (leader: {leader:?})"),
-            )
-                .into_response()
-        }
-        NodeError::Unknown(e) => (StatusCode::SERVICE_UNAVAILABLE, e).into_response(),
-        other => (StatusCode::INTERNAL_SERVER_ERROR, other.to_string()).into_response(),
-    }
-}
-
-async fn kv_put(State(node): State<Node>, Path(key): Path<String>, body: Bytes) -> Response {
-    match node.put(key.into_bytes(), body.to_vec()).await {
-        Ok(()) => StatusCode::OK.into_response(),
-        Err(e) => node_error(e),
-    }
-}
-
-async fn kv_delete(State(node): State<Node>, Path(key): Path<String>) -> Response {
-    match node.delete(key.into_bytes()).await {
-        Ok(existed) => existed.to_string().into_response(),
-        Err(e) => node_error(e),
-    }
-}
-
-/// Query of `GET /kv/{key}`.
-#[derive(Deserialize)]
-struct GetQuery {
-    linearizable: Option<u8>,
-    start: Option<u64>,
-    end: Option<u64>,
-}
-
-async fn kv_get(
-    State(node): State<Node>,
-    Path(key): Path<String>,
-    Query(q): Query<GetQuery>,
-) -> Response {
-    if q.linearizable.unwrap_or(0) != 0
-        && let Err(e) = node.linearize().await
-    {
-        return node_error(e);
-    }
-    let key = key.into_bytes();
-    let value = match (q.start, q.end) {
-        (None, None) => node.get(key).await,
-        (start, end) => node.get_range(key, start.unwrap_or(0), end).await,
-    };
-    match value {
-        Ok(Some(v)) => v.into_response(),
-        Ok(None) => StatusCode::NOT_FOUND.into_response(),
-        Err(e) => node_error(e),
-    }
-}
-
-async fn cluster_init(
-    State(node): State<Node>,
-    Json(members): Json<BTreeMap<NodeId, String>>,
-) -> Response {
-    match node.initialize(members).await {
-        Ok(()) => StatusCode::OK.into_response(),
-        Err(e) => node_error(e),
-    }
-}
-
-/// Body of `POST /cluster/learner`.
-#[derive(Deserialize)]
-struct Learner {
-    id: NodeId,
-    addr: String,
-}
-
-async fn cluster_learner(State(node): State<Node>, Json(l): Json<Learner>) -> Response {
-    match node.add_learner(l.id, l.addr).await {
-        Ok(()) => StatusCode::OK.into_response(),
-        Err(e) => node_error(e),
-    }
-}
-
-async fn cluster_voters(
-    State(node): State<Node>,
-    Json(voters): Json<BTreeSet<NodeId>>,
-) -> Response {
-    match node.change_membership(voters).await {
-        Ok(()) => StatusCode::OK.into_response(),
-        Err(e) => node_error(e),
-    }
-}
-
 /// What `GET /cluster/status` answers.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
 pub struct Status {
@@ -297,21 +236,19 @@ pub struct Status {
     pub voters: Vec<NodeId>,
 }
 
-async fn cluster_status(State(node): State<Node>) -> Response {
-    let status = {
-        let m = node.raft().metrics().borrow_watched().clone();
-        Status {
-            id: node.id(),
-            leader: m.current_leader,
-            term: m.current_term,
-            last_applied: m.last_applied.map(|l| l.index()),
-            last_log: m.last_log_index,
-            purged: m.purged.map(|l| l.index()),
-            snapshot: m.snapshot.map(|l| l.index()),
-            voters: m.membership_config.membership().voter_ids().collect(),
-        }
-    };
-    Json(status).into_response()
+/// The status of `node`, from its Raft metrics.
+pub(crate) fn status_of(node: &Node) -> Status {
+    let m = node.raft().metrics().borrow_watched().clone();
+    Status {
+        id: node.id(),
+        leader: m.current_leader,
+        term: m.current_term,
+        last_applied: m.last_applied.map(|l| l.index()),
+        last_log: m.last_log_index,
+        purged: m.purged.map(|l| l.index()),
+        snapshot: m.snapshot.map(|l| l.index()),
+        voters: m.membership_config.membership().voter_ids().collect(),
+    }
 }
 
 // ---- client: the network openraft replicates through ----
@@ -416,6 +353,11 @@ impl RaftNetworkV2<TypeConfig> for HttpPeer {
         cancel: impl Future<Output = ReplicationClosed> + Send + 'static,
         _option: RPCOption,
     ) -> Result<SnapshotResponse<TypeConfig>, StreamingError<TypeConfig>> {
+        tracing::info!(
+            target_node = self.target,
+            last_log_id = ?snapshot.meta.last_log_id,
+            "sending a snapshot"
+        );
         let stream = framed(frames(snapshot.snapshot, vote, snapshot.meta));
         let send = self
             .client

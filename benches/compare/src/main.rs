@@ -14,6 +14,7 @@ mod charts;
 mod engines;
 mod memlimit;
 mod memlimit_report;
+mod ranges;
 mod report;
 mod scale;
 mod suite;
@@ -32,6 +33,9 @@ usage:
         put      --size 4K --threads 16 [--ops 20000] [--max-bytes 256M] [--secs 1.5]
         get      --size 1K --threads 16 --cache cold|warm [--dataset 128M] [--ops 20000] [--secs 1]
         range    --size 1M --range whole|OFF+LEN (OFF may be end-4K) [--ops 12] [--keys N] [--secs 3]
+        ranges   [--size 10M] [--keys 100] [--ops 3000]
+                 (random 4 KiB ranges after a cold open: a pass, the same ranges again, and a
+                 mixed pass, 90 % in 32 hot 64 KiB regions of 4 values)
         seqwrite --size 256K [--total 2G] [--secs 20]
         mix      --size 1M --threads 16 [--dataset 512M] [--ops 600] [--secs 10]
                  (50 % durable puts of fresh keys, 50 % gets of random loaded keys)

@@ -284,6 +284,7 @@ fn run_inner(args: &Args) -> Res<String> {
         "put" => put(args, &engine, &dir.path, seed)?,
         "get" => get(args, &engine, &dir.path, seed, load_threads)?,
         "range" => range(args, &engine, &dir.path, seed)?,
+        "ranges" => crate::ranges::ranges(args, &engine, &dir.path, seed)?,
         "seqwrite" => seqwrite(args, &engine, &dir.path, seed)?,
         "reopen" => reopen(args, &engine, &dir.path, seed, load_threads)?,
         "mix" | "oldest" => mixed(args, &engine, &workload, &dir.path, seed, load_threads)?,

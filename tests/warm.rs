@@ -188,6 +188,43 @@ fn warms_every_live_small_value(opts: Options, n: usize) -> Stats {
 }
 
 #[test]
+fn reads_racing_the_warm_up_do_not_stop_it() {
+    // Readers that keep a value before the warm-up reaches it make the warm-up's keep replace an
+    // entry under its own key (two readers that missed the same value do too), which the
+    // cache's library reports as an eviction. The warm-up stops at the first eviction (the cache
+    // is full: it never makes it evict), so before the cache told the two apart it stopped at
+    // the next segment (or at once), having kept a part of the store or nothing: a restart read
+    // from at once (a service, YCSB's run phase) ran cold. Every key is read here, newest first
+    // (where the walk begins), from two threads, while it runs: it must still walk every segment
+    // and keep every value.
+    const N: usize = 6000;
+    for mode in common::store::MODES {
+        let fx = TestStore::new(opts(mode, 32 << 20));
+        fill(&fx, N, 1000);
+        let store = fx.open();
+        std::thread::scope(|scope| {
+            for t in 0..2 {
+                let store = &store;
+                scope.spawn(move || {
+                    for k in (0..N).rev().filter(|k| k % 2 == t) {
+                        let got = store.get(key(k)).unwrap();
+                        assert_eq!(got, Some(value(k, 0, 1000)), "key {k}");
+                    }
+                });
+            }
+        });
+        let s = wait_warm(&store);
+        assert_eq!(s.cache_evictions, 0, "{mode:?}: {s:?}");
+        assert!(s.log_segments > 2, "{s:?}");
+        assert_eq!(s.cache_warmed_values, N as u64, "{mode:?}: {s:?}");
+        // Every read after it is a hit.
+        let (hits, misses) = read_counting(&store, 0..N, |k| Some(value(k, 0, 1000)));
+        assert_eq!((hits, misses), (N as u64, 0), "{mode:?}");
+        store.close().unwrap();
+    }
+}
+
+#[test]
 fn a_segment_larger_than_a_read_is_warmed_across_its_reads() {
     // One segment of about 14 MiB: several reads of 4 MiB, each made while the walk goes
     // through the one before, with records across their ends and large ones stepped over.

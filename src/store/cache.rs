@@ -159,15 +159,44 @@ impl Weighter<Key, Cached> for ByBytes {
     }
 }
 
-/// Counts evictions (and inserts the cache refused as too heavy, which it reports the same way).
+/// Counts evictions: entries dropped to make room (and inserts the cache refused as too heavy,
+/// which it reports the same way). quick_cache reports an entry replaced by an insert under its
+/// own key as evicted too (two readers that missed the same value both keep it, or the warm-up
+/// keeps one a reader kept): [`Cache::insert`] does not count those, so that the count says the
+/// cache is full, which is what the warm-up stops on (`store/warm.rs`).
 #[derive(Debug, Clone, Default)]
 struct CountEvictions(Arc<AtomicU64>);
 
+/// The keys one insertion evicted (the first [`Evicted::KEYS`]; the rest only counted).
+#[derive(Default)]
+struct Evicted {
+    keys: [Option<Key>; Evicted::KEYS],
+    count: u64,
+}
+
+impl Evicted {
+    const KEYS: usize = 4;
+
+    /// Evictions other than the entry `key` replaced.
+    fn besides(&self, key: &Key) -> u64 {
+        self.count - u64::from(self.keys.contains(&Some(*key)))
+    }
+}
+
 impl Lifecycle<Key, Cached> for CountEvictions {
-    type RequestState = ();
-    fn begin_request(&self) {}
-    fn on_evict(&self, _state: &mut (), _key: Key, _val: Cached) {
-        self.0.fetch_add(1, Ordering::Relaxed);
+    type RequestState = Evicted;
+    fn begin_request(&self) -> Evicted {
+        Evicted::default()
+    }
+    fn on_evict(&self, state: &mut Evicted, key: Key, _val: Cached) {
+        if let Some(slot) = state.keys.get_mut(state.count as usize) {
+            *slot = Some(key);
+        }
+        state.count += 1;
+    }
+    fn end_request(&self, state: Evicted) {
+        // Any request but `Cache::insert`'s, which counts its own (it knows the key it put).
+        self.0.fetch_add(state.count, Ordering::Relaxed);
     }
 }
 
@@ -285,7 +314,10 @@ impl Cache {
     /// Keeps `value` under `key`. Only verified bytes may be inserted (see the module's doc).
     pub(super) fn insert(&self, key: Key, value: Cached) {
         if let Some(inner) = &self.inner {
-            inner.insert(key, value);
+            let evicted = inner.insert_with_lifecycle(key, value).besides(&key);
+            if evicted > 0 {
+                self.evictions.fetch_add(evicted, Ordering::Relaxed);
+            }
         }
     }
 
@@ -405,6 +437,29 @@ mod tests {
             Cached::Bytes(Bytes::from(vec![1u8; (cap / 8) as usize])),
         );
         assert!(c.get(&big).is_some());
+    }
+
+    #[test]
+    fn a_value_kept_again_under_its_own_key_is_no_eviction() {
+        // Two readers that missed the same value both keep it (or the warm-up keeps one a
+        // reader kept): the second replaces the first, which quick_cache reports as evicted.
+        // The warm-up stops at the first eviction, so this must not count as one.
+        let c = Cache::new(1 << 20);
+        let k = Key::of(&entry(1, 4096, 1000), Part::Value);
+        for _ in 0..3 {
+            c.insert(k, Cached::Bytes(Bytes::from(vec![7u8; 1000])));
+        }
+        assert_eq!(c.figures().evictions, 0, "{:?}", c.figures());
+        assert_eq!(c.figures().bytes, 1000 + ENTRY_OVERHEAD);
+        // Evictions to make room are still counted, one by one.
+        for i in 0..2_000u64 {
+            let k = Key::of(&entry(2, i * 4096, 1000), Part::Value);
+            c.insert(k, Cached::Bytes(Bytes::from(vec![i as u8; 1000])));
+        }
+        let f = c.figures();
+        let held = f.bytes / (1000 + ENTRY_OVERHEAD);
+        assert!(f.evictions > 0, "{f:?}");
+        assert_eq!(f.evictions + held, 2_001, "{f:?}");
     }
 
     #[test]

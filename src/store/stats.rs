@@ -100,7 +100,8 @@ pub struct Stats {
     /// Lookups of the read cache that found nothing since open (the bytes were then read from
     /// disk). A range read of a small value that is not cached counts one too.
     pub cache_misses: u64,
-    /// Entries the read cache dropped to make room since open.
+    /// Entries the read cache dropped to make room since open (an entry replaced by the same
+    /// part of the same record, kept again by another reader, is not one).
     pub cache_evictions: u64,
     /// Bytes the read cache holds now, each entry's bookkeeping included: never more than
     /// [`cache_capacity`](Stats::cache_capacity). With a cache of 16 MiB or more, a thirty-second of

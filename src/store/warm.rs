@@ -38,9 +38,10 @@
 //!
 //! **Never evicting, never blocking.** It stops when the cache's free room (less a sixteenth,
 //! for the shards' uneven filling) is used, or the cache has evicted anything since it began
-//! (full: readers are filling it too); it holds no lock across I/O (an index lookup copies the
-//! entries out; a cache insertion takes a shard's lock briefly), and stops between records when
-//! the store closes (after the reads in progress: its own and the one made ahead). A file removed meanwhile (compacted) ends the walk of that file quietly; the
+//! (full: readers are filling it too; an entry kept again under its own key, as when a reader
+//! kept a value first, is no eviction: `store/cache.rs`); it holds no lock across I/O (an
+//! index lookup copies the entries out; a cache insertion takes a shard's lock briefly), and
+//! stops between records when the store closes (after the reads in progress: its own and the one made ahead). A file removed meanwhile (compacted) ends the walk of that file quietly; the
 //! handle it holds keeps the bytes readable, and what it kept of that file is never looked up.
 
 mod hotset;

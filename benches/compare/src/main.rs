@@ -43,7 +43,8 @@ usage:
                  (durable puts alternating with gets from the oldest 5 % of the keys)
         ycsb     --mix a|b|c|f [--records 200000] [--ops 400000] [--threads 8] [--size 1K] [--secs 60]
                  [--distribution zipfian|uniform]
-                 (YCSB core workloads, scrambled zipfian keys, unsynced updates, run after a reopen)
+                 (YCSB core workloads, scrambled zipfian keys, unsynced updates, the run phase in
+                 a fresh process after the load)
         memlimit [--mem-limit 1G] [--records 4194304] [--size 1K] [--ops 400000] [--threads 8]
                  [--secs 120] [--phases c,c-uniform,b,a,f] [--cache-cap LIMIT/2]
                  [--load-timeout 3600]
@@ -159,6 +160,7 @@ fn main() -> ExitCode {
         "run" => workloads::run(&args).map(|line| println!("{line}")),
         "probe-open" => workloads::probe_open(&args).map(|line| println!("{line}")),
         "memlimit-phase" => memlimit::phase(&args).map(|line| println!("{line}")),
+        "ycsb-phase" => ycsb::phase_child(&args).map(|line| println!("{line}")),
         "suite" => suite::suite(&args, &argv),
         "report" => report::report(&args, &argv),
         "engines" => {

@@ -79,6 +79,12 @@ pub trait Engine: Send + Sync {
         None
     }
 
+    /// The engine's own figures after a run, for the run's line (podstore: its read cache's
+    /// hits and misses, what the warm-up kept); `None` for engines that give none.
+    fn figures(&self) -> Option<serde_json::Value> {
+        None
+    }
+
     /// Flushes and closes.
     fn close(self: Box<Self>) -> Res<()>;
 

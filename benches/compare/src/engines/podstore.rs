@@ -96,6 +96,17 @@ impl Engine for Pod {
         Ok(self.store.get_range(key, off..off + len)?)
     }
 
+    fn figures(&self) -> Option<serde_json::Value> {
+        let s = self.store.stats();
+        Some(serde_json::json!({
+            "cache_hits": s.cache_hits,
+            "cache_misses": s.cache_misses,
+            "cache_warming": s.cache_warming,
+            "cache_warmed_values": s.cache_warmed_values,
+            "cache_warm_read_bytes": s.cache_warm_read_bytes,
+        }))
+    }
+
     fn close(self: Box<Self>) -> Res<()> {
         Ok(self.store.close()?)
     }

@@ -496,9 +496,7 @@ pub(crate) fn workload_text(r: &SuiteRun, wl: &str) -> String {
         ),
         "ycsb" => format!(
             "YCSB's core workloads in YCSB's shape: {} records of {} are loaded in bulk (16 \
-             threads) and synced; the engine is closed and opened again (its own caches empty, \
-             the page cache as the load left it, like YCSB's run phase in a fresh process); \
-             then {} threads run {} operations (a run stops issuing them after {} s) on records \
+             threads) and synced; the engine is closed, {}; then {} threads run {} operations (a run stops issuing them after {} s) on records \
              chosen by YCSB's scrambled zipfian distribution (θ = 0.99). A: 50 % reads, 50 % \
              updates; B: 95 % reads, 5 % updates; C: reads only; F: 50 % reads, 50 % \
              read-modify-writes (a read and an update of one record, timed as one operation). \
@@ -507,6 +505,19 @@ pub(crate) fn workload_text(r: &SuiteRun, wl: &str) -> String {
              --records {} --ops {} --threads {}`.",
             sc.ycsb_records,
             fmt_size(sc.ycsb_size),
+            // Runs since 2026-12-05 say `run_process: fresh`; before, the run phase reopened the
+            // engine in the load's process and drew its operations after the open.
+            if r.results
+                .iter()
+                .flatten()
+                .any(|v| v["params"]["run_process"] == "fresh")
+            {
+                "and a fresh process (its own caches and heap empty, the page cache as the load \
+                 left it) draws the operations, opens the engine and starts at once"
+            } else {
+                "opened again in the same process (its own caches empty, the page cache as the \
+                 load left it) and the operations drawn, untimed"
+            },
             sc.ycsb_threads,
             sc.ycsb_ops,
             sc.ycsb_secs,

@@ -589,9 +589,14 @@ impl Reader {
 
     /// Whether a stream of reads of `found`'s value gains by reading ahead into a buffer of its
     /// own (`ValueReader`): not when the value is in memory whole (held by `found`, or a value
-    /// the cache keeps whole), where every read is a copy already.
+    /// the cache keeps whole), where every read is a copy already; nor when the cache keeps the
+    /// value in pieces, where a stream's reads fetch whole pieces (`read/pieces.rs`) and the
+    /// next reads copy from them: a buffer of its own would hold the same bytes twice.
     pub(super) fn streams(&self, found: &Located) -> bool {
-        found.whole.is_none() && found.prefetched.is_none() && !self.cache.holds_whole(&found.entry)
+        found.whole.is_none()
+            && found.prefetched.is_none()
+            && !self.cache.holds_whole(&found.entry)
+            && !self.cache.holds_pieces(&found.entry)
     }
 
     /// Bytes `range` of the value of `found` (the value of `key`), by [`range::resolve`]'s

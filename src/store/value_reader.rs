@@ -18,12 +18,12 @@ use crate::meta::ValueMeta;
 /// last frame it decompressed (and the frame table entries it read), so a stream of small
 /// `read` calls reads and decompresses each frame once.
 ///
-/// **Read-ahead.** A stream of [`Read::read`] calls, each where the last ended, on a value the
-/// read cache does not keep whole, is served from a buffer of the reader's own, filled by
-/// reads that grow from 64 KiB to 1 MiB as the stream goes on (as the kernel's readahead grows
-/// per open file), so that small `read` calls (8 KiB from [`std::io::copy`]) cost one disk read
-/// per window, cache or no cache. A seek away, or [`ValueReader::read_exact_at`], reads only
-/// what it is asked for. The buffer holds at most 1 MiB per reader.
+/// **Read-ahead.** A stream of [`Read::read`] calls, each where the last ended, reads ahead in
+/// windows that grow from 64 KiB to 1 MiB as the stream goes on (as the kernel's readahead
+/// grows per open file), so that small `read` calls (8 KiB from [`std::io::copy`]) cost one
+/// disk read per window: into the read cache's pieces where the cache keeps the value in
+/// pieces, else (the cache off) into a buffer of the reader's own, at most 1 MiB per reader. A
+/// seek away, or [`ValueReader::read_exact_at`], reads only what it is asked for.
 ///
 /// Reading past the end: [`Read::read`] at or past the end returns 0 (end of file), and a read
 /// that starts inside the value returns at most the bytes left, like a file.

@@ -65,8 +65,22 @@ pub(super) enum Access {
     /// Not the [`RUN`]th read in a row near the one before: fetch the chunks it touches, no
     /// more.
     Random,
-    /// A stream: fetch the pieces around it.
-    Near,
+    /// A stream, this read the `n`th in a row near the one before (`n` ≥ [`RUN`]): fetch the
+    /// pieces around it, and ahead of it as the stream goes on ([`Access::ahead`]).
+    Near(u32),
+}
+
+impl Access {
+    /// The least a read of a stream fetches from the start of its range: a piece for the
+    /// [`RUN`]th read in a row, doubling with each read after it up to 1 MiB (as the kernel's
+    /// readahead window grows), so that a long stream of small reads (a `ValueReader`'s)
+    /// costs a read per 1 MiB, not per piece.
+    pub(super) fn ahead(self) -> u64 {
+        match self {
+            Access::Random => 0,
+            Access::Near(n) => NEAR << (n - RUN).min(4),
+        }
+    }
 }
 
 /// The table of last reads (see the module's doc).
@@ -90,7 +104,7 @@ impl Patterns {
         let run = last.run_with(place, start);
         *last = Last { place, end, run };
         if run >= RUN {
-            Access::Near
+            Access::Near(run)
         } else {
             Access::Random
         }
@@ -146,7 +160,7 @@ mod tests {
         assert!(!p.is_near(&e, (1 << 20) + 16384 + NEAR + 1));
         assert_eq!(
             p.note(&e, (1 << 20) + 20000, (1 << 20) + 24096),
-            Access::Near
+            Access::Near(2)
         );
         // A jump far away: random, and the stream starts again from there.
         assert_eq!(p.note(&e, 5 << 20, (5 << 20) + 4096), Access::Random);
@@ -154,7 +168,18 @@ mod tests {
             p.note(&e, (5 << 20) + 4096, (5 << 20) + 8192),
             Access::Random
         );
-        assert_eq!(p.note(&e, (5 << 20) + 8192, (5 << 20) + 9000), Access::Near);
+        assert_eq!(
+            p.note(&e, (5 << 20) + 8192, (5 << 20) + 9000),
+            Access::Near(2)
+        );
+        // The stream goes on: it reads further ahead each time, up to 1 MiB.
+        let aheads: Vec<u64> = (0..6)
+            .map(|i| {
+                p.note(&e, (5 << 20) + 9000 + i, (5 << 20) + 9001 + i)
+                    .ahead()
+            })
+            .collect();
+        assert_eq!(aheads, [128, 256, 512, 1024, 1024, 1024].map(|k| k << 10));
         // Another value's reads at the same offsets tell nothing about this one.
         let other = entry(8, 4096);
         assert_eq!(
@@ -175,7 +200,7 @@ mod tests {
             x ^= x << 17;
             let e = &values[(x % 100) as usize];
             let start = (x >> 8) % ((10 << 20) - 4096);
-            if p.note(e, start, start + 4096) == Access::Near {
+            if p.note(e, start, start + 4096) != Access::Random {
                 near += 1;
             }
         }

@@ -9,8 +9,9 @@
 //! - the chunks its range touches, no more, and keeps them at the granularity it read them:
 //!   the whole pieces among them as pieces, the other chunks one by one. A random 4 KiB range
 //!   reads one or two chunks, and the same range read again is a copy;
-//! - around itself, the whole pieces its range lies in (**read-around**), only when the reads
-//!   of the value are a stream: it starts near where the last read of the same value ended
+//! - around itself, the whole pieces its range lies in (**read-around**), and ahead of it as
+//!   a stream goes on (a piece, doubling up to 1 MiB), only when the reads of the value are a
+//!   stream: the second read in a row that starts near where the one before ended
 //!   (`read/pattern.rs`), and only while the cache has free room
 //!   ([`Cache::has_room`](super::super::cache::Cache)), so that a full cache is never pushed
 //!   to evict for bytes nobody asked for. A stream of ranges then reads a piece at a time and
@@ -140,12 +141,14 @@ impl Reader {
     ) -> Result<()> {
         let stored = found.entry.stored_len;
         let out = &mut dst[(run.start - start) as usize..(run.end - start) as usize];
-        // Read-around: the pieces the run lies in, for a stream of reads, while there is room.
+        // Read-around: the pieces the run lies in, and ahead of it as a stream goes on
+        // (`Access::ahead`), while there is room.
+        let reach = (run.start + access.ahead()).max(run.end).min(stored);
         let (lo, hi) = (
             run.start / PIECE * PIECE,
-            (run.end.div_ceil(PIECE) * PIECE).min(stored),
+            (reach.div_ceil(PIECE) * PIECE).min(stored),
         );
-        if access == Access::Near
+        if access != Access::Random
             && (lo, hi) != (run.start, run.end)
             && self.cache.has_room(hi - lo)
         {

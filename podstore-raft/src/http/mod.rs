@@ -76,7 +76,9 @@ use crate::{Node, NodeId, SnapshotDir, TypeConfig, decode, encode};
 mod api;
 mod query;
 
-pub use api::{DEFAULT_LIST_LIMIT, DEFAULT_MAX_VALUE, MAX_LIST_LIMIT};
+pub use api::{
+    DEFAULT_LIST_LIMIT, DEFAULT_MAX_VALUE, MAX_LIST_LIMIT, REPLAYED_HEADER, REQUEST_ID_HEADER,
+};
 
 /// The header of a Raft RPC that names the node it is meant for (its id, in decimal).
 pub const TARGET_HEADER: &str = "x-podstore-raft-target";
@@ -145,11 +147,7 @@ async fn raft_append(State(node): State<Node>, headers: HeaderMap, body: Bytes) 
         Ok(r) => r,
         Err(e) => return (StatusCode::BAD_REQUEST, e.to_string()).into_response(),
     };
-    let r = node
-        .raft()
-        .append_entries(rpc)
-        .await
-        .map_err(|e| e.to_string());
+    let r = node.append_entries(rpc).await.map_err(|e| e.to_string());
     postcard_reply(&r)
 }
 
@@ -220,7 +218,7 @@ fn body_frames(
 pub struct Status {
     /// This node.
     pub id: NodeId,
-    /// The leader it knows of.
+    /// The leader it knows of: itself, or a leader it has heard from in its current term.
     pub leader: Option<NodeId>,
     /// Its current term.
     pub term: u64,
@@ -241,7 +239,7 @@ pub(crate) fn status_of(node: &Node) -> Status {
     let m = node.raft().metrics().borrow_watched().clone();
     Status {
         id: node.id(),
-        leader: m.current_leader,
+        leader: node.known_leader(),
         term: m.current_term,
         last_applied: m.last_applied.map(|l| l.index()),
         last_log: m.last_log_index,

@@ -17,7 +17,8 @@
 //!
 //! **Errors** are JSON: `{"error": "<code>", "message": "..."}` (codes below). A write, a
 //! linearizable read or a membership change sent to a follower answers `421 not_leader` with
-//! the leader's address in the `x-leader` header (when known): clients resend it there.
+//! the leader's address in the `x-leader` header (when known: only a leader it has heard from
+//! in its current term, [`crate::Node::known_leader`]): clients resend it there.
 //!
 //! | request | answers |
 //! |---|---|
@@ -33,6 +34,7 @@
 //! | `POST /cluster/learner` | JSON `{"id": 4, "addr": "..."}`: add a learner and wait until it has caught up; `200` status |
 //! | `POST /cluster/voters` | JSON `[1, 2, 3]`: make these the voters; `200` status; `409 conflict` while another change runs |
 //! | `GET /cluster/status` | `200` JSON: id, leader, term, last applied, last log, purged and snapshot indexes, voters |
+//! | `PUT` or `DELETE` with `x-podstore-request-id: <client>:<seq>` ([`REQUEST_ID_HEADER`]) | as without it the first time; a retry under the same id with the same request is not applied again and answers as the first did (its `ETag` too), with `x-podstore-replayed: true` ([`REPLAYED_HEADER`]); `409 request_id_refused` if the id was used for another request or is older than the state machine remembers ([`crate::REQUEST_ID_WINDOW`]) |
 //!
 //! The cluster routes read their body as JSON whatever its `Content-Type` (a bare `curl -d`
 //! says `application/x-www-form-urlencoded`). Every route may also answer `400 bad_request`

@@ -238,6 +238,11 @@ impl StateMachine {
         self.store().flush().map_err(io_err)
     }
 
+    /// The figures of the live store ([`Store::stats`]).
+    pub fn stats(&self) -> podstore::Stats {
+        self.store().stats()
+    }
+
     /// The last applied log index, if any.
     pub fn applied_index(&self) -> io::Result<Option<u64>> {
         Ok(applied_in(&self.store())?.0.map(|l| l.index()))

@@ -33,7 +33,8 @@
 //! | `POST /cluster/init` | JSON `{"1": "127.0.0.1:21001", ...}`: start a cluster of these; `200` this node's status; `409 conflict` if it already is one |
 //! | `POST /cluster/learner` | JSON `{"id": 4, "addr": "..."}`: add a learner and wait until it has caught up; `200` status |
 //! | `POST /cluster/voters` | JSON `[1, 2, 3]`: make these the voters; `200` status; `409 conflict` while another change runs |
-//! | `GET /cluster/status` | `200` JSON: id, leader, term, last applied, last log, purged and snapshot indexes, voters |
+//! | `GET /cluster/status` | `200` JSON: id, leader (itself, or one it has heard from in its term), term, last applied, last log, purged and snapshot indexes, voters, learners; on the leader `replication`: each other member's `matched` index and `lag` (entries behind the leader's last) |
+//! | `GET /metrics` | `200` the node's figures in the Prometheus text format (OpenMetrics): its stores' (`podstore_store_live_keys`, `_live_bytes`, `_disk_bytes`, `_cache_hits_total`, `_cache_misses_total`, `_cache_bytes`, `_user_bytes_written_total`, by `store="sm"` or `"log"`), Raft's (`podstore_raft_term`, `_is_leader`, `_last_log_index`, `_committed_index`, `_applied_index`, `_snapshot_index`, `_purged_index`; on the leader `_replication_matched_index` and `_replication_lag` by `follower`), requests (`podstore_raft_http_requests_total` and the histogram `podstore_raft_http_request_duration_seconds` by `route`, `method`, `status`) |
 //! | `PUT` or `DELETE` with `x-podstore-request-id: <client>:<seq>` ([`REQUEST_ID_HEADER`]) | as without it the first time; a retry under the same id with the same request is not applied again and answers as the first did (its `ETag` too), with `x-podstore-replayed: true` ([`REPLAYED_HEADER`]); `409 request_id_refused` if the id was used for another request or is older than the state machine remembers ([`crate::REQUEST_ID_WINDOW`]) |
 //!
 //! The cluster routes read their body as JSON whatever its `Content-Type` (a bare `curl -d`
@@ -52,7 +53,7 @@
 //! node) would otherwise feed a node its own leader's messages, which Raft's engine treats as
 //! a broken invariant and panics on. The sender takes the refusal as "unreachable".
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::future::Future;
 use std::time::Duration;
 
@@ -76,6 +77,7 @@ use crate::transfer::{Deframer, framed, frames};
 use crate::{Node, NodeId, SnapshotDir, TypeConfig, decode, encode};
 
 mod api;
+mod metrics;
 mod query;
 
 pub use api::{
@@ -124,13 +126,23 @@ pub fn router_with_max_value(node: Node, max_value: usize) -> axum::Router {
     // axum refuses bodies over 2 MB by default: an AppendEntries of large values would be
     // refused for ever. What they carry was bounded when the client's request was taken.
     let unlimited = DefaultBodyLimit::disable();
+    let metrics = std::sync::Arc::new(metrics::Metrics::new(node.clone()));
+    let scrape = metrics.clone();
     axum::Router::new()
         .route("/raft/append", post(raft_append).layer(unlimited))
         .route("/raft/vote", post(raft_vote).layer(unlimited))
         .route("/raft/snapshot", post(raft_snapshot).layer(unlimited))
         .merge(api::routes(max_value))
+        .route(
+            "/metrics",
+            axum::routing::get(move || metrics::serve(scrape.clone())),
+        )
         .fallback(api::no_route)
         .method_not_allowed_fallback(api::no_method)
+        .layer(axum::middleware::from_fn_with_state(
+            metrics,
+            metrics::track,
+        ))
         .with_state(node)
 }
 
@@ -234,6 +246,21 @@ pub struct Status {
     pub snapshot: Option<u64>,
     /// The voters of its membership.
     pub voters: Vec<NodeId>,
+    /// The learners of its membership.
+    #[serde(default)]
+    pub learners: Vec<NodeId>,
+    /// On the leader: each other member's replication (`None` elsewhere).
+    #[serde(default)]
+    pub replication: Option<BTreeMap<NodeId, Replication>>,
+}
+
+/// How far a follower or learner is behind the leader ([`Status::replication`]).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct Replication {
+    /// The last log index the leader knows it holds (`None`: none yet).
+    pub matched: Option<u64>,
+    /// Entries it lacks behind the leader's last log index.
+    pub lag: u64,
 }
 
 /// The status of `node`, from its Raft metrics.
@@ -248,6 +275,18 @@ pub(crate) fn status_of(node: &Node) -> Status {
         purged: m.purged.map(|l| l.index()),
         snapshot: m.snapshot.map(|l| l.index()),
         voters: m.membership_config.membership().voter_ids().collect(),
+        learners: m.membership_config.membership().learner_ids().collect(),
+        replication: m.replication.as_ref().map(|r| {
+            let last = m.last_log_index.unwrap_or(0);
+            r.iter()
+                .filter(|(id, _)| **id != node.id())
+                .map(|(id, l)| {
+                    let matched = l.map(|l| l.index());
+                    let lag = last.saturating_sub(matched.unwrap_or(0));
+                    (*id, Replication { matched, lag })
+                })
+                .collect()
+        }),
     }
 }
 

@@ -321,6 +321,9 @@ impl Client {
         let start = Instant::now();
         let mut backoff = self.retry.first_backoff;
         let mut last = String::from("no attempt made");
+        // Whether the last attempt was sent where a 421 said: a second redirect in a row (two
+        // nodes each naming the other while leadership moves) waits like a failure.
+        let mut redirected = false;
         for _ in 0..self.retry.attempts.max(1) {
             let addr = self.target();
             let sent = build(&self.http, &format!("http://{addr}"))
@@ -336,9 +339,14 @@ impl Client {
                         .map(String::from);
                     match named {
                         // The leader is known: go there at once.
-                        Some(l) if l != addr => {
+                        Some(l) if l != addr && !redirected => {
                             self.set_leader(Some(l));
+                            redirected = true;
                             continue;
+                        }
+                        Some(l) if l != addr => {
+                            last = format!("{addr}: not the leader, {l} is");
+                            self.set_leader(Some(l));
                         }
                         _ => {
                             last = format!("{addr}: not the leader, and no leader known");
@@ -363,6 +371,7 @@ impl Client {
                     self.set_leader(None);
                 }
             }
+            redirected = false;
             if start.elapsed() + backoff > self.retry.deadline {
                 break;
             }

@@ -47,7 +47,11 @@
 //!   shipped as files in chunks with a crc32 per file ([`transfer`]), installed crash-atomically.
 //! - [`Node`] (src/node.rs): a Raft node over these, with its client API (put, get, get_range,
 //!   delete, conditional writes, linearizable reads, listings, membership); [`http`]
-//!   (src/http/): a transport over HTTP and the client API.
+//!   (src/http/): a transport over HTTP, the client API and `/metrics`.
+//! - Writes under a request id ([`Request::Once`], src/state_machine/once.rs) are applied once:
+//!   the state machine remembers each client's last [`REQUEST_ID_WINDOW`] ids and answers a
+//!   retry with the first outcome. The `client` feature's `client::Client` (src/client.rs)
+//!   finds the leader, retries across elections and sends every write with a request id.
 //!
 //! # What is promised
 //!

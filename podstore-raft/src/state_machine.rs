@@ -3,7 +3,8 @@
 //! Keys: `d` + the user's key for the data (its value behind an 8-byte header, the version:
 //! the index of the log entry that wrote it; see src/state_machine/values.rs); `m/applied` and
 //! `m/membership` for the last applied log id and the last membership, `m/format` for the
-//! layout of the values ([`FORMAT`]). A run of entries from openraft is applied as one podstore
+//! layout of the values ([`FORMAT`]); `r/m` and `r/i` for the request ids of writes applied
+//! once (src/state_machine/once.rs). A run of entries from openraft is applied as one podstore
 //! batch holding their writes *and* the new applied id (and membership): after a crash the store
 //! holds both or neither, so the applied id always describes the data.
 //!

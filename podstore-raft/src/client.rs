@@ -146,7 +146,8 @@ pub struct Value {
     pub bytes: Bytes,
     /// The value's version.
     pub version: u64,
-    /// The value's whole length.
+    /// The value's whole length. (For a range read that came back empty, its start: a node
+    /// does not tell the length with an empty range, whose start is at most the length.)
     pub len: u64,
 }
 

@@ -47,7 +47,11 @@
 //!   shipped as files in chunks with a crc32 per file ([`transfer`]), installed crash-atomically.
 //! - [`Node`] (src/node.rs): a Raft node over these, with its client API (put, get, get_range,
 //!   delete, conditional writes, linearizable reads, listings, membership); [`http`]
-//!   (src/http/): a transport over HTTP and the client API.
+//!   (src/http/): a transport over HTTP, the client API and `/metrics`.
+//! - Writes under a request id ([`Request::Once`], src/state_machine/once.rs) are applied once:
+//!   the state machine remembers each client's last [`REQUEST_ID_WINDOW`] ids and answers a
+//!   retry with the first outcome. The `client` feature's `client::Client` (src/client.rs)
+//!   finds the leader, retries across elections and sends every write with a request id.
 //!
 //! # What is promised
 //!
@@ -82,6 +86,8 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+#[cfg(feature = "client")]
+pub mod client;
 mod fsutil;
 pub mod http;
 mod log_store;
@@ -93,7 +99,7 @@ pub mod testing;
 pub mod transfer;
 
 pub use log_store::LogStore;
-pub use node::{Node, NodeError, default_config};
+pub use node::{Node, NodeError, Written, default_config};
 pub use snapshot::SnapshotDir;
 pub use state_machine::{Listed, MAX_KEY_LEN, Read, StateMachine, ValueRead};
 
@@ -183,7 +189,37 @@ pub enum Request {
         /// The version the value must have.
         version: u64,
     },
+    /// `request`, applied at most once for its request id `id`: the state machine remembers the
+    /// outcome of each client's last [`REQUEST_ID_WINDOW`] request ids, and answers a request
+    /// whose id it remembers with that first outcome ([`Response::Replayed`]) instead of
+    /// applying it again. A client retries a write whose answer it lost (a leader killed after
+    /// the commit, a connection cut) under the same id, and gets the first outcome.
+    ///
+    /// (Last of the variants: a log written before it existed still decodes.)
+    Once {
+        /// The request's id.
+        id: RequestId,
+        /// The write (not itself a `Once`).
+        request: Box<Request>,
+    },
 }
+
+/// The id of a client's write ([`Request::Once`]): the client's id, chosen at random by the
+/// client, and its sequence number, counting up from 1 in the order the client issues writes.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct RequestId {
+    /// The client.
+    pub client: u64,
+    /// The write's number among the client's (from 1).
+    pub seq: u64,
+}
+
+/// How many of a client's request ids the state machine remembers (see [`Request::Once`]):
+/// the ids from its highest sequence number down to `REQUEST_ID_WINDOW - 1` below it. An id
+/// below that window is refused ([`Response::RequestIdRefused`]): the state machine cannot
+/// tell any more whether it was applied. A client with more writes in flight at once than this
+/// may see its oldest refused.
+pub const REQUEST_ID_WINDOW: u64 = 1024;
 
 /// The condition of a [`Request::PutIf`], checked against the key's value when the entry is
 /// applied: on every node against the same state, so every node decides alike.
@@ -224,6 +260,9 @@ impl fmt::Display for Request {
             Request::DeleteIf { key, version } => {
                 write!(f, "delete_if {} (version {version})", key.escape_ascii())
             }
+            Request::Once { id, request } => {
+                write!(f, "{request} (request {}:{})", id.client, id.seq)
+            }
         }
     }
 }
@@ -246,6 +285,18 @@ pub enum Response {
         /// The key's version when the request was applied.
         current: Option<u64>,
     },
+    /// A [`Request::Once`] whose id the state machine remembers, for the same request: nothing
+    /// was applied again; `response` is what the first one answered, at log index `index`
+    /// (the version of what it wrote).
+    Replayed {
+        /// The log index of the first request.
+        index: u64,
+        /// What the first request answered.
+        response: Box<Response>,
+    },
+    /// A [`Request::Once`] refused, nothing applied: its id was used for a different request,
+    /// or is older than the state machine remembers ([`REQUEST_ID_WINDOW`]).
+    RequestIdRefused(String),
 }
 
 /// An I/O error from a podstore error (openraft's storage traits speak `io::Error`).

@@ -3,20 +3,22 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use futures::Stream;
 use openraft::alias::{SnapshotOf, WatchReceiverOf};
+use openraft::error::ForwardToLeader;
 use openraft::error::{ClientWriteError, RaftError};
 use openraft::network::{NetSnapshot, RaftNetworkFactory};
-use openraft::raft::SnapshotResponse;
+use openraft::raft::{AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse};
 use openraft::{BasicNode, Config, ReadPolicy};
 
 use bytes::Bytes;
 
 use crate::state_machine::{Listed, Read, ValueRead};
 use crate::{
-    Expect, LogStore, NodeId, Raft, Request, Response, SnapshotDir, StateMachine, TypeConfig,
+    Expect, LogStore, NodeId, Raft, Request, RequestId, Response, SnapshotDir, StateMachine,
+    TypeConfig,
 };
 
 /// Why a client request to a [`Node`] failed.
@@ -47,6 +49,9 @@ pub enum NodeError {
         /// The key's version when the request was applied.
         current: Option<u64>,
     },
+    /// A write under a request id ([`Request::Once`]) refused, nothing applied: the id was
+    /// used for another request, or is older than the state machine remembers.
+    RequestIdRefused(String),
     /// The local store failed.
     Io(io::Error),
 }
@@ -67,6 +72,7 @@ impl std::fmt::Display for NodeError {
             NodeError::ConditionFailed { current: None } => {
                 write!(f, "condition failed: the key has no value")
             }
+            NodeError::RequestIdRefused(e) => write!(f, "request id refused: {e}"),
             NodeError::Io(e) => write!(f, "i/o: {e}"),
         }
     }
@@ -80,12 +86,9 @@ impl From<io::Error> for NodeError {
     }
 }
 
-fn write_error(e: RaftError<TypeConfig, ClientWriteError<TypeConfig>>) -> NodeError {
+fn write_error(node: &Node, e: RaftError<TypeConfig, ClientWriteError<TypeConfig>>) -> NodeError {
     match e {
-        RaftError::APIError(ClientWriteError::ForwardToLeader(f)) => NodeError::NotLeader {
-            leader: f.leader_id,
-            addr: f.leader_node.map(|n| n.addr),
-        },
+        RaftError::APIError(ClientWriteError::ForwardToLeader(f)) => node.not_leader(&f),
         RaftError::APIError(ClientWriteError::LogEntryDiscarded(f)) => {
             NodeError::Unknown(f.to_string())
         }
@@ -138,6 +141,7 @@ fn unexpected(response: Response) -> NodeError {
     match response {
         Response::Rejected(e) => NodeError::Rejected(e),
         Response::ConditionFailed { current } => NodeError::ConditionFailed { current },
+        Response::RequestIdRefused(e) => NodeError::RequestIdRefused(e),
         other => NodeError::Raft(format!("unexpected answer {other:?}")),
     }
 }
@@ -151,6 +155,19 @@ pub struct Node {
     raft: Raft,
     sm: StateMachine,
     log: LogStore,
+    /// The leader this node has last accepted an AppendEntries from, and its term (see
+    /// [`Node::known_leader`]).
+    heard: Arc<Mutex<Option<(u64, NodeId)>>>,
+}
+
+/// What a write applied ([`Node::put_with`], [`Node::delete_with`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Written {
+    /// The log index of the write: the version of what it wrote.
+    pub index: u64,
+    /// Whether this is the answer of an earlier request under the same request id, remembered
+    /// by the state machine (nothing was applied again).
+    pub replayed: bool,
 }
 
 impl std::fmt::Debug for Node {
@@ -216,7 +233,59 @@ impl Node {
             raft,
             sm,
             log,
+            heard: Arc::new(Mutex::new(None)),
         })
+    }
+
+    /// Hands an AppendEntries RPC to Raft; notes its sender as a leader this node has heard
+    /// from in its term when Raft accepts it (see [`Node::known_leader`]). Transports call this,
+    /// not `raft().append_entries`.
+    pub async fn append_entries(
+        &self,
+        rpc: AppendEntriesRequest<TypeConfig>,
+    ) -> Result<AppendEntriesResponse<TypeConfig>, openraft::error::RaftError<TypeConfig>> {
+        use openraft::vote::RaftLeaderId;
+        let sender = {
+            let leader = rpc.vote.leader_id();
+            (leader.term(), *leader.node_id())
+        };
+        let r = self.raft.append_entries(rpc).await;
+        if matches!(&r, Ok(a) if !matches!(a, AppendEntriesResponse::HigherVote(_))) {
+            *self.heard.lock().unwrap_or_else(|e| e.into_inner()) = Some(sender);
+        }
+        r
+    }
+
+    /// The leader this node knows, for clients and `x-leader`: itself when it leads, else the
+    /// leader Raft names only if this node has accepted an AppendEntries from it in the
+    /// current term. A node restarted keeps the vote of its last term, leader included, until
+    /// it hears otherwise: without this, it would send clients to a leader it has not heard
+    /// from since (possibly the node that was just killed).
+    pub fn known_leader(&self) -> Option<NodeId> {
+        use openraft::async_runtime::watch::WatchReceiver;
+        let (term, leader) = {
+            let m = self.raft.metrics();
+            let m = m.borrow_watched();
+            (m.current_term, m.current_leader)
+        };
+        let leader = leader?;
+        let heard = *self.heard.lock().unwrap_or_else(|e| e.into_inner());
+        (leader == self.id || heard == Some((term, leader))).then_some(leader)
+    }
+
+    /// [`NodeError::NotLeader`] for openraft's forward, naming its leader only if
+    /// [`Node::known_leader`] does.
+    fn not_leader(&self, f: &ForwardToLeader<TypeConfig>) -> NodeError {
+        match f.leader_id {
+            Some(l) if self.known_leader() == Some(l) => NodeError::NotLeader {
+                leader: Some(l),
+                addr: f.leader_node.as_ref().map(|n| n.addr.clone()),
+            },
+            _ => NodeError::NotLeader {
+                leader: None,
+                addr: None,
+            },
+        }
     }
 
     /// This node's id.
@@ -264,9 +333,88 @@ impl Node {
 
     /// [`Node::write`], with the index of the request's log entry: the version of every value
     /// it wrote.
+    ///
+    /// A [`Request::Once`] whose id the state machine remembers answers
+    /// [`Response::Replayed`], with the index of the first request in it.
     pub async fn write_indexed(&self, request: Request) -> Result<(u64, Response), NodeError> {
-        let r = self.raft.client_write(request).await.map_err(write_error)?;
+        let r = self
+            .raft
+            .client_write(request)
+            .await
+            .map_err(|e| write_error(self, e))?;
         Ok((r.log_id.index(), r.data))
+    }
+
+    /// Replicates `request`, under request id `id` if given ([`Request::Once`]): returns the
+    /// write's log index and answer, those of the first request under `id` if it was one.
+    async fn write_once(
+        &self,
+        request: Request,
+        id: Option<RequestId>,
+    ) -> Result<(Written, Response), NodeError> {
+        let request = match id {
+            Some(id) => Request::Once {
+                id,
+                request: Box::new(request),
+            },
+            None => request,
+        };
+        Ok(match self.write_indexed(request).await? {
+            (_, Response::Replayed { index, response }) => (
+                Written {
+                    index,
+                    replayed: true,
+                },
+                *response,
+            ),
+            (index, response) => (
+                Written {
+                    index,
+                    replayed: false,
+                },
+                response,
+            ),
+        })
+    }
+
+    /// Sets `key` to `value` if `expect` holds (always, if `None`), under request id `id` if
+    /// given: a request id the state machine remembers is not applied again, and answers what
+    /// its first request did (see [`Request::Once`]).
+    pub async fn put_with(
+        &self,
+        key: impl Into<Vec<u8>>,
+        value: impl Into<Vec<u8>>,
+        expect: Option<Expect>,
+        id: Option<RequestId>,
+    ) -> Result<Written, NodeError> {
+        let (key, value) = (key.into(), value.into());
+        let request = match expect {
+            None => Request::Put { key, value },
+            Some(expect) => Request::PutIf { key, value, expect },
+        };
+        match self.write_once(request, id).await? {
+            (written, Response::Done) => Ok(written),
+            (_, other) => Err(unexpected(other)),
+        }
+    }
+
+    /// Removes `key` if its value has version `version` (any value, if `None`), under request
+    /// id `id` if given (see [`Node::put_with`]); returns whether it existed.
+    pub async fn delete_with(
+        &self,
+        key: impl Into<Vec<u8>>,
+        version: Option<u64>,
+        id: Option<RequestId>,
+    ) -> Result<(bool, Written), NodeError> {
+        let key = key.into();
+        let request = match version {
+            None => Request::Delete { key },
+            Some(version) => Request::DeleteIf { key, version },
+        };
+        match self.write_once(request, id).await? {
+            (written, Response::Existed(e)) => Ok((e, written)),
+            (_, other) => Err(unexpected(other)),
+        }
     }
 
     /// Sets `key` to `value` (replicated); returns the value's version.
@@ -275,14 +423,7 @@ impl Node {
         key: impl Into<Vec<u8>>,
         value: impl Into<Vec<u8>>,
     ) -> Result<u64, NodeError> {
-        let request = Request::Put {
-            key: key.into(),
-            value: value.into(),
-        };
-        match self.write_indexed(request).await? {
-            (_, Response::Rejected(e)) => Err(NodeError::Rejected(e)),
-            (version, _) => Ok(version),
-        }
+        Ok(self.put_with(key, value, None, None).await?.index)
     }
 
     /// Sets `key` to `value` only if `expect` holds for its value when the write is applied
@@ -294,35 +435,21 @@ impl Node {
         value: impl Into<Vec<u8>>,
         expect: Expect,
     ) -> Result<u64, NodeError> {
-        let request = Request::PutIf {
-            key: key.into(),
-            value: value.into(),
-            expect,
-        };
-        match self.write_indexed(request).await? {
-            (version, Response::Done) => Ok(version),
-            (_, other) => Err(unexpected(other)),
-        }
+        Ok(self.put_with(key, value, Some(expect), None).await?.index)
     }
 
     /// Removes `key` (replicated); returns whether it existed.
     pub async fn delete(&self, key: impl Into<Vec<u8>>) -> Result<bool, NodeError> {
-        match self.write(Request::Delete { key: key.into() }).await? {
-            Response::Existed(e) => Ok(e),
-            other => Err(unexpected(other)),
-        }
+        Ok(self.delete_with(key, None, None).await?.0)
     }
 
     /// Removes `key` only if its value has version `version` when the delete is applied
     /// (replicated); else [`NodeError::ConditionFailed`].
     pub async fn delete_if(&self, key: impl Into<Vec<u8>>, version: u64) -> Result<(), NodeError> {
-        let request = Request::DeleteIf {
-            key: key.into(),
-            version,
-        };
-        match self.write(request).await? {
-            Response::Existed(true) => Ok(()),
-            other => Err(unexpected(other)),
+        match self.delete_with(key, Some(version), None).await? {
+            (true, _) => Ok(()),
+            // A DeleteIf answers `Existed(true)` or a failed condition.
+            (false, _) => Err(NodeError::ConditionFailed { current: None }),
         }
     }
 
@@ -333,10 +460,7 @@ impl Node {
             .ensure_linearizable(ReadPolicy::ReadIndex)
             .await
             .map_err(|e| match e.forward_to_leader() {
-                Some(f) => NodeError::NotLeader {
-                    leader: f.leader_id,
-                    addr: f.leader_node.as_ref().map(|n| n.addr.clone()),
-                },
+                Some(f) => self.not_leader(f),
                 None => NodeError::Raft(e.to_string()),
             })?;
         Ok(())
@@ -444,7 +568,7 @@ impl Node {
         self.raft
             .add_learner(id, BasicNode::new(addr.into()), true)
             .await
-            .map_err(write_error)?;
+            .map_err(|e| write_error(self, e))?;
         Ok(())
     }
 
@@ -454,7 +578,7 @@ impl Node {
         self.raft
             .change_membership(voters, false)
             .await
-            .map_err(write_error)?;
+            .map_err(|e| write_error(self, e))?;
         Ok(())
     }
 

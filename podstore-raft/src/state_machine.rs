@@ -3,7 +3,8 @@
 //! Keys: `d` + the user's key for the data (its value behind an 8-byte header, the version:
 //! the index of the log entry that wrote it; see src/state_machine/values.rs); `m/applied` and
 //! `m/membership` for the last applied log id and the last membership, `m/format` for the
-//! layout of the values ([`FORMAT`]). A run of entries from openraft is applied as one podstore
+//! layout of the values ([`FORMAT`]); `r/m` and `r/i` for the request ids of writes applied
+//! once (src/state_machine/once.rs). A run of entries from openraft is applied as one podstore
 //! batch holding their writes *and* the new applied id (and membership): after a crash the store
 //! holds both or neither, so the applied id always describes the data.
 //!
@@ -42,6 +43,7 @@ use crate::fsutil::{
 use crate::snapshot::{SnapshotDir, Snapshots};
 use crate::{Expect, Op, Request, Response, TypeConfig, decode, encode, io_err};
 
+mod once;
 mod values;
 
 use values::{HEADER_LEN, stored_in, version_in};
@@ -237,6 +239,11 @@ impl StateMachine {
         self.store().flush().map_err(io_err)
     }
 
+    /// The figures of the live store ([`Store::stats`]).
+    pub fn stats(&self) -> podstore::Stats {
+        self.store().stats()
+    }
+
     /// The last applied log index, if any.
     pub fn applied_index(&self) -> io::Result<Option<u64>> {
         Ok(applied_in(&self.store())?.0.map(|l| l.index()))
@@ -415,9 +422,10 @@ impl Step {
 /// when it only writes (puts, batches, blank and membership entries: nothing to look up, so no
 /// read that could wait for the disk) and its values total at most [`INLINE_BYTES`]. A
 /// buffered write copies into the store's write buffer and returns; it waits for the disk only
-/// when both buffers are full or a new segment file is created. Deletes, put_if_absent and
-/// conditional writes look their key up (`Store::contains`, or a read of the value's version
-/// header) and go to a blocking thread. So does the first chunk applied to a store after it
+/// when both buffers are full or a new segment file is created. Deletes, put_if_absent,
+/// conditional writes and writes under a request id look a key up (`Store::contains`, a read
+/// of the value's version header, or of the client's request-id records) and go to a blocking
+/// thread. So does the first chunk applied to a store after it
 /// was opened (it creates the active segment).
 fn applies_inline(items: &[EntryResponder<TypeConfig>]) -> bool {
     let mut bytes = 0usize;
@@ -437,7 +445,8 @@ fn applies_inline(items: &[EntryResponder<TypeConfig>]) -> bool {
                 Request::Delete { .. }
                 | Request::PutIfAbsent { .. }
                 | Request::PutIf { .. }
-                | Request::DeleteIf { .. },
+                | Request::DeleteIf { .. }
+                | Request::Once { .. },
             ) => {
                 return false;
             }
@@ -476,6 +485,7 @@ fn apply_entries(store: &Store, entries: Vec<Entry>) -> io::Result<Vec<Response>
                     | Request::PutIfAbsent { .. }
                     | Request::PutIf { .. }
                     | Request::DeleteIf { .. }
+                    | Request::Once { .. }
             )
         )
     });
@@ -485,6 +495,7 @@ fn apply_entries(store: &Store, entries: Vec<Entry>) -> io::Result<Vec<Response>
     let mut out = Vec::with_capacity(entries.len());
     let mut key_buf = Vec::new();
     let mut value_buf = Vec::new();
+    let mut remembered = once::Remembered::new();
     for entry in entries {
         let log_id = entry.log_id();
         let version = log_id.index();
@@ -502,6 +513,7 @@ fn apply_entries(store: &Store, entries: Vec<Entry>) -> io::Result<Vec<Response>
                     overlay: &mut overlay,
                     key_buf: &mut key_buf,
                     value_buf: &mut value_buf,
+                    remembered: &mut remembered,
                     version,
                 };
                 w.apply(req)?
@@ -526,6 +538,8 @@ struct Writes<'a> {
     overlay: &'a mut Option<HashMap<Vec<u8>, Option<u64>>>,
     key_buf: &'a mut Vec<u8>,
     value_buf: &'a mut Vec<u8>,
+    /// The request-id records this chunk wrote (src/state_machine/once.rs).
+    remembered: &'a mut once::Remembered,
     version: u64,
 }
 
@@ -621,6 +635,7 @@ impl Writes<'_> {
                 }
                 Err(e) => Response::Rejected(e),
             },
+            Request::Once { id, request } => self.apply_once(id, *request)?,
             Request::Batch(ops) => {
                 let bad = ops.iter().find_map(|op| match op {
                     Op::Put { key, value } => check(key, Some(value)).err(),

@@ -191,9 +191,12 @@ fn apply_one(data: &mut HashMap<Vec<u8>, Vec<u8>>, req: Request) -> Response {
             }
             Response::Done
         }
-        // The benches compare puts and gets; this store keeps no versions to compare.
-        Request::PutIf { .. } | Request::DeleteIf { .. } => {
-            Response::Rejected("conditional writes: not in the in-memory comparison".into())
+        // The benches compare puts and gets; this store keeps no versions to compare, nor
+        // request ids.
+        Request::PutIf { .. } | Request::DeleteIf { .. } | Request::Once { .. } => {
+            Response::Rejected(
+                "conditional writes, request ids: not in the in-memory comparison".into(),
+            )
         }
     }
 }

@@ -21,7 +21,16 @@ use serde_json::json;
 
 use super::query::{Query, decode_path, hex, unhex};
 use super::{Status, status_of};
-use crate::{Expect, MAX_KEY_LEN, Node, NodeError, NodeId, Read};
+use crate::{Expect, MAX_KEY_LEN, Node, NodeError, NodeId, Read, RequestId, Written};
+
+/// The header of a write's request id, `<client>:<seq>` in decimal (see
+/// [`crate::Request::Once`]): a write whose id the state machine remembers is not applied
+/// again, and answers what the first one did. Not `x-request-id`, which proxies set to ids of
+/// their own (for tracing) that a node would have to refuse or, worse, misread.
+pub const REQUEST_ID_HEADER: &str = "x-podstore-request-id";
+/// The header of an answer that is the remembered outcome of an earlier write under the same
+/// request id (`true`): nothing was applied again.
+pub const REPLAYED_HEADER: &str = "x-podstore-replayed";
 
 /// The default limit of a value's size over HTTP (`--max-value` of the binary): a request body
 /// is held in memory whole, then in a log entry on every node.
@@ -96,6 +105,7 @@ pub(super) fn node_error(e: NodeError) -> Response {
         NodeError::Raft(e) => error(StatusCode::SERVICE_UNAVAILABLE, "unavailable", e),
         NodeError::Refused(e) => error(StatusCode::CONFLICT, "conflict", e),
         NodeError::Rejected(e) => bad_request(e).into_response(),
+        NodeError::RequestIdRefused(e) => error(StatusCode::CONFLICT, "request_id_refused", e),
         NodeError::ConditionFailed { current } => {
             let mut r = error(
                 StatusCode::PRECONDITION_FAILED,
@@ -145,6 +155,35 @@ fn parse_etag(v: &HeaderValue) -> Result<Option<u64>, ApiError> {
         .and_then(|s| s.strip_suffix('"'))
         .unwrap_or(s);
     s.parse::<u64>().map(Some).map_err(|_| bad())
+}
+
+/// The request id of a write ([`REQUEST_ID_HEADER`]), if it has one.
+fn request_id(headers: &HeaderMap) -> Result<Option<RequestId>, ApiError> {
+    let Some(v) = headers.get(REQUEST_ID_HEADER) else {
+        return Ok(None);
+    };
+    let parsed = v.to_str().ok().and_then(|s| {
+        let (client, seq) = s.trim().split_once(':')?;
+        Some(RequestId {
+            client: client.parse().ok()?,
+            seq: seq.parse().ok()?,
+        })
+    });
+    match parsed {
+        Some(id) => Ok(Some(id)),
+        None => Err(bad_request(format!(
+            "{REQUEST_ID_HEADER} takes <client>:<seq>, two decimal numbers"
+        ))),
+    }
+}
+
+/// Marks `r` as the outcome of an earlier write under the same request id, if it is one.
+fn replayed(mut r: Response, written: Written) -> Response {
+    if written.replayed {
+        r.headers_mut()
+            .insert(REPLAYED_HEADER, HeaderValue::from_static("true"));
+    }
+    r
 }
 
 /// The key a `/kv/...` path names: the rest of the path, percent-decoded into bytes.
@@ -245,20 +284,22 @@ async fn kv_put(
         }
         (None, None) => None,
     };
-    let len = value.len();
-    let written = match expect {
-        None => node.put(key, value.to_vec()).await,
-        Some(e) => node.put_if(key, value.to_vec(), e).await,
+    let id = match request_id(&headers) {
+        Ok(id) => id,
+        Err(r) => return r.into_response(),
     };
-    match written {
-        Ok(version) => {
+    let len = value.len();
+    match node.put_with(key, value.to_vec(), expect, id).await {
+        Ok(written) => {
+            let version = written.index;
             let status = if expect == Some(Expect::Absent) {
                 StatusCode::CREATED
             } else {
                 StatusCode::OK
             };
             let body = json!({ "version": version, "etag": format!("\"{version}\""), "len": len });
-            (status, [(header::ETAG, etag(version))], Json(body)).into_response()
+            let r = (status, [(header::ETAG, etag(version))], Json(body)).into_response();
+            replayed(r, written)
         }
         Err(e) => node_error(e),
     }
@@ -274,18 +315,21 @@ async fn kv_delete(State(node): State<Node>, uri: Uri, headers: HeaderMap) -> Re
         Some(Ok(v)) => Some(v),
         Some(Err(r)) => return r.into_response(),
     };
+    let id = match request_id(&headers) {
+        Ok(id) => id,
+        Err(r) => return r.into_response(),
+    };
     let deleted = match condition {
-        None => node.delete(key).await,
-        Some(Some(version)) => node.delete_if(key, version).await.map(|()| true),
-        // `If-Match: *`: any value, and none is a failed condition (not a 404).
-        Some(None) => match node.delete(key).await {
-            Ok(false) => Err(NodeError::ConditionFailed { current: None }),
+        None => node.delete_with(key, None, id).await,
+        Some(version) => match node.delete_with(key, version, id).await {
+            // `If-Match: *`: any value, and none is a failed condition (not a 404).
+            Ok((false, _)) => Err(NodeError::ConditionFailed { current: None }),
             other => other,
         },
     };
     match deleted {
-        Ok(true) => StatusCode::NO_CONTENT.into_response(),
-        Ok(false) => not_found(),
+        Ok((true, written)) => replayed(StatusCode::NO_CONTENT.into_response(), written),
+        Ok((false, written)) => replayed(not_found(), written),
         Err(e) => node_error(e),
     }
 }

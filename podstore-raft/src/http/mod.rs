@@ -17,7 +17,8 @@
 //!
 //! **Errors** are JSON: `{"error": "<code>", "message": "..."}` (codes below). A write, a
 //! linearizable read or a membership change sent to a follower answers `421 not_leader` with
-//! the leader's address in the `x-leader` header (when known): clients resend it there.
+//! the leader's address in the `x-leader` header (when known: only a leader it has heard from
+//! in its current term, [`crate::Node::known_leader`]): clients resend it there.
 //!
 //! | request | answers |
 //! |---|---|
@@ -28,11 +29,13 @@
 //! | `GET /kv/{key}?start=S[&end=E]` | `206` bytes `S..E` (`end` exclusive, clamped to the value's end as `Store::get_range` does), with `ETag` and `Content-Range: bytes S-(E-1)/LEN`; `200` and no bytes when the range is empty (`S` at the end, or `S = E`); `416 range_not_satisfiable` with `Content-Range: bytes */LEN` when `S` is past the end or `E` before `S` |
 //! | `DELETE /kv/{key}` | `204`; `404 not_found` if the key had no value |
 //! | `DELETE` with `If-Match: "42"` (or `*`) | `204`; `412 precondition_failed` if the value has another version or none |
+//! | `PUT` or `DELETE` with `x-podstore-request-id: <client>:<seq>` ([`REQUEST_ID_HEADER`]) | as without it the first time; a retry under the same id with the same request is not applied again and answers as the first did (its `ETag` too), with `x-podstore-replayed: true` ([`REPLAYED_HEADER`]); `409 request_id_refused` if the id was used for another request or is older than the state machine remembers ([`crate::REQUEST_ID_WINDOW`]) |
 //! | `GET /kv?prefix=P&limit=N&after=T[&linearizable=1]` | `200` `{"keys": [{"key": "photo/42", "len": 5}, ...], "next": T2}`: up to `N` keys (default 1000, at most 10 000) starting with `P`, in byte order, after token `T`; `next` is the token of the next page, `null` after the last; a key that is not UTF-8 is given as `"key_hex"` |
 //! | `POST /cluster/init` | JSON `{"1": "127.0.0.1:21001", ...}`: start a cluster of these; `200` this node's status; `409 conflict` if it already is one |
 //! | `POST /cluster/learner` | JSON `{"id": 4, "addr": "..."}`: add a learner and wait until it has caught up; `200` status |
 //! | `POST /cluster/voters` | JSON `[1, 2, 3]`: make these the voters; `200` status; `409 conflict` while another change runs |
-//! | `GET /cluster/status` | `200` JSON: id, leader, term, last applied, last log, purged and snapshot indexes, voters |
+//! | `GET /cluster/status` | `200` JSON: id, leader (itself, or one it has heard from in its term), term, last applied, last log, purged and snapshot indexes, voters, learners; on the leader `replication`: each other member's `matched` index and `lag` (entries behind the leader's last) |
+//! | `GET /metrics` | `200` the node's figures in the Prometheus text format (OpenMetrics): its stores' (`podstore_store_live_keys`, `_live_bytes`, `_disk_bytes`, `_cache_hits_total`, `_cache_misses_total`, `_cache_bytes`, `_user_bytes_written_total`, by `store="sm"` or `"log"`), Raft's (`podstore_raft_term`, `_is_leader`, `_last_log_index`, `_committed_index`, `_applied_index`, `_snapshot_index`, `_purged_index`; on the leader `_replication_matched_index` and `_replication_lag` by `follower`), requests (`podstore_raft_http_requests_total` and the histogram `podstore_raft_http_request_duration_seconds` by `route`, `method`, `status`) |
 //!
 //! The cluster routes read their body as JSON whatever its `Content-Type` (a bare `curl -d`
 //! says `application/x-www-form-urlencoded`). Every route may also answer `400 bad_request`
@@ -50,7 +53,7 @@
 //! node) would otherwise feed a node its own leader's messages, which Raft's engine treats as
 //! a broken invariant and panics on. The sender takes the refusal as "unreachable".
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::future::Future;
 use std::time::Duration;
 
@@ -74,9 +77,12 @@ use crate::transfer::{Deframer, framed, frames};
 use crate::{Node, NodeId, SnapshotDir, TypeConfig, decode, encode};
 
 mod api;
+mod metrics;
 mod query;
 
-pub use api::{DEFAULT_LIST_LIMIT, DEFAULT_MAX_VALUE, MAX_LIST_LIMIT};
+pub use api::{
+    DEFAULT_LIST_LIMIT, DEFAULT_MAX_VALUE, MAX_LIST_LIMIT, REPLAYED_HEADER, REQUEST_ID_HEADER,
+};
 
 /// The header of a Raft RPC that names the node it is meant for (its id, in decimal).
 pub const TARGET_HEADER: &str = "x-podstore-raft-target";
@@ -120,13 +126,23 @@ pub fn router_with_max_value(node: Node, max_value: usize) -> axum::Router {
     // axum refuses bodies over 2 MB by default: an AppendEntries of large values would be
     // refused for ever. What they carry was bounded when the client's request was taken.
     let unlimited = DefaultBodyLimit::disable();
+    let metrics = std::sync::Arc::new(metrics::Metrics::new(node.clone()));
+    let scrape = metrics.clone();
     axum::Router::new()
         .route("/raft/append", post(raft_append).layer(unlimited))
         .route("/raft/vote", post(raft_vote).layer(unlimited))
         .route("/raft/snapshot", post(raft_snapshot).layer(unlimited))
         .merge(api::routes(max_value))
+        .route(
+            "/metrics",
+            axum::routing::get(move || metrics::serve(scrape.clone())),
+        )
         .fallback(api::no_route)
         .method_not_allowed_fallback(api::no_method)
+        .layer(axum::middleware::from_fn_with_state(
+            metrics,
+            metrics::track,
+        ))
         .with_state(node)
 }
 
@@ -145,11 +161,7 @@ async fn raft_append(State(node): State<Node>, headers: HeaderMap, body: Bytes) 
         Ok(r) => r,
         Err(e) => return (StatusCode::BAD_REQUEST, e.to_string()).into_response(),
     };
-    let r = node
-        .raft()
-        .append_entries(rpc)
-        .await
-        .map_err(|e| e.to_string());
+    let r = node.append_entries(rpc).await.map_err(|e| e.to_string());
     postcard_reply(&r)
 }
 
@@ -220,7 +232,7 @@ fn body_frames(
 pub struct Status {
     /// This node.
     pub id: NodeId,
-    /// The leader it knows of.
+    /// The leader it knows of: itself, or a leader it has heard from in its current term.
     pub leader: Option<NodeId>,
     /// Its current term.
     pub term: u64,
@@ -234,6 +246,21 @@ pub struct Status {
     pub snapshot: Option<u64>,
     /// The voters of its membership.
     pub voters: Vec<NodeId>,
+    /// The learners of its membership.
+    #[serde(default)]
+    pub learners: Vec<NodeId>,
+    /// On the leader: each other member's replication (`None` elsewhere).
+    #[serde(default)]
+    pub replication: Option<BTreeMap<NodeId, Replication>>,
+}
+
+/// How far a follower or learner is behind the leader ([`Status::replication`]).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct Replication {
+    /// The last log index the leader knows it holds (`None`: none yet).
+    pub matched: Option<u64>,
+    /// Entries it lacks behind the leader's last log index.
+    pub lag: u64,
 }
 
 /// The status of `node`, from its Raft metrics.
@@ -241,13 +268,25 @@ pub(crate) fn status_of(node: &Node) -> Status {
     let m = node.raft().metrics().borrow_watched().clone();
     Status {
         id: node.id(),
-        leader: m.current_leader,
+        leader: node.known_leader(),
         term: m.current_term,
         last_applied: m.last_applied.map(|l| l.index()),
         last_log: m.last_log_index,
         purged: m.purged.map(|l| l.index()),
         snapshot: m.snapshot.map(|l| l.index()),
         voters: m.membership_config.membership().voter_ids().collect(),
+        learners: m.membership_config.membership().learner_ids().collect(),
+        replication: m.replication.as_ref().map(|r| {
+            let last = m.last_log_index.unwrap_or(0);
+            r.iter()
+                .filter(|(id, _)| **id != node.id())
+                .map(|(id, l)| {
+                    let matched = l.map(|l| l.index());
+                    let lag = last.saturating_sub(matched.unwrap_or(0));
+                    (*id, Replication { matched, lag })
+                })
+                .collect()
+        }),
     }
 }
 

@@ -104,8 +104,8 @@ impl RaftNetworkV2<TypeConfig> for Client {
             .router
             .target(self.from, self.to)
             .map_err(unreachable)?;
-        node.raft()
-            .append_entries(rpc)
+        // Through the node, as the HTTP transport does: it notes the leader it heard from.
+        node.append_entries(rpc)
             .await
             .map_err(|e| unreachable(e.to_string()))
     }

@@ -1,0 +1,171 @@
+//! The client (`podstore_raft::client`, the `client` feature) against three real node processes
+//! on 127.0.0.1: it follows the leader across a `kill -9` with no write failed and every
+//! acknowledged write read back; a write retried under its request id after its first attempt
+//! committed (the leader killed right after) is applied once and answers the first outcome;
+//! the same id with another request is refused; and a restarted node does not send clients to
+//! a leader it has not heard from since.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use common::procs::{Cluster, status, value, wait_for};
+use podstore_raft::Expect;
+use podstore_raft::client::{Client, Error};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_client_rides_out_a_leader_killed_and_applies_retries_once() {
+    let root = tempfile::tempdir().unwrap();
+    let mut cluster = Cluster::start(root.path(), &[]).await;
+    let client = Arc::new(Client::new(cluster.addrs.clone()));
+
+    // Writes go on while the leader is killed: the client finds the new one, and no write
+    // fails (a write whose answer was lost is retried under its request id).
+    let stop = Arc::new(AtomicBool::new(false));
+    let done = Arc::new(AtomicUsize::new(0));
+    let writer = {
+        let (client, stop, done) = (client.clone(), stop.clone(), done.clone());
+        tokio::spawn(async move {
+            let mut acked = Vec::new();
+            let mut i = 0u32;
+            while !stop.load(Ordering::Relaxed) {
+                let key = format!("c/{i}");
+                match client.put(key.as_bytes(), value(i)).await {
+                    Ok(w) => {
+                        acked.push((i, w.version));
+                        done.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(e) => panic!("put {key}: {e}"),
+                }
+                i += 1;
+            }
+            acked
+        })
+    };
+    let count = || done.load(Ordering::Relaxed);
+    wait_for("30 writes", async || (count() >= 30).then_some(())).await;
+    let leader = cluster.leader().await;
+    cluster.kill(leader);
+    let new_leader = cluster.leader().await;
+    let after = count();
+    wait_for("30 writes by the new leader", async || {
+        (count() >= after + 30).then_some(())
+    })
+    .await;
+    stop.store(true, Ordering::Relaxed);
+    let acked = writer.await.unwrap();
+    assert!(acked.len() >= 60, "{} writes", acked.len());
+    assert_eq!(
+        client.leader().as_deref(),
+        Some(cluster.addr(new_leader)),
+        "the client found the new leader"
+    );
+    for &(i, version) in &acked {
+        let v = client.get(format!("c/{i}").as_bytes()).await.unwrap();
+        let v = v.unwrap_or_else(|| panic!("c/{i} acknowledged, then missing"));
+        assert_eq!(v.bytes, value(i), "c/{i}");
+        assert_eq!(v.version, version, "c/{i}");
+    }
+    cluster.restart(leader, &[]);
+
+    // A conditional put and a delete, each answered, then the leader killed right after the
+    // commit, then each sent again under its request id (as a client whose answer was lost
+    // does): not applied again (else the put would fail its condition and the delete find
+    // nothing), answered as the first time, version included.
+    client.put(b"gone", b"x".to_vec()).await.unwrap();
+    let (put_id, delete_id) = (client.request_id(), client.request_id());
+    let first = client
+        .put_with(b"once", b"v1".to_vec(), Some(Expect::Absent), put_id)
+        .await
+        .unwrap();
+    assert!(!first.replayed);
+    assert!(client.delete_with(b"gone", None, delete_id).await.unwrap());
+    cluster.wait_applied(leader, Some(first.version)).await;
+    let killed = cluster.leader().await;
+    cluster.kill(killed);
+    let again = client
+        .put_with(b"once", b"v1".to_vec(), Some(Expect::Absent), put_id)
+        .await
+        .unwrap();
+    assert_eq!(again.version, first.version);
+    assert!(again.replayed);
+    assert!(client.delete_with(b"gone", None, delete_id).await.unwrap());
+    let read = client.get(b"once").await.unwrap().unwrap();
+    assert_eq!(
+        (read.bytes.as_ref(), read.version),
+        (&b"v1"[..], first.version)
+    );
+    assert_eq!(client.get(b"gone").await.unwrap(), None);
+    assert_ne!(client.leader().as_deref(), Some(cluster.addr(killed)));
+
+    // The same id for another request is refused, nothing written.
+    let other = client
+        .put_with(b"once", b"v2".to_vec(), Some(Expect::Absent), put_id)
+        .await;
+    match other {
+        Err(Error::Refused { status, code, .. }) => {
+            assert_eq!((status, code.as_str()), (409, "request_id_refused"));
+        }
+        other => panic!("the same id for another request: {other:?}"),
+    }
+    let read = client.get(b"once").await.unwrap().unwrap();
+    assert_eq!(read.bytes.as_ref(), b"v1");
+    // A write without a condition, retried: one version, the first.
+    let id = client.request_id();
+    let first = client
+        .put_with(b"p", b"1".to_vec(), None, id)
+        .await
+        .unwrap();
+    let again = client
+        .put_with(b"p", b"1".to_vec(), None, id)
+        .await
+        .unwrap();
+    assert_eq!((again.version, again.replayed), (first.version, true));
+    assert_eq!(
+        client.get(b"p").await.unwrap().unwrap().version,
+        first.version
+    );
+}
+
+/// A node restarted while its leader is down keeps that leader in its Raft vote; it must not
+/// send clients there (`x-leader`) nor name it in its status before it has heard from it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_node_names_no_leader_it_has_not_heard_from() {
+    let root = tempfile::tempdir().unwrap();
+    let mut cluster = Cluster::start(root.path(), &[]).await;
+    let http = cluster.http.clone();
+    let leader = cluster.leader().await;
+    let url = format!("http://{}/kv/k", cluster.addr(leader));
+    let r = http.put(url).body("v").send().await.unwrap();
+    assert!(r.status().is_success());
+    let follower = leader % 3 + 1;
+    let other = follower % 3 + 1;
+    assert_ne!(other, leader);
+    let applied = status(&http, cluster.addr(leader))
+        .await
+        .unwrap()
+        .last_applied;
+    cluster.wait_applied(follower, applied).await;
+    // Before its restart it names the leader, heard from.
+    let st = status(&http, cluster.addr(follower)).await.unwrap();
+    assert_eq!(st.leader, Some(leader));
+
+    // The leader and the third node down: the follower restarted alone cannot hear from any
+    // leader (nor become one).
+    cluster.kill(leader);
+    cluster.kill(other);
+    cluster.kill(follower);
+    cluster.restart(follower, &[]);
+    let addr = cluster.addr(follower).to_string();
+    let st = wait_for("the follower to serve", async || status(&http, &addr).await).await;
+    assert_eq!(st.leader, None, "{st:?}");
+    let r = http
+        .put(format!("http://{addr}/kv/k"))
+        .body("w")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), reqwest::StatusCode::MISDIRECTED_REQUEST);
+    assert_eq!(r.headers().get("x-leader"), None);
+}

@@ -17,7 +17,7 @@ use crate::scale::G;
 pub use crate::scale::{Scale, infer_scale, scale};
 
 pub const WORKLOADS: &[&str] = &[
-    "put", "get", "range", "seqwrite", "mix", "oldest", "reopen", "ycsb", "memlimit",
+    "put", "get", "range", "ranges", "seqwrite", "mix", "oldest", "reopen", "ycsb", "memlimit",
 ];
 
 /// One configuration: one `compare run` command line.
@@ -173,6 +173,14 @@ pub fn matrix(s: &Scale, engines: &[&'static str], workloads: &[&'static str]) -
                     }
                 }
             }
+            "ranges" => add(
+                w,
+                vec![
+                    ("keys", s.ranges_keys.to_string()),
+                    ("ops", s.ranges_ops.to_string()),
+                ],
+                vec![fmt_size(10 << 20), s.ranges_keys.to_string()],
+            ),
             "seqwrite" => {
                 for &size in &s.seq_sizes {
                     add(
@@ -555,6 +563,13 @@ fn headline(workload: &str, v: &Value) -> String {
             "{:.0} ops/s, {} read/op",
             f("ops_per_sec"),
             fmt_bytes(f("disk_read_bytes_per_op"))
+        ),
+        "ranges" => format!(
+            "first {:.0} ops/s, {} read/op; again {:.0} ops/s; mixed {:.0} ops/s",
+            f("first_ops_per_sec"),
+            fmt_bytes(f("first_disk_read_bytes_per_op")),
+            f("again_ops_per_sec"),
+            f("mixed_ops_per_sec")
         ),
         _ => format!(
             "{:.0} ops/s, {:.1} MiB/s, p99 {}",

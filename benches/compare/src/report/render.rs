@@ -50,6 +50,16 @@ pub(crate) fn columns(workload: &str) -> (Vec<&'static str>, Vec<Col>) {
                 c("disk read/op", "disk_read_bytes_per_op", bytes),
             ],
         ),
+        "ranges" => (
+            vec!["value", "values"],
+            vec![
+                c("first read/op", "first_disk_read_bytes_per_op", bytes),
+                c("again ops/s", "again_ops_per_sec", num),
+                c("again read/op", "again_disk_read_bytes_per_op", bytes),
+                c("mixed ops/s", "mixed_ops_per_sec", num),
+                c("mixed read/op", "mixed_disk_read_bytes_per_op", bytes),
+            ],
+        ),
         "seqwrite" => (
             vec!["value", "total"],
             vec![
@@ -429,6 +439,15 @@ pub(crate) fn workload_text(r: &SuiteRun, wl: &str) -> String {
             sc.get_load_threads,
             sc.get_cold_ops,
             sc.get_secs
+        ),
+        "ranges" => format!(
+            "{} values of 10 MiB are loaded, the engine closed, the page cache dropped and \
+             the engine opened again; then, single-threaded, {} random 4 KiB ranges \
+             (unaligned) over all the values (`first`: ops/s is this pass's), the same ranges \
+             again (`again`), and {} ranges 90 % in 32 hot 64 KiB regions of 4 values \
+             (`mixed`). Example: `compare run --engine podstore --workload ranges --keys {} \
+             --ops {}`.",
+            sc.ranges_keys, sc.ranges_ops, sc.ranges_ops, sc.ranges_keys, sc.ranges_ops
         ),
         "range" => format!(
             "One value per read (at most 128 MiB of values, at least one value) of {} is \

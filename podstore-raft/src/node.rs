@@ -15,7 +15,7 @@ use openraft::{BasicNode, Config, ReadPolicy};
 
 use bytes::Bytes;
 
-use crate::state_machine::{Listed, Read, ValueRead};
+use crate::state_machine::{Listed, Read};
 use crate::{
     Expect, LogStore, NodeId, Raft, Request, RequestId, Response, SnapshotDir, StateMachine,
     TypeConfig,
@@ -496,15 +496,7 @@ impl Node {
         range: Option<(u64, Option<u64>)>,
     ) -> Result<Read, NodeError> {
         if range.is_none() {
-            return Ok(match self.get_versioned(key).await? {
-                Some((bytes, version)) => Read::Value(ValueRead {
-                    len: bytes.len() as u64,
-                    bytes,
-                    start: 0,
-                    version,
-                }),
-                None => Read::Missing,
-            });
+            return Ok(Read::whole(self.get_versioned(key).await?));
         }
         let (sm, key) = (self.sm.clone(), key.into());
         Ok(tokio::task::spawn_blocking(move || sm.read(&key, range))

@@ -88,6 +88,21 @@ pub enum Read {
     },
 }
 
+impl Read {
+    /// What a read of the whole value answers: the value and its version, or none.
+    pub(crate) fn whole(found: Option<(Bytes, u64)>) -> Read {
+        match found {
+            Some((bytes, version)) => Read::Value(ValueRead {
+                len: bytes.len() as u64,
+                bytes,
+                start: 0,
+                version,
+            }),
+            None => Read::Missing,
+        }
+    }
+}
+
 /// One key of a listing ([`StateMachine::list`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Listed {
@@ -147,15 +162,7 @@ impl StateMachine {
     /// the range covers (and the header's).
     pub fn read(&self, key: &[u8], range: Option<(u64, Option<u64>)>) -> io::Result<Read> {
         let Some((start, end)) = range else {
-            return Ok(match self.get_versioned(key)? {
-                Some((bytes, version)) => Read::Value(ValueRead {
-                    len: bytes.len() as u64,
-                    bytes,
-                    start: 0,
-                    version,
-                }),
-                None => Read::Missing,
-            });
+            return Ok(Read::whole(self.get_versioned(key)?));
         };
         check(key, None).map_err(io::Error::other)?;
         let Some(reader) = self.store().reader(data_key(key)).map_err(io_err)? else {

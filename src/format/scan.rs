@@ -329,6 +329,7 @@ mod tests {
                     pad_before: std::mem::take(&mut pad),
                     value_len: v.len() as u64,
                     seq,
+                    expires_at: None,
                 };
                 out.extend(encode_record_as(&header, place, k, v));
                 ends.push(out.len() as u64);
@@ -703,6 +704,7 @@ mod tests {
                 pad_before: 0,
                 value_len: value.len() as u64,
                 seq,
+                expires_at: None,
             };
             img.extend(encode_record_as(&header, place, key, &value));
         }

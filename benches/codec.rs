@@ -93,6 +93,7 @@ fn footer_entries(n: u64, prefix: &str) -> Vec<FooterEntry> {
             stored_len: 1024,
             value_len: 1024,
             seq: i + 1,
+            expires_at: None,
         })
         .collect()
 }

@@ -238,7 +238,7 @@ fn a_listing_with_metadata_reads_no_record() {
 #[test]
 fn old_stores_list_their_metadata() {
     use common::compat;
-    for fixture in [compat::FIXTURE_DIR, compat::FIXTURE_DIR_WITH_CATALOG] {
+    for fixture in compat::ALL_FIXTURES {
         let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(fixture);
         let dir = tempfile::tempdir().unwrap();
         for entry in std::fs::read_dir(&src).unwrap() {

@@ -223,10 +223,7 @@ fn a_store_opens_whatever_else_it_holds_and_so_does_a_creation_that_stopped_earl
     }
     // A store of every format version, with a file of the user's beside it: a fixture without
     // a catalog (its segments make it a store), and one with.
-    for fixture in [
-        common::compat::FIXTURE_DIR,
-        common::compat::FIXTURE_DIR_WITH_CATALOG,
-    ] {
+    for fixture in common::compat::ALL_FIXTURES {
         let copy = tempfile::tempdir().unwrap();
         for entry in std::fs::read_dir(fixture).unwrap() {
             let entry = entry.unwrap();

@@ -386,6 +386,7 @@ fn round_trip(u: &mut Unstructured<'_>) -> arbitrary::Result<()> {
             stored_len,
             value_len,
             seq: u.arbitrary()?,
+            expires_at: None,
         });
     }
     // Sequence numbers of one footer lie within u64 of each other by construction; any order.

@@ -179,6 +179,7 @@ fn structured(u: &mut Unstructured<'_>) -> arbitrary::Result<()> {
                 pad_before: 0,
                 value_len: r.value.len() as u64,
                 seq: 0,
+                expires_at: None,
             }
             .encoded_len();
             budget = budget.saturating_sub(r.value.len());

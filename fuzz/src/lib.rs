@@ -192,6 +192,7 @@ pub fn segment_image(segment: u64, block: u32, first_seq: u64, groups: &[Vec<Rec
                 pad_before: std::mem::take(&mut pad),
                 value_len: r.value.len() as u64,
                 seq,
+                expires_at: None,
             };
             bytes.extend(encode_record_as(&header, place, &r.key, &r.value));
             written.push(Written {
@@ -228,6 +229,7 @@ pub fn footer_entries(written: &[Written]) -> Vec<FooterEntry> {
             stored_len: w.value_len,
             value_len: w.value_len,
             seq: w.seq,
+            expires_at: None,
         });
     }
     out

@@ -17,11 +17,14 @@ use super::footer::{FooterEntry, KEYS_MAGIC, TABLE_MAGIC};
 use super::frames::{FRAME_ENTRY_LEN, FRAME_TABLE_HEADER_LEN, FrameTableHeader};
 use super::frames::{decode_entries, decode_frame, decode_header};
 use super::record::{
-    FLAG_COMPRESSED, RECORD_HEADER_LEN, RECORD_MAGIC, RecordHeader, RecordPlace, chunk_count,
-    verify_chunks,
+    EXPIRES_LEN, FLAG_COMPRESSED, RECORD_HEADER_LEN, RECORD_MAGIC, RecordHeader, RecordPlace,
+    chunk_count, verify_chunks,
 };
 use super::segment_header::SEGMENT_HEADER_LEN;
 use super::{CHUNK_SIZE, align_up};
+
+/// The longest record header: the fixed part and the expiry field.
+const MAX_HEAD_LEN: usize = RECORD_HEADER_LEN + EXPIRES_LEN;
 use crate::error::Corruption;
 
 /// Whether `magic` starts a footer: its key section (version 2) or its table (version 1).
@@ -360,8 +363,9 @@ pub struct RecordCursor<'a, S: ByteSource + ?Sized> {
     pos: u64,
     /// Zero bytes skipped since the last record; `None` after a seek.
     gap: Option<u64>,
-    /// The probe of the current position (the whole header once read).
-    head: [u8; RECORD_HEADER_LEN],
+    /// The probe of the current position (the whole header once read: the fixed part, and
+    /// the expiry field of a record that has one).
+    head: [u8; MAX_HEAD_LEN],
     zeroes: Vec<u8>,
     values: ValueChecker,
 }
@@ -386,7 +390,7 @@ impl<'a, S: ByteSource + ?Sized> RecordCursor<'a, S> {
             footer_table: false,
             pos: SEGMENT_HEADER_LEN as u64,
             gap: Some(0),
-            head: [0u8; RECORD_HEADER_LEN],
+            head: [0u8; MAX_HEAD_LEN],
             zeroes: Vec::new(),
             values: ValueChecker::new(frames),
         }
@@ -460,10 +464,11 @@ impl<'a, S: ByteSource + ?Sized> RecordCursor<'a, S> {
                     available: self.end - pos,
                 }));
             }
-            self.src.read_exact_at(pos, &mut self.head)?;
+            self.src
+                .read_exact_at(pos, &mut self.head[..RECORD_HEADER_LEN])?;
         }
-        let head = self.head;
-        let (header, key) = match self.verified_header(&head, pos)? {
+        let mut head = self.head;
+        let (header, key) = match self.verified_header(&mut head, pos)? {
             Ok(h) => h,
             Err(c) => return Ok(Verdict::NotRecord(c)),
         };
@@ -491,14 +496,33 @@ impl<'a, S: ByteSource + ?Sized> RecordCursor<'a, S> {
         })
     }
 
-    /// Decodes the record header `head` at `pos` and checks that the record fits before the end
-    /// and its header crc; returns it with its key.
+    /// Decodes the record header at `pos`, whose fixed part is in `head` (the expiry field,
+    /// if its flags name one, is read into `head` here), and checks that the record fits before
+    /// the end and its header crc; returns it with its key.
     fn verified_header(
         &self,
-        head: &[u8; RECORD_HEADER_LEN],
+        head: &mut [u8; MAX_HEAD_LEN],
         pos: u64,
     ) -> io::Result<Result<(RecordHeader, Vec<u8>), Corruption>> {
-        let header = match RecordHeader::decode(head) {
+        // The fixed part decides whether an expiry field follows: decoded alone, it fails only
+        // for want of that field once every fixed field is valid.
+        let header = match RecordHeader::decode(&head[..RECORD_HEADER_LEN]) {
+            Err(Corruption::Truncated { needed, .. }) if needed == MAX_HEAD_LEN as u64 => {
+                if self.end - pos < needed {
+                    return Ok(Err(Corruption::Truncated {
+                        needed,
+                        available: self.end - pos,
+                    }));
+                }
+                self.src.read_exact_at(
+                    pos + RECORD_HEADER_LEN as u64,
+                    &mut head[RECORD_HEADER_LEN..],
+                )?;
+                RecordHeader::decode(&head[..])
+            }
+            other => other,
+        };
+        let header = match header {
             Ok(h) => h,
             Err(c) => return Ok(Err(c)),
         };
@@ -516,7 +540,7 @@ impl<'a, S: ByteSource + ?Sized> RecordCursor<'a, S> {
             segment: self.segment,
             offset: pos,
         };
-        Ok(RecordHeader::verify(head, place, &key).map(|()| (header, key)))
+        Ok(RecordHeader::verify(&head[..header.head_len()], place, &key).map(|()| (header, key)))
     }
 
     /// The first position in `[from, limit)` that holds a record header that verifies (its crc
@@ -526,7 +550,7 @@ impl<'a, S: ByteSource + ?Sized> RecordCursor<'a, S> {
     pub fn find_header(&mut self, from: u64, limit: u64) -> io::Result<Option<u64>> {
         let mut at = from;
         let mut buf = Vec::new();
-        let mut head = [0u8; RECORD_HEADER_LEN];
+        let mut head = [0u8; MAX_HEAD_LEN];
         while at < limit {
             let n = WINDOW.min(limit - at) as usize;
             // Three bytes more, for a magic that straddles two windows.
@@ -542,8 +566,9 @@ impl<'a, S: ByteSource + ?Sized> RecordCursor<'a, S> {
                 if magic != RECORD_MAGIC || self.end - cand < RECORD_HEADER_LEN as u64 {
                     continue;
                 }
-                self.src.read_exact_at(cand, &mut head)?;
-                if self.verified_header(&head, cand)?.is_ok() {
+                self.src
+                    .read_exact_at(cand, &mut head[..RECORD_HEADER_LEN])?;
+                if self.verified_header(&mut head, cand)?.is_ok() {
                     return Ok(Some(cand));
                 }
             }

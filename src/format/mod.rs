@@ -26,8 +26,9 @@ pub const MAX_KEY_LEN: usize = 4096;
 /// [`Error::ValueTooLarge`](crate::error::Error::ValueTooLarge).
 pub const MAX_VALUE_LEN: u64 = 1 << 32;
 
-/// Version written into every segment header and record (footer trailers have versions of
-/// their own: [`footer::FOOTER_V2`]).
+/// Version written into every segment header and every record without an expiry (a record
+/// with one is of [`record::RECORD_VERSION_EXPIRES`]; footer trailers have versions of their
+/// own: [`footer::FOOTER_V2`]).
 pub const FORMAT_VERSION: u8 = 1;
 
 /// Value bytes are checksummed in chunks of this size, so that a range read verifies only the
@@ -176,13 +177,18 @@ mod layout_doc {
         use super::{catalog, footer, frames, hotset, record, segment_header, versions};
         // (name of the `layout:` block, the code's (offset, size) fields, fixed length)
         type Layout = (&'static str, &'static [(usize, usize)], usize);
-        let layouts: [Layout; 17] = [
+        let layouts: [Layout; 18] = [
             (
                 "segment-header",
                 segment_header::FIELDS,
                 segment_header::SEGMENT_HEADER_LEN,
             ),
             ("record", record::FIELDS, record::RECORD_HEADER_LEN),
+            (
+                "record-expiring",
+                record::FIELDS_EXPIRES,
+                record::RECORD_HEADER_LEN + record::EXPIRES_LEN,
+            ),
             (
                 "footer-keys",
                 footer::keys::HEADER_FIELDS,

@@ -329,6 +329,7 @@ mod tests {
                     pad_before: std::mem::take(&mut pad),
                     value_len: v.len() as u64,
                     seq,
+                    expires_at: None,
                 };
                 out.extend(encode_record_as(&header, place, k, v));
                 ends.push(out.len() as u64);
@@ -703,6 +704,7 @@ mod tests {
                 pad_before: 0,
                 value_len: value.len() as u64,
                 seq,
+                expires_at: None,
             };
             img.extend(encode_record_as(&header, place, key, &value));
         }
@@ -721,6 +723,60 @@ mod tests {
         let out = scan_segment(&torn2[..], 3).unwrap();
         assert_eq!(out.records.len(), 1);
         assert_eq!(out.stopped_at.map(|s| s.0), Some(ends[0]));
+    }
+
+    #[test]
+    fn records_with_an_expiry_are_recovered_with_it() {
+        // One write group: a plain record, one that expires, a plain one after it.
+        let block = 4096u64;
+        let (img, ends) = image(&[&[(b"a", b"1")]], block);
+        let mut img = img[..ends[0] as usize].to_vec();
+        let mut offsets = Vec::new();
+        for (seq, key, expires_at) in [(2u64, b"b", Some(1_764_960_000_000)), (3, b"c", None)] {
+            let place = RecordPlace {
+                segment: 3,
+                offset: img.len() as u64,
+            };
+            offsets.push(place.offset);
+            let value = vec![seq as u8; 5000];
+            let header = RecordHeader {
+                kind: RecordKind::Put,
+                flags: 0,
+                key_len: 1,
+                pad_before: 0,
+                value_len: value.len() as u64,
+                seq,
+                expires_at,
+            };
+            img.extend(encode_record_as(&header, place, key, &value));
+        }
+        let out = scan_segment(&img[..], 3).unwrap();
+        assert!(out.stopped_at.is_none() && out.damaged.is_empty());
+        let got: Vec<_> = out
+            .records
+            .iter()
+            .map(|r| (r.offset, r.expires_at))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (64, None),
+                (offsets[0], Some(1_764_960_000_000)),
+                (offsets[1], None)
+            ]
+        );
+        assert_eq!(out.records[1].record_len(), offsets[1] - offsets[0]);
+        // Cut inside the expiry field, or after it: the expiring record is torn, the plain
+        // one before it kept.
+        for cut in [offsets[0] + 36, offsets[0] + 44, offsets[1] - 1] {
+            let out = scan_segment(&img[..cut as usize], 3).unwrap();
+            assert_eq!(out.records.len(), 1, "cut at {cut}");
+        }
+        // A flipped bit of the expiry fails the header crc: the record is not taken.
+        let mut bad = img.clone();
+        bad[offsets[0] as usize + 33] ^= 1;
+        let out = scan_segment(&bad[..], 3).unwrap();
+        assert!(out.records.iter().all(|r| r.offset != offsets[0]));
     }
 
     #[test]

@@ -137,6 +137,7 @@ pub(super) fn blob_record_header(
         pad_before: 0,
         value_len: stored_len,
         seq,
+        expires_at: None,
     }
 }
 

@@ -753,6 +753,7 @@ mod tests {
             stored_len,
             value_len,
             seq,
+            expires_at: None,
         }
     }
 

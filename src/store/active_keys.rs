@@ -259,6 +259,7 @@ mod tests {
             stored_len: 1,
             value_len: 1,
             seq: offset,
+            expires_at: None,
         }
     }
 

@@ -28,13 +28,14 @@ fn check_fixture_contents(store: &Store, model: &Model, what: &str) {
     assert!(report.is_clean(), "{what}: verify: {report:?}");
 }
 
-/// The committed old-format stores (tests/fixtures/store-130d492, store-3e7568a) open, recover
+/// The committed old-format stores (tests/fixtures/store-130d492, store-3e7568a, store-3f9fb04)
+/// open, recover
 /// their unsealed segment, read back every key, verify clean, serve ranges of their blob-file
 /// value, take more writes and reopen. They are opened from copies: the committed files are
 /// never written.
 #[test]
 fn old_format_fixture_opens_reads_and_takes_more_writes() {
-    for dir in [compat::FIXTURE_DIR, compat::FIXTURE_DIR_WITH_CATALOG] {
+    for dir in compat::ALL_FIXTURES {
         old_format_fixture_opens_reads_and_takes_more_writes_in(dir);
     }
 }
@@ -160,6 +161,53 @@ fn compaction_rewrites_old_footers_as_version_2() {
         .collect();
     assert!(
         !new.is_empty() && new.iter().all(|&v| v == FOOTER_V2),
+        "log segments after compaction: {logs:?}"
+    );
+    let store = Store::open_with(dir.path(), opts).expect("reopen");
+    check_fixture_contents(&store, &model, "fixture compacted and reopened");
+    store.close().expect("close");
+}
+
+/// The store written by the last build before records that carry an expiry
+/// (tests/fixtures/store-3f9fb04) is what this build still writes for values without one:
+/// records of version 1, footers of version 2. A compaction rewrites every sealed segment as
+/// footers of version 2 again (no expiry is ever put here), and the store reads back whole.
+#[test]
+fn the_store_before_expiry_is_what_values_without_one_are_written_as() {
+    use common::files::FileKind;
+    use podstore::format::footer::FOOTER_V2;
+    use podstore::format::{FORMAT_VERSION, segment_header::SEGMENT_HEADER_LEN};
+    let fixture =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(compat::FIXTURE_DIR_BEFORE_EXPIRY);
+    let pristine = dir_contents(&fixture);
+    let dir = tempfile::tempdir().expect("temporary directory");
+    for (name, bytes) in &pristine {
+        std::fs::write(dir.path().join(name), bytes).expect("copy the fixture");
+    }
+    for kind in [FileKind::Log, FileKind::Blob] {
+        let versions = footer_versions(dir.path(), kind);
+        assert!(
+            !versions.is_empty() && versions.values().all(|&v| v == FOOTER_V2),
+            "{kind:?}: {versions:?}"
+        );
+    }
+    for path in common::files::written_files(dir.path(), FileKind::Log) {
+        let bytes = std::fs::read(&path).unwrap();
+        // The first record's version byte.
+        assert_eq!(bytes[SEGMENT_HEADER_LEN + 4], FORMAT_VERSION, "{path:?}");
+    }
+    let model = compat::expected_contents();
+    let opts = compat::options(IoMode::Buffered)
+        .compaction_threshold(f64::MIN_POSITIVE)
+        .background_compaction(false);
+    let store = Store::open_with(dir.path(), opts.clone()).expect("open the fixture");
+    check_fixture_contents(&store, &model, "fixture before compaction");
+    let report = store.compact().expect("compact");
+    assert!(report.segments_compacted >= 1, "{report:?}");
+    store.close().expect("close");
+    let logs = footer_versions(dir.path(), FileKind::Log);
+    assert!(
+        !logs.is_empty() && logs.values().all(|&v| v == FOOTER_V2),
         "log segments after compaction: {logs:?}"
     );
     let store = Store::open_with(dir.path(), opts).expect("reopen");

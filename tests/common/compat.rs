@@ -7,7 +7,9 @@
 //!
 //! The committed copy, tests/fixtures/store-130d492, was written by commit 130d492 ("Simulator
 //! stays test-only"), the commit before the store restructure; tests/fixtures/store-3e7568a by
-//! commit 3e7568a, the last with version 1 footers (and the first with a catalog). To write a new one (only for a
+//! commit 3e7568a, the last with version 1 footers (and the first with a catalog);
+//! tests/fixtures/store-3f9fb04 by commit 3f9fb04, the last before records and footers that
+//! carry an expiry (issue 39). To write a new one (only for a
 //! new format version; the old copy stays, it is the point):
 //!
 //! ```text
@@ -29,6 +31,19 @@ pub const FIXTURE_DIR: &str = "tests/fixtures/store-130d492";
 /// location tables alone (decoded from the old table), and reads keys by ordinal to tell records
 /// of one hash apart.
 pub const FIXTURE_DIR_WITH_CATALOG: &str = "tests/fixtures/store-3e7568a";
+
+/// The same history written by commit 3f9fb04, the last build before records that carry an
+/// expiry (record version 2, footer version 3): records of version 1, footers of version 2,
+/// sequence numbers taken from the clock. Its files are what this build still writes for
+/// values without an expiry.
+pub const FIXTURE_DIR_BEFORE_EXPIRY: &str = "tests/fixtures/store-3f9fb04";
+
+/// Every committed fixture.
+pub const ALL_FIXTURES: [&str; 3] = [
+    FIXTURE_DIR,
+    FIXTURE_DIR_WITH_CATALOG,
+    FIXTURE_DIR_BEFORE_EXPIRY,
+];
 
 /// Values of at least this many bytes, put with `Durability::Sync`, go to a blob file.
 pub const LARGE: u64 = 64 << 10;

@@ -37,6 +37,8 @@ pub struct BlockLocations {
     base_seq: u64,
     /// One past the last record byte (location entries are checked against it).
     data_end: u64,
+    /// The footer is of version 3: its entries may carry an expiry.
+    expiry_allowed: bool,
     /// Per key block, in file order.
     blocks: Vec<BlockStart>,
 }
@@ -111,6 +113,7 @@ impl BlocksBuilder {
             count: self.ordinal,
             base_seq: header.base_seq,
             data_end: trailer.data_end,
+            expiry_allowed: trailer.version == super::FOOTER_V3,
             blocks: self.blocks,
         }
     }
@@ -171,8 +174,15 @@ impl BlockLocations {
         let mut out = Vec::with_capacity(keys.len());
         for (i, (key, offset)) in keys.iter().enumerate() {
             let ordinal = u32::try_from(run.ordinal + i as u64).ok()?;
-            let l: Location =
-                decode_location(bytes, &mut pos, self.base_seq, self.data_end, ordinal).ok()?;
+            let l: Location = decode_location(
+                bytes,
+                &mut pos,
+                self.base_seq,
+                self.data_end,
+                self.expiry_allowed,
+                ordinal,
+            )
+            .ok()?;
             if l.key_len as usize != key.len() || l.offset != *offset || l.key_hash != key_hash(key)
             {
                 return None;

@@ -6,9 +6,11 @@
 use super::keys::{BlockRef, KEYS_HEADER_LEN, MIN_KEY_BLOCK_LEN};
 use super::tree::{MAX_NODE_LEN, MAX_TREE_DEPTH, MIN_NODE_LEN};
 use super::varint;
-use super::{FOOTER_V1, FooterEntry, Trailer, check_entry_fields, key_hash, segment_crc};
+use super::{
+    FOOTER_V1, FOOTER_V3, FooterEntry, Trailer, check_entry_fields, key_hash, segment_crc,
+};
 use crate::error::Corruption;
-use crate::format::record::{FLAG_COMPRESSED, KNOWN_FLAGS, RecordKind};
+use crate::format::record::{FLAG_COMPRESSED, FLAG_EXPIRES, KNOWN_FLAGS, RecordKind};
 use crate::format::{
     MAX_KEY_LEN, MAX_VALUE_LEN, check_crc, get_u32, get_u64, magic_at, need, reserved_zero,
 };
@@ -20,8 +22,13 @@ pub const LOCATION_HEADER_LEN: usize = 56;
 /// Shortest location entry: the key hash and five one-byte fields.
 pub const MIN_LOCATION_ENTRY_LEN: usize = 8 + 5;
 /// Longest location entry: the key hash, sequence delta and offset of up to 10 bytes, stored
-/// length 5, key length 2, flags and kind 1, value length 5.
-pub const MAX_LOCATION_ENTRY_LEN: usize = 8 + 10 + 10 + 5 + 2 + 1 + 5;
+/// length 5, key length 2, flags and kind 1, value length 5, expiry 8 (at most
+/// [`MAX_EXPIRES_AT_MS`](crate::format::record::MAX_EXPIRES_AT_MS), under 2^56).
+pub const MAX_LOCATION_ENTRY_LEN: usize = 8 + 10 + 10 + 5 + 2 + 1 + 5 + 8;
+
+/// In a location entry's flags-and-kind byte: the record has an expiry, which follows the
+/// entry's other fields as a varint (footers of version 3 only).
+const ENTRY_EXPIRES: u8 = 0x10;
 
 mod off {
     pub const MAGIC: usize = 0;
@@ -208,6 +215,8 @@ pub struct Location {
     pub kind: RecordKind,
     /// Position of the key in the footer's ascending key order (0-based).
     pub ordinal: u32,
+    /// When the value expires, in milliseconds since the Unix epoch; `None` if it does not.
+    pub expires_at: Option<u64>,
 }
 
 impl Location {
@@ -223,6 +232,7 @@ impl Location {
             flags: e.flags,
             kind: e.kind,
             ordinal,
+            expires_at: e.expires_at,
         }
     }
 
@@ -236,6 +246,7 @@ impl Location {
             stored_len: self.stored_len,
             value_len: self.value_len,
             seq: self.seq,
+            expires_at: self.expires_at,
         }
     }
 }
@@ -257,9 +268,18 @@ pub(super) fn encode_locations(
         varint::put(out, e.offset);
         varint::put(out, e.stored_len);
         varint::put(out, e.key.len() as u64);
-        out.push((e.flags as u8 & 0b11) | ((e.kind as u8) << 2));
+        debug_assert_eq!(e.flags & FLAG_EXPIRES != 0, e.expires_at.is_some());
+        let expires = if e.expires_at.is_some() {
+            ENTRY_EXPIRES
+        } else {
+            0
+        };
+        out.push((e.flags as u8 & 0b11) | ((e.kind as u8) << 2) | expires);
         if e.flags & FLAG_COMPRESSED != 0 {
             varint::put(out, e.value_len);
+        }
+        if let Some(at) = e.expires_at {
+            varint::put(out, at);
         }
     }
 }
@@ -317,7 +337,14 @@ pub(crate) fn for_each_location_at(
     let mut pos = LOCATION_HEADER_LEN;
     for ordinal in 0..count as u32 {
         let at = pos;
-        let l = decode_location(table, &mut pos, header.base_seq, trailer.data_end, ordinal)?;
+        let l = decode_location(
+            table,
+            &mut pos,
+            header.base_seq,
+            trailer.data_end,
+            trailer.version == FOOTER_V3,
+            ordinal,
+        )?;
         f(l, at);
     }
     if pos != table.len() {
@@ -329,14 +356,16 @@ pub(crate) fn for_each_location_at(
     Ok(())
 }
 
-/// Decodes the location entry at `*pos` of `table` (a footer of version 2 whose lowest
-/// sequence number is `base_seq` and whose records end at `data_end`), the `ordinal`-th in key
-/// order, and moves `*pos` past it.
+/// Decodes the location entry at `*pos` of `table` (a footer of version 2 or 3 whose lowest
+/// sequence number is `base_seq` and whose records end at `data_end`; `expiry_allowed` for
+/// version 3, whose entries may carry an expiry), the `ordinal`-th in key order, and moves
+/// `*pos` past it.
 pub(crate) fn decode_location(
     table: &[u8],
     pos: &mut usize,
     base_seq: u64,
     data_end: u64,
+    expiry_allowed: bool,
     ordinal: u32,
 ) -> Result<Location, Corruption> {
     need(table, *pos + LOCATION_ENTRY_FIXED_LEN)?;
@@ -355,19 +384,31 @@ pub(crate) fn decode_location(
     need(table, *pos + 1)?;
     let fk = table[*pos];
     *pos += 1;
-    if fk & 0xf0 != 0 {
+    let known = if expiry_allowed {
+        0x0f | ENTRY_EXPIRES
+    } else {
+        0x0f
+    };
+    if fk & !known != 0 {
         return Err(Corruption::InvalidField {
             field: "footer record flags",
             value: fk as u64,
         });
     }
-    let kind = RecordKind::from_u8(fk >> 2)?;
-    let flags = (fk & 0b11) as u16;
+    let kind = RecordKind::from_u8((fk >> 2) & 0b11)?;
+    let mut flags = (fk & 0b11) as u16;
     let value_len = if flags & FLAG_COMPRESSED != 0 {
         varint::get_max(table, pos, MAX_VALUE_LEN, "footer value length")?
     } else {
         stored_len
     };
+    let expires_at = if fk & ENTRY_EXPIRES != 0 {
+        flags |= FLAG_EXPIRES;
+        Some(varint::get(table, pos, "footer record expiry")?)
+    } else {
+        None
+    };
+    super::check_entry_expiry(kind, flags, expires_at)?;
     check_entry_fields(
         kind,
         flags,
@@ -387,5 +428,6 @@ pub(crate) fn decode_location(
         flags,
         kind,
         ordinal,
+        expires_at,
     })
 }

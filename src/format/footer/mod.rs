@@ -23,7 +23,7 @@
 
 use std::borrow::Borrow;
 
-use super::record::{FLAG_COMPRESSED, KNOWN_FLAGS, RecordKind};
+use super::record::{FLAG_COMPRESSED, FLAG_EXPIRES, KNOWN_FLAGS, MAX_EXPIRES_AT_MS, RecordKind};
 use super::{MAX_KEY_LEN, MAX_VALUE_LEN, align_up, check_crc, get_u32, get_u64, magic_at, need};
 use crate::error::Corruption;
 
@@ -59,6 +59,11 @@ pub const TRAILER_LEN: usize = 64;
 pub const FOOTER_V1: u8 = 1;
 /// Trailer version of the footer written now: sorted keys and a location table.
 pub const FOOTER_V2: u8 = 2;
+/// Trailer version of a footer of version 2 some of whose location entries carry an expiry
+/// (bit 4 of their flags byte, then the expiry as a varint). A footer without one is written as
+/// [`FOOTER_V2`], byte for byte as before, so that earlier builds read it; they refuse this
+/// version as unsupported rather than misreading its entries.
+pub const FOOTER_V3: u8 = 3;
 
 mod off {
     pub const MAGIC: usize = 0;
@@ -99,7 +104,7 @@ pub fn key_hash(key: &[u8]) -> u64 {
 /// The decoded trailer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Trailer {
-    /// Footer version: [`FOOTER_V1`] or [`FOOTER_V2`].
+    /// Footer version: [`FOOTER_V1`], [`FOOTER_V2`] or [`FOOTER_V3`].
     pub version: u8,
     /// Segment id.
     pub segment: u64,
@@ -155,7 +160,7 @@ impl Trailer {
             get_u32(bytes, off::CRC),
         )?;
         let version = bytes[off::VERSION];
-        if version != FOOTER_V1 && version != FOOTER_V2 {
+        if version != FOOTER_V1 && version != FOOTER_V2 && version != FOOTER_V3 {
             return Err(Corruption::UnsupportedVersion {
                 found: version as u32,
             });
@@ -326,8 +331,9 @@ pub fn encode_footer_with_blocks(
         block_size as u64,
     );
     out.resize((end - footer_offset) as usize - TRAILER_LEN, 0);
+    let expires = sorted.iter().any(|e| e.expires_at.is_some());
     let trailer = Trailer {
-        version: FOOTER_V2,
+        version: if expires { FOOTER_V3 } else { FOOTER_V2 },
         segment,
         entry_count: sorted.len() as u64,
         table_offset,
@@ -395,6 +401,31 @@ pub fn decode_footer(
         None => &[],
     };
     decode_entries(trailer, keys, table)
+}
+
+/// Checks an entry's expiry against its flags, as a record's: the expiry flag goes with an
+/// expiry (`None` for a footer of a version without them), never on a tombstone, and the
+/// expiry is within bounds.
+pub(crate) fn check_entry_expiry(
+    kind: RecordKind,
+    flags: u16,
+    expires_at: Option<u64>,
+) -> Result<(), Corruption> {
+    if (flags & FLAG_EXPIRES != 0) != expires_at.is_some()
+        || (kind == RecordKind::Tombstone && flags & FLAG_EXPIRES != 0)
+    {
+        return Err(Corruption::InvalidField {
+            field: "footer record flags",
+            value: flags as u64,
+        });
+    }
+    match expires_at {
+        Some(at) if at == 0 || at > MAX_EXPIRES_AT_MS => Err(Corruption::InvalidField {
+            field: "footer record expiry",
+            value: at,
+        }),
+        _ => Ok(()),
+    }
 }
 
 /// Checks the fields of an entry that do not depend on the footer's version. `offset` must lie

@@ -22,6 +22,7 @@ fn entries() -> Vec<FooterEntry> {
                 _ => 50,
             },
             seq: 10 + i,
+            expires_at: None,
         })
         .collect()
 }
@@ -60,6 +61,7 @@ pub(super) fn many(n: usize, key_len: impl Fn(usize) -> usize) -> Vec<FooterEntr
                 stored_len: 3,
                 value_len: 3,
                 seq: 1000 + i as u64,
+                expires_at: None,
             }
         })
         .collect()
@@ -152,6 +154,7 @@ proptest! {
                 stored_len: if tomb { 0 } else { (i as u64 * 977) % MAX_VALUE_LEN },
                 value_len: if tomb { 0 } else if compressed { MAX_VALUE_LEN - i as u64 } else { (i as u64 * 977) % MAX_VALUE_LEN },
                 seq: base + seed.rotate_left(i as u32) % (1 << 50),
+                expires_at: None,
             }
         }).collect();
         // Any order in: shuffle by the seed.
@@ -278,6 +281,7 @@ fn location_table_bytes_per_key_bound() {
                 stored_len: 100,
                 value_len: 100,
                 seq: 7 + i * seq_spread,
+                expires_at: None,
             })
             .collect();
         let at = 64 + 4096 * offset_step;
@@ -443,7 +447,7 @@ fn v1_footers_still_decode() {
 fn unknown_trailer_version_is_rejected() {
     let (footer, file_len) = sealed_with(&entries(), 600, 600);
     let mut t = trailer_of(&footer, file_len);
-    for v in [0u8, 3, 255] {
+    for v in [0u8, 4, 255] {
         t.version = v;
         let bytes = t.encode();
         assert_eq!(
@@ -542,6 +546,7 @@ proptest! {
                 stored_len: 1,
                 value_len: 1,
                 seq,
+                expires_at: None,
             })
             .collect();
         let got: Vec<(Vec<u8>, u64)> = newest_by_key(entries.iter().collect())
@@ -559,5 +564,79 @@ proptest! {
             same
         });
         prop_assert_eq!(got, want);
+    }
+}
+
+/// `entries()` with an expiry on some puts, a compressed one among them.
+fn expiring_entries() -> Vec<FooterEntry> {
+    let mut e = entries();
+    for (i, at) in [(0, 1_764_960_000_000u64), (4, 1), (2, MAX_EXPIRES_AT_MS)] {
+        e[i].expires_at = Some(at);
+        e[i].flags |= FLAG_EXPIRES;
+    }
+    e
+}
+
+#[test]
+fn expiries_round_trip_in_a_footer_of_version_3() {
+    let (footer, file_len) = sealed_with(&expiring_entries(), 4096, 600);
+    let t = trailer_of(&footer, file_len);
+    assert_eq!(t.version, FOOTER_V3);
+    assert_eq!(
+        decode_footer(&t, &footer, 4096).unwrap(),
+        sorted(expiring_entries())
+    );
+    let table = &footer[(t.table_offset - 4096) as usize..];
+    let locs = decode_locations(&t, table).unwrap();
+    for (l, e) in locs.iter().zip(sorted(expiring_entries())) {
+        assert_eq!((l.expires_at, l.flags), (e.expires_at, e.flags));
+    }
+    // A listing's map of the table decodes the entries of a key block with their expiries.
+    let blocks = BlockLocations::of_table(&t, table).unwrap().unwrap();
+    assert_eq!(blocks.blocks(), 1);
+    let run = blocks.run(4096 + KEYS_HEADER_LEN as u64).unwrap();
+    let bytes = &footer[(run.bytes.start - 4096) as usize..(run.bytes.end - 4096) as usize];
+    let keys: Vec<(Vec<u8>, u64)> = sorted(expiring_entries())
+        .into_iter()
+        .map(|e| (e.key, e.offset))
+        .collect();
+    let seqs: Vec<u64> = sorted(expiring_entries()).iter().map(|e| e.seq).collect();
+    assert_eq!(blocks.seqs(&run, bytes, &keys), Some(seqs));
+    // Without an expiry the footer is the footer of earlier builds, byte for byte.
+    let (plain, plain_len) = sealed_with(&entries(), 4096, 600);
+    assert_eq!(trailer_of(&plain, plain_len).version, FOOTER_V2);
+}
+
+#[test]
+fn an_expiry_outside_version_3_or_out_of_range_is_refused() {
+    let (footer, file_len) = sealed_with(&expiring_entries(), 4096, 600);
+    let t = trailer_of(&footer, file_len);
+    // The same table under a trailer of version 2: its entries' expiry bit is unknown there.
+    let v2 = Trailer {
+        version: FOOTER_V2,
+        ..t
+    };
+    let table = &footer[(t.table_offset - 4096) as usize..];
+    assert!(matches!(
+        decode_locations(&v2, table),
+        Err(Corruption::InvalidField {
+            field: "footer record flags",
+            ..
+        })
+    ));
+    // An expiry of zero, or past the year 9999: a typed error of the field.
+    for at in [0, MAX_EXPIRES_AT_MS + 1] {
+        let mut e = expiring_entries();
+        e[0].expires_at = Some(at);
+        let (footer, file_len) = sealed_with(&e, 4096, 600);
+        let t = trailer_of(&footer, file_len);
+        let table = &footer[(t.table_offset - 4096) as usize..];
+        assert_eq!(
+            decode_locations(&t, table),
+            Err(Corruption::InvalidField {
+                field: "footer record expiry",
+                value: at,
+            })
+        );
     }
 }

@@ -132,6 +132,8 @@ pub fn decode_table(trailer: &Trailer, table: &[u8]) -> Result<Vec<FooterEntry>,
         let value_len = get_u64(e, entry_off::VALUE_LEN);
         let flags = get_u16(e, entry_off::FLAGS);
         let offset = get_u64(e, entry_off::OFFSET);
+        // Footers of version 1 predate expiry: its flag is refused here.
+        super::check_entry_expiry(kind, flags, None)?;
         check_entry_fields(
             kind,
             flags,
@@ -149,6 +151,7 @@ pub fn decode_table(trailer: &Trailer, table: &[u8]) -> Result<Vec<FooterEntry>,
             stored_len,
             value_len,
             seq: get_u64(e, entry_off::SEQ),
+            expires_at: None,
         });
         pos += ENTRY_FIXED_LEN + key_len;
     }

@@ -149,6 +149,7 @@ pub fn encode_record_with_flags(
         pad_before: 0,
         value_len: value.len() as u64,
         seq,
+        expires_at: None,
     };
     encode_record_as(&header, place, key, value)
 }

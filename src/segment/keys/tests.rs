@@ -66,6 +66,7 @@ fn file_with(keys: &[Vec<u8>], v1: bool, id: u64, at: u64) -> (Mem, BTreeMap<Vec
             stored_len: 1,
             value_len: 1,
             seq: i as u64,
+            expires_at: None,
         })
         .collect();
     let footer = if v1 {

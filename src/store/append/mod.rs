@@ -718,5 +718,6 @@ fn record_header(
         key_len: key.len() as u32,
         value_len: value.map_or(0, |v| v.stored_len()),
         seq,
+        expires_at: None,
     }
 }

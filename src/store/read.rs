@@ -588,14 +588,14 @@ impl Reader {
     }
 
     /// Whether a stream of reads of `found`'s value gains by reading ahead into a buffer of its
-    /// own (`ValueReader`): not when the value is in memory whole (held by `found`, or a value
-    /// the cache keeps whole), where every read is a copy already; nor when the cache keeps the
-    /// value in pieces, where a stream's reads fetch whole pieces (`read/pieces.rs`) and the
-    /// next reads copy from them: a buffer of its own would hold the same bytes twice.
+    /// own (`ValueReader`): not when the value was in memory whole when it was found (the
+    /// cache's copy, or the record read whole), where every read is a copy already; nor when
+    /// the cache keeps the value in pieces, where a stream's reads fetch whole pieces
+    /// (`read/pieces.rs`) and the next reads copy from them: a buffer of its own would hold the
+    /// same bytes twice. A value the cache would keep whole but does not hold is read ahead.
     pub(super) fn streams(&self, found: &Located) -> bool {
         found.whole.is_none()
             && found.prefetched.is_none()
-            && !self.cache.holds_whole(&found.entry)
             && !self.cache.holds_pieces(&found.entry)
     }
 

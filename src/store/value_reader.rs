@@ -22,7 +22,8 @@ use crate::meta::ValueMeta;
 /// windows that grow from 64 KiB to 1 MiB as the stream goes on (as the kernel's readahead
 /// grows per open file), so that small `read` calls (8 KiB from [`std::io::copy`]) cost one
 /// disk read per window: into the read cache's pieces where the cache keeps the value in
-/// pieces, else (the cache off) into a buffer of the reader's own, at most 1 MiB per reader. A
+/// pieces, else (the cache off, or a value the cache would keep whole but did not hold when the
+/// reader was made) into a buffer of the reader's own, at most 1 MiB per reader. A
 /// seek away, or [`ValueReader::read_exact_at`], reads only what it is asked for.
 ///
 /// Reading past the end: [`Read::read`] at or past the end returns 0 (end of file), and a read
@@ -199,13 +200,18 @@ impl Read for ValueReader {
             let read =
                 self.reader
                     .read_value(found, self.pos, &mut self.ahead, Some(&mut self.cache));
-            if let Err(e) = read {
-                self.ahead.clear();
-                return Err(to_io(e));
+            if read.is_ok() {
+                self.ahead_at = self.pos;
+                buf[..n].copy_from_slice(&self.ahead[..n]);
+                return Ok(self.advance(n));
             }
-            self.ahead_at = self.pos;
-            buf[..n].copy_from_slice(&self.ahead[..n]);
-            return Ok(self.advance(n));
+            // The window failed (damage, an I/O error) somewhere past what was asked for,
+            // perhaps: the read is made as asked, so that it fails only if its own bytes do
+            // (a stream delivers every byte before damage, as a file's readahead does), and the
+            // stream starts again from one chunk at a time.
+            self.ahead.clear();
+            self.window = 0;
+            self.next = None;
         }
         self.reader
             .read_value(&self.found, self.pos, &mut buf[..n], Some(&mut self.cache))

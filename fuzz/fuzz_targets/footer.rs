@@ -21,12 +21,14 @@ use libfuzzer_sys::fuzz_target;
 use podstore::format::align_up;
 use podstore::format::footer::v1::encode_footer_v1;
 use podstore::format::footer::{
-    BlockRef, FOOTER_V1, FOOTER_V2, FooterEntry, IndexNode, LOCATION_HEADER_LEN, Location,
-    LocationHeader, MAX_NODE_LEN, MAX_TREE_DEPTH, MIN_LOCATION_ENTRY_LEN, TABLE_HEADER_LEN,
-    TRAILER_LEN, Trailer, decode_entries, decode_footer, decode_index_node, decode_key_block,
-    decode_locations, encode_footer, key_section, parse_key_block,
+    BlockRef, FOOTER_V1, FOOTER_V2, FOOTER_V3, FooterEntry, IndexNode, LOCATION_HEADER_LEN,
+    Location, LocationHeader, MAX_NODE_LEN, MAX_TREE_DEPTH, MIN_LOCATION_ENTRY_LEN,
+    TABLE_HEADER_LEN, TRAILER_LEN, Trailer, decode_entries, decode_footer, decode_index_node,
+    decode_key_block, decode_locations, encode_footer, key_section, parse_key_block,
 };
-use podstore::format::record::{FLAG_COMPRESSED, KNOWN_FLAGS, RecordKind};
+use podstore::format::record::{
+    FLAG_COMPRESSED, FLAG_EXPIRES, KNOWN_FLAGS, MAX_EXPIRES_AT_MS, RecordKind,
+};
 use podstore::format::segment_header::SEGMENT_HEADER_LEN;
 use podstore::{Corruption, MAX_KEY_LEN, MAX_VALUE_LEN};
 use podstore_fuzz::{BLOCK_SIZES, Unstructured, arb_key, arbitrary, u64_at};
@@ -378,6 +380,14 @@ fn round_trip(u: &mut Unstructured<'_>) -> arbitrary::Result<()> {
                 (0, 0)
             }
         };
+        // An expiry exactly where the flag says, as the encoder requires: on puts, and in the
+        // footers that can hold one (not version 1).
+        let expires_at = if flags & FLAG_EXPIRES != 0 && kind == RecordKind::Put && v2 {
+            Some(u.int_in_range(1..=MAX_EXPIRES_AT_MS)?)
+        } else {
+            flags &= !FLAG_EXPIRES;
+            None
+        };
         entries.push(FooterEntry {
             key,
             kind,
@@ -386,7 +396,7 @@ fn round_trip(u: &mut Unstructured<'_>) -> arbitrary::Result<()> {
             stored_len,
             value_len,
             seq: u.arbitrary()?,
-            expires_at: None,
+            expires_at,
         });
     }
     // Sequence numbers of one footer lie within u64 of each other by construction; any order.
@@ -399,7 +409,14 @@ fn round_trip(u: &mut Unstructured<'_>) -> arbitrary::Result<()> {
     assert_eq!(file_len % block as u64, 0, "footer does not end on a block");
     let tail_at = footer.len() - TRAILER_LEN;
     let t = Trailer::decode(&footer[tail_at..], file_len).expect("encoded trailer must decode");
-    assert_eq!(t.version, if v2 { FOOTER_V2 } else { FOOTER_V1 });
+    // Version 3 exactly when an entry expires (only written with the sorted layout).
+    let expiring = entries.iter().filter(|e| e.expires_at.is_some()).count();
+    let version = match (v2, expiring > 0) {
+        (false, _) => FOOTER_V1,
+        (true, false) => FOOTER_V2,
+        (true, true) => FOOTER_V3,
+    };
+    assert_eq!(t.version, version);
     assert_eq!(
         (t.segment, t.entry_count, t.data_end),
         (segment, n_of(&entries), data_end)
@@ -419,8 +436,9 @@ fn round_trip(u: &mut Unstructured<'_>) -> arbitrary::Result<()> {
     let locations = decode_locations(&t, table).expect("encoded locations decode");
     check_locations(&t, &locations);
     if v2 {
-        // At most 41 bytes per key (the longest varints), whatever the entries.
-        assert!(t.table_len <= (LOCATION_HEADER_LEN + 41 * entries.len()) as u64);
+        // At most 41 bytes per key (the longest varints), whatever the entries, and 10 more
+        // (an expiry's longest varint) per expiring one.
+        assert!(t.table_len <= (LOCATION_HEADER_LEN + 41 * entries.len() + 10 * expiring) as u64);
         assert_eq!(
             key_section(&t, table).unwrap(),
             Some((at, t.table_offset - at))

@@ -10,8 +10,8 @@
 use libfuzzer_sys::fuzz_target;
 use podstore::format::CHUNK_SIZE;
 use podstore::format::record::{
-    KNOWN_FLAGS, RECORD_HEADER_LEN, RecordHeader, RecordKind, RecordPlace, chunk_count,
-    decode_record, encode_record, encode_record_as,
+    EXPIRES_LEN, KNOWN_FLAGS, RECORD_HEADER_LEN, RecordHeader, RecordKind, RecordPlace,
+    chunk_count, decode_record, encode_record, encode_record_as,
 };
 use podstore::{Corruption, MAX_KEY_LEN, MAX_VALUE_LEN};
 use podstore_fuzz::{Unstructured, arb_key, arb_value_len, arbitrary, fill, u64_at};
@@ -34,9 +34,16 @@ fn raw(data: &[u8]) {
         assert!(h.value_len <= MAX_VALUE_LEN);
         assert!(h.kind == RecordKind::Put || h.value_len == 0);
         assert_eq!(h.flags & !KNOWN_FLAGS, 0);
+        // An expiring record's expiry field follows its fixed header.
+        let expiry = if h.expires_at.is_some() {
+            EXPIRES_LEN as u64
+        } else {
+            0
+        };
         assert_eq!(
             h.encoded_len(),
             RECORD_HEADER_LEN as u64
+                + expiry
                 + h.key_len as u64
                 + h.value_len
                 + 4 * chunk_count(h.value_len)

@@ -202,6 +202,8 @@ fn the_cache_and_its_hot_values_never_hold_more_than_its_capacity() {
 
 /// Reads `keys` values of 1 B to 24 KB (about 12 KB each) and a large one in a store whose cache
 /// holds `capacity` bytes: `Stats::cache_bytes` never passes it, and the cache fills past half.
+/// One round of random reads by default (one read of each of about two thirds of the keys,
+/// more bytes than the capacity), three under `PODSTORE_TEST_LONG`.
 fn holds_at_most(capacity: u64, keys: usize) {
     let fx = TestStore::new(options(capacity).durability(podstore::Durability::Buffered));
     let store = fx.open();
@@ -213,7 +215,7 @@ fn holds_at_most(capacity: u64, keys: usize) {
     }
     store.put("large", value(9999, 3 << 20)).unwrap();
     let mut most = 0;
-    for round in 0..3 {
+    for round in 0..common::long::sized(1, 3) {
         for _ in 0..lens.len() {
             let i = rng.below(lens.len());
             let got = store.get(format!("k{i}")).unwrap().unwrap();
@@ -542,7 +544,8 @@ fn a_buffered_put_keeps_only_the_values_of_keys_in_use() {
 fn hot_values_never_go_back_while_overwritten_and_compacted() {
     use std::sync::atomic::AtomicU64;
     const KEYS: usize = 4;
-    const ROUNDS: u64 = 3000;
+    // Rounds of overwrites: 1000 by default, 3000 under PODSTORE_TEST_LONG.
+    let rounds: u64 = common::long::sized(1000, 3000);
     let fx = TestStore::new(options(32 << 20).compaction_threshold(0.1));
     let store = Arc::new(fx.open());
     let acked: Arc<Vec<AtomicU64>> = Arc::new((0..KEYS).map(|_| AtomicU64::new(0)).collect());
@@ -607,7 +610,7 @@ fn hot_values_never_go_back_while_overwritten_and_compacted() {
             })
         })
         .collect();
-    for round in 1..=ROUNDS {
+    for round in 1..=rounds {
         let k = (round % KEYS as u64) as usize;
         store.put(key(k), versioned(round)).unwrap();
         acked[k].store(round, Ordering::SeqCst);

@@ -101,10 +101,11 @@ fn crash_during_close(point: Point, seen: &mut Outcomes) -> bool {
     let opts = options(Durability::Buffered).cache_capacity(32 << 20);
     let mut reached = false;
     for (m, mode) in Survival::ALL.into_iter().enumerate() {
+        // Seeds per point and mode: a third of them by default, all under PODSTORE_TEST_LONG.
         let seeds = if mode == Survival::RandomSectors {
-            6
+            super::long::sized(2, 6)
         } else {
-            2
+            super::long::sized(1, 2)
         };
         for seed in 0..seeds {
             if reached && matches!(point, Point::Never) {

@@ -1,4 +1,4 @@
-//! The log store's own tests (openraft's suite is tests/suite.rs).
+//! The log store's own tests (openraft's suite is tests/cluster/suite.rs).
 
 use super::*;
 use openraft::storage::IOFlushed;

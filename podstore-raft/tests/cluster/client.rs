@@ -5,7 +5,7 @@
 //! the same id with another request is refused; and a restarted node does not send clients to
 //! a leader it has not heard from since.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

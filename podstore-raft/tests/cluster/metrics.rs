@@ -3,7 +3,7 @@
 //! state machine's keys and cache, Raft's indexes), the leader reports each follower's
 //! replication, and `/cluster/status` each follower's lag.
 
-mod common;
+use crate::common;
 
 use common::procs::{Cluster, status, wait_for};
 

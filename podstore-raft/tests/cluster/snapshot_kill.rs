@@ -11,7 +11,7 @@
 //! the log after it). The default run kills it at one step before the commit point and one
 //! after; `PODSTORE_TEST_LONG=1` at every step a received snapshot goes through.
 
-mod common;
+use crate::common;
 
 use std::os::unix::process::ExitStatusExt;
 use std::time::Duration;

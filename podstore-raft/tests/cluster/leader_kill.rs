@@ -3,7 +3,7 @@
 //! and restarted from its directory, and then every acknowledged write is read back from every
 //! node.
 
-mod common;
+use crate::common;
 
 use common::procs::{Cluster, Writer, status, wait_for};
 

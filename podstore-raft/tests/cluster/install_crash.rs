@@ -190,7 +190,11 @@ async fn install_killed_at_each_step_leaves_the_old_or_the_new_state_whole() {
         let dir = tempfile::tempdir().unwrap();
         write_old_state(dir.path()).await;
         let out = Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "child_installs_a_snapshot", "--ignored"])
+            .args([
+                "--exact",
+                "install_crash::child_installs_a_snapshot",
+                "--ignored",
+            ])
             .args(["--nocapture", "--test-threads=1"])
             .env(CHILD_DIR, dir.path())
             .env(CHILD_SNAPSHOT, snapshot.path())

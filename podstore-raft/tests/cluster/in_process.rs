@@ -2,7 +2,7 @@
 //! a leader lost, a minority partition, a restart from the directory, a learner caught up by
 //! snapshot after a purge, membership 3 -> 5 -> 3.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::time::Duration;

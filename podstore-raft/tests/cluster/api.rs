@@ -3,7 +3,7 @@
 //! percent-encoding, keys at and over the limit, ranges past the end, wrong `If-Match`,
 //! bodies over `--max-value`), and that no answer names a key as the state machine stores it.
 
-mod common;
+use crate::common;
 
 use common::procs::Cluster;
 use reqwest::header::{CONTENT_RANGE, ETAG, IF_MATCH, IF_NONE_MATCH};

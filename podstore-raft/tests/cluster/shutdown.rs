@@ -3,7 +3,7 @@
 //! (cleanly, not killed by the signal), and once restarted from their directories every
 //! acknowledged write is on every node.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

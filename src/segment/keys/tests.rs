@@ -258,8 +258,18 @@ fn seek_matches_a_btreemap_for_every_bound() {
         assert_eq!(back, all, "n={n} v1={v1}: backwards without a seek");
         for p in &probes {
             for b in [Bound::Included(&p[..]), Bound::Excluded(&p[..])] {
-                assert_eq!(listed(fresh(), b), range(&model, b), "n={n} v1={v1} {b:?}");
-                // A few blocks back from each bound (the whole way once, above).
+                // A few blocks on from each bound and a few back (the whole way once, above):
+                // listing to the end from each of hundreds of probes of a 30,000-key file
+                // decoded 36 million keys and took most of this test's time.
+                let mut on = SortedKeys::open(fresh(), ID, &path()).unwrap().unwrap();
+                on.seek(b).unwrap();
+                let on = on.take(400).collect::<Result<Vec<_>>>().unwrap();
+                let want: Vec<_> = model
+                    .range::<[u8], _>((b, Bound::Unbounded))
+                    .take(400)
+                    .map(|(k, o)| (k.clone(), *o))
+                    .collect();
+                assert_eq!(on, want, "n={n} v1={v1} {b:?}");
                 assert_eq!(
                     listed_back(fresh(), b, 400),
                     range_back(&model, b),

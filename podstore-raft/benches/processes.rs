@@ -1,8 +1,13 @@
 //! What a user gets: three `podstore-raft` node processes on 127.0.0.1 (the crate's binary,
-//! default settings), a cluster formed through `POST /cluster/init`, and 1, 16 and 64 client
-//! tasks on the leader over HTTP: replicated durable 1 KiB puts (`PUT /kv/{key}`), 4 KiB gets
-//! (`GET /kv/{key}`) and linearizable 4 KiB gets (`?linearizable=1`); ops/s and p50/p99, rounds
-//! interleaved, medians.
+//! default settings), a cluster formed through `POST /cluster/init`, and 1, 16 and 64 clients
+//! (`podstore_raft::client::Client`, one per task: it finds the leader and sends request ids):
+//! replicated durable 1 KiB puts, 4 KiB gets served by the leader alone (`GET /kv/{key}`
+//! straight, as before the client) and the client's linearizable 4 KiB gets; ops/s and
+//! p50/p99, rounds interleaved, medians; and the CPU time every node process and the client
+//! process spent per operation (`/proc/PID/stat`), which is what bounds this machine.
+//! Then values of 1 MiB and 64 MiB put through the client (1 and 4 clients): MiB/s, and the
+//! peak resident memory of each node during each size (`VmHWM`, reset before each through
+//! `/proc/PID/clear_refs`), which should not grow with the value's size.
 //!
 //! `cargo bench -p podstore-raft --bench processes`; `PODSTORE_BENCH_SECS` (per run, default 2),
 //! `PODSTORE_BENCH_ROUNDS` (default 3), `PODSTORE_BENCH_NODE_DIRS=/mnt/a,/mnt/b,/mnt/c` (one
@@ -17,11 +22,51 @@ use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use podstore_raft::client::Client;
 use podstore_raft::http::Status;
 use stats::{Sample, micros, rounds, run_time};
 
 const PRELOAD: u64 = 4096;
 const CLIENTS: [usize; 3] = [1, 16, 64];
+/// Large values: (size, clients, puts per client per round).
+const LARGE: [(usize, usize, usize); 4] = [
+    (1 << 20, 1, 64),
+    (1 << 20, 4, 32),
+    (64 << 20, 1, 3),
+    (64 << 20, 4, 1),
+];
+
+/// CPU time (user and system) of process `pid` so far, in seconds (clock ticks of 10 ms).
+fn cpu_secs(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map_or("", |(_, rest)| rest)
+        .split_whitespace()
+        .collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+/// Peak resident memory of `pid` since its last reset, in MiB (`VmHWM`).
+fn peak_rss_mib(pid: u32) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        .map_or(0.0, |kib| kib / 1024.0)
+}
+
+/// Resets `pid`'s peak resident memory to its current one (Linux 4.0+; `5` in `clear_refs`).
+fn reset_peak_rss(pid: u32) {
+    let _ = std::fs::write(format!("/proc/{pid}/clear_refs"), "5");
+}
 
 struct Proc(Child);
 
@@ -71,42 +116,55 @@ enum Work {
     GetLinearizable,
 }
 
-async fn put(http: &reqwest::Client, addr: &str, key: &str, value: Vec<u8>) {
-    let r = http
-        .put(format!("http://{addr}/kv/{key}"))
-        .body(value)
-        .send()
-        .await
-        .unwrap();
-    assert!(r.status().is_success(), "put {key}: {}", r.status());
+async fn put(client: &Client, key: &str, value: Vec<u8>) {
+    if let Err(e) = client.put(key.as_bytes(), value).await {
+        panic!("put {key}: {e}");
+    }
 }
 
-async fn drive(http: &reqwest::Client, addr: &str, work: Work, clients: usize) -> Sample {
+/// One run of `work` by `clients` clients, each a [`Client`] of its own; the CPU time of the
+/// node processes `pids` and of this process over the run, per operation, in `cpu_us` (all of
+/// them together).
+async fn drive(addrs: &[String], leader: &str, pids: &[u32], work: Work, clients: usize) -> Sample {
     let run = run_time();
+    let clients: Vec<Client> = (0..clients).map(|_| Client::new(addrs.to_vec())).collect();
+    // Each client finds the leader before the clock starts.
+    for c in &clients {
+        c.get(b"g0").await.unwrap();
+    }
+    let cpu = || pids.iter().map(|&p| cpu_secs(p)).sum::<f64>() + stats::process_cpu_secs();
+    let cpu0 = cpu();
     let start = Instant::now();
-    let tasks: Vec<_> = (0..clients)
-        .map(|t| {
-            let (http, addr) = (http.clone(), addr.to_string());
+    let tasks: Vec<_> = clients
+        .into_iter()
+        .enumerate()
+        .map(|(t, client)| {
+            let leader = leader.to_string();
             tokio::spawn(async move {
+                let http = reqwest::Client::new();
                 let mut lat = Vec::new();
                 let mut i = t as u64 * 7919;
                 while start.elapsed() < run {
                     let op = Instant::now();
                     match work {
-                        Work::Put => put(&http, &addr, &format!("k{t}-{i}"), vec![7u8; 1024]).await,
-                        Work::Get | Work::GetLinearizable => {
-                            let lin = if work == Work::GetLinearizable {
-                                "?linearizable=1"
-                            } else {
-                                ""
-                            };
+                        Work::Put => put(&client, &format!("k{t}-{i}"), vec![7u8; 1024]).await,
+                        Work::Get => {
                             let r = http
-                                .get(format!("http://{addr}/kv/g{}{lin}", i % PRELOAD))
+                                .get(format!("http://{leader}/kv/g{}", i % PRELOAD))
                                 .send()
                                 .await
                                 .unwrap();
                             assert!(r.status().is_success(), "get: {}", r.status());
                             assert_eq!(r.bytes().await.unwrap().len(), 4096);
+                        }
+                        Work::GetLinearizable => {
+                            let key = format!("g{}", i % PRELOAD);
+                            let v = client
+                                .get(key.as_bytes())
+                                .await
+                                .unwrap()
+                                .expect("preloaded");
+                            assert_eq!(v.bytes.len(), 4096);
                         }
                     }
                     lat.push(micros(op.elapsed()));
@@ -120,7 +178,37 @@ async fn drive(http: &reqwest::Client, addr: &str, work: Work, clients: usize) -
     for t in tasks {
         all.extend(t.await.unwrap());
     }
-    Sample::new(all, start.elapsed().as_secs_f64())
+    let secs = start.elapsed().as_secs_f64();
+    Sample::new(all, secs).with_cpu(cpu() - cpu0, secs)
+}
+
+/// `clients` clients each putting `puts` values of `size` bytes: MiB/s and p50/p99 (ms) in a
+/// [`Sample`] whose `ops` is MiB/s.
+async fn drive_large(addrs: &[String], size: usize, clients: usize, puts: usize) -> Sample {
+    let start = Instant::now();
+    let tasks: Vec<_> = (0..clients)
+        .map(|t| {
+            let client = Client::new(addrs.to_vec());
+            tokio::spawn(async move {
+                let value = vec![(t as u8).wrapping_add(1); size];
+                let mut lat = Vec::new();
+                for i in 0..puts {
+                    let op = Instant::now();
+                    put(&client, &format!("large-{size}-{t}-{i}"), value.clone()).await;
+                    lat.push(micros(op.elapsed()));
+                }
+                lat
+            })
+        })
+        .collect();
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await.unwrap());
+    }
+    let secs = start.elapsed().as_secs_f64();
+    let mut s = Sample::new(all, secs);
+    s.ops = (clients * puts * size) as f64 / secs / (1 << 20) as f64;
+    s
 }
 
 fn main() {
@@ -143,7 +231,7 @@ async fn run() {
         .into_iter()
         .map(|p| format!("127.0.0.1:{p}"))
         .collect();
-    let _procs: Vec<Proc> = (1..=3u64)
+    let procs: Vec<Proc> = (1..=3u64)
         .map(|id| {
             let child = Command::new(env!("CARGO_BIN_EXE_podstore-raft"))
                 .args(["--id", &id.to_string(), "--dir"])
@@ -170,13 +258,14 @@ async fn run() {
     assert!(r.status().is_success(), "init: {}", r.status());
     let leader = wait_for("a leader", async || status(&http, &addrs[0]).await?.leader).await;
     let addr = addrs[leader as usize - 1].clone();
+    let pids: Vec<u32> = procs.iter().map(|p| p.0.id()).collect();
     // The keys the gets read, from 16 writers.
     let loaders: Vec<_> = (0..16u64)
         .map(|w| {
-            let (http, addr) = (http.clone(), addr.clone());
+            let client = Client::new(addrs.clone());
             tokio::spawn(async move {
                 for i in (w..PRELOAD).step_by(16) {
-                    put(&http, &addr, &format!("g{i}"), vec![4u8; 4096]).await;
+                    put(&client, &format!("g{i}"), vec![4u8; 4096]).await;
                 }
             })
         })
@@ -186,29 +275,74 @@ async fn run() {
     }
 
     let mut runs: BTreeMap<(Work, usize), Vec<Sample>> = BTreeMap::new();
+    let mut large: BTreeMap<(usize, usize), Vec<Sample>> = BTreeMap::new();
+    // Peak resident MiB of each node while each size was put (the largest over the rounds).
+    let mut peaks: BTreeMap<usize, Vec<f64>> = BTreeMap::new();
     for round in 0..rounds() {
         for clients in CLIENTS {
             for work in [Work::Put, Work::Get, Work::GetLinearizable] {
-                let s = drive(&http, &addr, work, clients).await;
+                let s = drive(&addrs, &addr, &pids, work, clients).await;
                 runs.entry((work, clients)).or_default().push(s);
             }
             eprintln!("round {round}, {clients} clients done");
         }
+        for size in [1024usize, 1 << 20, 64 << 20] {
+            pids.iter().for_each(|&p| reset_peak_rss(p));
+            if size == 1024 {
+                drive(&addrs, &addr, &pids, Work::Put, 64).await;
+            }
+            for &(s, clients, puts) in LARGE.iter().filter(|l| l.0 == size) {
+                let sample = drive_large(&addrs, s, clients, puts).await;
+                large.entry((s, clients)).or_default().push(sample);
+            }
+            let now: Vec<f64> = pids.iter().map(|&p| peak_rss_mib(p)).collect();
+            let most = peaks.entry(size).or_insert_with(|| vec![0.0; now.len()]);
+            for (m, n) in most.iter_mut().zip(now) {
+                *m = m.max(n);
+            }
+        }
+        eprintln!("round {round}, large values done");
     }
     let m = |work, clients| Sample::median(&runs[&(work, clients)]);
     println!(
-        "Three processes over 127.0.0.1 (HTTP): ops/s (p50 / p99 ms), medians of {} rounds",
+        "Three processes over 127.0.0.1, through podstore_raft::client: ops/s (p50 / p99 ms), \
+         medians of {} rounds; CPU per operation of the three nodes and the client together",
         rounds()
     );
     println!();
-    println!("| clients | 1 KiB puts | 4 KiB gets | 4 KiB linearizable gets |");
-    println!("|---:|---:|---:|---:|");
+    println!(
+        "| clients | 1 KiB puts | CPU/put (µs) | 4 KiB gets (leader, local) | 4 KiB linearizable gets (client) |"
+    );
+    println!("|---:|---:|---:|---:|---:|");
     for c in CLIENTS {
         println!(
-            "| {c} | {} | {} | {} |",
+            "| {c} | {} | {:.0} | {} | {} |",
             m(Work::Put, c).cell(),
+            m(Work::Put, c).cpu_us,
             m(Work::Get, c).cell(),
             m(Work::GetLinearizable, c).cell()
         );
+    }
+    println!();
+    println!("| value | clients | MiB/s (p50 / p99 ms per put) |");
+    println!("|---:|---:|---:|");
+    for ((size, clients), samples) in &large {
+        println!(
+            "| {} MiB | {clients} | {} |",
+            size >> 20,
+            Sample::median(samples).cell()
+        );
+    }
+    println!();
+    println!("| puts of | peak resident MiB, node 1 / 2 / 3 (leader: node {leader}) |");
+    println!("|---:|---:|");
+    for (size, peak) in &peaks {
+        let label = if *size < 1 << 20 {
+            "1 KiB (64 clients)".to_string()
+        } else {
+            format!("{} MiB", size >> 20)
+        };
+        let cells: Vec<String> = peak.iter().map(|p| format!("{p:.0}")).collect();
+        println!("| {label} | {} |", cells.join(" / "));
     }
 }

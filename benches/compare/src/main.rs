@@ -9,6 +9,7 @@
 //!
 //! See benches/compare/README.md.
 
+mod cache;
 mod cgroup;
 mod charts;
 mod engines;
@@ -53,6 +54,11 @@ usage:
                  --engine device [--file-size 4G] [--threads 8] [--secs 20]: the device's floor,
                  fio 4 KiB random O_DIRECT reads (skipped when fio is missing)
         reopen   [--keys 1000000] [--size 100] [--key-len 16]
+  compare cache --engine podstore|foyer --dir DIR [--value-size 16K] [--threads 1]
+        [--memory 64M] [--disk 1G] [--ops 4*disk/value-size]
+      (a read-through disk cache, issue 39: zipfian gets over 10x the disk capacity, each miss
+      filled by an insert; a warm-up of --ops, then --ops measured; hit ratio, ops/s, p50/p99,
+      write amplification; foyer needs --features foyer)
       common: [--load-threads 16] [--seed 1] [--keep] [--key-len 16] (keys padded to it)
               [--write-buffer SIZE] (podstore engines: Options::write_buffer_size, for experiments)
               [--cache-capacity SIZE] (podstore engines: Options::cache_capacity, 0 = off)
@@ -161,6 +167,7 @@ fn main() -> ExitCode {
         "probe-open" => workloads::probe_open(&args).map(|line| println!("{line}")),
         "memlimit-phase" => memlimit::phase(&args).map(|line| println!("{line}")),
         "ycsb-phase" => ycsb::phase_child(&args).map(|line| println!("{line}")),
+        "cache" => cache::run(&args).map(|line| println!("{line}")),
         "suite" => suite::suite(&args, &argv),
         "report" => report::report(&args, &argv),
         "engines" => {

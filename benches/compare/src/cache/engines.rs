@@ -1,0 +1,127 @@
+//! The caches under comparison, behind one small trait.
+
+use podstore::{Durability, Options, Store};
+
+use super::CacheSpec;
+use crate::engines::Res;
+
+/// A cache: every method takes `&self` and may be called from many threads.
+pub trait CacheEngine: Send + Sync {
+    /// The value of `key`, if the cache holds it.
+    fn get(&self, key: &[u8]) -> Res<Option<Vec<u8>>>;
+    /// Keeps `value` under `key` (the cache may drop it, or others, to stay within its size).
+    fn insert(&self, key: &[u8], value: &[u8]) -> Res<()>;
+    /// The engine's own counters, for the report.
+    fn stats(&self) -> serde_json::Value;
+}
+
+pub fn open(name: &str, spec: &CacheSpec) -> Res<Box<dyn CacheEngine>> {
+    match name {
+        "podstore" => Ok(Box::new(Pod::open(spec)?)),
+        #[cfg(feature = "foyer")]
+        "foyer" => Ok(Box::new(foyer::Foyer::open(spec)?)),
+        other => Err(format!(
+            "no cache engine {other:?} (built: podstore{})",
+            if cfg!(feature = "foyer") {
+                ", foyer"
+            } else {
+                "; foyer needs --features foyer"
+            }
+        )
+        .into()),
+    }
+}
+
+/// podstore as a cache: `Options::default()` with the memory budget as its read cache and the
+/// disk capacity as its size cap; buffered durability (a cache refills what a crash loses).
+struct Pod {
+    store: Store,
+}
+
+impl Pod {
+    fn open(spec: &CacheSpec) -> Res<Pod> {
+        let opts = Options::default()
+            .cache_capacity(spec.memory)
+            .durability(Durability::Buffered);
+        Ok(Pod {
+            store: Store::open_with(&spec.dir, opts)?,
+        })
+    }
+}
+
+impl CacheEngine for Pod {
+    fn get(&self, key: &[u8]) -> Res<Option<Vec<u8>>> {
+        Ok(self.store.get(key)?)
+    }
+
+    fn insert(&self, key: &[u8], value: &[u8]) -> Res<()> {
+        self.store.put(key, value)?;
+        Ok(())
+    }
+
+    fn stats(&self) -> serde_json::Value {
+        serde_json::json!(format!("{:?}", self.store.stats()))
+    }
+}
+
+#[cfg(feature = "foyer")]
+mod foyer {
+    //! foyer's `HybridCache` (memory, then its block engine on a file device), at its defaults
+    //! but for the sizes; a tokio runtime of its own, which the calls block on.
+
+    use ::foyer::{
+        BlockEngineConfig, DeviceBuilder, FsDeviceBuilder, HybridCache, HybridCacheBuilder,
+    };
+
+    use super::{CacheEngine, CacheSpec, Res};
+
+    pub struct Foyer {
+        cache: HybridCache<Vec<u8>, Vec<u8>>,
+        rt: tokio::runtime::Runtime,
+    }
+
+    impl Foyer {
+        pub fn open(spec: &CacheSpec) -> Res<Foyer> {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()?;
+            let device = FsDeviceBuilder::new(&spec.dir)
+                .with_capacity(spec.disk as usize)
+                .build()?;
+            let memory = spec.memory as usize;
+            let cache = rt.block_on(
+                HybridCacheBuilder::new()
+                    .memory(memory)
+                    .with_weighter(|k: &Vec<u8>, v: &Vec<u8>| k.len() + v.len())
+                    .storage()
+                    .with_engine_config(BlockEngineConfig::new(device))
+                    .build(),
+            )?;
+            Ok(Foyer { cache, rt })
+        }
+    }
+
+    impl CacheEngine for Foyer {
+        fn get(&self, key: &[u8]) -> Res<Option<Vec<u8>>> {
+            let e = self.rt.block_on(self.cache.get(&key.to_vec()))?;
+            Ok(e.map(|e| e.value().clone()))
+        }
+
+        fn insert(&self, key: &[u8], value: &[u8]) -> Res<()> {
+            // Inside the runtime: foyer hands the entry to its flushers from there.
+            let _guard = self.rt.enter();
+            self.cache.insert(key.to_vec(), value.to_vec());
+            Ok(())
+        }
+
+        fn stats(&self) -> serde_json::Value {
+            serde_json::Value::Null
+        }
+    }
+
+    impl Drop for Foyer {
+        fn drop(&mut self) {
+            let _ = self.rt.block_on(self.cache.close());
+        }
+    }
+}

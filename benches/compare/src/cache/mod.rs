@@ -1,0 +1,223 @@
+//! `compare cache`: a disk cache in front of a slow source (issue 39). A zipfian read trace
+//! (YCSB's scrambled zipfian, θ = 0.99) over ten times as many values as the cache's disk
+//! capacity holds; a get that misses is filled by an insert of the value (what a read-through
+//! cache does after fetching it from its source, whose time is not counted). Each engine gets
+//! the same memory budget, the same disk capacity and the same directory's disk.
+//!
+//! Reported: the hit ratio (gets that found their value, after a warm-up of as many operations
+//! as the run, which fills the cache), operations per second, p50 and p99 latency of an
+//! operation (a get, and the insert after a miss), the bytes the process wrote to the disk per
+//! byte inserted (write amplification: from `/proc/self/io`, and from the device's counters in
+//! `/proc/diskstats`, which also see io_uring's kernel workers but every other process too), and
+//! the directory's size at the end against the capacity.
+//!
+//! Engines: `podstore` (`Options::default()` with the cache's memory budget as
+//! `cache_capacity`, its disk capacity as the size cap, puts at `Durability::Buffered`: a cache
+//! refills what a crash loses) and `foyer` (cargo feature `foyer`: a `HybridCache` of that
+//! memory with its block engine on a file device of that capacity, at its defaults).
+
+mod engines;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use crate::Args;
+use crate::engines::Res;
+use crate::sys;
+use crate::values::{Rng, ScrambledZipfian};
+
+pub use engines::CacheEngine;
+
+/// What one engine is given.
+#[derive(Debug, Clone)]
+pub struct CacheSpec {
+    /// The engine's directory (created; the caller removes it).
+    pub dir: PathBuf,
+    /// Memory budget in bytes (the in-memory tier or read cache).
+    pub memory: u64,
+    /// Disk capacity in bytes.
+    pub disk: u64,
+}
+
+/// The value of key `k`: `len` bytes that name the key, so that a hit can be checked.
+fn value_of(k: u64, len: usize) -> Vec<u8> {
+    let mut v = vec![0u8; len];
+    let mut rng = Rng::new(k ^ 0x5EED);
+    for chunk in v.chunks_mut(8) {
+        let x = rng.next_u64().to_le_bytes();
+        chunk.copy_from_slice(&x[..chunk.len()]);
+    }
+    v[..8.min(len)].copy_from_slice(&k.to_le_bytes()[..8.min(len)]);
+    v
+}
+
+fn key_of(k: u64) -> [u8; 16] {
+    let mut key = *b"cache-0000000000";
+    key[6..].copy_from_slice(format!("{:010}", k % 10_000_000_000).as_bytes());
+    key
+}
+
+#[derive(Default)]
+struct Counts {
+    gets: AtomicU64,
+    hits: AtomicU64,
+    inserted: AtomicU64,
+}
+
+/// `compare cache --engine E --dir D [--value-size 16KiB] [--threads 1] [--memory 64MiB]
+/// [--disk 1GiB] [--ops N]`: one run, one JSON line.
+pub fn run(args: &Args) -> Result<String, String> {
+    let engine = args.need("engine")?.to_string();
+    let base = PathBuf::from(args.need("dir")?);
+    let value_size = args.size("value-size", 16 << 10)? as usize;
+    let threads = args.num("threads", 1)?.max(1) as usize;
+    let memory = args.size("memory", 64 << 20)?;
+    let disk = args.size("disk", 1 << 30)?;
+    let records = (10 * disk / value_size as u64).max(1);
+    let ops = args.num("ops", 4 * disk / value_size as u64)?;
+    let dir = base.join(format!("cache-{engine}"));
+    if dir.exists() {
+        return Err(format!("{} exists: give an empty --dir", dir.display()));
+    }
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let spec = CacheSpec {
+        dir: dir.clone(),
+        memory,
+        disk,
+    };
+    let cache = engines::open(&engine, &spec).map_err(|e| format!("open {engine}: {e}"))?;
+    let cache: Arc<dyn CacheEngine> = Arc::from(cache);
+    let zipf = Arc::new(ScrambledZipfian::new(records));
+    // The warm-up: as many operations as the run, uncounted.
+    let warm = Counts::default();
+    phase(
+        &cache,
+        &zipf,
+        threads,
+        ops,
+        value_size,
+        1,
+        &warm,
+        &mut Vec::new(),
+    )?;
+    let counts = Counts::default();
+    let io0 = sys::io_counters();
+    let device0 = device_sectors_written(&dir);
+    let start = Instant::now();
+    let mut lat = Vec::new();
+    phase(
+        &cache, &zipf, threads, ops, value_size, 2, &counts, &mut lat,
+    )?;
+    let secs = start.elapsed().as_secs_f64();
+    let on_disk = sys::dir_bytes(&dir);
+    let stats = cache.stats();
+    // Closed and synced before the write counters are read: what an engine still held in its
+    // buffers is written by then.
+    drop(cache);
+    rustix::fs::sync();
+    let io = sys::io_counters().since(io0);
+    let device = device_sectors_written(&dir).saturating_sub(device0) * 512;
+    lat.sort_unstable();
+    let at = |q: f64| {
+        lat.get(((lat.len().max(1) - 1) as f64 * q) as usize)
+            .copied()
+            .unwrap_or(0)
+    };
+    let gets = counts.gets.load(Ordering::Relaxed);
+    let hits = counts.hits.load(Ordering::Relaxed);
+    let inserted = counts.inserted.load(Ordering::Relaxed);
+    Ok(serde_json::json!({
+        "workload": "cache",
+        "engine": engine,
+        "value_size": value_size,
+        "threads": threads,
+        "memory": memory,
+        "disk": disk,
+        "records": records,
+        "ops": gets,
+        "secs": secs,
+        "ops_per_sec": gets as f64 / secs,
+        "hit_ratio": hits as f64 / gets.max(1) as f64,
+        "p50_us": at(0.5),
+        "p99_us": at(0.99),
+        "bytes_inserted": inserted,
+        "bytes_written": io.write_bytes,
+        "write_amplification": io.write_bytes as f64 / inserted.max(1) as f64,
+        "device_bytes_written": device,
+        "device_write_amplification": device as f64 / inserted.max(1) as f64,
+        "dir_bytes_end": on_disk,
+        "engine_stats": stats,
+        "loadavg": sys::loadavg(),
+    })
+    .to_string())
+}
+
+/// Sectors written to the block device under `dir` so far (`/proc/diskstats`, every process's
+/// writes: meaningful on a quiet machine only). The process's own counter (`/proc/self/io`)
+/// misses writes that io_uring's kernel workers make for it.
+fn device_sectors_written(dir: &std::path::Path) -> u64 {
+    let source = sys::mount_of(dir).source;
+    let name = source.rsplit('/').next().unwrap_or_default().to_string();
+    let text = std::fs::read_to_string("/proc/diskstats").unwrap_or_default();
+    text.lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .find(|f| f.len() > 9 && f[2] == name)
+        .and_then(|f| f[9].parse().ok())
+        .unwrap_or(0)
+}
+
+/// `threads` threads do `ops` operations in all; latencies (µs) into `lat`.
+#[allow(clippy::too_many_arguments)]
+fn phase(
+    cache: &Arc<dyn CacheEngine>,
+    zipf: &Arc<ScrambledZipfian>,
+    threads: usize,
+    ops: u64,
+    value_size: usize,
+    seed: u64,
+    counts: &Counts,
+    lat: &mut Vec<u32>,
+) -> Result<(), String> {
+    let per = ops / threads as u64;
+    let results: Vec<Res<Vec<u32>>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let (cache, zipf) = (cache.clone(), zipf.clone());
+                s.spawn(move || -> Res<Vec<u32>> {
+                    let mut rng = Rng::new(seed * 1000 + t as u64);
+                    let mut lat = Vec::with_capacity(per as usize);
+                    for _ in 0..per {
+                        let k = zipf.next(&mut rng);
+                        let key = key_of(k);
+                        let op = Instant::now();
+                        counts.gets.fetch_add(1, Ordering::Relaxed);
+                        match cache.get(&key)? {
+                            Some(v) => {
+                                if v.len() != value_size
+                                    || v[..8] != k.to_le_bytes()[..8.min(v.len())]
+                                {
+                                    return Err(format!("key {k}: a wrong value").into());
+                                }
+                                counts.hits.fetch_add(1, Ordering::Relaxed);
+                            }
+                            None => {
+                                let v = value_of(k, value_size);
+                                cache.insert(&key, &v)?;
+                                counts.inserted.fetch_add(v.len() as u64, Ordering::Relaxed);
+                            }
+                        }
+                        lat.push(op.elapsed().as_micros().min(u32::MAX as u128) as u32);
+                    }
+                    Ok(lat)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for r in results {
+        lat.extend(r.map_err(|e| e.to_string())?);
+    }
+    Ok(())
+}

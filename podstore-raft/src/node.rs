@@ -3,6 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 
 use futures::Stream;
@@ -16,6 +17,8 @@ use openraft::{BasicNode, Config, ReadPolicy};
 use bytes::Bytes;
 
 use crate::state_machine::{Listed, Read};
+
+mod upload;
 use crate::{
     Expect, LogStore, NodeId, Raft, Request, RequestId, Response, SnapshotDir, StateMachine,
     TypeConfig,
@@ -54,6 +57,16 @@ pub enum NodeError {
     RequestIdRefused(String),
     /// The local store failed.
     Io(io::Error),
+    /// A streamed value ([`Node::put_stream`]) passed `max` bytes: nothing was written.
+    TooLarge {
+        /// The limit.
+        max: u64,
+    },
+    /// The body of a streamed value failed (the client went away): nothing was written.
+    Body(String),
+    /// A streamed value was interrupted (this node lost its leadership half-way): nothing was
+    /// written; sending it again (to the leader) may succeed.
+    Interrupted(String),
 }
 
 impl std::fmt::Display for NodeError {
@@ -74,6 +87,9 @@ impl std::fmt::Display for NodeError {
             }
             NodeError::RequestIdRefused(e) => write!(f, "request id refused: {e}"),
             NodeError::Io(e) => write!(f, "i/o: {e}"),
+            NodeError::TooLarge { max } => write!(f, "value larger than {max} bytes"),
+            NodeError::Body(e) => write!(f, "the value's body failed: {e}"),
+            NodeError::Interrupted(e) => write!(f, "upload interrupted: {e}"),
         }
     }
 }
@@ -158,6 +174,8 @@ pub struct Node {
     /// The leader this node has last accepted an AppendEntries from, and its term (see
     /// [`Node::known_leader`]).
     heard: Arc<Mutex<Option<(u64, NodeId)>>>,
+    /// The number of this node's next streamed upload ([`crate::UploadId`]).
+    uploads: Arc<AtomicU64>,
 }
 
 /// What a write applied ([`Node::put_with`], [`Node::delete_with`]).
@@ -234,6 +252,7 @@ impl Node {
             sm,
             log,
             heard: Arc::new(Mutex::new(None)),
+            uploads: Arc::new(AtomicU64::new(0)),
         })
     }
 

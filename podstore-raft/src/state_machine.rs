@@ -44,6 +44,7 @@ use crate::snapshot::{SnapshotDir, Snapshots};
 use crate::{Expect, Op, Request, Response, TypeConfig, decode, encode, io_err};
 
 mod once;
+mod uploads;
 mod values;
 
 use values::{HEADER_LEN, stored_in, version_in};
@@ -63,6 +64,10 @@ const FORMAT_KEY: &[u8] = b"m/format";
 const FORMAT: &[u8] = b"1";
 /// Entries applied per podstore batch.
 const APPLY_CHUNK: usize = 512;
+/// The most bytes of keys and values a chunk of entries applied as one batch holds (a chunk
+/// ends at the entry that reaches it): the chunks of a streamed value are applied a few at a
+/// time, not all of them in one batch held in memory.
+const APPLY_BYTES: usize = 4 << 20;
 /// The most bytes of keys and values a chunk applied on the state machine's task may hold
 /// (see [`applies_inline`]); larger chunks are applied on a blocking thread.
 const INLINE_BYTES: usize = 256 << 10;
@@ -431,8 +436,11 @@ fn applies_inline(items: &[EntryResponder<TypeConfig>]) -> bool {
     let mut bytes = 0usize;
     for (entry, _) in items {
         match &entry.payload {
-            EntryPayload::Blank | EntryPayload::Membership(_) => {}
+            // A new leader's blank entry drops older terms' uploads: it reads staged keys.
+            EntryPayload::Blank => return false,
+            EntryPayload::Membership(_) => {}
             EntryPayload::Normal(Request::Put { key, value }) => bytes += key.len() + value.len(),
+            EntryPayload::Normal(Request::Chunk { bytes: b, .. }) => bytes += b.len(),
             EntryPayload::Normal(Request::Batch(ops)) => {
                 for op in ops {
                     bytes += match op {
@@ -446,7 +454,9 @@ fn applies_inline(items: &[EntryResponder<TypeConfig>]) -> bool {
                 | Request::PutIfAbsent { .. }
                 | Request::PutIf { .. }
                 | Request::DeleteIf { .. }
-                | Request::Once { .. },
+                | Request::Once { .. }
+                | Request::Commit { .. }
+                | Request::Abort { .. },
             ) => {
                 return false;
             }
@@ -486,6 +496,7 @@ fn apply_entries(store: &Store, entries: Vec<Entry>) -> io::Result<Vec<Response>
                     | Request::PutIf { .. }
                     | Request::DeleteIf { .. }
                     | Request::Once { .. }
+                    | Request::Commit { .. }
             )
         )
     });
@@ -499,36 +510,61 @@ fn apply_entries(store: &Store, entries: Vec<Entry>) -> io::Result<Vec<Response>
     for entry in entries {
         let log_id = entry.log_id();
         let version = log_id.index();
+        let term = openraft::vote::RaftLeaderId::term(log_id.committed_leader_id());
+        // An entry that reads staged chunks reads them from the store: the writes of the
+        // entries before it go there first, with their applied id (src/state_machine/uploads.rs).
+        let reads_staged = match &entry.payload {
+            EntryPayload::Blank => true,
+            EntryPayload::Normal(r) => uploads::reads_staged(r),
+            EntryPayload::Membership(_) => false,
+        };
+        if reads_staged && !batch.is_empty() {
+            write_batch(store, &mut batch, last_applied.as_ref(), membership.take())?;
+        }
         last_applied = Some(log_id);
+        let mut w = Writes {
+            store,
+            batch: &mut batch,
+            overlay: &mut overlay,
+            key_buf: &mut key_buf,
+            value_buf: &mut value_buf,
+            remembered: &mut remembered,
+            version,
+            term,
+        };
         let response = match entry.payload {
-            EntryPayload::Blank => Response::Done,
+            EntryPayload::Blank => {
+                w.drop_older_terms()?;
+                Response::Done
+            }
             EntryPayload::Membership(m) => {
                 membership = Some(Membership::new(Some(log_id), m));
                 Response::Done
             }
-            EntryPayload::Normal(req) => {
-                let mut w = Writes {
-                    store,
-                    batch: &mut batch,
-                    overlay: &mut overlay,
-                    key_buf: &mut key_buf,
-                    value_buf: &mut value_buf,
-                    remembered: &mut remembered,
-                    version,
-                };
-                w.apply(req)?
-            }
+            EntryPayload::Normal(req) => w.apply(req)?,
         };
         out.push(response);
     }
-    if let Some(applied) = &last_applied {
+    write_batch(store, &mut batch, last_applied.as_ref(), membership)?;
+    Ok(out)
+}
+
+/// Writes `batch` with the applied id and membership it brings the store to, and empties it.
+fn write_batch(
+    store: &Store,
+    batch: &mut Batch,
+    applied: Option<&LogId>,
+    membership: Option<Membership>,
+) -> io::Result<()> {
+    if let Some(applied) = applied {
         batch.put(APPLIED, encode(applied)?);
     }
     if let Some(m) = &membership {
         batch.put(MEMBERSHIP, encode(m)?);
     }
-    store.write(&batch).map_err(io_err)?;
-    Ok(out)
+    store.write(batch).map_err(io_err)?;
+    batch.clear();
+    Ok(())
 }
 
 /// The writes of one entry (numbered `version`, its log index), added to a chunk's batch.
@@ -541,6 +577,8 @@ struct Writes<'a> {
     /// The request-id records this chunk wrote (src/state_machine/once.rs).
     remembered: &'a mut once::Remembered,
     version: u64,
+    /// The term of the entry (its leader's).
+    term: u64,
 }
 
 impl Writes<'_> {
@@ -636,6 +674,20 @@ impl Writes<'_> {
                 Err(e) => Response::Rejected(e),
             },
             Request::Once { id, request } => self.apply_once(id, *request)?,
+            Request::Chunk {
+                upload,
+                index,
+                bytes,
+            } => self.chunk(upload, index, &bytes),
+            Request::Commit {
+                upload,
+                key,
+                chunks,
+                len,
+                crc,
+                expect,
+            } => self.commit(upload, &key, chunks, len, crc, expect)?,
+            Request::Abort { upload } => self.abort(upload)?,
             Request::Batch(ops) => {
                 let bad = ops.iter().find_map(|op| match op {
                     Op::Put { key, value } => check(key, Some(value)).err(),
@@ -713,13 +765,18 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         Strm: Stream<Item = io::Result<EntryResponder<TypeConfig>>> + Unpin + OptionalSend,
     {
         let mut chunk = Vec::new();
+        let mut bytes = 0;
         loop {
             let next = entries.try_next().await?;
             let done = next.is_none();
             if let Some(item) = next {
+                if let EntryPayload::Normal(r) = &item.0.payload {
+                    bytes += r.payload_len();
+                }
                 chunk.push(item);
             }
-            if !chunk.is_empty() && (done || chunk.len() >= APPLY_CHUNK) {
+            if !chunk.is_empty() && (done || chunk.len() >= APPLY_CHUNK || bytes >= APPLY_BYTES) {
+                bytes = 0;
                 let items = std::mem::take(&mut chunk);
                 let responses =
                     if applies_inline(&items) && self.shared.written.load(Ordering::Relaxed) {

@@ -273,14 +273,22 @@ impl Debug for LogStore {
     }
 }
 
+/// The read cache of the log's store: small. The in-memory tail serves what replication and
+/// the state machine read right after an append; what the store serves is older entries (a
+/// follower catching up, the chunks of a streamed value), read once or twice, which a cache
+/// would only keep from the state machine's store. podstore sizes a store's cache from the
+/// memory available to the process as if it were the process's only store: left to that, the
+/// log's and the state machine's caches would each take half of a node's memory (with direct
+/// I/O), the whole of it together.
+const LOG_CACHE: u64 = 4 << 20;
+
 impl LogStore {
     /// Opens (or creates) the log in `dir`.
     pub fn open(dir: impl AsRef<Path>) -> io::Result<LogStore> {
-        let store = Store::open_with(
-            dir.as_ref(),
-            Options::default().durability(Durability::Buffered),
-        )
-        .map_err(io_err)?;
+        let opts = Options::default()
+            .durability(Durability::Buffered)
+            .cache_capacity(LOG_CACHE);
+        let store = Store::open_with(dir.as_ref(), opts).map_err(io_err)?;
         let get = |k: &[u8]| store.get(k).map_err(io_err);
         let committed: Option<LogId> = get(COMMITTED)?.map(|b| decode(&b)).transpose()?;
         let mut meta = Meta {
@@ -481,7 +489,7 @@ fn bounds(range: &impl RangeBounds<u64>) -> (u64, u64) {
 /// (`entries_stream`) hold no more than this of the log in memory at a time, whatever
 /// `max_payload_entries` says and however large the entries (the chunks of a streamed value
 /// are 1 MiB each).
-const READ_BYTES: usize = 4 << 20;
+const READ_BYTES: usize = 1 << 20;
 
 impl LogStore {
     /// The entries `start..end` the log holds, from `start` on, up to the first that brings

@@ -67,7 +67,7 @@ const APPLY_CHUNK: usize = 512;
 /// The most bytes of keys and values a chunk of entries applied as one batch holds (a chunk
 /// ends at the entry that reaches it): the chunks of a streamed value are applied a few at a
 /// time, not all of them in one batch held in memory.
-const APPLY_BYTES: usize = 4 << 20;
+const APPLY_BYTES: usize = 1 << 20;
 /// The most bytes of keys and values a chunk applied on the state machine's task may hold
 /// (see [`applies_inline`]); larger chunks are applied on a blocking thread.
 const INLINE_BYTES: usize = 256 << 10;
@@ -142,6 +142,16 @@ fn check_format(store: &Store) -> io::Result<()> {
     }
 }
 
+/// The read cache of the state machine's store: a quarter of the memory available to the
+/// process ([`podstore::memory_available`]; 64 MiB if unknown). podstore's default gives a
+/// store half of it (with direct I/O), as if it were the process's only one; a node also has
+/// its log's store (with a small cache of its own), the runtime, its stores' indexes and
+/// buffers, and the requests in flight (a few MiB per streamed value): in a 128 MiB cgroup,
+/// half went to the cache and ranged reads of a large value got the node OOM-killed.
+fn cache_capacity() -> u64 {
+    podstore::memory_available().map_or(64 << 20, |a| a / 4)
+}
+
 struct Shared {
     root: PathBuf,
     snapshots: Snapshots,
@@ -209,7 +219,9 @@ impl StateMachine {
             Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
             _ => {}
         }
-        let opts = Options::default().durability(Durability::Buffered);
+        let opts = Options::default()
+            .durability(Durability::Buffered)
+            .cache_capacity(cache_capacity());
         let store =
             Store::open_with(generation_dir(&root, current), opts.clone()).map_err(io_err)?;
         check_format(&store)?;

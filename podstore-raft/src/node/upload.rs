@@ -22,7 +22,7 @@ use crate::{CHUNK_LEN, Expect, Request, RequestId, Response, UploadId};
 
 /// The most chunks of one upload proposed and not yet applied: enough to keep replication
 /// busy while the next chunk is read, few enough that memory stays a few MiB.
-pub(crate) const WINDOW: usize = 3;
+pub(crate) const WINDOW: usize = 2;
 
 type ChunkWrite = JoinHandle<Result<Response, NodeError>>;
 

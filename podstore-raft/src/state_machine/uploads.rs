@@ -211,9 +211,15 @@ impl Writes<'_> {
         let mut hasher = crc32fast::Hasher::new();
         let mut got = 0u64;
         for key in staged {
-            let chunk = self.store.get_bytes(key).map_err(io_err)?.ok_or_else(|| {
-                io::Error::other("a staged chunk vanished while its upload was committed")
-            })?;
+            // A range read, not a get: podstore's read cache keeps a value of up to 8 MiB
+            // whole when it is got, and would fill with chunks read once.
+            let chunk = self
+                .store
+                .get_range(key, 0..u64::MAX)
+                .map_err(io_err)?
+                .ok_or_else(|| {
+                    io::Error::other("a staged chunk vanished while its upload was committed")
+                })?;
             hasher.update(&chunk);
             got += chunk.len() as u64;
             writer.write_all(&chunk)?;

@@ -147,6 +147,12 @@ mod tests {
         (e, 10)
     }
 
+    /// All of `from..stop` the tail holds (no byte budget).
+    fn read(t: &Tail, from: u64, stop: u64) -> Vec<Entry> {
+        let mut budget = usize::MAX;
+        t.read(from, stop, &mut budget)
+    }
+
     fn indexes(entries: &[Entry]) -> Vec<u64> {
         entries.iter().map(|e| e.index()).collect()
     }
@@ -155,23 +161,23 @@ mod tests {
     fn reads_cuts_and_restarts() {
         let mut t = Tail::default();
         assert_eq!(t.first(), None);
-        assert!(t.read(0, 10, &mut usize::MAX).is_empty());
+        assert!(read(&t, 0, 10).is_empty());
         t.extend((5..10).map(entry).collect());
         assert_eq!(t.first(), Some(5));
-        assert_eq!(indexes(&t.read(6, 8, &mut usize::MAX)), [6, 7]);
-        assert_eq!(indexes(&t.read(8, 100, &mut usize::MAX)), [8, 9]);
+        assert_eq!(indexes(&read(&t, 6, 8)), [6, 7]);
+        assert_eq!(indexes(&read(&t, 8, 100)), [8, 9]);
         assert!(
-            t.read(4, 8, &mut usize::MAX).is_empty(),
+            read(&t, 4, 8).is_empty(),
             "a read from before the tail gets nothing"
         );
-        assert!(t.read(10, 12, &mut usize::MAX).is_empty());
+        assert!(read(&t, 10, 12).is_empty());
 
         t.cut_from(8);
-        assert_eq!(indexes(&t.read(5, 100, &mut usize::MAX)), [5, 6, 7]);
+        assert_eq!(indexes(&read(&t, 5, 100)), [5, 6, 7]);
         t.extend((8..12).map(entry).collect());
         t.cut_to(6);
         assert_eq!(t.first(), Some(7));
-        assert_eq!(indexes(&t.read(7, 100, &mut usize::MAX)), [7, 8, 9, 10, 11]);
+        assert_eq!(indexes(&read(&t, 7, 100)), [7, 8, 9, 10, 11]);
         assert_eq!(t.bytes, 50);
         // Cuts outside it change nothing.
         t.cut_to(3);
@@ -181,11 +187,42 @@ mod tests {
         // Entries that do not follow the last one restart it.
         t.extend((30..32).map(entry).collect());
         assert_eq!(t.first(), Some(30));
-        assert_eq!(indexes(&t.read(30, 100, &mut usize::MAX)), [30, 31]);
+        assert_eq!(indexes(&read(&t, 30, 100)), [30, 31]);
         assert_eq!(t.bytes, 20);
         t.cut_to(u64::MAX);
         assert_eq!(t.first(), None);
         assert_eq!(t.bytes, 0);
+    }
+
+    /// The chunks of a streamed value are not kept (the tail restarts after each), and a read
+    /// stops at the entry that spends its byte budget.
+    #[test]
+    fn keeps_no_chunk_and_reads_within_a_budget() {
+        let chunk = |i: u64| {
+            let request = crate::Request::Chunk {
+                upload: crate::UploadId { term: 1, nonce: 0 },
+                index: i,
+                bytes: vec![1; 100],
+            };
+            let id = openraft::testing::log_id::<TypeConfig>(1, 1, i);
+            (Entry::new_normal(id, request), 110)
+        };
+        let mut t = Tail::default();
+        t.extend((1..4).map(entry).collect());
+        t.extend(vec![chunk(4), chunk(5)]);
+        assert_eq!(t.first(), None);
+        assert_eq!(t.bytes, 0);
+        t.extend((6..10).map(entry).collect());
+        assert_eq!(t.first(), Some(6));
+        assert_eq!(indexes(&read(&t, 6, 100)), [6, 7, 8, 9]);
+
+        // Entries of 10 bytes: a budget of 25 takes three (the third spends it), one of 1 takes
+        // one.
+        let mut budget = 25;
+        assert_eq!(indexes(&t.read(6, 100, &mut budget)), [6, 7, 8]);
+        assert_eq!(budget, 0);
+        let mut budget = 1;
+        assert_eq!(indexes(&t.read(7, 100, &mut budget)), [7]);
     }
 
     #[test]
@@ -195,7 +232,7 @@ mod tests {
         t.extend((1..=n).map(entry).collect());
         assert_eq!(t.len(), TAIL_ENTRIES);
         assert_eq!(t.first(), Some(11));
-        assert_eq!(indexes(&t.read(n, n + 1, &mut usize::MAX)), [n]);
+        assert_eq!(indexes(&read(&t, n, n + 1)), [n]);
 
         let mut t = Tail::default();
         let big = |i| (entry(i).0, TAIL_BYTES / 4);

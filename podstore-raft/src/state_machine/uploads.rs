@@ -236,3 +236,6 @@ impl Writes<'_> {
         Ok(None)
     }
 }
+
+#[cfg(test)]
+mod tests;

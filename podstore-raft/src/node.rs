@@ -16,7 +16,7 @@ use openraft::{BasicNode, Config, ReadPolicy};
 
 use bytes::Bytes;
 
-use crate::state_machine::{Listed, Read};
+use crate::state_machine::{Listed, Read, Whole};
 
 mod upload;
 use crate::{
@@ -505,6 +505,24 @@ impl Node {
         Ok(tokio::task::spawn_blocking(move || sm.get_versioned(&key))
             .await
             .map_err(io::Error::other)??)
+    }
+
+    /// The value of `key` on this node, read whole if it is at most `max_whole` bytes, else
+    /// opened to be read in pieces.
+    pub(crate) async fn read_or_open(
+        &self,
+        key: Vec<u8>,
+        max_whole: u64,
+    ) -> Result<Whole, NodeError> {
+        let sm = self.sm.clone();
+        if let Some(value) = sm.get_cached(&key)? {
+            return Ok(Whole::Read(Read::whole(Some(value))));
+        }
+        Ok(
+            tokio::task::spawn_blocking(move || sm.read_or_open(&key, max_whole))
+                .await
+                .map_err(io::Error::other)??,
+        )
     }
 
     /// The value of `key` on this node, or bytes `start..end` of it (see

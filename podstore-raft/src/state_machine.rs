@@ -49,6 +49,7 @@ mod values;
 
 use values::{HEADER_LEN, stored_in, version_in};
 pub use values::{Listed, Read, ValueRead};
+pub(crate) use values::{OpenValue, Whole};
 
 type LogId = LogIdOf<TypeConfig>;
 type Membership = StoredMembershipOf<TypeConfig>;

@@ -1,8 +1,8 @@
 //! A PUT several times larger than a node's memory budget: three real node processes, each in
 //! a cgroup v1 memory controller limited to 128 MiB (page cache included, as the kernel counts
 //! it), take a 384 MiB value streamed in by the client (never held whole by the test either);
-//! it streams through and is read back byte for byte from a follower in ranges, and no node is
-//! OOM-killed. `PODSTORE_TEST_LONG=1`: a 2 GiB value. Skipped, with a note, where the cgroup v1
+//! it streams through and is read back byte for byte from a follower in ranges, and whole
+//! (streamed by the node) from the other, and no node is OOM-killed. `PODSTORE_TEST_LONG=1`: a 2 GiB value. Skipped, with a note, where the cgroup v1
 //! memory controller is absent or not writable.
 //!
 //! Also (run by hand, see `peak_rss_by_value_size`): the peak RSS of each node (`VmHWM`) for
@@ -157,6 +157,31 @@ async fn check_value(cluster: &Cluster, id: u64, key: &str, len: u64) {
     }
 }
 
+/// GETs the whole value of `key` from node `id` (streamed by the node) and checks every byte
+/// as it arrives.
+async fn check_whole_value(cluster: &Cluster, id: u64, key: &str, len: u64) {
+    use futures::StreamExt;
+    let r = cluster
+        .http
+        .get(format!("http://{}/kv/{key}", cluster.addr(id)))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), reqwest::StatusCode::OK);
+    assert_eq!(r.content_length(), Some(len));
+    let mut body = r.bytes_stream();
+    let mut at = 0u64;
+    while let Some(piece) = body.next().await {
+        let piece = piece.unwrap();
+        assert!(
+            piece.as_ref() == bytes_at(at, piece.len() as u64).as_slice(),
+            "node {id}: bytes from {at} differ"
+        );
+        at += piece.len() as u64;
+    }
+    assert_eq!(at, len, "node {id}: the whole value");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn put_larger_than_a_nodes_memory_limit_streams_through_and_no_node_is_killed() {
     // 128 MiB: an idle node already holds about 40 MiB (its stores' indexes and buffers,
@@ -207,6 +232,11 @@ async fn put_larger_than_a_nodes_memory_limit_streams_through_and_no_node_is_kil
     })
     .await;
     check_value(&cluster, follower, "big/value", len).await;
+    // And whole, from the other follower: streamed by the node, a piece at a time.
+    let other = follower % 3 + 1;
+    assert_ne!(other, leader);
+    cluster.wait_applied(other, target).await;
+    check_whole_value(&cluster, other, "big/value", len).await;
 
     for (id, proc) in cluster.procs.iter_mut() {
         let cg = &cgroups[*id as usize - 1];

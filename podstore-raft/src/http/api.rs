@@ -21,6 +21,7 @@ use serde_json::json;
 
 use super::query::{Query, decode_path, hex, unhex};
 use super::{Status, status_of};
+use crate::state_machine::{OpenValue, Whole};
 use crate::{CHUNK_LEN, Expect, MAX_KEY_LEN, Node, NodeError, NodeId, Read, RequestId, Written};
 
 /// The header of a write's request id, `<client>:<seq>` in decimal (see
@@ -449,7 +450,15 @@ async fn kv_get(State(node): State<Node>, uri: Uri) -> Response {
         return node_error(e);
     }
     let range = (start.is_some() || end.is_some()).then(|| (start.unwrap_or(0), end));
-    match node.read(key, range).await {
+    let read = match range {
+        None => match node.read_or_open(key, CHUNK_LEN as u64).await {
+            Ok(Whole::Read(r)) => Ok(r),
+            Ok(Whole::Open(value)) => return streamed(value),
+            Err(e) => Err(e),
+        },
+        Some(_) => node.read(key, range).await,
+    };
+    match read {
         Ok(Read::Value(v)) => {
             let tag = [(header::ETAG, etag(v.version))];
             let octets = (header::CONTENT_TYPE, "application/octet-stream");
@@ -478,6 +487,35 @@ async fn kv_get(State(node): State<Node>, uri: Uri) -> Response {
         }
         Err(e) => node_error(e),
     }
+}
+
+/// The answer to a GET of a whole value too large to read whole: its bytes read and sent
+/// [`CHUNK_LEN`] at a time (each read on a blocking thread), all of the same write. A read that
+/// fails half-way cuts the response short (the client sees fewer bytes than `Content-Length`).
+fn streamed(value: OpenValue) -> Response {
+    let (len, version) = (value.len, value.version);
+    let pieces = futures::stream::try_unfold(0u64, move |at| {
+        let value = value.clone();
+        async move {
+            if at >= len {
+                return Ok::<_, std::io::Error>(None);
+            }
+            let n = (len - at).min(CHUNK_LEN as u64) as usize;
+            let piece = tokio::task::spawn_blocking(move || value.read_at(at, n))
+                .await
+                .map_err(std::io::Error::other)??;
+            Ok(Some((piece, at + n as u64)))
+        }
+    });
+    let headers = [
+        (header::ETAG, etag(version)),
+        (
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/octet-stream"),
+        ),
+        (header::CONTENT_LENGTH, HeaderValue::from(len)),
+    ];
+    (StatusCode::OK, headers, Body::from_stream(pieces)).into_response()
 }
 
 async fn kv_list(State(node): State<Node>, uri: Uri) -> Response {

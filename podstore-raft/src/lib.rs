@@ -48,6 +48,10 @@
 //! - [`Node`] (src/node.rs): a Raft node over these, with its client API (put, get, get_range,
 //!   delete, conditional writes, linearizable reads, listings, membership); [`http`]
 //!   (src/http/): a transport over HTTP, the client API and `/metrics`.
+//! - Values over [`CHUNK_LEN`] (1 MiB) are streamed into the leader and replicated in chunks
+//!   ([`Node::put_stream`], src/node/upload.rs; [`Request::Chunk`], [`Request::Commit`],
+//!   [`Request::Abort`], src/state_machine/uploads.rs): memory per PUT is a few MiB whatever
+//!   the value's size.
 //! - Writes under a request id ([`Request::Once`], src/state_machine/once.rs) are applied once:
 //!   the state machine remembers each client's last [`REQUEST_ID_WINDOW`] ids and answers a
 //!   retry with the first outcome. The `client` feature's `client::Client` (src/client.rs)

@@ -566,12 +566,12 @@ impl RaftLogReader<TypeConfig> for LogStore {
         self.read_entries(start, end, usize::MAX).await
     }
 
-    /// At most [`READ_BYTES`] of entries (past the first): one AppendEntries.
+    /// At most 1 MiB of entries (past the first): one AppendEntries.
     async fn limited_get_log_entries(&mut self, start: u64, end: u64) -> io::Result<Vec<Entry>> {
         self.read_entries(start, end, READ_BYTES).await
     }
 
-    /// The entries, read [`READ_BYTES`] at a time as the state machine takes them (openraft's
+    /// The entries, read 1 MiB at a time as the state machine takes them (openraft's
     /// default reads the whole range at once: all the chunks of a streamed value).
     async fn entries_stream<RB>(
         &mut self,

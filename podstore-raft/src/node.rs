@@ -307,6 +307,26 @@ impl Node {
         }
     }
 
+    /// [`NodeError::NotLeader`] naming the leader this node knows ([`Node::known_leader`]) if
+    /// it is not the leader itself; `None` if it is. Asked before a streamed value's body is
+    /// read: a follower answers at once rather than after reading a first chunk of it.
+    pub(crate) fn unless_leader(&self) -> Option<NodeError> {
+        use openraft::async_runtime::watch::WatchReceiver;
+        let leader = self.known_leader();
+        if leader == Some(self.id) {
+            return None;
+        }
+        let addr = leader.and_then(|l| {
+            let m = self.raft.metrics();
+            let m = m.borrow_watched();
+            m.membership_config
+                .membership()
+                .get_node(&l)
+                .map(|n| n.addr.clone())
+        });
+        Some(NodeError::NotLeader { leader, addr })
+    }
+
     /// This node's id.
     pub fn id(&self) -> NodeId {
         self.id

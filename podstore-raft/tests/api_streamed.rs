@@ -1,6 +1,7 @@
 //! Values over 1 MiB through the client API of three real node processes: streamed in
-//! (chunked bodies, no `Content-Length`) with their conditions and request ids, read back whole
-//! (streamed out) from a follower; a body that passes `--max-value` half-way answers `413` and
+//! (chunked bodies, no `Content-Length`) with their conditions and request ids, refused by a
+//! follower (`421`, the leader named) before it reads them, read back whole (streamed out)
+//! from a follower; a body that passes `--max-value` half-way answers `413` and
 //! leaves nothing staged; a retry under a request id is answered from the first and leaves
 //! nothing staged either.
 
@@ -109,9 +110,19 @@ async fn large_values_stream_in_and_out_with_conditions_limits_and_request_ids()
     assert_eq!(r.status(), StatusCode::OK);
     let etag = r.headers()[ETAG].to_str().unwrap().to_string();
 
+    // To a follower: 421 before it reads the body, naming the leader.
+    let follower = leader % 3 + 1;
+    let r = http
+        .put(format!("http://{}/kv/big", cluster.addr(follower)))
+        .body(body(8, len))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::MISDIRECTED_REQUEST);
+    assert_eq!(r.headers()["x-leader"].to_str().unwrap(), addr);
+
     // Whole, from a follower, streamed out.
     let target = status(&http, &addr).await.unwrap().last_applied;
-    let follower = leader % 3 + 1;
     cluster.wait_applied(follower, target).await;
     let r = http
         .get(format!("http://{}/kv/big", cluster.addr(follower)))

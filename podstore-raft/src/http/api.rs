@@ -271,11 +271,7 @@ async fn read_body(
         .and_then(|v| v.parse::<u64>().ok());
     let mut stream = body.into_data_stream();
     if declared.is_some_and(|n| n > max_value as u64) {
-        // A client that waits for `100 Continue` has sent nothing: answer at once (reading
-        // the body would ask it to send).
-        if !headers.contains_key(header::EXPECT) {
-            drain(&mut stream).await;
-        }
+        drain_unless_expecting(headers, &mut stream).await;
         return Err(too_large(max_value));
     }
     let mut head = Vec::new();
@@ -309,6 +305,14 @@ async fn drain(stream: &mut BodyStream) {
             Some(Ok(piece)) => dropped += piece.len() as u64,
             _ => return,
         }
+    }
+}
+
+/// [`drain`], unless the client waits for `100 Continue` (`Expect`): then it has sent nothing,
+/// and reading the body would ask it to send.
+async fn drain_unless_expecting(headers: &HeaderMap, stream: &mut BodyStream) {
+    if !headers.contains_key(header::EXPECT) {
+        drain(stream).await;
     }
 }
 
@@ -348,6 +352,18 @@ async fn kv_put(
         Ok(id) => id,
         Err(r) => return r.into_response(),
     };
+    // A body that may be streamed goes to the leader only: a follower says so before it
+    // reads any of it (the first chunk's write would say it after).
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_none_or(|n| n > CHUNK_LEN as u64)
+        && let Some(e) = node.unless_leader()
+    {
+        drain_unless_expecting(&headers, &mut body.into_data_stream()).await;
+        return node_error(e);
+    }
     let (head, rest) = match read_body(&headers, body, max_value).await {
         Ok(b) => b,
         Err(r) => return r.into_response(),

@@ -175,3 +175,61 @@ async fn large_values_stream_in_and_out_with_conditions_limits_and_request_ids()
     // The value, and the client's two request-id records (`r/m`, `r/i`).
     wait_keys(&http, &addr, keys_before + 4, "after the retried put").await;
 }
+
+/// The leader killed while a value streams in: the chunks it staged on the followers are
+/// dropped by the next leader's first entry (an upload belongs to its leader's term).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upload_whose_leader_dies_is_dropped_at_the_next_election() {
+    let root = tempfile::tempdir().unwrap();
+    let mut cluster = Cluster::start(root.path(), &[]).await;
+    let http = cluster.http.clone();
+    let leader = cluster.leader().await;
+    let addr = cluster.addr(leader).to_string();
+    let followers: Vec<u64> = (1..=3).filter(|&id| id != leader).collect();
+    let keys_before = sm_keys(&http, &addr).await;
+
+    // A slow body: 256 KiB every 20 ms, far longer than the test waits.
+    let pieces = futures::stream::unfold(0u32, |i| async move {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        Some((
+            Ok::<_, std::io::Error>(Bytes::from(vec![i as u8; 256 << 10])),
+            i + 1,
+        ))
+    });
+    let put = http
+        .put(format!("http://{addr}/kv/abandoned"))
+        .body(reqwest::Body::wrap_stream(pieces))
+        .send();
+    let put = tokio::spawn(put);
+
+    // Chunks staged on a follower...
+    let follower = cluster.addr(followers[0]).to_string();
+    let staged = tokio::time::timeout(Duration::from_secs(20), async {
+        loop {
+            let n = sm_keys(&http, &follower).await;
+            if n >= keys_before + 2 {
+                return n;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("chunks staged on a follower");
+    assert!(staged >= keys_before + 2);
+
+    // ... then the leader killed: the next leader's blank entry drops them everywhere.
+    cluster.kill(leader);
+    let _ = put.await;
+    let new_leader = cluster.leader().await;
+    assert_ne!(new_leader, leader);
+    for id in followers {
+        let a = cluster.addr(id).to_string();
+        wait_keys(&http, &a, keys_before, "the abandoned upload dropped").await;
+        let r = http
+            .get(format!("http://{a}/kv/abandoned"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::NOT_FOUND);
+    }
+}

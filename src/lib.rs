@@ -82,6 +82,7 @@ pub use range::ValueRange;
 pub use store::{
     CheckpointReport, CompactOptions, CompactionReport, Entries, Entry, Keys, QuarantineReason,
     QuarantinedFile, RecoveredSegment, RecoveryReport, Stats, Store, ValueReader, ValueWriter,
+    memory_available,
 };
 pub use verify::{Damage, Structure, VerifyReport};
 

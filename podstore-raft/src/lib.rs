@@ -48,6 +48,10 @@
 //! - [`Node`] (src/node.rs): a Raft node over these, with its client API (put, get, get_range,
 //!   delete, conditional writes, linearizable reads, listings, membership); [`http`]
 //!   (src/http/): a transport over HTTP, the client API and `/metrics`.
+//! - Values over [`CHUNK_LEN`] (1 MiB) are streamed into the leader and replicated in chunks
+//!   ([`Node::put_stream`], src/node/upload.rs; [`Request::Chunk`], [`Request::Commit`],
+//!   [`Request::Abort`], src/state_machine/uploads.rs): memory per PUT is a few MiB whatever
+//!   the value's size.
 //! - Writes under a request id ([`Request::Once`], src/state_machine/once.rs) are applied once:
 //!   the state machine remembers each client's last [`REQUEST_ID_WINDOW`] ids and answers a
 //!   retry with the first outcome. The `client` feature's `client::Client` (src/client.rs)
@@ -102,6 +106,29 @@ pub use log_store::LogStore;
 pub use node::{Node, NodeError, Written, default_config};
 pub use snapshot::SnapshotDir;
 pub use state_machine::{Listed, MAX_KEY_LEN, Read, StateMachine, ValueRead};
+
+impl Request {
+    /// The bytes of keys and values it carries (what it costs to hold in memory, roughly).
+    pub(crate) fn payload_len(&self) -> usize {
+        match self {
+            Request::Put { key, value }
+            | Request::PutIfAbsent { key, value }
+            | Request::PutIf { key, value, .. } => key.len() + value.len(),
+            Request::Delete { key } | Request::DeleteIf { key, .. } => key.len(),
+            Request::Batch(ops) => ops
+                .iter()
+                .map(|op| match op {
+                    Op::Put { key, value } => key.len() + value.len(),
+                    Op::Delete { key } => key.len(),
+                })
+                .sum(),
+            Request::Once { request, .. } => request.payload_len(),
+            Request::Chunk { bytes, .. } => bytes.len(),
+            Request::Commit { key, .. } => key.len(),
+            Request::Abort { .. } => 0,
+        }
+    }
+}
 
 openraft::declare_raft_types!(
     /// openraft's type configuration for this crate: requests are [`Request`]s, node ids `u64`,
@@ -202,7 +229,70 @@ pub enum Request {
         /// The write (not itself a `Once`).
         request: Box<Request>,
     },
+    /// One piece of a value streamed in by the leader ([`Node::put_stream`]): staged in the
+    /// state machine's store under an internal key until the [`Request::Commit`] of its upload
+    /// publishes the value. Applied only if the entry's term is the upload's (see
+    /// [`UploadId`]); answers [`Response::Done`], or [`Response::Rejected`] (nothing staged).
+    ///
+    /// (This and the next two variants come after `Once`: a log written before they existed
+    /// still decodes.)
+    Chunk {
+        /// The upload it belongs to.
+        upload: UploadId,
+        /// Its place in the upload, from 0.
+        index: u64,
+        /// Its bytes (at most [`CHUNK_LEN`]).
+        #[serde(with = "serde_bytes")]
+        bytes: Vec<u8>,
+    },
+    /// Publishes the value staged by upload `upload` under `key`: the value is its `chunks`
+    /// chunks in order, `len` bytes whose crc32 is `crc`; the staged chunks are removed. With
+    /// `expect`, only if it holds for the key's current value (as [`Request::PutIf`]). Answers
+    /// [`Response::Done`], [`Response::ConditionFailed`], or [`Response::Rejected`] when the
+    /// upload is not whole (a chunk missing: dropped by a change of term) or does not match
+    /// `len` and `crc`; the staged chunks are removed whatever it answers.
+    Commit {
+        /// The upload.
+        upload: UploadId,
+        /// The key.
+        #[serde(with = "serde_bytes")]
+        key: Vec<u8>,
+        /// How many chunks the value is made of.
+        chunks: u64,
+        /// The value's length.
+        len: u64,
+        /// The crc32 of the value.
+        crc: u32,
+        /// The condition, if any.
+        expect: Option<Expect>,
+    },
+    /// Drops what upload `upload` staged (the client went away, or the value was refused
+    /// half-way); answers [`Response::Done`].
+    Abort {
+        /// The upload.
+        upload: UploadId,
+    },
 }
+
+/// The id of a streamed upload ([`Request::Chunk`]): the term of the leader that streams it
+/// and a number that leader gives each of its uploads. Only one leader streams in a term, so
+/// the pair is unique; and an upload can be finished only in its own term: a chunk applied
+/// from an entry of another term is refused, and the first entry of each new leader's term
+/// (the blank entry every leader appends when elected) drops every upload staged in an older
+/// term. So an upload whose leader died, or lost its leadership, half-way does not stay
+/// staged for ever.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct UploadId {
+    /// The term of the leader streaming it.
+    pub term: u64,
+    /// The upload's number among that leader's.
+    pub nonce: u64,
+}
+
+/// The most bytes of a value one [`Request::Chunk`] carries (1 MiB): the leader holds at most
+/// a few chunks of a streamed value in memory at a time, and so does every node that
+/// replicates or applies them.
+pub const CHUNK_LEN: usize = 1 << 20;
 
 /// The id of a client's write ([`Request::Once`]): the client's id, chosen at random by the
 /// client, and its sequence number, counting up from 1 in the order the client issues writes.
@@ -262,6 +352,29 @@ impl fmt::Display for Request {
             }
             Request::Once { id, request } => {
                 write!(f, "{request} (request {}:{})", id.client, id.seq)
+            }
+            Request::Chunk {
+                upload,
+                index,
+                bytes,
+            } => write!(
+                f,
+                "chunk {index} of upload {}:{} ({} bytes)",
+                upload.term,
+                upload.nonce,
+                bytes.len()
+            ),
+            Request::Commit {
+                upload, key, len, ..
+            } => write!(
+                f,
+                "commit upload {}:{} as {} ({len} bytes)",
+                upload.term,
+                upload.nonce,
+                key.escape_ascii()
+            ),
+            Request::Abort { upload } => {
+                write!(f, "abort upload {}:{}", upload.term, upload.nonce)
             }
         }
     }

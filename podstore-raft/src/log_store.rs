@@ -273,14 +273,22 @@ impl Debug for LogStore {
     }
 }
 
+/// The read cache of the log's store: small. The in-memory tail serves what replication and
+/// the state machine read right after an append; what the store serves is older entries (a
+/// follower catching up, the chunks of a streamed value), read once or twice, which a cache
+/// would only keep from the state machine's store. podstore sizes a store's cache from the
+/// memory available to the process as if it were the process's only store: left to that, the
+/// log's and the state machine's caches would each take half of a node's memory (with direct
+/// I/O), the whole of it together.
+const LOG_CACHE: u64 = 4 << 20;
+
 impl LogStore {
     /// Opens (or creates) the log in `dir`.
     pub fn open(dir: impl AsRef<Path>) -> io::Result<LogStore> {
-        let store = Store::open_with(
-            dir.as_ref(),
-            Options::default().durability(Durability::Buffered),
-        )
-        .map_err(io_err)?;
+        let opts = Options::default()
+            .durability(Durability::Buffered)
+            .cache_capacity(LOG_CACHE);
+        let store = Store::open_with(dir.as_ref(), opts).map_err(io_err)?;
         let get = |k: &[u8]| store.get(k).map_err(io_err);
         let committed: Option<LogId> = get(COMMITTED)?.map(|b| decode(&b)).transpose()?;
         let mut meta = Meta {
@@ -476,12 +484,17 @@ fn bounds(range: &impl RangeBounds<u64>) -> (u64, u64) {
     (start, end)
 }
 
-impl RaftLogReader<TypeConfig> for LogStore {
-    async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + OptionalSend>(
-        &mut self,
-        range: RB,
-    ) -> io::Result<Vec<Entry>> {
-        let (start, end) = bounds(&range);
+/// The encoded bytes of entries a bounded read returns at most (past the first entry):
+/// replication (`limited_get_log_entries`: one AppendEntries) and the state machine's applies
+/// (`entries_stream`) hold no more than this of the log in memory at a time, whatever
+/// `max_payload_entries` says and however large the entries (the chunks of a streamed value
+/// are 1 MiB each).
+const READ_BYTES: usize = 1 << 20;
+
+impl LogStore {
+    /// The entries `start..end` the log holds, from `start` on, up to the first that brings
+    /// their encoded bytes to `max_bytes` (at least one if the log holds `start`).
+    async fn read_entries(&self, start: u64, end: u64, max_bytes: usize) -> io::Result<Vec<Entry>> {
         // Entries the in-memory tail holds are served on this task: replication asks for each
         // entry right after it was appended, and a hop to a blocking thread cost more than
         // the copy.
@@ -491,10 +504,11 @@ impl RaftLogReader<TypeConfig> for LogStore {
         {
             let tail = self.shared.tail();
             if tail.first().is_some_and(|t| t <= first) {
-                return Ok(tail.read(first, stop));
+                return Ok(tail.read(first, stop, &mut max_bytes.max(1)));
             }
         }
         self.blocking(move |sh| {
+            let mut budget = max_bytes.max(1);
             let Some((first, stop)) = sh.live_range(start, end) else {
                 return Ok(Vec::new());
             };
@@ -527,16 +541,70 @@ impl RaftLogReader<TypeConfig> for LogStore {
                         // Truncated or purged while we read: what was read is a prefix.
                         return Ok(out);
                     }
-                    record.decode_range(next, store_end, &mut out)?;
+                    record.decode_range(next, store_end, &mut out, &mut budget)?;
+                    if budget == 0 {
+                        return Ok(out);
+                    }
                 }
                 if first + (out.len() as u64) < store_end {
                     return Ok(out);
                 }
             }
-            out.extend(sh.tail().read(store_end, stop));
+            out.extend(sh.tail().read(store_end, stop, &mut budget));
             Ok(out)
         })
         .await
+    }
+}
+
+impl RaftLogReader<TypeConfig> for LogStore {
+    async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + OptionalSend>(
+        &mut self,
+        range: RB,
+    ) -> io::Result<Vec<Entry>> {
+        let (start, end) = bounds(&range);
+        self.read_entries(start, end, usize::MAX).await
+    }
+
+    /// At most 1 MiB of entries (past the first): one AppendEntries.
+    async fn limited_get_log_entries(&mut self, start: u64, end: u64) -> io::Result<Vec<Entry>> {
+        self.read_entries(start, end, READ_BYTES).await
+    }
+
+    /// The entries, read 1 MiB at a time as the state machine takes them (openraft's
+    /// default reads the whole range at once: all the chunks of a streamed value).
+    async fn entries_stream<RB>(
+        &mut self,
+        range: RB,
+    ) -> impl futures::Stream<Item = io::Result<Entry>> + OptionalSend
+    where
+        RB: RangeBounds<u64> + Clone + Debug + OptionalSend,
+    {
+        use futures::StreamExt;
+        let (start, end) = bounds(&range);
+        let log = self.clone();
+        futures::stream::try_unfold(start, move |next| {
+            let log = log.clone();
+            async move {
+                if next >= end {
+                    return Ok(None);
+                }
+                let entries = log.read_entries(next, end, READ_BYTES).await?;
+                if entries.is_empty() {
+                    return Ok(None);
+                }
+                let after = next + entries.len() as u64;
+                Ok(Some((
+                    futures::stream::iter(entries.into_iter().map(Ok::<_, io::Error>)),
+                    after,
+                )))
+            }
+        })
+        .map(|batch| match batch {
+            Ok(entries) => entries.left_stream(),
+            Err(e) => futures::stream::iter([Err(e)]).right_stream(),
+        })
+        .flatten()
     }
 
     async fn read_vote(&mut self) -> io::Result<Option<Vote>> {

@@ -3,6 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 
 use futures::Stream;
@@ -15,7 +16,9 @@ use openraft::{BasicNode, Config, ReadPolicy};
 
 use bytes::Bytes;
 
-use crate::state_machine::{Listed, Read};
+use crate::state_machine::{Listed, Read, Whole};
+
+mod upload;
 use crate::{
     Expect, LogStore, NodeId, Raft, Request, RequestId, Response, SnapshotDir, StateMachine,
     TypeConfig,
@@ -54,6 +57,16 @@ pub enum NodeError {
     RequestIdRefused(String),
     /// The local store failed.
     Io(io::Error),
+    /// A streamed value ([`Node::put_stream`]) passed `max` bytes: nothing was written.
+    TooLarge {
+        /// The limit.
+        max: u64,
+    },
+    /// The body of a streamed value failed (the client went away): nothing was written.
+    Body(String),
+    /// A streamed value was interrupted (this node lost its leadership half-way): nothing was
+    /// written; sending it again (to the leader) may succeed.
+    Interrupted(String),
 }
 
 impl std::fmt::Display for NodeError {
@@ -74,6 +87,9 @@ impl std::fmt::Display for NodeError {
             }
             NodeError::RequestIdRefused(e) => write!(f, "request id refused: {e}"),
             NodeError::Io(e) => write!(f, "i/o: {e}"),
+            NodeError::TooLarge { max } => write!(f, "value larger than {max} bytes"),
+            NodeError::Body(e) => write!(f, "the value's body failed: {e}"),
+            NodeError::Interrupted(e) => write!(f, "upload interrupted: {e}"),
         }
     }
 }
@@ -158,6 +174,8 @@ pub struct Node {
     /// The leader this node has last accepted an AppendEntries from, and its term (see
     /// [`Node::known_leader`]).
     heard: Arc<Mutex<Option<(u64, NodeId)>>>,
+    /// The number of this node's next streamed upload ([`crate::UploadId`]).
+    uploads: Arc<AtomicU64>,
 }
 
 /// What a write applied ([`Node::put_with`], [`Node::delete_with`]).
@@ -234,6 +252,7 @@ impl Node {
             sm,
             log,
             heard: Arc::new(Mutex::new(None)),
+            uploads: Arc::new(AtomicU64::new(0)),
         })
     }
 
@@ -286,6 +305,26 @@ impl Node {
                 addr: None,
             },
         }
+    }
+
+    /// [`NodeError::NotLeader`] naming the leader this node knows ([`Node::known_leader`]) if
+    /// it is not the leader itself; `None` if it is. Asked before a streamed value's body is
+    /// read: a follower answers at once rather than after reading a first chunk of it.
+    pub(crate) fn unless_leader(&self) -> Option<NodeError> {
+        use openraft::async_runtime::watch::WatchReceiver;
+        let leader = self.known_leader();
+        if leader == Some(self.id) {
+            return None;
+        }
+        let addr = leader.and_then(|l| {
+            let m = self.raft.metrics();
+            let m = m.borrow_watched();
+            m.membership_config
+                .membership()
+                .get_node(&l)
+                .map(|n| n.addr.clone())
+        });
+        Some(NodeError::NotLeader { leader, addr })
     }
 
     /// This node's id.
@@ -486,6 +525,24 @@ impl Node {
         Ok(tokio::task::spawn_blocking(move || sm.get_versioned(&key))
             .await
             .map_err(io::Error::other)??)
+    }
+
+    /// The value of `key` on this node, read whole if it is at most `max_whole` bytes, else
+    /// opened to be read in pieces.
+    pub(crate) async fn read_or_open(
+        &self,
+        key: Vec<u8>,
+        max_whole: u64,
+    ) -> Result<Whole, NodeError> {
+        let sm = self.sm.clone();
+        if let Some(value) = sm.get_cached(&key)? {
+            return Ok(Whole::Read(Read::whole(Some(value))));
+        }
+        Ok(
+            tokio::task::spawn_blocking(move || sm.read_or_open(&key, max_whole))
+                .await
+                .map_err(io::Error::other)??,
+        )
     }
 
     /// The value of `key` on this node, or bytes `start..end` of it (see

@@ -4,7 +4,8 @@
 //! the index of the log entry that wrote it; see src/state_machine/values.rs); `m/applied` and
 //! `m/membership` for the last applied log id and the last membership, `m/format` for the
 //! layout of the values ([`FORMAT`]); `r/m` and `r/i` for the request ids of writes applied
-//! once (src/state_machine/once.rs). A run of entries from openraft is applied as one podstore
+//! once (src/state_machine/once.rs); `s/` + upload + index for the staged chunks of a value
+//! streamed in (src/state_machine/uploads.rs). A run of entries from openraft is applied as one podstore
 //! batch holding their writes *and* the new applied id (and membership): after a crash the store
 //! holds both or neither, so the applied id always describes the data.
 //!
@@ -44,10 +45,15 @@ use crate::snapshot::{SnapshotDir, Snapshots};
 use crate::{Expect, Op, Request, Response, TypeConfig, decode, encode, io_err};
 
 mod once;
+mod step;
+mod uploads;
 mod values;
+
+pub(crate) use step::Step;
 
 use values::{HEADER_LEN, stored_in, version_in};
 pub use values::{Listed, Read, ValueRead};
+pub(crate) use values::{OpenValue, Whole};
 
 type LogId = LogIdOf<TypeConfig>;
 type Membership = StoredMembershipOf<TypeConfig>;
@@ -63,6 +69,10 @@ const FORMAT_KEY: &[u8] = b"m/format";
 const FORMAT: &[u8] = b"1";
 /// Entries applied per podstore batch.
 const APPLY_CHUNK: usize = 512;
+/// The most bytes of keys and values a chunk of entries applied as one batch holds (a chunk
+/// ends at the entry that reaches it): the chunks of a streamed value are applied a few at a
+/// time, not all of them in one batch held in memory.
+const APPLY_BYTES: usize = 1 << 20;
 /// The most bytes of keys and values a chunk applied on the state machine's task may hold
 /// (see [`applies_inline`]); larger chunks are applied on a blocking thread.
 const INLINE_BYTES: usize = 256 << 10;
@@ -137,6 +147,16 @@ fn check_format(store: &Store) -> io::Result<()> {
     }
 }
 
+/// The read cache of the state machine's store: a quarter of the memory available to the
+/// process ([`podstore::memory_available`]; 64 MiB if unknown). podstore's default gives a
+/// store half of it (with direct I/O), as if it were the process's only one; a node also has
+/// its log's store (with a small cache of its own), the runtime, its stores' indexes and
+/// buffers, and the requests in flight (a few MiB per streamed value): in a 128 MiB cgroup,
+/// half went to the cache and ranged reads of a large value got the node OOM-killed.
+fn cache_capacity() -> u64 {
+    podstore::memory_available().map_or(64 << 20, |a| a / 4)
+}
+
 struct Shared {
     root: PathBuf,
     snapshots: Snapshots,
@@ -204,7 +224,9 @@ impl StateMachine {
             Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
             _ => {}
         }
-        let opts = Options::default().durability(Durability::Buffered);
+        let opts = Options::default()
+            .durability(Durability::Buffered)
+            .cache_capacity(cache_capacity());
         let store =
             Store::open_with(generation_dir(&root, current), opts.clone()).map_err(io_err)?;
         check_format(&store)?;
@@ -352,72 +374,6 @@ impl StateMachine {
     }
 }
 
-/// The steps of a snapshot install, in order, and what a crash right after each leaves. Before
-/// [`Step::Committed`], `CURRENT` names the old generation: a restart opens it, whole, and
-/// removes every other `sm-*` (and a `CURRENT.tmp`); from it on, `CURRENT` names the new one,
-/// whole, and the old one is what a restart removes. A power loss after a step loses nothing
-/// the step synced: every file and directory of the new generation is synced before the rename
-/// that publishes it, and the old generation is removed only after the new `CURRENT` is durable.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) enum Step {
-    /// A file of the snapshot linked into `snapshots/snap-*.partial` (after each file; only when
-    /// the snapshot is another node's directory). A restart removes the partial directory.
-    Adopting,
-    /// The snapshot is one of this node's (whole, synced, renamed into its snapshot directory):
-    /// a restart of a node finds it as its newest snapshot, and openraft installs it again if
-    /// it is newer than the state machine.
-    Adopted,
-    /// A file linked (or copied and synced) into `sm-<gen+1>.staging` (after each file).
-    Staging,
-    /// Its store linked into `sm-<gen+1>.staging`, synced.
-    Staged,
-    /// Renamed to `sm-<gen+1>`.
-    Renamed,
-    /// `sm/` synced: the rename is durable.
-    RootSynced,
-    /// `CURRENT.tmp` names the new generation, synced, not yet renamed over `CURRENT`.
-    CurrentWritten,
-    /// `CURRENT` names the new generation, durably (the commit point).
-    Committed,
-    /// The new store is the live one.
-    Swapped,
-    /// The old generation removed.
-    Done,
-}
-
-#[cfg(any(test, feature = "testing"))]
-impl Step {
-    /// Every step, in order.
-    pub(crate) const ALL: [Step; 10] = [
-        Step::Adopting,
-        Step::Adopted,
-        Step::Staging,
-        Step::Staged,
-        Step::Renamed,
-        Step::RootSynced,
-        Step::CurrentWritten,
-        Step::Committed,
-        Step::Swapped,
-        Step::Done,
-    ];
-
-    /// Its name (`PODSTORE_RAFT_KILL_AT`'s values).
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            Step::Adopting => "adopting",
-            Step::Adopted => "adopted",
-            Step::Staging => "staging",
-            Step::Staged => "staged",
-            Step::Renamed => "renamed",
-            Step::RootSynced => "root-synced",
-            Step::CurrentWritten => "current-written",
-            Step::Committed => "committed",
-            Step::Swapped => "swapped",
-            Step::Done => "done",
-        }
-    }
-}
-
 /// Whether a chunk is applied on the state machine's task rather than on a blocking thread:
 /// when it only writes (puts, batches, blank and membership entries: nothing to look up, so no
 /// read that could wait for the disk) and its values total at most [`INLINE_BYTES`]. A
@@ -431,8 +387,11 @@ fn applies_inline(items: &[EntryResponder<TypeConfig>]) -> bool {
     let mut bytes = 0usize;
     for (entry, _) in items {
         match &entry.payload {
-            EntryPayload::Blank | EntryPayload::Membership(_) => {}
+            // A new leader's blank entry drops older terms' uploads: it reads staged keys.
+            EntryPayload::Blank => return false,
+            EntryPayload::Membership(_) => {}
             EntryPayload::Normal(Request::Put { key, value }) => bytes += key.len() + value.len(),
+            EntryPayload::Normal(Request::Chunk { bytes: b, .. }) => bytes += b.len(),
             EntryPayload::Normal(Request::Batch(ops)) => {
                 for op in ops {
                     bytes += match op {
@@ -446,7 +405,9 @@ fn applies_inline(items: &[EntryResponder<TypeConfig>]) -> bool {
                 | Request::PutIfAbsent { .. }
                 | Request::PutIf { .. }
                 | Request::DeleteIf { .. }
-                | Request::Once { .. },
+                | Request::Once { .. }
+                | Request::Commit { .. }
+                | Request::Abort { .. },
             ) => {
                 return false;
             }
@@ -486,6 +447,7 @@ fn apply_entries(store: &Store, entries: Vec<Entry>) -> io::Result<Vec<Response>
                     | Request::PutIf { .. }
                     | Request::DeleteIf { .. }
                     | Request::Once { .. }
+                    | Request::Commit { .. }
             )
         )
     });
@@ -499,36 +461,61 @@ fn apply_entries(store: &Store, entries: Vec<Entry>) -> io::Result<Vec<Response>
     for entry in entries {
         let log_id = entry.log_id();
         let version = log_id.index();
+        let term = openraft::vote::RaftLeaderId::term(log_id.committed_leader_id());
+        // An entry that reads staged chunks reads them from the store: the writes of the
+        // entries before it go there first, with their applied id (src/state_machine/uploads.rs).
+        let reads_staged = match &entry.payload {
+            EntryPayload::Blank => true,
+            EntryPayload::Normal(r) => uploads::reads_staged(r),
+            EntryPayload::Membership(_) => false,
+        };
+        if reads_staged && !batch.is_empty() {
+            write_batch(store, &mut batch, last_applied.as_ref(), membership.take())?;
+        }
         last_applied = Some(log_id);
+        let mut w = Writes {
+            store,
+            batch: &mut batch,
+            overlay: &mut overlay,
+            key_buf: &mut key_buf,
+            value_buf: &mut value_buf,
+            remembered: &mut remembered,
+            version,
+            term,
+        };
         let response = match entry.payload {
-            EntryPayload::Blank => Response::Done,
+            EntryPayload::Blank => {
+                w.drop_older_terms()?;
+                Response::Done
+            }
             EntryPayload::Membership(m) => {
                 membership = Some(Membership::new(Some(log_id), m));
                 Response::Done
             }
-            EntryPayload::Normal(req) => {
-                let mut w = Writes {
-                    store,
-                    batch: &mut batch,
-                    overlay: &mut overlay,
-                    key_buf: &mut key_buf,
-                    value_buf: &mut value_buf,
-                    remembered: &mut remembered,
-                    version,
-                };
-                w.apply(req)?
-            }
+            EntryPayload::Normal(req) => w.apply(req)?,
         };
         out.push(response);
     }
-    if let Some(applied) = &last_applied {
+    write_batch(store, &mut batch, last_applied.as_ref(), membership)?;
+    Ok(out)
+}
+
+/// Writes `batch` with the applied id and membership it brings the store to, and empties it.
+fn write_batch(
+    store: &Store,
+    batch: &mut Batch,
+    applied: Option<&LogId>,
+    membership: Option<Membership>,
+) -> io::Result<()> {
+    if let Some(applied) = applied {
         batch.put(APPLIED, encode(applied)?);
     }
     if let Some(m) = &membership {
         batch.put(MEMBERSHIP, encode(m)?);
     }
-    store.write(&batch).map_err(io_err)?;
-    Ok(out)
+    store.write(batch).map_err(io_err)?;
+    batch.clear();
+    Ok(())
 }
 
 /// The writes of one entry (numbered `version`, its log index), added to a chunk's batch.
@@ -541,6 +528,8 @@ struct Writes<'a> {
     /// The request-id records this chunk wrote (src/state_machine/once.rs).
     remembered: &'a mut once::Remembered,
     version: u64,
+    /// The term of the entry (its leader's).
+    term: u64,
 }
 
 impl Writes<'_> {
@@ -636,6 +625,20 @@ impl Writes<'_> {
                 Err(e) => Response::Rejected(e),
             },
             Request::Once { id, request } => self.apply_once(id, *request)?,
+            Request::Chunk {
+                upload,
+                index,
+                bytes,
+            } => self.chunk(upload, index, &bytes),
+            Request::Commit {
+                upload,
+                key,
+                chunks,
+                len,
+                crc,
+                expect,
+            } => self.commit(upload, &key, chunks, len, crc, expect)?,
+            Request::Abort { upload } => self.abort(upload)?,
             Request::Batch(ops) => {
                 let bad = ops.iter().find_map(|op| match op {
                     Op::Put { key, value } => check(key, Some(value)).err(),
@@ -713,13 +716,18 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         Strm: Stream<Item = io::Result<EntryResponder<TypeConfig>>> + Unpin + OptionalSend,
     {
         let mut chunk = Vec::new();
+        let mut bytes = 0;
         loop {
             let next = entries.try_next().await?;
             let done = next.is_none();
             if let Some(item) = next {
+                if let EntryPayload::Normal(r) = &item.0.payload {
+                    bytes += r.payload_len();
+                }
                 chunk.push(item);
             }
-            if !chunk.is_empty() && (done || chunk.len() >= APPLY_CHUNK) {
+            if !chunk.is_empty() && (done || chunk.len() >= APPLY_CHUNK || bytes >= APPLY_BYTES) {
+                bytes = 0;
                 let items = std::mem::take(&mut chunk);
                 let responses =
                     if applies_inline(&items) && self.shared.written.load(Ordering::Relaxed) {

@@ -61,6 +61,22 @@ pub(super) fn system_available() -> Option<u64> {
     available_memory(&|path| std::fs::read_to_string(path).ok())
 }
 
+/// The memory available to this process, as a store sizes its default read cache from it
+/// (see [`Options::cache_capacity`](crate::Options::cache_capacity)): the smallest of the
+/// cgroup memory limits that apply to the process and the machine's `MemAvailable`; `None`
+/// when neither can be read. For a process that opens several stores and shares this memory
+/// out among their caches itself (the default budget is per store).
+///
+/// ```
+/// let available = podstore::memory_available();
+/// let cache = available.map_or(64 << 20, |a| a / 8);
+/// let opts = podstore::Options::default().cache_capacity(cache);
+/// # let _ = opts;
+/// ```
+pub fn memory_available() -> Option<u64> {
+    system_available()
+}
+
 /// The memory available to the process: the smallest cgroup limit that applies and the
 /// machine's available memory, from the files `read` returns (by absolute path; `None`: not
 /// readable). `None` when neither is known.

@@ -73,6 +73,7 @@ mod writer;
 use inner::Inner;
 
 pub use crate::segment::QuarantineReason;
+pub use budget::memory_available;
 pub use checkpoint::CheckpointReport;
 pub use compact::{CompactOptions, CompactionReport};
 pub use entries::{Entries, Entry};

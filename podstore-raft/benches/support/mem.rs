@@ -192,12 +192,16 @@ fn apply_one(data: &mut HashMap<Vec<u8>, Vec<u8>>, req: Request) -> Response {
             Response::Done
         }
         // The benches compare puts and gets; this store keeps no versions to compare, nor
-        // request ids.
-        Request::PutIf { .. } | Request::DeleteIf { .. } | Request::Once { .. } => {
-            Response::Rejected(
-                "conditional writes, request ids: not in the in-memory comparison".into(),
-            )
-        }
+        // request ids, nor streamed uploads.
+        Request::PutIf { .. }
+        | Request::DeleteIf { .. }
+        | Request::Once { .. }
+        | Request::Chunk { .. }
+        | Request::Commit { .. }
+        | Request::Abort { .. } => Response::Rejected(
+            "conditional writes, request ids, streamed values: not in the in-memory comparison"
+                .into(),
+        ),
     }
 }
 

@@ -11,7 +11,8 @@
 //! `--snapshot-logs <n>` builds a snapshot every `n` applied entries (default 10 000) and
 //! `--keep-logs <n>` keeps `n` entries of the log behind the snapshot (default 1 000): a
 //! follower further behind than that catches up by a snapshot. `--max-value <bytes>` is the
-//! largest value a `PUT` takes (default 64 MiB; `413` beyond).
+//! largest value a `PUT` takes (default 1 GiB; `413` beyond; a value over 1 MiB is streamed
+//! and replicated in chunks, a few MiB of memory whatever its size).
 //!
 //! `SIGTERM` or `SIGINT` (Ctrl-C) stops it cleanly: it stops accepting connections, lets the
 //! requests in flight finish (for up to [`DRAIN`]), stops Raft, flushes its stores and exits
@@ -38,7 +39,26 @@ const DRAIN: Duration = Duration::from_secs(10);
 /// The log filter when `RUST_LOG` is not set: this crate's lines, openraft's warnings.
 const DEFAULT_FILTER: &str = "info,openraft=warn";
 
+/// Fixes glibc's threshold above which an allocation is its own memory map (returned to the
+/// system when freed) at 256 KiB. glibc raises it, by default, to the size of each mapped
+/// block freed (up to 32 MiB): after the first 1 MiB buffer of a streamed value (a chunk, a
+/// read, a request body) was freed, later ones came from the heaps of the runtime's threads,
+/// which kept them once freed. Measured with a 256 MiB PUT into three nodes: peak RSS per
+/// node 90-108 MiB and 72-89 MiB after, against 70-81 and 48-55 with the threshold fixed.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn fix_mmap_threshold() {
+    // SAFETY: `mallopt` only sets an allocator parameter; it is called first thing in `main`,
+    // before this process starts a thread or allocates concurrently.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 256 << 10);
+    }
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn fix_mmap_threshold() {}
+
 fn main() -> ExitCode {
+    fix_mmap_threshold();
     let mut args = std::env::args().skip(1);
     let (mut id, mut dir, mut addr) = (None, None, None);
     let mut config = default_config();

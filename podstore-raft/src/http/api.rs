@@ -10,18 +10,19 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use axum::Json;
-use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
-use axum::extract::{DefaultBodyLimit, State};
+use axum::body::{Body, Bytes};
+use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, get, post};
+use futures::StreamExt;
 use serde::Deserialize;
 use serde_json::json;
 
 use super::query::{Query, decode_path, hex, unhex};
 use super::{Status, status_of};
-use crate::{Expect, MAX_KEY_LEN, Node, NodeError, NodeId, Read, RequestId, Written};
+use crate::state_machine::{OpenValue, Whole};
+use crate::{CHUNK_LEN, Expect, MAX_KEY_LEN, Node, NodeError, NodeId, Read, RequestId, Written};
 
 /// The header of a write's request id, `<client>:<seq>` in decimal (see
 /// [`crate::Request::Once`]): a write whose id the state machine remembers is not applied
@@ -32,9 +33,12 @@ pub const REQUEST_ID_HEADER: &str = "x-podstore-request-id";
 /// request id (`true`): nothing was applied again.
 pub const REPLAYED_HEADER: &str = "x-podstore-replayed";
 
-/// The default limit of a value's size over HTTP (`--max-value` of the binary): a request body
-/// is held in memory whole, then in a log entry on every node.
-pub const DEFAULT_MAX_VALUE: usize = 64 << 20;
+/// The default limit of a value's size over HTTP (`--max-value` of the binary): `413` beyond.
+/// A value larger than [`crate::CHUNK_LEN`] is streamed in and replicated in chunks (memory
+/// per PUT stays a few MiB whatever its size: [`Node::put_stream`]), so the limit is about
+/// disk, not memory: a streamed value takes about three times its size on each node until
+/// its commit is applied (its entries in the log, its staged chunks, the value).
+pub const DEFAULT_MAX_VALUE: usize = 1 << 30;
 /// The most keys a listing answers, whatever its `limit`.
 pub const MAX_LIST_LIMIT: usize = 10_000;
 /// A listing's `limit` when it gives none.
@@ -106,6 +110,9 @@ pub(super) fn node_error(e: NodeError) -> Response {
         NodeError::Refused(e) => error(StatusCode::CONFLICT, "conflict", e),
         NodeError::Rejected(e) => bad_request(e).into_response(),
         NodeError::RequestIdRefused(e) => error(StatusCode::CONFLICT, "request_id_refused", e),
+        NodeError::TooLarge { max } => too_large(max as usize).into_response(),
+        NodeError::Body(e) => bad_request(e).into_response(),
+        NodeError::Interrupted(e) => error(StatusCode::SERVICE_UNAVAILABLE, "interrupted", e),
         NodeError::ConditionFailed { current } => {
             let mut r = error(
                 StatusCode::PRECONDITION_FAILED,
@@ -208,10 +215,11 @@ fn key_of(uri: &Uri) -> Result<Vec<u8>, ApiError> {
 
 /// The client routes, values up to `max_value` bytes.
 pub(super) fn routes(max_value: usize) -> axum::Router<Node> {
+    // The PUT handler reads its body as a stream and enforces `max_value` itself (axum's
+    // `DefaultBodyLimit` applies to bodies taken whole).
     let kv: MethodRouter<Node> = get(kv_get)
-        .put(kv_put)
-        .delete(kv_delete)
-        .layer(DefaultBodyLimit::max(max_value));
+        .put(move |node, uri, headers, body| kv_put(node, uri, headers, body, max_value))
+        .delete(kv_delete);
     axum::Router::new()
         .route("/kv", get(kv_list))
         .route("/kv/", get(kv_list).put(kv_list).delete(kv_list))
@@ -240,30 +248,86 @@ pub(super) async fn no_method() -> Response {
     )
 }
 
-/// The body of a request, or the answer to one too large (`413`) or cut short (`400`).
-fn body(body: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
-    body.map_err(|e| match e.status() {
-        StatusCode::PAYLOAD_TOO_LARGE => refusal(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "too_large",
-            "the value is larger than this node takes (--max-value)",
-        ),
-        s => refusal(s, "bad_request", e.body_text()),
-    })
+fn too_large(max_value: usize) -> ApiError {
+    refusal(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "too_large",
+        format!("the value is larger than this node takes (--max-value {max_value} bytes)"),
+    )
 }
+
+/// The body of a PUT: whole if it is at most [`CHUNK_LEN`] bytes, else the bytes read so far
+/// (just over [`CHUNK_LEN`]) and the rest of the stream; or the answer to one too large
+/// (`413`, from its `Content-Length` before anything is read, or as soon as it passes
+/// `max_value`) or cut short (`400`).
+async fn read_body(
+    headers: &HeaderMap,
+    body: Body,
+    max_value: usize,
+) -> Result<(Vec<u8>, Option<BodyStream>), ApiError> {
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    let mut stream = body.into_data_stream();
+    if declared.is_some_and(|n| n > max_value as u64) {
+        drain_unless_expecting(headers, &mut stream).await;
+        return Err(too_large(max_value));
+    }
+    let mut head = Vec::new();
+    while head.len() <= CHUNK_LEN {
+        match stream.next().await {
+            Some(Ok(piece)) => {
+                if head.len() + piece.len() > max_value {
+                    drain(&mut stream).await;
+                    return Err(too_large(max_value));
+                }
+                head.extend_from_slice(&piece);
+            }
+            Some(Err(e)) => return Err(bad_request(format!("reading the body: {e}"))),
+            None => return Ok((head, None)),
+        }
+    }
+    Ok((head, Some(stream)))
+}
+
+/// The most bytes of a refused body read and dropped before the answer.
+const DRAIN_BYTES: u64 = 16 << 20;
+
+/// Reads and drops what is left of a body refused as too large, up to [`DRAIN_BYTES`]: a
+/// client that writes its whole body before it reads the answer (most do, without
+/// `Expect: 100-continue`) would otherwise meet a closed connection, not the `413`. A larger
+/// body is cut off (the connection closed) after that.
+async fn drain(stream: &mut BodyStream) {
+    let mut dropped = 0u64;
+    while dropped < DRAIN_BYTES {
+        match stream.next().await {
+            Some(Ok(piece)) => dropped += piece.len() as u64,
+            _ => return,
+        }
+    }
+}
+
+/// [`drain`], unless the client waits for `100 Continue` (`Expect`): then it has sent nothing,
+/// and reading the body would ask it to send.
+async fn drain_unless_expecting(headers: &HeaderMap, stream: &mut BodyStream) {
+    if !headers.contains_key(header::EXPECT) {
+        drain(stream).await;
+    }
+}
+
+/// The rest of a body that is streamed.
+type BodyStream = axum::body::BodyDataStream;
 
 async fn kv_put(
     State(node): State<Node>,
     uri: Uri,
     headers: HeaderMap,
-    value: Result<Bytes, BytesRejection>,
+    body: Body,
+    max_value: usize,
 ) -> Response {
     let key = match key_of(&uri) {
         Ok(k) => k,
-        Err(r) => return r.into_response(),
-    };
-    let value = match body(value) {
-        Ok(v) => v,
         Err(r) => return r.into_response(),
     };
     let expect = match (
@@ -288,8 +352,48 @@ async fn kv_put(
         Ok(id) => id,
         Err(r) => return r.into_response(),
     };
-    let len = value.len();
-    match node.put_with(key, value.to_vec(), expect, id).await {
+    // A body that may be streamed goes to the leader only: a follower says so before it
+    // reads any of it (the first chunk's write would say it after).
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_none_or(|n| n > CHUNK_LEN as u64)
+        && let Some(e) = node.unless_leader()
+    {
+        drain_unless_expecting(&headers, &mut body.into_data_stream()).await;
+        return node_error(e);
+    }
+    let (head, rest) = match read_body(&headers, body, max_value).await {
+        Ok(b) => b,
+        Err(r) => return r.into_response(),
+    };
+    let (put, len) = match rest {
+        None => {
+            let len = head.len() as u64;
+            (node.put_with(key, head, expect, id).await, len)
+        }
+        Some(mut rest) => {
+            // Counted as it streams: the answer says how long the value was.
+            let counted = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+            let count = counted.clone();
+            let value = futures::stream::iter([Ok(Bytes::from(head))])
+                .chain(&mut rest)
+                .inspect(move |piece| {
+                    if let Ok(p) = piece {
+                        count.fetch_add(p.len() as u64, std::sync::atomic::Ordering::Relaxed);
+                    }
+                });
+            let put = node
+                .put_stream(key, Box::pin(value), max_value as u64, expect, id)
+                .await;
+            if let Err(NodeError::TooLarge { .. }) = put {
+                drain(&mut rest).await;
+            }
+            (put, counted.load(std::sync::atomic::Ordering::Relaxed))
+        }
+    };
+    match put {
         Ok(written) => {
             let version = written.index;
             let status = if expect == Some(Expect::Absent) {
@@ -362,7 +466,15 @@ async fn kv_get(State(node): State<Node>, uri: Uri) -> Response {
         return node_error(e);
     }
     let range = (start.is_some() || end.is_some()).then(|| (start.unwrap_or(0), end));
-    match node.read(key, range).await {
+    let read = match range {
+        None => match node.read_or_open(key, CHUNK_LEN as u64).await {
+            Ok(Whole::Read(r)) => Ok(r),
+            Ok(Whole::Open(value)) => return streamed(value),
+            Err(e) => Err(e),
+        },
+        Some(_) => node.read(key, range).await,
+    };
+    match read {
         Ok(Read::Value(v)) => {
             let tag = [(header::ETAG, etag(v.version))];
             let octets = (header::CONTENT_TYPE, "application/octet-stream");
@@ -391,6 +503,35 @@ async fn kv_get(State(node): State<Node>, uri: Uri) -> Response {
         }
         Err(e) => node_error(e),
     }
+}
+
+/// The answer to a GET of a whole value too large to read whole: its bytes read and sent
+/// [`CHUNK_LEN`] at a time (each read on a blocking thread), all of the same write. A read that
+/// fails half-way cuts the response short (the client sees fewer bytes than `Content-Length`).
+fn streamed(value: OpenValue) -> Response {
+    let (len, version) = (value.len, value.version);
+    let pieces = futures::stream::try_unfold(0u64, move |at| {
+        let value = value.clone();
+        async move {
+            if at >= len {
+                return Ok::<_, std::io::Error>(None);
+            }
+            let n = (len - at).min(CHUNK_LEN as u64) as usize;
+            let piece = tokio::task::spawn_blocking(move || value.read_at(at, n))
+                .await
+                .map_err(std::io::Error::other)??;
+            Ok(Some((piece, at + n as u64)))
+        }
+    });
+    let headers = [
+        (header::ETAG, etag(version)),
+        (
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/octet-stream"),
+        ),
+        (header::CONTENT_LENGTH, HeaderValue::from(len)),
+    ];
+    (StatusCode::OK, headers, Body::from_stream(pieces)).into_response()
 }
 
 async fn kv_list(State(node): State<Node>, uri: Uri) -> Response {

@@ -22,10 +22,10 @@
 //!
 //! | request | answers |
 //! |---|---|
-//! | `PUT /kv/{key}` (body: the value) | `200` `{"version": 42, "etag": "\"42\"", "len": 5}` and `ETag` once replicated; `400 bad_key`; `413 too_large` (over `--max-value`, 64 MiB by default) |
+//! | `PUT /kv/{key}` (body: the value) | `200` `{"version": 42, "etag": "\"42\"", "len": 5}` and `ETag` once replicated; `400 bad_key`; `413 too_large` (over `--max-value`, 1 GiB by default: at once when `Content-Length` says so, else as soon as the body passes it; nothing is written); `503 interrupted` (the leader lost its leadership while the value streamed in: nothing written, send it again). A value over 1 MiB is streamed in and replicated in chunks: a few MiB of memory per PUT whatever its size |
 //! | `PUT` with `If-None-Match: *` | `201` (created) as above; `412 precondition_failed` if the key has a value |
 //! | `PUT` with `If-Match: "42"` (or `*`) | `200` as above; `412 precondition_failed` (with the current `ETag`, if any) if the value has another version or none |
-//! | `GET /kv/{key}[?linearizable=1]` | `200` the value, with `ETag`; `404 not_found` |
+//! | `GET /kv/{key}[?linearizable=1]` | `200` the value, with `ETag` (a value over 1 MiB is streamed, 1 MiB at a time, with `Content-Length`); `404 not_found` |
 //! | `GET /kv/{key}?start=S[&end=E]` | `206` bytes `S..E` (`end` exclusive, clamped to the value's end as `Store::get_range` does), with `ETag` and `Content-Range: bytes S-(E-1)/LEN`; `200` and no bytes when the range is empty (`S` at the end, or `S = E`); `416 range_not_satisfiable` with `Content-Range: bytes */LEN` when `S` is past the end or `E` before `S` |
 //! | `DELETE /kv/{key}` | `204`; `404 not_found` if the key had no value |
 //! | `DELETE` with `If-Match: "42"` (or `*`) | `204`; `412 precondition_failed` if the value has another version or none |

@@ -223,19 +223,22 @@ impl<'a> Parsed<'a> {
         })
     }
 
-    /// The decoded entries from `from` up to `stop` (exclusive).
+    /// The decoded entries from `from` up to `stop` (exclusive), up to the first that brings
+    /// their encoded bytes to what `budget` held (counted down in it).
     pub(super) fn decode_range(
         &self,
         from: u64,
         stop: u64,
         out: &mut Vec<Entry>,
+        budget: &mut usize,
     ) -> io::Result<()> {
         for item in self.entries() {
             let (index, bytes) = item?;
-            if index >= stop {
+            if index >= stop || *budget == 0 {
                 break;
             }
             if index >= from {
+                *budget = budget.saturating_sub(bytes.len());
                 out.push(decode(bytes)?);
             }
         }

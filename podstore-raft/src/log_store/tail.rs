@@ -24,6 +24,16 @@ pub(super) const TAIL_ENTRIES: usize = 8192;
 /// The encoded bytes the in-memory tail holds at most.
 pub(super) const TAIL_BYTES: usize = 32 << 20;
 
+/// Whether `e` is a chunk of a streamed value ([`crate::Request::Chunk`]): the tail keeps
+/// none, so that the memory it holds does not grow with a value's size up to [`TAIL_BYTES`]
+/// while one streams in (replication reads a chunk from the store, once per follower).
+fn is_chunk(e: &Entry) -> bool {
+    matches!(
+        &e.payload,
+        openraft::EntryPayload::Normal(crate::Request::Chunk { .. })
+    )
+}
+
 /// The newest entries of the log with their encoded sizes: always a run of consecutive indexes
 /// ending at the last entry (appends extend it, truncation and purge cut it, the oldest are
 /// dropped beyond the bounds).
@@ -57,6 +67,12 @@ impl Tail {
     pub(super) fn extend(&mut self, entries: Vec<(Entry, usize)>) {
         for (e, len) in entries {
             let index = e.index();
+            if is_chunk(&e) {
+                // Not kept: the tail restarts after it (see `is_chunk`).
+                self.clear();
+                self.start = index + 1;
+                continue;
+            }
             if self.entries.is_empty() || index != self.end() {
                 self.clear();
                 self.start = index;
@@ -76,16 +92,22 @@ impl Tail {
     }
 
     /// Copies of the entries `from..stop` it holds, from `from` on (none if it does not hold
-    /// `from`; a prefix if it ends before `stop`).
-    pub(super) fn read(&self, from: u64, stop: u64) -> Vec<Entry> {
+    /// `from`; a prefix if it ends before `stop`), up to the first that brings their encoded
+    /// bytes to `max_bytes` (taken from, and counted down in, `budget`).
+    pub(super) fn read(&self, from: u64, stop: u64, budget: &mut usize) -> Vec<Entry> {
         if from < self.start || from >= self.end() || from >= stop {
             return Vec::new();
         }
         let (at, to) = (from - self.start, stop.min(self.end()) - self.start);
-        self.entries
-            .range(at as usize..to as usize)
-            .map(|(e, _)| e.clone())
-            .collect()
+        let mut out = Vec::new();
+        for (e, len) in self.entries.range(at as usize..to as usize) {
+            if *budget == 0 {
+                break;
+            }
+            *budget = budget.saturating_sub(*len);
+            out.push(e.clone());
+        }
+        out
     }
 
     /// Drops the entries from index `from` on.
@@ -125,6 +147,12 @@ mod tests {
         (e, 10)
     }
 
+    /// All of `from..stop` the tail holds (no byte budget).
+    fn read(t: &Tail, from: u64, stop: u64) -> Vec<Entry> {
+        let mut budget = usize::MAX;
+        t.read(from, stop, &mut budget)
+    }
+
     fn indexes(entries: &[Entry]) -> Vec<u64> {
         entries.iter().map(|e| e.index()).collect()
     }
@@ -133,23 +161,23 @@ mod tests {
     fn reads_cuts_and_restarts() {
         let mut t = Tail::default();
         assert_eq!(t.first(), None);
-        assert!(t.read(0, 10).is_empty());
+        assert!(read(&t, 0, 10).is_empty());
         t.extend((5..10).map(entry).collect());
         assert_eq!(t.first(), Some(5));
-        assert_eq!(indexes(&t.read(6, 8)), [6, 7]);
-        assert_eq!(indexes(&t.read(8, 100)), [8, 9]);
+        assert_eq!(indexes(&read(&t, 6, 8)), [6, 7]);
+        assert_eq!(indexes(&read(&t, 8, 100)), [8, 9]);
         assert!(
-            t.read(4, 8).is_empty(),
+            read(&t, 4, 8).is_empty(),
             "a read from before the tail gets nothing"
         );
-        assert!(t.read(10, 12).is_empty());
+        assert!(read(&t, 10, 12).is_empty());
 
         t.cut_from(8);
-        assert_eq!(indexes(&t.read(5, 100)), [5, 6, 7]);
+        assert_eq!(indexes(&read(&t, 5, 100)), [5, 6, 7]);
         t.extend((8..12).map(entry).collect());
         t.cut_to(6);
         assert_eq!(t.first(), Some(7));
-        assert_eq!(indexes(&t.read(7, 100)), [7, 8, 9, 10, 11]);
+        assert_eq!(indexes(&read(&t, 7, 100)), [7, 8, 9, 10, 11]);
         assert_eq!(t.bytes, 50);
         // Cuts outside it change nothing.
         t.cut_to(3);
@@ -159,11 +187,42 @@ mod tests {
         // Entries that do not follow the last one restart it.
         t.extend((30..32).map(entry).collect());
         assert_eq!(t.first(), Some(30));
-        assert_eq!(indexes(&t.read(30, 100)), [30, 31]);
+        assert_eq!(indexes(&read(&t, 30, 100)), [30, 31]);
         assert_eq!(t.bytes, 20);
         t.cut_to(u64::MAX);
         assert_eq!(t.first(), None);
         assert_eq!(t.bytes, 0);
+    }
+
+    /// The chunks of a streamed value are not kept (the tail restarts after each), and a read
+    /// stops at the entry that spends its byte budget.
+    #[test]
+    fn keeps_no_chunk_and_reads_within_a_budget() {
+        let chunk = |i: u64| {
+            let request = crate::Request::Chunk {
+                upload: crate::UploadId { term: 1, nonce: 0 },
+                index: i,
+                bytes: vec![1; 100],
+            };
+            let id = openraft::testing::log_id::<TypeConfig>(1, 1, i);
+            (Entry::new_normal(id, request), 110)
+        };
+        let mut t = Tail::default();
+        t.extend((1..4).map(entry).collect());
+        t.extend(vec![chunk(4), chunk(5)]);
+        assert_eq!(t.first(), None);
+        assert_eq!(t.bytes, 0);
+        t.extend((6..10).map(entry).collect());
+        assert_eq!(t.first(), Some(6));
+        assert_eq!(indexes(&read(&t, 6, 100)), [6, 7, 8, 9]);
+
+        // Entries of 10 bytes: a budget of 25 takes three (the third spends it), one of 1 takes
+        // one.
+        let mut budget = 25;
+        assert_eq!(indexes(&t.read(6, 100, &mut budget)), [6, 7, 8]);
+        assert_eq!(budget, 0);
+        let mut budget = 1;
+        assert_eq!(indexes(&t.read(7, 100, &mut budget)), [7]);
     }
 
     #[test]
@@ -173,7 +232,7 @@ mod tests {
         t.extend((1..=n).map(entry).collect());
         assert_eq!(t.len(), TAIL_ENTRIES);
         assert_eq!(t.first(), Some(11));
-        assert_eq!(indexes(&t.read(n, n + 1)), [n]);
+        assert_eq!(indexes(&read(&t, n, n + 1)), [n]);
 
         let mut t = Tail::default();
         let big = |i| (entry(i).0, TAIL_BYTES / 4);

@@ -274,16 +274,25 @@ fn a_record_not_matching_its_key_is_an_error() {
     let r = &recs[0];
     let parsed = Parsed::new(&r.key, &r.value).unwrap();
     let mut out = Vec::new();
-    parsed.decode_range(0, 100, &mut out).unwrap();
+    parsed
+        .decode_range(0, 100, &mut out, &mut { usize::MAX })
+        .unwrap();
     assert_eq!(out, (5..=7).map(|i| entry(1, i)).collect::<Vec<_>>());
     let cut = parsed.prefix(6).unwrap();
     assert_eq!(extent(&cut.key).unwrap(), (5, 6));
     // The cut record under the full record's key: fewer entries than the key says.
     let short = Parsed::new(&r.key, &cut.value).unwrap();
-    assert!(short.decode_range(0, 100, &mut Vec::new()).is_err());
+    assert!(
+        short
+            .decode_range(0, 100, &mut Vec::new(), &mut { usize::MAX })
+            .is_err()
+    );
     // The full record under the cut one's key: more.
     let long = Parsed::new(&cut.key, &r.value).unwrap();
-    assert!(long.decode_range(0, 100, &mut Vec::new()).is_err());
+    assert!(
+        long.decode_range(0, 100, &mut Vec::new(), &mut { usize::MAX })
+            .is_err()
+    );
     // An unknown format byte.
     let mut other = r.value.clone();
     other[0] = 9;

@@ -100,6 +100,44 @@ pub(super) fn digest(request: &Request) -> u64 {
                 }
             }
         }
+        // Of the upload's value, not of its id: a retry streams the value again, as another
+        // upload.
+        Request::Commit {
+            key,
+            chunks,
+            len,
+            crc,
+            expect,
+            ..
+        } => {
+            field(b"commit");
+            field(key);
+            field(&chunks.to_le_bytes());
+            field(&len.to_le_bytes());
+            field(&crc.to_le_bytes());
+            match expect {
+                None => field(b"always"),
+                Some(Expect::Absent) => field(b"absent"),
+                Some(Expect::Present) => field(b"present"),
+                Some(Expect::Version(v)) => field(&v.to_le_bytes()),
+            }
+        }
+        Request::Chunk {
+            upload,
+            index,
+            bytes,
+        } => {
+            field(b"chunk");
+            field(&upload.term.to_le_bytes());
+            field(&upload.nonce.to_le_bytes());
+            field(&index.to_le_bytes());
+            field(bytes);
+        }
+        Request::Abort { upload } => {
+            field(b"abort");
+            field(&upload.term.to_le_bytes());
+            field(&upload.nonce.to_le_bytes());
+        }
         // Refused before a digest is taken.
         Request::Once { .. } => field(b"once"),
     }

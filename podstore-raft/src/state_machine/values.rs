@@ -112,7 +112,59 @@ pub struct Listed {
     pub len: u64,
 }
 
+/// A value opened to be read in pieces ([`StateMachine::read_or_open`]): all its reads are of
+/// the same write, whatever is written meanwhile.
+#[derive(Clone)]
+pub(crate) struct OpenValue {
+    reader: std::sync::Arc<podstore::ValueReader>,
+    /// The value's version.
+    pub(crate) version: u64,
+    /// The value's length.
+    pub(crate) len: u64,
+}
+
+impl OpenValue {
+    /// Bytes `start..start + len` of the value (reads the disk: call it on a blocking thread).
+    pub(crate) fn read_at(&self, start: u64, len: usize) -> io::Result<Bytes> {
+        let mut buf = vec![0u8; len];
+        self.reader
+            .read_exact_at(HEADER_LEN as u64 + start, &mut buf)
+            .map_err(io_err)?;
+        Ok(Bytes::from(buf))
+    }
+}
+
+/// What [`StateMachine::read_or_open`] found.
+pub(crate) enum Whole {
+    /// The value read whole (or none).
+    Read(Read),
+    /// A value too large to read whole, opened.
+    Open(OpenValue),
+}
+
 impl StateMachine {
+    /// The value of `key`, read whole if it is at most `max_whole` bytes, else opened to be
+    /// read in pieces (a GET of a value of any size holds a piece at a time).
+    pub(crate) fn read_or_open(&self, key: &[u8], max_whole: u64) -> io::Result<Whole> {
+        check(key, None).map_err(io::Error::other)?;
+        let Some(reader) = self.store().reader(data_key(key)).map_err(io_err)? else {
+            return Ok(Whole::Read(Read::Missing));
+        };
+        let len = reader.len().saturating_sub(HEADER_LEN as u64);
+        if len <= max_whole {
+            // Through `get_versioned`, which keeps the value in the read cache for the next
+            // read (a reader does not).
+            return Ok(Whole::Read(Read::whole(self.get_versioned(key)?)));
+        }
+        let mut header = [0u8; HEADER_LEN];
+        reader.read_exact_at(0, &mut header).map_err(io_err)?;
+        Ok(Whole::Open(OpenValue {
+            version: version_of(&header)?,
+            len,
+            reader: std::sync::Arc::new(reader),
+        }))
+    }
+
     /// The value of `key` in this node's state machine (what it has applied).
     pub fn get(&self, key: &[u8]) -> io::Result<Option<Vec<u8>>> {
         Ok(self.get_versioned(key)?.map(|(v, _)| v.to_vec()))

@@ -90,10 +90,48 @@ pub fn free_ports(n: usize) -> Vec<u16> {
         .collect()
 }
 
+impl Proc {
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Whether the process has exited (and how), without waiting.
+    pub fn exited(&mut self) -> Option<ExitStatus> {
+        self.child.try_wait().unwrap()
+    }
+}
+
 /// Starts node `id` with extra `args` and environment variables `env`. Its log goes to the
 /// test's stderr: errors only, unless the test runs with `RUST_LOG` (which the node inherits).
 pub fn spawn(id: u64, dir: &Path, addr: &str, args: &[&str], env: &[(&str, &str)]) -> Proc {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_podstore-raft"));
+    spawn_in(id, dir, addr, args, env, None)
+}
+
+/// [`spawn`], the process in cgroup `cgroup` (a cgroup v1 directory) from its first
+/// instruction: a shell writes its own pid into the cgroup, then `exec`s the node (same pid),
+/// so the node's store sizes its cache from the cgroup's limit, as it would under an operator
+/// who starts it there.
+pub fn spawn_in(
+    id: u64,
+    dir: &Path,
+    addr: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+    cgroup: Option<&Path>,
+) -> Proc {
+    let bin = env!("CARGO_BIN_EXE_podstore-raft");
+    let mut command = match cgroup {
+        None => Command::new(bin),
+        Some(cg) => {
+            let mut c = Command::new("sh");
+            c.arg("-c")
+                .arg("echo $$ > \"$0/cgroup.procs\" && exec \"$@\"")
+                .arg(cg)
+                .arg(bin);
+            c
+        }
+    };
     if std::env::var_os("RUST_LOG").is_none() {
         command.env("RUST_LOG", "error");
     }
@@ -143,12 +181,19 @@ pub struct Cluster {
     pub procs: BTreeMap<u64, Proc>,
     pub args: Vec<String>,
     pub http: reqwest::Client,
+    /// The cgroup each node runs in, if any (see [`spawn_in`]).
+    pub cgroups: BTreeMap<u64, PathBuf>,
 }
 
 impl Cluster {
     /// Starts nodes 1, 2 and 3 and initializes the cluster at node 1; returns once it has a
     /// leader.
     pub async fn start(root: &Path, args: &[&str]) -> Cluster {
+        Cluster::start_in(root, args, BTreeMap::new()).await
+    }
+
+    /// [`Cluster::start`], node `id` in cgroup `cgroups[id]` where given (see [`spawn_in`]).
+    pub async fn start_in(root: &Path, args: &[&str], cgroups: BTreeMap<u64, PathBuf>) -> Cluster {
         let addrs: Vec<String> = free_ports(3)
             .into_iter()
             .map(|p| format!("127.0.0.1:{p}"))
@@ -160,6 +205,7 @@ impl Cluster {
             procs: BTreeMap::new(),
             args: args.iter().map(|s| s.to_string()).collect(),
             http: reqwest::Client::new(),
+            cgroups,
         };
         for id in 1..=3 {
             cluster.restart(id, &[]);
@@ -189,7 +235,8 @@ impl Cluster {
     pub fn restart(&mut self, id: u64, env: &[(&str, &str)]) {
         let args: Vec<&str> = self.args.iter().map(String::as_str).collect();
         let i = id as usize - 1;
-        let proc = spawn(id, &self.dirs[i], &self.addrs[i], &args, env);
+        let cgroup = self.cgroups.get(&id).map(PathBuf::as_path);
+        let proc = spawn_in(id, &self.dirs[i], &self.addrs[i], &args, env, cgroup);
         self.procs.insert(id, proc);
     }
 

@@ -8,6 +8,8 @@ mod common;
 
 /// The HTTP API's routes and status codes, against real node processes.
 mod api;
+/// Large PUTs streamed in chunks: conditions, request ids, limits, a leader killed mid-upload.
+mod api_streamed;
 /// The client across a leader `kill -9`: retries applied once.
 mod client;
 /// Raft RPCs refused when misdirected.
@@ -18,6 +20,8 @@ mod in_process;
 mod install_crash;
 /// A leader process killed and restarted: nothing acknowledged lost.
 mod leader_kill;
+/// A PUT several times larger than a node's memory limit (cgroup v1) streams through.
+mod memory;
 /// `/metrics` follows requests and replication.
 mod metrics;
 /// SIGTERM and SIGINT stop a node cleanly under writes.

@@ -9,7 +9,7 @@
 //! Also (run by hand, see `peak_rss_by_value_size`): the peak RSS of each node (`VmHWM`) for
 //! values of 1, 64 and 256 MiB, each in a fresh cluster with no cgroup.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -256,7 +256,7 @@ async fn put_larger_than_a_nodes_memory_limit_streams_through_and_no_node_is_kil
 /// Peak RSS (`VmHWM`) of each node for values of 1, 64 and 256 MiB (a fresh cluster each, no
 /// cgroup): run by hand, it prints a table (it asserts only that each PUT succeeds).
 ///
-/// `cargo test -p podstore-raft --test processes_memory -- --ignored --nocapture peak_rss`
+/// `cargo test -p podstore-raft --test cluster -- --ignored --nocapture memory::peak_rss`
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "a measurement, run by hand"]
 async fn peak_rss_by_value_size() {

@@ -5,7 +5,7 @@
 //! leaves nothing staged; a retry under a request id is answered from the first and leaves
 //! nothing staged either.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

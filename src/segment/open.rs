@@ -159,6 +159,12 @@ pub enum Expect {
     /// blob file whose put was not acknowledged (a blob put is acknowledged only after its seal
     /// is in the catalog).
     Created,
+    /// Listed as created, in a store opened alongside its writer
+    /// ([`Options::alongside_writer`](crate::Options::alongside_writer)), which may be
+    /// appending to it now: bytes that are not a whole record are its writes in flight, so the
+    /// scan ends at the first record that does not verify (nothing after it is kept, nothing is
+    /// reported damaged), and a file with no whole record yet is [`Found::Empty`].
+    Writing,
     /// The catalog lists the file as sealed, `length` bytes long: its footer must verify.
     Sealed {
         /// Its length when it was sealed.
@@ -416,7 +422,14 @@ pub fn open(
             _ => FileProblem::FooterDamaged,
         }));
     }
-    if let Some(entries) = read_footer(&src, id, &path)? {
+    let footer = match read_footer(&src, id, &path) {
+        // The writer's seal in flight: its footer's bytes reach the file (or the disk, with
+        // O_DIRECT) in no promised order, so a trailer can be seen before the table it names.
+        // Not damage, and no footer yet: the records are scanned.
+        Err(Error::Corruption { .. }) if expect == Expect::Writing => None,
+        footer => footer?,
+    };
+    if let Some(entries) = footer {
         return Ok(Found::Loaded(LoadedSegment {
             file,
             records: Records::Entries(entries),
@@ -444,7 +457,8 @@ pub fn open(
         if !whole {
             // Listed as created, not sealed: its put was never acknowledged (a blob put is
             // acknowledged only once its seal is in the catalog), whatever the file holds.
-            return Ok(if expect == Expect::Created || all_zero(&src, id, &path)? {
+            let unacknowledged = matches!(expect, Expect::Created | Expect::Writing);
+            return Ok(if unacknowledged || all_zero(&src, id, &path)? {
                 Found::Empty
             } else {
                 Found::Unusable(QuarantineReason::BlobNotWhole)
@@ -453,7 +467,19 @@ pub fn open(
     }
     let outcome = match scanned {
         Ok(o) => o,
+        // Cut shorter while it was scanned: the writer sealed it, which cuts off the zeroes it
+        // wrote ahead of its records. Opened again, from its footer, by the next attempt.
+        Err(ScanError::Io(e))
+            if expect == Expect::Writing && e.kind() == std::io::ErrorKind::UnexpectedEof =>
+        {
+            return Err(Error::StoreChanged {
+                path: dir.to_path_buf(),
+                attempts: 0,
+            });
+        }
         Err(ScanError::Io(e)) => return Err(read_error(id, 0, &path, e)),
+        // The writer's first write to the file, not all of it written yet.
+        Err(ScanError::Header(_)) if expect == Expect::Writing => return Ok(Found::Empty),
         Err(ScanError::Header(kind)) => {
             // A header of zeroes (or shorter than a header): the first write's header block never
             // reached the disk, so no record in the segment was acknowledged (acknowledgement
@@ -474,6 +500,23 @@ pub fn open(
             return Err(corruption(&path, id, 0, kind));
         }
     };
+    let mut outcome = outcome;
+    if expect == Expect::Writing
+        && let Some(&(at, _)) = outcome.damaged.first()
+    {
+        // A record the writer is writing now (its bytes reach the page cache, or the disk, in
+        // no promised order), not damage: the view ends before it. Cut before keeping the last
+        // record of each key, so that a key written again after it keeps its earlier record.
+        // Nothing after it can be needed by the catalog the view was taken with: an edit is
+        // made only after a sync that covers every record written before it.
+        outcome.records.retain(|r| r.offset < at);
+        outcome.damaged.clear();
+        outcome.data_end = at;
+        outcome.stopped_at = None;
+    }
+    if outcome.records.is_empty() && expect == Expect::Writing {
+        return Ok(Found::Empty);
+    }
     if outcome.records.is_empty() {
         // No whole record: nothing in it was acknowledged, unless its first record was
         // damaged since. Set aside, not removed.

@@ -49,10 +49,17 @@ pub(super) use super::resolve::Presence;
 
 impl Inner {
     /// Recovers the store in `dir` and starts its write path.
-    pub(super) fn start(dir: PathBuf, opts: Options, profile: IoProfile) -> Result<Inner> {
+    /// `alongside`: a read-only open beside a writer ([`open::Alongside`]).
+    pub(super) fn start(
+        dir: PathBuf,
+        opts: Options,
+        profile: IoProfile,
+        alongside: Option<open::Alongside>,
+    ) -> Result<Inner> {
         let pool = read::new_pool(profile.mem_align);
         let salvage = opts.recovery_mode == crate::options::RecoveryMode::Salvage;
-        let mut recovered = open::recover(&dir, &profile, &pool, salvage, opts.hash_bits)?;
+        let mut recovered =
+            open::recover(&dir, &profile, &pool, salvage, opts.hash_bits, alongside)?;
         let versions =
             crate::segment::Versions::load(&dir, &profile, salvage, &mut recovered.report.lost)?;
         let shared = Shared {

@@ -302,29 +302,54 @@ fn verify_clean_damaged_and_missing_files() {
 }
 
 #[test]
-fn verify_and_reads_work_beside_a_read_only_opener_and_a_writer_locks_them_out() {
+fn reads_work_beside_a_read_only_opener_and_beside_a_writer_which_locks_out_writes() {
     let (_tmp, dir) = store();
     let reader = Store::open_with(&dir, Options::default().read_only(true)).unwrap();
     assert!(ok(&["verify", p(&dir)]).contains("clean"));
     assert_eq!(podstore(&["get", p(&dir), "docs/a"]).stdout, b"hello");
     drop(reader);
     let writer = Store::open(&dir).unwrap();
-    for args in [&["verify", p(&dir)][..], &["rm", p(&dir), "docs/a"]] {
+    writer.put("docs/b", "written by the writer").unwrap();
+    // The commands that only read go on beside the writer, as of now, and say so once.
+    for args in [
+        &["verify", p(&dir)][..],
+        &["stats", p(&dir)],
+        &["ls", p(&dir)],
+        &["get", p(&dir), "docs/b"],
+    ] {
         let o = podstore(args);
-        assert_eq!(code(&o), 4, "{}", stderr(&o));
-        assert!(stderr(&o).starts_with("podstore: "), "{}", stderr(&o));
-        assert_eq!(stderr(&o).lines().count(), 1);
-        // What a shell user can do, in a shell's words: no API names.
+        assert_eq!(code(&o), 0, "{args:?}: {}", stderr(&o));
         let said = stderr(&o);
-        assert!(said.contains("is open in another process"), "{said}");
-        assert!(said.contains("stop that process"), "{said}");
-        assert!(
-            said.contains(&format!("`lsof {}`", dir.display())),
-            "{said}"
-        );
-        assert!(!said.contains("Store::"), "{said}");
+        assert_eq!(said.lines().count(), 1, "{said}");
+        assert!(said.contains("in use by another process"), "{said}");
+        assert!(said.contains("as of now"), "{said}");
     }
-    drop(writer);
+    assert_eq!(
+        podstore(&["get", p(&dir), "docs/b"]).stdout,
+        b"written by the writer"
+    );
+    assert!(ok(&["ls", p(&dir)]).contains("docs/b"));
+    // A write is refused: 4.
+    let o = podstore(&["rm", p(&dir), "docs/a"]);
+    assert_eq!(code(&o), 4, "{}", stderr(&o));
+    assert!(stderr(&o).starts_with("podstore: "), "{}", stderr(&o));
+    assert_eq!(stderr(&o).lines().count(), 1);
+    // What a shell user can do, in a shell's words: no API names.
+    let said = stderr(&o);
+    assert!(said.contains("is open in another process"), "{said}");
+    assert!(said.contains("stop that process"), "{said}");
+    assert!(
+        said.contains(&format!("`lsof {}`", dir.display())),
+        "{said}"
+    );
+    assert!(!said.contains("Store::"), "{said}");
+    // The writer noticed nothing.
+    assert_eq!(
+        writer.get("docs/a").unwrap().as_deref(),
+        Some(&b"hello"[..])
+    );
+    writer.close().unwrap();
+    assert!(Store::open(&dir).unwrap().recovery().recovered.is_empty());
 }
 
 #[test]

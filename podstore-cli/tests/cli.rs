@@ -649,3 +649,79 @@ fn compact_with_a_threshold_takes_what_stats_says_the_default_leaves() {
         assert_eq!(code(&o), 2, "{bad}: {}", stderr(&o));
     }
 }
+
+/// Runs of 10 digits or more (sequence numbers: clock microseconds) as `N`.
+fn without_clock(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut digits = String::new();
+    for c in text.chars().chain(std::iter::once('\0')) {
+        if c.is_ascii_digit() {
+            digits.push(c);
+            continue;
+        }
+        out.push_str(if digits.len() >= 10 { "N" } else { &digits });
+        digits.clear();
+        if c != '\0' {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// README.md's "Command line" session, run as shown: each `$ ` line by `sh` (in a directory of
+/// its own, with the `podstore` built here first on `PATH`, a 3,000,000-byte `cat.jpg` and a
+/// `note.txt` holding `hello`), its stdout and stderr together exactly as the README shows them
+/// (sequence numbers, which are clock microseconds, aside).
+#[test]
+fn the_readmes_command_line_session_runs_as_shown() {
+    let readme = include_str!("../../README.md");
+    let section = &readme[readme.find("\n## Command line\n").unwrap() + 1..];
+    let section = &section[..section.find("\n## ").unwrap()];
+    let block = section.split("```text\n").nth(1).expect("a session");
+    let block = &block[..block.find("```").unwrap()];
+    let mut steps: Vec<(&str, String)> = Vec::new();
+    for line in block.lines() {
+        match line.strip_prefix("$ ") {
+            Some(command) => steps.push((command, String::new())),
+            None => {
+                let out = &mut steps.last_mut().expect("a command first").1;
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+    }
+    assert!(steps.len() >= 13, "{} commands", steps.len());
+    let tmp = tempfile::tempdir().unwrap();
+    let cat: Vec<u8> = (0..3_000_000u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    std::fs::write(tmp.path().join("cat.jpg"), cat).unwrap();
+    std::fs::write(tmp.path().join("note.txt"), "hello\n").unwrap();
+    let bin = Path::new(env!("CARGO_BIN_EXE_podstore")).parent().unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    for (command, shown) in steps {
+        let o = Command::new("sh")
+            .arg("-c")
+            .arg(format!("{{ {command}\n}} 2>&1"))
+            .current_dir(tmp.path())
+            .env("PATH", &path)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let mut got = String::from_utf8_lossy(&o.stdout).into_owned();
+        // `get` writes the bytes asked for, without a newline of its own; a terminal's prompt
+        // goes on the next line all the same.
+        if !got.is_empty() && !got.ends_with('\n') {
+            got.push('\n');
+        }
+        assert_eq!(
+            without_clock(&got),
+            without_clock(&shown),
+            "`{command}` printed something else than README.md shows"
+        );
+    }
+}

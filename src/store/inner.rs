@@ -61,7 +61,18 @@ impl Inner {
         let mut recovered =
             open::recover(&dir, &profile, &pool, salvage, opts.hash_bits, alongside)?;
         let versions =
-            crate::segment::Versions::load(&dir, &profile, salvage, &mut recovered.report.lost)?;
+            crate::segment::Versions::load(&dir, &profile, salvage, &mut recovered.report.lost);
+        let versions = match versions {
+            // Beside a writer, which rewrites a slot of VERSIONS at every reservation: read
+            // again before calling it damaged (the last attempt does).
+            Err(Error::Damaged { .. }) if alongside.is_some_and(|a| !a.last_attempt) => {
+                return Err(Error::StoreChanged {
+                    path: dir,
+                    attempts: 0,
+                });
+            }
+            versions => versions?,
+        };
         let shared = Shared {
             dir,
             profile,

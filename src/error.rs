@@ -178,6 +178,16 @@ pub enum Error {
         /// The store directory.
         path: PathBuf,
     },
+    /// A store opened [alongside a writer](crate::Options::alongside_writer): the writer
+    /// changed the store (removed a file the catalog listed, or was in the middle of a catalog
+    /// edit) during each of open's attempts to take a view of it. Nothing is wrong with the
+    /// store, and nothing was written: try again.
+    StoreChanged {
+        /// The store directory.
+        path: PathBuf,
+        /// How many times open read the catalog.
+        attempts: u32,
+    },
     /// An earlier write or sync failed, so the state of unsynced data on disk is unknown.
     /// The store refuses writes until it is reopened; reopening recovers from what is on disk.
     Poisoned,
@@ -429,6 +439,12 @@ impl fmt::Display for Error {
                 "store {} is already open (locked by another Store)",
                 path.display()
             ),
+            Error::StoreChanged { path, attempts } => write!(
+                f,
+                "store {} changed under each of {attempts} attempts to take a read-only view \
+                 of it beside its writer; try again",
+                path.display()
+            ),
             Error::Poisoned => write!(
                 f,
                 "an earlier write or sync failed; reopen the store to recover"
@@ -541,7 +557,7 @@ impl Error {
             | Error::InvalidOptions(_) => K::InvalidInput,
             // Not `WouldBlock`: code that reads it as "not ready, retry at once" would spin
             // while another process holds the store, perhaps for as long as it runs.
-            Error::Locked { .. } => K::ResourceBusy,
+            Error::Locked { .. } | Error::StoreChanged { .. } => K::ResourceBusy,
             Error::NotFound { .. } => K::NotFound,
             // The path is taken by something else, as `File::create_new` on an existing file.
             Error::ForeignFiles { .. } => K::AlreadyExists,
@@ -567,7 +583,7 @@ impl Error {
 /// | [`Error::EmptyKey`], [`Error::KeyTooLarge`], [`Error::ValueTooLarge`], [`Error::OutOfRange`], [`Error::InvalidOptions`] | `InvalidInput` |
 /// | [`Error::StorageFull`] | `StorageFull` |
 /// | [`Error::Corruption`], [`Error::Damaged`], [`Error::FileIdOutOfRange`] naming a file | `InvalidData` |
-/// | [`Error::Locked`] | `ResourceBusy` (not `WouldBlock`, which callers retry at once) |
+/// | [`Error::Locked`], [`Error::StoreChanged`] | `ResourceBusy` (not `WouldBlock`, which callers retry at once) |
 /// | [`Error::ForeignFiles`] | `AlreadyExists` |
 /// | [`Error::DirectIoUnsupported`] | `Unsupported` |
 /// | [`Error::ReadOnly`] | `ReadOnlyFilesystem` |
@@ -652,6 +668,13 @@ mod tests {
             ),
             (Error::InvalidOptions("x"), K::InvalidInput),
             (Error::Locked { path: path() }, K::ResourceBusy),
+            (
+                Error::StoreChanged {
+                    path: path(),
+                    attempts: 3,
+                },
+                K::ResourceBusy,
+            ),
             (Error::NotFound { path: path() }, K::NotFound),
             (
                 Error::ForeignFiles {

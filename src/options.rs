@@ -132,6 +132,8 @@ pub struct Options {
     pub(crate) allow_foreign_files: bool,
     /// See [`Options::read_only`].
     pub(crate) read_only: bool,
+    /// See [`Options::alongside_writer`].
+    pub(crate) alongside_writer: bool,
     /// See [`Options::recovery_mode`].
     pub(crate) recovery_mode: RecoveryMode,
     /// See [`Options::cache_capacity`]; `None`: sized from the memory available at open.
@@ -166,6 +168,7 @@ impl Default for Options {
             create: true,
             allow_foreign_files: false,
             read_only: false,
+            alongside_writer: false,
             recovery_mode: RecoveryMode::Strict,
             cache_capacity: None,
             warm_cache: true,
@@ -414,6 +417,53 @@ impl Options {
         self
     }
 
+    /// With [`Options::read_only`], open a store that another process (or another `Store` in
+    /// this one) may have open for writing, without taking the directory lock (default
+    /// `false`). Open fails with [`Error::InvalidOptions`](crate::Error::InvalidOptions) unless
+    /// `read_only` is set too: the name says what it is for, and the two together say what it
+    /// does.
+    ///
+    /// The `Store` is a view of the store as of its open, which the writer never notices:
+    ///
+    /// * It takes no lock at all (a shared lock would refuse a writer that opens later), and
+    ///   writes nothing: no catalog edit, no seal, no removal, no quarantine, no hot-set file.
+    /// * It reads the catalog, then opens every file the catalog lists as created or sealed,
+    ///   and keeps them open: a file the writer removes afterwards (compaction) stays readable
+    ///   through its open handle, so reads never fail or change because the writer moved on.
+    ///   Every file is opened at open; nothing is opened by name later.
+    /// * The log segment the writer is appending to is scanned up to its first record that is
+    ///   not whole: that record and what follows are the writer's writes in flight, the end of
+    ///   the view, never damage. Writes that the writer has written but not yet made durable may
+    ///   be in the view.
+    /// * Files the writer created after the catalog was read are not in the view.
+    /// * When the writer removed a listed file before open could open it, or the catalog read
+    ///   was caught in the middle of an edit, open reads the catalog again, a few times, and
+    ///   then fails with [`Error::StoreChanged`](crate::Error::StoreChanged) (nothing is wrong
+    ///   with the store; try again). A listed file that is missing while the catalog still
+    ///   lists it is damage ([`Error::Damaged`](crate::Error::Damaged)), as in any open.
+    /// * [`Store::verify`](crate::Store::verify) checks every checksum of every file in the
+    ///   view (the active segment up to the view's end), but not the directory against the
+    ///   catalog ([`VerifyReport::files`](crate::VerifyReport::files) is empty): the writer
+    ///   removes and creates files while it runs.
+    ///
+    /// Without a writer it works too (the same view, unlocked: a writer may open meanwhile).
+    ///
+    /// ```
+    /// use podstore::{Options, Store};
+    /// let dir = tempfile::tempdir()?;
+    /// let writer = Store::open(dir.path())?;
+    /// writer.put("k", "v")?;
+    /// let view = Options::default().read_only(true).alongside_writer(true);
+    /// let observer = Store::open_with(dir.path(), view)?; // the writer keeps its lock
+    /// writer.put("k", "w")?;
+    /// assert_eq!(observer.get("k")?.as_deref(), Some(&b"v"[..])); // as of its open
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn alongside_writer(mut self, alongside: bool) -> Self {
+        self.alongside_writer = alongside;
+        self
+    }
+
     /// What open does when the store's catalog reveals a missing or damaged file (default
     /// [`RecoveryMode::Strict`]: refuse, with [`Error::Damaged`](crate::Error::Damaged)). See
     /// [`RecoveryMode`].
@@ -543,6 +593,11 @@ impl Options {
 
     pub(crate) fn validate(&self) -> Result<()> {
         use crate::format::frames::{MAX_FRAME_SIZE, MIN_FRAME_SIZE};
+        if self.alongside_writer && !self.read_only {
+            return Err(Error::InvalidOptions(
+                "alongside_writer(true) needs read_only(true)",
+            ));
+        }
         if !(MIN_FRAME_SIZE..=MAX_FRAME_SIZE).contains(&self.compression_frame_size) {
             return Err(Error::InvalidOptions(
                 "compression_frame_size must be between 4 KiB and 4 MiB",
@@ -687,6 +742,11 @@ impl OptionsView<'_> {
     /// The value set by [`Options::read_only`].
     pub fn read_only(&self) -> bool {
         self.opts.read_only
+    }
+
+    /// The value set by [`Options::alongside_writer`].
+    pub fn alongside_writer(&self) -> bool {
+        self.opts.alongside_writer
     }
 
     /// The value set by [`Options::recovery_mode`].

@@ -4,8 +4,13 @@
 //!
 //! Exit codes: 0 success; 1 damage found (`verify`, or a store that open refuses as damaged);
 //! 2 wrong arguments (and a directory that holds other files and no store); 3 not found (no
-//! store, no such key, no such file or directory); 4 the store is open in another process; 5
-//! any other error. Errors are one line on stderr.
+//! store, no such key, no such file or directory); 4 the store is open in another process (a
+//! command that writes; or it changed under every attempt to read it beside its writer); 5 any
+//! other error. Errors are one line on stderr.
+//!
+//! `stats`, `ls`, `get` and `verify` work on a store another process has open: when its lock is
+//! refused they read it beside its writer (`Options::alongside_writer`), as of the moment they
+//! open it, and say so in one line on stderr.
 
 mod inspect;
 
@@ -24,7 +29,10 @@ use stats::stats;
 ///
 /// Exit codes: 0 success, 1 damage found, 2 wrong arguments (or a directory that holds other
 /// files and no store), 3 not found (store, key, file or directory), 4 the store is open in
-/// another process, 5 any other error.
+/// another process (put, rm, compact, checkpoint), 5 any other error.
+///
+/// stats, ls, get and verify also work on a store another process has open: they read it as of
+/// the moment they open it, without its lock, and say so on stderr.
 #[derive(Parser)]
 #[command(name = "podstore", version, about, long_about)]
 struct Cli {
@@ -176,7 +184,7 @@ impl From<Error> for Failure {
             Error::Damaged { .. } | Error::Corruption { .. } => DAMAGED,
             Error::NotFound { .. } => NOT_FOUND,
             Error::Io { source, .. } if source.kind() == io::ErrorKind::NotFound => NOT_FOUND,
-            Error::Locked { .. } => LOCKED,
+            Error::Locked { .. } | Error::StoreChanged { .. } => LOCKED,
             Error::InvalidOptions(_) | Error::EmptyKey | Error::KeyTooLarge { .. } => USAGE,
             Error::OutOfRange { .. } | Error::ForeignFiles { .. } => USAGE,
             _ => OTHER,
@@ -302,14 +310,27 @@ fn run(cli: Cli) -> Result<(), Failure> {
     }
 }
 
-/// Opens an existing store: read-only for the commands that only read.
+/// Opens an existing store: read-only for the commands that only read. A store another process
+/// has open (its lock refused) is read beside its writer instead
+/// ([`Options::alongside_writer`]): a view as of now, said in one line on stderr.
 fn open(dir: &Path, read_only: bool) -> Result<Store, Failure> {
     // One command, then close: warming the cache would only read segments nobody asked for.
     let opts = Options::default()
         .create(false)
         .read_only(read_only)
         .warm_cache(false);
-    match Store::open_with(dir, opts) {
+    let opened = match Store::open_with(dir, opts.clone()) {
+        Err(Error::Locked { .. }) if read_only => {
+            eprintln!(
+                "podstore: {} is in use by another process: reading it beside its writer, as of \
+                 now (writes made after this are not shown)",
+                dir.display()
+            );
+            Store::open_with(dir, opts.alongside_writer(true))
+        }
+        opened => opened,
+    };
+    match opened {
         // A directory with a `LOCK` among other files (another program's): no store, and these
         // commands create none, so nothing to allow.
         Err(Error::ForeignFiles { path, names, total }) => Err(Failure::new(
@@ -405,7 +426,11 @@ fn verify(dir: &Path, hex: bool) -> Result<(), Failure> {
                 .read_only(true)
                 .warm_cache(false)
                 .recovery_mode(podstore::RecoveryMode::Salvage);
-            let store = Store::open_with(dir, opts)?;
+            // Beside the writer again if the first open was (its lock is still refused).
+            let store = match Store::open_with(dir, opts.clone()) {
+                Err(Error::Locked { .. }) => Store::open_with(dir, opts.alongside_writer(true))?,
+                other => other?,
+            };
             for f in &store.recovery().lost {
                 println!("damaged file: {f}");
                 refused.push(f.clone());

@@ -302,29 +302,54 @@ fn verify_clean_damaged_and_missing_files() {
 }
 
 #[test]
-fn verify_and_reads_work_beside_a_read_only_opener_and_a_writer_locks_them_out() {
+fn reads_work_beside_a_read_only_opener_and_beside_a_writer_which_locks_out_writes() {
     let (_tmp, dir) = store();
     let reader = Store::open_with(&dir, Options::default().read_only(true)).unwrap();
     assert!(ok(&["verify", p(&dir)]).contains("clean"));
     assert_eq!(podstore(&["get", p(&dir), "docs/a"]).stdout, b"hello");
     drop(reader);
     let writer = Store::open(&dir).unwrap();
-    for args in [&["verify", p(&dir)][..], &["rm", p(&dir), "docs/a"]] {
+    writer.put("docs/b", "written by the writer").unwrap();
+    // The commands that only read go on beside the writer, as of now, and say so once.
+    for args in [
+        &["verify", p(&dir)][..],
+        &["stats", p(&dir)],
+        &["ls", p(&dir)],
+        &["get", p(&dir), "docs/b"],
+    ] {
         let o = podstore(args);
-        assert_eq!(code(&o), 4, "{}", stderr(&o));
-        assert!(stderr(&o).starts_with("podstore: "), "{}", stderr(&o));
-        assert_eq!(stderr(&o).lines().count(), 1);
-        // What a shell user can do, in a shell's words: no API names.
+        assert_eq!(code(&o), 0, "{args:?}: {}", stderr(&o));
         let said = stderr(&o);
-        assert!(said.contains("is open in another process"), "{said}");
-        assert!(said.contains("stop that process"), "{said}");
-        assert!(
-            said.contains(&format!("`lsof {}`", dir.display())),
-            "{said}"
-        );
-        assert!(!said.contains("Store::"), "{said}");
+        assert_eq!(said.lines().count(), 1, "{said}");
+        assert!(said.contains("in use by another process"), "{said}");
+        assert!(said.contains("as of now"), "{said}");
     }
-    drop(writer);
+    assert_eq!(
+        podstore(&["get", p(&dir), "docs/b"]).stdout,
+        b"written by the writer"
+    );
+    assert!(ok(&["ls", p(&dir)]).contains("docs/b"));
+    // A write is refused: 4.
+    let o = podstore(&["rm", p(&dir), "docs/a"]);
+    assert_eq!(code(&o), 4, "{}", stderr(&o));
+    assert!(stderr(&o).starts_with("podstore: "), "{}", stderr(&o));
+    assert_eq!(stderr(&o).lines().count(), 1);
+    // What a shell user can do, in a shell's words: no API names.
+    let said = stderr(&o);
+    assert!(said.contains("is open in another process"), "{said}");
+    assert!(said.contains("stop that process"), "{said}");
+    assert!(
+        said.contains(&format!("`lsof {}`", dir.display())),
+        "{said}"
+    );
+    assert!(!said.contains("Store::"), "{said}");
+    // The writer noticed nothing.
+    assert_eq!(
+        writer.get("docs/a").unwrap().as_deref(),
+        Some(&b"hello"[..])
+    );
+    writer.close().unwrap();
+    assert!(Store::open(&dir).unwrap().recovery().recovered.is_empty());
 }
 
 #[test]
@@ -622,5 +647,81 @@ fn compact_with_a_threshold_takes_what_stats_says_the_default_leaves() {
     for bad in ["0", "1.5", "-1", "x"] {
         let o = podstore(&["compact", p(&dir), "--threshold", bad]);
         assert_eq!(code(&o), 2, "{bad}: {}", stderr(&o));
+    }
+}
+
+/// Runs of 10 digits or more (sequence numbers: clock microseconds) as `N`.
+fn without_clock(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut digits = String::new();
+    for c in text.chars().chain(std::iter::once('\0')) {
+        if c.is_ascii_digit() {
+            digits.push(c);
+            continue;
+        }
+        out.push_str(if digits.len() >= 10 { "N" } else { &digits });
+        digits.clear();
+        if c != '\0' {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// README.md's "Command line" session, run as shown: each `$ ` line by `sh` (in a directory of
+/// its own, with the `podstore` built here first on `PATH`, a 3,000,000-byte `cat.jpg` and a
+/// `note.txt` holding `hello`), its stdout and stderr together exactly as the README shows them
+/// (sequence numbers, which are clock microseconds, aside).
+#[test]
+fn the_readmes_command_line_session_runs_as_shown() {
+    let readme = include_str!("../../README.md");
+    let section = &readme[readme.find("\n## Command line\n").unwrap() + 1..];
+    let section = &section[..section.find("\n## ").unwrap()];
+    let block = section.split("```text\n").nth(1).expect("a session");
+    let block = &block[..block.find("```").unwrap()];
+    let mut steps: Vec<(&str, String)> = Vec::new();
+    for line in block.lines() {
+        match line.strip_prefix("$ ") {
+            Some(command) => steps.push((command, String::new())),
+            None => {
+                let out = &mut steps.last_mut().expect("a command first").1;
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+    }
+    assert!(steps.len() >= 13, "{} commands", steps.len());
+    let tmp = tempfile::tempdir().unwrap();
+    let cat: Vec<u8> = (0..3_000_000u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    std::fs::write(tmp.path().join("cat.jpg"), cat).unwrap();
+    std::fs::write(tmp.path().join("note.txt"), "hello\n").unwrap();
+    let bin = Path::new(env!("CARGO_BIN_EXE_podstore")).parent().unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    for (command, shown) in steps {
+        let o = Command::new("sh")
+            .arg("-c")
+            .arg(format!("{{ {command}\n}} 2>&1"))
+            .current_dir(tmp.path())
+            .env("PATH", &path)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let mut got = String::from_utf8_lossy(&o.stdout).into_owned();
+        // `get` writes the bytes asked for, without a newline of its own; a terminal's prompt
+        // goes on the next line all the same.
+        if !got.is_empty() && !got.ends_with('\n') {
+            got.push('\n');
+        }
+        assert_eq!(
+            without_clock(&got),
+            without_clock(&shown),
+            "`{command}` printed something else than README.md shows"
+        );
     }
 }

@@ -12,7 +12,11 @@
 //! carries the same id. The state machine remembers the outcome of each client's last
 //! [`crate::REQUEST_ID_WINDOW`] ids: a retry whose first attempt was applied (the answer was
 //! lost: the leader died after the commit, the connection was cut) is not applied again and
-//! answers the first attempt's outcome, version included ([`Written::replayed`] says so).
+//! answers the first attempt's outcome, version included ([`Written::replayed`] says so). It
+//! remembers [`crate::REQUEST_ID_CLIENTS`] clients, those whose latest write is the most
+//! recent: a client whose latest write is older than that many other clients' first writes is
+//! forgotten, and a retry from it is applied as a new write. A `Client` keeps its id for its
+//! life: make one per process and reuse it, not one per request.
 //!
 //! Reads (`get`, `get_range`, `list`) are linearizable: they go to the leader, which confirms
 //! its leadership with a quorum before reading.

@@ -53,8 +53,8 @@
 //!   [`Request::Abort`], src/state_machine/uploads.rs): memory per PUT is a few MiB whatever
 //!   the value's size.
 //! - Writes under a request id ([`Request::Once`], src/state_machine/once.rs) are applied once:
-//!   the state machine remembers each client's last [`REQUEST_ID_WINDOW`] ids and answers a
-//!   retry with the first outcome. The `client` feature's `client::Client` (src/client.rs)
+//!   the state machine remembers each client's last [`REQUEST_ID_WINDOW`] ids, for the last
+//!   [`REQUEST_ID_CLIENTS`] clients to write, and answers a retry with the first outcome. The `client` feature's `client::Client` (src/client.rs)
 //!   finds the leader, retries across elections and sends every write with a request id.
 //!
 //! # What is promised
@@ -217,7 +217,8 @@ pub enum Request {
         version: u64,
     },
     /// `request`, applied at most once for its request id `id`: the state machine remembers the
-    /// outcome of each client's last [`REQUEST_ID_WINDOW`] request ids, and answers a request
+    /// outcome of each client's last [`REQUEST_ID_WINDOW`] request ids (for the last
+    /// [`REQUEST_ID_CLIENTS`] clients to write), and answers a request
     /// whose id it remembers with that first outcome ([`Response::Replayed`]) instead of
     /// applying it again. A client retries a write whose answer it lost (a leader killed after
     /// the commit, a connection cut) under the same id, and gets the first outcome.
@@ -310,6 +311,15 @@ pub struct RequestId {
 /// tell any more whether it was applied. A client with more writes in flight at once than this
 /// may see its oldest refused.
 pub const REQUEST_ID_WINDOW: u64 = 1024;
+
+/// How many clients the state machine remembers request ids for (see [`Request::Once`]): the
+/// `REQUEST_ID_CLIENTS` whose latest write (with a request id) was applied last. A write from
+/// one more client makes it forget the client whose latest write is the oldest, with all of its
+/// ids: a retry from that client is then applied as a new write. Every node forgets the same
+/// client at the same log index (the order is by log index), so their state machines agree. A
+/// client that writes at least once in every `REQUEST_ID_CLIENTS` other clients' first writes
+/// is never forgotten.
+pub const REQUEST_ID_CLIENTS: u64 = 1024;
 
 /// The condition of a [`Request::PutIf`], checked against the key's value when the entry is
 /// applied: on every node against the same state, so every node decides alike.

@@ -559,6 +559,14 @@ impl DirLock {
         Ok(DirLock { _guards: guards })
     }
 
+    /// No lock: a read-only store opened alongside its writer
+    /// ([`Options::alongside_writer`](crate::Options::alongside_writer)) excludes no one.
+    pub fn none() -> DirLock {
+        DirLock {
+            _guards: Vec::new(),
+        }
+    }
+
     fn take(storage: &dyn Storage, dir: &Path, path: &Path, shared: bool) -> Result<LockGuard> {
         let path = path.to_path_buf();
         // A child process forked by any thread holds a copy of every descriptor until it execs

@@ -1,10 +1,11 @@
 //! Opening a segment or blob file at store open: from its footer, or by recovery (which seals
 //! it), or set aside in `quarantine/` when it cannot be used.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use super::blob::{FooterError, write_footer_after_sync};
 use super::names::{SegmentKind, file_name};
+use super::quarantine::QuarantineReason;
 use super::read::{FileSource, corruption, read_error};
 use crate::error::{Corruption, Error, Result};
 use crate::format::align_up;
@@ -20,7 +21,7 @@ use crate::format::scan::{ScanError, scan_sealed_segment, scan_segment};
 use crate::format::segment_header::SEGMENT_HEADER_LEN;
 use crate::format::segment_header::SegmentHeader;
 use crate::io::aligned::BufPool;
-use crate::io::file::{IoProfile, SegmentFile, list_dir, sync_dir};
+use crate::io::file::{IoProfile, SegmentFile};
 
 /// How an existing segment was opened.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -159,6 +160,12 @@ pub enum Expect {
     /// blob file whose put was not acknowledged (a blob put is acknowledged only after its seal
     /// is in the catalog).
     Created,
+    /// Listed as created, in a store opened alongside its writer
+    /// ([`Options::alongside_writer`](crate::Options::alongside_writer)), which may be
+    /// appending to it now: bytes that are not a whole record are its writes in flight, so the
+    /// scan ends at the first record that does not verify (nothing after it is kept, nothing is
+    /// reported damaged), and a file with no whole record yet is [`Found::Empty`].
+    Writing,
     /// The catalog lists the file as sealed, `length` bytes long: its footer must verify.
     Sealed {
         /// Its length when it was sealed.
@@ -185,65 +192,6 @@ pub enum Found {
     /// The file cannot be used and holds bytes other than zeroes: the caller moves it to the
     /// quarantine directory and reports it; it is never removed.
     Unusable(QuarantineReason),
-}
-
-/// Why open set a file aside in `quarantine/` instead of using it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum QuarantineReason {
-    /// Its segment header verifies but names another file id: a file renamed (or two swapped)
-    /// outside the store. Its records are bound to that id, so it cannot be read under this
-    /// name, and serving it under its own id could bring back a file that the store had
-    /// removed (or one from another store).
-    Misnamed {
-        /// The id its header gives.
-        header_id: u64,
-    },
-    /// A blob file without a valid footer whose one record is not whole and verified: a large
-    /// put torn by a crash before it was acknowledged, or a file damaged in two places (its
-    /// footer and its record), or bytes that were never a blob file.
-    BlobNotWhole,
-    /// A log segment whose header is all zero but which holds other bytes: the blocks of its
-    /// first write reached the disk in part, the header's not (nothing in it was acknowledged).
-    ZeroHeader,
-    /// A log segment whose header verifies but which holds no whole record: its first write
-    /// was torn by a crash (nothing in it was acknowledged), or its first record was damaged.
-    NoWholeRecord,
-    /// A file named like a store file that the store's catalog does not list, and which holds
-    /// bytes other than zeroes: not one the store made (the store records a file in its
-    /// catalog before it writes anything to it), e.g. copied in from elsewhere.
-    NotInCatalog,
-}
-
-impl std::fmt::Display for QuarantineReason {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            QuarantineReason::Misnamed { header_id } => {
-                write!(
-                    f,
-                    "its header names file id {header_id:016x}, not the one in its name"
-                )
-            }
-            QuarantineReason::BlobNotWhole => write!(
-                f,
-                "blob file without a valid footer whose record is not whole (a put torn by a \
-                 crash, or damage)"
-            ),
-            QuarantineReason::ZeroHeader => write!(
-                f,
-                "log segment whose header is zero but which holds other bytes (a first write \
-                 torn by a crash)"
-            ),
-            QuarantineReason::NoWholeRecord => write!(
-                f,
-                "log segment without a whole record (a first write torn by a crash, or damage)"
-            ),
-            QuarantineReason::NotInCatalog => write!(
-                f,
-                "not in the store's catalog (a file the store did not make)"
-            ),
-        }
-    }
 }
 
 /// What [`restore_blob_footer`] rebuilt.
@@ -416,7 +364,14 @@ pub fn open(
             _ => FileProblem::FooterDamaged,
         }));
     }
-    if let Some(entries) = read_footer(&src, id, &path)? {
+    let footer = match read_footer(&src, id, &path) {
+        // The writer's seal in flight: its footer's bytes reach the file (or the disk, with
+        // O_DIRECT) in no promised order, so a trailer can be seen before the table it names.
+        // Not damage, and no footer yet: the records are scanned.
+        Err(Error::Corruption { .. }) if expect == Expect::Writing => None,
+        footer => footer?,
+    };
+    if let Some(entries) = footer {
         return Ok(Found::Loaded(LoadedSegment {
             file,
             records: Records::Entries(entries),
@@ -444,7 +399,8 @@ pub fn open(
         if !whole {
             // Listed as created, not sealed: its put was never acknowledged (a blob put is
             // acknowledged only once its seal is in the catalog), whatever the file holds.
-            return Ok(if expect == Expect::Created || all_zero(&src, id, &path)? {
+            let unacknowledged = matches!(expect, Expect::Created | Expect::Writing);
+            return Ok(if unacknowledged || all_zero(&src, id, &path)? {
                 Found::Empty
             } else {
                 Found::Unusable(QuarantineReason::BlobNotWhole)
@@ -453,7 +409,19 @@ pub fn open(
     }
     let outcome = match scanned {
         Ok(o) => o,
+        // Cut shorter while it was scanned: the writer sealed it, which cuts off the zeroes it
+        // wrote ahead of its records. Opened again, from its footer, by the next attempt.
+        Err(ScanError::Io(e))
+            if expect == Expect::Writing && e.kind() == std::io::ErrorKind::UnexpectedEof =>
+        {
+            return Err(Error::StoreChanged {
+                path: dir.to_path_buf(),
+                attempts: 0,
+            });
+        }
         Err(ScanError::Io(e)) => return Err(read_error(id, 0, &path, e)),
+        // The writer's first write to the file, not all of it written yet.
+        Err(ScanError::Header(_)) if expect == Expect::Writing => return Ok(Found::Empty),
         Err(ScanError::Header(kind)) => {
             // A header of zeroes (or shorter than a header): the first write's header block never
             // reached the disk, so no record in the segment was acknowledged (acknowledgement
@@ -474,6 +442,23 @@ pub fn open(
             return Err(corruption(&path, id, 0, kind));
         }
     };
+    let mut outcome = outcome;
+    if expect == Expect::Writing
+        && let Some(&(at, _)) = outcome.damaged.first()
+    {
+        // A record the writer is writing now (its bytes reach the page cache, or the disk, in
+        // no promised order), not damage: the view ends before it. Cut before keeping the last
+        // record of each key, so that a key written again after it keeps its earlier record.
+        // Nothing after it can be needed by the catalog the view was taken with: an edit is
+        // made only after a sync that covers every record written before it.
+        outcome.records.retain(|r| r.offset < at);
+        outcome.damaged.clear();
+        outcome.data_end = at;
+        outcome.stopped_at = None;
+    }
+    if outcome.records.is_empty() && expect == Expect::Writing {
+        return Ok(Found::Empty);
+    }
     if outcome.records.is_empty() {
         // No whole record: nothing in it was acknowledged, unless its first record was
         // damaged since. Set aside, not removed.
@@ -521,41 +506,6 @@ pub fn open(
             sealed,
         },
     }))
-}
-
-/// The directory inside a store where open moves the files it cannot use.
-pub const QUARANTINE_DIR: &str = "quarantine";
-
-/// Moves the file `name` of the store directory `dir` into `dir/quarantine/` (created if
-/// needed), under its own name or, if that is taken by an earlier quarantined file, with
-/// `.1`, `.2`, ... appended; returns the new path.
-///
-/// Crash safety: the quarantine directory's own entry is made durable first (fsync of `dir`).
-/// Then one rename, which the file system applies atomically: the file is under one name or
-/// the other, never neither. Then an fsync of `quarantine/` (the new name is durable), then of
-/// `dir` (the old name is gone durably). A crash between the two fsyncs can at worst leave both
-/// names (two links to one inode): the next open finds the old name again, cannot use it
-/// either, and moves it again under a new suffix. Nothing is ever unlinked.
-pub fn quarantine(profile: &IoProfile, dir: &Path, name: &str) -> Result<PathBuf> {
-    let qdir = dir.join(QUARANTINE_DIR);
-    let storage = &profile.storage;
-    storage
-        .create_dir_all(&qdir)
-        .map_err(|e| Error::io("create quarantine directory", Some(qdir.clone()), e))?;
-    sync_dir(profile, dir)?;
-    let taken = list_dir(profile, &qdir)?;
-    let target = std::iter::once(name.to_string())
-        .chain((1..).map(|i| format!("{name}.{i}")))
-        .find(|n| !taken.contains(n))
-        .expect("an unused name");
-    let to = qdir.join(target);
-    let from = dir.join(name);
-    storage
-        .rename(&from, &to)
-        .map_err(|e| Error::io("move file to quarantine", Some(from.clone()), e))?;
-    sync_dir(profile, &qdir)?;
-    sync_dir(profile, dir)?;
-    Ok(to)
 }
 
 /// The entries of the footer of the sealed segment `id` (`file`, `len` bytes long).

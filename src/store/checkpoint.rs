@@ -95,7 +95,15 @@ pub(super) fn run(inner: &Inner, dest: &Path) -> Result<CheckpointReport> {
     for (id, handle) in shared.segments.snapshot() {
         let name = segment::file_name(id, handle.kind);
         let to = staging.join(&name);
-        if let Some((active_id, active_end)) = active
+        // Recovered without a footer by a read-only open (beside a writer: the segment it
+        // appends to) and served from memory: its records up to where the scan ended.
+        let unsealed = inner
+            .recovery
+            .recovered
+            .iter()
+            .find(|r| r.segment == id && !r.sealed)
+            .map(|r| (id, r.data_end));
+        if let Some((active_id, active_end)) = active.filter(|a| a.0 == id).or(unsealed)
             && active_id == id
         {
             copy_prefix(inner, &handle.file, &to, active_end)?;
@@ -110,7 +118,17 @@ pub(super) fn run(inner: &Inner, dest: &Path) -> Result<CheckpointReport> {
             continue;
         }
         let len = handle.file.len()?;
-        if file::hard_link(profile, handle.file.path(), &to)? {
+        // Beside a writer, a file of the view may have been compacted away since: copied from
+        // the handle the view keeps open.
+        let linked = match file::hard_link(profile, handle.file.path(), &to) {
+            Err(Error::Io { source, .. })
+                if inner.opts.alongside_writer && source.kind() == std::io::ErrorKind::NotFound =>
+            {
+                Ok(false)
+            }
+            linked => linked,
+        };
+        if linked? {
             report.files_linked += 1;
         } else {
             copy_prefix(inner, &handle.file, &to, len)?;

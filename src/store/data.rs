@@ -12,11 +12,15 @@ use super::compress::StoredValue;
 use super::inner::{Inner, Presence};
 use super::read::Look;
 use super::{Keys, Store, ValueReader, ValueWriter, check_key, check_value, open};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::io::storage::{RealStorage, Storage};
 use crate::meta::Version;
 use crate::options::{Durability, Options};
 use crate::range::ValueRange;
+
+/// Views an open alongside a writer takes before it gives up with [`Error::StoreChanged`]: 25
+/// attempts, 2 ms more apart each time (0.65 s of waits), outlast a compaction's removals.
+const OPEN_ATTEMPTS: u32 = 25;
 
 impl Store {
     /// Opens the store in `dir` with default [`Options`], creating it if needed.
@@ -64,9 +68,12 @@ impl Store {
         storage: Arc<dyn Storage>,
     ) -> Result<Store> {
         opts.validate()?;
+        if opts.alongside_writer {
+            return Store::open_alongside(dir, opts, storage);
+        }
         let (lock, profile) = open::prepare(dir, &opts, storage)?;
         let read_only = opts.read_only;
-        let inner = Arc::new(Inner::start(dir.to_path_buf(), opts, profile)?);
+        let inner = Arc::new(Inner::start(dir.to_path_buf(), opts, profile, None)?);
         if !read_only {
             inner.start_background()?;
         }
@@ -75,6 +82,42 @@ impl Store {
             inner,
             closed: false,
             _lock: lock,
+        })
+    }
+
+    /// [`Options::alongside_writer`]: takes the view again while the writer changes the store
+    /// under it (a file removed, a catalog edit half read), [`OPEN_ATTEMPTS`] times at most.
+    fn open_alongside(dir: &Path, opts: Options, storage: Arc<dyn Storage>) -> Result<Store> {
+        for attempt in 1..=OPEN_ATTEMPTS {
+            let alongside = open::Alongside {
+                last_attempt: attempt == OPEN_ATTEMPTS,
+            };
+            let started = open::prepare(dir, &opts, storage.clone()).and_then(|(lock, profile)| {
+                let inner = Inner::start(dir.to_path_buf(), opts.clone(), profile, Some(alongside));
+                Ok((lock, inner?))
+            });
+            match started {
+                Ok((lock, inner)) => {
+                    let inner = Arc::new(inner);
+                    inner.start_warm();
+                    return Ok(Store {
+                        inner,
+                        closed: false,
+                        _lock: lock,
+                    });
+                }
+                Err(Error::StoreChanged { .. }) => {}
+                // The probe's sample file, removed between the listing and the probe.
+                Err(Error::Io { ref source, .. })
+                    if source.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
+            // The writer is in the middle of a compaction: let it get further.
+            std::thread::sleep(std::time::Duration::from_millis(2 * attempt as u64));
+        }
+        Err(Error::StoreChanged {
+            path: dir.to_path_buf(),
+            attempts: OPEN_ATTEMPTS,
         })
     }
 

@@ -49,12 +49,30 @@ pub(super) use super::resolve::Presence;
 
 impl Inner {
     /// Recovers the store in `dir` and starts its write path.
-    pub(super) fn start(dir: PathBuf, opts: Options, profile: IoProfile) -> Result<Inner> {
+    /// `alongside`: a read-only open beside a writer ([`open::Alongside`]).
+    pub(super) fn start(
+        dir: PathBuf,
+        opts: Options,
+        profile: IoProfile,
+        alongside: Option<open::Alongside>,
+    ) -> Result<Inner> {
         let pool = read::new_pool(profile.mem_align);
         let salvage = opts.recovery_mode == crate::options::RecoveryMode::Salvage;
-        let mut recovered = open::recover(&dir, &profile, &pool, salvage, opts.hash_bits)?;
+        let mut recovered =
+            open::recover(&dir, &profile, &pool, salvage, opts.hash_bits, alongside)?;
         let versions =
-            crate::segment::Versions::load(&dir, &profile, salvage, &mut recovered.report.lost)?;
+            crate::segment::Versions::load(&dir, &profile, salvage, &mut recovered.report.lost);
+        let versions = match versions {
+            // Beside a writer, which rewrites a slot of VERSIONS at every reservation: read
+            // again before calling it damaged (the last attempt does).
+            Err(Error::Damaged { .. }) if alongside.is_some_and(|a| !a.last_attempt) => {
+                return Err(Error::StoreChanged {
+                    path: dir,
+                    attempts: 0,
+                });
+            }
+            versions => versions?,
+        };
         let shared = Shared {
             dir,
             profile,

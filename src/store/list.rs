@@ -442,7 +442,15 @@ impl<'a> Keys<'a> {
             if h.sealed_at.is_none() && self.active.is_some_and(|(a, _)| a == id) {
                 continue; // the active segment: its keys came from the log
             }
-            match self.origin(id, &h, (pool, cache), read_align) {
+            // Recovered without a footer at open: scanned up to where open's scan ended (beside
+            // a writer, the file goes on growing past it, with records the index does not have).
+            let bound = inner
+                .recovery
+                .recovered
+                .iter()
+                .find(|r| r.segment == id && !r.sealed)
+                .map(|r| r.data_end);
+            match self.origin(id, &h, bound, (pool, cache), read_align) {
                 Ok(origin) => self.add(id, origin, Some(h.file.clone())),
                 // Its keys are left out (`verify` reports the file's damage itself).
                 Err(_) if self.skip_damaged => {
@@ -466,11 +474,13 @@ impl<'a> Keys<'a> {
         &self,
         id: u64,
         h: &SegmentHandle,
+        bound: Option<u64>,
         (pool, cache): (&'a BufPool, &'a Cache),
         read_align: u64,
     ) -> Result<Origin<'a>> {
+        let len = h.file.len()?;
         let bytes = FileBytes {
-            len: h.file.len()?,
+            len: bound.map_or(len, |b| b.min(len)),
             file: h.file.clone(),
             id,
             pool,

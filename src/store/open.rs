@@ -76,7 +76,12 @@ pub(super) fn prepare(
             .create_dir_all(dir)
             .map_err(|e| open_error("create store directory", e))?;
     }
-    let lock = DirLock::acquire(&*storage, dir, read_only)?;
+    // Beside a writer no lock at all: a shared one would refuse a writer that opens later.
+    let lock = if opts.alongside_writer {
+        DirLock::none()
+    } else {
+        DirLock::acquire(&*storage, dir, read_only)?
+    };
     let sample = names
         .into_iter()
         .find(|name| segment::parse_file_name(name).is_some())
@@ -158,6 +163,21 @@ pub struct RecoveredSegment {
     pub sealed: bool,
 }
 
+/// An open [alongside a writer](crate::Options::alongside_writer): which attempt this is.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Alongside {
+    /// The last attempt: what looks like damage is damage, not a change to read again.
+    pub(super) last_attempt: bool,
+}
+
+/// The writer moved on while this attempt read the store: the caller reads it again.
+fn changed(dir: &Path) -> Error {
+    Error::StoreChanged {
+        path: dir.to_path_buf(),
+        attempts: 0,
+    }
+}
+
 /// What recovery hands to the running store.
 pub(super) struct Recovered {
     /// The index, rebuilt: each key's newest put, unless a newer tombstone hides it.
@@ -176,13 +196,16 @@ pub(super) struct Recovered {
 
 /// Opens every segment and blob file in `dir`, checks them against the catalog, and rebuilds
 /// the index from their footers. With `salvage`, damage the catalog reveals is reported in
-/// [`RecoveryReport::lost`] instead of refusing the store.
+/// [`RecoveryReport::lost`] instead of refusing the store. `alongside`: a read-only open beside
+/// a writer that may change the store meanwhile ([`Alongside`]; changes it made are
+/// [`Error::StoreChanged`] with `attempts` 0, for the caller to try again).
 pub(super) fn recover(
     dir: &Path,
     profile: &IoProfile,
     pool: &BufPool,
     salvage: bool,
     hash_bits: u32,
+    alongside: Option<Alongside>,
 ) -> Result<Recovered> {
     let index = Index::with_hash_bits(hash_bits);
     let mut segments = HashMap::new();
@@ -190,8 +213,17 @@ pub(super) fn recover(
     // Blob files interleave with log segments, so the newest record of a key is the one with
     // the highest sequence number, not the one in the highest segment: the builder keeps it.
     let mut builder = crate::index::Builder::default();
-    let ids = segment::list(profile, dir)?;
-    let catalog = match segment::load(dir, profile)? {
+    // Beside a writer the catalog is read first: a file it lists was created before the
+    // listing (the writer records a file before it creates it), and one the listing has that
+    // it does not list is newer than the view.
+    let (ids, loaded) = if alongside.is_some() {
+        let loaded = segment::load(dir, profile)?;
+        (segment::list(profile, dir)?, loaded)
+    } else {
+        let ids = segment::list(profile, dir)?;
+        (ids, segment::load(dir, profile)?)
+    };
+    let catalog = match loaded {
         LoadedCatalog::Absent => None,
         LoadedCatalog::Found {
             file,
@@ -199,6 +231,10 @@ pub(super) fn recover(
             slots,
             usable,
         } => Some(Catalog::found(dir, profile, file, state, slots, usable)),
+        // Read in the middle of the writer's append of several edits: read again.
+        LoadedCatalog::Corrupt(_) if alongside.is_some_and(|a| !a.last_attempt) => {
+            return Err(changed(dir));
+        }
         LoadedCatalog::Corrupt(damaged) if salvage => {
             log::warn!("podstore: {}: {damaged}; rebuilding it", dir.display());
             report.lost.push(damaged);
@@ -245,6 +281,9 @@ pub(super) fn recover(
                 op: Op::Remove,
             });
         }
+        if !damaged.is_empty() && alongside.is_some() && moved_on(dir, profile, &damaged)? {
+            return Err(changed(dir));
+        }
         if !damaged.is_empty() && !salvage {
             return Err(Error::Damaged {
                 dir: dir.to_path_buf(),
@@ -258,7 +297,10 @@ pub(super) fn recover(
         let listed = catalog.as_ref().map(|c| c.file(id));
         let expect = match listed {
             None => Expect::Unlisted,
+            // Created after the catalog was read: not in the view.
+            Some(None) if alongside.is_some() => continue,
             Some(Some(f)) if f.kind == kind => match f.state {
+                FileState::Created if alongside.is_some() => Expect::Writing,
                 FileState::Created => Expect::Created,
                 FileState::Sealed { length } => Expect::Sealed { length },
                 FileState::Removed => {
@@ -275,7 +317,16 @@ pub(super) fn recover(
             Some(_) => Expect::Unlisted,
         };
         let not_listed = listed.is_some() && expect == Expect::Unlisted;
-        let mut found = segment::open(dir, id, kind, profile, pool, expect, &mut table_buf)?;
+        let found = segment::open(dir, id, kind, profile, pool, expect, &mut table_buf);
+        let mut found = match found {
+            // Listed and removed since the listing: the writer compacted it away.
+            Err(Error::Io { source, .. })
+                if alongside.is_some() && source.kind() == std::io::ErrorKind::NotFound =>
+            {
+                return Err(changed(dir));
+            }
+            found => found?,
+        };
         if let Found::Damaged(problem) = found {
             damaged.push(DamagedFile {
                 name: segment::file_name(id, kind),
@@ -420,7 +471,10 @@ pub(super) fn recover(
                         crate::index::IndexEntry::of_footer_entry(id, &e)
                     };
                     let hash = crate::index::key_hash(&e.key);
-                    let key = (!found_sealed).then_some(e.key);
+                    // Beside a writer, a footer found on a file listed as created was the
+                    // writer's seal in flight: its keys are kept, not read again by ordinal
+                    // from a file whose end may still be moving.
+                    let key = (!found_sealed || expect == Expect::Writing).then_some(e.key);
                     builder.add(hash, e.seq, entry, tombstone, ordinal as u32, key);
                 }
             }
@@ -482,6 +536,25 @@ pub(super) fn recover(
         next_file_id: max_id + 1,
         catalog,
     })
+}
+
+/// Whether files the catalog listed and the directory did not have (`missing`) were removed by
+/// the writer since the catalog was read: the catalog, read again, does not list one of them
+/// as created or sealed (the writer records a removal before it unlinks), or cannot be read
+/// whole. Otherwise they are missing as in a store without a writer: damage.
+fn moved_on(dir: &Path, profile: &IoProfile, missing: &[DamagedFile]) -> Result<bool> {
+    let LoadedCatalog::Found { state, .. } = segment::load(dir, profile)? else {
+        return Ok(true);
+    };
+    Ok(missing.iter().any(|d| {
+        let listed = segment::parse_file_name(&d.name).and_then(|(id, kind)| {
+            state
+                .files
+                .get(&id)
+                .filter(|f| f.kind == kind && f.state != FileState::Removed)
+        });
+        listed.is_none()
+    }))
 }
 
 /// The catalog the running store records in: the one found, with `edits` (what open learnt)

@@ -13,6 +13,13 @@
 //! - in the window with a record of another request, or below the window: refused
 //!   ([`Response::RequestIdRefused`]), nothing applied.
 //!
+//! Clients are bounded too ([`REQUEST_ID_CLIENTS`]): each client's latest applied log index
+//! (`r/l` + client) and the same pairs ordered by index (`r/o` + index + client) say which
+//! client's latest write is the oldest; `r/n` counts the clients. A write from a client not
+//! yet counted, once there are `REQUEST_ID_CLIENTS`, first forgets that oldest client (its
+//! highest, its records, its place in the order), in the same batch. (Clients recorded before
+//! this order existed are counted when they next write.)
+//!
 //! Every decision reads only what the entries before it left (the chunk's own writes through
 //! [`Remembered`], ahead of the store), so it does not depend on how a node's entries were cut
 //! into chunks: every node decides alike.
@@ -24,7 +31,10 @@ use std::io;
 use podstore::Store;
 
 use super::Writes;
-use crate::{Expect, Op, REQUEST_ID_WINDOW, Request, RequestId, Response, decode, encode, io_err};
+use crate::{
+    Expect, Op, REQUEST_ID_CLIENTS, REQUEST_ID_WINDOW, Request, RequestId, Response, decode,
+    encode, io_err,
+};
 
 /// The request-id records written by a chunk, ahead of the store (`None`: deleted).
 pub(super) type Remembered = HashMap<Vec<u8>, Option<Vec<u8>>>;
@@ -34,6 +44,27 @@ fn highest_key(client: u64) -> Vec<u8> {
     k.extend_from_slice(&client.to_be_bytes());
     k
 }
+
+/// The log index of `client`'s latest applied write.
+fn last_key(client: u64) -> Vec<u8> {
+    let mut k = b"r/l".to_vec();
+    k.extend_from_slice(&client.to_be_bytes());
+    k
+}
+
+/// The clients in the order of their latest applied write: `r/o` + index + client.
+const ORDER: &[u8] = b"r/o";
+const ORDER_END: &[u8] = b"r/p";
+
+fn order_key(index: u64, client: u64) -> Vec<u8> {
+    let mut k = ORDER.to_vec();
+    k.extend_from_slice(&index.to_be_bytes());
+    k.extend_from_slice(&client.to_be_bytes());
+    k
+}
+
+/// The number of clients in the order.
+const CLIENTS_KEY: &[u8] = b"r/n";
 
 fn record_key(client: u64, seq: u64) -> Vec<u8> {
     let mut k = b"r/i".to_vec();
@@ -196,6 +227,7 @@ impl Writes<'_> {
                 });
             }
         }
+        self.seen(id.client)?;
         let response = self.apply(request)?;
         let record = encode(&(self.version, digest, &response))?;
         self.remember(record_key(id.client, id.seq), Some(record));
@@ -216,6 +248,78 @@ impl Writes<'_> {
         }
         Ok(response)
     }
+
+    /// Puts `client` last in the order of clients (its write is applied at this entry's
+    /// index), first forgetting the client whose latest write is the oldest if `client` is one
+    /// more than [`REQUEST_ID_CLIENTS`].
+    fn seen(&mut self, client: u64) -> io::Result<()> {
+        let last = last_key(client);
+        match self.remembered(&last)? {
+            Some(b) => {
+                let index: u64 = decode(&b)?;
+                self.remember(order_key(index, client), None);
+            }
+            None => {
+                let count = self
+                    .remembered(CLIENTS_KEY)?
+                    .map(|b| decode::<u64>(&b))
+                    .transpose()?
+                    .unwrap_or(0);
+                if count >= REQUEST_ID_CLIENTS {
+                    self.forget_oldest_client()?;
+                } else {
+                    self.remember(CLIENTS_KEY.to_vec(), Some(encode(&(count + 1))?));
+                }
+            }
+        }
+        self.remember(last, Some(encode(&self.version)?));
+        self.remember(
+            order_key(self.version, client),
+            Some(client.to_be_bytes().to_vec()),
+        );
+        Ok(())
+    }
+
+    /// Forgets the client first in the order: its place, its highest id and its records.
+    fn forget_oldest_client(&mut self) -> io::Result<()> {
+        // The smallest order key as this chunk left it: the chunk's own (not yet in the store),
+        // or the store's first that the chunk has not deleted.
+        let mut oldest = self
+            .remembered
+            .iter()
+            .filter(|(k, v)| k.starts_with(ORDER) && v.is_some())
+            .map(|(k, _)| k.clone())
+            .min();
+        for key in self.store.range(ORDER..ORDER_END) {
+            let key = key.map_err(io_err)?;
+            if oldest.as_ref().is_some_and(|o| key >= *o) {
+                break;
+            }
+            if matches!(self.remembered.get(&key), Some(None)) {
+                continue;
+            }
+            oldest = Some(key);
+            break;
+        }
+        let Some(key) = oldest else {
+            return Ok(());
+        };
+        let client = u64::from_be_bytes(key[key.len() - 8..].try_into().expect("8 bytes"));
+        self.remember(key, None);
+        self.remember(last_key(client), None);
+        let highest = highest_key(client);
+        if let Some(b) = self.remembered(&highest)? {
+            let h: u64 = decode(&b)?;
+            for seq in (h + 1).saturating_sub(REQUEST_ID_WINDOW).max(1)..=h {
+                let key = record_key(client, seq);
+                if self.remembered(&key)?.is_some() {
+                    self.remember(key, None);
+                }
+            }
+            self.remember(highest, None);
+        }
+        Ok(())
+    }
 }
 
 /// The number of request-id records (all clients) in `store`: for tests.
@@ -225,6 +329,15 @@ pub(super) fn records_in(store: &Store) -> usize {
         .range::<Vec<u8>>(b"r/i".to_vec()..b"r/j".to_vec())
         .entries()
         .count()
+}
+
+/// The clients with request ids remembered in `store`: for tests.
+#[cfg(test)]
+pub(super) fn clients_in(store: &Store) -> Vec<u64> {
+    store
+        .range::<Vec<u8>>(b"r/m".to_vec()..b"r/n".to_vec())
+        .map(|k| u64::from_be_bytes(k.unwrap()[3..].try_into().unwrap()))
+        .collect()
 }
 
 #[cfg(test)]
@@ -395,5 +508,78 @@ mod tests {
                 response: Box::new(Response::Done)
             }
         );
+    }
+
+    /// Clients are bounded: one more than [`REQUEST_ID_CLIENTS`] makes the state machine forget
+    /// the client whose latest write is the oldest (a retry from it is then applied again); a
+    /// client that keeps writing is never forgotten, and a retry within its window still
+    /// answers the first outcome. The same whether the entries are applied in one chunk, one by
+    /// one, or cut elsewhere: every node forgets the same clients.
+    #[test]
+    fn clients_are_bounded_by_forgetting_the_least_recent_alike_on_every_node() {
+        let n = REQUEST_ID_CLIENTS + 6;
+        // Client 0 writes (seq 1, 2, ...) before every tenth new client; clients 1..=n once.
+        let mut entries = Vec::new();
+        let (mut steady, mut steady_index) = (0, 0);
+        for c in 1..=n {
+            if c % 10 == 1 {
+                steady += 1;
+                let index = entries.len() as u64 + 1;
+                steady_index = index;
+                entries.push(entry(index, 0, steady, put("steady", &steady.to_string())));
+            }
+            let index = entries.len() as u64 + 1;
+            entries.push(entry(index, c, 1, put(&format!("k{c}"), "v")));
+        }
+        let last = entries.len() as u64;
+        // Retries: client 1's first write (forgotten: applied again), the newest client's and
+        // client 0's latest (remembered: replayed).
+        let retries = vec![
+            entry(last + 1, n, 1, put(&format!("k{n}"), "v")),
+            entry(last + 2, 0, steady, put("steady", &steady.to_string())),
+            entry(last + 3, 1, 1, put("k1", "v")),
+        ];
+        let mut stores = Vec::new();
+        let one_by_one: Vec<usize> = (1..entries.len()).collect();
+        for cut in [vec![], vec![700], vec![1, 2, 1030], one_by_one] {
+            let dir = tempfile::tempdir().unwrap();
+            let sm = open(dir.path());
+            let store = sm.store();
+            let mut from = 0;
+            for end in cut.iter().copied().chain([entries.len()]) {
+                apply_entries(&store, entries[from..end].to_vec()).unwrap();
+                from = end;
+            }
+            let clients = clients_in(&store);
+            assert_eq!(
+                clients.len() as u64,
+                REQUEST_ID_CLIENTS,
+                "cut at {:?}",
+                cut.first()
+            );
+            // The oldest new clients went: one per client past the bound (client 0 stayed).
+            let forgotten: Vec<u64> = (1..=n).filter(|c| !clients.contains(c)).collect();
+            assert_eq!(forgotten, (1..=7).collect::<Vec<_>>());
+            assert!(clients.contains(&0));
+            // No records of a forgotten client are left.
+            assert_eq!(
+                records_in(&store) as u64,
+                REQUEST_ID_CLIENTS - 1 + steady.min(REQUEST_ID_WINDOW)
+            );
+            let got = apply_entries(&store, retries.clone()).unwrap();
+            let replayed = |index| Response::Replayed {
+                index,
+                response: Box::new(Response::Done),
+            };
+            assert_eq!(got[0], replayed(last));
+            assert_eq!(got[1], replayed(steady_index));
+            assert_eq!(
+                got[2],
+                Response::Done,
+                "a forgotten client's retry is applied anew"
+            );
+            stores.push(contents(&store));
+        }
+        assert!(stores.windows(2).all(|w| w[0] == w[1]));
     }
 }

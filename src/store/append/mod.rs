@@ -310,6 +310,13 @@ impl Log {
 
     /// Seals the active segment, makes every write durable, and stops the flush thread.
     pub(super) fn shut_down(&self) -> Result<()> {
+        if self.shared.profile.read_only {
+            // Nothing was written, and nothing may be: no seal to record (a segment open found
+            // sealed that its catalog lists as created is recorded by the next writer; beside a
+            // writer, it is the writer's to record), no reservation to give back.
+            self.stop();
+            return Ok(());
+        }
         let result = (|| {
             let (last, ticket) = {
                 let mut app = self.lock();

@@ -406,5 +406,6 @@ impl Store {
             },
         )
         .with_warm_up(inner.warmed.get())
+        .with_size_cap(inner.opts.size_cap)
     }
 }

@@ -119,11 +119,9 @@ impl Store {
         if durability == Durability::Sync
             && value.len() as u64 >= self.inner.opts.large_value_threshold
         {
-            return self
-                .inner
-                .blobs
-                .put(log.lock(), key, &stored, &seen)
-                .map(Version);
+            let seq = self.inner.blobs.put(log.lock(), key, &stored, &seen)?;
+            self.inner.compactor.evict_after_write();
+            return Ok(Version(seq));
         }
         let appended = log.lock().append_ops(
             &[(key, Some(&stored))],
@@ -167,7 +165,9 @@ impl Store {
         }
         self.inner
             .log
-            .acknowledge(appended.first, appended.last, durability)
+            .acknowledge(appended.first, appended.last, durability)?;
+        self.inner.compactor.evict_after_write();
+        Ok(())
     }
 
     /// The value of `key`.
@@ -293,7 +293,9 @@ impl Store {
                 Presence::Absent => {}
             }
             if large {
-                return self.inner.blobs.put(app, key, &stored, &seen).map(|_| true);
+                self.inner.blobs.put(app, key, &stored, &seen)?;
+                self.inner.compactor.evict_after_write();
+                return Ok(true);
             }
             let ops = [(key, Some(&stored))];
             let appended = app.append_ops(&ops, std::slice::from_ref(&seen), durability)?;

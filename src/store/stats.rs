@@ -92,6 +92,16 @@ pub struct Stats {
     pub files_removed: u64,
     /// Tombstones dropped by compaction since open.
     pub tombstones_dropped: u64,
+    /// The size cap ([`Options::size_cap`](crate::Options::size_cap)), if the store has one.
+    pub size_cap: Option<u64>,
+    /// Segment and blob files dropped whole by eviction since open, to stay within the size
+    /// cap.
+    pub evicted_files: u64,
+    /// Bytes of those files.
+    pub evicted_bytes: u64,
+    /// Live values eviction dropped since open (with those files, and older values elsewhere
+    /// that went with them: docs/design.md, "Eviction").
+    pub evicted_values: u64,
     /// Lookups the read cache answered since open (see
     /// [`Options::cache_capacity`](crate::Options::cache_capacity)): a whole value, a block of
     /// chunk checksums or a frame table found in memory (gets answered from the index's table of
@@ -140,6 +150,11 @@ impl Stats {
         }
     }
 
+    /// These figures with the store's size cap.
+    pub(super) fn with_size_cap(self, size_cap: Option<u64>) -> Stats {
+        Stats { size_cap, ..self }
+    }
+
     /// Bytes written by compaction per byte written by users since open (0 when users wrote
     /// nothing).
     pub fn write_amplification(&self) -> f64 {
@@ -164,6 +179,12 @@ pub(super) struct Counters {
     segments_compacted: AtomicU64,
     /// Tombstones dropped by compaction (nothing older was left for them to hide).
     tombstones_dropped: AtomicU64,
+    /// Log segments and blob files made: eviction looks again when it changed.
+    files_made: AtomicU64,
+    /// Files dropped by eviction, their bytes, and the live values dropped with them.
+    evicted_files: AtomicU64,
+    evicted_bytes: AtomicU64,
+    evicted_values: AtomicU64,
 }
 
 impl Counters {
@@ -180,6 +201,23 @@ impl Counters {
     /// A file removed by compaction.
     pub(super) fn file_removed(&self) {
         self.files_removed.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A log segment or blob file made.
+    pub(super) fn file_made(&self) {
+        self.files_made.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Log segments and blob files made since open.
+    pub(super) fn files_made(&self) -> u64 {
+        self.files_made.load(Ordering::Relaxed)
+    }
+
+    /// What an eviction step dropped.
+    pub(super) fn evicted(&self, e: super::compact::Evicted) {
+        self.evicted_files.fetch_add(e.files, Ordering::Relaxed);
+        self.evicted_bytes.fetch_add(e.bytes, Ordering::Relaxed);
+        self.evicted_values.fetch_add(e.values, Ordering::Relaxed);
     }
 
     /// A log segment compacted, and the tombstones it dropped.
@@ -253,6 +291,10 @@ pub(super) fn collect(
         segments_compacted: c.segments_compacted.load(Ordering::Relaxed),
         files_removed: c.files_removed.load(Ordering::Relaxed),
         tombstones_dropped: c.tombstones_dropped.load(Ordering::Relaxed),
+        size_cap: None,
+        evicted_files: c.evicted_files.load(Ordering::Relaxed),
+        evicted_bytes: c.evicted_bytes.load(Ordering::Relaxed),
+        evicted_values: c.evicted_values.load(Ordering::Relaxed),
         cache_hits: cache.hits,
         cache_misses: cache.misses,
         cache_evictions: cache.evictions,

@@ -161,7 +161,7 @@ impl Builder {
         key: Option<Vec<u8>>,
     ) {
         self.max_seq = self.max_seq.max(seq);
-        if seq <= self.evicted_through {
+        if self.evicted_through > 0 && seq <= self.evicted_through {
             return;
         }
         if let Some(k) = key {

@@ -406,6 +406,9 @@ impl Store {
             },
         )
         .with_warm_up(inner.warmed.get())
-        .with_size_cap(inner.opts.size_cap)
+        .with_eviction(
+            inner.opts.size_cap,
+            inner.shared.catalog.evicted_through(),
+        )
     }
 }

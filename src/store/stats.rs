@@ -99,6 +99,10 @@ pub struct Stats {
     pub evicted_files: u64,
     /// Bytes of those files.
     pub evicted_bytes: u64,
+    /// The highest sequence number (a value's [`Version`](crate::Version)) eviction has ever
+    /// dropped: every value written at or before it is gone (0: nothing was ever evicted). Kept
+    /// in the catalog, so it outlives a reopen, unlike the counts since open.
+    pub evicted_through: u64,
     /// Live values eviction dropped since open (with those files, and older values elsewhere
     /// that went with them: docs/design.md, "Eviction").
     pub evicted_values: u64,
@@ -150,9 +154,13 @@ impl Stats {
         }
     }
 
-    /// These figures with the store's size cap.
-    pub(super) fn with_size_cap(self, size_cap: Option<u64>) -> Stats {
-        Stats { size_cap, ..self }
+    /// These figures with the store's size cap and eviction watermark.
+    pub(super) fn with_eviction(self, size_cap: Option<u64>, evicted_through: u64) -> Stats {
+        Stats {
+            size_cap,
+            evicted_through,
+            ..self
+        }
     }
 
     /// Bytes written by compaction per byte written by users since open (0 when users wrote
@@ -292,6 +300,7 @@ pub(super) fn collect(
         files_removed: c.files_removed.load(Ordering::Relaxed),
         tombstones_dropped: c.tombstones_dropped.load(Ordering::Relaxed),
         size_cap: None,
+        evicted_through: 0,
         evicted_files: c.evicted_files.load(Ordering::Relaxed),
         evicted_bytes: c.evicted_bytes.load(Ordering::Relaxed),
         evicted_values: c.evicted_values.load(Ordering::Relaxed),

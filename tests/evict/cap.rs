@@ -178,3 +178,23 @@ fn durable_puts_with_blob_files_stay_within_the_cap() {
         cap: long::sized(3, 8) * SEGMENT,
     });
 }
+
+/// README's example ("Space"), in a temporary directory.
+#[test]
+fn the_readmes_example_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = Options::default()
+        .segment_size(8 << 20)
+        .size_cap(Some(64 << 20))
+        .durability(Durability::Buffered);
+    let cache = Store::open_with(dir.path(), opts).unwrap();
+    for i in 0..2_000u32 {
+        cache
+            .put(format!("thumb/{i}"), vec![0u8; 64 << 10])
+            .unwrap();
+    }
+    assert_eq!(cache.get("thumb/0").unwrap(), None);
+    assert!(cache.get("thumb/1999").unwrap().is_some());
+    assert!(cache.stats().disk_bytes <= 72 << 20);
+    assert!(dir_bytes(dir.path()) <= 72 << 20);
+}

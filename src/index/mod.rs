@@ -37,12 +37,14 @@ use crate::format::footer::FooterEntry;
 use crate::segment::ValueSpan;
 
 mod build;
+mod evict;
 mod hot;
 mod packed;
 mod pending;
 mod prefetch;
 
 pub use build::Builder;
+pub use evict::Removal;
 pub use hot::{HotTable, HotValue};
 use packed::{PACKED_LEN, Packed};
 pub use pending::{PendingQueue, Seen};
@@ -203,18 +205,6 @@ pub enum Naming {
     /// An entry names it behind an unresolved entry: it may be an older version of its key
     /// (stale) or live; only resolving the run tells.
     Behind,
-}
-
-/// What [`Index::remove_if`] did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Removal {
-    /// The entry was removed.
-    Removed,
-    /// No entry names the record (any more).
-    Gone,
-    /// Kept: the entry is unresolved (older versions of its key may be behind it), or a write
-    /// of its key is queued ([`PendingQueue::remove_if_idle`]).
-    Kept,
 }
 
 type Shard = RwLock<Vec<Packed>>;
@@ -489,27 +479,6 @@ impl Index {
         shard[from + i] = Packed::pack(fp, &new).with_unresolved(flag);
         self.account(Some(expected), Some(&new));
         true
-    }
-
-    /// Removes the entry `expected` (named by its place) of a key hashing to `h`, whose file an
-    /// eviction drops: [`Removal::Removed`] if it did, [`Removal::Gone`] if no entry names that
-    /// record any more (the key was written, deleted or moved since), [`Removal::Kept`]
-    /// (and nothing removed) if older versions of the key may be behind it in its run (a lazy
-    /// put's): removing it would bring them to the front.
-    pub fn remove_if(&self, h: u64, expected: &IndexEntry) -> Removal {
-        let (s, fp) = place_of(h);
-        let mut shard = self.shard_mut(s);
-        let Some(i) = position(&shard, fp, expected.place()) else {
-            return Removal::Gone;
-        };
-        if shard[i].unresolved() {
-            return Removal::Kept;
-        }
-        self.forget_hot(h);
-        shard.remove(i);
-        self.len.fetch_sub(1, Ordering::Relaxed);
-        self.account(Some(expected), None);
-        Removal::Removed
     }
 
     /// Loads the live entries found at open: `(hash, entry)` pairs, one per live key, into an

@@ -124,6 +124,8 @@ pub struct Options {
     pub(crate) compaction_threshold: f64,
     /// See [`Options::size_cap`].
     pub(crate) size_cap: Option<u64>,
+    /// See [`Options::second_chance`].
+    pub(crate) second_chance: bool,
     /// See [`Options::background_compaction`].
     pub(crate) background_compaction: bool,
     /// See [`Options::compaction_rate`].
@@ -164,6 +166,7 @@ impl Default for Options {
             compression_min_saving: 0.125,
             compaction_threshold: 0.5,
             size_cap: None,
+            second_chance: false,
             background_compaction: true,
             compaction_rate: Some(64 << 20),
             create: true,
@@ -345,6 +348,21 @@ impl Options {
     /// ```
     pub fn size_cap(mut self, bytes: Option<u64>) -> Self {
         self.size_cap = bytes;
+        self
+    }
+
+    /// With a [`size_cap`](Options::size_cap): values read (by `get` or `get_into`) since they
+    /// were written are appended again before eviction drops their file (default `false`), so
+    /// that hot values stay, the way S3-FIFO keeps a FIFO cache's hot items. An eviction writes
+    /// at most half the bytes it frees. A value kept this way gets a new
+    /// [`Version`](crate::Version). Whether it pays: docs/design.md, "Eviction".
+    ///
+    /// ```
+    /// let opts = podstore::Options::default().second_chance(true);
+    /// assert!(opts.view().second_chance());
+    /// ```
+    pub fn second_chance(mut self, on: bool) -> Self {
+        self.second_chance = on;
         self
     }
 
@@ -694,6 +712,11 @@ impl OptionsView<'_> {
     /// The value set by [`Options::size_cap`].
     pub fn size_cap(&self) -> Option<u64> {
         self.opts.size_cap
+    }
+
+    /// The value set by [`Options::second_chance`].
+    pub fn second_chance(&self) -> bool {
+        self.opts.second_chance
     }
 
     /// The value set by [`Options::background_compaction`].

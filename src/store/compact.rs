@@ -28,6 +28,7 @@ use crate::index::{IndexEntry, Naming};
 use crate::segment::{self, SegmentKind};
 
 mod evict;
+mod second;
 
 pub(super) use evict::Evicted;
 
@@ -136,6 +137,9 @@ pub(super) struct Compactor {
     segment_size: u64,
     /// The count of files made when eviction last looked (`Counters::files_made`).
     evict_seen: AtomicU64,
+    /// The values read since written, with a cap and second chances on
+    /// ([`Options::second_chance`](crate::Options::second_chance)).
+    read_marks: Option<second::ReadMarks>,
 }
 
 impl Compactor {
@@ -161,6 +165,8 @@ impl Compactor {
             cap: opts.size_cap,
             segment_size: opts.segment_size,
             evict_seen: AtomicU64::new(0),
+            read_marks: (opts.size_cap.is_some() && opts.second_chance)
+                .then(second::ReadMarks::default),
         }
     }
 

@@ -185,11 +185,19 @@ impl Store {
         let key = key.as_ref();
         check_key(key)?;
         let mut value = Vec::new();
-        Ok(self
-            .inner
-            .reader
-            .get_into(key, &mut value)?
-            .then_some(value))
+        Ok(self.get_noted(key, &mut value)?.then_some(value))
+    }
+
+    /// [`Reader::get_into`](super::read::Reader), and in a store with a size cap, the get
+    /// counted (`Stats::capped_gets`) and, with second chances, the value's read remembered.
+    fn get_noted(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
+        let compactor = &self.inner.compactor;
+        if !compactor.counts_gets() {
+            return self.inner.reader.get_into(key, out);
+        }
+        let seq = self.inner.reader.get_into_numbered(key, out)?;
+        compactor.note_get(seq);
+        Ok(seq.is_some())
     }
 
     /// Deletes `key`; returns whether it existed. Durable like [`Store::put`].
@@ -365,7 +373,7 @@ impl Store {
         let key = key.as_ref();
         buf.clear();
         check_key(key)?;
-        self.inner.reader.get_into(key, buf)
+        self.get_noted(key, buf)
     }
 
     /// Bytes `range` of the value of `key`.

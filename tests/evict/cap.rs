@@ -25,6 +25,8 @@ struct Workload {
     max: usize,
     large_threshold: u64,
     cap: u64,
+    /// [`Options::second_chance`]: the reader's hits then keep values.
+    second_chance: bool,
 }
 
 /// Writes 20 times `w.cap` (new keys, and overwrites of recent ones), with a reader thread
@@ -36,6 +38,7 @@ fn run(w: Workload) {
         .size_cap(Some(w.cap))
         .durability(w.durability)
         .large_value_threshold(w.large_threshold)
+        .second_chance(w.second_chance)
         .cache_capacity(1 << 20);
     let store = Arc::new(Store::open_with(dir.path(), opts.clone()).unwrap());
     let total = 20 * w.cap;
@@ -127,6 +130,12 @@ fn run(w: Workload) {
         w.cap
     );
     assert!(stats.evicted_files > 0 && stats.evicted_bytes >= 15 * w.cap);
+    // Eviction never wrote more than it freed (at most half).
+    assert!(
+        stats.second_chance_bytes <= stats.evicted_bytes / 2,
+        "{stats:?}"
+    );
+    assert_eq!(stats.second_chances > 0, w.second_chance, "{stats:?}");
     assert!(hits > 0, "the reader never found a value");
 
     // Quiet now: a value is its key's newest or gone, before and after a reopen.
@@ -164,6 +173,19 @@ fn buffered_small_values_stay_within_the_cap() {
         max: long::sized(8 << 10, 32 << 10),
         large_threshold: 1 << 20,
         cap: long::sized(4, 16) * SEGMENT,
+        second_chance: false,
+    });
+}
+
+#[test]
+fn second_chances_stay_within_the_cap() {
+    run(Workload {
+        durability: Durability::Buffered,
+        min: 100,
+        max: long::sized(8 << 10, 32 << 10),
+        large_threshold: 1 << 20,
+        cap: long::sized(4, 16) * SEGMENT,
+        second_chance: true,
     });
 }
 
@@ -176,6 +198,7 @@ fn durable_puts_with_blob_files_stay_within_the_cap() {
         // Values from 128 KiB get a blob file each: about two thirds of them.
         large_threshold: 128 << 10,
         cap: long::sized(3, 8) * SEGMENT,
+        second_chance: true,
     });
 }
 
@@ -197,4 +220,48 @@ fn the_readmes_example_holds() {
     assert!(cache.get("thumb/1999").unwrap().is_some());
     assert!(cache.stats().disk_bytes <= 72 << 20);
     assert!(dir_bytes(dir.path()) <= 72 << 20);
+}
+
+/// A value read since it was written outlives its file's eviction (appended again under a new
+/// version); values never read go with their files.
+#[test]
+fn a_value_read_since_written_gets_a_second_chance() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = Options::default()
+        .segment_size(SEGMENT)
+        .size_cap(Some(4 * SEGMENT))
+        .second_chance(true)
+        .durability(Durability::Buffered);
+    let store = Store::open_with(dir.path(), opts).unwrap();
+    let hot = b"hot".to_vec();
+    let first = store.put(&hot, make(&hot, 1, 4000)).unwrap();
+    store.put("cold", make(b"cold", 1, 4000)).unwrap();
+    let mut i = 0u64;
+    while store.stats().evicted_bytes < 8 * SEGMENT {
+        // Read since its last write (or its last second chance) before each new segment.
+        if i.is_multiple_of(64) {
+            assert_eq!(
+                check(&hot, &store.get(&hot).unwrap().expect("hot evicted")),
+                1
+            );
+        }
+        let k = key(i);
+        store.put(&k, make(&k, i, 16 << 10)).unwrap();
+        i += 1;
+    }
+    assert_eq!(store.get("cold").unwrap(), None);
+    let v = store.get(&hot).unwrap().expect("the hot value was evicted");
+    assert_eq!(check(&hot, &v), 1);
+    // Appended again: a new version, above what eviction dropped.
+    let now = store.metadata(&hot).unwrap().unwrap().version();
+    let s = store.stats();
+    assert!(
+        now > first && now.get() > s.evicted_through,
+        "{now:?} {s:?}"
+    );
+    assert!(s.second_chances >= 3, "{s:?}");
+    assert!(s.second_chance_bytes <= s.evicted_bytes / 2);
+    store.close().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    assert_eq!(check(&hot, &store.get(&hot).unwrap().unwrap()), 1);
 }

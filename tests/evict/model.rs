@@ -40,8 +40,9 @@ fn key(k: u8) -> Vec<u8> {
     format!("k{k}").into_bytes()
 }
 
-fn opts(durability: Durability) -> Options {
+fn opts(durability: Durability, second_chance: bool) -> Options {
     Options::default()
+        .second_chance(second_chance)
         .segment_size(SEGMENT)
         .size_cap(Some(2 * SEGMENT))
         .durability(durability)
@@ -52,9 +53,9 @@ fn opts(durability: Durability) -> Options {
 
 /// Runs `ops`, checking every get against `model` (the newest write of each key: `Some(n)`
 /// for write number n, `None` deleted).
-fn run(ops: &[Op], durability: Durability) -> Result<(), TestCaseError> {
+fn run(ops: &[Op], durability: Durability, second_chance: bool) -> Result<(), TestCaseError> {
     let dir = tempfile::tempdir().unwrap();
-    let mut store = Store::open_with(dir.path(), opts(durability)).unwrap();
+    let mut store = Store::open_with(dir.path(), opts(durability, second_chance)).unwrap();
     let mut model: HashMap<u8, Option<u64>> = HashMap::new();
     let mut counter = 0;
     let get =
@@ -88,7 +89,7 @@ fn run(ops: &[Op], durability: Durability) -> Result<(), TestCaseError> {
             }
             Op::Reopen => {
                 store.close().unwrap();
-                store = Store::open_with(dir.path(), opts(durability)).unwrap();
+                store = Store::open_with(dir.path(), opts(durability, second_chance)).unwrap();
             }
         }
     }
@@ -107,7 +108,7 @@ fn run(ops: &[Op], durability: Durability) -> Result<(), TestCaseError> {
         }
         if pass == 0 {
             store.close().unwrap();
-            store = Store::open_with(dir.path(), opts(durability)).unwrap();
+            store = Store::open_with(dir.path(), opts(durability, second_chance)).unwrap();
         }
     }
     Ok(())
@@ -128,11 +129,19 @@ proptest! {
 
     #[test]
     fn buffered_gets_are_current_or_evicted(ops in prop::collection::vec(op(), 1..60)) {
-        run(&ops, Durability::Buffered)?;
+        run(&ops, Durability::Buffered, false)?;
     }
 
     #[test]
+    fn buffered_gets_with_second_chances_are_current_or_evicted(
+        ops in prop::collection::vec(op(), 1..60)
+    ) {
+        run(&ops, Durability::Buffered, true)?;
+    }
+
+    /// With second chances (values read since written appended again before eviction).
+    #[test]
     fn durable_gets_are_current_or_evicted(ops in prop::collection::vec(op(), 1..40)) {
-        run(&ops, Durability::Sync)?;
+        run(&ops, Durability::Sync, true)?;
     }
 }

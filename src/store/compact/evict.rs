@@ -91,7 +91,23 @@ impl Compactor {
     /// Drops the oldest files until the store's files other than the active segment take at
     /// most `cap` less one segment (so that with the active segment, full, they take at most
     /// `cap`, and a segment sealed before the next step at most `cap` plus one segment).
-    fn evict(&self, _state: &mut CompactorState, cap: u64) -> Result<Evicted> {
+    fn evict(&self, state: &mut CompactorState, cap: u64) -> Result<Evicted> {
+        // A step's second chances may fill and seal a segment: a few steps, until under.
+        let mut all = Evicted::default();
+        for _ in 0..4 {
+            let done = self.evict_once(state, cap)?;
+            if done.files == 0 {
+                break;
+            }
+            all.files += done.files;
+            all.bytes += done.bytes;
+            all.values += done.values;
+        }
+        Ok(all)
+    }
+
+    /// One eviction step, if the store is over.
+    fn evict_once(&self, _state: &mut CompactorState, cap: u64) -> Result<Evicted> {
         let target = cap.saturating_sub(self.segment_size);
         let (total, active_len) = self.disk_bytes()?;
         if total - active_len <= target {
@@ -129,7 +145,20 @@ impl Compactor {
         let Some(through) = chosen.iter().map(|(_, h)| h.summary.max_seq).max() else {
             return Ok(Evicted::default());
         };
-        self.drop_files(chosen, through)
+        // Values read since written go on, under new numbers above the watermark: at most
+        // half the bytes the step frees.
+        let freed = chosen
+            .iter()
+            .map(|(_, h)| h.file.len())
+            .collect::<Result<Vec<u64>>>()?
+            .iter()
+            .sum::<u64>();
+        self.second_chance(&chosen, freed / 2)?;
+        let done = self.drop_files(chosen, through)?;
+        if let Some(marks) = &self.read_marks {
+            marks.forget_through(through);
+        }
+        Ok(done)
     }
 
     /// Drops the sealed files `files` whole, with every record at or below sequence number

@@ -92,6 +92,10 @@ impl Compactor {
     /// most `cap` less one segment (so that with the active segment, full, they take at most
     /// `cap`, and a segment sealed before the next step at most `cap` plus one segment).
     fn evict(&self, state: &mut CompactorState, cap: u64) -> Result<Evicted> {
+        if self.shared.profile.read_only {
+            // Nothing is written, so nothing grows; and nothing may be removed.
+            return Ok(Evicted::default());
+        }
         // A step's second chances may fill and seal a segment: a few steps, until under.
         let mut all = Evicted::default();
         for _ in 0..4 {

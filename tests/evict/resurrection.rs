@@ -81,7 +81,19 @@ fn an_evicted_newest_value_does_not_bring_an_older_copy_back() {
         let g = format!("more-{j}");
         assert_eq!(check(g.as_bytes(), &store.get(&g).unwrap().unwrap()), 0);
     }
+    // A checkpoint links the segment holding the copy: its catalog carries the watermark.
+    let copy = tempfile::tempdir().unwrap();
+    let at = copy.path().join("checkpoint");
+    store.checkpoint(&at).unwrap();
     store.close().unwrap();
+    let restored = Store::open(&at).unwrap();
+    assert_eq!(
+        restored.get(&k).unwrap(),
+        None,
+        "write 1 came back in a checkpoint"
+    );
+    assert!(restored.get("more-0").unwrap().is_some());
+    restored.close().unwrap();
     let store = Store::open_with(dir.path(), opts()).unwrap();
     assert_eq!(
         store.get(&k).unwrap(),

@@ -6,7 +6,7 @@
 //! relaxed atomic load.
 
 #[cfg(feature = "testing")]
-pub use armed::{COMPACTION_FAILPOINTS, arm_failpoint, hit};
+pub use armed::{COMPACTION_FAILPOINTS, EVICTION_FAILPOINTS, arm_failpoint, hit};
 
 /// Passes failpoint `name`: nothing, in a build without the `testing` feature.
 #[cfg(not(feature = "testing"))]
@@ -41,13 +41,18 @@ mod armed {
         "compact:blob-removed",
     ];
 
+    /// The failpoints an eviction step passes, in protocol order (see docs/design.md,
+    /// "Eviction"): the index entries removed; the drop recorded and the files unlinked.
+    #[doc(hidden)]
+    pub const EVICTION_FAILPOINTS: &[&str] = &["evict:forgotten", "evict:removed"];
+
     /// Passes failpoint `name`: aborts the process if it is armed and due.
     pub fn hit(name: &'static str) {
         if !ARMED_ANY.load(Ordering::Relaxed) {
             return;
         }
         debug_assert!(
-            COMPACTION_FAILPOINTS.contains(&name),
+            COMPACTION_FAILPOINTS.contains(&name) || EVICTION_FAILPOINTS.contains(&name),
             "unlisted failpoint {name}"
         );
         let mut armed = ARMED.lock().unwrap_or_else(|p| p.into_inner());

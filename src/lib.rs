@@ -75,7 +75,7 @@ pub use error::{Corruption, DamagedFile, Error, FileKind, FileProblem, Result};
 /// `testing` feature, which a user's build never needs.
 #[cfg(feature = "testing")]
 #[doc(hidden)]
-pub use failpoint::{COMPACTION_FAILPOINTS, arm_failpoint};
+pub use failpoint::{COMPACTION_FAILPOINTS, EVICTION_FAILPOINTS, arm_failpoint};
 pub use meta::{Condition, ParseVersionError, ValueMeta, Version};
 pub use options::{Compression, Durability, IoMode, Options, OptionsView, RecoveryMode};
 pub use range::ValueRange;

@@ -122,6 +122,10 @@ pub struct Options {
     pub(crate) compression_min_saving: f64,
     /// See [`Options::compaction_threshold`].
     pub(crate) compaction_threshold: f64,
+    /// See [`Options::size_cap`].
+    pub(crate) size_cap: Option<u64>,
+    /// See [`Options::second_chance`].
+    pub(crate) second_chance: bool,
     /// See [`Options::background_compaction`].
     pub(crate) background_compaction: bool,
     /// See [`Options::compaction_rate`].
@@ -163,6 +167,8 @@ impl Default for Options {
             compression_frame_size: crate::format::frames::DEFAULT_FRAME_SIZE,
             compression_min_saving: 0.125,
             compaction_threshold: 0.5,
+            size_cap: None,
+            second_chance: false,
             background_compaction: true,
             compaction_rate: Some(64 << 20),
             create: true,
@@ -326,6 +332,40 @@ impl Options {
     /// ```
     pub fn compaction_threshold(mut self, fraction: f64) -> Self {
         self.compaction_threshold = fraction;
+        self
+    }
+
+    /// Keeps the store within `bytes` on disk by forgetting its oldest values (default: no cap;
+    /// a store without one never drops a value). When the store's files pass the cap, the
+    /// oldest log segments and blob files are dropped whole, first in first out, with every
+    /// value in them: a `get` of such a value returns `None` from then on. The store stays
+    /// within the cap plus one segment (the one being written, which is never dropped), and a
+    /// write never fails for want of room while the cap is below the disk's free space. For a
+    /// cache; [`Stats::evicted_bytes`](crate::Stats::evicted_bytes) counts what it dropped.
+    /// At least twice the [`segment_size`](Options::segment_size). How it stays safe under
+    /// concurrent reads and crashes: docs/design.md, "Eviction".
+    ///
+    /// ```
+    /// let opts = podstore::Options::default().segment_size(8 << 20).size_cap(Some(64 << 20));
+    /// assert_eq!(opts.view().size_cap(), Some(64 << 20));
+    /// ```
+    pub fn size_cap(mut self, bytes: Option<u64>) -> Self {
+        self.size_cap = bytes;
+        self
+    }
+
+    /// With a [`size_cap`](Options::size_cap): values read (by `get` or `get_into`) since they
+    /// were written are appended again before eviction drops their file (default `false`), so
+    /// that hot values stay, the way S3-FIFO keeps a FIFO cache's hot items. An eviction writes
+    /// at most half the bytes it frees. A value kept this way gets a new
+    /// [`Version`](crate::Version). Whether it pays: docs/design.md, "Eviction".
+    ///
+    /// ```
+    /// let opts = podstore::Options::default().second_chance(true);
+    /// assert!(opts.view().second_chance());
+    /// ```
+    pub fn second_chance(mut self, on: bool) -> Self {
+        self.second_chance = on;
         self
     }
 
@@ -613,6 +653,11 @@ impl Options {
                 "compaction_threshold must be above 0.0 and at most 1.0",
             ));
         }
+        if self.size_cap.is_some_and(|cap| cap < 2 * self.segment_size) {
+            return Err(Error::InvalidOptions(
+                "size_cap must be at least twice segment_size",
+            ));
+        }
         if self.compaction_rate == Some(0) {
             return Err(Error::InvalidOptions(
                 "compaction_rate must be positive (None for no limit)",
@@ -717,6 +762,16 @@ impl OptionsView<'_> {
     /// The value set by [`Options::compaction_threshold`].
     pub fn compaction_threshold(&self) -> f64 {
         self.opts.compaction_threshold
+    }
+
+    /// The value set by [`Options::size_cap`].
+    pub fn size_cap(&self) -> Option<u64> {
+        self.opts.size_cap
+    }
+
+    /// The value set by [`Options::second_chance`].
+    pub fn second_chance(&self) -> bool {
+        self.opts.second_chance
     }
 
     /// The value set by [`Options::background_compaction`].

@@ -33,6 +33,10 @@ pub(crate) fn stats(dir: &Path, as_json: bool) -> Result<(), Failure> {
             "io_mode": format!("{:?}", s.io_mode),
             "index_entries": s.index_entries,
             "index_bytes": s.index_bytes,
+            "evicted_through": s.evicted_through,
+            "evicted_files": s.evicted_files,
+            "evicted_bytes": s.evicted_bytes,
+            "evicted_values": s.evicted_values,
         });
         println!("{v}");
     } else {
@@ -67,6 +71,14 @@ pub(crate) fn stats(dir: &Path, as_json: bool) -> Result<(), Failure> {
             "files       {} log segments, {} blob files",
             s.log_segments, s.blob_files
         );
+        // The tool opens the store without a cap, so it evicts nothing itself: what it can
+        // tell is the watermark the catalog keeps (every value written up to it is gone).
+        if s.evicted_through > 0 {
+            println!(
+                "evicted     values up to version {} (dropped whole to stay within a size cap)",
+                s.evicted_through
+            );
+        }
         // Most of a small store's index is its shard table, allocated whole at open
         // (`Stats::index_bytes`: 23 bytes per entry, and the table); without a word, 2.5 MiB
         // for five keys reads as a leak.

@@ -99,6 +99,38 @@ fn stats_for_humans_and_for_scripts() {
 }
 
 #[test]
+fn stats_show_what_a_size_cap_evicted() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("s");
+    let opts = Options::default()
+        .segment_size(1 << 20)
+        .size_cap(Some(2 << 20))
+        .durability(podstore::Durability::Buffered);
+    let s = Store::open_with(&dir, opts).unwrap();
+    let mut first = None;
+    for i in 0..400u32 {
+        let v = s.put(format!("k{i}"), vec![7u8; 32 << 10]).unwrap();
+        first.get_or_insert(v);
+    }
+    let evicted = s.stats().evicted_through;
+    assert!(evicted >= first.unwrap().get(), "{evicted}");
+    s.close().unwrap();
+    let out = ok(&["stats", p(&dir)]);
+    let line = out.lines().find(|l| l.starts_with("evicted")).expect(&out);
+    assert_eq!(
+        line,
+        format!(
+            "evicted     values up to version {evicted} (dropped whole to stay within a size cap)"
+        )
+    );
+    let json: serde_json::Value = serde_json::from_str(&ok(&["stats", "--json", p(&dir)])).unwrap();
+    assert_eq!(json["evicted_through"], evicted);
+    // A store that never evicted says nothing of it.
+    let (_tmp, plain) = store();
+    assert!(!ok(&["stats", p(&plain)]).contains("evicted"));
+}
+
+#[test]
 fn ls_in_the_librarys_order_with_prefix_long_and_hex() {
     let (_tmp, dir) = store();
     let store = Store::open_with(&dir, Options::default().read_only(true)).unwrap();

@@ -91,6 +91,13 @@ pub enum Op {
     },
     /// The store removed the file (or is about to): it holds nothing the store needs.
     Remove,
+    /// The store dropped the file whole to stay within its size cap (or is about to), and with
+    /// it every record whose sequence number is at most `through`, in whatever file: open
+    /// ignores those records (docs/design.md, "Eviction").
+    Evict {
+        /// The highest sequence number evicted.
+        through: u64,
+    },
 }
 
 /// One catalog edit.
@@ -112,6 +119,7 @@ impl Edit {
             Op::Create => (1, 0),
             Op::Seal { length } => (2, length),
             Op::Remove => (3, 0),
+            Op::Evict { through } => (4, through),
         };
         b[off::OP] = op;
         b[off::KIND] = match self.kind {
@@ -142,6 +150,7 @@ impl Edit {
             1 => Op::Create,
             2 => Op::Seal { length },
             3 => Op::Remove,
+            4 => Op::Evict { through: length },
             other => {
                 return Err(Corruption::InvalidField {
                     field: "catalog edit op",
@@ -149,7 +158,7 @@ impl Edit {
                 });
             }
         };
-        if !matches!(op, Op::Seal { .. }) && length != 0 {
+        if !matches!(op, Op::Seal { .. } | Op::Evict { .. }) && length != 0 {
             return Err(Corruption::InvalidField {
                 field: "catalog edit length",
                 value: length,
@@ -212,6 +221,9 @@ pub struct CatalogState {
     /// Where a torn edit (the last slot written, whose write a crash interrupted) was found and
     /// ignored, if any.
     pub torn_at: Option<u64>,
+    /// The highest sequence number an eviction dropped, and the id of the file whose edit says
+    /// so (`None`: nothing was ever evicted). Open ignores every record at or below it.
+    pub evicted: Option<(u64, FileKind, u64)>,
 }
 
 impl CatalogState {
@@ -225,6 +237,11 @@ impl CatalogState {
             value,
         };
         self.max_id = self.max_id.max(edit.id);
+        if let Op::Evict { through } = edit.op
+            && self.evicted.is_none_or(|(_, _, t)| t <= through)
+        {
+            self.evicted = Some((edit.id, edit.kind, through));
+        }
         match (self.files.get(&edit.id).copied(), edit.op) {
             (Some(f), _) if f.kind != edit.kind => return Err(bad(edit.id)),
             (
@@ -247,7 +264,7 @@ impl CatalogState {
         let state = match edit.op {
             Op::Create => FileState::Created,
             Op::Seal { length } => FileState::Sealed { length },
-            Op::Remove => FileState::Removed,
+            Op::Remove | Op::Evict { .. } => FileState::Removed,
         };
         self.files.insert(
             edit.id,
@@ -341,6 +358,7 @@ mod tests {
                 op: Op::Seal { length: 12345 },
             },
             edit(7, Op::Remove),
+            edit(9, Op::Evict { through: 1 << 50 }),
         ] {
             let b = e.encode();
             assert_eq!(Edit::decode(&b), Ok(e));
@@ -376,6 +394,32 @@ mod tests {
         assert_eq!(s.torn_at, None);
         assert_eq!(s.files[&1].state, FileState::Sealed { length: 8192 });
         assert_eq!(s.files[&2].state, FileState::Removed);
+    }
+
+    #[test]
+    fn an_eviction_removes_its_file_and_the_highest_watermark_wins() {
+        let edits = [
+            edit(1, Op::Create),
+            edit(1, Op::Seal { length: 8192 }),
+            edit(2, Op::Create),
+            edit(2, Op::Seal { length: 8192 }),
+            edit(3, Op::Create),
+            edit(2, Op::Evict { through: 90 }),
+            edit(1, Op::Evict { through: 40 }),
+        ];
+        let s = replay(&file(&edits, 2)).unwrap();
+        assert_eq!(s.files[&1].state, FileState::Removed);
+        assert_eq!(s.files[&2].state, FileState::Removed);
+        assert_eq!(s.files[&3].state, FileState::Created);
+        assert_eq!(s.evicted, Some((2, FileKind::Log, 90)));
+        // An evicted file is never sealed or created again.
+        let again = [edit(1, Op::Evict { through: 5 }), edit(1, Op::Create)];
+        assert!(replay(&file(&again, 1)).is_err());
+        // Nothing evicted: no watermark.
+        assert_eq!(
+            replay(&file(&[edit(1, Op::Remove)], 1)).unwrap().evicted,
+            None
+        );
     }
 
     #[test]

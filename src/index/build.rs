@@ -89,6 +89,8 @@ pub struct Builder {
     /// starts: no map lookup per record).
     current: Option<(u64, SegmentUsage)>,
     max_seq: u64,
+    /// Records at or below this sequence number were evicted: not loaded (0: none).
+    evicted_through: u64,
 }
 
 impl Default for Builder {
@@ -100,6 +102,7 @@ impl Default for Builder {
             usage: HashMap::new(),
             current: None,
             max_seq: 0,
+            evicted_through: 0,
         }
     }
 }
@@ -120,6 +123,13 @@ struct Built {
 }
 
 impl Builder {
+    /// Ignores every record noted from now on whose sequence number is at most `seq`: an
+    /// eviction dropped them (docs/design.md, "Eviction"). Their sequence numbers still count
+    /// in [`Builder::max_seq`]; their bytes count as dead.
+    pub fn evicted_through(&mut self, seq: u64) {
+        self.evicted_through = seq;
+    }
+
     /// Starts the records of file `segment`, about `records` of them.
     pub fn start_file(&mut self, segment: u64, records: usize) {
         self.records.reserve(records);
@@ -150,11 +160,14 @@ impl Builder {
         ordinal: u32,
         key: Option<Vec<u8>>,
     ) {
+        self.max_seq = self.max_seq.max(seq);
+        if self.evicted_through > 0 && seq <= self.evicted_through {
+            return;
+        }
         if let Some(k) = key {
             self.keys
                 .insert((entry.segment, ordinal), k.into_boxed_slice());
         }
-        self.max_seq = self.max_seq.max(seq);
         if self
             .current
             .as_ref()

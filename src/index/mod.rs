@@ -37,12 +37,14 @@ use crate::format::footer::FooterEntry;
 use crate::segment::ValueSpan;
 
 mod build;
+mod evict;
 mod hot;
 mod packed;
 mod pending;
 mod prefetch;
 
 pub use build::Builder;
+pub use evict::Removal;
 pub use hot::{HotTable, HotValue};
 use packed::{PACKED_LEN, Packed};
 pub use pending::{PendingQueue, Seen};

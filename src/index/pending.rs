@@ -34,7 +34,7 @@
 use std::collections::{HashSet, VecDeque};
 use std::sync::{Condvar, Mutex};
 
-use super::{Index, IndexEntry, Placement};
+use super::{Index, IndexEntry, Placement, Removal};
 
 /// What a writer saw of its key in the index before it wrote.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -234,6 +234,28 @@ impl PendingQueue {
             return false;
         }
         index.replace_if(hash, expected, new)
+    }
+
+    /// Removes the index entry `expected` of `key` (hashing to `hash`), whose file an eviction
+    /// drops, if no write of the key is queued (that write will replace it: the file must stay
+    /// until it has). Under this queue's lock, like every change of the index, so that a
+    /// writer whose look saw the entry finds the index changed and looks again.
+    pub fn remove_if_idle(
+        &self,
+        key: &[u8],
+        hash: u64,
+        expected: &IndexEntry,
+        index: &Index,
+    ) -> Removal {
+        let q = self.lock();
+        if q.iter().any(|p| &*p.key == key) {
+            return if index.contains(hash, expected.segment, expected.offset) {
+                Removal::Kept
+            } else {
+                Removal::Gone
+            };
+        }
+        index.remove_if(hash, expected)
     }
 
     /// Resolves the run of a key hashing to `hash` as the resolver read it (`seen`: its newest

@@ -203,11 +203,16 @@ impl Catalog {
     /// renamed over `CATALOG` and the rename made durable. A crash leaves the old catalog (or none) or the
     /// new one, whole; a `CATALOG.tmp` left behind is the store's own unfinished copy, and is
     /// replaced.
+    ///
+    /// `evicted` is the eviction watermark to keep ([`CatalogState::evicted`]): written as the
+    /// eviction of the (removed) file that carried it, so that open goes on ignoring the
+    /// records an eviction dropped.
     pub fn write_whole(
         dir: &Path,
         profile: &IoProfile,
         files: &[(u64, FileKind, FileState)],
         max_id: u64,
+        evicted: Option<(u64, FileKind, u64)>,
     ) -> std::result::Result<Catalog, WholeError> {
         let mut state = CatalogState::default();
         let mut edits = Vec::new();
@@ -218,6 +223,15 @@ impl Catalog {
                 FileState::Removed => continue,
             };
             edits.push(Edit { id, kind, op });
+        }
+        if let Some((id, kind, through)) = evicted
+            && !edits.iter().any(|e| e.id == id)
+        {
+            edits.push(Edit {
+                id,
+                kind,
+                op: Op::Evict { through },
+            });
         }
         if max_id > edits.iter().map(|e| e.id).max().unwrap_or(0) {
             // The highest id ever used, so that it is never used again.
@@ -438,6 +452,27 @@ impl Catalog {
             file::sync_dir(&self.profile, &self.dir)?;
         }
         Ok(())
+    }
+
+    /// Drops files whole for the size cap, like [`Catalog::remove`] (recorded, unlinked, the
+    /// directory fsync'd), each recorded as evicted through sequence number `through`: open
+    /// then ignores every record at or below it, in whatever file (docs/design.md, "Eviction").
+    /// All the edits go in one append: a crash keeps a prefix of them, and any one of them
+    /// carries the watermark.
+    pub fn evict(&self, files: &[(u64, FileKind)], through: u64) -> Result<()> {
+        if files.is_empty() {
+            return Ok(());
+        }
+        self.record(&edits(files, Op::Evict { through }))?;
+        for &(id, kind) in files {
+            file::remove_file(&self.profile, &self.dir.join(file_name(id, kind)))?;
+        }
+        file::sync_dir(&self.profile, &self.dir)
+    }
+
+    /// The highest sequence number an eviction dropped (0: none).
+    pub fn evicted_through(&self) -> u64 {
+        self.lock().state.evicted.map_or(0, |(_, _, t)| t)
     }
 
     /// The files the catalog lists as sealed or being written that the directory does not

@@ -414,5 +414,9 @@ impl Store {
             },
         )
         .with_warm_up(inner.warmed.get())
+        .with_eviction(
+            inner.opts.size_cap,
+            inner.shared.catalog.evicted_through(),
+        )
     }
 }

@@ -308,11 +308,13 @@ impl Blobs {
                 shared.counters.add_user_bytes(record_bytes);
                 let summary = FileSummary {
                     min_put_seq: seq,
+                    max_seq: seq,
                     ..FileSummary::default()
                 };
                 shared
                     .segments
                     .insert(id, SegmentHandle::sealed(file, SegmentKind::Blob, summary));
+                shared.counters.file_made();
                 shared.pending.ready_one(seq, &shared.index);
                 self.log.progress().notify();
                 self.log.wait(seq, seq, false).map(|()| seq)

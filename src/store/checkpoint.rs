@@ -158,7 +158,10 @@ pub(super) fn run(inner: &Inner, dest: &Path) -> Result<CheckpointReport> {
         )?;
     }
     // Written last: a directory without it is not a finished checkpoint.
-    Catalog::write_whole(&staging, profile, &listed, max_id).map_err(|e| match e {
+    // The eviction watermark goes with the files: a linked file may hold records an eviction
+    // dropped (docs/design.md, "Eviction"), which the checkpoint must not bring back.
+    let evicted = shared.catalog.state().evicted;
+    Catalog::write_whole(&staging, profile, &listed, max_id, evicted).map_err(|e| match e {
         WholeError::NotWritten(e) | WholeError::Installed(e) => e,
     })?;
     file::rename(profile, &staging, dest)?;

@@ -9,7 +9,7 @@
 
 use std::borrow::Cow;
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -26,6 +26,11 @@ use crate::format::footer::FooterEntry;
 use crate::format::record::{RecordKind, record_len};
 use crate::index::{IndexEntry, Naming};
 use crate::segment::{self, SegmentKind};
+
+mod evict;
+mod second;
+
+pub(super) use evict::Evicted;
 
 /// How often the background compactor looks for work.
 pub(super) const CHECK_INTERVAL: Duration = Duration::from_millis(500);
@@ -126,28 +131,42 @@ pub(super) struct Compactor {
     /// Calls of [`Compactor::compact_now`] waiting for `state`: the background compactor
     /// yields.
     waiting: AtomicUsize,
+    /// The size cap ([`Options::size_cap`](crate::Options::size_cap)); eviction keeps to it.
+    cap: Option<u64>,
+    /// The log's segment size: the margin eviction keeps below the cap.
+    segment_size: u64,
+    /// The count of files made when eviction last looked (`Counters::files_made`).
+    evict_seen: AtomicU64,
+    /// The values read since written, with a cap and second chances on
+    /// ([`Options::second_chance`](crate::Options::second_chance)).
+    read_marks: Option<second::ReadMarks>,
 }
 
 impl Compactor {
-    /// A compactor that rewrites log segments whose dead fraction reaches `threshold`, in the
-    /// background at `rate` bytes per second at most.
+    /// A compactor that rewrites log segments whose dead fraction reaches the options'
+    /// threshold, in the background at their rate at most, and keeps the store within their
+    /// size cap.
     pub(super) fn new(
         shared: Shared,
         log: Arc<Log>,
         blobs: Arc<Blobs>,
         reader: Arc<Reader>,
-        threshold: f64,
-        rate: Option<u64>,
+        opts: &crate::options::Options,
     ) -> Compactor {
         Compactor {
             shared,
             log,
             blobs,
             reader,
-            threshold,
-            rate,
+            threshold: opts.compaction_threshold,
+            rate: opts.compaction_rate,
             state: Mutex::new(CompactorState::default()),
             waiting: AtomicUsize::new(0),
+            cap: opts.size_cap,
+            segment_size: opts.segment_size,
+            evict_seen: AtomicU64::new(0),
+            read_marks: (opts.size_cap.is_some() && opts.second_chance)
+                .then(second::ReadMarks::default),
         }
     }
 
@@ -229,6 +248,7 @@ impl Compactor {
         let Ok(mut state) = self.state.try_lock() else {
             return Ok(());
         };
+        self.evict_in_background(&mut state)?;
         let stop = || stop() || self.waiting.load(Ordering::Relaxed) > 0;
         let (dead_blobs, victims) = self.choose(&state, self.threshold, false)?;
         if dead_blobs.is_empty() && victims.is_empty() {

@@ -241,7 +241,9 @@ impl Store {
             }
             if large {
                 let (key, stored) = (ops[0].0, ops[0].1.expect("a put"));
-                return Ok(vec![self.inner.blobs.put(app, key, stored, &seen[0])?]);
+                let seq = self.inner.blobs.put(app, key, stored, &seen[0])?;
+                self.inner.compactor.evict_after_write();
+                return Ok(vec![seq]);
             }
             let mut app = app;
             let appended = app.append_ops(ops, &seen, durability)?;

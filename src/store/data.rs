@@ -162,11 +162,9 @@ impl Store {
         if durability == Durability::Sync
             && value.len() as u64 >= self.inner.opts.large_value_threshold
         {
-            return self
-                .inner
-                .blobs
-                .put(log.lock(), key, &stored, &seen)
-                .map(Version);
+            let seq = self.inner.blobs.put(log.lock(), key, &stored, &seen)?;
+            self.inner.compactor.evict_after_write();
+            return Ok(Version(seq));
         }
         let appended = log.lock().append_ops(
             &[(key, Some(&stored))],
@@ -210,7 +208,9 @@ impl Store {
         }
         self.inner
             .log
-            .acknowledge(appended.first, appended.last, durability)
+            .acknowledge(appended.first, appended.last, durability)?;
+        self.inner.compactor.evict_after_write();
+        Ok(())
     }
 
     /// The value of `key`.
@@ -228,11 +228,19 @@ impl Store {
         let key = key.as_ref();
         check_key(key)?;
         let mut value = Vec::new();
-        Ok(self
-            .inner
-            .reader
-            .get_into(key, &mut value)?
-            .then_some(value))
+        Ok(self.get_noted(key, &mut value)?.then_some(value))
+    }
+
+    /// [`Reader::get_into`](super::read::Reader), and in a store with a size cap, the get
+    /// counted (`Stats::capped_gets`) and, with second chances, the value's read remembered.
+    fn get_noted(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
+        let compactor = &self.inner.compactor;
+        if !compactor.counts_gets() {
+            return self.inner.reader.get_into(key, out);
+        }
+        let seq = self.inner.reader.get_into_numbered(key, out)?;
+        compactor.note_get(seq);
+        Ok(seq.is_some())
     }
 
     /// Deletes `key`; returns whether it existed. Durable like [`Store::put`].
@@ -336,7 +344,9 @@ impl Store {
                 Presence::Absent => {}
             }
             if large {
-                return self.inner.blobs.put(app, key, &stored, &seen).map(|_| true);
+                self.inner.blobs.put(app, key, &stored, &seen)?;
+                self.inner.compactor.evict_after_write();
+                return Ok(true);
             }
             let ops = [(key, Some(&stored))];
             let appended = app.append_ops(&ops, std::slice::from_ref(&seen), durability)?;
@@ -406,7 +416,7 @@ impl Store {
         let key = key.as_ref();
         buf.clear();
         check_key(key)?;
-        self.inner.reader.get_into(key, buf)
+        self.get_noted(key, buf)
     }
 
     /// Bytes `range` of the value of `key`.

@@ -112,8 +112,7 @@ impl Inner {
             log.clone(),
             blobs.clone(),
             reader.clone(),
-            opts.compaction_threshold,
-            opts.compaction_rate,
+            &opts,
         );
         Ok(Inner {
             opts,

@@ -247,6 +247,9 @@ pub(super) fn recover(
             });
         }
     };
+    // Records an eviction dropped are not loaded, wherever they are (docs/design.md,
+    // "Eviction"): a key's older record in a file that stayed must not come back.
+    builder.evicted_through(catalog.as_ref().map_or(0, |c| c.evicted_through()));
     // A file the catalog lists that is not in the directory: found before anything is done.
     let mut damaged = Vec::new();
     let mut catalog_edits = Vec::new();
@@ -608,7 +611,10 @@ fn settle_catalog(
         files.push((id, h.kind, state));
     }
     files.sort_unstable_by_key(|f| f.0);
-    match Catalog::write_whole(dir, profile, &files, max_id) {
+    // The eviction watermark survives the rewrite (a catalog rebuilt by salvage, without one,
+    // has none: see docs/design.md, "Eviction").
+    let evicted = found.as_ref().and_then(|c| c.state().evicted);
+    match Catalog::write_whole(dir, profile, &files, max_id, evicted) {
         Ok(catalog) => {
             // Worth reporting unless the store is new.
             report.catalog_written = !kept.is_empty() || salvaged || found.is_some();

@@ -38,6 +38,9 @@ pub(super) struct FileSummary {
     pub(super) tombstone_bytes: u64,
     /// Number of those tombstones.
     pub(super) tombstones: u64,
+    /// Largest sequence number of any record its footer names (0 if none): eviction drops
+    /// files in this order, oldest newest record first (`compact/evict.rs`).
+    pub(super) max_seq: u64,
 }
 
 impl Default for FileSummary {
@@ -46,6 +49,7 @@ impl Default for FileSummary {
             min_put_seq: u64::MAX,
             tombstone_bytes: 0,
             tombstones: 0,
+            max_seq: 0,
         }
     }
 }
@@ -53,6 +57,7 @@ impl Default for FileSummary {
 impl FileSummary {
     /// Counts one record: a put's sequence number, or a tombstone's bytes.
     pub(super) fn add(&mut self, kind: RecordKind, seq: u64, record_bytes: u64) {
+        self.max_seq = self.max_seq.max(seq);
         match kind {
             RecordKind::Put => self.min_put_seq = self.min_put_seq.min(seq),
             RecordKind::Tombstone => {

@@ -92,6 +92,32 @@ pub struct Stats {
     pub files_removed: u64,
     /// Tombstones dropped by compaction since open.
     pub tombstones_dropped: u64,
+    /// The size cap ([`Options::size_cap`](crate::Options::size_cap)), if the store has one.
+    pub size_cap: Option<u64>,
+    /// Segment and blob files dropped whole by eviction since open, to stay within the size
+    /// cap.
+    pub evicted_files: u64,
+    /// Bytes of those files.
+    pub evicted_bytes: u64,
+    /// The highest sequence number (a value's [`Version`](crate::Version)) eviction has ever
+    /// dropped: every value written at or before it is gone (0: nothing was ever evicted). Kept
+    /// in the catalog, so it outlives a reopen, unlike the counts since open.
+    pub evicted_through: u64,
+    /// Values given a second chance since open
+    /// ([`Options::second_chance`](crate::Options::second_chance)): read since written,
+    /// appended again before eviction dropped their file.
+    pub second_chances: u64,
+    /// Record bytes those values took (eviction wrote them; at most half of what it freed).
+    pub second_chance_bytes: u64,
+    /// `get`s and `get_into`s of a store with a size cap since open: with
+    /// [`capped_get_hits`](Stats::capped_get_hits), the cache's hit ratio
+    /// ([`Stats::hit_ratio`]).
+    pub capped_gets: u64,
+    /// Those that found a value.
+    pub capped_get_hits: u64,
+    /// Live values eviction dropped since open (with those files, and older values elsewhere
+    /// that went with them: docs/design.md, "Eviction").
+    pub evicted_values: u64,
     /// Lookups the read cache answered since open (see
     /// [`Options::cache_capacity`](crate::Options::cache_capacity)): a whole value, a block of
     /// chunk checksums or a frame table found in memory (gets answered from the index's table of
@@ -140,6 +166,21 @@ impl Stats {
         }
     }
 
+    /// These figures with the store's size cap and eviction watermark.
+    pub(super) fn with_eviction(self, size_cap: Option<u64>, evicted_through: u64) -> Stats {
+        Stats {
+            size_cap,
+            evicted_through,
+            ..self
+        }
+    }
+
+    /// The share of the gets of a store with a size cap that found a value, since open (`None`
+    /// before the first, or without a cap).
+    pub fn hit_ratio(&self) -> Option<f64> {
+        (self.capped_gets > 0).then(|| self.capped_get_hits as f64 / self.capped_gets as f64)
+    }
+
     /// Bytes written by compaction per byte written by users since open (0 when users wrote
     /// nothing).
     pub fn write_amplification(&self) -> f64 {
@@ -164,6 +205,18 @@ pub(super) struct Counters {
     segments_compacted: AtomicU64,
     /// Tombstones dropped by compaction (nothing older was left for them to hide).
     tombstones_dropped: AtomicU64,
+    /// Log segments and blob files made: eviction looks again when it changed.
+    files_made: AtomicU64,
+    /// Files dropped by eviction, their bytes, and the live values dropped with them.
+    evicted_files: AtomicU64,
+    evicted_bytes: AtomicU64,
+    evicted_values: AtomicU64,
+    /// Values given a second chance, and their record bytes.
+    second_chances: AtomicU64,
+    second_chance_bytes: AtomicU64,
+    /// Gets of a store with a size cap, and those that found a value.
+    capped_gets: AtomicU64,
+    capped_get_hits: AtomicU64,
 }
 
 impl Counters {
@@ -180,6 +233,37 @@ impl Counters {
     /// A file removed by compaction.
     pub(super) fn file_removed(&self) {
         self.files_removed.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A log segment or blob file made.
+    pub(super) fn file_made(&self) {
+        self.files_made.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Log segments and blob files made since open.
+    pub(super) fn files_made(&self) -> u64 {
+        self.files_made.load(Ordering::Relaxed)
+    }
+
+    /// What an eviction step dropped.
+    pub(super) fn evicted(&self, e: super::compact::Evicted) {
+        self.evicted_files.fetch_add(e.files, Ordering::Relaxed);
+        self.evicted_bytes.fetch_add(e.bytes, Ordering::Relaxed);
+        self.evicted_values.fetch_add(e.values, Ordering::Relaxed);
+    }
+
+    /// Values appended again before their file was evicted, and their bytes.
+    pub(super) fn second_chances(&self, values: u64, bytes: u64) {
+        self.second_chances.fetch_add(values, Ordering::Relaxed);
+        self.second_chance_bytes.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    /// A get of a store with a size cap; `hit`: it found a value.
+    pub(super) fn capped_get(&self, hit: bool) {
+        self.capped_gets.fetch_add(1, Ordering::Relaxed);
+        if hit {
+            self.capped_get_hits.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     /// A log segment compacted, and the tombstones it dropped.
@@ -253,6 +337,15 @@ pub(super) fn collect(
         segments_compacted: c.segments_compacted.load(Ordering::Relaxed),
         files_removed: c.files_removed.load(Ordering::Relaxed),
         tombstones_dropped: c.tombstones_dropped.load(Ordering::Relaxed),
+        size_cap: None,
+        evicted_through: 0,
+        evicted_files: c.evicted_files.load(Ordering::Relaxed),
+        evicted_bytes: c.evicted_bytes.load(Ordering::Relaxed),
+        evicted_values: c.evicted_values.load(Ordering::Relaxed),
+        second_chances: c.second_chances.load(Ordering::Relaxed),
+        second_chance_bytes: c.second_chance_bytes.load(Ordering::Relaxed),
+        capped_gets: c.capped_gets.load(Ordering::Relaxed),
+        capped_get_hits: c.capped_get_hits.load(Ordering::Relaxed),
         cache_hits: cache.hits,
         cache_misses: cache.misses,
         cache_evictions: cache.evictions,

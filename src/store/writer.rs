@@ -187,11 +187,15 @@ impl<'a> ValueWriter<'a> {
             }
         };
         let flush_first = self.store.inner.opts.durability == Durability::Buffered;
-        self.store
-            .inner
-            .blobs
-            .finish_stream(&self.key, stream, (flags, self.len), flush_first, condition)
-            .map(Version)
+        let seq = self.store.inner.blobs.finish_stream(
+            &self.key,
+            stream,
+            (flags, self.len),
+            flush_first,
+            condition,
+        )?;
+        self.store.inner.compactor.evict_after_write();
+        Ok(Version(seq))
     }
 
     /// Writes what the encoding still holds (the last frame and the frame table, or a value

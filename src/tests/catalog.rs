@@ -25,7 +25,7 @@ fn concurrent_catalog_edits_all_land_once() {
         read_only: false,
     };
     let dir = Path::new(super::DIR);
-    let catalog = Catalog::write_whole(dir, &profile, &[], 0)
+    let catalog = Catalog::write_whole(dir, &profile, &[], 0, None)
         .map_err(|_| "write")
         .unwrap();
     let syncs =

@@ -17,6 +17,7 @@ mod lazy;
 #[allow(dead_code)]
 mod long;
 mod powerloss;
+mod powerloss_evict;
 mod quarantine;
 mod ranges;
 mod reads;

@@ -10,6 +10,7 @@
 //! - `cas`: kill -9 of a process racing compare-and-swap increments with conditional batches:
 //!   no acknowledged batch lost, every batch whole, no increment applied on a stale version;
 //! - `compaction`: a process aborted at each step of the compaction protocol (failpoints);
+//! - `evict`: a process aborted at each step of an eviction (failpoints);
 //! - `lock`: a second process refused by the directory lock until the holder dies;
 //! - `torn_tail`: torn tails (truncations) and torn blocks (zeroes, garbage) in the segment
 //!   being written, with the recovered store reopened again; a crash during recovery, between
@@ -29,6 +30,7 @@ mod cas;
 mod child;
 mod compaction;
 mod damage;
+mod evict;
 mod kill9;
 mod lock;
 mod midway;
@@ -50,6 +52,12 @@ fn crash_child() {
     match job.split_whitespace().collect::<Vec<_>>()[..] {
         ["hold", mode] => lock::hold_child(Path::new(&dir), parse_mode(mode)),
         ["failpoint", name, skip, mode] => compaction::failpoint_child(
+            Path::new(&dir),
+            name,
+            skip.parse().unwrap(),
+            parse_mode(mode),
+        ),
+        ["evict", name, skip, mode] => evict::evict_child(
             Path::new(&dir),
             name,
             skip.parse().unwrap(),

@@ -605,6 +605,7 @@ impl AppendGuard<'_> {
             // store's. If the creation cannot be recorded, the file stays empty and unused (an
             // empty file is removed at the next open, listed or not).
             shared.catalog.created(&[(id, SegmentKind::Log)])?;
+            shared.counters.file_made();
             shared.segments.insert(
                 id,
                 SegmentHandle {

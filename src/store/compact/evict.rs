@@ -1,0 +1,266 @@
+//! Eviction: keeping the store within [`Options::size_cap`](crate::Options::size_cap) by
+//! dropping its oldest files whole, first in first out.
+//!
+//! One step drops a set of sealed files (log segments and blob files) together with every record
+//! at or below a *watermark*, the highest sequence number in them: the index forgets those
+//! records (under the pending queue's lock, like every change of it), then the catalog records
+//! each file as evicted through the watermark, then the files are unlinked and forgotten. Open
+//! ignores every record at or below the highest watermark the catalog holds, in whatever file,
+//! so a key whose newest record was dropped cannot fall back to an older record in a file that
+//! stayed. Why each step is safe, and what a crash between two of them leaves:
+//! docs/design.md, "Eviction".
+//!
+//! Eviction runs under the compactor's lock (never beside a compaction), from the writer that
+//! made a new file (so that writers wait for it rather than outrun it) and from the background
+//! compactor's tick. The drop itself ([`Compactor::drop_files`]) is the reusable step: the
+//! files and the watermark are its arguments.
+
+use std::collections::HashSet;
+use std::sync::atomic::Ordering;
+
+use super::{Compactor, CompactorState};
+use crate::error::Result;
+use crate::format::record::RecordKind;
+use crate::index::{IndexEntry, Removal};
+use crate::segment::{self, SegmentKind};
+use crate::store::resolve;
+use crate::store::segments::SegmentHandle;
+
+/// Store files besides segments and blob files, counted against the cap.
+const AUX_FILES: [&str; 3] = ["CATALOG", "VERSIONS", "HOTSET"];
+
+/// What one eviction step did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(in crate::store) struct Evicted {
+    /// Files dropped.
+    pub(in crate::store) files: u64,
+    /// Their bytes.
+    pub(in crate::store) bytes: u64,
+    /// Index entries (live values) the step removed, in the dropped files and elsewhere at or
+    /// below the watermark.
+    pub(in crate::store) values: u64,
+}
+
+impl Compactor {
+    /// Evicts if a new file was made since the last look and the store is over its cap: called
+    /// by writers after their write is acknowledged. A failure is logged (the write itself
+    /// succeeded); the next new file, or the background tick, tries again.
+    pub(in crate::store) fn evict_after_write(&self) {
+        let Some(cap) = self.cap else { return };
+        let made = self.shared.counters.files_made();
+        // A load first: the put path then writes no shared cache line.
+        if self.evict_seen.load(Ordering::Acquire) == made
+            || self.evict_seen.swap(made, Ordering::AcqRel) == made
+        {
+            return;
+        }
+        let mut state = self.pause();
+        if let Err(e) = self.evict(&mut state, cap) {
+            log::warn!("podstore: eviction failed: {e}");
+        }
+    }
+
+    /// The background tick's eviction (under the lock the caller holds).
+    pub(super) fn evict_in_background(&self, state: &mut CompactorState) -> Result<()> {
+        match self.cap {
+            Some(cap) => self.evict(state, cap).map(|_| ()),
+            None => Ok(()),
+        }
+    }
+
+    /// Bytes of the store's files: every segment and blob file, and the catalog, `VERSIONS`
+    /// and `HOTSET`; and of the active segment alone.
+    fn disk_bytes(&self) -> Result<(u64, u64)> {
+        let p = &self.shared;
+        let active = self.log.lock().active().map(|a| a.id);
+        let mut total = 0;
+        let mut active_len = 0;
+        for (id, h) in p.segments.snapshot() {
+            let len = h.file.len()?;
+            total += len;
+            if Some(id) == active {
+                active_len = len;
+            }
+        }
+        for name in AUX_FILES {
+            total += std::fs::metadata(p.dir.join(name)).map_or(0, |m| m.len());
+        }
+        Ok((total, active_len))
+    }
+
+    /// Drops the oldest files until the store's files other than the active segment take at
+    /// most `cap` less one segment (so that with the active segment, full, they take at most
+    /// `cap`, and a segment sealed before the next step at most `cap` plus one segment).
+    fn evict(&self, state: &mut CompactorState, cap: u64) -> Result<Evicted> {
+        if self.shared.profile.read_only {
+            // Nothing is written, so nothing grows; and nothing may be removed.
+            return Ok(Evicted::default());
+        }
+        // A step's second chances may fill and seal a segment: a few steps, until under.
+        let mut all = Evicted::default();
+        for _ in 0..4 {
+            let done = self.evict_once(state, cap)?;
+            if done.files == 0 {
+                break;
+            }
+            all.files += done.files;
+            all.bytes += done.bytes;
+            all.values += done.values;
+        }
+        Ok(all)
+    }
+
+    /// One eviction step, if the store is over.
+    fn evict_once(&self, _state: &mut CompactorState, cap: u64) -> Result<Evicted> {
+        let target = cap.saturating_sub(self.segment_size);
+        let (total, active_len) = self.disk_bytes()?;
+        if total - active_len <= target {
+            return Ok(Evicted::default());
+        }
+        let p = &self.shared;
+        // Every write so far durable and applied (its index update is what the step removes),
+        // and the runs lazy puts left resolved: an unresolved entry cannot be removed without
+        // bringing the older versions behind it to the front.
+        self.log.sync_all()?;
+        resolve::settle_all(p, &self.reader);
+        let active = self.log.lock().active().map(|a| a.id);
+        let syncs_done = self.log.progress().lock().syncs_done;
+        let mut candidates: Vec<(u64, SegmentHandle)> = p
+            .segments
+            .sealed_by(syncs_done)
+            .into_iter()
+            .filter(|(id, _)| Some(*id) != active)
+            .collect();
+        candidates.sort_by_key(|(id, h)| (h.summary.max_seq, *id));
+        // A write still queued (a blob put being written may hold an old number) stays above
+        // the watermark: it was not in the index, so the step could not remove it, and open
+        // would then ignore a value the store still serves.
+        let queued = p.pending.min_seq().unwrap_or(u64::MAX);
+        let mut over = (total - active_len).saturating_sub(target);
+        let mut chosen = Vec::new();
+        for (id, h) in candidates {
+            if over == 0 || h.summary.max_seq >= queued {
+                break;
+            }
+            let len = h.file.len()?;
+            over = over.saturating_sub(len);
+            chosen.push((id, h));
+        }
+        let Some(through) = chosen.iter().map(|(_, h)| h.summary.max_seq).max() else {
+            return Ok(Evicted::default());
+        };
+        // Values read since written go on, under new numbers above the watermark: at most
+        // half the bytes the step frees.
+        let freed = chosen
+            .iter()
+            .map(|(_, h)| h.file.len())
+            .collect::<Result<Vec<u64>>>()?
+            .iter()
+            .sum::<u64>();
+        self.second_chance(&chosen, freed / 2)?;
+        let done = self.drop_files(chosen, through)?;
+        if let Some(marks) = &self.read_marks {
+            marks.forget_through(through);
+        }
+        Ok(done)
+    }
+
+    /// Drops the sealed files `files` whole, with every record at or below sequence number
+    /// `through` (at least the highest in them), wherever it is: the step eviction takes, and
+    /// the one a sweep of expired files can take. Every write so far must be applied (the
+    /// caller ran `sync_all`), none queued at or below `through`, and the compactor's lock
+    /// held.
+    ///
+    /// Order (docs/design.md, "Eviction"): the active segment sealed if it holds records at or
+    /// below `through` (compaction's copies keep old numbers), so that its footer names them;
+    /// the index entries of those records removed, in the other files first, then in the
+    /// dropped ones; the drops recorded in the catalog with the watermark, the files unlinked
+    /// and the directory fsync'd; then the files forgotten. A file one of whose entries could
+    /// not be removed (a write of its key is queued) is kept for a later step.
+    pub(in crate::store) fn drop_files(
+        &self,
+        files: Vec<(u64, SegmentHandle)>,
+        through: u64,
+    ) -> Result<Evicted> {
+        let p = &self.shared;
+        let mut done = Evicted::default();
+        let dropping: HashSet<u64> = files.iter().map(|(id, _)| *id).collect();
+        let active_holds_old = {
+            let mut app = self.log.lock();
+            let old = app
+                .active()
+                .is_some_and(|a| a.summary.min_put_seq <= through);
+            if old {
+                app.seal_active()?;
+            }
+            old
+        };
+        if active_holds_old {
+            self.log.sync_all()?;
+        }
+        let syncs_done = self.log.progress().lock().syncs_done;
+        // Records at or below the watermark in files that stay: compaction's copies of old
+        // values, and a log segment written beside a blob put that took an older number.
+        for (id, h) in p.segments.sealed_by(syncs_done) {
+            if dropping.contains(&id) || h.summary.min_put_seq > through {
+                continue;
+            }
+            let (removed, _) = self.forget_records(id, &h, through)?;
+            done.values += removed;
+        }
+        let mut dropped = Vec::new();
+        for (id, h) in files {
+            let (removed, kept) = self.forget_records(id, &h, u64::MAX)?;
+            done.values += removed;
+            if kept || p.pending.references(id) || p.index.usage(id).live_records > 0 {
+                log::debug!(
+                    "podstore: file {id} kept by eviction: a write of one of its keys is queued"
+                );
+                continue;
+            }
+            dropped.push((id, h));
+        }
+        if dropped.is_empty() {
+            return Ok(done);
+        }
+        let lens = dropped
+            .iter()
+            .map(|(_, h)| h.file.len())
+            .collect::<Result<Vec<u64>>>()?;
+        crate::failpoint::hit("evict:forgotten");
+        let names: Vec<(u64, SegmentKind)> = dropped.iter().map(|(id, h)| (*id, h.kind)).collect();
+        p.catalog.evict(&names, through)?;
+        crate::failpoint::hit("evict:removed");
+        for (id, _) in &dropped {
+            p.segments.remove(*id);
+        }
+        done.files = dropped.len() as u64;
+        done.bytes = lens.iter().sum();
+        p.counters.evicted(done);
+        Ok(done)
+    }
+
+    /// Removes from the index the entries naming records of file `id` whose sequence number is
+    /// at most `through`; returns how many it removed, and whether any was kept (a write of its
+    /// key queued, or an unresolved run).
+    fn forget_records(&self, id: u64, h: &SegmentHandle, through: u64) -> Result<(u64, bool)> {
+        let p = &self.shared;
+        let len = h.file.len()?;
+        let entries =
+            segment::read_sealed_entries(&h.file, id, len, &p.profile, self.reader.pool())?;
+        let (mut removed, mut kept) = (0, false);
+        for e in entries
+            .iter()
+            .filter(|e| e.kind == RecordKind::Put && e.seq <= through)
+        {
+            let hash = p.index.hash(&e.key);
+            let entry = IndexEntry::of_footer_entry(id, e);
+            match p.pending.remove_if_idle(&e.key, hash, &entry, &p.index) {
+                Removal::Removed => removed += 1,
+                Removal::Gone => {}
+                Removal::Kept => kept = true,
+            }
+        }
+        Ok((removed, kept))
+    }
+}

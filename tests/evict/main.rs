@@ -1,0 +1,17 @@
+//! The size cap ([`Options::size_cap`]): a store that forgets its oldest files to stay within
+//! it (issue 39).
+//!
+//! * `cap`: workloads that write 20 times the cap, checked by the file system (the directory's
+//!   file sizes summed by a thread that watches throughout), with a reader verifying every
+//!   value it gets (each value names its key and its write, and carries a checksum).
+//! * `model`: a property test against a map: eviction may drop any value, but a get returns
+//!   the map's current value or nothing, never an older or deleted one, across reopens.
+//! * `resurrection`: the case that needs the catalog's watermark: a key's newest record
+//!   evicted while a file that stays holds an older one.
+
+mod cap;
+#[path = "../common/mod.rs"]
+mod common;
+mod model;
+mod resurrection;
+mod values;

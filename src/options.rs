@@ -100,6 +100,8 @@ pub enum RecoveryMode {
 pub struct Options {
     /// See [`Options::segment_size`].
     pub(crate) segment_size: u64,
+    /// Whether [`Options::segment_size`] was called (else a size cap chooses it).
+    pub(crate) segment_size_set: bool,
     /// See [`Options::io_mode`].
     pub(crate) io_mode: IoMode,
     /// See [`Options::durability`].
@@ -155,7 +157,8 @@ const MAX_SEGMENT_SIZE: u64 = 64 << 30;
 impl Default for Options {
     fn default() -> Self {
         Options {
-            segment_size: 256 << 20,
+            segment_size: DEFAULT_SEGMENT_SIZE,
+            segment_size_set: false,
             io_mode: IoMode::Auto,
             durability: Durability::Sync,
             write_buffer_size: 1 << 20,
@@ -183,9 +186,19 @@ impl Default for Options {
     }
 }
 
+/// [`Options::segment_size`]'s default without a size cap.
+const DEFAULT_SEGMENT_SIZE: u64 = 256 << 20;
+
+/// With a size cap and no [`Options::segment_size`] of the user's, segments are this fraction
+/// of the cap (within 1 MiB and the default), so that an eviction drops a sixteenth of the
+/// cache, not a third of it.
+const CAP_SEGMENTS: u64 = 16;
+
 impl Options {
     /// Size at which the active segment is sealed and a new one started, in bytes
-    /// (default 256 MiB, at least 1 MiB). A record larger than this gets a segment of its own.
+    /// (default 256 MiB, at least 1 MiB; with a [`size_cap`](Options::size_cap) and no size set
+    /// here, a sixteenth of the cap, rounded down to whole MiB, within 1 MiB and 256 MiB). A
+    /// record larger than this gets a segment of its own.
     ///
     /// ```
     /// let opts = podstore::Options::default().segment_size(64 << 20);
@@ -193,6 +206,7 @@ impl Options {
     /// ```
     pub fn segment_size(mut self, bytes: u64) -> Self {
         self.segment_size = bytes;
+        self.segment_size_set = true;
         self
     }
 
@@ -342,15 +356,27 @@ impl Options {
     /// within the cap plus one segment (the one being written, which is never dropped), and a
     /// write never fails for want of room while the cap is below the disk's free space. For a
     /// cache; [`Stats::evicted_bytes`](crate::Stats::evicted_bytes) counts what it dropped.
-    /// At least twice the [`segment_size`](Options::segment_size). How it stays safe under
-    /// concurrent reads and crashes: docs/design.md, "Eviction".
+    /// At least twice the [`segment_size`](Options::segment_size). Unless `segment_size` is
+    /// set too, a cap makes segments a sixteenth of it (within 1 MiB and the default 256 MiB):
+    /// a segment is what one eviction drops and what the store may pass the cap by. How it
+    /// stays safe under concurrent reads and crashes: docs/design.md, "Eviction".
     ///
     /// ```
     /// let opts = podstore::Options::default().segment_size(8 << 20).size_cap(Some(64 << 20));
     /// assert_eq!(opts.view().size_cap(), Some(64 << 20));
+    /// // The segment size follows the cap unless it is set.
+    /// let opts = podstore::Options::default().size_cap(Some(1 << 30));
+    /// assert_eq!(opts.view().segment_size(), 64 << 20);
+    /// let opts = podstore::Options::default().size_cap(Some(10 << 30));
+    /// assert_eq!(opts.view().segment_size(), 256 << 20);
     /// ```
     pub fn size_cap(mut self, bytes: Option<u64>) -> Self {
         self.size_cap = bytes;
+        if !self.segment_size_set {
+            self.segment_size = bytes.map_or(DEFAULT_SEGMENT_SIZE, |cap| {
+                (cap / CAP_SEGMENTS / (1 << 20) * (1 << 20)).clamp(1 << 20, DEFAULT_SEGMENT_SIZE)
+            });
+        }
         self
     }
 

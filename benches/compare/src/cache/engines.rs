@@ -32,16 +32,33 @@ pub fn open(name: &str, spec: &CacheSpec) -> Res<Box<dyn CacheEngine>> {
     }
 }
 
-/// podstore as a cache: `Options::default()` with the memory budget as its read cache and the
-/// disk capacity as its size cap; buffered durability (a cache refills what a crash loses).
+/// podstore as a cache: `Options::default()` with the memory budget as its read cache, a size
+/// cap of the disk capacity less one segment (the cap keeps the store within the cap plus the
+/// segment being written, so the whole stays within the capacity the other engines get), and
+/// buffered durability (a cache refills what a crash loses). `--second-chance` turns on
+/// `Options::second_chance`.
 struct Pod {
     store: Store,
 }
 
 impl Pod {
     fn open(spec: &CacheSpec) -> Res<Pod> {
-        let opts = Options::default()
+        let defaults = Options::default();
+        let segment = defaults.view().segment_size();
+        let cap = spec
+            .disk
+            .checked_sub(segment)
+            .filter(|&c| c >= 2 * segment)
+            .ok_or_else(|| {
+                format!(
+                    "--disk {}: podstore needs at least three segments ({segment} bytes each)",
+                    spec.disk
+                )
+            })?;
+        let opts = defaults
             .cache_capacity(spec.memory)
+            .size_cap(Some(cap))
+            .second_chance(spec.second_chance)
             .durability(Durability::Buffered);
         Ok(Pod {
             store: Store::open_with(&spec.dir, opts)?,
@@ -60,7 +77,15 @@ impl CacheEngine for Pod {
     }
 
     fn stats(&self) -> serde_json::Value {
-        serde_json::json!(format!("{:?}", self.store.stats()))
+        let s = self.store.stats();
+        serde_json::json!({
+            "hit_ratio": s.hit_ratio(),
+            "evicted_files": s.evicted_files,
+            "evicted_bytes": s.evicted_bytes,
+            "second_chances": s.second_chances,
+            "second_chance_bytes": s.second_chance_bytes,
+            "disk_bytes": s.disk_bytes,
+        })
     }
 }
 

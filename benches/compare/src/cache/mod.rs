@@ -12,8 +12,9 @@
 //! the directory's size at the end against the capacity.
 //!
 //! Engines: `podstore` (`Options::default()` with the cache's memory budget as
-//! `cache_capacity`, its disk capacity as the size cap, puts at `Durability::Buffered`: a cache
-//! refills what a crash loses) and `foyer` (cargo feature `foyer`: a `HybridCache` of that
+//! `cache_capacity`, its disk capacity less one segment as the size cap, puts at
+//! `Durability::Buffered`: a cache refills what a crash loses; `--second-chance` for
+//! `Options::second_chance`) and `foyer` (cargo feature `foyer`: a `HybridCache` of that
 //! memory with its block engine on a file device of that capacity, at its defaults).
 
 mod engines;
@@ -39,6 +40,8 @@ pub struct CacheSpec {
     pub memory: u64,
     /// Disk capacity in bytes.
     pub disk: u64,
+    /// podstore: `Options::second_chance` (`--second-chance`).
+    pub second_chance: bool,
 }
 
 /// The value of key `k`: `len` bytes that name the key, so that a hit can be checked.
@@ -86,7 +89,9 @@ pub fn run(args: &Args) -> Result<String, String> {
         dir: dir.clone(),
         memory,
         disk,
+        second_chance: args.flag("second-chance"),
     };
+    let spec_second_chance = spec.second_chance;
     let cache = engines::open(&engine, &spec).map_err(|e| format!("open {engine}: {e}"))?;
     let cache: Arc<dyn CacheEngine> = Arc::from(cache);
     let zipf = Arc::new(ScrambledZipfian::new(records));
@@ -131,6 +136,7 @@ pub fn run(args: &Args) -> Result<String, String> {
     Ok(serde_json::json!({
         "workload": "cache",
         "engine": engine,
+        "second_chance": spec_second_chance,
         "value_size": value_size,
         "threads": threads,
         "memory": memory,

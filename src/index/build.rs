@@ -89,6 +89,9 @@ pub struct Builder {
     /// starts: no map lookup per record).
     current: Option<(u64, SegmentUsage)>,
     max_seq: u64,
+    /// The puts whose values expire: key hash, place, expiry (the index's side table keeps
+    /// those of the live entries: `Noted` stays 48 bytes for the records that don't expire).
+    expiries: Vec<(u64, (u64, u64), super::expiry::Expiring)>,
 }
 
 impl Default for Builder {
@@ -100,6 +103,7 @@ impl Default for Builder {
             usage: HashMap::new(),
             current: None,
             max_seq: 0,
+            expiries: Vec::new(),
         }
     }
 }
@@ -162,6 +166,11 @@ impl Builder {
         {
             self.start_file(entry.segment, 0);
         }
+        if !tombstone && let Some(at) = entry.expires_at {
+            let record_len = entry.record_len();
+            let e = super::expiry::Expiring { at, record_len };
+            self.expiries.push((hash, entry.place(), e));
+        }
         if !tombstone && let Some((_, u)) = &mut self.current {
             u.live_bytes += entry.record_len();
             u.live_records += 1;
@@ -198,6 +207,7 @@ impl Builder {
             mut keys,
             counts,
             mut usage,
+            expiries,
             ..
         } = self;
         let mut starts = vec![0usize; (1 << BUCKET_BITS) + 1];
@@ -276,6 +286,7 @@ impl Builder {
         } else {
             index.load(live, usage);
         }
+        index.note_found_expiries(expiries);
         Ok(())
     }
 }
@@ -426,6 +437,7 @@ mod tests {
             stored_len: 1,
             key_len: 1,
             flags: 0,
+            expires_at: None,
         }
     }
 

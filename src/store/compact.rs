@@ -23,7 +23,7 @@ use super::shared::Shared;
 use crate::error::{Error, Result};
 use crate::failpoint;
 use crate::format::footer::FooterEntry;
-use crate::format::record::{RecordKind, record_len};
+use crate::format::record::RecordKind;
 use crate::index::{IndexEntry, Naming};
 use crate::segment::{self, SegmentKind};
 
@@ -482,8 +482,9 @@ impl Compactor {
             bytes: Cow::Borrowed(bytes),
             value_len: old.value_len,
             compressed: old.is_compressed(),
+            expires_at: old.expires_at,
         });
-        let len = record_len(e.key.len() as u64, e.stored_len);
+        let len = e.record_len();
         let new = app.append_copy(&e.key, stored.as_ref(), e.seq, len)?;
         Ok(Some((new, len)))
     }

@@ -1,0 +1,1 @@
+//! The model property test (filled in below).

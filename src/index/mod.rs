@@ -529,6 +529,25 @@ impl Index {
         true
     }
 
+    /// Removes the entry of the key hashing to `h` if it is still `expected` and not flagged
+    /// unresolved (older versions of its key may be behind it, which its removal would bring
+    /// back); returns whether it did. For compaction, which reclaims expired values.
+    pub fn remove_if(&self, h: u64, expected: &IndexEntry) -> bool {
+        let (s, fp) = place_of(h);
+        let mut shard = self.shard_mut(s);
+        let Some(i) = position(&shard, fp, expected.place()) else {
+            return false;
+        };
+        if shard[i].unresolved() {
+            return false;
+        }
+        self.forget_hot(h);
+        shard.remove(i);
+        self.len.fetch_sub(1, Ordering::Relaxed);
+        self.account(Some(expected), None);
+        true
+    }
+
     /// Loads the live entries found at open: `(hash, entry)` pairs, one per live key, into an
     /// empty index, each shard allocated to fit; `usage` is what they take per segment.
     pub fn load(&self, entries: Vec<(u64, IndexEntry)>, usage: BTreeMap<u64, SegmentUsage>) {

@@ -236,6 +236,23 @@ impl PendingQueue {
         index.replace_if(hash, expected, new)
     }
 
+    /// Removes the entry `expected` of `key` (hashing to `hash`), an expired value compaction
+    /// reclaims, unless a write of the key is queued or the entry is no longer there or may
+    /// hide older versions of its key ([`Index::remove_if`]); returns whether it did.
+    pub fn remove_if_idle(
+        &self,
+        key: &[u8],
+        hash: u64,
+        expected: &IndexEntry,
+        index: &Index,
+    ) -> bool {
+        let q = self.lock();
+        if q.iter().any(|p| &*p.key == key) {
+            return false;
+        }
+        index.remove_if(hash, expected)
+    }
+
     /// Resolves the run of a key hashing to `hash` as the resolver read it (`seen`: its newest
     /// entry and older versions) if the index still holds exactly the entries it read; returns
     /// whether it did (if not, the resolver reads again).

@@ -146,3 +146,88 @@ fn load_fits_shards_to_their_entries() {
     assert_eq!(index.usage(1).live_records, 50_000);
     assert_eq!(index.usage(2).live_records, 50_000);
 }
+
+fn expiring(segment: u64, offset: u64, at: u64) -> IndexEntry {
+    IndexEntry {
+        flags: crate::format::record::FLAG_EXPIRES,
+        expires_at: Some(at),
+        ..entry(segment, offset)
+    }
+}
+
+#[test]
+fn expiries_live_in_the_side_table_and_follow_their_entries() {
+    let index = Index::with_hash_bits(0); // one run: every operation meets every entry
+    let (h, k) = (index.hash(b"k"), 3);
+    index.apply(h, None, Some(&expiring(1, 64, 100)));
+    index.apply(h, None, Some(&entry(1, 128)));
+    // A lookup gives the expiry back, and places the value after the expiry field.
+    let c = index.candidates(h, k);
+    assert_eq!(c.as_slice()[0].expires_at, Some(100));
+    assert_eq!(c.as_slice()[0].value_offset(), 64 + 40 + 3);
+    assert_eq!(c.as_slice()[1].expires_at, None);
+    assert_eq!(c.as_slice()[1].value_offset(), 128 + 32 + 3);
+    let len = expiring(1, 64, 100).record_len();
+    assert_eq!(len, entry(1, 64).record_len() + 8);
+    assert_eq!(index.usage(1).live_bytes, len + entry(1, 128).record_len());
+    // Expired at its instant, not before.
+    assert_eq!(index.expired(99, None), (0, 0));
+    assert_eq!(index.expired(100, None), (len, 1));
+    assert_eq!(index.expired(100, Some(2)), (0, 0));
+    // A compaction move takes the expiry to the new place.
+    assert!(index.replace_if(h, &expiring(1, 64, 100), expiring(2, 64, 100)));
+    assert_eq!(index.expired(100, Some(1)), (0, 0));
+    assert_eq!(index.expired(100, Some(2)), (len, 1));
+    assert_eq!(index.candidates(h, k).as_slice()[0].expires_at, Some(100));
+    // An overwrite without expiry drops it; one with an expiry brings its own.
+    index.apply(h, Some(&expiring(2, 64, 100)), Some(&entry(3, 64)));
+    assert_eq!(index.expired(u64::MAX, None), (0, 0));
+    index.apply(h, Some(&entry(3, 64)), Some(&expiring(3, 512, 7)));
+    assert_eq!(index.expired(7, None).1, 1);
+    // Removed by compaction (it had expired), and by a delete.
+    assert!(index.remove_if(h, &expiring(3, 512, 7)));
+    assert!(!index.remove_if(h, &expiring(3, 512, 7)));
+    assert_eq!(index.expired(u64::MAX, None), (0, 0));
+    assert_eq!(index.len(), 1);
+    index.apply(h, None, Some(&expiring(4, 64, 9)));
+    index.apply_write(
+        h,
+        k,
+        Placement::Replace(Some(expiring(4, 64, 9))),
+        &[],
+        None,
+    );
+    assert_eq!(index.expired(u64::MAX, None), (0, 0));
+}
+
+#[test]
+fn an_unresolved_entry_is_not_removed_for_its_expiry() {
+    // Older versions of its key may be behind it: removing it would bring them back.
+    let index = Index::with_hash_bits(0);
+    let h = index.hash(b"k");
+    index.apply(h, None, Some(&entry(1, 64)));
+    index.apply_write(h, 3, Placement::Front, &[], Some(&expiring(2, 64, 5)));
+    assert!(index.candidates(h, 3).unresolved());
+    assert!(!index.remove_if(h, &expiring(2, 64, 5)));
+    index.resolve(h, 3, (2, 64), &[(1, 64)]);
+    assert!(index.remove_if(h, &expiring(2, 64, 5)));
+    assert!(index.is_empty());
+}
+
+#[test]
+fn load_notes_the_expiries_of_the_entries_it_loads() {
+    let index = Index::default();
+    let e = expiring(1, 64, 50);
+    let mut usage = BTreeMap::new();
+    usage.insert(
+        1,
+        SegmentUsage {
+            live_bytes: e.record_len(),
+            live_records: 1,
+        },
+    );
+    index.load(vec![(key_hash(b"k"), e)], usage);
+    let got = index.candidates(key_hash(b"k"), 1);
+    assert_eq!(got.as_slice()[0].expires_at, Some(50));
+    assert_eq!(index.expired(50, Some(1)), (e.record_len(), 1));
+}

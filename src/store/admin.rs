@@ -406,5 +406,9 @@ impl Store {
             },
         )
         .with_warm_up(inner.warmed.get())
+        .with_expiry(
+            inner.shared.index.expired(inner.shared.now_ms(), None),
+            &inner.shared.counters,
+        )
     }
 }

@@ -19,13 +19,13 @@ fn ttl(d: Duration) -> PutOptions {
     PutOptions::new().ttl(d)
 }
 
-/// A store on a clock the test moves.
+/// A store on a clock the test moves, whose values of 128 KiB and more go to blob files.
 fn store_with(opts: Options) -> (TestStore, MockClock) {
     let clock = MockClock::new();
-    (
-        TestStore::new(quiet(opts).testing_clock(clock.clone())),
-        clock,
-    )
+    let opts = quiet(opts)
+        .large_value_threshold(128 << 10)
+        .testing_clock(clock.clone());
+    (TestStore::new(opts), clock)
 }
 
 /// Runs `test` in both I/O modes.
@@ -37,11 +37,19 @@ fn in_both_modes(test: impl Fn(IoMode)) {
 
 /// Every read of `key` says it has no value.
 fn assert_absent(store: &Store, key: &str) {
-    assert_eq!(store.get(key).unwrap(), None, "get {key}");
-    assert_eq!(store.get_bytes(key).unwrap(), None, "get_bytes {key}");
+    assert_eq!(store.get(key).unwrap().map(|v| v.len()), None, "get {key}");
+    assert_eq!(
+        store.get_bytes(key).unwrap().map(|v| v.len()),
+        None,
+        "get_bytes {key}"
+    );
     let mut buf = b"junk".to_vec();
     assert!(!store.get_into(key, &mut buf).unwrap(), "get_into {key}");
-    assert_eq!(store.get_range(key, 0..1).unwrap(), None, "get_range {key}");
+    assert_eq!(
+        store.get_range(key, 0..1).unwrap().map(|v| v.len()),
+        None,
+        "get_range {key}"
+    );
     assert!(store.reader(key).unwrap().is_none(), "reader {key}");
     assert_eq!(store.metadata(key).unwrap(), None, "metadata {key}");
     assert!(
@@ -73,7 +81,7 @@ fn assert_value(store: &Store, key: &str, value: &[u8]) {
     let r = store.reader(key).unwrap().expect("reader");
     let mut buf = vec![0u8; value.len()];
     r.read_exact_at(0, &mut buf).unwrap();
-    assert_eq!(buf, value, "reader {key}");
+    assert!(buf == value, "reader {key}");
     assert_eq!(
         store.metadata(key).unwrap().unwrap().len(),
         value.len() as u64
@@ -92,7 +100,7 @@ fn an_expired_value_is_absent_to_every_read_at_its_instant() {
         let store = t.open();
         store.put_with("short", b"s", &ttl(HOUR)).unwrap();
         store.put("plain", b"p").unwrap();
-        let big = vec![7u8; 300_000]; // a blob file of its own (over the large value threshold)
+        let big = vec![7u8; 300_000]; // a blob file of its own (above the large value threshold)
         store.put_with("big", &big, &ttl(HOUR)).unwrap();
         let at = store
             .metadata("short")
@@ -103,13 +111,16 @@ fn an_expired_value_is_absent_to_every_read_at_its_instant() {
         assert_value(&store, "short", b"s");
         assert_value(&store, "big", &big);
         assert_eq!(store.len(), 3);
-        // One millisecond before the instant: still there. At it: gone.
         let now = SystemTime::now();
         let to_at = at.duration_since(now).unwrap();
-        clock.advance(to_at - Duration::from_millis(50));
+        // Ten seconds before its instant: still there (the exact instant is the unit tests'
+        // business: this clock runs on while the test reads). Past it: gone.
+        clock.advance(to_at - Duration::from_secs(10));
         assert_value(&store, "short", b"s");
-        clock.advance(Duration::from_millis(100));
+        clock.advance(Duration::from_secs(20));
         assert_absent(&store, "short");
+        // Put a little after `short`: it expires a little after it.
+        clock.advance(HOUR);
         assert_absent(&store, "big");
         assert_value(&store, "plain", b"p");
         assert_eq!(store.len(), 1);
@@ -295,5 +306,89 @@ fn an_expiry_past_the_year_9999_is_refused() {
             .unwrap_err();
         assert!(matches!(err, Error::InvalidOptions(_)), "{err}");
         assert_eq!(store.get("k").unwrap(), None);
+    });
+}
+
+#[test]
+fn compaction_reclaims_expired_values_and_stats_count_them() {
+    in_both_modes(|mode| {
+        let (t, clock) = store_with(small().io_mode(mode));
+        let store = t.open();
+        let opts = ttl(HOUR);
+        let value = vec![9u8; 2000];
+        for i in 0..400 {
+            store.put_with(format!("e{i:03}"), &value, &opts).unwrap();
+        }
+        store.put("keep", b"k").unwrap();
+        store.put_with("big", vec![1u8; 300_000], &opts).unwrap();
+        store.seal().unwrap();
+        let before = store.stats();
+        assert_eq!((before.expired_keys, before.expired_bytes), (0, 0));
+        assert_eq!(before.live_keys, 402);
+        clock.advance(HOUR);
+        let expired = store.stats();
+        assert_eq!(expired.expired_keys, 401);
+        assert_eq!(expired.live_keys, 1);
+        // 400 records of a 40-byte header, a 4-byte key, 2000 bytes and one chunk crc, and the
+        // blob's record.
+        let blob_record = 40 + 3 + 300_000 + 4 * 300_000u64.div_ceil(4096);
+        assert_eq!(
+            expired.expired_bytes,
+            400 * (40 + 4 + 2000 + 4) + blob_record
+        );
+        let report = store.compact().unwrap();
+        assert_eq!(report.expired_dropped, 400, "{report:?}");
+        assert_eq!(report.records_copied, 1, "{report:?}");
+        assert_eq!(report.blob_files_removed, 1, "{report:?}");
+        let after = store.stats();
+        assert_eq!((after.expired_keys, after.expired_bytes), (0, 0));
+        assert_eq!(after.expired_reclaimed_bytes, expired.expired_bytes);
+        assert_eq!(after.blob_files, 0);
+        // Zeroes written ahead of the active segment's end are not data.
+        let used = |s: &podstore::Stats| s.disk_bytes - s.preallocated_bytes;
+        assert!(
+            used(&after) < used(&before) / 10,
+            "{} of {}",
+            used(&after),
+            used(&before)
+        );
+        assert_value(&store, "keep", b"k");
+        assert_absent(&store, "e000");
+        let store = t.reopen(store);
+        assert_absent(&store, "e399");
+        assert_absent(&store, "big");
+        assert_eq!(store.len(), 1);
+    });
+}
+
+#[test]
+fn a_dropped_expired_put_leaves_a_tombstone_while_an_older_value_is_left() {
+    in_both_modes(|mode| {
+        let (t, clock) = store_with(small().io_mode(mode));
+        let store = t.open();
+        // The old value in one segment, the expiring overwrite in the next, then more writes
+        // so that the overwrite's segment is compacted while the old one stays.
+        store.put("k", vec![1u8; 1000]).unwrap();
+        for i in 0..200 {
+            store.put(format!("filler{i}"), vec![2u8; 2000]).unwrap();
+        }
+        store.seal().unwrap();
+        store.put_with("k", b"brief", &ttl(HOUR)).unwrap();
+        store
+            .put_with("big", vec![3u8; 300_000], &ttl(HOUR))
+            .unwrap();
+        store.seal().unwrap();
+        clock.advance(HOUR);
+        let report = store.compact().unwrap();
+        assert!(report.expired_dropped >= 1, "{report:?}");
+        assert!(report.tombstones_copied >= 1, "{report:?}");
+        assert_absent(&store, "k");
+        let store = t.reopen(store);
+        assert_absent(&store, "k");
+        assert_absent(&store, "big");
+        store.compact().unwrap();
+        let store = t.reopen(store);
+        assert_absent(&store, "k");
+        assert_value(&store, "filler7", &[2u8; 2000]);
     });
 }

@@ -124,13 +124,13 @@ pub(crate) fn to_system_time(ms: u64) -> SystemTime {
 /// `testing` feature's [`MockClock`]).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Clock {
-    #[cfg(feature = "testing")]
+    #[cfg(any(test, feature = "testing"))]
     mock: Option<MockClock>,
 }
 
 impl Clock {
     /// A clock that reads the system's time shifted by `mock`'s offset.
-    #[cfg(feature = "testing")]
+    #[cfg(any(test, feature = "testing"))]
     pub(crate) fn mocked(mock: MockClock) -> Clock {
         Clock { mock: Some(mock) }
     }
@@ -140,7 +140,7 @@ impl Clock {
         let real = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64);
-        #[cfg(feature = "testing")]
+        #[cfg(any(test, feature = "testing"))]
         if let Some(m) = &self.mock {
             return real.saturating_add_signed(m.offset_ms());
         }
@@ -148,10 +148,10 @@ impl Clock {
     }
 }
 
-#[cfg(feature = "testing")]
+#[cfg(any(test, feature = "testing"))]
 pub use mock::MockClock;
 
-#[cfg(feature = "testing")]
+#[cfg(any(test, feature = "testing"))]
 mod mock {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicI64, Ordering};

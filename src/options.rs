@@ -544,7 +544,7 @@ impl Options {
 
     /// Test machinery (the `testing` feature): expiries are judged by `clock` (the system clock
     /// plus an offset the test moves) instead of the system clock.
-    #[cfg(feature = "testing")]
+    #[cfg(any(test, feature = "testing"))]
     pub fn testing_clock(mut self, clock: crate::expiry::MockClock) -> Self {
         self.clock = crate::expiry::Clock::mocked(clock);
         self

@@ -17,6 +17,7 @@ mod lazy;
 #[allow(dead_code)]
 mod long;
 mod powerloss;
+mod powerloss_ttl;
 mod quarantine;
 mod ranges;
 mod reads;

@@ -58,6 +58,12 @@ fn assert_absent(store: &Store, key: &str) {
     );
     assert!(!store.contains(key).unwrap(), "contains {key}");
     assert_eq!(store.value_len(key).unwrap(), None, "value_len {key}");
+    assert_eq!(
+        store.value_len_bound(key).unwrap(),
+        None,
+        "value_len_bound {key}"
+    );
+    assert!(store.get_cached(key).unwrap().is_none(), "get_cached {key}");
     assert!(
         store.keys().all(|k| k.unwrap() != key.as_bytes()),
         "listed {key}"

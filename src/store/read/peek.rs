@@ -112,7 +112,14 @@ impl Reader {
         let candidates = self
             .index
             .candidates(self.index.hash(key), key.len() as u32);
-        candidates.as_slice().iter().map(|c| c.value_len).max()
+        // An expired entry is no value (and an older one it hides is no value either).
+        let now = self.now_ms();
+        candidates
+            .as_slice()
+            .iter()
+            .filter(|c| !c.expired(now))
+            .map(|c| c.value_len)
+            .max()
     }
 }
 

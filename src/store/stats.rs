@@ -14,8 +14,8 @@ use crate::segment::SegmentKind;
 /// Figures about the store: what it holds, what it takes on disk and in memory, and what it has
 /// written. Returned by [`Store::stats`](crate::Store::stats).
 ///
-/// Byte figures about records count whole records: header (32 bytes), key, stored value and
-/// chunk checksums (4 bytes per 4 KiB).
+/// Byte figures about records count whole records: header (32 bytes, 40 for a value that
+/// expires), key, stored value and chunk checksums (4 bytes per 4 KiB).
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct Stats {

@@ -1,5 +1,6 @@
 //! Atomic batches of puts and deletes.
 
+use crate::expiry::PutOptions;
 use crate::meta::{Condition, Version};
 use crate::options::Durability;
 
@@ -39,6 +40,8 @@ pub(crate) struct BatchOp {
     pub value: Option<Vec<u8>>,
     /// The condition the batch is written on, if any.
     pub condition: Option<Condition>,
+    /// A put's options (when its value expires).
+    pub options: PutOptions,
 }
 
 impl Batch {
@@ -65,12 +68,39 @@ impl Batch {
     /// # Ok(()) }
     /// ```
     pub fn put(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> &mut Batch {
+        self.put_with(key, value, &PutOptions::new())
+    }
+
+    /// Adds a put with options: when its value expires ([`PutOptions`]). A time to live counts
+    /// from when the batch is written.
+    ///
+    /// ```
+    /// # fn main() -> podstore::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = podstore::Store::open(dir.path())?;
+    /// use podstore::{Batch, PutOptions};
+    /// use std::time::Duration;
+    /// let mut batch = Batch::new();
+    /// batch
+    ///     .put("page", "<html>")
+    ///     .put_with("page.etag", "abc", &PutOptions::new().ttl(Duration::from_secs(60)));
+    /// store.write(&batch)?;
+    /// assert!(store.metadata("page.etag")?.unwrap().expires_at().is_some());
+    /// # Ok(()) }
+    /// ```
+    pub fn put_with(
+        &mut self,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        options: &PutOptions,
+    ) -> &mut Batch {
         let (key, value) = (key.as_ref(), value.as_ref());
         self.bytes += (key.len() + value.len()) as u64;
         self.ops.push(BatchOp {
             key: key.to_vec(),
             value: Some(value.to_vec()),
             condition: None,
+            options: *options,
         });
         self
     }
@@ -145,6 +175,7 @@ impl Batch {
             key: key.to_vec(),
             value: None,
             condition: None,
+            options: PutOptions::new(),
         });
         self
     }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use crate::error::{Corruption, Error, FileKind, Result};
 use crate::format::cursor::{Frames, RecordCursor, Verdict};
 use crate::format::footer::FooterEntry;
-use crate::format::record::{FLAG_BATCH_CONTINUES, FLAG_COMPRESSED, RecordKind, record_len};
+use crate::format::record::{FLAG_BATCH_CONTINUES, FLAG_COMPRESSED, RecordKind};
 use crate::format::segment_header::{SEGMENT_HEADER_LEN, SegmentHeader};
 use crate::io::aligned::BufPool;
 use crate::io::file::{IoProfile, SegmentFile};
@@ -81,7 +81,7 @@ impl FileInfo {
                 RecordKind::Put => self.puts += 1,
                 RecordKind::Tombstone => self.tombstones += 1,
             }
-            self.record_bytes += record_len(e.key.len() as u64, e.stored_len);
+            self.record_bytes += e.record_len();
             self.value_bytes += e.value_len;
             let (lo, hi) = self.seq_range.unwrap_or((e.seq, e.seq));
             self.seq_range = Some((lo.min(e.seq), hi.max(e.seq)));

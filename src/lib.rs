@@ -50,6 +50,7 @@ mod batch;
 #[cfg(doctest)]
 mod doctests;
 mod error;
+mod expiry;
 mod failpoint;
 /// The on-disk codecs, pure and without I/O. Not part of the supported API: reachable only with
 /// the `testing` feature, for the crate's fuzz targets, benches and tests.
@@ -71,6 +72,14 @@ mod verify;
 
 pub use batch::Batch;
 pub use error::{Corruption, DamagedFile, Error, FileKind, FileProblem, Result};
+pub use expiry::PutOptions;
+/// Test machinery: a clock for expiries that a test moves ([`Options::testing_clock`]). Only
+/// with the `testing` feature.
+#[cfg(feature = "testing")]
+#[doc(hidden)]
+pub mod testing {
+    pub use crate::expiry::MockClock;
+}
 /// Test hooks: failpoints that abort the process at a named protocol step. Only with the
 /// `testing` feature, which a user's build never needs.
 #[cfg(feature = "testing")]

@@ -148,6 +148,8 @@ impl FromStr for Version {
 pub struct ValueMeta {
     len: u64,
     version: Version,
+    /// Milliseconds since the Unix epoch.
+    expires_at: Option<u64>,
 }
 
 impl ValueMeta {
@@ -155,7 +157,37 @@ impl ValueMeta {
         ValueMeta {
             len,
             version: Version(seq),
+            expires_at: None,
         }
+    }
+
+    /// This metadata, of a value that expires at `expires_at` (milliseconds since the Unix
+    /// epoch) if given.
+    pub(crate) fn expiring(mut self, expires_at: Option<u64>) -> ValueMeta {
+        self.expires_at = expires_at;
+        self
+    }
+
+    /// When the value expires (to the millisecond), if it does: set by its put
+    /// ([`PutOptions`](crate::PutOptions)) or the store's
+    /// [`Options::default_ttl`](crate::Options::default_ttl). From that instant on the value is
+    /// absent to every read.
+    ///
+    /// ```
+    /// # fn main() -> podstore::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = podstore::Store::open(dir.path())?;
+    /// use std::time::{Duration, SystemTime};
+    /// let at = SystemTime::now() + Duration::from_secs(60);
+    /// store.put_with("k", "v", &podstore::PutOptions::new().expires_at(at))?;
+    /// let expires = store.metadata("k")?.unwrap().expires_at().unwrap();
+    /// assert!(expires >= at && expires < at + Duration::from_millis(1));
+    /// store.put("plain", "v")?;
+    /// assert_eq!(store.metadata("plain")?.unwrap().expires_at(), None);
+    /// # Ok(()) }
+    /// ```
+    pub fn expires_at(&self) -> Option<SystemTime> {
+        self.expires_at.map(crate::expiry::to_system_time)
     }
 
     /// The value's length in bytes (as it was put, whether or not it is stored compressed).

@@ -148,6 +148,10 @@ pub struct Options {
     pub(crate) warm_cache: bool,
     /// Bits of each key hash the index uses: 64, fewer only in tests (`testing_hash_bits`).
     pub(crate) hash_bits: u32,
+    /// See [`Options::default_ttl`].
+    pub(crate) default_ttl: Option<Duration>,
+    /// The clock expiries are judged by (the system's; a test's with `testing_clock`).
+    pub(crate) clock: crate::expiry::Clock,
 }
 
 /// Largest segment size: record offsets in the index are 40 bits wide (a record larger than
@@ -182,6 +186,8 @@ impl Default for Options {
             cache_capacity: None,
             warm_cache: true,
             hash_bits: 64,
+            default_ttl: None,
+            clock: crate::expiry::Clock::default(),
         }
     }
 }
@@ -634,6 +640,32 @@ impl Options {
         self
     }
 
+    /// How long a value lives when its put says nothing of it ([`PutOptions`]): `None` (the
+    /// default), forever. Applies to every put, batch put and streamed put made without an
+    /// expiry of its own; [`PutOptions::no_expiry`] opts one out. An expired value is absent to
+    /// every read at once; compaction reclaims its space.
+    ///
+    /// [`PutOptions`]: crate::PutOptions
+    /// [`PutOptions::no_expiry`]: crate::PutOptions::no_expiry
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let opts = podstore::Options::default().default_ttl(Some(Duration::from_secs(3600)));
+    /// assert_eq!(opts.view().default_ttl(), Some(Duration::from_secs(3600)));
+    /// ```
+    pub fn default_ttl(mut self, ttl: Option<Duration>) -> Self {
+        self.default_ttl = ttl;
+        self
+    }
+
+    /// Test machinery (the `testing` feature): expiries are judged by `clock` (the system clock
+    /// plus an offset the test moves) instead of the system clock.
+    #[cfg(any(test, feature = "testing"))]
+    pub fn testing_clock(mut self, clock: crate::expiry::MockClock) -> Self {
+        self.clock = crate::expiry::Clock::mocked(clock);
+        self
+    }
+
     /// Reads back the values these options hold: `opts.view().segment_size()`.
     ///
     /// The setters take the bare names (`Options::default().segment_size(64 << 20)`), so the
@@ -846,5 +878,10 @@ impl OptionsView<'_> {
     /// The value set by [`Options::warm_cache`].
     pub fn warm_cache(&self) -> bool {
         self.opts.warm_cache
+    }
+
+    /// The value set by [`Options::default_ttl`].
+    pub fn default_ttl(&self) -> Option<Duration> {
+        self.opts.default_ttl
     }
 }

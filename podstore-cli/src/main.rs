@@ -23,6 +23,7 @@ use clap::{Args, Parser, Subcommand};
 use podstore::{Error, Options, Store};
 
 mod stats;
+mod time;
 use stats::stats;
 
 /// Look inside a podstore store, read and write its values, compact it, take checkpoints.
@@ -88,7 +89,7 @@ enum Command {
         /// Only keys that start with this.
         #[arg(long)]
         prefix: Option<String>,
-        /// With each value's length.
+        /// With each value's length and when it expires (UTC; `-`: never).
         #[arg(long)]
         long: bool,
         #[command(flatten)]
@@ -118,6 +119,10 @@ enum Command {
         key: String,
         /// The file to read; `-` or nothing: stdin.
         file: Option<PathBuf>,
+        /// The value expires this long after it is stored: `90s`, `15m`, `1h30m`, `7d` (units
+        /// ms, s, m, h, d, w). An expired value is absent to every read.
+        #[arg(long, value_name = "DURATION", value_parser = time::parse_duration)]
+        ttl: Option<std::time::Duration>,
         /// Create the store if there is none at DIR (in a new or empty directory).
         #[arg(long)]
         create: bool,
@@ -285,6 +290,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
             dir,
             key,
             file,
+            ttl,
             create,
             allow_foreign_files,
             keys: KeyFormat { hex },
@@ -292,7 +298,8 @@ fn run(cli: Cli) -> Result<(), Failure> {
             let create = create.then_some(Create {
                 allow_foreign_files,
             });
-            put(&dir, &parse_key(&key, hex)?, file.as_deref(), create, hex)
+            let key = parse_key(&key, hex)?;
+            put(&dir, &key, file.as_deref(), ttl, create, hex)
         }
         Command::Rm {
             dir,
@@ -504,8 +511,13 @@ fn ls(dir: &Path, prefix: Option<&[u8]>, long: bool, hex: bool) -> Result<(), Fa
     for key in store.prefix(prefix.unwrap_or_default()) {
         let key = key?;
         let written = if long {
-            let len = store.value_len(&key)?.unwrap_or(0);
-            writeln!(out, "{len:>12}  {}", show_key(&key, hex))
+            // A value that expired since it was listed has no metadata: skipped.
+            let Some(meta) = store.metadata(&key)? else {
+                continue;
+            };
+            let expires = meta.expires_at().map_or("-".to_string(), time::utc);
+            let len = meta.len();
+            writeln!(out, "{len:>12}  {expires:<20}  {}", show_key(&key, hex))
         } else {
             writeln!(out, "{}", show_key(&key, hex))
         };
@@ -621,9 +633,14 @@ fn put(
     dir: &Path,
     key: &[u8],
     file: Option<&Path>,
+    ttl: Option<std::time::Duration>,
     create: Option<Create>,
     hex: bool,
 ) -> Result<(), Failure> {
+    let put_opts = match ttl {
+        Some(d) => podstore::PutOptions::new().ttl(d),
+        None => podstore::PutOptions::new(),
+    };
     let mut input: Box<dyn Read> = match file {
         Some(path) if path != Path::new("-") => Box::new(
             File::open(path)
@@ -650,10 +667,10 @@ fn put(
     let mut head = Vec::new();
     (&mut input).take(SMALL_INPUT + 1).read_to_end(&mut head)?;
     let n = if head.len() as u64 <= SMALL_INPUT {
-        store.put(key, &head)?;
+        store.put_with(key, &head, &put_opts)?;
         head.len() as u64
     } else {
-        let mut writer = store.writer(key)?;
+        let mut writer = store.writer_with(key, &put_opts)?;
         writer.write_all(&head)?;
         let rest = io::copy(&mut input, &mut writer)?;
         writer.finish()?;

@@ -37,6 +37,9 @@ pub(crate) fn stats(dir: &Path, as_json: bool) -> Result<(), Failure> {
             "evicted_files": s.evicted_files,
             "evicted_bytes": s.evicted_bytes,
             "evicted_values": s.evicted_values,
+            "expired_keys": s.expired_keys,
+            "expired_bytes": s.expired_bytes,
+            "expired_reclaimed_bytes": s.expired_reclaimed_bytes,
         });
         println!("{v}");
     } else {
@@ -44,6 +47,16 @@ pub(crate) fn stats(dir: &Path, as_json: bool) -> Result<(), Failure> {
         println!("keys        {}", s.live_keys);
         println!("live        {}", size(s.live_bytes));
         println!("tombstones  {} ({})", s.tombstones, size(s.tombstone_bytes));
+        if s.expired_keys > 0 || s.expired_reclaimed_bytes > 0 {
+            // Expired values are absent to reads; their records wait for compaction (and count
+            // in `live` until then).
+            println!(
+                "expired     {} ({} of live, given back by compact; {} reclaimed since open)",
+                s.expired_keys,
+                size(s.expired_bytes),
+                size(s.expired_reclaimed_bytes)
+            );
+        }
         // Why the dead bytes are still there (the parts that are not zero).
         let why: Vec<String> = [
             (s.reclaimable_bytes, "reclaimable by compact".to_string()),

@@ -91,6 +91,9 @@ pub struct Builder {
     max_seq: u64,
     /// Records at or below this sequence number were evicted: not loaded (0: none).
     evicted_through: u64,
+    /// The puts whose values expire: key hash, place, expiry (the index's side table keeps
+    /// those of the live entries: `Noted` stays 48 bytes for the records that don't expire).
+    expiries: Vec<(u64, (u64, u64), super::expiry::Expiring)>,
 }
 
 impl Default for Builder {
@@ -103,6 +106,7 @@ impl Default for Builder {
             current: None,
             max_seq: 0,
             evicted_through: 0,
+            expiries: Vec::new(),
         }
     }
 }
@@ -175,6 +179,11 @@ impl Builder {
         {
             self.start_file(entry.segment, 0);
         }
+        if !tombstone && let Some(at) = entry.expires_at {
+            let record_len = entry.record_len();
+            let e = super::expiry::Expiring { at, record_len };
+            self.expiries.push((hash, entry.place(), e));
+        }
         if !tombstone && let Some((_, u)) = &mut self.current {
             u.live_bytes += entry.record_len();
             u.live_records += 1;
@@ -211,6 +220,7 @@ impl Builder {
             mut keys,
             counts,
             mut usage,
+            expiries,
             ..
         } = self;
         let mut starts = vec![0usize; (1 << BUCKET_BITS) + 1];
@@ -289,6 +299,7 @@ impl Builder {
         } else {
             index.load(live, usage);
         }
+        index.note_found_expiries(expiries);
         Ok(())
     }
 }
@@ -439,6 +450,7 @@ mod tests {
             stored_len: 1,
             key_len: 1,
             flags: 0,
+            expires_at: None,
         }
     }
 

@@ -373,6 +373,7 @@ mod tests {
             stored_len: 5,
             key_len: 3,
             flags: 0,
+            expires_at: None,
         }
     }
 

@@ -38,6 +38,7 @@ use crate::segment::ValueSpan;
 
 mod build;
 mod evict;
+mod expiry;
 mod hot;
 mod packed;
 mod pending;
@@ -64,8 +65,13 @@ pub struct IndexEntry {
     /// Key length (locates the value inside the record). The index does not keep it: an entry
     /// it returns has the length of the key it was looked up with.
     pub key_len: u32,
-    /// Record flags (only [`FLAG_COMPRESSED`](crate::format::record::FLAG_COMPRESSED) is kept).
+    /// Record flags (only [`FLAG_COMPRESSED`](crate::format::record::FLAG_COMPRESSED) and
+    /// [`FLAG_EXPIRES`](crate::format::record::FLAG_EXPIRES) are kept: the latter places the
+    /// key and value after the record's expiry field).
     pub flags: u16,
+    /// When the value expires, in milliseconds since the Unix epoch (`Some` exactly when
+    /// `flags` has `FLAG_EXPIRES`; the index fills it in from its side table, `expiry.rs`).
+    pub expires_at: Option<u64>,
 }
 
 impl IndexEntry {
@@ -78,8 +84,15 @@ impl IndexEntry {
             value_len: e.value_len,
             stored_len: e.stored_len,
             key_len: e.key.len() as u32,
-            flags: e.flags & crate::format::record::FLAG_COMPRESSED,
+            flags: e.flags & KEPT_FLAGS,
+            expires_at: e.expires_at,
         }
+    }
+
+    /// True when the value has expired at `now_ms` (milliseconds since the Unix epoch): at its
+    /// expiry instant and after (a value put to expire at t is gone at t).
+    pub fn expired(&self, now_ms: u64) -> bool {
+        self.expires_at.is_some_and(|at| at <= now_ms)
     }
 
     /// Where the stored value bytes lie, for [`crate::segment::read_value`].
@@ -99,12 +112,12 @@ impl IndexEntry {
 
     /// File offset of the first value byte.
     pub fn value_offset(&self) -> u64 {
-        self.offset + crate::format::record::RECORD_HEADER_LEN as u64 + self.key_len as u64
+        self.offset + crate::format::record::head_len(self.flags) as u64 + self.key_len as u64
     }
 
     /// Bytes of the whole record (header, key, stored value, chunk checksums).
     pub fn record_len(&self) -> u64 {
-        crate::format::record::record_len(self.key_len as u64, self.stored_len)
+        crate::format::record::record_len_for(self.flags, self.key_len as u64, self.stored_len)
     }
 
     /// File id and record offset: what names the record.
@@ -112,6 +125,10 @@ impl IndexEntry {
         (self.segment, self.offset)
     }
 }
+
+/// The record flags an [`IndexEntry`] keeps.
+pub const KEPT_FLAGS: u16 =
+    crate::format::record::FLAG_COMPRESSED | crate::format::record::FLAG_EXPIRES;
 
 /// What the live entries of one segment take: the figures compaction chooses by.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -222,6 +239,9 @@ pub struct Index {
     /// The values of hot keys by hash ([`hot`]), if the store keeps them: every change of a
     /// hash's entries hides its slots under the shard's write lock.
     hot: OnceLock<HotTable>,
+    /// The expiries of the entries whose values expire ([`expiry`]): changed with the entries,
+    /// under their shard's write lock.
+    expiry: expiry::ExpiryTable,
 }
 
 impl Default for Index {
@@ -253,6 +273,7 @@ impl Index {
             len: AtomicU64::new(0),
             usage: Mutex::new(BTreeMap::new()),
             hot: OnceLock::new(),
+            expiry: expiry::ExpiryTable::default(),
         }
     }
 
@@ -318,7 +339,7 @@ impl Index {
         let mut found = Candidates::new();
         for p in shard[from..].iter().take_while(|p| p.fp() == fp) {
             found.unresolved |= p.unresolved();
-            found.push(p.unpack(key_len));
+            found.push(self.unpack(p, key_len));
         }
         found
     }
@@ -336,11 +357,40 @@ impl Index {
                 shard
                     .iter()
                     .filter(|p| p.place().0 == segment)
-                    .map(|p| p.unpack(0)),
+                    .map(|p| self.unpack(p, 0)),
             );
         }
         found.sort_unstable_by_key(|e| e.offset);
         found
+    }
+
+    /// `p` unpacked for a key of `key_len` bytes, with its expiry from the side table. Called
+    /// with `p`'s shard locked, so that the table holds what the shard does.
+    fn unpack(&self, p: &Packed, key_len: u32) -> IndexEntry {
+        let mut e = p.unpack(key_len);
+        if p.expires() {
+            let found = self.expiry.get(e.place());
+            debug_assert!(found.is_some(), "an expiring entry has its expiry noted");
+            // Never expected; a value whose expiry is unknown is served rather than lost.
+            e.expires_at = Some(found.map_or(crate::format::record::MAX_EXPIRES_AT_MS, |x| x.at));
+        }
+        e
+    }
+
+    /// Bytes and number of the records named by entries whose values have expired at `now_ms`,
+    /// in file `file` only if given: what compaction can reclaim.
+    pub fn expired(&self, now_ms: u64, file: Option<u64>) -> (u64, u64) {
+        self.expiry.expired(now_ms, file)
+    }
+
+    /// Notes, after open built the index, the expiries of the records it found (`(key hash,
+    /// place, expiry)`) whose entries are in the index: those of overwritten records are not.
+    fn note_found_expiries(&self, found: Vec<(u64, (u64, u64), expiry::Expiring)>) {
+        for (h, place, e) in found {
+            if self.contains(self.hash_of(h), place.0, place.1) {
+                self.expiry.insert(place, e);
+            }
+        }
     }
 
     /// The records whose entries have the fingerprint of `h`.
@@ -432,7 +482,7 @@ impl Index {
     fn remove_stale(&self, shard: &mut Vec<Packed>, fp: u32, key_len: u32, stale: &[(u64, u64)]) {
         for &place in stale {
             if let Some(i) = position(shard, fp, place) {
-                let gone = shard.remove(i).unpack(key_len);
+                let gone = self.unpack(&shard.remove(i), key_len);
                 self.len.fetch_sub(1, Ordering::Relaxed);
                 self.account(Some(&gone), None);
             }
@@ -497,6 +547,7 @@ impl Index {
         let total = entries.len() as u64;
         for (h, e) in entries {
             let (s, fp) = place_of(h);
+            self.note_expiry(&e);
             shards[s].push(Packed::pack(fp, &e));
         }
         for (slot, mut v) in self.shards.iter().zip(shards) {
@@ -523,8 +574,25 @@ impl Index {
         *self.usage.lock().unwrap_or_else(|p| p.into_inner()) = usage;
     }
 
-    /// Moves the bytes of `old` out of, and those of `new` into, their segments' usage.
+    /// Notes `e`'s expiry in the side table, if it has one.
+    fn note_expiry(&self, e: &IndexEntry) {
+        if let Some(at) = e.expires_at {
+            debug_assert!(e.flags & crate::format::record::FLAG_EXPIRES != 0);
+            let record_len = e.record_len();
+            self.expiry
+                .insert(e.place(), expiry::Expiring { at, record_len });
+        }
+    }
+
+    /// Moves the bytes of `old` out of, and those of `new` into, their segments' usage, and
+    /// their expiries out of and into the side table. Called under the key's shard write lock.
     fn account(&self, old: Option<&IndexEntry>, new: Option<&IndexEntry>) {
+        if let Some(o) = old {
+            self.expiry.remove(o.place());
+        }
+        if let Some(n) = new {
+            self.note_expiry(n);
+        }
         let mut usage = self.usage.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(o) = old
             && let Some(u) = usage.get_mut(&o.segment)
@@ -624,150 +692,4 @@ fn insert(shard: &mut Vec<Packed>, fp: u32, entry: &IndexEntry) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn entry(segment: u64, offset: u64) -> IndexEntry {
-        IndexEntry {
-            segment,
-            offset,
-            value_len: 10,
-            stored_len: 10,
-            key_len: 3,
-            flags: 0,
-        }
-    }
-
-    #[test]
-    fn colliding_keys_keep_their_own_entries() {
-        // Two bits of hash: every key falls into one of four slots.
-        let index = Index::with_hash_bits(2);
-        let keys: Vec<Vec<u8>> = (0..64u32).map(|i| i.to_le_bytes().to_vec()).collect();
-        for (i, k) in keys.iter().enumerate() {
-            index.apply(index.hash(k), None, Some(&entry(1, 64 + i as u64)));
-        }
-        assert_eq!(index.len(), 64);
-        for (i, k) in keys.iter().enumerate() {
-            let h = index.hash(k);
-            assert!(index.contains(h, 1, 64 + i as u64));
-            assert!(index.places(h).len() > 1);
-        }
-        // Moving, replacing and removing one key's entry leaves the others alone.
-        let h0 = index.hash(&keys[0]);
-        assert!(index.replace_if(h0, &entry(1, 64), entry(2, 64)));
-        assert!(!index.replace_if(h0, &entry(1, 64), entry(3, 64)));
-        index.apply(h0, Some(&entry(2, 64)), None);
-        assert_eq!(index.len(), 63);
-        assert!(!index.contains(h0, 2, 64));
-        for (i, k) in keys.iter().enumerate().skip(1) {
-            assert!(index.contains(index.hash(k), 1, 64 + i as u64));
-        }
-        assert_eq!(index.usage(1).live_records, 63);
-        assert_eq!(index.usage(2).live_records, 0);
-    }
-
-    #[test]
-    fn entries_of_a_segment_are_its_live_entries_by_offset() {
-        let index = Index::default();
-        let keys: Vec<Vec<u8>> = (0..500u32).map(|i| i.to_le_bytes().to_vec()).collect();
-        // Keys in two segments, written out of offset order.
-        for (i, k) in keys.iter().enumerate() {
-            let (segment, offset) = (1 + (i % 2) as u64, 64 * (500 - i as u64));
-            index.apply(index.hash(k), None, Some(&entry(segment, offset)));
-        }
-        // One key of segment 1 moved to segment 3, one deleted.
-        let (moved, gone) = (index.hash(&keys[0]), index.hash(&keys[2]));
-        assert!(index.replace_if(moved, &entry(1, 64 * 500), entry(3, 64)));
-        index.apply(gone, Some(&entry(1, 64 * 498)), None);
-        let of1 = index.entries_of(1);
-        let want: Vec<u64> = (4..500u32)
-            .step_by(2)
-            .rev()
-            .map(|i| 64 * (500 - u64::from(i)))
-            .collect();
-        assert_eq!(of1.iter().map(|e| e.offset).collect::<Vec<_>>(), want);
-        assert!(
-            of1.iter()
-                .all(|e| e.segment == 1 && e.key_len == 0 && e.value_len == 10)
-        );
-        assert_eq!(index.entries_of(2).len(), 250);
-        assert_eq!(
-            index
-                .entries_of(3)
-                .iter()
-                .map(|e| e.place())
-                .collect::<Vec<_>>(),
-            [(3, 64)]
-        );
-        assert!(index.entries_of(4).is_empty());
-    }
-
-    #[test]
-    fn a_lazy_put_goes_to_the_front_flagged_and_resolution_removes_the_older_versions() {
-        // Every key in one run.
-        let index = Index::with_hash_bits(0);
-        let h = index.hash(b"k");
-        index.apply(h, None, Some(&entry(1, 64))); // another key
-        index.apply(h, None, Some(&entry(1, 128))); // the key's first version
-        assert!(!index.candidates(h, 3).unresolved());
-        index.apply_write(h, 3, Placement::Front, &[], Some(&entry(2, 64)));
-        let c = index.candidates(h, 3);
-        assert!(c.unresolved());
-        assert_eq!(c.places(), [(2, 64), (1, 64), (1, 128)]);
-        assert_eq!(index.len(), 3);
-        assert_eq!(index.names(h, 2, 64), Naming::Live);
-        assert_eq!(index.names(h, 1, 128), Naming::Behind);
-        assert_eq!(index.names(h, 9, 9), Naming::No);
-        // A write that replaces the newest version keeps its place and flag; so does a move.
-        index.apply(h, Some(&entry(2, 64)), Some(&entry(2, 192)));
-        assert!(index.replace_if(h, &entry(2, 192), entry(3, 64)));
-        assert_eq!(index.places(h), [(3, 64), (1, 64), (1, 128)]);
-        assert!(index.candidates(h, 3).unresolved());
-        // Both versions count live until resolved.
-        assert_eq!(index.usage(1).live_records, 2);
-        index.resolve(h, 3, (3, 64), &[(1, 128)]);
-        assert_eq!(index.places(h), [(3, 64), (1, 64)]);
-        assert!(!index.candidates(h, 3).unresolved());
-        assert_eq!(index.len(), 2);
-        assert_eq!(index.usage(1).live_records, 1);
-        assert_eq!(index.usage(3).live_records, 1);
-        // A delete removes the versions it names, tolerating those already gone.
-        index.apply_write(h, 3, Placement::Front, &[], Some(&entry(4, 64)));
-        index.apply_write(
-            h,
-            3,
-            Placement::Replace(Some(entry(4, 64))),
-            &[(4, 64), (3, 64), (5, 5)],
-            None,
-        );
-        assert_eq!(index.places(h), [(1, 64)]);
-        assert_eq!(index.len(), 1);
-        assert_eq!(index.usage(3).live_records + index.usage(4).live_records, 0);
-    }
-
-    #[test]
-    fn load_fits_shards_to_their_entries() {
-        let index = Index::default();
-        let n = 100_000u64;
-        let entries: Vec<(u64, IndexEntry)> = (0..n)
-            .map(|i| (key_hash(&i.to_le_bytes()), entry(1 + i / 50_000, 64 + i)))
-            .collect();
-        let mut usage = BTreeMap::new();
-        for (_, e) in &entries {
-            let u: &mut SegmentUsage = usage.entry(e.segment).or_default();
-            u.live_bytes += e.record_len();
-            u.live_records += 1;
-        }
-        index.load(entries, usage);
-        assert_eq!(index.len(), n);
-        assert_eq!(
-            index.memory_bytes(),
-            n * PACKED_LEN as u64 + (SHARDS * std::mem::size_of::<Shard>()) as u64
-        );
-        for i in (0..n).step_by(997) {
-            assert!(index.contains(key_hash(&i.to_le_bytes()), 1 + i / 50_000, 64 + i));
-        }
-        assert_eq!(index.usage(1).live_records, 50_000);
-        assert_eq!(index.usage(2).live_records, 50_000);
-    }
-}
+mod tests;

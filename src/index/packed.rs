@@ -4,7 +4,9 @@
 //! byte  0      3          8          13              18              23
 //!       | fp   | file id  | offset   | stored length | value len     |
 //!         u24    u40        u40        u40 (bit 39:    u40 (bit 39:
-//!                                      compressed)     unresolved)
+//!                                      compressed,     unresolved)
+//!                                      bit 38:
+//!                                      expires)
 //! ```
 //!
 //! Integers are big-endian so that the fingerprint sorts as bytes. The key itself is not kept:
@@ -17,9 +19,14 @@
 //! *unresolved* flag: entries behind this one in its fingerprint run may be older versions of
 //! its key, left there by a put that did not read to find its key's entry (a lazy put: see the
 //! index module). Cleared once the entries behind it have been checked.
+//!
+//! The stored length's bit 38 is spare too (stored lengths stop at 2^32), and says the value
+//! *expires*: its expiry is not packed (8 more bytes per key, whether or not anything expires)
+//! but kept in the index's side table ([`super::expiry`]), by place. An entry unpacked here
+//! has [`FLAG_EXPIRES`] in its flags and no `expires_at`: the index fills it in.
 
 use super::IndexEntry;
-use crate::format::record::FLAG_COMPRESSED;
+use crate::format::record::{FLAG_COMPRESSED, FLAG_EXPIRES};
 
 /// Bytes per packed entry.
 pub const PACKED_LEN: usize = 23;
@@ -28,6 +35,9 @@ pub const PACKED_LEN: usize = 23;
 pub const MAX_40: u64 = (1 << 40) - 1;
 
 const COMPRESSED_BIT: u64 = 1 << 39;
+
+/// In the stored length field: the value expires (its expiry is in the side table).
+const EXPIRES_BIT: u64 = 1 << 38;
 
 /// In the value length field: the entry is unresolved (see the module doc).
 const UNRESOLVED_BIT: u64 = 1 << 39;
@@ -70,7 +80,12 @@ impl Packed {
         } else {
             0
         };
-        put40(&mut b[13..18], entry.stored_len | compressed);
+        let expires = if entry.flags & FLAG_EXPIRES != 0 {
+            EXPIRES_BIT
+        } else {
+            0
+        };
+        put40(&mut b[13..18], entry.stored_len | compressed | expires);
         put40(&mut b[18..23], entry.value_len);
         Packed(b)
     }
@@ -79,7 +94,7 @@ impl Packed {
     pub fn fits(entry: &IndexEntry) -> bool {
         entry.segment <= MAX_40
             && entry.offset <= MAX_40
-            && entry.stored_len < COMPRESSED_BIT
+            && entry.stored_len < EXPIRES_BIT
             && entry.value_len < UNRESOLVED_BIT
     }
 
@@ -98,6 +113,11 @@ impl Packed {
         self
     }
 
+    /// True when the value expires: its expiry is in the index's side table.
+    pub fn expires(&self) -> bool {
+        get40(&self.0[13..18]) & EXPIRES_BIT != 0
+    }
+
     /// The fingerprint.
     pub fn fp(&self) -> u32 {
         u32::from_be_bytes([0, self.0[0], self.0[1], self.0[2]])
@@ -108,21 +128,26 @@ impl Packed {
         (get40(&self.0[3..8]), get40(&self.0[8..13]))
     }
 
-    /// The entry, for a key of `key_len` bytes.
+    /// The entry, for a key of `key_len` bytes; if it expires, with [`FLAG_EXPIRES`] in its
+    /// flags (which places its key and value) but no `expires_at` (the side table has it).
     pub fn unpack(&self, key_len: u32) -> IndexEntry {
         let stored = get40(&self.0[13..18]);
         let (segment, offset) = self.place();
+        let mut flags = 0;
+        if stored & COMPRESSED_BIT != 0 {
+            flags |= FLAG_COMPRESSED;
+        }
+        if stored & EXPIRES_BIT != 0 {
+            flags |= FLAG_EXPIRES;
+        }
         IndexEntry {
             segment,
             offset,
             value_len: get40(&self.0[18..23]) & !UNRESOLVED_BIT,
-            stored_len: stored & !COMPRESSED_BIT,
+            stored_len: stored & !(COMPRESSED_BIT | EXPIRES_BIT),
             key_len,
-            flags: if stored & COMPRESSED_BIT != 0 {
-                FLAG_COMPRESSED
-            } else {
-                0
-            },
+            flags,
+            expires_at: None,
         }
     }
 }
@@ -152,6 +177,7 @@ mod tests {
                 stored_len,
                 key_len: 16,
                 flags,
+                expires_at: None,
             };
             assert!(Packed::fits(&e));
             for fp in [0, 1, 0xFF_FFFF, 0x12_3456] {
@@ -171,6 +197,41 @@ mod tests {
     }
 
     #[test]
+    fn the_expires_bit_leaves_the_other_fields_alone() {
+        let e = IndexEntry {
+            segment: MAX_40,
+            offset: 4096,
+            value_len: 9000,
+            stored_len: crate::format::MAX_VALUE_LEN,
+            key_len: 7,
+            flags: FLAG_COMPRESSED | FLAG_EXPIRES,
+            expires_at: Some(1_700_000_000_000),
+        };
+        assert!(Packed::fits(&e));
+        let p = Packed::pack(0x12_3456, &e).with_unresolved(true);
+        assert!(p.expires() && p.unresolved());
+        // Unpacked with the flag but without the instant, which the side table keeps.
+        assert_eq!(
+            p.unpack(7),
+            IndexEntry {
+                expires_at: None,
+                ..e
+            }
+        );
+        let plain = Packed::pack(
+            1,
+            &IndexEntry {
+                expires_at: None,
+                flags: FLAG_COMPRESSED,
+                ..e
+            },
+        );
+        // The flag, not the instant, is what is packed: it places the key and value.
+        assert!(!plain.expires());
+        assert_eq!(plain.unpack(7).flags, FLAG_COMPRESSED);
+    }
+
+    #[test]
     fn out_of_range_fields_do_not_fit() {
         let ok = IndexEntry {
             segment: 1,
@@ -179,6 +240,7 @@ mod tests {
             stored_len: 1,
             key_len: 1,
             flags: 0,
+            expires_at: None,
         };
         assert!(!Packed::fits(&IndexEntry {
             segment: MAX_40 + 1,
@@ -189,7 +251,7 @@ mod tests {
             ..ok
         }));
         assert!(!Packed::fits(&IndexEntry {
-            stored_len: COMPRESSED_BIT,
+            stored_len: EXPIRES_BIT,
             ..ok
         }));
         assert!(!Packed::fits(&IndexEntry {

@@ -237,9 +237,11 @@ impl PendingQueue {
     }
 
     /// Removes the index entry `expected` of `key` (hashing to `hash`), whose file an eviction
-    /// drops, if no write of the key is queued (that write will replace it: the file must stay
-    /// until it has). Under this queue's lock, like every change of the index, so that a
-    /// writer whose look saw the entry finds the index changed and looks again.
+    /// drops or whose value expired and compaction reclaims, if no write of the key is queued
+    /// (that write will replace it: the file must stay until it has) and it may hide no older
+    /// versions of its key ([`Index::remove_if`]). Under this queue's lock, like every change
+    /// of the index, so that a writer whose look saw the entry finds the index changed and
+    /// looks again.
     pub fn remove_if_idle(
         &self,
         key: &[u8],

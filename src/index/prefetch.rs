@@ -81,6 +81,7 @@ mod tests {
                     stored_len: 10,
                     key_len: k.len() as u32,
                     flags: 0,
+                    expires_at: None,
                 };
                 index.apply(index.hash(k), None, Some(&e));
             }

@@ -54,6 +54,8 @@ pub struct BlobValue<'a> {
     pub value_len: u64,
     /// The record's flags.
     pub flags: u16,
+    /// When the value expires (milliseconds since the Unix epoch), if it does.
+    pub expires_at: Option<u64>,
 }
 
 /// Writes `value` (compressed or not) as the one record of the blob file `file` (created, name
@@ -96,7 +98,13 @@ pub(super) fn write_blob_record(
         }
         .encode(),
     )?;
-    let header = blob_record_header(key, value.flags, value.stored.len() as u64, seq);
+    let header = blob_record_header(
+        key,
+        value.flags,
+        value.stored.len() as u64,
+        seq,
+        value.expires_at,
+    );
     let entry = write_record(
         &mut stream,
         blob_record_place(id),
@@ -129,6 +137,7 @@ pub(super) fn blob_record_header(
     flags: u16,
     stored_len: u64,
     seq: u64,
+    expires_at: Option<u64>,
 ) -> RecordHeader {
     RecordHeader {
         kind: RecordKind::Put,
@@ -137,7 +146,7 @@ pub(super) fn blob_record_header(
         pad_before: 0,
         value_len: stored_len,
         seq,
-        expires_at: None,
+        expires_at,
     }
 }
 

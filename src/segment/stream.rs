@@ -27,7 +27,7 @@ use super::blob::{
 use super::names::{SegmentKind, path};
 use crate::error::{Error, Result};
 use crate::format::footer::FooterEntry;
-use crate::format::record::{ChunkCrcs, RECORD_HEADER_LEN};
+use crate::format::record::{ChunkCrcs, FLAG_EXPIRES, head_len};
 use crate::format::segment_header::SegmentHeader;
 use crate::format::{MAX_VALUE_LEN, align_up};
 use crate::io::file::{IoProfile, SegmentFile, remove_file};
@@ -52,13 +52,28 @@ pub struct BlobStream {
     stored_len: u64,
     /// Cleared by `finish`: an unfinished stream removes its file when dropped.
     unfinished: bool,
+    /// When the value expires, if it does: fixed at the start, since the record's header
+    /// length (and so where the value starts) depends on it.
+    expires_at: Option<u64>,
 }
 
 impl BlobStream {
     /// A stream into the empty blob file `file` (created, name durable, by
-    /// [`create_blob_files`](super::create_blob_files)), the value of `key`.
-    pub fn new(file: SegmentFile, id: u64, key: &[u8], profile: &IoProfile) -> BlobStream {
-        let value_at = BLOB_RECORD_OFFSET + (RECORD_HEADER_LEN + key.len()) as u64;
+    /// [`create_blob_files`](super::create_blob_files)), the value of `key`, which expires at
+    /// `expires_at` (milliseconds since the Unix epoch) if given.
+    pub fn new(
+        file: SegmentFile,
+        id: u64,
+        key: &[u8],
+        profile: &IoProfile,
+        expires_at: Option<u64>,
+    ) -> BlobStream {
+        let flags = if expires_at.is_some() {
+            FLAG_EXPIRES
+        } else {
+            0
+        };
+        let value_at = BLOB_RECORD_OFFSET + (head_len(flags) + key.len()) as u64;
         let head_end = align_up(value_at, profile.block_size as u64);
         BlobStream {
             file: Arc::new(file),
@@ -72,12 +87,18 @@ impl BlobStream {
             crcs: ChunkCrcs::new(blob_record_place(id)),
             stored_len: 0,
             unfinished: true,
+            expires_at,
         }
     }
 
     /// The blob file's id.
     pub fn id(&self) -> u64 {
         self.id
+    }
+
+    /// When the value expires, if it does.
+    pub fn expires_at(&self) -> Option<u64> {
+        self.expires_at
     }
 
     /// Stored bytes written so far.
@@ -149,13 +170,14 @@ impl BlobStream {
     }
 
     fn seal(&mut self, seq: u64, flags: u16, value_len: u64) -> Result<()> {
-        let header = blob_record_header(&self.key, flags, self.stored_len, seq);
+        let header = blob_record_header(&self.key, flags, self.stored_len, seq, self.expires_at);
         let Some(mut rest) = self.rest.take() else {
             // The whole value fits in the head blocks: written like any blob.
             let value = BlobValue {
                 stored: &self.head_value,
                 value_len,
                 flags,
+                expires_at: self.expires_at,
             };
             return write_blob_record(&self.file, self.id, seq, &self.key, value, &self.profile);
         };

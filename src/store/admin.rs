@@ -418,5 +418,9 @@ impl Store {
             inner.opts.size_cap,
             inner.shared.catalog.evicted_through(),
         )
+        .with_expiry(
+            inner.shared.index.expired(inner.shared.now_ms(), None),
+            &inner.shared.counters,
+        )
     }
 }

@@ -15,8 +15,8 @@ use super::resolve::{self, Check};
 use super::segments::{FileSummary, SegmentHandle};
 use super::shared::Shared;
 use crate::error::{Error, Result};
-use crate::format::record::{FLAG_COMPRESSED, record_len};
-use crate::index::{IndexEntry, Seen};
+use crate::format::record::{FLAG_EXPIRES, record_len_for};
+use crate::index::{IndexEntry, KEPT_FLAGS, Seen};
 use crate::io::file::SegmentFile;
 use crate::meta::{Condition, Version};
 use crate::segment::{self, BlobStream, SegmentKind};
@@ -87,7 +87,8 @@ impl Blobs {
             value_len: value.value_len,
             stored_len: value.stored_len(),
             key_len: key.len() as u32,
-            flags: value.flags() & FLAG_COMPRESSED,
+            flags: value.flags() & KEPT_FLAGS,
+            expires_at: value.expires_at,
         };
         let resolved = shared
             .pending
@@ -101,6 +102,7 @@ impl Blobs {
             stored: &value.bytes,
             value_len: value.value_len,
             flags: value.flags(),
+            expires_at: value.expires_at,
         };
         let written = self.open_reserved(reserved).and_then(|file| {
             segment::write_blob(&shared.dir, file, id, seq, key, blob, &shared.profile)
@@ -109,21 +111,27 @@ impl Blobs {
         self.publish(
             seq,
             id,
-            record_len(key.len() as u64, value.stored_len()),
+            record_len_for(value.flags(), key.len() as u64, value.stored_len()),
             written,
         )
     }
 
     /// Starts a streamed put of `key` (`Store::writer`): a blob file of its own, written as the
     /// bytes come; nothing is numbered or visible before [`Blobs::finish_stream`].
-    pub(super) fn start_stream(&self, key: &[u8]) -> Result<BlobStream> {
+    pub(super) fn start_stream(&self, key: &[u8], expires_at: Option<u64>) -> Result<BlobStream> {
         if let Some(e) = self.log.failure() {
             return Err(e);
         }
         let reserved = self.reserve_file(&mut self.log.lock())?;
         let id = reserved.id;
         let file = self.open_reserved(reserved)?;
-        Ok(BlobStream::new(file, id, key, &self.shared.profile))
+        Ok(BlobStream::new(
+            file,
+            id,
+            key,
+            &self.shared.profile,
+            expires_at,
+        ))
     }
 
     /// Commits a streamed put of a value of `value_len` bytes, stored as the stream's bytes with
@@ -147,6 +155,14 @@ impl Blobs {
             return Err(e);
         }
         let stored_len = stream.stored_len();
+        let expires_at = stream.expires_at();
+        let kept_flags = (flags
+            | if expires_at.is_some() {
+                FLAG_EXPIRES
+            } else {
+                0
+            })
+            & KEPT_FLAGS;
         // A conditional write needs the key's true newest entry: read, never lazy.
         let look = match condition {
             Some(_) => Look::First,
@@ -198,7 +214,8 @@ impl Blobs {
                 value_len,
                 stored_len,
                 key_len: key.len() as u32,
-                flags: flags & FLAG_COMPRESSED,
+                flags: kept_flags,
+                expires_at,
             };
             let resolved =
                 shared
@@ -222,7 +239,8 @@ impl Blobs {
                 Err(e)
             }
         };
-        self.publish(seq, id, record_len(key.len() as u64, stored_len), written)
+        let len = record_len_for(kept_flags, key.len() as u64, stored_len);
+        self.publish(seq, id, len, written)
     }
 
     /// Takes a blob file for a put: a spare, or the first of a few new ids (created by

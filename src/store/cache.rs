@@ -401,6 +401,7 @@ mod tests {
             stored_len: len,
             key_len: 1,
             flags: 0,
+            expires_at: None,
         }
     }
 

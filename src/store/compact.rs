@@ -23,8 +23,8 @@ use super::shared::Shared;
 use crate::error::{Error, Result};
 use crate::failpoint;
 use crate::format::footer::FooterEntry;
-use crate::format::record::{RecordKind, record_len};
-use crate::index::{IndexEntry, Naming};
+use crate::format::record::RecordKind;
+use crate::index::{IndexEntry, Naming, Removal};
 use crate::segment::{self, SegmentKind};
 
 mod evict;
@@ -59,6 +59,11 @@ pub struct CompactionReport {
     pub tombstones_copied: u64,
     /// Tombstones dropped (nothing older than them is left for them to hide).
     pub tombstones_dropped: u64,
+    /// Expired values dropped instead of copied (each leaves a tombstone if it may still hide
+    /// an older record of its key, counted in `tombstones_copied`).
+    pub expired_dropped: u64,
+    /// Record bytes of those expired values.
+    pub expired_bytes_dropped: u64,
     /// Record bytes written by the copies.
     pub bytes_copied: u64,
     /// Bytes of the files removed.
@@ -355,6 +360,7 @@ impl Compactor {
         // A queued write (its index update not applied yet) may point into a file: leave it for
         // next time. Asked before the index, so that an update applied in between is seen there.
         let referenced = p.pending.referenced_segments();
+        let now = p.now_ms();
         for (id, h) in handles {
             if (!retry_damaged && state.damaged.contains(&id)) || referenced.contains(&id) {
                 continue;
@@ -363,11 +369,20 @@ impl Compactor {
             let len = h.file.len()?;
             match h.kind {
                 SegmentKind::Blob if usage.live_records == 0 => dead_blobs.push((id, h)),
+                SegmentKind::Blob
+                    if p.index.expired(now, Some(id)).1 == usage.live_records
+                        && self.drop_expired_blob(id, &h, now) =>
+                {
+                    dead_blobs.push((id, h))
+                }
                 SegmentKind::Blob => {}
                 SegmentKind::Log => {
                     let tombstones = h.summary.tombstone_bytes;
-                    if rule.worth(len, usage.live_bytes, tombstones) {
-                        let dead = len.saturating_sub(usage.live_bytes + tombstones);
+                    // Expired values are dead to compaction: it drops them.
+                    let (expired, _) = p.index.expired(now, Some(id));
+                    let live = usage.live_bytes.saturating_sub(expired);
+                    if rule.worth(len, live, tombstones) {
+                        let dead = len.saturating_sub(live + tombstones);
                         victims.push((dead as f64 / len as f64, id, h));
                     }
                 }
@@ -404,6 +419,8 @@ impl Compactor {
         let oldest_put_elsewhere = self.oldest_put_except(id);
         let mut moved: Vec<(Vec<u8>, IndexEntry, IndexEntry)> = Vec::new();
         let (mut copied, mut tombstones_copied, mut tombstones_dropped) = (0u64, 0u64, 0u64);
+        let (mut expired_dropped, mut expired_bytes) = (0u64, 0u64);
+        let now = p.now_ms();
         let mut value = Vec::new();
         for e in &entries {
             if stop() {
@@ -427,6 +444,30 @@ impl Compactor {
                     }
                     if naming == Naming::No {
                         continue; // overwritten or deleted: dead
+                    }
+                    if old.expired(now) {
+                        // Expired: absent to every read already, so not copied. But like a
+                        // tombstone it still hides its key's older records elsewhere: while one
+                        // may be left (the tombstone rule), a tombstone of the same number is
+                        // written in its place, before the entry leaves the index (so that an
+                        // entry gone always has something on disk that hides what it hid).
+                        if e.seq >= oldest_put_elsewhere {
+                            let (_, n) = self
+                                .append_copy(&as_tombstone(e), None)?
+                                .expect("a tombstone");
+                            tombstones_copied += 1;
+                            report.bytes_copied += n;
+                            p.counters.add_compaction_bytes(n);
+                        }
+                        if p.pending.remove_if_idle(&e.key, hash, &old, &p.index)
+                            == Removal::Removed
+                        {
+                            expired_dropped += 1;
+                            expired_bytes += e.record_len();
+                            continue;
+                        }
+                        // A write of the key is queued, or the entry may hide older versions:
+                        // copied as it is (it goes on hiding them), like any live value.
                     }
                     value.resize(old.stored_len as usize, 0);
                     let found = Located::new(old, e.seq, handle.file.clone());
@@ -476,9 +517,51 @@ impl Compactor {
         report.records_copied += copied;
         report.tombstones_copied += tombstones_copied;
         report.tombstones_dropped += tombstones_dropped;
+        report.expired_dropped += expired_dropped;
+        report.expired_bytes_dropped += expired_bytes;
+        p.counters.add_expired_reclaimed(expired_bytes);
         report.bytes_freed += len;
         p.counters.segment_compacted(tombstones_dropped);
         Ok(())
+    }
+
+    /// Takes the expired value of blob file `id` out of the index (leaving a tombstone of its
+    /// number in the log if it may still hide an older record of its key), so that the file is
+    /// dead and goes like any dead blob (after a sync of the log, which makes the tombstone
+    /// durable first). False, and nothing done, if the value is not its key's expired live
+    /// value, a write of its key is queued, or the file's footer cannot be read.
+    fn drop_expired_blob(&self, id: u64, h: &SegmentHandle, now: u64) -> bool {
+        let p = &self.shared;
+        let entries = h.file.len().and_then(|len| {
+            segment::read_sealed_entries(&h.file, id, len, &p.profile, self.reader.pool())
+        });
+        let Some(e) = entries
+            .ok()
+            .and_then(|v| v.into_iter().find(|e| e.kind == RecordKind::Put))
+        else {
+            return false;
+        };
+        let old = IndexEntry::of_footer_entry(id, &e);
+        let hash = p.index.hash(&e.key);
+        if !old.expired(now) || p.index.names(hash, id, e.offset) != Naming::Live {
+            return false;
+        }
+        // The tombstone first, then the entry out of the index (see `compact_segment`).
+        if e.seq >= self.oldest_put_except(id) {
+            match self.append_copy(&as_tombstone(&e), None) {
+                Ok(Some((_, n))) => p.counters.add_compaction_bytes(n),
+                Ok(None) => {}
+                Err(err) => {
+                    log::warn!("podstore: tombstone for expired blob {id}: {err}; file kept");
+                    return false;
+                }
+            }
+        }
+        if p.pending.remove_if_idle(&e.key, hash, &old, &p.index) != Removal::Removed {
+            return false;
+        }
+        p.counters.add_expired_reclaimed(e.record_len());
+        true
     }
 
     /// Appends a copy of the record `e` (with its value `old`, read and verified; `None` for a
@@ -502,8 +585,9 @@ impl Compactor {
             bytes: Cow::Borrowed(bytes),
             value_len: old.value_len,
             compressed: old.is_compressed(),
+            expires_at: old.expires_at,
         });
-        let len = record_len(e.key.len() as u64, e.stored_len);
+        let len = e.record_len();
         let new = app.append_copy(&e.key, stored.as_ref(), e.seq, len)?;
         Ok(Some((new, len)))
     }
@@ -536,6 +620,20 @@ impl Compactor {
         p.segments.remove(id);
         p.counters.file_removed();
         Ok(())
+    }
+}
+
+/// The tombstone that stands in for the expired put `e` when compaction drops it: the same key
+/// and sequence number, so that it hides exactly what the put hid (and, should the put's file
+/// survive a crash beside it, the two tie on the number and either says the key has no value).
+fn as_tombstone(e: &FooterEntry) -> FooterEntry {
+    FooterEntry {
+        kind: RecordKind::Tombstone,
+        flags: 0,
+        stored_len: 0,
+        value_len: 0,
+        expires_at: None,
+        ..e.clone()
     }
 }
 

@@ -27,6 +27,8 @@ pub struct StoredValue<'a> {
     pub value_len: u64,
     /// Whether `bytes` are framed.
     pub compressed: bool,
+    /// When the value expires (milliseconds since the Unix epoch), if it does.
+    pub expires_at: Option<u64>,
 }
 
 impl<'a> StoredValue<'a> {
@@ -36,6 +38,7 @@ impl<'a> StoredValue<'a> {
             bytes: Cow::Borrowed(value),
             value_len: value.len() as u64,
             compressed: false,
+            expires_at: None,
         }
     }
 
@@ -64,12 +67,25 @@ impl<'a> StoredValue<'a> {
             bytes: Cow::Owned(framed),
             value_len: value.len() as u64,
             compressed: true,
+            expires_at: None,
         }
     }
 
-    /// The record flags that describe these bytes.
+    /// These bytes, expiring at `expires_at` (milliseconds since the Unix epoch) if given.
+    pub fn expiring(mut self, expires_at: Option<u64>) -> StoredValue<'a> {
+        self.expires_at = expires_at;
+        self
+    }
+
+    /// The record flags that describe these bytes (compressed, expires).
     pub fn flags(&self) -> u16 {
-        if self.compressed { FLAG_COMPRESSED } else { 0 }
+        let compressed = if self.compressed { FLAG_COMPRESSED } else { 0 };
+        let expires = if self.expires_at.is_some() {
+            crate::format::record::FLAG_EXPIRES
+        } else {
+            0
+        };
+        compressed | expires
     }
 
     /// Length of the stored bytes.
@@ -415,6 +431,7 @@ mod tests {
                 stored_len: stored.len() as u64,
                 key_len: 1,
                 flags: FLAG_COMPRESSED,
+                expires_at: None,
             };
             Fixture { stored, entry }
         }

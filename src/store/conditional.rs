@@ -15,6 +15,7 @@ use super::resolve::{self, Check};
 use super::{Store, check_key, check_value};
 use crate::batch::Batch;
 use crate::error::{Error, Result};
+use crate::expiry::PutOptions;
 use crate::index::Seen;
 use crate::meta::{Condition, ValueMeta, Version};
 use crate::options::Durability;
@@ -59,12 +60,38 @@ impl Store {
         value: impl AsRef<[u8]>,
         condition: Condition,
     ) -> Result<Version> {
+        self.put_if_with(key, value, condition, &PutOptions::new())
+    }
+
+    /// [`Store::put_if`] with options: when the value expires ([`PutOptions`]). A key whose
+    /// value has expired has none: [`Condition::Absent`] holds for it, no version does.
+    ///
+    /// ```
+    /// # fn main() -> podstore::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = podstore::Store::open(dir.path())?;
+    /// use podstore::{Condition, PutOptions};
+    /// use std::time::Duration;
+    /// let lease = PutOptions::new().ttl(Duration::from_secs(30));
+    /// let v = store.put_if_with("leader", "node-1", Condition::Absent, &lease)?;
+    /// // Renewed by its holder, by version.
+    /// store.put_if_with("leader", "node-1", Condition::Version(v), &lease)?;
+    /// # Ok(()) }
+    /// ```
+    pub fn put_if_with(
+        &self,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        condition: Condition,
+        options: &PutOptions,
+    ) -> Result<Version> {
         let (key, value) = (key.as_ref(), value.as_ref());
         self.writable()?;
         check_key(key)?;
         check_value(value)?;
+        let expires_at = self.expiry_of(options)?;
         let durability = self.inner.opts.durability;
-        let stored = StoredValue::encode(value, &self.inner.opts);
+        let stored = StoredValue::encode(value, &self.inner.opts).expiring(expires_at);
         let large = durability == Durability::Sync
             && value.len() as u64 >= self.inner.opts.large_value_threshold;
         let ops = [(key, Some(&stored))];
@@ -155,15 +182,16 @@ impl Store {
             return Ok(Vec::new());
         }
         let durability = batch.durability.unwrap_or(self.inner.opts.durability);
-        let values: Vec<Option<StoredValue<'_>>> = batch
-            .ops
-            .iter()
-            .map(|op| {
-                op.value
-                    .as_deref()
-                    .map(|v| StoredValue::encode(v, &self.inner.opts))
-            })
-            .collect();
+        let mut values: Vec<Option<StoredValue<'_>>> = Vec::with_capacity(batch.ops.len());
+        for op in &batch.ops {
+            values.push(match op.value.as_deref() {
+                Some(v) => {
+                    let expires_at = self.expiry_of(&op.options)?;
+                    Some(StoredValue::encode(v, &self.inner.opts).expiring(expires_at))
+                }
+                None => None,
+            });
+        }
         let ops: Vec<Op<'_>> = batch
             .ops
             .iter()
@@ -296,11 +324,9 @@ impl Store {
     pub fn metadata(&self, key: impl AsRef<[u8]>) -> Result<Option<ValueMeta>> {
         let key = key.as_ref();
         check_key(key)?;
-        Ok(self
-            .inner
-            .reader
-            .locate_head(key)?
-            .map(|found| ValueMeta::new(found.entry.value_len, found.seq)))
+        Ok(self.inner.reader.locate_head(key)?.map(|found| {
+            ValueMeta::new(found.entry.value_len, found.seq).expiring(found.entry.expires_at)
+        }))
     }
 
     /// The value of `key` with its metadata ([`ValueMeta`]), from the one read of the record
@@ -325,8 +351,8 @@ impl Store {
             .inner
             .reader
             .get_into_numbered(key, &mut value)?
-            .map(|seq| {
-                let meta = ValueMeta::new(value.len() as u64, seq);
+            .map(|(seq, expires_at)| {
+                let meta = ValueMeta::new(value.len() as u64, seq).expiring(expires_at);
                 (value, meta)
             }))
     }

@@ -13,6 +13,7 @@ use super::inner::{Inner, Presence};
 use super::read::Look;
 use super::{Keys, Store, ValueReader, ValueWriter, check_key, check_value, open};
 use crate::error::{Error, Result};
+use crate::expiry::PutOptions;
 use crate::io::storage::{RealStorage, Storage};
 use crate::meta::Version;
 use crate::options::{Durability, Options};
@@ -151,12 +152,38 @@ impl Store {
     /// # Ok(()) }
     /// ```
     pub fn put(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<Version> {
+        self.put_with(key, value, &PutOptions::new())
+    }
+
+    /// [`Store::put`] with options: when the value expires ([`PutOptions`]). An expiry past
+    /// the end of the year 9999 is [`Error::InvalidOptions`](crate::Error::InvalidOptions).
+    ///
+    /// ```
+    /// # fn main() -> podstore::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = podstore::Store::open(dir.path())?;
+    /// use podstore::PutOptions;
+    /// use std::time::Duration;
+    /// store.put_with("session/1", "token", &PutOptions::new().ttl(Duration::from_secs(900)))?;
+    /// assert_eq!(store.get("session/1")?.unwrap(), b"token");
+    /// // An expiry in the past: written, and absent at once.
+    /// store.put_with("gone", "v", &PutOptions::new().ttl(Duration::ZERO))?;
+    /// assert_eq!(store.get("gone")?, None);
+    /// # Ok(()) }
+    /// ```
+    pub fn put_with(
+        &self,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        options: &PutOptions,
+    ) -> Result<Version> {
         let (key, value) = (key.as_ref(), value.as_ref());
         self.writable()?;
         check_key(key)?;
         check_value(value)?;
+        let expires_at = self.expiry_of(options)?;
         let durability = self.inner.opts.durability;
-        let stored = StoredValue::encode(value, &self.inner.opts);
+        let stored = StoredValue::encode(value, &self.inner.opts).expiring(expires_at);
         let seen = self.inner.seen(key, self.inner.put_look())?;
         let log = &self.inner.log;
         if durability == Durability::Sync
@@ -238,9 +265,9 @@ impl Store {
         if !compactor.counts_gets() {
             return self.inner.reader.get_into(key, out);
         }
-        let seq = self.inner.reader.get_into_numbered(key, out)?;
-        compactor.note_get(seq);
-        Ok(seq.is_some())
+        let stamp = self.inner.reader.get_into_numbered(key, out)?;
+        compactor.note_get(stamp.map(|(seq, _)| seq));
+        Ok(stamp.is_some())
     }
 
     /// Deletes `key`; returns whether it existed. Durable like [`Store::put`].
@@ -310,18 +337,45 @@ impl Store {
     /// # Ok(()) }
     /// ```
     pub fn put_if_absent(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<bool> {
+        self.put_if_absent_with(key, value, &PutOptions::new())
+    }
+
+    /// [`Store::put_if_absent`] with options: when the value expires ([`PutOptions`]). A key
+    /// whose value has expired is absent: the put is made.
+    ///
+    /// ```
+    /// # fn main() -> podstore::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = podstore::Store::open(dir.path())?;
+    /// use podstore::PutOptions;
+    /// use std::time::Duration;
+    /// let lease = PutOptions::new().ttl(Duration::from_secs(30));
+    /// assert!(store.put_if_absent_with("lock", "owner-1", &lease)?);
+    /// assert!(!store.put_if_absent_with("lock", "owner-2", &lease)?);
+    /// # Ok(()) }
+    /// ```
+    pub fn put_if_absent_with(
+        &self,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        options: &PutOptions,
+    ) -> Result<bool> {
         let (key, value) = (key.as_ref(), value.as_ref());
         self.writable()?;
         check_key(key)?;
         check_value(value)?;
+        let expires_at = self.expiry_of(options)?;
         // Cheap answer for the common case, before compressing anything.
         // Presence is decided by the key's newest entry: read, never lazy.
         let mut seen = self.inner.seen(key, Look::First)?;
-        if seen.1.current.is_some() && self.inner.shared.pending.last_queued(key).is_none() {
+        let now = self.inner.shared.now_ms();
+        if seen.1.current.is_some_and(|e| !e.expired(now))
+            && self.inner.shared.pending.last_queued(key).is_none()
+        {
             return Ok(false);
         }
         let durability = self.inner.opts.durability;
-        let stored = StoredValue::encode(value, &self.inner.opts);
+        let stored = StoredValue::encode(value, &self.inner.opts).expiring(expires_at);
         let large = durability == Durability::Sync
             && value.len() as u64 >= self.inner.opts.large_value_threshold;
         let log = &self.inner.log;
@@ -518,11 +572,43 @@ impl Store {
     /// # Ok(()) }
     /// ```
     pub fn writer(&self, key: impl AsRef<[u8]>) -> Result<ValueWriter<'_>> {
+        self.writer_with(key, &PutOptions::new())
+    }
+
+    /// [`Store::writer`] with options: when the value expires ([`PutOptions`]). A time to live
+    /// counts from this call (the record's layout depends on its expiry, which is fixed before
+    /// the first byte is written).
+    ///
+    /// ```
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = podstore::Store::open(dir.path())?;
+    /// use std::io::Write;
+    /// use std::time::Duration;
+    /// let opts = podstore::PutOptions::new().ttl(Duration::from_secs(3600));
+    /// let mut writer = store.writer_with("render/1", &opts)?;
+    /// writer.write_all(&[1u8; 100_000])?;
+    /// writer.finish()?;
+    /// assert!(store.metadata("render/1")?.unwrap().expires_at().is_some());
+    /// # Ok(()) }
+    /// ```
+    pub fn writer_with(
+        &self,
+        key: impl AsRef<[u8]>,
+        options: &PutOptions,
+    ) -> Result<ValueWriter<'_>> {
         let key = key.as_ref();
         self.writable()?;
         check_key(key)?;
-        let stream = self.inner.blobs.start_stream(key)?;
+        let expires_at = self.expiry_of(options)?;
+        let stream = self.inner.blobs.start_stream(key, expires_at)?;
         Ok(ValueWriter::new(self, key, stream))
+    }
+
+    /// The expiry `options` give a value written now (milliseconds since the Unix epoch), with
+    /// the store's default time to live.
+    pub(super) fn expiry_of(&self, options: &PutOptions) -> Result<Option<u64>> {
+        options.expiry_ms(self.inner.shared.now_ms(), self.inner.opts.default_ttl)
     }
 
     /// The length of the value of `key` (as it was put, whether or not it is stored
@@ -578,7 +664,7 @@ impl Store {
         Ok(self.inner.reader.locate(key)?.is_some())
     }
 
-    /// Number of live keys.
+    /// Number of live keys (keys whose value has expired are not counted).
     ///
     /// Exact: entries that overwrites left for the background resolver (an overwrite does not
     /// read to find its key's old entry) are resolved first, in the calling thread.
@@ -594,7 +680,10 @@ impl Store {
     /// ```
     pub fn len(&self) -> usize {
         self.inner.settle_all();
-        self.inner.shared.index.len() as usize
+        let index = &self.inner.shared.index;
+        // Expired entries wait in the index for compaction; they are not keys any more.
+        let (_, expired) = index.expired(self.inner.shared.now_ms(), None);
+        index.len().saturating_sub(expired) as usize
     }
 
     /// True when the store holds no key.

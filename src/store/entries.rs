@@ -86,6 +86,7 @@ impl<'a> Entry<'a> {
     /// ```
     pub fn metadata(&self) -> ValueMeta {
         ValueMeta::new(self.found.entry.value_len, self.found.seq)
+            .expiring(self.found.entry.expires_at)
     }
 
     /// The whole value, read now (from the read cache when it holds it), verified.

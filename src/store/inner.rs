@@ -81,6 +81,7 @@ impl Inner {
             segments: Arc::new(SegmentTable::new(recovered.segments)),
             counters: Arc::new(Counters::default()),
             catalog: Arc::new(recovered.catalog),
+            clock: opts.clock.clone(),
         };
         let log = Arc::new(Log::start(
             shared.clone(),

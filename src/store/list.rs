@@ -669,7 +669,10 @@ impl<'a> Keys<'a> {
             if met || !self.in_range(&key) {
                 return Ok(None);
             }
-            if let Some(live) = self.live_entry(&key, &places)? {
+            // A key whose value has expired is not listed, whatever compaction has reclaimed.
+            if let Some(live) = self.live_entry(&key, &places)?
+                && !live.entry.expired(self.store.inner.shared.now_ms())
+            {
                 return Ok(Some((key, live)));
             }
         }

@@ -439,7 +439,11 @@ pub(super) fn recover(
                 blocks = locations.take_blocks();
                 locations.for_each(|l| {
                     let tombstone = l.kind == RecordKind::Tombstone;
-                    let len = crate::format::record::record_len(l.key_len as u64, l.stored_len);
+                    let len = crate::format::record::record_len_for(
+                        l.flags,
+                        l.key_len as u64,
+                        l.stored_len,
+                    );
                     summary.add(l.kind, l.seq, len);
                     let entry = crate::index::IndexEntry {
                         segment: id,
@@ -447,7 +451,8 @@ pub(super) fn recover(
                         value_len: l.value_len,
                         stored_len: l.stored_len,
                         key_len: l.key_len as u32,
-                        flags: l.flags & crate::format::record::FLAG_COMPRESSED,
+                        flags: l.flags & crate::index::KEPT_FLAGS,
+                        expires_at: l.expires_at,
                     };
                     builder.add(l.key_hash, l.seq, entry, tombstone, l.ordinal, None);
                 });

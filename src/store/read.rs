@@ -13,7 +13,7 @@ use super::segments::SegmentTable;
 use super::shared::Shared;
 use crate::error::{Corruption, Error, Result};
 use crate::format::CHUNK_SIZE;
-use crate::format::record::{RECORD_HEADER_LEN, RecordHeader, RecordKind, RecordPlace};
+use crate::format::record::{RECORD_HEADER_LEN, RecordHeader, RecordKind, RecordPlace, head_len};
 use crate::index::{HotTable, Index, IndexEntry, Seen};
 use crate::io::aligned::BufPool;
 use crate::io::file::SegmentFile;
@@ -52,7 +52,12 @@ pub(super) struct Reader {
     patterns: pattern::Patterns,
     /// The memory available when the cache was sized from it (`None`: set by the options).
     available: Option<u64>,
+    /// The clock expiries are judged by: an entry expired by it is not found.
+    clock: crate::expiry::Clock,
 }
+
+/// A value's record sequence number (its version) and its expiry, if it has one.
+pub(super) type Stamp = (u64, Option<u64>);
 
 /// The read cache's capacity, and the memory available it was sized from (`None`: set by
 /// [`Options::cache_capacity`](crate::Options::cache_capacity)).
@@ -62,10 +67,10 @@ pub(super) struct CacheBudget {
     pub(super) available: Option<u64>,
 }
 
-/// What [`Reader::lookup`] found: a value in the cache (with its record's sequence number),
-/// or where to read it.
+/// What [`Reader::lookup`] found: a value in the cache (with its record's sequence number and
+/// expiry), or where to read it.
 enum Lookup {
-    Cached(u64, Bytes),
+    Cached(Stamp, Bytes),
     Located(Located),
 }
 
@@ -163,6 +168,7 @@ impl Reader {
             cache: Cache::new(budget.capacity - hot),
             patterns: pattern::Patterns::new(),
             available: budget.available,
+            clock: shared.clock.clone(),
         }
     }
 
@@ -191,6 +197,17 @@ impl Reader {
     /// The read cache (listings keep footer blocks in it).
     pub(super) fn cache(&self) -> &Cache {
         &self.cache
+    }
+
+    /// Now by the store's clock (milliseconds since the Unix epoch).
+    pub(super) fn now_ms(&self) -> u64 {
+        self.clock.now_ms()
+    }
+
+    /// `found` if its value has not expired: an expired value is absent to every read, and
+    /// since it is its key's newest entry, the key has no value.
+    fn unexpired(&self, found: Located) -> Option<Located> {
+        (!found.entry.expired(self.now_ms())).then_some(found)
     }
 
     /// The index entry of `key` and the file it points into, reading no more of its record
@@ -335,7 +352,9 @@ impl Reader {
             let mut gone = false;
             for c in candidates.as_slice() {
                 match self.identify_reading(key, *c, whole, whole_read, Vec::new())? {
-                    Identity::Mine { found, cached } => return Ok(Some((found, cached))),
+                    Identity::Mine { found, cached } => {
+                        return Ok(self.unexpired(found).map(|f| (f, cached)));
+                    }
                     Identity::Other => {}
                     Identity::Gone => gone = true,
                 }
@@ -426,7 +445,7 @@ impl Reader {
         // The sequence number is set once the header is read.
         let mut found = Located::new(entry, 0, file);
         found.ahead = ahead;
-        let head = (RECORD_HEADER_LEN + key.len()) as u64;
+        let head = (head_len(entry.flags) + key.len()) as u64;
         let read = if whole { entry.record_len() } else { head } as usize;
         let mut buf = match self.fetch_owned(&found, entry.offset, read) {
             Ok(b) => b,
@@ -439,6 +458,14 @@ impl Reader {
                 Bytes::from(b)
             }
         };
+        // Another key's record may have the expiry field this one has not: its whole header.
+        let whole_head = head_len(u16::from_le_bytes([buf[6], buf[7]]));
+        if buf.len() < whole_head {
+            let mut b = vec![0u8; whole_head];
+            self.fetch(&found, entry.offset, &mut b)
+                .map_err(|e| e.in_file(segment::kind_of(found.file.path())))?;
+            buf = Bytes::from(b);
+        }
         let corrupt = |at: u64, kind: Corruption| Error::Corruption {
             file: segment::kind_of(found.file.path()),
             segment: entry.segment,
@@ -446,7 +473,8 @@ impl Reader {
             kind,
         };
         let header = RecordHeader::decode(&buf).map_err(|k| corrupt(entry.offset, k))?;
-        let key_end = RECORD_HEADER_LEN + header.key_len as usize;
+        let key_at = header.key_offset() as usize;
+        let key_end = key_at + header.key_len as usize;
         if buf.len() < key_end {
             let mut head = vec![0u8; key_end];
             self.fetch(&found, entry.offset, &mut head)
@@ -457,13 +485,9 @@ impl Reader {
             segment: entry.segment,
             offset: entry.offset,
         };
-        RecordHeader::verify(
-            &buf[..RECORD_HEADER_LEN],
-            place,
-            &buf[RECORD_HEADER_LEN..key_end],
-        )
-        .map_err(|k| corrupt(entry.offset, k))?;
-        if &buf[RECORD_HEADER_LEN..key_end] != key {
+        RecordHeader::verify(&buf[..key_at], place, &buf[key_at..key_end])
+            .map_err(|k| corrupt(entry.offset, k))?;
+        if &buf[key_at..key_end] != key {
             return Ok(Identity::Other);
         }
         found.seq = header.seq;
@@ -503,13 +527,13 @@ impl Reader {
         // The common warm case first: an entry whose whole value the cache holds with this key
         // (no file looked up, nothing read): `Reader::peek`, which stops where the records must
         // decide (a run with an unresolved entry the cache cannot tell).
-        if let Some((seq, value)) = self.peek_hashed(key, hash, hot) {
-            return Ok(Some(Lookup::Cached(seq, value)));
+        if let Some((stamp, value)) = self.peek_hashed(key, hash, hot) {
+            return Ok(Some(Lookup::Cached(stamp, value)));
         }
         Ok(self
             .find_in_reading(key, false, WHOLE_GET_READ)?
             .map(|(found, cached)| match cached {
-                Some(b) => Lookup::Cached(found.seq, b),
+                Some(b) => Lookup::Cached((found.seq, found.entry.expires_at), b),
                 None => Lookup::Located(found),
             }))
     }
@@ -520,25 +544,27 @@ impl Reader {
         Ok(self.get_into_numbered(key, out)?.is_some())
     }
 
-    /// [`Reader::get_into`], returning the sequence number of the value's record if `key` has
-    /// a value.
-    pub(super) fn get_into_numbered(&self, key: &[u8], out: &mut Vec<u8>) -> Result<Option<u64>> {
+    /// [`Reader::get_into`], returning the sequence number of the value's record and its
+    /// expiry if `key` has a value.
+    pub(super) fn get_into_numbered(&self, key: &[u8], out: &mut Vec<u8>) -> Result<Option<Stamp>> {
         let hash = self.index.hash(key);
+        // The table of hot values never holds a value that expires (`peek.rs`).
         if let Some(seq) = self.hot_into(key, hash, out) {
-            return Ok(Some(seq));
+            return Ok(Some((seq, None)));
         }
         out.clear();
         let found = match self.lookup_hashed(key, hash, false)? {
             None => return Ok(None),
-            Some(Lookup::Cached(seq, b)) => {
+            Some(Lookup::Cached(stamp, b)) => {
                 out.extend_from_slice(&b);
-                return Ok(Some(seq));
+                return Ok(Some(stamp));
             }
             Some(Lookup::Located(found)) => found,
         };
         let len = to_usize(found.entry.value_len)?;
+        let stamp = (found.seq, found.entry.expires_at);
         if self.append_pieces(&found, out) {
-            return Ok(Some(found.seq));
+            return Ok(Some(stamp));
         }
         if out.capacity() < len {
             // A fresh zeroed allocation (the zeroes of a large one come from the kernel for
@@ -552,7 +578,7 @@ impl Reader {
             let bytes = Cached::Bytes(Bytes::from(kept(found.seq, key, out)));
             self.cache.insert(Key::of(&found.entry, Part::Value), bytes);
         }
-        Ok(Some(found.seq))
+        Ok(Some(stamp))
     }
 
     /// The whole value of `key` as shared bytes: the cache's own, or read (and then kept, if

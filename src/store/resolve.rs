@@ -63,7 +63,9 @@ pub(super) fn presence(shared: &Shared, key: &[u8], hash: u64, seen: &Seen) -> P
         Some((true, seq)) => Presence::Pending(seq),
         Some((false, _)) => Presence::Absent,
         None if shared.index.places(hash) != seen.places => Presence::Changed,
-        None if seen.current.is_some() => Presence::Present,
+        // An expired value is absent (its entry stays until compaction, and the write that
+        // follows replaces it).
+        None if seen.current.is_some_and(|e| !e.expired(shared.now_ms())) => Presence::Present,
         None => Presence::Absent,
     }
 }
@@ -91,7 +93,11 @@ pub(super) fn check(shared: &Shared, key: &[u8], hash: u64, seen: &Seen) -> Chec
     match shared.pending.last_queued(key) {
         Some((_, seq)) => Check::Wait(seq),
         None if shared.index.places(hash) != seen.places => Check::Again,
-        None => Check::Current(seen.current.map(|_| seen.current_seq)),
+        None => {
+            let now = shared.now_ms();
+            let live = seen.current.filter(|e| !e.expired(now));
+            Check::Current(live.map(|_| seen.current_seq))
+        }
     }
 }
 

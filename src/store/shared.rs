@@ -28,4 +28,14 @@ pub(super) struct Shared {
     pub(super) counters: Arc<Counters>,
     /// The list of the store's files: every creation, seal and removal is recorded in it.
     pub(super) catalog: Arc<Catalog>,
+    /// The clock expiries are judged by (issue 39).
+    pub(super) clock: crate::expiry::Clock,
+}
+
+impl Shared {
+    /// Now, in milliseconds since the Unix epoch, by the store's clock: a value whose expiry is
+    /// at or before it is gone.
+    pub(super) fn now_ms(&self) -> u64 {
+        self.clock.now_ms()
+    }
 }

@@ -14,8 +14,8 @@ use crate::segment::SegmentKind;
 /// Figures about the store: what it holds, what it takes on disk and in memory, and what it has
 /// written. Returned by [`Store::stats`](crate::Store::stats).
 ///
-/// Byte figures about records count whole records: header (32 bytes), key, stored value and
-/// chunk checksums (4 bytes per 4 KiB).
+/// Byte figures about records count whole records: header (32 bytes, 40 for a value that
+/// expires), key, stored value and chunk checksums (4 bytes per 4 KiB).
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct Stats {
@@ -152,9 +152,32 @@ pub struct Stats {
     pub cache_warmed_bytes: u64,
     /// Bytes the warm-up read from the files since open (in reads of up to 4 MiB).
     pub cache_warm_read_bytes: u64,
+    /// Keys whose value has expired ([`PutOptions`](crate::PutOptions)) and whose record is
+    /// still on disk: absent to every read, not counted in `live_keys`, waiting for compaction.
+    pub expired_keys: u64,
+    /// Bytes of the records of those expired values (header with its expiry, key, value,
+    /// checksums). Counted in `live_bytes` too (and so in the compaction figures, which count
+    /// them as live) until compaction reclaims them: compaction takes a log segment's expired
+    /// bytes as dead when it chooses what to compact.
+    pub expired_bytes: u64,
+    /// Bytes of expired values' records that compaction dropped since open (not copied
+    /// forward; an expired value that still hid an older record of its key left a tombstone).
+    pub expired_reclaimed_bytes: u64,
 }
 
 impl Stats {
+    /// These figures with the expired values (`expired`: their bytes and count, still on
+    /// disk), which are not live keys, and the bytes of expired values reclaimed since open.
+    pub(super) fn with_expiry(self, (bytes, keys): (u64, u64), counters: &Counters) -> Stats {
+        Stats {
+            live_keys: self.live_keys.saturating_sub(keys),
+            expired_keys: keys,
+            expired_bytes: bytes,
+            expired_reclaimed_bytes: counters.expired_reclaimed.load(Ordering::Relaxed),
+            ..self
+        }
+    }
+
     /// These figures with what the warm-up did.
     pub(super) fn with_warm_up(self, w: Warmed) -> Stats {
         Stats {
@@ -217,6 +240,8 @@ pub(super) struct Counters {
     /// Gets of a store with a size cap, and those that found a value.
     capped_gets: AtomicU64,
     capped_get_hits: AtomicU64,
+    /// Record bytes of expired values compaction dropped.
+    expired_reclaimed: AtomicU64,
 }
 
 impl Counters {
@@ -264,6 +289,11 @@ impl Counters {
         if hit {
             self.capped_get_hits.fetch_add(1, Ordering::Relaxed);
         }
+    }
+
+    /// Record bytes of expired values compaction dropped.
+    pub(super) fn add_expired_reclaimed(&self, n: u64) {
+        self.expired_reclaimed.fetch_add(n, Ordering::Relaxed);
     }
 
     /// A log segment compacted, and the tombstones it dropped.
@@ -356,6 +386,9 @@ pub(super) fn collect(
         cache_warmed_values: 0,
         cache_warmed_bytes: 0,
         cache_warm_read_bytes: 0,
+        expired_keys: 0,
+        expired_bytes: 0,
+        expired_reclaimed_bytes: 0,
     }
 }
 

@@ -72,7 +72,7 @@ impl ValueReader {
         ValueReader {
             reader,
             key: key.to_vec(),
-            meta: ValueMeta::new(found.entry.value_len, found.seq),
+            meta: ValueMeta::new(found.entry.value_len, found.seq).expiring(found.entry.expires_at),
             found,
             pos: 0,
             cache: FrameCache::default(),

@@ -61,7 +61,7 @@ use crate::error::{Corruption, Error, FileKind, Result};
 use crate::format::align_up;
 use crate::format::footer::{TRAILER_LEN, Trailer};
 use crate::format::record::{
-    RECORD_HEADER_LEN, RecordHeader, RecordKind, RecordPlace, decode_record,
+    EXPIRES_LEN, RECORD_HEADER_LEN, RecordHeader, RecordKind, RecordPlace, decode_record,
 };
 use crate::format::segment_header::SEGMENT_HEADER_LEN;
 use crate::index::IndexEntry;
@@ -452,7 +452,8 @@ impl Walk {
             if self.stop.load(Ordering::Relaxed) {
                 return Ok(Ended::Stopped);
             }
-            let probe = (RECORD_HEADER_LEN as u64).min(end - pos) as usize;
+            // The longest header (with an expiry field), or what is left of the data.
+            let probe = ((RECORD_HEADER_LEN + EXPIRES_LEN) as u64).min(end - pos) as usize;
             let before = self.win.at;
             let Some(head) = self
                 .win
@@ -526,12 +527,13 @@ impl Walk {
             segment: id,
             offset: pos,
         };
-        let head_len = RECORD_HEADER_LEN + header.key_len as usize;
+        let key_at = header.key_offset() as usize;
+        let head_len = key_at + header.key_len as usize;
         let Some(head) = self.win.bytes(file, pos, head_len, end).map_err(io_err)? else {
             return Ok(Kept::HeaderDamaged(truncated(head_len as u64, end - pos)));
         };
-        let key = &head[RECORD_HEADER_LEN..];
-        if let Err(kind) = RecordHeader::verify(&head[..RECORD_HEADER_LEN], place, key) {
+        let key = &head[key_at..];
+        if let Err(kind) = RecordHeader::verify(&head[..key_at], place, key) {
             return Ok(Kept::HeaderDamaged(kind));
         }
         if header.kind != RecordKind::Put {

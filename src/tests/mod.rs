@@ -18,6 +18,7 @@ mod lazy;
 mod long;
 mod powerloss;
 mod powerloss_evict;
+mod powerloss_ttl;
 mod quarantine;
 mod ranges;
 mod reads;

@@ -545,7 +545,6 @@ impl AppendGuard<'_> {
             None => app.number()?,
         };
         let header = record_header(key, value, flags, app.wb.take_pad(), seq);
-        let flags = header.flags;
         let value_len = value.map_or(0, |v| v.value_len);
         let place = RecordPlace {
             segment,
@@ -569,7 +568,8 @@ impl AppendGuard<'_> {
                 value_len,
                 stored_len: header.value_len,
                 key_len: header.key_len,
-                flags: flags & crate::format::record::FLAG_COMPRESSED,
+                flags: header.encoded_flags() & crate::index::KEPT_FLAGS,
+                expires_at: header.expires_at,
             },
         ))
     }
@@ -726,6 +726,6 @@ fn record_header(
         key_len: key.len() as u32,
         value_len: value.map_or(0, |v| v.stored_len()),
         seq,
-        expires_at: None,
+        expires_at: value.and_then(|v| v.expires_at),
     }
 }

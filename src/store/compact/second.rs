@@ -14,7 +14,7 @@ use std::sync::Mutex;
 
 use super::Compactor;
 use crate::error::Result;
-use crate::format::record::{RecordKind, record_len};
+use crate::format::record::RecordKind;
 use crate::index::IndexEntry;
 use crate::segment;
 use crate::store::compress::StoredValue;
@@ -88,6 +88,7 @@ impl Compactor {
             return Ok(0);
         };
         let p = &self.shared;
+        let now = p.now_ms();
         let mut written = 0u64;
         let mut moved: Vec<(Vec<u8>, IndexEntry, IndexEntry)> = Vec::new();
         let mut value = Vec::new();
@@ -100,7 +101,11 @@ impl Compactor {
                 .iter()
                 .filter(|e| e.kind == RecordKind::Put && marks.marked(e.seq))
             {
-                let bytes = record_len(e.key.len() as u64, e.stored_len);
+                // A value that has expired gets no second chance (it is gone to every read).
+                if e.expires_at.is_some_and(|t| t <= now) {
+                    continue;
+                }
+                let bytes = e.record_len();
                 if written + bytes > budget {
                     break 'files;
                 }
@@ -116,6 +121,7 @@ impl Compactor {
                     bytes: Cow::Borrowed(&value),
                     value_len: old.value_len,
                     compressed: old.is_compressed(),
+                    expires_at: old.expires_at,
                 };
                 let mut app = self.log.lock();
                 if !p.index.contains(hash, old.segment, old.offset)

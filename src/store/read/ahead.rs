@@ -25,7 +25,7 @@ use bytes::Bytes;
 use super::{Identity, Located, Reader, WHOLE_RECORD_READ};
 use crate::error::Result;
 use crate::format::CHUNK_SIZE;
-use crate::format::record::RECORD_HEADER_LEN;
+use crate::format::record::head_len;
 use crate::index::IndexEntry;
 use crate::range::{self, ValueRange};
 use crate::segment;
@@ -62,7 +62,7 @@ impl Reader {
             && let Some(ahead) = self.read_ahead(key, *entry, range)
         {
             match self.identify_reading(key, *entry, true, WHOLE_RECORD_READ, ahead)? {
-                Identity::Mine { found, .. } => return Ok(Some(found)),
+                Identity::Mine { found, .. } => return Ok(self.unexpired(found)),
                 // Another key's record, or a file compaction removed since the lookup.
                 Identity::Other | Identity::Gone => {}
             }
@@ -110,7 +110,7 @@ impl Reader {
             (reads.data.end - reads.data.start) as usize,
         )];
         if !key_known {
-            spans.push((entry.offset, RECORD_HEADER_LEN + key.len()));
+            spans.push((entry.offset, head_len(entry.flags) + key.len()));
         }
         if let Some(crcs) = reads.crcs
             && !self

@@ -140,6 +140,7 @@ mod tests {
             stored_len: 10 << 20,
             key_len: 1,
             flags: 0,
+            expires_at: None,
         }
     }
 

@@ -9,8 +9,8 @@ use bytes::Bytes;
 
 use super::super::Store;
 use super::super::cache::{Key, Part};
-use super::Reader;
 use super::kept::{KEY_AT, cached_whole};
+use super::{Reader, Stamp};
 use crate::error::Result;
 use crate::index::{HotValue, IndexEntry};
 use crate::meta::ValueMeta;
@@ -20,7 +20,7 @@ impl Reader {
     /// the key and no entry the cache cannot tell may be a newer version of the key; `None`
     /// otherwise (absent, or a read would be needed to know). The warm step of
     /// `Reader::lookup`, which goes on to read a file where this one stops.
-    pub(in crate::store) fn peek(&self, key: &[u8]) -> Option<(u64, Bytes)> {
+    pub(in crate::store) fn peek(&self, key: &[u8]) -> Option<(Stamp, Bytes)> {
         self.peek_hashed(key, self.index.hash(key), true)
     }
 
@@ -31,10 +31,11 @@ impl Reader {
         key: &[u8],
         hash: u64,
         hot: bool,
-    ) -> Option<(u64, Bytes)> {
+    ) -> Option<(Stamp, Bytes)> {
+        // The hot table never holds a value that expires (see below): no expiry to check.
         if hot
             && let Some(table) = self.index.hot()
-            && let Some(found) = table.with(hash, key, |seq, b, at| (seq, b.slice(at..)))
+            && let Some(found) = table.with(hash, key, |seq, b, at| ((seq, None), b.slice(at..)))
         {
             return Some(found);
         }
@@ -46,13 +47,19 @@ impl Reader {
                 None
             };
             match cached.as_ref().map(|b| cached_whole(b, key, c.value_len)) {
+                // Expired: the key has no value, which the read that follows tells.
+                Some(Some(_)) if c.expired(self.now_ms()) => return None,
                 Some(Some((seq, value))) => {
                     // A hit of the cache: the key is read again, keep it where the next get
-                    // finds it from its hash alone (if its entry is still live).
-                    if let Some(b) = cached {
+                    // finds it from its hash alone (if its entry is still live). Not a value
+                    // that expires: the hot table's slots carry no expiry, and a get served
+                    // from them checks none.
+                    if let Some(b) = cached
+                        && c.expires_at.is_none()
+                    {
                         self.keep_hot(hash, c, seq, b, key.len());
                     }
-                    return Some((seq, value));
+                    return Some(((seq, c.expires_at), value));
                 }
                 Some(None) => {} // another key's
                 // A run with an unresolved entry the cache cannot tell: it may be the key's
@@ -105,7 +112,14 @@ impl Reader {
         let candidates = self
             .index
             .candidates(self.index.hash(key), key.len() as u32);
-        candidates.as_slice().iter().map(|c| c.value_len).max()
+        // An expired entry is no value (and an older one it hides is no value either).
+        let now = self.now_ms();
+        candidates
+            .as_slice()
+            .iter()
+            .filter(|c| !c.expired(now))
+            .map(|c| c.value_len)
+            .max()
     }
 }
 
@@ -140,10 +154,14 @@ impl Store {
     pub fn get_cached(&self, key: impl AsRef<[u8]>) -> Result<Option<(Bytes, ValueMeta)>> {
         let key = key.as_ref();
         super::super::check_key(key)?;
-        Ok(self.inner.reader.peek(key).map(|(seq, value)| {
-            let len = value.len() as u64;
-            (value, ValueMeta::new(len, seq))
-        }))
+        Ok(self
+            .inner
+            .reader
+            .peek(key)
+            .map(|((seq, expires_at), value)| {
+                let len = value.len() as u64;
+                (value, ValueMeta::new(len, seq).expiring(expires_at))
+            }))
     }
 
     /// An upper bound of the length of `key`'s value, from the index alone (nothing is read,

@@ -136,6 +136,11 @@ fn content_addressed() {
 }
 
 #[test]
+fn disk_cache() {
+    check_example("disk_cache", &["--requests", "600"]);
+}
+
+#[test]
 fn range_read() {
     check_example("range_read", &["--mib", "1"]);
 }
@@ -189,7 +194,7 @@ fn every_example_is_checked_here() {
     names.sort();
     assert_eq!(
         names,
-        ["basic", "content_addressed", "range_read", "verify"],
+        ["basic", "content_addressed", "disk_cache", "range_read", "verify"],
         "a new example needs its run in tests/examples.rs"
     );
 }

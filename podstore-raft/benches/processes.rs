@@ -11,7 +11,8 @@
 //! `/proc/PID/clear_refs`), which should not grow with the value's size.
 //!
 //! `cargo bench -p podstore-raft --bench processes`; `PODSTORE_BENCH_SECS` (per run, default 2),
-//! `PODSTORE_BENCH_ROUNDS` (default 3), `PODSTORE_BENCH_NODE_DIRS=/mnt/a,/mnt/b,/mnt/c` (one
+//! `PODSTORE_BENCH_ROUNDS` (default 3), `PODSTORE_BENCH_LARGE=0` (no large values),
+//! `PODSTORE_BENCH_NODE_DIRS=/mnt/a,/mnt/b,/mnt/c` (one
 //! parent directory per node: a disk each). The nodes' directories are in a temporary directory,
 //! removed at the end; the processes are killed at the end.
 
@@ -300,7 +301,12 @@ async fn run() {
             }
             eprintln!("round {round}, {clients} clients done");
         }
+        // `PODSTORE_BENCH_LARGE=0`: the small values only (a CPU-per-put study needs no more).
+        let large_too = std::env::var("PODSTORE_BENCH_LARGE").map_or(true, |v| v != "0");
         for size in [1024usize, 1 << 20, 64 << 20] {
+            if !large_too {
+                break;
+            }
             pids.iter().for_each(|&p| reset_peak_rss(p));
             if size == 1024 {
                 drive(&addrs, &addr, &pids, Work::Put, 64).await;

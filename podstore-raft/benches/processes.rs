@@ -1,7 +1,8 @@
 //! What a user gets: three `podstore-raft` node processes on 127.0.0.1 (the crate's binary,
 //! default settings), a cluster formed through `POST /cluster/init`, and 1, 16 and 64 clients
 //! (`podstore_raft::client::Client`, one per task: it finds the leader and sends request ids):
-//! replicated durable 1 KiB puts, 4 KiB gets served by the leader alone (`GET /kv/{key}`
+//! replicated durable 1 KiB puts (and the same puts sent straight to the leader without the
+//! client and its request ids: what those cost), 4 KiB gets served by the leader alone (`GET /kv/{key}`
 //! straight, as before the client) and the client's linearizable 4 KiB gets; ops/s and
 //! p50/p99, rounds interleaved, medians; and the CPU time every node process and the client
 //! process spent per operation (`/proc/PID/stat`), which is what bounds this machine.
@@ -10,7 +11,8 @@
 //! `/proc/PID/clear_refs`), which should not grow with the value's size.
 //!
 //! `cargo bench -p podstore-raft --bench processes`; `PODSTORE_BENCH_SECS` (per run, default 2),
-//! `PODSTORE_BENCH_ROUNDS` (default 3), `PODSTORE_BENCH_NODE_DIRS=/mnt/a,/mnt/b,/mnt/c` (one
+//! `PODSTORE_BENCH_ROUNDS` (default 3), `PODSTORE_BENCH_LARGE=0` (no large values),
+//! `PODSTORE_BENCH_NODE_DIRS=/mnt/a,/mnt/b,/mnt/c` (one
 //! parent directory per node: a disk each). The nodes' directories are in a temporary directory,
 //! removed at the end; the processes are killed at the end.
 
@@ -112,6 +114,9 @@ async fn wait_for<T>(what: &str, mut f: impl AsyncFnMut() -> Option<T>) -> T {
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
 enum Work {
     Put,
+    /// A put straight to the leader, without the client or a request id (`PUT /kv/{key}` over
+    /// one keep-alive connection per task): what the request-id records and the client cost.
+    PutRaw,
     Get,
     GetLinearizable,
 }
@@ -148,6 +153,16 @@ async fn drive(addrs: &[String], leader: &str, pids: &[u32], work: Work, clients
                     let op = Instant::now();
                     match work {
                         Work::Put => put(&client, &format!("k{t}-{i}"), vec![7u8; 1024]).await,
+                        Work::PutRaw => {
+                            let r = http
+                                .put(format!("http://{leader}/kv/r{t}-{i}"))
+                                .body(vec![7u8; 1024])
+                                .send()
+                                .await
+                                .unwrap();
+                            assert!(r.status().is_success(), "put: {}", r.status());
+                            r.bytes().await.unwrap();
+                        }
                         Work::Get => {
                             let r = http
                                 .get(format!("http://{leader}/kv/g{}", i % PRELOAD))
@@ -280,13 +295,18 @@ async fn run() {
     let mut peaks: BTreeMap<usize, Vec<f64>> = BTreeMap::new();
     for round in 0..rounds() {
         for clients in CLIENTS {
-            for work in [Work::Put, Work::Get, Work::GetLinearizable] {
+            for work in [Work::Put, Work::PutRaw, Work::Get, Work::GetLinearizable] {
                 let s = drive(&addrs, &addr, &pids, work, clients).await;
                 runs.entry((work, clients)).or_default().push(s);
             }
             eprintln!("round {round}, {clients} clients done");
         }
+        // `PODSTORE_BENCH_LARGE=0`: the small values only (a CPU-per-put study needs no more).
+        let large_too = std::env::var("PODSTORE_BENCH_LARGE").map_or(true, |v| v != "0");
         for size in [1024usize, 1 << 20, 64 << 20] {
+            if !large_too {
+                break;
+            }
             pids.iter().for_each(|&p| reset_peak_rss(p));
             if size == 1024 {
                 drive(&addrs, &addr, &pids, Work::Put, 64).await;
@@ -311,14 +331,16 @@ async fn run() {
     );
     println!();
     println!(
-        "| clients | 1 KiB puts | CPU/put (µs) | 4 KiB gets (leader, local) | 4 KiB linearizable gets (client) |"
+        "| clients | 1 KiB puts | CPU/put (µs) | 1 KiB puts, raw (leader, no request id) | CPU/put (µs) | 4 KiB gets (leader, local) | 4 KiB linearizable gets (client) |"
     );
-    println!("|---:|---:|---:|---:|---:|");
+    println!("|---:|---:|---:|---:|---:|---:|---:|");
     for c in CLIENTS {
         println!(
-            "| {c} | {} | {:.0} | {} | {} |",
+            "| {c} | {} | {:.0} | {} | {:.0} | {} | {} |",
             m(Work::Put, c).cell(),
             m(Work::Put, c).cpu_us,
+            m(Work::PutRaw, c).cell(),
+            m(Work::PutRaw, c).cpu_us,
             m(Work::Get, c).cell(),
             m(Work::GetLinearizable, c).cell()
         );

@@ -121,12 +121,18 @@ struct Counts {
     compactions: u64,
 }
 
-fn file_bytes(dir: &Path) -> u64 {
-    std::fs::read_dir(dir)
+/// The bytes of the files in `dir` by the file system, and the files (name and length).
+fn file_bytes(dir: &Path) -> (u64, Vec<(String, u64)>) {
+    let mut files: Vec<(String, u64)> = std::fs::read_dir(dir)
         .unwrap()
         .flatten()
-        .map(|e| e.metadata().unwrap().len())
-        .sum()
+        .map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            (name, e.metadata().unwrap().len())
+        })
+        .collect();
+    files.sort();
+    (files.iter().map(|f| f.1).sum(), files)
 }
 
 fn kill9_evict_rounds(mode: IoMode) {
@@ -174,8 +180,8 @@ fn kill9_evict_rounds(mode: IoMode) {
         c.acks += acks;
         let ctx = format!("{label} seed {seed} round {round} (killed after {acks} acks)");
         // The file system's count, as the kill left it and after recovery.
-        let bytes = file_bytes(dir.path());
-        assert!(bytes <= CAP + SEGMENT, "{ctx}: {bytes} bytes on disk");
+        let (bytes, files) = file_bytes(dir.path());
+        assert!(bytes <= CAP + SEGMENT, "{ctx}: {bytes} bytes on disk: {files:?}");
         let store = Store::open_with(dir.path(), crate::support::check_options(mode))
             .unwrap_or_else(|e| panic!("{ctx}: open: {e}"));
         for (key, m) in &model {
@@ -210,10 +216,10 @@ fn kill9_evict_rounds(mode: IoMode) {
         assert!(report.is_clean(), "{ctx}: verify: {report:?}");
         evicted_through = store.stats().evicted_through;
         store.close().unwrap();
-        let bytes = file_bytes(dir.path());
+        let (bytes, files) = file_bytes(dir.path());
         assert!(
             bytes <= CAP + SEGMENT,
-            "{ctx}: {bytes} bytes after recovery"
+            "{ctx}: {bytes} bytes after recovery: {files:?}"
         );
         eprintln!("{ctx}: evicted through {evicted_through:#x}, {bytes} bytes");
     }

@@ -121,7 +121,9 @@ struct Counts {
     compactions: u64,
 }
 
-/// The bytes of the files in `dir` by the file system, and the files (name and length).
+/// The bytes of the files in `dir` by the file system, but `HOTSET` (and `HOTSET.tmp`): the
+/// cache's values that a close writes for the next warm-up, which the cap does not count (a
+/// limit of the cap, docs/design.md "Eviction"); the files (name and length), all of them.
 fn file_bytes(dir: &Path) -> (u64, Vec<(String, u64)>) {
     let mut files: Vec<(String, u64)> = std::fs::read_dir(dir)
         .unwrap()
@@ -132,7 +134,12 @@ fn file_bytes(dir: &Path) -> (u64, Vec<(String, u64)>) {
         })
         .collect();
     files.sort();
-    (files.iter().map(|f| f.1).sum(), files)
+    let capped = files
+        .iter()
+        .filter(|f| !f.0.starts_with("HOTSET"))
+        .map(|f| f.1)
+        .sum();
+    (capped, files)
 }
 
 fn kill9_evict_rounds(mode: IoMode) {

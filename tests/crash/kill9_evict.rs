@@ -188,7 +188,10 @@ fn kill9_evict_rounds(mode: IoMode) {
         let ctx = format!("{label} seed {seed} round {round} (killed after {acks} acks)");
         // The file system's count, as the kill left it and after recovery.
         let (bytes, files) = file_bytes(dir.path());
-        assert!(bytes <= CAP + SEGMENT, "{ctx}: {bytes} bytes on disk: {files:?}");
+        assert!(
+            bytes <= CAP + SEGMENT,
+            "{ctx}: {bytes} bytes on disk: {files:?}"
+        );
         let store = Store::open_with(dir.path(), crate::support::check_options(mode))
             .unwrap_or_else(|e| panic!("{ctx}: open: {e}"));
         for (key, m) in &model {

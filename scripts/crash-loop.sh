@@ -6,7 +6,8 @@
 #
 # usage: scripts/crash-loop.sh [RUNS] [TEST_FILTER]
 #   RUNS                   number of runs (default 20)
-#   TEST_FILTER            libtest filter (default kill9_: all six kill -9 tests, compaction too)
+#   TEST_FILTER            libtest filter (default kill9_: all eight kill -9 tests, compaction and
+#                          eviction too)
 # environment:
 #   PODSTORE_CRASH_SEED    seed of the first run (default: random); run i uses seed + i
 #   PODSTORE_CRASH_ROUNDS  rounds (kills) per test and run (default: the tests' own, 5)

@@ -397,3 +397,89 @@ fn a_blob_footer_whose_key_section_was_lost_is_rebuilt_at_open() {
         );
     }
 }
+
+/// The version byte of the catalog of `dir`, and its slots up to the first all-zero one.
+fn catalog_slots(dir: &Path) -> (u8, Vec<Vec<u8>>) {
+    let bytes = std::fs::read(dir.join("CATALOG")).unwrap();
+    let slots = bytes
+        .chunks_exact(32)
+        .take_while(|s| s.iter().any(|&b| b != 0))
+        .map(<[u8]>::to_vec)
+        .collect();
+    (bytes[4], slots)
+}
+
+/// A version-1 catalog (the committed fixture of a build before the size cap) is left version
+/// 1 by this build when it does not evict: an open (which recovers and seals the fixture's
+/// unsealed segment), writes, a reopen. Its header and every edit it had stay byte for byte,
+/// and no edit is an eviction (op 4), so the builds before the cap still open it.
+#[test]
+fn a_version_1_catalog_without_evictions_stays_version_1_byte_for_byte() {
+    let fixture = Path::new(common::compat::FIXTURE_DIR_BEFORE_EXPIRY);
+    let (version, had) = catalog_slots(fixture);
+    assert_eq!(version, 1, "the fixture's catalog is of version 1");
+    let dir = common::files::copy_store(fixture);
+    std::fs::copy(fixture.join("CATALOG"), dir.path().join("CATALOG")).unwrap();
+    let opts = || common::compat::options(IoMode::Buffered);
+    let store = Store::open_with(dir.path(), opts()).unwrap();
+    assert!(!store.recovery().catalog_written);
+    for i in 0..40u32 {
+        store
+            .put(format!("new-{i}"), vec![i as u8; 40_000])
+            .unwrap();
+    }
+    store.delete("new-0").unwrap();
+    store.seal().unwrap();
+    store.close().unwrap();
+    let store = Store::open_with(dir.path(), opts()).unwrap();
+    assert_eq!(store.stats().evicted_files, 0);
+    assert_eq!(store.get("new-1").unwrap(), Some(vec![1u8; 40_000]));
+    store.close().unwrap();
+    let (version, now) = catalog_slots(dir.path());
+    assert_eq!(version, 1);
+    assert!(now.len() > had.len(), "the writes recorded new files");
+    assert_eq!(now[..had.len()], had[..], "the fixture's header and edits");
+    assert!(now[1..].iter().all(|s| s[0] != 4), "an eviction edit");
+}
+
+/// A store whose cap evicts gets a version-2 catalog at its first eviction (version 1 until
+/// then); it opens again as version 2, and a checkpoint of it keeps version 2 (and with it
+/// the watermark).
+#[test]
+fn the_first_eviction_makes_the_catalog_version_2_and_it_stays() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let opts = || {
+        common::store::quiet(common::store::small().io_mode(IoMode::Buffered))
+            .segment_size(1 << 20)
+            .size_cap(Some(3 << 20))
+            .background_compaction(false)
+    };
+    let store = Store::open_with(dir.path(), opts()).unwrap();
+    let mut i = 0u32;
+    while store.stats().evicted_files == 0 {
+        assert_eq!(catalog_slots(dir.path()).0, 1, "before any eviction");
+        store.put(format!("k{i}"), vec![i as u8; 60_000]).unwrap();
+        i += 1;
+        assert!(i < 1000, "no eviction after {i} puts");
+    }
+    let (version, slots) = catalog_slots(dir.path());
+    assert_eq!(version, 2);
+    assert!(slots[1..].iter().any(|s| s[0] == 4), "an eviction edit");
+    // Later edits (more evictions, seals) are appended to it.
+    for j in i..i + 200 {
+        store.put(format!("k{j}"), vec![j as u8; 60_000]).unwrap();
+    }
+    let through = store.stats().evicted_through;
+    let ckpt = tempfile::TempDir::new().unwrap();
+    let ckpt_dir = ckpt.path().join("copy");
+    store.checkpoint(&ckpt_dir).unwrap();
+    store.close().unwrap();
+    assert_eq!(catalog_slots(&ckpt_dir).0, 2, "the checkpoint's catalog");
+    for d in [dir.path(), ckpt_dir.as_path()] {
+        let store = Store::open_with(d, opts()).unwrap();
+        assert_eq!(store.stats().evicted_through, through, "{}", d.display());
+        assert_eq!(store.get("k0").unwrap(), None, "k0 was evicted");
+        store.close().unwrap();
+        assert_eq!(catalog_slots(d).0, 2);
+    }
+}

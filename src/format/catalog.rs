@@ -13,8 +13,13 @@ use crate::error::{Corruption, FileKind};
 
 /// Magic number of a catalog.
 pub const CATALOG_MAGIC: [u8; 4] = *b"PODC";
-/// Version of the catalog format.
+/// Version of a catalog that holds no eviction edit: what every catalog was before the size
+/// cap, and what a store that never evicts keeps writing, so that older builds still open it.
 pub const CATALOG_VERSION: u8 = 1;
+/// Version of a catalog that may hold eviction edits ([`Op::Evict`], op 4). A build that knows
+/// only version 1 refuses it as [`Corruption::UnsupportedVersion`] instead of taking op 4 for
+/// damage; this build reads both.
+pub const CATALOG_VERSION_EVICT: u8 = 2;
 /// Size of the header and of every edit.
 pub const SLOT_LEN: usize = 32;
 
@@ -44,18 +49,20 @@ pub(crate) const EDIT_FIELDS: &[(usize, usize)] = &[
     (off::EDIT_CRC, 4),
 ];
 
-/// The header slot of a catalog.
-pub fn encode_header() -> [u8; SLOT_LEN] {
+/// The header slot of a catalog of `version` ([`CATALOG_VERSION`] or
+/// [`CATALOG_VERSION_EVICT`]).
+pub fn encode_header(version: u8) -> [u8; SLOT_LEN] {
+    debug_assert!(matches!(version, CATALOG_VERSION | CATALOG_VERSION_EVICT));
     let mut b = [0u8; SLOT_LEN];
     b[off::MAGIC..off::MAGIC + 4].copy_from_slice(&CATALOG_MAGIC);
-    b[off::VERSION] = CATALOG_VERSION;
+    b[off::VERSION] = version;
     let crc = crc32fast::hash(&b[..off::HEADER_CRC]);
     b[off::HEADER_CRC..].copy_from_slice(&crc.to_le_bytes());
     b
 }
 
-/// Verifies a catalog's header slot.
-pub fn decode_header(bytes: &[u8]) -> Result<(), Corruption> {
+/// Verifies a catalog's header slot; returns its version.
+pub fn decode_header(bytes: &[u8]) -> Result<u8, Corruption> {
     need(bytes, SLOT_LEN)?;
     let magic = magic_at(bytes, off::MAGIC);
     if magic != CATALOG_MAGIC {
@@ -68,15 +75,27 @@ pub fn decode_header(bytes: &[u8]) -> Result<(), Corruption> {
         crc32fast::hash(&bytes[..off::HEADER_CRC]),
         get_u32(bytes, off::HEADER_CRC),
     )?;
-    if bytes[off::VERSION] != CATALOG_VERSION {
+    let version = bytes[off::VERSION];
+    if !matches!(version, CATALOG_VERSION | CATALOG_VERSION_EVICT) {
         return Err(Corruption::UnsupportedVersion {
-            found: bytes[off::VERSION] as u32,
+            found: version as u32,
         });
     }
     reserved_zero(
         &bytes[off::VERSION + 1..off::HEADER_CRC],
         "catalog reserved",
-    )
+    )?;
+    Ok(version)
+}
+
+/// The version a catalog holding `edits` must carry: [`CATALOG_VERSION_EVICT`] if one of them
+/// is an eviction, else [`CATALOG_VERSION`].
+pub fn version_for<'a>(edits: impl IntoIterator<Item = &'a Edit>) -> u8 {
+    if edits.into_iter().any(|e| matches!(e.op, Op::Evict { .. })) {
+        CATALOG_VERSION_EVICT
+    } else {
+        CATALOG_VERSION
+    }
 }
 
 /// What an edit says about a file.
@@ -133,8 +152,10 @@ impl Edit {
         b
     }
 
-    /// Decodes and verifies one slot.
-    pub fn decode(bytes: &[u8]) -> Result<Edit, Corruption> {
+    /// Decodes and verifies one slot of a catalog of `version`: an eviction (op 4) is an edit
+    /// of a version-2 catalog only, and in a version-1 catalog an unknown op, as it is to the
+    /// builds that know only version 1.
+    pub fn decode(bytes: &[u8], version: u8) -> Result<Edit, Corruption> {
         need(bytes, SLOT_LEN)?;
         check_crc(
             crc32fast::hash(&bytes[..off::EDIT_CRC]),
@@ -150,7 +171,7 @@ impl Edit {
             1 => Op::Create,
             2 => Op::Seal { length },
             3 => Op::Remove,
-            4 => Op::Evict { through: length },
+            4 if version >= CATALOG_VERSION_EVICT => Op::Evict { through: length },
             other => {
                 return Err(Corruption::InvalidField {
                     field: "catalog edit op",
@@ -224,6 +245,9 @@ pub struct CatalogState {
     /// The highest sequence number an eviction dropped, and the id of the file whose edit says
     /// so (`None`: nothing was ever evicted). Open ignores every record at or below it.
     pub evicted: Option<(u64, FileKind, u64)>,
+    /// The header's version ([`CATALOG_VERSION`], or [`CATALOG_VERSION_EVICT`] once the
+    /// catalog may hold evictions; 0 in a state not read from or written to a file).
+    pub version: u8,
 }
 
 impl CatalogState {
@@ -294,8 +318,11 @@ pub struct CatalogError {
 /// returned), so it is ignored ([`CatalogState::torn_at`]) and the next edit overwrites it. A
 /// slot that does not verify with an edit after it, or a contradiction, is damage.
 pub fn replay(bytes: &[u8]) -> Result<CatalogState, CatalogError> {
-    decode_header(bytes).map_err(|kind| CatalogError { offset: 0, kind })?;
-    let mut state = CatalogState::default();
+    let version = decode_header(bytes).map_err(|kind| CatalogError { offset: 0, kind })?;
+    let mut state = CatalogState {
+        version,
+        ..CatalogState::default()
+    };
     let slots = bytes.len() / SLOT_LEN;
     let slot = |i: usize| &bytes[i * SLOT_LEN..(i + 1) * SLOT_LEN];
     let mut i = 1;
@@ -304,7 +331,7 @@ pub fn replay(bytes: &[u8]) -> Result<CatalogState, CatalogError> {
         if s.iter().all(|&b| b == 0) {
             break;
         }
-        match Edit::decode(s) {
+        match Edit::decode(s, version) {
             Ok(edit) => state.apply(edit).map_err(|kind| CatalogError {
                 offset: (i * SLOT_LEN) as u64,
                 kind,
@@ -340,7 +367,7 @@ mod tests {
     }
 
     fn file(edits: &[Edit], zero_slots: usize) -> Vec<u8> {
-        let mut b = encode_header().to_vec();
+        let mut b = encode_header(version_for(edits)).to_vec();
         for e in edits {
             b.extend_from_slice(&e.encode());
         }
@@ -361,22 +388,69 @@ mod tests {
             edit(9, Op::Evict { through: 1 << 50 }),
         ] {
             let b = e.encode();
-            assert_eq!(Edit::decode(&b), Ok(e));
+            assert_eq!(Edit::decode(&b, CATALOG_VERSION_EVICT), Ok(e));
             for i in 0..b.len() {
                 for bit in 0..8 {
                     let mut bad = b;
                     bad[i] ^= 1 << bit;
-                    assert!(Edit::decode(&bad).is_err(), "{e:?}: flip {i}.{bit}");
+                    assert!(
+                        Edit::decode(&bad, CATALOG_VERSION_EVICT).is_err(),
+                        "{e:?}: flip {i}.{bit}"
+                    );
                 }
             }
         }
-        let h = encode_header();
-        assert_eq!(decode_header(&h), Ok(()));
-        for i in 0..h.len() {
-            let mut bad = h;
-            bad[i] ^= 1;
-            assert!(decode_header(&bad).is_err(), "header flip {i}");
+        for version in [CATALOG_VERSION, CATALOG_VERSION_EVICT] {
+            let h = encode_header(version);
+            assert_eq!(decode_header(&h), Ok(version));
+            for i in 0..h.len() {
+                let mut bad = h;
+                bad[i] ^= 1;
+                assert!(decode_header(&bad).is_err(), "header flip {i}");
+            }
         }
+    }
+
+    #[test]
+    fn an_eviction_is_an_edit_of_a_version_2_catalog_only() {
+        let evict = edit(2, Op::Evict { through: 7 });
+        // Version 1 takes op 4 for an unknown op, as the builds before version 2 do.
+        assert_eq!(
+            Edit::decode(&evict.encode(), CATALOG_VERSION),
+            Err(Corruption::InvalidField {
+                field: "catalog edit op",
+                value: 4
+            })
+        );
+        let mut v1 = encode_header(CATALOG_VERSION).to_vec();
+        for e in [edit(1, Op::Create), evict, edit(3, Op::Create)] {
+            v1.extend_from_slice(&e.encode());
+        }
+        assert_eq!(replay(&v1).unwrap_err().offset, 2 * SLOT_LEN as u64);
+        // The same edits under a version-2 header replay, and say their version.
+        v1[..SLOT_LEN].copy_from_slice(&encode_header(CATALOG_VERSION_EVICT));
+        let s = replay(&v1).unwrap();
+        assert_eq!(s.version, CATALOG_VERSION_EVICT);
+        assert_eq!(s.evicted, Some((2, FileKind::Log, 7)));
+        // Only a catalog holding an eviction needs version 2.
+        assert_eq!(version_for(&[edit(1, Op::Create)]), CATALOG_VERSION);
+        assert_eq!(
+            version_for(&[edit(1, Op::Create), evict]),
+            CATALOG_VERSION_EVICT
+        );
+        assert_eq!(
+            replay(&file(&[edit(1, Op::Create)], 1)).unwrap().version,
+            CATALOG_VERSION
+        );
+        // A version after 2 is refused as such, never as damage.
+        let mut b = encode_header(CATALOG_VERSION_EVICT);
+        b[4] = 3;
+        let crc = crc32fast::hash(&b[..28]);
+        b[28..].copy_from_slice(&crc.to_le_bytes());
+        assert_eq!(
+            decode_header(&b),
+            Err(Corruption::UnsupportedVersion { found: 3 })
+        );
     }
 
     #[test]

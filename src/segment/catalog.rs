@@ -14,7 +14,8 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use super::names::file_name;
 use crate::error::{DamagedFile, Error, FileKind, FileProblem, Result};
 use crate::format::catalog::{
-    CatalogFile, CatalogState, Edit, FileState, Op, SLOT_LEN, encode_header, replay,
+    CATALOG_VERSION_EVICT, CatalogFile, CatalogState, Edit, FileState, Op, SLOT_LEN, encode_header,
+    replay, version_for,
 };
 use crate::io::file::{self, IoProfile, PlainFile};
 
@@ -214,7 +215,6 @@ impl Catalog {
         max_id: u64,
         evicted: Option<(u64, FileKind, u64)>,
     ) -> std::result::Result<Catalog, WholeError> {
-        let mut state = CatalogState::default();
         let mut edits = Vec::new();
         for &(id, kind, st) in files {
             let op = match st {
@@ -241,36 +241,10 @@ impl Catalog {
                 op: Op::Remove,
             });
         }
-        let mut bytes = encode_header().to_vec();
-        for e in &edits {
-            state.apply(*e).map_err(|_| {
-                WholeError::NotWritten(internal("catalog snapshot contradicts itself"))
-            })?;
-            bytes.extend_from_slice(&e.encode());
-        }
-        state.end_slot = 1 + edits.len() as u64;
-        let slots = state.end_slot + GROW_SLOTS;
-        bytes.resize(slots as usize * SLOT_LEN, 0);
-        let tmp = dir.join(CATALOG_TMP);
-        // Every change of a name is made durable before the next: the rename then can only
-        // ever move the new file's name, whatever else a crash keeps of the directory's
-        // pending changes (a left-over `CATALOG.tmp` of an earlier attempt, unsynced, could
-        // otherwise take the new file's place).
-        let written = (|| {
-            match file::remove_file(profile, &tmp) {
-                Ok(()) => file::sync_dir(profile, dir)?,
-                Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(e),
-            }
-            let f = PlainFile::create_new(&tmp, profile)?;
-            f.write_all_at(&bytes, 0)?;
-            f.sync_data()?;
-            file::sync_dir(profile, dir)?;
-            Ok(f)
-        })()
-        .map_err(WholeError::NotWritten)?;
-        file::rename(profile, &tmp, &dir.join(CATALOG_NAME)).map_err(WholeError::Installed)?;
-        file::sync_dir(profile, dir).map_err(WholeError::Installed)?;
+        let (bytes, state, slots) = whole(&edits).ok_or_else(|| {
+            WholeError::NotWritten(internal("catalog snapshot contradicts itself"))
+        })?;
+        let written = install(dir, profile, &bytes)?;
         Ok(Catalog::with(dir, profile, Some(written), state, slots))
     }
 
@@ -383,19 +357,44 @@ impl Catalog {
             bytes.resize((slots - g.state.end_slot) as usize * SLOT_LEN, 0);
         }
         let at = g.state.end_slot * SLOT_LEN as u64;
-        let outcome = if contradiction {
+        // The first eviction of a version-1 catalog: op 4 may only be read under a version-2
+        // header (older builds then refuse the store as too new, instead of calling it
+        // damaged), so the catalog is written anew, version 2, with the group's edits in it,
+        // through the crash-safe rewrite: a crash leaves the version-1 catalog without the
+        // eviction (whose files are unlinked only after this returns) or the version-2 one
+        // with it (docs/design.md, "Catalog").
+        let upgrade = !contradiction
+            && g.state.version < CATALOG_VERSION_EVICT
+            && version_for(&batch) == CATALOG_VERSION_EVICT;
+        let upgraded = upgrade.then(|| {
+            let mut all = snapshot(&g.state);
+            all.extend_from_slice(&batch);
+            whole(&all)
+        });
+        let outcome = if contradiction || matches!(upgraded, Some(None)) {
             Err(Failed::Contradiction)
         } else {
             drop(g);
-            let written = match file.write_all_at(&bytes, at) {
-                // A failed sync poisons the catalog whatever the cause; ENOSPC is still said
-                // as such.
-                Ok(()) => file.sync_data().map_err(|e| match e {
-                    Error::StorageFull { .. } => (Failed::Full, true),
-                    _ => (Failed::Io, true),
-                }),
-                Err(Error::StorageFull { .. }) => Err((Failed::Full, false)),
-                Err(_) => Err((Failed::Io, false)),
+            let how = |e: &Error| match e {
+                Error::StorageFull { .. } => Failed::Full,
+                _ => Failed::Io,
+            };
+            let written = match upgraded {
+                Some(Some((bytes, state, slots))) => {
+                    match install(&self.dir, &self.profile, &bytes) {
+                        Ok(f) => Ok(Some((f, state, slots))),
+                        // The old catalog is the store's, as it was: nothing is poisoned.
+                        Err(WholeError::NotWritten(e)) => Err((how(&e), false)),
+                        // Which of the two is the store's is unknown until the next open.
+                        Err(WholeError::Installed(e)) => Err((how(&e), true)),
+                    }
+                }
+                _ => match file.write_all_at(&bytes, at) {
+                    // A failed sync poisons the catalog whatever the cause; ENOSPC is still
+                    // said as such.
+                    Ok(()) => file.sync_data().map(|()| None).map_err(|e| (how(&e), true)),
+                    Err(e) => Err((how(&e), false)),
+                },
             };
             g = self.lock();
             written.map_err(|(how, poisoned)| {
@@ -406,8 +405,13 @@ impl Catalog {
             })
         };
         match outcome {
-            Ok(()) => {
+            Ok(None) => {
                 g.state = next;
+                g.slots = slots;
+            }
+            Ok(Some((f, state, slots))) => {
+                g.file = Some(Arc::new(f));
+                g.state = state;
                 g.slots = slots;
             }
             Err(how) => {
@@ -528,6 +532,90 @@ impl Catalog {
         }
         Ok(problems)
     }
+}
+
+/// A whole catalog holding `edits` (header of the version they need, the edits, then
+/// `GROW_SLOTS` zero slots), its replayed state and its length in slots; `None` if the edits
+/// contradict each other.
+fn whole(edits: &[Edit]) -> Option<(Vec<u8>, CatalogState, u64)> {
+    let version = version_for(edits);
+    let mut state = CatalogState {
+        version,
+        ..CatalogState::default()
+    };
+    let mut bytes = encode_header(version).to_vec();
+    for e in edits {
+        state.apply(*e).ok()?;
+        bytes.extend_from_slice(&e.encode());
+    }
+    state.end_slot = 1 + edits.len() as u64;
+    let slots = state.end_slot + GROW_SLOTS;
+    bytes.resize(slots as usize * SLOT_LEN, 0);
+    Some((bytes, state, slots))
+}
+
+/// Makes `bytes` the store's catalog: written as `CATALOG.tmp`, synced, its name made durable
+/// (a failure there leaves the store's catalog as it was: [`WholeError::NotWritten`]), then
+/// renamed over `CATALOG` and the rename made durable. A crash leaves the old catalog (or
+/// none) or the new one, whole.
+fn install(dir: &Path, profile: &IoProfile, bytes: &[u8]) -> Result<PlainFile, WholeError> {
+    let tmp = dir.join(CATALOG_TMP);
+    // Every change of a name is made durable before the next: the rename then can only
+    // ever move the new file's name, whatever else a crash keeps of the directory's
+    // pending changes (a left-over `CATALOG.tmp` of an earlier attempt, unsynced, could
+    // otherwise take the new file's place).
+    let written = (|| {
+        match file::remove_file(profile, &tmp) {
+            Ok(()) => file::sync_dir(profile, dir)?,
+            Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+        let f = PlainFile::create_new(&tmp, profile)?;
+        f.write_all_at(bytes, 0)?;
+        f.sync_data()?;
+        file::sync_dir(profile, dir)?;
+        Ok(f)
+    })()
+    .map_err(WholeError::NotWritten)?;
+    file::rename(profile, &tmp, &dir.join(CATALOG_NAME)).map_err(WholeError::Installed)?;
+    file::sync_dir(profile, dir).map_err(WholeError::Installed)?;
+    Ok(written)
+}
+
+/// Edits that replay to `state`'s files, removed ones included (a removal recorded but whose
+/// unlink is still under way must stay recorded), with its highest id and watermark.
+fn snapshot(state: &CatalogState) -> Vec<Edit> {
+    let mut edits: Vec<Edit> = state
+        .files
+        .iter()
+        .map(|(&id, f)| Edit {
+            id,
+            kind: f.kind,
+            op: match f.state {
+                FileState::Created => Op::Create,
+                FileState::Sealed { length } => Op::Seal { length },
+                FileState::Removed => Op::Remove,
+            },
+        })
+        .collect();
+    if let Some((id, kind, through)) = state.evicted {
+        match edits.iter_mut().find(|e| e.id == id) {
+            Some(e) => e.op = Op::Evict { through },
+            None => edits.push(Edit {
+                id,
+                kind,
+                op: Op::Evict { through },
+            }),
+        }
+    }
+    if state.max_id > edits.iter().map(|e| e.id).max().unwrap_or(0) {
+        edits.push(Edit {
+            id: state.max_id,
+            kind: FileKind::Log,
+            op: Op::Remove,
+        });
+    }
+    edits
 }
 
 /// One edit `op` per file.

@@ -5,6 +5,9 @@
 //!   values in blob files; then all that while the store compacts. 5 rounds each, 25 under
 //!   `PODSTORE_TEST_LONG`; `PODSTORE_CRASH_SEED` and `PODSTORE_CRASH_ROUNDS` vary them for long
 //!   runs (scripts/crash-loop.sh); what the parent checks after each kill in `kill9/check.rs`;
+//! - `kill9_evict`: kill -9 of a process writing far past a small size cap while another thread
+//!   compacts: after each kill the store opens within the cap and one segment, and every key
+//!   reads nothing or a value no older than its newest acknowledged write;
 //! - `midway`: a streamed put (`Store::writer`) killed mid-stream and after `finish`; a process
 //!   taking checkpoints of a store being written, killed midway;
 //! - `cas`: kill -9 of a process racing compare-and-swap increments with conditional batches:
@@ -32,6 +35,7 @@ mod compaction;
 mod damage;
 mod evict;
 mod kill9;
+mod kill9_evict;
 mod lock;
 mod midway;
 mod support;
@@ -66,6 +70,12 @@ fn crash_child() {
         ["workload", mix, mode, seed, round] => kill9::workload_child(
             Path::new(&dir),
             kill9::Mix::parse(mix),
+            parse_mode(mode),
+            seed.parse().unwrap(),
+            round.parse().unwrap(),
+        ),
+        ["kill9evict", mode, seed, round] => kill9_evict::kill9_evict_child(
+            Path::new(&dir),
             parse_mode(mode),
             seed.parse().unwrap(),
             round.parse().unwrap(),

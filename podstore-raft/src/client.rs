@@ -57,11 +57,20 @@ pub struct Retry {
     pub first_backoff: Duration,
     /// The longest pause between attempts.
     pub max_backoff: Duration,
-    /// The most time one request may take, all attempts together (no attempt starts after).
+    /// The most time one request may take, all attempts together (no attempt starts after);
+    /// a write's is longer by its body's time at [`SLOWEST_UPLOAD`].
     pub deadline: Duration,
-    /// The most time one attempt may take, answer included.
+    /// The most time an attempt may wait on a node: to connect, for a read's answer to begin
+    /// and between two pieces of its body (a large value read takes as long as it streams);
+    /// a write's whole exchange may take this long and its body's time at [`SLOWEST_UPLOAD`]
+    /// more.
     pub timeout: Duration,
 }
+
+/// The slowest upload a write's time limits allow for its body, in bytes per second (8 MiB/s):
+/// a 256 MiB value gets 32 s more than [`Retry::timeout`], where a fixed limit would refuse
+/// every large value on a slow link and retry it in vain.
+pub const SLOWEST_UPLOAD: u64 = 8 << 20;
 
 impl Default for Retry {
     /// 30 attempts, pauses from 50 ms doubling to 1 s, 20 s in all (an election takes 1 to 2 s
@@ -271,7 +280,10 @@ impl Client {
         let nodes: Vec<String> = nodes.into_iter().map(Into::into).collect();
         assert!(!nodes.is_empty(), "a client needs a node's address");
         Client {
-            http: reqwest::Client::new(),
+            http: reqwest::Client::builder()
+                .connect_timeout(retry.timeout)
+                .build()
+                .unwrap_or_default(),
             nodes,
             leader: Mutex::new(None),
             next: AtomicUsize::new(0),
@@ -321,9 +333,14 @@ impl Client {
     /// something other than `421` or `503`.
     async fn send(
         &self,
+        body_len: Option<u64>,
         build: impl Fn(&reqwest::Client, &str) -> reqwest::RequestBuilder,
     ) -> Result<reqwest::Response, Error> {
         let start = Instant::now();
+        // A write's limits grow with its body (see `SLOWEST_UPLOAD`); a read has no limit in
+        // all, only the client's on connecting and on each read.
+        let upload = body_len.map(|n| Duration::from_secs_f64(n as f64 / SLOWEST_UPLOAD as f64));
+        let deadline = self.retry.deadline + upload.unwrap_or_default();
         let mut backoff = self.retry.first_backoff;
         let mut last = String::from("no attempt made");
         // Whether the last attempt was sent where a 421 said: a second redirect in a row (two
@@ -331,10 +348,27 @@ impl Client {
         let mut redirected = false;
         for _ in 0..self.retry.attempts.max(1) {
             let addr = self.target();
-            let sent = build(&self.http, &format!("http://{addr}"))
-                .timeout(self.retry.timeout)
-                .send()
-                .await;
+            let request = build(&self.http, &format!("http://{addr}"));
+            let sent = match upload {
+                // A write: its whole exchange, the body's upload allowed for.
+                Some(upload) => request.timeout(self.retry.timeout + upload).send().await,
+                // A read: until its answer's head; its body is read with a limit per piece
+                // (`body`), as long as it streams.
+                None => match tokio::time::timeout(self.retry.timeout, request.send()).await {
+                    Ok(sent) => sent,
+                    Err(_) => {
+                        last = format!("{addr}: no answer in {:?}", self.retry.timeout);
+                        self.set_leader(None);
+                        redirected = false;
+                        if start.elapsed() + backoff > deadline {
+                            break;
+                        }
+                        tokio::time::sleep(self.jittered(backoff)).await;
+                        backoff = (backoff * 2).min(self.retry.max_backoff);
+                        continue;
+                    }
+                },
+            };
             match sent {
                 Ok(r) if r.status() == StatusCode::MISDIRECTED_REQUEST => {
                     let named = r
@@ -377,7 +411,7 @@ impl Client {
                 }
             }
             redirected = false;
-            if start.elapsed() + backoff > self.retry.deadline {
+            if start.elapsed() + backoff > deadline {
                 break;
             }
             tokio::time::sleep(self.jittered(backoff)).await;
@@ -385,6 +419,25 @@ impl Client {
         }
         tracing::debug!(client = self.id, %last, "giving up");
         Err(Error::Unavailable(last))
+    }
+
+    /// The body of `r`, each piece of it within [`Retry::timeout`] of the one before: a large
+    /// value takes as long as it streams, a node that stops sending fails the read.
+    async fn body(&self, mut r: reqwest::Response) -> Result<Bytes, Error> {
+        let mut body = bytes::BytesMut::with_capacity(r.content_length().unwrap_or(0) as usize);
+        loop {
+            match tokio::time::timeout(self.retry.timeout, r.chunk()).await {
+                Ok(Ok(Some(piece))) => body.extend_from_slice(&piece),
+                Ok(Ok(None)) => return Ok(body.freeze()),
+                Ok(Err(e)) => return Err(Error::Unavailable(format!("the value's body: {e}"))),
+                Err(_) => {
+                    return Err(Error::Unavailable(format!(
+                        "the value's body: nothing for {:?}",
+                        self.retry.timeout
+                    )));
+                }
+            }
+        }
     }
 
     /// `backoff` less up to half of it, so that clients that failed together do not all come
@@ -427,7 +480,7 @@ impl Client {
         let (path, value) = (format!("/kv/{}", encode(key)), value.into());
         let request_id = format!("{}:{}", id.client, id.seq);
         let r = self
-            .send(|http, base| {
+            .send(Some(value.len() as u64), |http, base| {
                 let mut b = http
                     .put(format!("{base}{path}"))
                     .header(REQUEST_ID_HEADER, &request_id)
@@ -479,7 +532,7 @@ impl Client {
         let path = format!("/kv/{}", encode(key));
         let request_id = format!("{}:{}", id.client, id.seq);
         let r = self
-            .send(|http, base| {
+            .send(Some(0), |http, base| {
                 let b = http
                     .delete(format!("{base}{path}"))
                     .header(REQUEST_ID_HEADER, &request_id);
@@ -526,7 +579,7 @@ impl Client {
             }
         }
         let r = self
-            .send(|http, base| http.get(format!("{base}{path}")))
+            .send(None, |http, base| http.get(format!("{base}{path}")))
             .await?;
         match r.status() {
             StatusCode::OK | StatusCode::PARTIAL_CONTENT => {}
@@ -541,10 +594,7 @@ impl Client {
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.rsplit_once('/'))
             .and_then(|(_, len)| len.parse::<u64>().ok());
-        let bytes = r
-            .bytes()
-            .await
-            .map_err(|e| Error::Unavailable(format!("the value's body: {e}")))?;
+        let bytes = self.body(r).await?;
         let len = match (whole, range) {
             (Some(len), _) => len,
             (None, None) => bytes.len() as u64,
@@ -572,7 +622,7 @@ impl Client {
             path.push_str(&format!("&after={}", encode(after.as_bytes())));
         }
         let r = self
-            .send(|http, base| http.get(format!("{base}{path}")))
+            .send(None, |http, base| http.get(format!("{base}{path}")))
             .await?;
         if !r.status().is_success() {
             return Err(refusal(r).await);

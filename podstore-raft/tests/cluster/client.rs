@@ -169,3 +169,28 @@ async fn a_restarted_node_names_no_leader_it_has_not_heard_from() {
     assert_eq!(r.status(), reqwest::StatusCode::MISDIRECTED_REQUEST);
     assert_eq!(r.headers().get("x-leader"), None);
 }
+
+/// A value whose upload takes longer than the client's per-attempt limit: the limit counts
+/// time without progress, and a write's body at `SLOWEST_UPLOAD` on top, so the put succeeds
+/// (with a fixed limit of 1 s for the whole attempt, this 96 MiB put failed and was retried
+/// in vain), and reading it back streams as long as it takes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_value_longer_to_send_than_the_timeout_goes_through() {
+    use podstore_raft::client::Retry;
+    let root = tempfile::tempdir().unwrap();
+    let cluster = Cluster::start(root.path(), &[]).await;
+    let retry = Retry {
+        timeout: std::time::Duration::from_secs(1),
+        ..Retry::default()
+    };
+    let client = Client::with_retry(cluster.addrs.clone(), retry);
+    let len = 96usize << 20;
+    let big: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+    let started = std::time::Instant::now();
+    let written = client.put(b"big", big.clone()).await.unwrap();
+    eprintln!("96 MiB put in {:?}", started.elapsed());
+    assert!(!written.replayed);
+    let got = client.get(b"big").await.unwrap().expect("just written");
+    assert_eq!(got.bytes.len(), len);
+    assert!(got.bytes.as_ref() == big.as_slice(), "another value");
+}

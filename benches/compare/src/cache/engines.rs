@@ -43,18 +43,14 @@ struct Pod {
 
 impl Pod {
     fn open(spec: &CacheSpec) -> Res<Pod> {
+        // A cap makes segments a sixteenth of it (unless set): the cap is the capacity less
+        // the segment such a cap of the whole capacity would take.
+        let segment = Options::default()
+            .size_cap(Some(spec.disk))
+            .view()
+            .segment_size();
+        let cap = spec.disk.saturating_sub(segment);
         let defaults = Options::default();
-        let segment = defaults.view().segment_size();
-        let cap = spec
-            .disk
-            .checked_sub(segment)
-            .filter(|&c| c >= 2 * segment)
-            .ok_or_else(|| {
-                format!(
-                    "--disk {}: podstore needs at least three segments ({segment} bytes each)",
-                    spec.disk
-                )
-            })?;
         let opts = defaults
             .cache_capacity(spec.memory)
             .size_cap(Some(cap))

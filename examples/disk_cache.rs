@@ -30,7 +30,9 @@ const NAMES: u64 = 1500;
 /// The slow source: 1 ms per request, bytes that name what they are.
 fn fetch_from_source(name: &str) -> Vec<u8> {
     std::thread::sleep(Duration::from_millis(1));
-    let seed = name.bytes().fold(0u64, |h, b| h.wrapping_mul(31).wrapping_add(b as u64));
+    let seed = name
+        .bytes()
+        .fold(0u64, |h, b| h.wrapping_mul(31).wrapping_add(b as u64));
     let len = 16_384 + (seed % 32_768) as usize;
     let mut v = format!("{name}:").into_bytes();
     v.resize(len, (seed % 251) as u8);
@@ -84,7 +86,10 @@ fn run() -> Result<(), Failure> {
     for _ in 0..requests {
         let name = format!("thumb/{}", skewed(&mut state));
         let (v, hit) = get(&cache, &name, Duration::from_secs(3600))?;
-        assert!(v.starts_with(format!("{name}:").as_bytes()), "{name}: another value");
+        assert!(
+            v.starts_with(format!("{name}:").as_bytes()),
+            "{name}: another value"
+        );
         hits += hit as u64;
         bytes += v.len() as u64;
     }

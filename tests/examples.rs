@@ -194,7 +194,13 @@ fn every_example_is_checked_here() {
     names.sort();
     assert_eq!(
         names,
-        ["basic", "content_addressed", "disk_cache", "range_read", "verify"],
+        [
+            "basic",
+            "content_addressed",
+            "disk_cache",
+            "range_read",
+            "verify"
+        ],
         "a new example needs its run in tests/examples.rs"
     );
 }

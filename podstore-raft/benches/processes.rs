@@ -38,21 +38,9 @@ const LARGE: [(usize, usize, usize); 4] = [
     (64 << 20, 4, 1),
 ];
 
-/// CPU time (user and system) of process `pid` so far, in seconds (clock ticks of 10 ms).
+/// CPU time (user and system) of process `pid` so far, in seconds.
 fn cpu_secs(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .map_or("", |(_, rest)| rest)
-        .split_whitespace()
-        .collect();
-    let ticks = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|f| f.parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    (ticks(11) + ticks(12)) / 100.0
+    stats::cpu_secs_of(&pid.to_string())
 }
 
 /// Peak resident memory of `pid` since its last reset, in MiB (`VmHWM`).

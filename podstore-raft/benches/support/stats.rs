@@ -101,7 +101,13 @@ pub fn micros(d: Duration) -> u32 {
 /// The CPU time (user and system) this process has used so far, in seconds, from
 /// `/proc/self/stat` (clock ticks of 10 ms).
 pub fn process_cpu_secs() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    cpu_secs_of("self")
+}
+
+/// The CPU time (user and system) process `pid` (`self` for this one) has used so far, in
+/// seconds, from `/proc/PID/stat` (clock ticks of 10 ms).
+pub fn cpu_secs_of(pid: &str) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     // The fields after the command name (which may hold spaces, so after its closing ')'):
     // state is the first of them, utime the 12th and stime the 13th.
     let fields: Vec<&str> = stat

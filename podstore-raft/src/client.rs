@@ -349,24 +349,19 @@ impl Client {
         for _ in 0..self.retry.attempts.max(1) {
             let addr = self.target();
             let request = build(&self.http, &format!("http://{addr}"));
-            let sent = match upload {
+            // `Err`: the failure, to say if the request gives up.
+            let sent: Result<reqwest::Response, String> = match upload {
                 // A write: its whole exchange, the body's upload allowed for.
-                Some(upload) => request.timeout(self.retry.timeout + upload).send().await,
+                Some(upload) => request
+                    .timeout(self.retry.timeout + upload)
+                    .send()
+                    .await
+                    .map_err(|e| e.to_string()),
                 // A read: until its answer's head; its body is read with a limit per piece
                 // (`body`), as long as it streams.
                 None => match tokio::time::timeout(self.retry.timeout, request.send()).await {
-                    Ok(sent) => sent,
-                    Err(_) => {
-                        last = format!("{addr}: no answer in {:?}", self.retry.timeout);
-                        self.set_leader(None);
-                        redirected = false;
-                        if start.elapsed() + backoff > deadline {
-                            break;
-                        }
-                        tokio::time::sleep(self.jittered(backoff)).await;
-                        backoff = (backoff * 2).min(self.retry.max_backoff);
-                        continue;
-                    }
+                    Ok(sent) => sent.map_err(|e| e.to_string()),
+                    Err(_) => Err(format!("no answer in {:?}", self.retry.timeout)),
                 },
             };
             match sent {

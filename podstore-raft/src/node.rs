@@ -612,12 +612,34 @@ impl Node {
         self.get_range(key, start, end).await
     }
 
-    /// Adds `id` at `addr` as a learner and waits until it has caught up.
+    /// Adds `id` at `addr` as a learner and waits until it has caught up: until it holds the
+    /// membership entry that added it, and so every entry before it (or until this node is no
+    /// longer the leader, or the learner has been removed meanwhile).
     pub async fn add_learner(&self, id: NodeId, addr: impl Into<String>) -> Result<(), NodeError> {
-        self.raft
+        let added = self
+            .raft
             .add_learner(id, BasicNode::new(addr.into()), true)
             .await
-            .map_err(|e| write_error(self, e))?;
+            .map_err(|e| write_error(self, e))?
+            .log_id
+            .index();
+        // openraft's own wait (`blocking`) ends once the learner is within
+        // `replication_lag_threshold` (5 000 entries) of the leader, which a learner that holds
+        // nothing yet is on a young cluster: its status then showed no matched index at all.
+        self.raft
+            .wait(None)
+            .metrics(
+                |m| match &m.replication {
+                    None => true,
+                    Some(r) => match r.get(&id) {
+                        Some(matched) => matched.as_ref().map(|l| l.index()) >= Some(added),
+                        None => m.membership_config.membership().get_node(&id).is_none(),
+                    },
+                },
+                "the new learner to hold the entry that added it",
+            )
+            .await
+            .map_err(|e| NodeError::Raft(e.to_string()))?;
         Ok(())
     }
 

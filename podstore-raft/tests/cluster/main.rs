@@ -24,6 +24,8 @@ mod leader_kill;
 mod memory;
 /// `/metrics` follows requests and replication.
 mod metrics;
+/// README.md's Replication section, every command run with `sh` as written.
+mod readme;
 /// SIGTERM and SIGINT stop a node cleanly under writes.
 mod shutdown;
 /// A follower process killed during a snapshot install catches up.

@@ -102,15 +102,21 @@ fn views_taken_while_the_writer_writes_and_compacts_read_only_what_it_wrote() {
     let stop = Arc::new(AtomicBool::new(false));
     let model = Arc::new(Mutex::new(BTreeMap::new()));
     let compacted = Arc::new(Mutex::new(0usize));
+    // Views taken so far: the writer goes on past `rounds` until there are a few (on a fast
+    // machine it finished its rounds before a second view was taken), at most 20 times over.
+    let taken = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let writing = {
-        let (writer, stop, model, compacted) = (
+        let (writer, stop, model, compacted, taken) = (
             writer.clone(),
             stop.clone(),
             model.clone(),
             compacted.clone(),
+            taken.clone(),
         );
         std::thread::spawn(move || {
-            for round in 1..=rounds {
+            let mut round = 0;
+            while round < rounds || (taken.load(Ordering::SeqCst) < 3 && round < 20 * rounds) {
+                round += 1;
                 for i in 0..KEYS {
                     // Every fifth round deletes a few keys, which the next one writes again.
                     if round % 5 == 0 && i % 7 == 0 {
@@ -130,6 +136,7 @@ fn views_taken_while_the_writer_writes_and_compacts_read_only_what_it_wrote() {
                 }
             }
             stop.store(true, Ordering::SeqCst);
+            round
         })
     };
     let mut views = 0;
@@ -151,8 +158,9 @@ fn views_taken_while_the_writer_writes_and_compacts_read_only_what_it_wrote() {
         // reservation given back): it succeeds.
         view.close().unwrap();
         views += 1;
+        taken.store(views, Ordering::SeqCst);
     }
-    writing.join().unwrap();
+    let rounds = writing.join().unwrap();
     eprintln!("{views} views taken while the writer wrote {rounds} rounds");
     assert!(views >= 2, "{views} views taken");
     assert!(*compacted.lock().unwrap() > 0, "the writer never compacted");

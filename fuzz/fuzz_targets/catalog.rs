@@ -2,8 +2,9 @@
 //! legal edit sequences, then damaged.
 //!
 //! Input: the raw catalog bytes (seeds: valid catalogs); the same bytes then drive an
-//! `Unstructured` that builds a legal sequence of edits (creations, seals, removals), checks that
-//! replay gives each file the state of its last edit, and that a changed byte in an edit with
+//! `Unstructured` that builds a legal sequence of edits (creations, seals, removals, evictions:
+//! a catalog with one is version 2), checks that replay gives each file the state of its last
+//! edit and the highest eviction watermark, and that a changed byte in an edit with
 //! another after it is reported at that slot, while the same change in the last edit is a torn
 //! append (ignored).
 #![no_main]
@@ -12,7 +13,9 @@ use std::collections::BTreeMap;
 
 use libfuzzer_sys::fuzz_target;
 use podstore::FileKind;
-use podstore::format::catalog::{Edit, FileState, Op, SLOT_LEN, encode_header, replay};
+use podstore::format::catalog::{
+    CATALOG_VERSION, CATALOG_VERSION_EVICT, Edit, FileState, Op, SLOT_LEN, encode_header, replay,
+};
 use podstore_fuzz::{Unstructured, arbitrary};
 
 fuzz_target!(|data: &[u8]| {
@@ -39,7 +42,17 @@ fn structured(u: &mut Unstructured<'_>) -> arbitrary::Result<()> {
             .filter(|(_, (_, s))| *s != FileState::Removed)
             .map(|(&id, _)| id)
             .collect();
-        let edit = match u.int_in_range(0..=2u8)? {
+        let edit = match u.int_in_range(0..=3u8)? {
+            3 if !existing.is_empty() => {
+                let id = *u.choose(&existing)?;
+                Edit {
+                    id,
+                    kind: model[&id].0,
+                    op: Op::Evict {
+                        through: u.int_in_range(1..=1u64 << 60)?,
+                    },
+                }
+            }
             1 if !existing.is_empty() => {
                 let id = *u.choose(&existing)?;
                 let (kind, state) = model[&id];
@@ -80,12 +93,24 @@ fn structured(u: &mut Unstructured<'_>) -> arbitrary::Result<()> {
         let state = match edit.op {
             Op::Create => FileState::Created,
             Op::Seal { length } => FileState::Sealed { length },
-            Op::Remove => FileState::Removed,
+            Op::Remove | Op::Evict { .. } => FileState::Removed,
         };
         model.insert(edit.id, (edit.kind, state));
         edits.push(edit);
     }
-    let mut bytes = encode_header().to_vec();
+    let watermark = edits
+        .iter()
+        .filter_map(|e| match e.op {
+            Op::Evict { through } => Some(through),
+            _ => None,
+        })
+        .max();
+    let version = if watermark.is_some() {
+        CATALOG_VERSION_EVICT
+    } else {
+        CATALOG_VERSION
+    };
+    let mut bytes = encode_header(version).to_vec();
     for e in &edits {
         bytes.extend_from_slice(&e.encode());
     }
@@ -99,6 +124,7 @@ fn structured(u: &mut Unstructured<'_>) -> arbitrary::Result<()> {
         .map(|(&id, f)| (id, (f.kind, f.state)))
         .collect();
     assert_eq!(got, model);
+    assert_eq!(state.evicted.map(|(_, _, through)| through), watermark);
     // One changed byte in edit `i`.
     let i = u.int_in_range(1..=edits.len())?;
     let at = i * SLOT_LEN + u.int_in_range(0..=SLOT_LEN - 1)?;

@@ -44,13 +44,16 @@ fn main() -> std::io::Result<()> {
     Ok(())
 }
 
-/// Catalogs: empty, and with creations, seals and removals of both kinds, with zero slots after.
+/// Catalogs: empty, and with creations, seals and removals of both kinds, with zero slots after;
+/// and a version-2 catalog with an eviction edit.
 fn catalog_seeds() -> Vec<Vec<u8>> {
     use podstore::FileKind;
-    use podstore::format::catalog::{Edit, Op, SLOT_LEN, encode_header};
+    use podstore::format::catalog::{
+        CATALOG_VERSION, CATALOG_VERSION_EVICT, Edit, Op, SLOT_LEN, encode_header,
+    };
     let edit = |id, kind, op| Edit { id, kind, op }.encode();
-    let mut seeds = vec![encode_header().to_vec()];
-    let mut b = encode_header().to_vec();
+    let mut seeds = vec![encode_header(CATALOG_VERSION).to_vec()];
+    let mut b = encode_header(CATALOG_VERSION).to_vec();
     for e in [
         edit(1, FileKind::Log, Op::Create),
         edit(2, FileKind::Blob, Op::Create),
@@ -64,6 +67,16 @@ fn catalog_seeds() -> Vec<Vec<u8>> {
     }
     b.resize(b.len() + 4 * SLOT_LEN, 0);
     seeds.push(b);
+    let mut v2 = encode_header(CATALOG_VERSION_EVICT).to_vec();
+    for e in [
+        edit(1, FileKind::Log, Op::Create),
+        edit(1, FileKind::Log, Op::Seal { length: 8192 }),
+        edit(2, FileKind::Log, Op::Create),
+        edit(1, FileKind::Log, Op::Evict { through: 77 }),
+    ] {
+        v2.extend_from_slice(&e);
+    }
+    seeds.push(v2);
     seeds
 }
 

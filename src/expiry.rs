@@ -78,20 +78,20 @@ impl PutOptions {
         self
     }
 
-    /// The expiry of a value written at `now_ms` (milliseconds since the epoch) with these
-    /// options and the store's `default_ttl`, in milliseconds since the epoch.
+    /// The expiry of a value written at `now_ms()` (milliseconds since the epoch; read only for a
+    /// value that expires) with these options and the store's `default_ttl`, in milliseconds.
     pub(crate) fn expiry_ms(
         &self,
-        now_ms: u64,
+        now_ms: impl FnOnce() -> u64,
         default_ttl: Option<Duration>,
     ) -> Result<Option<u64>> {
         let at = match self.expiry {
             Expiry::Never => return Ok(None),
             Expiry::Default => match default_ttl {
                 None => return Ok(None),
-                Some(ttl) => now_ms.saturating_add(ceil_ms(ttl)),
+                Some(ttl) => now_ms().saturating_add(ceil_ms(ttl)),
             },
-            Expiry::After(ttl) => now_ms.saturating_add(ceil_ms(ttl)),
+            Expiry::After(ttl) => now_ms().saturating_add(ceil_ms(ttl)),
             Expiry::At(t) => match t.duration_since(UNIX_EPOCH) {
                 Ok(d) => ceil_ms(d),
                 Err(_) => 0, // before the epoch: long expired
@@ -197,17 +197,17 @@ mod tests {
     #[test]
     fn ttls_and_instants_become_milliseconds_rounded_up() {
         let o = PutOptions::new();
-        assert_eq!(o.expiry_ms(1000, None).unwrap(), None);
+        assert_eq!(o.expiry_ms(|| 1000, None).unwrap(), None);
         assert_eq!(
-            o.expiry_ms(1000, Some(Duration::from_secs(2))).unwrap(),
+            o.expiry_ms(|| 1000, Some(Duration::from_secs(2))).unwrap(),
             Some(3000)
         );
         let o = PutOptions::new().ttl(Duration::from_micros(1500));
-        assert_eq!(o.expiry_ms(1000, None).unwrap(), Some(1002));
+        assert_eq!(o.expiry_ms(|| 1000, None).unwrap(), Some(1002));
         assert_eq!(
             PutOptions::new()
                 .no_expiry()
-                .expiry_ms(1000, Some(Duration::from_secs(1)))
+                .expiry_ms(|| 1000, Some(Duration::from_secs(1)))
                 .unwrap(),
             None
         );
@@ -215,7 +215,7 @@ mod tests {
         assert_eq!(
             PutOptions::new()
                 .expires_at(at)
-                .expiry_ms(1000, None)
+                .expiry_ms(|| 1000, None)
                 .unwrap(),
             Some(5)
         );
@@ -224,27 +224,27 @@ mod tests {
         assert_eq!(
             PutOptions::new()
                 .expires_at(before)
-                .expiry_ms(0, None)
+                .expiry_ms(|| 0, None)
                 .unwrap(),
             Some(1)
         );
         assert_eq!(
             PutOptions::new()
                 .ttl(Duration::ZERO)
-                .expiry_ms(0, None)
+                .expiry_ms(|| 0, None)
                 .unwrap(),
             Some(1)
         );
         // Past the year 9999: refused.
         let far = UNIX_EPOCH + Duration::from_millis(MAX_EXPIRES_AT_MS + 1);
         assert!(matches!(
-            PutOptions::new().expires_at(far).expiry_ms(0, None),
+            PutOptions::new().expires_at(far).expiry_ms(|| 0, None),
             Err(Error::InvalidOptions(_))
         ));
         assert!(
             PutOptions::new()
                 .ttl(Duration::MAX)
-                .expiry_ms(1, None)
+                .expiry_ms(|| 1, None)
                 .is_err()
         );
     }

@@ -89,10 +89,11 @@ impl IndexEntry {
         }
     }
 
-    /// True when the value has expired at `now_ms` (milliseconds since the Unix epoch): at its
-    /// expiry instant and after (a value put to expire at t is gone at t).
-    pub fn expired(&self, now_ms: u64) -> bool {
-        self.expires_at.is_some_and(|at| at <= now_ms)
+    /// True when the value has expired at `now_ms()` (milliseconds since the Unix epoch): at
+    /// its expiry instant and after (a value put to expire at t is gone at t). The clock is
+    /// read only for a value that expires: a get or put of one that does not reads none.
+    pub fn expired(&self, now_ms: impl FnOnce() -> u64) -> bool {
+        self.expires_at.is_some_and(|at| at <= now_ms())
     }
 
     /// Where the stored value bytes lie, for [`crate::segment::read_value`].

@@ -445,7 +445,7 @@ impl Compactor {
                     if naming == Naming::No {
                         continue; // overwritten or deleted: dead
                     }
-                    if old.expired(now) {
+                    if old.expired(|| now) {
                         // Expired: absent to every read already, so not copied. But like a
                         // tombstone it still hides its key's older records elsewhere: while one
                         // may be left (the tombstone rule), a tombstone of the same number is
@@ -543,7 +543,7 @@ impl Compactor {
         };
         let old = IndexEntry::of_footer_entry(id, &e);
         let hash = p.index.hash(&e.key);
-        if !old.expired(now) || p.index.names(hash, id, e.offset) != Naming::Live {
+        if !old.expired(|| now) || p.index.names(hash, id, e.offset) != Naming::Live {
             return false;
         }
         // The tombstone first, then the entry out of the index (see `compact_segment`).

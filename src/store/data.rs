@@ -368,8 +368,10 @@ impl Store {
         // Cheap answer for the common case, before compressing anything.
         // Presence is decided by the key's newest entry: read, never lazy.
         let mut seen = self.inner.seen(key, Look::First)?;
-        let now = self.inner.shared.now_ms();
-        if seen.1.current.is_some_and(|e| !e.expired(now))
+        if seen
+            .1
+            .current
+            .is_some_and(|e| !e.expired(|| self.inner.shared.now_ms()))
             && self.inner.shared.pending.last_queued(key).is_none()
         {
             return Ok(false);
@@ -608,7 +610,7 @@ impl Store {
     /// The expiry `options` give a value written now (milliseconds since the Unix epoch), with
     /// the store's default time to live.
     pub(super) fn expiry_of(&self, options: &PutOptions) -> Result<Option<u64>> {
-        options.expiry_ms(self.inner.shared.now_ms(), self.inner.opts.default_ttl)
+        options.expiry_ms(|| self.inner.shared.now_ms(), self.inner.opts.default_ttl)
     }
 
     /// The length of the value of `key` (as it was put, whether or not it is stored

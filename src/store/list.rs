@@ -671,7 +671,7 @@ impl<'a> Keys<'a> {
             }
             // A key whose value has expired is not listed, whatever compaction has reclaimed.
             if let Some(live) = self.live_entry(&key, &places)?
-                && !live.entry.expired(self.store.inner.shared.now_ms())
+                && !live.entry.expired(|| self.store.inner.shared.now_ms())
             {
                 return Ok(Some((key, live)));
             }

@@ -207,7 +207,7 @@ impl Reader {
     /// `found` if its value has not expired: an expired value is absent to every read, and
     /// since it is its key's newest entry, the key has no value.
     fn unexpired(&self, found: Located) -> Option<Located> {
-        (!found.entry.expired(self.now_ms())).then_some(found)
+        (!found.entry.expired(|| self.now_ms())).then_some(found)
     }
 
     /// The index entry of `key` and the file it points into, reading no more of its record

@@ -65,7 +65,7 @@ pub(super) fn presence(shared: &Shared, key: &[u8], hash: u64, seen: &Seen) -> P
         None if shared.index.places(hash) != seen.places => Presence::Changed,
         // An expired value is absent (its entry stays until compaction, and the write that
         // follows replaces it).
-        None if seen.current.is_some_and(|e| !e.expired(shared.now_ms())) => Presence::Present,
+        None if seen.current.is_some_and(|e| !e.expired(|| shared.now_ms())) => Presence::Present,
         None => Presence::Absent,
     }
 }
@@ -94,8 +94,7 @@ pub(super) fn check(shared: &Shared, key: &[u8], hash: u64, seen: &Seen) -> Chec
         Some((_, seq)) => Check::Wait(seq),
         None if shared.index.places(hash) != seen.places => Check::Again,
         None => {
-            let now = shared.now_ms();
-            let live = seen.current.filter(|e| !e.expired(now));
+            let live = seen.current.filter(|e| !e.expired(|| shared.now_ms()));
             Check::Current(live.map(|_| seen.current_seq))
         }
     }

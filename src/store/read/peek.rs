@@ -48,7 +48,7 @@ impl Reader {
             };
             match cached.as_ref().map(|b| cached_whole(b, key, c.value_len)) {
                 // Expired: the key has no value, which the read that follows tells.
-                Some(Some(_)) if c.expired(self.now_ms()) => return None,
+                Some(Some(_)) if c.expired(|| self.now_ms()) => return None,
                 Some(Some((seq, value))) => {
                     // A hit of the cache: the key is read again, keep it where the next get
                     // finds it from its hash alone (if its entry is still live). Not a value
@@ -113,11 +113,10 @@ impl Reader {
             .index
             .candidates(self.index.hash(key), key.len() as u32);
         // An expired entry is no value (and an older one it hides is no value either).
-        let now = self.now_ms();
         candidates
             .as_slice()
             .iter()
-            .filter(|c| !c.expired(now))
+            .filter(|c| !c.expired(|| self.now_ms()))
             .map(|c| c.value_len)
             .max()
     }

@@ -205,10 +205,11 @@ const DEFAULT_SEGMENT_SIZE: u64 = 256 << 20;
 const CAP_SEGMENTS: u64 = 16;
 
 impl Options {
-    /// Size at which the active segment is sealed and a new one started, in bytes
-    /// (default 256 MiB, at least 1 MiB; with a [`size_cap`](Options::size_cap) and no size set
-    /// here, a sixteenth of the cap, rounded down to whole MiB, within 1 MiB and 256 MiB). A
-    /// record larger than this gets a segment of its own.
+    /// Largest log segment file, in bytes: the active segment is sealed, and a new one started,
+    /// before a record would take it past this size with its footer (default 256 MiB, at
+    /// least 1 MiB; with a [`size_cap`](Options::size_cap) and no size set here, a sixteenth of
+    /// the cap, rounded down to whole MiB, within 1 MiB and 256 MiB). A record larger than
+    /// this gets a segment of its own.
     ///
     /// ```
     /// let opts = podstore::Options::default().segment_size(64 << 20);

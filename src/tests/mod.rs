@@ -15,7 +15,7 @@ mod lazy;
 /// with the integration tests.
 #[path = "../../tests/common/long.rs"]
 #[allow(dead_code)]
-mod long;
+pub(crate) mod long;
 mod powerloss;
 mod powerloss_evict;
 mod powerloss_ttl;

@@ -28,6 +28,7 @@ use super::{MAX_KEY_LEN, MAX_VALUE_LEN, align_up, check_crc, get_u32, get_u64, m
 use crate::error::Corruption;
 
 pub(crate) mod blocks;
+mod bound;
 pub(crate) mod keys;
 pub(crate) mod locations;
 pub(crate) mod tree;
@@ -35,9 +36,12 @@ pub mod v1;
 pub mod varint;
 
 #[cfg(test)]
+mod bound_tests;
+#[cfg(test)]
 mod tests;
 
 pub use blocks::{BlockLocations, Run};
+pub use bound::FooterBound;
 pub use keys::{
     BlockRef, KEY_BLOCK_TARGET, KEYS_HEADER_LEN, KEYS_MAGIC, KeyBlock, MAX_KEY_BLOCK_LEN,
     decode_key_block, parse_key_block,

@@ -18,7 +18,7 @@ use super::compress::StoredValue;
 use super::segments::{FileSummary, SegmentHandle};
 use super::shared::Shared;
 use crate::error::Result;
-use crate::format::footer::encode_footer_with_blocks;
+use crate::format::footer::{FooterBound, encode_footer_with_blocks};
 use crate::format::record::{
     FLAG_BATCH_CONTINUES, RecordHeader, RecordKind, RecordPlace, write_record,
 };
@@ -129,6 +129,9 @@ struct ActiveSegment {
     data_end: u64,
     /// Every record appended, for the footer (and listings: `store::active_keys`).
     records: Records,
+    /// At most how long their footer is: the segment is sealed before it would take the file
+    /// past the segment size.
+    footer: FooterBound,
 }
 
 /// Keys of the active segment, for ordered listing ([`Log::active_keys`]).
@@ -446,7 +449,7 @@ impl AppendGuard<'_> {
             .map(|(k, v)| record_header(k, *v, 0, 0, 0).encoded_len())
             .sum();
         // A batch never spans segments: recovery must see all of it in one scan.
-        self.make_room(total)?;
+        self.make_room(total, ops.iter().map(|(k, _)| k.len()))?;
         let mut first = None;
         let mut unresolved = Vec::new();
         let mut entries = Vec::with_capacity(ops.len());
@@ -506,7 +509,7 @@ impl AppendGuard<'_> {
         seq: u64,
         record_bytes: u64,
     ) -> Result<IndexEntry> {
-        self.make_room(record_bytes)?;
+        self.make_room(record_bytes, [key.len()])?;
         Ok(self.append(key, value, 0, Some(seq))?.1)
     }
 
@@ -559,6 +562,7 @@ impl AppendGuard<'_> {
         let active = app.active.as_mut().expect("open");
         active.data_end = app.wb.position();
         active.summary.add(header.kind, seq, header.encoded_len());
+        active.footer.add(&entry);
         active.records.push(entry);
         Ok((
             seq,
@@ -574,14 +578,20 @@ impl AppendGuard<'_> {
         ))
     }
 
-    /// Seals the active segment if `len` more bytes would take it past the segment size, and
-    /// opens a new one if none is active.
-    fn make_room(&mut self, len: u64) -> Result<()> {
+    /// Seals the active segment if `len` more bytes of records with keys of `key_lens` bytes
+    /// would take it, with its footer, past the segment size, and opens a new one if none is
+    /// active. (A record too large for an empty segment gets one of its own.)
+    fn make_room(&mut self, len: u64, key_lens: impl IntoIterator<Item = usize>) -> Result<()> {
         if let Some(active) = &self.app.active
             && !active.records.is_empty()
-            && self.app.wb.position() + len > self.log.segment_size
         {
-            self.seal()?;
+            let footer = key_lens
+                .into_iter()
+                .fold(active.footer, FooterBound::with_key)
+                .footer_len(self.app.wb.block_size() as u64);
+            if self.app.wb.position() + len + footer > self.log.segment_size {
+                self.seal()?;
+            }
         }
         if self.app.active.is_none() {
             let log = self.log;
@@ -628,6 +638,7 @@ impl AppendGuard<'_> {
                 summary: FileSummary::default(),
                 data_end: app.wb.position(),
                 records: Records::default(),
+                footer: FooterBound::default(),
             });
         }
         Ok(())

@@ -29,6 +29,10 @@ use crate::store::segments::SegmentHandle;
 /// Store files besides segments and blob files, counted against the cap.
 const AUX_FILES: [&str; 3] = ["CATALOG", "VERSIONS", "HOTSET"];
 
+/// Room eviction keeps for what the catalog gains between two steps: the edits of a seal and of
+/// a new file, and of the files a compaction or a blob put makes.
+const CATALOG_EDITS: u64 = 4 << 10;
+
 /// What one eviction step did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub(in crate::store) struct Evicted {
@@ -69,7 +73,9 @@ impl Compactor {
     }
 
     /// Bytes of the store's files: every segment and blob file, and the catalog, `VERSIONS`
-    /// and `HOTSET`; and of the active segment alone.
+    /// and `HOTSET`; and of the active segment alone. The catalog counts twice, and with room
+    /// for [`CATALOG_EDITS`]: it is rewritten whole beside itself (`CATALOG.tmp`) now and then,
+    /// and grows between steps.
     fn disk_bytes(&self) -> Result<(u64, u64)> {
         let p = &self.shared;
         let active = self.log.lock().active().map(|a| a.id);
@@ -83,7 +89,12 @@ impl Compactor {
             }
         }
         for name in AUX_FILES {
-            total += std::fs::metadata(p.dir.join(name)).map_or(0, |m| m.len());
+            let len = std::fs::metadata(p.dir.join(name)).map_or(0, |m| m.len());
+            total += if name == "CATALOG" {
+                2 * len + CATALOG_EDITS
+            } else {
+                len
+            };
         }
         Ok((total, active_len))
     }

@@ -588,7 +588,7 @@ impl AppendGuard<'_> {
             let footer = key_lens
                 .into_iter()
                 .fold(active.footer, FooterBound::with_key)
-                .footer_len(self.app.wb.block_size() as u64);
+                .footer_len(self.app.wb.block_size());
             if self.app.wb.position() + len + footer > self.log.segment_size {
                 self.seal()?;
             }

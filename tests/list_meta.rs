@@ -415,7 +415,10 @@ fn active_segment_listings_match_a_model(mode: IoMode) {
         let mut store = t.open();
         let mut model = Model::new();
         let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
-        for op in 0..12_000 {
+        // 12,000 operations in the long run, 6,000 by default; the seal, the listing across a
+        // seal and the compaction at the same fractions of them.
+        let ops: u64 = common::long::sized(6_000, 12_000);
+        for op in 0..ops {
             let k = active_key(rng.below(3000));
             if rng.below(5) == 0 {
                 store.delete(&k).unwrap();
@@ -429,11 +432,11 @@ fn active_segment_listings_match_a_model(mode: IoMode) {
                 check_ranges(&store, &model, &mut rng, 2, &what(&format!("op {op}")));
             }
             match op {
-                4000 => {
+                _ if op == ops / 3 => {
                     store.seal().unwrap();
                     check_ranges(&store, &model, &mut rng, 20, &what("sealed"));
                 }
-                7000 => {
+                _ if op == ops * 7 / 12 => {
                     // A listing across a seal: the keys it has not reached yet move from the
                     // active segment's view to the new footer meanwhile.
                     let mut keys = store.keys();
@@ -452,7 +455,7 @@ fn active_segment_listings_match_a_model(mode: IoMode) {
                         what("across a seal")
                     );
                 }
-                9000 => {
+                _ if op == ops * 3 / 4 => {
                     store.compact().unwrap();
                     check_ranges(&store, &model, &mut rng, 20, &what("compacted"));
                 }

@@ -554,7 +554,7 @@ fn run_model(c: Config, ops: Vec<Op>) -> Result<(), TestCaseError> {
 
 proptest! {
     #![proptest_config(ProptestConfig {
-        cases: common::long::cases("PROPTEST_CASES", 16, 64) as u32,
+        cases: common::long::cases("PROPTEST_CASES", 8, 64) as u32,
         failure_persistence: Some(Box::new(FileFailurePersistence::WithSource("proptest-regressions"))),
         ..ProptestConfig::default()
     })]

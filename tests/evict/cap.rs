@@ -265,3 +265,50 @@ fn a_value_read_since_written_gets_a_second_chance() {
     let store = Store::open(dir.path()).unwrap();
     assert_eq!(check(&hot, &store.get(&hot).unwrap().unwrap()), 1);
 }
+
+/// The record of the hot set written at close (`HOTSET`, a copy of the cache's values, made
+/// when the live values do not fit the cache) takes only the room the store's files leave under
+/// the cap: a store near its cap whose cache holds more than that room closes within the cap,
+/// and its next open serves every value.
+#[test]
+fn the_record_of_the_hot_set_stays_within_the_cap() {
+    let dir = tempfile::tempdir().unwrap();
+    let cap = 8 * SEGMENT;
+    let opts = Options::default()
+        .segment_size(SEGMENT)
+        .size_cap(Some(cap))
+        .durability(Durability::Buffered)
+        .cache_capacity(3 << 20);
+    let store = Store::open_with(dir.path(), opts.clone()).unwrap();
+    // About 6.2 MiB of 2 KiB values: under the cap less a segment, so nothing is evicted, and
+    // more than the cache. The oldest 2.7 MiB of them read: the cache holds them, and a record
+    // of them would take more than the 1.5 MiB or so left under the cap.
+    let n = 3_000u64;
+    for k in 0..n {
+        store.put(key(k), make(&key(k), k + 1, 2048)).unwrap();
+    }
+    for k in 0..1_300 {
+        assert!(store.get(key(k)).unwrap().is_some(), "key {k}");
+    }
+    assert_eq!(store.stats().evicted_files, 0);
+    store.close().unwrap();
+    let on_disk = dir_bytes(dir.path());
+    let hotset = std::fs::metadata(dir.path().join("HOTSET")).map_or(0, |m| m.len());
+    eprintln!("{on_disk} bytes on disk after close, HOTSET {hotset}, cap {cap}");
+    assert!(
+        on_disk <= cap,
+        "{on_disk} bytes on disk, over the cap {cap}"
+    );
+    assert!(
+        hotset > 0,
+        "room was left under the cap, and no record used it"
+    );
+
+    let store = Store::open_with(dir.path(), opts).unwrap();
+    for k in 0..n {
+        let v = store.get(key(k)).unwrap().expect("present");
+        assert_eq!(check(&key(k), &v), k + 1, "key {k}");
+    }
+    store.close().unwrap();
+    assert!(dir_bytes(dir.path()) <= cap);
+}

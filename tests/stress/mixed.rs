@@ -323,21 +323,24 @@ fn assert_exercised(events: &[Event], what: &str) {
 }
 
 /// Operations per thread of the 32-thread runs (the 64-thread run does half as many each):
-/// enough for every kind of operation to race with every other, within the CI time budget.
-const OPS_PER_THREAD: usize = 200;
+/// enough for every kind of operation to race with every other; 200 in the long run, 120 by
+/// default.
+fn ops_per_thread() -> usize {
+    crate::common::long::sized(120, 200)
+}
 
 #[test]
 fn stress_mixed_ops_overlapping_keys() {
     let opts = stress_options(IoMode::Direct, Durability::Sync);
     let what = "32 threads, direct, sync";
-    run_mixed(what, opts, 32, OPS_PER_THREAD, Ending::Close);
+    run_mixed(what, opts, 32, ops_per_thread(), Ending::Close);
 }
 
 #[test]
 fn stress_mixed_ops_overlapping_keys_64_threads() {
     let opts = stress_options(IoMode::Direct, Durability::Sync);
     let what = "64 threads, direct, sync";
-    run_mixed(what, opts, 64, OPS_PER_THREAD / 2, Ending::Close);
+    run_mixed(what, opts, 64, ops_per_thread() / 2, Ending::Close);
 }
 
 /// The read cache under overwrites, deletes and compaction moves: a cache small enough to
@@ -351,7 +354,7 @@ fn stress_mixed_ops_with_a_small_cache_and_compaction() {
         .cache_capacity(64 * KIB as u64)
         .compaction_threshold(0.2);
     let what = "32 threads, direct, sync, 64 KiB cache, compacting";
-    run_mixed_with(what, opts, 32, OPS_PER_THREAD, Ending::Close, true);
+    run_mixed_with(what, opts, 32, ops_per_thread(), Ending::Close, true);
 }
 
 /// As above with a cache of 1 MiB: values above 128 KiB (the 64-200 KiB ones and the large
@@ -363,7 +366,7 @@ fn stress_mixed_ops_with_a_piece_cache_and_compaction() {
         .cache_capacity(1 << 20)
         .compaction_threshold(0.2);
     let what = "32 threads, direct, sync, 1 MiB cache (pieces), compacting";
-    run_mixed_with(what, opts, 32, OPS_PER_THREAD, Ending::Close, true);
+    run_mixed_with(what, opts, 32, ops_per_thread(), Ending::Close, true);
 }
 
 /// The same history without a cache: what the others are measured against.
@@ -371,7 +374,7 @@ fn stress_mixed_ops_with_a_piece_cache_and_compaction() {
 fn stress_mixed_ops_without_a_cache() {
     let opts = stress_options(IoMode::Direct, Durability::Sync).cache_capacity(0);
     let what = "32 threads, direct, sync, no cache";
-    run_mixed(what, opts, 32, OPS_PER_THREAD, Ending::Close);
+    run_mixed(what, opts, 32, ops_per_thread(), Ending::Close);
 }
 
 /// Lazy overwrites under concurrency: no cache and 4 bits of key hash (keys share
@@ -386,7 +389,7 @@ fn stress_mixed_ops_lazy_overwrites_colliding_and_compacting() {
         .testing_hash_bits(4)
         .compaction_threshold(0.2);
     let what = "32 threads, direct, sync, no cache, 4 hash bits, compacting";
-    run_mixed_with(what, opts, 32, OPS_PER_THREAD, Ending::Close, true);
+    run_mixed_with(what, opts, 32, ops_per_thread(), Ending::Close, true);
 }
 
 /// Lazy overwrites with the read cache on: every small value written is kept in the cache once
@@ -401,7 +404,7 @@ fn stress_mixed_ops_lazy_overwrites_colliding_with_values_kept_on_write() {
         .testing_hash_bits(4)
         .compaction_threshold(0.2);
     let what = "32 threads, direct, sync, 256 KiB cache, 4 hash bits, compacting";
-    run_mixed_with(what, opts, 32, OPS_PER_THREAD, Ending::Close, true);
+    run_mixed_with(what, opts, 32, ops_per_thread(), Ending::Close, true);
 }
 
 /// The table of hot values (`index/hot.rs`, on in a cache of 16 MiB and more) under the mixed
@@ -416,7 +419,7 @@ fn stress_mixed_ops_with_hot_values_colliding_and_compacting() {
         .testing_hash_bits(6)
         .compaction_threshold(0.2);
     let what = "32 threads, direct, sync, 32 MiB cache (hot values), 6 hash bits, compacting";
-    run_mixed_with(what, opts, 32, OPS_PER_THREAD, Ending::Close, true);
+    run_mixed_with(what, opts, 32, ops_per_thread(), Ending::Close, true);
 }
 
 /// The warm restart (`Options::warm_cache`) under the mixed workload: the store is closed and
@@ -459,7 +462,7 @@ fn stress_mixed_ops_across_reopens_while_warming() {
                     counter: 0,
                     events: Vec::new(),
                 };
-                thread::spawn(move || worker.run(OPS_PER_THREAD / 2))
+                thread::spawn(move || worker.run(ops_per_thread() / 2))
             })
             .collect();
         let compactor = {
@@ -514,12 +517,12 @@ fn stress_mixed_ops_across_reopens_while_warming() {
 fn stress_mixed_ops_buffered_durability() {
     let opts = stress_options(IoMode::Direct, Durability::Buffered);
     let what = "32 threads, direct, buffered";
-    run_mixed(what, opts, 32, OPS_PER_THREAD, Ending::FlushThenCrash);
+    run_mixed(what, opts, 32, ops_per_thread(), Ending::FlushThenCrash);
 }
 
 #[test]
 fn stress_mixed_ops_buffered_io() {
     let opts = stress_options(IoMode::Buffered, Durability::Sync);
     let what = "32 threads, buffered I/O, sync";
-    run_mixed(what, opts, 32, OPS_PER_THREAD, Ending::Close);
+    run_mixed(what, opts, 32, ops_per_thread(), Ending::Close);
 }

@@ -30,6 +30,8 @@ use crate::segment::{self, SegmentKind};
 mod evict;
 mod second;
 
+pub(super) use evict::files_bytes;
+
 pub(super) use evict::Evicted;
 
 /// How often the background compactor looks for work.

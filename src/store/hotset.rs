@@ -49,7 +49,11 @@ pub(super) struct Recorded {
 /// Writes the cache's whole values that the index still names (at most [`HOTSET_MAX`] bytes of
 /// them, those the table of hot values holds first) into `HOTSET`, replacing the one there: at
 /// close, once nothing else writes.
-pub(super) fn record(shared: &Shared, reader: &Reader) -> Result<Recorded> {
+///
+/// With a size cap (`cap`), the record takes at most the room the store's files leave under it
+/// (the old record counted: it stays beside the new one until the rename), so that a hint never
+/// takes the store past its cap; with no room, no record.
+pub(super) fn record(shared: &Shared, reader: &Reader, cap: Option<u64>) -> Result<Recorded> {
     let profile = &shared.profile;
     let dir = &shared.dir;
     let tmp = dir.join(HOTSET_TMP);
@@ -63,10 +67,23 @@ pub(super) fn record(shared: &Shared, reader: &Reader) -> Result<Recorded> {
         .storage
         .free_space(dir)
         .map_err(|e| Error::io("statvfs", Some(dir.clone()), e))?;
-    let max = free.map_or(HOTSET_MAX, |f| HOTSET_MAX.min(f / 4));
+    let mut max = free.map_or(HOTSET_MAX, |f| HOTSET_MAX.min(f / 4));
+    // The room under the cap for the entries: what the files leave, less the header's place
+    // and a block of padding at the end.
+    let room = match cap {
+        Some(cap) => {
+            let used = super::compact::files_bytes(shared, |_, _| {})?;
+            let fixed = HOTSET_ENTRIES_AT + u64::from(profile.block_size);
+            Some(cap.saturating_sub(used).saturating_sub(fixed))
+        }
+        None => None,
+    };
+    if let Some(room) = room {
+        max = max.min(room);
+    }
     let (values, all) = reader.cache().whole_values(max, &Default::default());
     let path = dir.join(HOTSET_NAME);
-    if values.is_empty() || segments_suffice(shared, reader, &values) {
+    if values.is_empty() || room == Some(0) || segments_suffice(shared, reader, &values) {
         // Nothing to record, or nothing the walk of the newest segments would not give the
         // next open faster (in parts side by side): no record, and none left from before
         // (its own name) to be read in vain.
@@ -92,12 +109,35 @@ pub(super) fn record(shared: &Shared, reader: &Reader) -> Result<Recorded> {
     } else {
         reader.cache().whole_values(max, &first).0
     };
+    // `max` counted the values; the room must hold their entries' heads too.
+    let values = match room {
+        Some(room) => within(values, room),
+        None => values,
+    };
+    if values.is_empty() {
+        if file::exists(profile, &path)? {
+            file::remove_file(profile, &path)?;
+        }
+        return Ok(Recorded::default());
+    }
     let result = write(shared, &tmp, values);
     if result.is_err() {
         // A full disk, say: what was written of it goes, the last whole record stays.
         let _ = file::remove_file(profile, &tmp);
     }
     result
+}
+
+/// The first of `values` whose entries take at most `room` bytes.
+fn within(values: Vec<(u64, u64, Bytes)>, room: u64) -> Vec<(u64, u64, Bytes)> {
+    let mut used = 0u64;
+    values
+        .into_iter()
+        .take_while(|(_, _, kept)| {
+            used += entry_len(kept.len()) as u64;
+            used <= room
+        })
+        .collect()
 }
 
 /// Writes `values` into `tmp`, then renames it to `HOTSET`.

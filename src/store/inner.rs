@@ -244,7 +244,7 @@ impl Inner {
             return;
         }
         let began = std::time::Instant::now();
-        match super::hotset::record(&self.shared, &self.reader) {
+        match super::hotset::record(&self.shared, &self.reader, self.opts.size_cap) {
             Ok(r) => log::info!(
                 "podstore: recorded the hot set of {}: {} values ({} bytes) in {:.0?}",
                 self.shared.dir.display(),

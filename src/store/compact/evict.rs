@@ -45,6 +45,30 @@ pub(in crate::store) struct Evicted {
     pub(in crate::store) values: u64,
 }
 
+/// Bytes of the store's files as the cap counts them (every segment and blob file; `CATALOG`
+/// twice and [`CATALOG_EDITS`] more; `VERSIONS`; `HOTSET`), calling `each` with every segment
+/// and blob file's id and length.
+pub(in crate::store) fn files_bytes(
+    shared: &crate::store::shared::Shared,
+    mut each: impl FnMut(u64, u64),
+) -> Result<u64> {
+    let mut total = 0;
+    for (id, h) in shared.segments.snapshot() {
+        let len = h.file.len()?;
+        total += len;
+        each(id, len);
+    }
+    for name in AUX_FILES {
+        let len = std::fs::metadata(shared.dir.join(name)).map_or(0, |m| m.len());
+        total += if name == "CATALOG" {
+            2 * len + CATALOG_EDITS
+        } else {
+            len
+        };
+    }
+    Ok(total)
+}
+
 impl Compactor {
     /// Evicts if a new file was made since the last look and the store is over its cap: called
     /// by writers after their write is acknowledged. A failure is logged (the write itself
@@ -77,25 +101,13 @@ impl Compactor {
     /// for [`CATALOG_EDITS`]: it is rewritten whole beside itself (`CATALOG.tmp`) now and then,
     /// and grows between steps.
     fn disk_bytes(&self) -> Result<(u64, u64)> {
-        let p = &self.shared;
         let active = self.log.lock().active().map(|a| a.id);
-        let mut total = 0;
         let mut active_len = 0;
-        for (id, h) in p.segments.snapshot() {
-            let len = h.file.len()?;
-            total += len;
+        let total = files_bytes(&self.shared, |id, len| {
             if Some(id) == active {
                 active_len = len;
             }
-        }
-        for name in AUX_FILES {
-            let len = std::fs::metadata(p.dir.join(name)).map_or(0, |m| m.len());
-            total += if name == "CATALOG" {
-                2 * len + CATALOG_EDITS
-            } else {
-                len
-            };
-        }
+        })?;
         Ok((total, active_len))
     }
 

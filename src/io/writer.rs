@@ -129,6 +129,12 @@ pub struct Job {
     /// The job ends the segment (its footer): cut the file to the job's end, dropping the zeroes
     /// written ahead, so that the trailer is the file's last bytes.
     seals: bool,
+    /// With `sync`: a write waits for this sync (a durable put's group commit, or a `flush`
+    /// asked for by the user), the latency-bound pattern the zero-ahead helps. False for the
+    /// store's own syncs (the background flush of buffered writes, eviction, compaction):
+    /// zeroes ahead of those would only be written over by the buffered data that follows,
+    /// every byte of the segment written twice.
+    waited: bool,
 }
 
 /// What the flush thread is sent.
@@ -421,7 +427,7 @@ impl ZeroAhead {
             return; // a sync alone
         }
         self.unsynced |= !job.sync;
-        self.wanted = job.sync && job.len <= ZERO_AFTER_SYNC_OF_AT_MOST;
+        self.wanted = job.sync && job.waited && job.len <= ZERO_AFTER_SYNC_OF_AT_MOST;
         let end = job.offset + job.len as u64;
         let same = self
             .file
@@ -590,7 +596,20 @@ impl WriteBuffer {
             sync,
             durable_seq,
             seals: false,
+            waited: sync,
         })
+    }
+
+    /// [`WriteBuffer::submit`] with an fdatasync that no write waits for (the store's own: the
+    /// background flush, eviction, compaction): it does not start the zero-ahead.
+    pub fn submit_quietly(&mut self, durable_seq: u64) -> Result<()> {
+        let fill = lock_tail(&self.tail).fill;
+        if fill > 0 {
+            let mut job = self.take_buffer(true, durable_seq, false)?;
+            job.waited = false;
+            return self.send(job);
+        }
+        self.submit(true, durable_seq)
     }
 
     fn hand_off(&mut self, sync: bool, durable_seq: u64, seals: bool) -> Result<()> {
@@ -629,6 +648,7 @@ impl WriteBuffer {
             sync,
             durable_seq,
             seals,
+            waited: sync,
         })
     }
 

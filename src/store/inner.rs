@@ -160,8 +160,10 @@ impl Inner {
                     return false;
                 };
                 if inner.log.has_unflushed() {
-                    // A failure poisons the store and is reported to the next writer.
-                    let _ = inner.log.flush();
+                    // A failure poisons the store and is reported to the next writer. Quietly:
+                    // no write waits for this sync, and zeroes written ahead of it would only
+                    // be written over by the buffered writes that follow.
+                    let _ = inner.log.sync_all();
                 }
                 true
             })?);

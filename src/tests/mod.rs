@@ -23,6 +23,7 @@ mod quarantine;
 mod ranges;
 mod reads;
 mod versions;
+mod zero_ahead;
 
 use std::collections::BTreeMap;
 use std::path::Path;

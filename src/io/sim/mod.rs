@@ -98,6 +98,8 @@ pub struct SimStats {
     /// Bytes moved by reads of files (what they returned, as a disk would transfer them; with
     /// direct I/O, whole aligned blocks).
     pub read_bytes: u64,
+    /// Bytes written to files (zeroes written ahead included).
+    pub written_bytes: u64,
 }
 
 #[derive(Debug, Default)]
@@ -122,6 +124,7 @@ struct State {
     fired_at: Vec<(OpKind, FaultError, Option<String>)>,
     syncs_by_thread: BTreeMap<String, u64>,
     read_bytes: u64,
+    written_bytes: u64,
     violations: Vec<String>,
     /// Random source for failed syncs.
     rng: Option<Rng>,
@@ -250,6 +253,7 @@ impl State {
                 n = short;
             }
         }
+        self.written_bytes += n as u64;
         let issue = self.issue();
         let data = buf[..n].to_vec();
         let inode = &mut self.inodes[ino];
@@ -493,6 +497,7 @@ impl Sim {
             fired_at: s.fired_at.clone(),
             syncs_by_thread: s.syncs_by_thread.clone(),
             read_bytes: s.read_bytes,
+            written_bytes: s.written_bytes,
         }
     }
 

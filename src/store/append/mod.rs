@@ -531,6 +531,14 @@ impl AppendGuard<'_> {
         self.app.wb.submit(true, last)
     }
 
+    /// [`Appender::submit_group`] for a sync no write waits for
+    /// ([`WriteBuffer::submit_quietly`]).
+    pub(super) fn submit_group_quietly(&mut self) -> Result<()> {
+        self.app.reset_group();
+        let last = self.last_seq();
+        self.app.wb.submit_quietly(last)
+    }
+
     /// Appends one record to the active segment; returns its sequence number and location.
     /// The record takes the next sequence number, or `copy_of`, the one of the record it is a
     /// copy of (compaction).
@@ -663,7 +671,8 @@ impl AppendGuard<'_> {
         // that they do not, and name them as sealed. The footer then starts at the next block,
         // on a block of its own: one lost block cannot take both the last records and the start
         // of the footer table.
-        app.wb.submit(true, last)?;
+        // (Quietly: the footer follows at once, and zeroes ahead would be cut off with it.)
+        app.wb.submit_quietly(last)?;
         let active = app.active.take().expect("an active segment");
         let (id, summary) = (active.id, active.summary);
         debug_assert_eq!(app.wb.position() % app.wb.block_size(), 0);

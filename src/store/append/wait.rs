@@ -96,7 +96,9 @@ impl Log {
     pub(in crate::store) fn sync_all_active(&self) -> Result<Option<(u64, u64)>> {
         let (ticket, active) = {
             let mut app = self.lock();
-            app.submit_group()?;
+            // The store's own sync (eviction, compaction, the background flush...): no write
+            // waits for it, so it starts no zero-ahead (`io::writer`).
+            app.submit_group_quietly()?;
             let active = app.active().map(|a| (a.id, a.data_end));
             (app.app.wb.sync_ticket(), active)
         };

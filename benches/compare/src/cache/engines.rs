@@ -81,6 +81,9 @@ impl CacheEngine for Pod {
             "second_chances": s.second_chances,
             "second_chance_bytes": s.second_chance_bytes,
             "disk_bytes": s.disk_bytes,
+            "user_bytes_written": s.user_bytes_written,
+            "compaction_bytes_written": s.compaction_bytes_written,
+            "segments_compacted": s.segments_compacted,
         })
     }
 }

@@ -11,6 +11,15 @@ pub trait CacheEngine: Send + Sync {
     fn get(&self, key: &[u8]) -> Res<Option<Vec<u8>>>;
     /// Keeps `value` under `key` (the cache may drop it, or others, to stay within its size).
     fn insert(&self, key: &[u8], value: &[u8]) -> Res<()>;
+    /// Whether the engine expires values itself ([`CacheEngine::insert_for`]); else the TTL
+    /// trace checks each value's expiry as its application would (`cache::phase`).
+    fn expires(&self) -> bool {
+        false
+    }
+    /// [`CacheEngine::insert`] of a value to be forgotten after `ttl`.
+    fn insert_for(&self, key: &[u8], value: &[u8], _ttl: std::time::Duration) -> Res<()> {
+        self.insert(key, value)
+    }
     /// The engine's own counters, for the report.
     fn stats(&self) -> serde_json::Value;
 }
@@ -72,6 +81,16 @@ impl CacheEngine for Pod {
         Ok(())
     }
 
+    fn expires(&self) -> bool {
+        true
+    }
+
+    fn insert_for(&self, key: &[u8], value: &[u8], ttl: std::time::Duration) -> Res<()> {
+        self.store
+            .put_with(key, value, &podstore::PutOptions::new().ttl(ttl))?;
+        Ok(())
+    }
+
     fn stats(&self) -> serde_json::Value {
         let s = self.store.stats();
         serde_json::json!({
@@ -84,6 +103,8 @@ impl CacheEngine for Pod {
             "user_bytes_written": s.user_bytes_written,
             "compaction_bytes_written": s.compaction_bytes_written,
             "segments_compacted": s.segments_compacted,
+            "expired_bytes": s.expired_bytes,
+            "expired_reclaimed_bytes": s.expired_reclaimed_bytes,
         })
     }
 }

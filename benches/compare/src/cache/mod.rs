@@ -11,6 +11,14 @@
 //! `/proc/diskstats`, which also see io_uring's kernel workers but every other process too), and
 //! the directory's size at the end against the capacity.
 //!
+//! The TTL trace (`--ttl-fraction F`, e.g. 0.5): that fraction of the keys (by key) are put
+//! with a time to live of a sixtieth of the run, 60 s of a simulated hour. The run's length is
+//! calibrated per engine: the first tenth of the warm-up runs without expiry, and its rate gives
+//! the time the measured run will take. podstore expires values itself (`PutOptions::ttl`);
+//! foyer has no expiry, so its values carry their expiry time (bytes 8..16) and a get checks
+//! it, as an application would, an expired value counting as a miss. Every value an engine
+//! returns is checked against its expiry: an expired value served is an error.
+//!
 //! Engines: `podstore` (`Options::default()` with the cache's memory budget as
 //! `cache_capacity`, its disk capacity less one segment as the size cap, puts at
 //! `Durability::Buffered`: a cache refills what a crash loses; `--second-chance` for
@@ -22,7 +30,7 @@ mod engines;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::Args;
 use crate::engines::Res;
@@ -67,6 +75,31 @@ struct Counts {
     gets: AtomicU64,
     hits: AtomicU64,
     inserted: AtomicU64,
+    /// Gets that found a value past its expiry (the application-level check, for engines
+    /// without expiry of their own).
+    expired: AtomicU64,
+}
+
+/// The TTL trace: which keys expire, and after how long.
+#[derive(Debug, Clone, Copy)]
+struct Ttl {
+    /// Keys `k` with `k % 1000 < per_mille` get a time to live.
+    per_mille: u64,
+    ttl: Duration,
+}
+
+impl Ttl {
+    fn of(&self, k: u64) -> Option<Duration> {
+        // Scrambled: the zipfian's hot keys are not all on one side.
+        ((k.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) % 1000 < self.per_mille).then_some(self.ttl)
+    }
+}
+
+/// Milliseconds since the Unix epoch (the clock podstore judges expiry by).
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }
 
 /// `compare cache --engine E --dir D [--value-size 16KiB] [--threads 1] [--memory 64MiB]
@@ -95,26 +128,48 @@ pub fn run(args: &Args) -> Result<String, String> {
     let cache = engines::open(&engine, &spec).map_err(|e| format!("open {engine}: {e}"))?;
     let cache: Arc<dyn CacheEngine> = Arc::from(cache);
     let zipf = Arc::new(ScrambledZipfian::new(records));
-    // The warm-up: as many operations as the run, uncounted.
+    let ttl_fraction = args.secs("ttl-fraction", 0.0)?;
+    if !(0.0..=1.0).contains(&ttl_fraction) {
+        return Err(format!("--ttl-fraction {ttl_fraction}: not within 0 and 1"));
+    }
+    // The warm-up: as many operations as the run, uncounted. With the TTL trace, its first
+    // tenth (without expiry) gives the engine's rate, hence the run's length, whose sixtieth
+    // is the time to live (60 s of a simulated hour).
     let warm = Counts::default();
-    phase(
-        &cache,
-        &zipf,
+    let mut ttl = None;
+    let mut warm_ops = ops;
+    if ttl_fraction > 0.0 {
+        let first = (ops / 10).max(1);
+        let began = Instant::now();
+        let p = Phase {
+            cache: &cache,
+            zipf: &zipf,
+            threads,
+            value_size,
+            ttl: None,
+        };
+        p.run(first, 1, &warm, &mut Vec::new())?;
+        let run_secs = began.elapsed().as_secs_f64() * ops as f64 / first as f64;
+        ttl = Some(Ttl {
+            per_mille: (ttl_fraction * 1000.0).round() as u64,
+            ttl: Duration::from_secs_f64((run_secs / 60.0).max(0.001)),
+        });
+        warm_ops = ops - first;
+    }
+    let p = Phase {
+        cache: &cache,
+        zipf: &zipf,
         threads,
-        ops,
         value_size,
-        1,
-        &warm,
-        &mut Vec::new(),
-    )?;
+        ttl,
+    };
+    p.run(warm_ops, 3, &warm, &mut Vec::new())?;
     let counts = Counts::default();
     let io0 = sys::io_counters();
     let device0 = device_sectors_written(&dir);
     let start = Instant::now();
     let mut lat = Vec::new();
-    phase(
-        &cache, &zipf, threads, ops, value_size, 2, &counts, &mut lat,
-    )?;
+    p.run(ops, 2, &counts, &mut lat)?;
     let secs = start.elapsed().as_secs_f64();
     let on_disk = sys::dir_bytes(&dir);
     let stats = cache.stats();
@@ -154,6 +209,9 @@ pub fn run(args: &Args) -> Result<String, String> {
         "device_bytes_written": device,
         "device_write_amplification": device as f64 / inserted.max(1) as f64,
         "dir_bytes_end": on_disk,
+        "ttl_fraction": ttl_fraction,
+        "ttl_ms": ttl.map(|t| t.ttl.as_secs_f64() * 1000.0),
+        "expired_gets": counts.expired.load(Ordering::Relaxed),
         "engine_stats": stats,
         "loadavg": sys::loadavg(),
     })
@@ -174,56 +232,92 @@ fn device_sectors_written(dir: &std::path::Path) -> u64 {
         .unwrap_or(0)
 }
 
-/// `threads` threads do `ops` operations in all; latencies (µs) into `lat`.
-#[allow(clippy::too_many_arguments)]
-fn phase(
-    cache: &Arc<dyn CacheEngine>,
-    zipf: &Arc<ScrambledZipfian>,
+/// What every operation of a run shares.
+struct Phase<'a> {
+    cache: &'a Arc<dyn CacheEngine>,
+    zipf: &'a Arc<ScrambledZipfian>,
     threads: usize,
-    ops: u64,
     value_size: usize,
-    seed: u64,
-    counts: &Counts,
-    lat: &mut Vec<u32>,
-) -> Result<(), String> {
-    let per = ops / threads as u64;
-    let results: Vec<Res<Vec<u32>>> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..threads)
-            .map(|t| {
-                let (cache, zipf) = (cache.clone(), zipf.clone());
-                s.spawn(move || -> Res<Vec<u32>> {
-                    let mut rng = Rng::new(seed * 1000 + t as u64);
-                    let mut lat = Vec::with_capacity(per as usize);
-                    for _ in 0..per {
-                        let k = zipf.next(&mut rng);
-                        let key = key_of(k);
-                        let op = Instant::now();
-                        counts.gets.fetch_add(1, Ordering::Relaxed);
-                        match cache.get(&key)? {
-                            Some(v) => {
+    ttl: Option<Ttl>,
+}
+
+impl Phase<'_> {
+    /// `threads` threads do `ops` operations in all; latencies (µs) into `lat`.
+    fn run(&self, ops: u64, seed: u64, counts: &Counts, lat: &mut Vec<u32>) -> Result<(), String> {
+        let (threads, value_size, ttl) = (self.threads, self.value_size, self.ttl);
+        let native = self.cache.expires();
+        let per = ops / threads as u64;
+        let results: Vec<Res<Vec<u32>>> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..threads)
+                .map(|t| {
+                    let (cache, zipf) = (self.cache.clone(), self.zipf.clone());
+                    s.spawn(move || -> Res<Vec<u32>> {
+                        let mut rng = Rng::new(seed * 1000 + t as u64);
+                        let mut lat = Vec::with_capacity(per as usize);
+                        for _ in 0..per {
+                            let k = zipf.next(&mut rng);
+                            let key = key_of(k);
+                            let expires = ttl.and_then(|t| t.of(k));
+                            let op = Instant::now();
+                            counts.gets.fetch_add(1, Ordering::Relaxed);
+                            let mut hit = false;
+                            if let Some(v) = cache.get(&key)? {
                                 if v.len() != value_size
                                     || v[..8] != k.to_le_bytes()[..8.min(v.len())]
                                 {
                                     return Err(format!("key {k}: a wrong value").into());
                                 }
-                                counts.hits.fetch_add(1, Ordering::Relaxed);
+                                hit = true;
+                                if expires.is_some() && v.len() >= 16 {
+                                    let at = u64::from_le_bytes(v[8..16].try_into().unwrap());
+                                    let now = now_ms();
+                                    if now >= at {
+                                        // An engine that expires values may have judged a
+                                        // moment before this clock read; past that, it served
+                                        // an expired value.
+                                        if native && now > at + 50 {
+                                            return Err(format!(
+                                                "key {k}: served {} ms past its expiry",
+                                                now - at
+                                            )
+                                            .into());
+                                        }
+                                        if !native {
+                                            counts.expired.fetch_add(1, Ordering::Relaxed);
+                                            hit = false;
+                                        }
+                                    }
+                                }
                             }
-                            None => {
-                                let v = value_of(k, value_size);
-                                cache.insert(&key, &v)?;
+                            if hit {
+                                counts.hits.fetch_add(1, Ordering::Relaxed);
+                            } else {
+                                let mut v = value_of(k, value_size);
+                                match expires {
+                                    Some(ttl) if v.len() >= 16 => {
+                                        let at = now_ms() + ttl.as_millis() as u64;
+                                        v[8..16].copy_from_slice(&at.to_le_bytes());
+                                        if native {
+                                            cache.insert_for(&key, &v, ttl)?;
+                                        } else {
+                                            cache.insert(&key, &v)?;
+                                        }
+                                    }
+                                    _ => cache.insert(&key, &v)?,
+                                }
                                 counts.inserted.fetch_add(v.len() as u64, Ordering::Relaxed);
                             }
+                            lat.push(op.elapsed().as_micros().min(u32::MAX as u128) as u32);
                         }
-                        lat.push(op.elapsed().as_micros().min(u32::MAX as u128) as u32);
-                    }
-                    Ok(lat)
+                        Ok(lat)
+                    })
                 })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
-    });
-    for r in results {
-        lat.extend(r.map_err(|e| e.to_string())?);
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        for r in results {
+            lat.extend(r.map_err(|e| e.to_string())?);
+        }
+        Ok(())
     }
-    Ok(())
 }

@@ -105,6 +105,12 @@ impl CacheEngine for Pod {
             "segments_compacted": s.segments_compacted,
             "expired_bytes": s.expired_bytes,
             "expired_reclaimed_bytes": s.expired_reclaimed_bytes,
+            "live_bytes": s.live_bytes,
+            "dead_bytes": s.dead_bytes,
+            "reclaimable_bytes": s.reclaimable_bytes,
+            "below_threshold_bytes": s.below_threshold_bytes,
+            "expired_keys": s.expired_keys,
+            "live_keys": s.live_keys,
         })
     }
 }

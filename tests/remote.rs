@@ -1,0 +1,395 @@
+//! The remote tier (issue 38, phase 1) on the in-memory remote: uploads of sealed files,
+//! `flush_remote` then a restore into an empty directory, damage found on restore, fencing of
+//! an older writer, uploads through seeded faults.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use podstore::remote::{Faults, FaultyRemote, MemoryRemote, Remote};
+use podstore::{Durability, Error, Options, Store};
+
+const PREFIX: &str = "tenant/store";
+
+/// Small segments (several per test), no flush of the remote but the test's own.
+fn opts(remote: Arc<dyn Remote>) -> Options {
+    common::store::small()
+        .remote(remote, PREFIX)
+        .remote_flush_interval(None)
+}
+
+/// What the store should hold: key -> value (`None`: deleted).
+type Model = BTreeMap<Vec<u8>, Option<Vec<u8>>>;
+
+fn value(k: u64, round: u64) -> Vec<u8> {
+    // Every tenth key is a large value (a blob file of its own); the others fill segments.
+    let len = if k % 10 == 3 {
+        (1 << 20) + 4096 + k as usize
+    } else {
+        1000 + ((k * 7919 + round * 104_729) % 20_000) as usize
+    };
+    let mut v = vec![0u8; len];
+    for (i, b) in v.iter_mut().enumerate() {
+        *b = (i as u64 ^ (k << 3) ^ round) as u8;
+    }
+    v
+}
+
+fn key(k: u64) -> Vec<u8> {
+    format!("key/{k:05}").into_bytes()
+}
+
+/// Writes `keys` keys in round `round`, deleting every seventh: several sealed segments and a
+/// few blob files.
+fn write_round(store: &Store, model: &mut Model, keys: u64, round: u64) {
+    for k in 0..keys {
+        if (k + round).is_multiple_of(7) && round > 0 {
+            store.delete(key(k)).unwrap();
+            model.insert(key(k), None);
+        } else {
+            let v = value(k, round);
+            store.put(key(k), &v).unwrap();
+            model.insert(key(k), Some(v));
+        }
+    }
+}
+
+fn check(store: &Store, model: &Model, what: &str) {
+    for (k, v) in model {
+        let got = store.get(k).unwrap();
+        assert!(
+            got.as_deref() == v.as_deref(),
+            "{what}: key {} reads {:?} bytes, expected {:?}",
+            String::from_utf8_lossy(k),
+            got.map(|g| g.len()),
+            v.as_ref().map(|v| v.len())
+        );
+    }
+    assert_eq!(
+        store.len(),
+        model.values().filter(|v| v.is_some()).count(),
+        "{what}: number of keys"
+    );
+}
+
+/// Opens a store in a new directory with `remote`: a restore from the newest manifest.
+fn restore(remote: Arc<dyn Remote>, root: &Path, name: &str) -> podstore::Result<Store> {
+    Store::open_with(root.join(name), opts(remote))
+}
+
+fn data_objects(remote: &MemoryRemote) -> Vec<String> {
+    remote
+        .names()
+        .into_iter()
+        .filter(|n| n.starts_with(&format!("{PREFIX}/data/")))
+        .collect()
+}
+
+#[test]
+fn flush_remote_then_restore_into_an_empty_directory_gives_every_value() {
+    let root = tempfile::tempdir().unwrap();
+    let remote = Arc::new(MemoryRemote::new());
+    let store = Store::open_with(root.path().join("a"), opts(remote.clone())).unwrap();
+    let mut model = Model::new();
+    write_round(&store, &mut model, 120, 0);
+    write_round(&store, &mut model, 120, 1);
+    let flushed = store.flush_remote().unwrap();
+    assert!(flushed.files >= 3, "{flushed:?}");
+    assert_eq!(flushed.manifest, 2, "manifest 1 is the claim at open");
+    let stats = store.stats();
+    assert_eq!(stats.remote_waiting_files, 0);
+    assert_eq!(stats.remote_lag, None);
+    assert!(stats.remote_uploaded_bytes > 10 << 20, "{stats:?}");
+    // Writes after the flush are not promised to a restore: the machine is lost now.
+    store.put("after", "the flush").unwrap();
+    assert!(store.stats().remote_lag.is_some());
+    drop(store);
+
+    let restored = restore(remote.clone(), root.path(), "b").unwrap();
+    check(&restored, &model, "restored");
+    // The restored store is a store like any other: it verifies and takes writes.
+    assert!(restored.verify().unwrap().is_clean());
+    restored.put("new", "write").unwrap();
+    restored.close().unwrap();
+    // Uploaded byte for byte: each data object is its local file's bytes.
+    for name in data_objects(&remote) {
+        let file = name.rsplit('/').next().unwrap();
+        if let Ok(local) = std::fs::read(root.path().join("b").join(file)) {
+            assert_eq!(remote.object(&name).unwrap(), local, "{name}");
+        }
+    }
+}
+
+#[test]
+fn sealed_files_are_uploaded_in_the_background() {
+    let root = tempfile::tempdir().unwrap();
+    let remote = Arc::new(MemoryRemote::new());
+    let store = Store::open_with(root.path(), opts(remote.clone())).unwrap();
+    let mut model = Model::new();
+    write_round(&store, &mut model, 100, 0);
+    store.seal().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while store.stats().remote_waiting_files > 0 {
+        assert!(
+            Instant::now() < deadline,
+            "uploads did not finish: {:?}",
+            store.stats()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let stats = store.stats();
+    assert!(stats.remote_uploaded_files >= 3, "{stats:?}");
+    // Every sealed local file is in the remote, byte for byte.
+    let objects = data_objects(&remote);
+    for f in store.files().unwrap() {
+        let object = objects
+            .iter()
+            .find(|o| o.ends_with(&format!("/{}", f.name)))
+            .unwrap_or_else(|| panic!("{} not uploaded: {objects:?}", f.name));
+        let local = std::fs::read(root.path().join(&f.name)).unwrap();
+        assert_eq!(remote.object(object).unwrap(), local, "{}", f.name);
+    }
+    // No manifest but the claim yet: uploads alone do not publish anything.
+    assert_eq!(stats.remote_manifest, 1);
+    assert!(stats.remote_lag.is_some());
+}
+
+#[test]
+fn compaction_between_flushes_drops_files_from_the_next_manifest_and_loses_nothing() {
+    let root = tempfile::tempdir().unwrap();
+    let remote = Arc::new(MemoryRemote::new());
+    let o = opts(remote.clone()).background_compaction(false);
+    let store = Store::open_with(root.path().join("a"), o).unwrap();
+    let mut model = Model::new();
+    write_round(&store, &mut model, 80, 0);
+    let first = store.flush_remote().unwrap();
+    for round in 1..4 {
+        write_round(&store, &mut model, 80, round);
+    }
+    let report = store.compact().unwrap();
+    assert!(report.segments_compacted > 0, "{report:?}");
+    let second = store.flush_remote().unwrap();
+    assert_eq!(second.manifest, first.manifest + 1);
+    let local: Vec<String> = store.files().unwrap().into_iter().map(|f| f.name).collect();
+    assert_eq!(
+        second.files,
+        local.len(),
+        "the manifest names the local files"
+    );
+    drop(store);
+    let restored = restore(remote, root.path(), "b").unwrap();
+    check(&restored, &model, "restored after compaction");
+}
+
+#[test]
+fn a_damaged_remote_object_is_a_typed_error_and_never_data() {
+    let root = tempfile::tempdir().unwrap();
+    let remote = Arc::new(MemoryRemote::new());
+    let store = Store::open_with(root.path().join("a"), opts(remote.clone())).unwrap();
+    let mut model = Model::new();
+    write_round(&store, &mut model, 60, 0);
+    let flushed = store.flush_remote().unwrap();
+    drop(store);
+
+    // One byte of a data file changed: its crc32 no longer matches the manifest's.
+    let victim = data_objects(&remote).into_iter().next().unwrap();
+    let good = remote.object(&victim).unwrap();
+    let mut bad = good.clone();
+    let mid = bad.len() / 2;
+    bad[mid] ^= 0x40;
+    remote.set_object(&victim, bad);
+    match restore(remote.clone(), root.path(), "b") {
+        Err(Error::RemoteCorruption { object, .. }) => assert_eq!(object, victim),
+        other => panic!("expected RemoteCorruption of {victim}, got {other:?}"),
+    }
+    // Nothing is left behind: no store, no half-restored directory in the way.
+    assert!(!root.path().join("b").exists());
+    assert!(!root.path().join("b.podstore-restore").exists());
+
+    // Cut short: found before the download.
+    remote.set_object(&victim, good[..good.len() - 1].to_vec());
+    match restore(remote.clone(), root.path(), "b") {
+        Err(Error::RemoteCorruption { object, .. }) => assert_eq!(object, victim),
+        other => panic!("expected RemoteCorruption of {victim}, got {other:?}"),
+    }
+    remote.set_object(&victim, good);
+
+    // The newest manifest damaged.
+    let manifest = format!("{PREFIX}/manifest/{:020}", flushed.manifest);
+    let mut m = remote.object(&manifest).unwrap();
+    m[70] ^= 1;
+    remote.set_object(&manifest, m);
+    match restore(remote.clone(), root.path(), "b") {
+        Err(e @ Error::RemoteCorruption { .. }) => {
+            assert!(e.is_corruption());
+            assert!(e.to_string().contains(&manifest), "{e}");
+        }
+        other => panic!("expected RemoteCorruption of {manifest}, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_second_writer_fences_the_first_and_keeps_everything_it_acknowledged() {
+    let root = tempfile::tempdir().unwrap();
+    let remote = Arc::new(MemoryRemote::new());
+    let first = Store::open_with(root.path().join("a"), opts(remote.clone())).unwrap();
+    let mut model = Model::new();
+    write_round(&first, &mut model, 60, 0);
+    first.flush_remote().unwrap();
+    // The first writer goes on writing; these writes are its own, never flushed.
+    first.put("only-in-a", "x").unwrap();
+
+    // A second machine takes the prefix (a restore of the first's flush).
+    let second = restore(remote.clone(), root.path(), "b").unwrap();
+    check(&second, &model, "second writer after restore");
+    write_round(&second, &mut model, 60, 1);
+    let won = second.flush_remote().unwrap();
+
+    // The first writer's next manifest is refused, and so are its writes from then on.
+    match first.flush_remote() {
+        Err(Error::Fenced { prefix, .. }) => assert_eq!(prefix, PREFIX),
+        other => panic!("expected Fenced, got {other:?}"),
+    }
+    assert!(matches!(first.put("k", "v"), Err(Error::Fenced { .. })));
+    assert!(matches!(first.delete("k"), Err(Error::Fenced { .. })));
+    // Its local data is intact and readable.
+    assert_eq!(first.get("only-in-a").unwrap().as_deref(), Some(&b"x"[..]));
+    drop(first);
+
+    // The winner's manifests go on, and a restore holds everything it acknowledged.
+    write_round(&second, &mut model, 30, 2);
+    let last = second.flush_remote().unwrap();
+    assert_eq!(last.manifest, won.manifest + 1);
+    assert!(last.epoch > 1);
+    drop(second);
+    let third = restore(remote, root.path(), "c").unwrap();
+    check(&third, &model, "restore of the winner");
+    assert_eq!(third.get("only-in-a").unwrap(), None);
+}
+
+#[test]
+fn two_writers_opening_the_prefix_at_once_cannot_both_take_it() {
+    // Both read the newest manifest, then race to create the next number: exactly one does.
+    let root = tempfile::tempdir().unwrap();
+    let remote = Arc::new(MemoryRemote::new());
+    Store::open_with(root.path().join("seed"), opts(remote.clone()))
+        .unwrap()
+        .close()
+        .unwrap();
+    for round in 0..5 {
+        let barrier = Arc::new(std::sync::Barrier::new(2));
+        let opened: Vec<_> = ["x", "y"]
+            .into_iter()
+            .map(|name| {
+                let dir = root.path().join(format!("{name}{round}"));
+                std::fs::create_dir(&dir).unwrap();
+                let remote = remote.clone();
+                let barrier = barrier.clone();
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    Store::open_with(&dir, opts(remote))
+                })
+            })
+            .collect();
+        let results: Vec<_> = opened.into_iter().map(|t| t.join().unwrap()).collect();
+        let stores: Vec<&Store> = results.iter().filter_map(|r| r.as_ref().ok()).collect();
+        assert!(
+            !stores.is_empty(),
+            "round {round}: neither opened: {results:?}"
+        );
+        for r in &results {
+            if let Err(e) = r {
+                assert!(matches!(e, Error::Fenced { .. }), "round {round}: {e:?}");
+            }
+        }
+        // Of those that opened, only the newest writer can write a manifest.
+        let flushed: Vec<_> = stores.iter().map(|s| s.flush_remote()).collect();
+        assert_eq!(
+            flushed.iter().filter(|f| f.is_ok()).count(),
+            1,
+            "round {round}: {flushed:?}"
+        );
+    }
+}
+
+#[test]
+fn uploads_and_flushes_go_through_transient_faults() {
+    let root = tempfile::tempdir().unwrap();
+    let memory = Arc::new(MemoryRemote::new());
+    let sample = common::long::Sample::new("uploads_and_flushes_go_through_transient_faults");
+    let seed = sample.seed();
+    let faulty = Arc::new(FaultyRemote::new(
+        memory.clone(),
+        Faults::new(0.25, 0.15, Duration::from_millis(2)),
+        seed,
+    ));
+    let o = opts(faulty.clone()).remote_upload_threads(3);
+    let store = match Store::open_with(root.path().join("a"), o) {
+        Ok(s) => s,
+        Err(e) => panic!("seed {seed}: open: {e}"),
+    };
+    let mut model = Model::new();
+    for round in 0..3 {
+        write_round(&store, &mut model, 50, round);
+        store
+            .flush_remote()
+            .unwrap_or_else(|e| panic!("seed {seed}: flush {round}: {e}"));
+    }
+    assert!(faulty.injected() > 0, "seed {seed}: no fault was injected");
+    drop(store);
+    // Restored through the faults too.
+    let restored = Store::open_with(root.path().join("b"), opts(faulty))
+        .unwrap_or_else(|e| panic!("seed {seed}: restore: {e}"));
+    check(&restored, &model, &format!("seed {seed}"));
+}
+
+#[test]
+fn a_reopened_store_keeps_its_prefix_and_uploads_nothing_twice() {
+    let root = tempfile::tempdir().unwrap();
+    let remote = Arc::new(MemoryRemote::new());
+    let store = Store::open_with(root.path(), opts(remote.clone())).unwrap();
+    let mut model = Model::new();
+    write_round(&store, &mut model, 60, 0);
+    let first = store.flush_remote().unwrap();
+    store.close().unwrap();
+    let objects = data_objects(&remote).len();
+    let store = Store::open_with(root.path(), opts(remote.clone())).unwrap();
+    let again = store.flush_remote().unwrap();
+    assert_eq!(again.files_uploaded, 0, "{again:?}");
+    assert_eq!(again.files, first.files);
+    assert_eq!(again.epoch, first.epoch + 1);
+    assert_eq!(data_objects(&remote).len(), objects);
+    check(&store, &model, "reopened");
+}
+
+#[test]
+fn options_of_a_remote_are_checked() {
+    let root = tempfile::tempdir().unwrap();
+    let remote: Arc<dyn Remote> = Arc::new(MemoryRemote::new());
+    for prefix in ["", "/abs", "trailing/", "a//b"] {
+        let o = Options::default().remote(remote.clone(), prefix);
+        assert!(
+            matches!(
+                Store::open_with(root.path(), o),
+                Err(Error::InvalidOptions(_))
+            ),
+            "prefix {prefix:?}"
+        );
+    }
+    let o = Options::default()
+        .remote(remote.clone(), "p")
+        .read_only(true);
+    assert!(matches!(
+        Store::open_with(root.path(), o),
+        Err(Error::InvalidOptions(_))
+    ));
+    let plain =
+        Store::open_with(root.path(), Options::default().durability(Durability::Sync)).unwrap();
+    assert!(matches!(
+        plain.flush_remote(),
+        Err(Error::InvalidOptions(_))
+    ));
+}

@@ -40,7 +40,7 @@
 //! | `delete` | `delete` (a missing object is not an error) |
 //!
 //! Errors: `NotFound` is [`RemoteErrorKind::NotFound`]; `Generic` (a backend's own error,
-//! after its client's retries: timeouts, throttling, connections) and a failed join are
+//! after its client's retries: timeouts, throttling, connections) is
 //! [`RemoteErrorKind::Transient`], which the store retries with backoff; the others
 //! (permissions, credentials, bad paths, unsupported operations) are
 //! [`RemoteErrorKind::Other`]. A backend without conditional puts (S3 without
@@ -201,9 +201,9 @@ fn path(name: &str) -> Result<Path, RemoteError> {
 fn convert(e: object_store::Error, what: &str) -> RemoteError {
     let kind = match &e {
         object_store::Error::NotFound { .. } => RemoteErrorKind::NotFound,
-        object_store::Error::Generic { .. } | object_store::Error::JoinError { .. } => {
-            RemoteErrorKind::Transient
-        }
+        // (`JoinError` exists only with object_store's `tokio` feature, which the backends
+        // that spawn tasks enable; it falls under `Other`.)
+        object_store::Error::Generic { .. } => RemoteErrorKind::Transient,
         _ => RemoteErrorKind::Other,
     };
     RemoteError::new(kind, what.to_string()).with_source(e)

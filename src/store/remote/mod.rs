@@ -56,6 +56,11 @@ pub(super) struct RemoteTier {
     config: RemoteConfig,
     /// One upload pass or flush at a time, in the order they took it.
     state: Mutex<TierState>,
+    /// The lengths of the files in the remote, by id: a copy of `state.uploaded` that
+    /// [`Stats`](crate::Stats) reads without waiting for a pass or flush in progress.
+    in_remote: Mutex<HashMap<u64, u64>>,
+    /// The number of the newest manifest this writer wrote.
+    manifest: AtomicU64,
     /// The number of the manifest another writer wrote first (0: not fenced).
     fenced_by: AtomicU64,
     bytes_uploaded: AtomicU64,
@@ -108,11 +113,13 @@ impl RemoteTier {
         );
         let now = Instant::now();
         Ok(RemoteTier {
+            in_remote: Mutex::new(claim.files.iter().map(|f| (f.id, f.length)).collect()),
             state: Mutex::new(TierState {
                 epoch: claim.epoch,
                 next_number: claim.number + 1,
                 uploaded: claim.files.iter().map(|f| (f.id, *f)).collect(),
             }),
+            manifest: AtomicU64::new(claim.number),
             config,
             fenced_by: AtomicU64::new(0),
             bytes_uploaded: AtomicU64::new(0),
@@ -144,22 +151,30 @@ impl RemoteTier {
         }
     }
 
-    /// The state, for an upload pass or a flush (one at a time), or for the figures (which
-    /// then wait for a pass in progress: stats are not on a hot path).
+    /// The state, for an upload pass or a flush (one at a time).
     fn lock(&self) -> MutexGuard<'_, TierState> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Records that file `id`, `length` bytes long, is in the remote.
+    fn uploaded(&self, state: &mut TierState, file: ManifestFile) {
+        state.uploaded.insert(file.id, file);
+        self.in_remote
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(file.id, file.length);
+    }
+
     /// The remote figures for [`Stats`](crate::Stats), given the store's sealed files.
     pub(super) fn figures(&self, sealed: &[(u64, u64)]) -> RemoteFigures {
-        let (waiting_files, waiting_bytes, manifest) = {
-            let state = self.lock();
+        let (waiting_files, waiting_bytes) = {
+            let in_remote = self.in_remote.lock().unwrap_or_else(|p| p.into_inner());
             let waiting = sealed
                 .iter()
-                .filter(|(id, len)| state.uploaded.get(id).is_none_or(|f| f.length != *len));
-            let (n, bytes) = waiting.fold((0, 0), |(n, b), (_, len)| (n + 1, b + len));
-            (n, bytes, state.next_number - 1)
+                .filter(|(id, len)| in_remote.get(id) != Some(len));
+            waiting.fold((0, 0), |(n, b), (_, len)| (n + 1, b + len))
         };
+        let manifest = self.manifest.load(Ordering::Relaxed);
         let lag = match self.dirty_since.load(Ordering::Relaxed) {
             0 => None,
             at => Some(
@@ -250,6 +265,7 @@ fn flush(inner: &Inner, tier: &RemoteTier) -> Result<RemoteFlushReport> {
         Err(e) => return Err(e),
     }
     state.next_number += 1;
+    tier.manifest.store(m.number, Ordering::Relaxed);
     *tier.last_flush.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
     // Writes asked for since this flush began may not be in it: the lag then counts from
     // its start (an overestimate, never an underestimate).
@@ -331,7 +347,10 @@ impl Store {
                 "flush_remote needs a store opened with Options::remote",
             ));
         };
-        self.writable()?;
+        // Not `writable`: a flush is not a write of the user's (it would date the lag).
+        if inner.opts.read_only {
+            return Err(Error::ReadOnly);
+        }
         flush(inner, tier)
     }
 }

@@ -202,7 +202,7 @@ pub(super) fn pass(
     let done = done.into_inner().unwrap_or_else(|p| p.into_inner());
     let bytes: u64 = done.iter().map(|f| f.length).sum();
     for f in &done {
-        state.uploaded.insert(f.id, *f);
+        tier.uploaded(state, *f);
     }
     match first_error.into_inner().unwrap_or_else(|p| p.into_inner()) {
         Some(e) => Err(e),

@@ -478,3 +478,42 @@ fn a_restore_keeps_what_an_eviction_dropped_dropped() {
         );
     }
 }
+
+#[test]
+fn a_directory_taking_the_prefix_back_does_not_trust_a_file_id_it_shares_with_the_other() {
+    // A flushes; A puts a blob (file id N, not flushed); B restores from A's flush and puts a
+    // blob of the same length under the same id N; B flushes. A, reopened, takes the prefix
+    // back: B's manifest names an object for id N of A's file's length, but other bytes.
+    let root = tempfile::tempdir().unwrap();
+    let remote = Arc::new(MemoryRemote::new());
+    let a_dir = root.path().join("a");
+    let a = Store::open_with(&a_dir, opts(remote.clone())).unwrap();
+    a.put("small", "x").unwrap();
+    a.flush_remote().unwrap();
+    let blob_a = vec![0xaa; 3 << 20];
+    let blob_b = vec![0xbb; 3 << 20];
+    a.put("blob-a", &blob_a).unwrap();
+    let b = restore(remote.clone(), root.path(), "b").unwrap();
+    b.put("blob-b", &blob_b).unwrap();
+    b.flush_remote().unwrap();
+    let ids = |s: &Store| {
+        s.files()
+            .unwrap()
+            .into_iter()
+            .filter(|f| f.name.starts_with("blob-"))
+            .map(|f| (f.name, f.len))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(ids(&a), ids(&b), "the case needs the same name and length");
+    drop(a);
+    drop(b);
+
+    let a = Store::open_with(&a_dir, opts(remote.clone())).unwrap();
+    let flushed = a.flush_remote().unwrap();
+    assert!(flushed.files_uploaded >= 1, "{flushed:?}");
+    drop(a);
+    let c = restore(remote, root.path(), "c").unwrap();
+    assert_eq!(c.get("blob-a").unwrap(), Some(blob_a));
+    assert_eq!(c.get("blob-b").unwrap(), None);
+    assert_eq!(c.get("small").unwrap().as_deref(), Some(&b"x"[..]));
+}

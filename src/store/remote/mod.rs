@@ -79,9 +79,15 @@ struct TierState {
     epoch: u64,
     /// The number the next manifest gets.
     next_number: u64,
-    /// Files whose objects are whole in the remote, by id: named by the manifest this writer
-    /// took over, or uploaded since.
+    /// Files whose objects are whole in the remote and hold the bytes of the local file of
+    /// that id: uploaded by this writer, or named by the manifest it took over and found equal
+    /// to the local file (length and crc32).
     uploaded: HashMap<u64, ManifestFile>,
+    /// The files the manifest this writer took over names, not yet compared with the local
+    /// file of the same id. Not trusted by id and length alone: a directory that is not the
+    /// one that wrote the prefix (an older copy, a writer fenced since) can hold another file
+    /// under the same id, of the same length.
+    inherited: HashMap<u64, ManifestFile>,
 }
 
 /// The remote figures of [`Stats`](crate::Stats).
@@ -113,11 +119,12 @@ impl RemoteTier {
         );
         let now = Instant::now();
         Ok(RemoteTier {
-            in_remote: Mutex::new(claim.files.iter().map(|f| (f.id, f.length)).collect()),
+            in_remote: Mutex::new(HashMap::new()),
             state: Mutex::new(TierState {
                 epoch: claim.epoch,
                 next_number: claim.number + 1,
-                uploaded: claim.files.iter().map(|f| (f.id, *f)).collect(),
+                uploaded: HashMap::new(),
+                inherited: claim.files.iter().map(|f| (f.id, *f)).collect(),
             }),
             manifest: AtomicU64::new(claim.number),
             config,

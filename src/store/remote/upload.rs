@@ -173,6 +173,10 @@ pub(super) fn pass(
     todo.reverse();
     let epoch = state.epoch;
     let threads = threads.min(todo.len());
+    let todo: Vec<_> = todo
+        .into_iter()
+        .map(|(id, f)| (*id, f, state.inherited.get(id).copied()))
+        .collect();
     let queue = Mutex::new(todo);
     let done = Mutex::new(Vec::new());
     let first_error: Mutex<Option<Error>> = Mutex::new(None);
@@ -184,8 +188,10 @@ pub(super) fn pass(
                         return;
                     }
                     let next = queue.lock().unwrap_or_else(|p| p.into_inner()).pop();
-                    let Some((id, file)) = next else { return };
-                    match upload_one(inner, tier, epoch, *id, file) {
+                    let Some((id, file, inherited)) = next else {
+                        return;
+                    };
+                    match upload_one(inner, tier, epoch, id, file, inherited) {
                         Ok(uploaded) => done
                             .lock()
                             .unwrap_or_else(|p| p.into_inner())
@@ -200,24 +206,32 @@ pub(super) fn pass(
         }
     });
     let done = done.into_inner().unwrap_or_else(|p| p.into_inner());
-    let bytes: u64 = done.iter().map(|f| f.length).sum();
-    for f in &done {
-        tier.uploaded(state, *f);
+    let (mut files, mut bytes) = (0, 0);
+    for &(f, put) in &done {
+        if put {
+            files += 1;
+            bytes += f.length;
+        }
+        state.inherited.remove(&f.id);
+        tier.uploaded(state, f);
     }
     match first_error.into_inner().unwrap_or_else(|p| p.into_inner()) {
         Some(e) => Err(e),
-        None => Ok((done.len(), bytes)),
+        None => Ok((files, bytes)),
     }
 }
 
-/// Puts file `id` under this writer's epoch, with retries; its entry for the manifest.
+/// Puts file `id` under this writer's epoch, with retries, unless `inherited` (the entry of
+/// the manifest this writer took over) already holds its bytes (same kind, length and crc32).
+/// Its entry for the manifest, and whether it was put.
 fn upload_one(
     inner: &Inner,
     tier: &RemoteTier,
     epoch: u64,
     id: u64,
     file: &SealedFile,
-) -> Result<ManifestFile> {
+    inherited: Option<ManifestFile>,
+) -> Result<(ManifestFile, bool)> {
     let name = data_name(&tier.config.prefix, epoch, file.kind, id);
     let body = FileBody {
         file,
@@ -232,6 +246,11 @@ fn upload_one(
         )
     };
     let crc = body.crc().map_err(read_error)?;
+    if let Some(f) =
+        inherited.filter(|f| f.kind == file.kind && f.length == file.len && f.crc == crc)
+    {
+        return Ok((f, false));
+    }
     retry("remote: upload", &name, |_| {
         tier.config.remote.put(&name, &body)
     })?;
@@ -239,11 +258,12 @@ fn upload_one(
         .fetch_add(file.len, std::sync::atomic::Ordering::Relaxed);
     tier.files_uploaded
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    Ok(ManifestFile {
+    let entry = ManifestFile {
         id,
         kind: file.kind,
         length: file.len,
         crc,
         epoch,
-    })
+    };
+    Ok((entry, true))
 }

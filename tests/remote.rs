@@ -517,3 +517,29 @@ fn a_directory_taking_the_prefix_back_does_not_trust_a_file_id_it_shares_with_th
     assert_eq!(c.get("blob-b").unwrap(), None);
     assert_eq!(c.get("small").unwrap().as_deref(), Some(&b"x"[..]));
 }
+
+#[test]
+fn the_lag_dates_the_oldest_write_not_in_the_remote() {
+    let root = tempfile::tempdir().unwrap();
+    let remote = Arc::new(MemoryRemote::new());
+    let store = Store::open_with(root.path(), opts(remote)).unwrap();
+    assert_eq!(store.stats().remote_lag, None, "nothing written");
+    store.put("first", "1").unwrap();
+    let after_first = Instant::now();
+    std::thread::sleep(Duration::from_millis(60));
+    store.put("second", "2").unwrap();
+    let lag = store
+        .stats()
+        .remote_lag
+        .expect("two writes not in the remote");
+    assert!(
+        lag >= after_first.elapsed().min(Duration::from_millis(60)),
+        "{lag:?}"
+    );
+    store.flush_remote().unwrap();
+    assert_eq!(store.stats().remote_lag, None);
+    // Reads, seals of nothing and flushes are not writes.
+    store.get("first").unwrap();
+    store.flush_remote().unwrap();
+    assert_eq!(store.stats().remote_lag, None);
+}

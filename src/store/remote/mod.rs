@@ -68,6 +68,8 @@ pub(super) struct RemoteTier {
     /// When the oldest write not yet named by a manifest was asked for, in nanoseconds after
     /// `base` plus one (0: none).
     dirty_since: AtomicU64,
+    /// Writes noted so far.
+    writes_asked: AtomicU64,
     base: Instant,
     /// When the last manifest was written (or the tier attached).
     last_flush: Mutex<Instant>,
@@ -132,6 +134,7 @@ impl RemoteTier {
             bytes_uploaded: AtomicU64::new(0),
             files_uploaded: AtomicU64::new(0),
             dirty_since: AtomicU64::new(0),
+            writes_asked: AtomicU64::new(0),
             base: now,
             last_flush: Mutex::new(now),
         })
@@ -150,11 +153,14 @@ impl RemoteTier {
 
     /// Notes that a write is being made: the oldest one not yet in the remote dates the lag.
     pub(super) fn note_write(&self) {
-        if self.dirty_since.load(Ordering::Relaxed) == 0 {
+        // One increment per write (beside the append lock every write takes, nothing): it
+        // tells a flush whether writes were asked for while it ran.
+        self.writes_asked.fetch_add(1, Ordering::SeqCst);
+        if self.dirty_since.load(Ordering::SeqCst) == 0 {
             let at = self.base.elapsed().as_nanos() as u64 + 1;
             let _ = self
                 .dirty_since
-                .compare_exchange(0, at, Ordering::Relaxed, Ordering::Relaxed);
+                .compare_exchange(0, at, Ordering::SeqCst, Ordering::SeqCst);
         }
     }
 
@@ -244,16 +250,31 @@ impl Inner {
 /// exactly the store's sealed files written ([`Store::flush_remote`]).
 fn flush(inner: &Inner, tier: &RemoteTier) -> Result<RemoteFlushReport> {
     tier.check_fenced()?;
-    let began = tier.base.elapsed().as_nanos() as u64 + 1;
+    // What dates the lag if writes turn out not to be in this flush: the oldest write noted
+    // since the last one, else this flush's start.
+    let asked = tier.writes_asked.load(Ordering::SeqCst);
+    let began = match tier.dirty_since.load(Ordering::SeqCst) {
+        0 => tier.base.elapsed().as_nanos() as u64 + 1,
+        since => since,
+    };
     let mut state = tier.lock();
     let snapshot = upload::snapshot(inner)?;
     let (files_uploaded, bytes_uploaded) =
         upload::pass(inner, tier, &mut state, Some(&snapshot.files))?;
-    let files: Vec<ManifestFile> = snapshot
+    let files: Option<Vec<ManifestFile>> = snapshot
         .files
         .iter()
-        .map(|(id, _)| state.uploaded[id])
+        .map(|(id, _)| state.uploaded.get(id).copied())
         .collect();
+    // (`pass` returns an error for any file it did not upload: this is a guard.)
+    let files = files.ok_or_else(|| Error::Remote {
+        op: "remote flush",
+        object: tier.config.prefix.clone(),
+        source: RemoteError::new(
+            crate::io::remote::RemoteErrorKind::Other,
+            "a file of the snapshot was not uploaded",
+        ),
+    })?;
     let m = Manifest {
         number: state.next_number,
         epoch: state.epoch,
@@ -274,11 +295,13 @@ fn flush(inner: &Inner, tier: &RemoteTier) -> Result<RemoteFlushReport> {
     state.next_number += 1;
     tier.manifest.store(m.number, Ordering::Relaxed);
     *tier.last_flush.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
-    // Writes asked for since this flush began may not be in it: the lag then counts from
-    // its start (an overestimate, never an underestimate).
-    let later = inner.log.lock().last_seq() > snapshot.last_seq;
+    // A write asked for since this flush began, or numbered after its snapshot, may not be in
+    // it: the lag then still counts from `began` (it may overestimate). A write asked for
+    // before, and numbered only now, is caught by the second test.
+    let later = tier.writes_asked.load(Ordering::SeqCst) != asked
+        || inner.log.lock().last_seq() > snapshot.last_seq;
     let since = if later { began } else { 0 };
-    tier.dirty_since.store(since, Ordering::Relaxed);
+    tier.dirty_since.store(since, Ordering::SeqCst);
     Ok(RemoteFlushReport {
         manifest: m.number,
         epoch: m.epoch,

@@ -217,7 +217,8 @@ pub(super) fn pass(
     }
     match first_error.into_inner().unwrap_or_else(|p| p.into_inner()) {
         Some(e) => Err(e),
-        None => Ok((files, bytes)),
+        // Fenced, the threads stopped before the last files.
+        None => tier.check_fenced().map(|()| (files, bytes)),
     }
 }
 

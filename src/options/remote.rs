@@ -41,6 +41,7 @@ impl Options {
     /// use std::sync::Arc;
     /// use podstore::remote::MemoryRemote;
     /// # let dir = tempfile::tempdir().unwrap();
+    /// // In memory (the `testing` feature); podstore_remote::ObjectStoreRemote for S3 & co.
     /// let remote = Arc::new(MemoryRemote::new());
     /// let opts = podstore::Options::default().remote(remote.clone(), "stores/photos");
     /// let store = podstore::Store::open_with(dir.path().join("a"), opts.clone())?;

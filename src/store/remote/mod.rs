@@ -361,6 +361,7 @@ impl Store {
     /// ```
     /// # fn main() -> podstore::Result<()> {
     /// # let dir = tempfile::tempdir().unwrap();
+    /// // In memory (the `testing` feature); podstore_remote::ObjectStoreRemote for S3 & co.
     /// let remote = std::sync::Arc::new(podstore::remote::MemoryRemote::new());
     /// let opts = podstore::Options::default().remote(remote, "db");
     /// let store = podstore::Store::open_with(dir.path(), opts)?;

@@ -30,7 +30,9 @@ impl Options {
     /// directory with a remote whose prefix holds a manifest restores the store from it.
     /// Opening the prefix fences any other store that wrote it: that store's next manifest
     /// fails with [`Error::Fenced`](crate::Error::Fenced), and it refuses writes from then on.
-    /// Objects are never deleted from the remote in this version.
+    /// Objects are never deleted from the remote in this version. Open reads and writes a
+    /// manifest, so it fails with [`Error::Remote`](crate::Error::Remote) when the remote
+    /// cannot be reached (after retries): a store that cannot take its prefix does not open.
     ///
     /// The prefix is a `/`-separated path without a leading or trailing `/` and without empty
     /// parts (else [`Error::InvalidOptions`] at open). A remote needs a writable store (not

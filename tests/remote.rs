@@ -543,3 +543,39 @@ fn the_lag_dates_the_oldest_write_not_in_the_remote() {
     store.flush_remote().unwrap();
     assert_eq!(store.stats().remote_lag, None);
 }
+
+#[test]
+fn a_remote_that_keeps_failing_is_an_error_and_the_next_flush_catches_up() {
+    let root = tempfile::tempdir().unwrap();
+    let memory = Arc::new(MemoryRemote::new());
+    let faulty = Arc::new(FaultyRemote::new(memory.clone(), Faults::none(), 7));
+    // Three attempts (20 + 40 ms of waits) per call, not eight (2.5 s).
+    let opts = |remote| opts(remote).remote_retries(3);
+    let store = Store::open_with(root.path().join("a"), opts(faulty.clone())).unwrap();
+    let mut model = Model::new();
+    write_round(&store, &mut model, 40, 0);
+    // Every call refused: the flush gives up after its retries, with a typed error.
+    faulty.set_faults(Faults::new(1.0, 0.0, Duration::ZERO));
+    match store.flush_remote() {
+        Err(Error::Remote { source, .. }) => assert!(source.is_transient()),
+        other => panic!("expected Error::Remote, got {other:?}"),
+    }
+    // Writes go on meanwhile: acknowledged locally, waiting for the remote.
+    write_round(&store, &mut model, 40, 1);
+    assert!(store.stats().remote_lag.is_some());
+    faulty.set_faults(Faults::none());
+    store.flush_remote().unwrap();
+    drop(store);
+    check(
+        &restore(memory, root.path(), "b").unwrap(),
+        &model,
+        "after the outage",
+    );
+    // Open itself needs the remote (it takes the prefix).
+    faulty.set_faults(Faults::new(1.0, 0.0, Duration::ZERO));
+    assert!(matches!(
+        Store::open_with(root.path().join("c"), opts(faulty)),
+        Err(Error::Remote { .. })
+    ));
+    assert!(!root.path().join("c").exists());
+}

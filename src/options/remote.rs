@@ -18,6 +18,8 @@ pub(crate) struct RemoteConfig {
     pub(crate) flush_interval: Option<Duration>,
     /// See [`Options::remote_upload_threads`].
     pub(crate) upload_threads: usize,
+    /// See [`Options::remote_retries`].
+    pub(crate) attempts: u32,
 }
 
 impl Options {
@@ -56,15 +58,20 @@ impl Options {
     /// # Ok(()) }
     /// ```
     pub fn remote(mut self, remote: Arc<dyn Remote>, prefix: impl Into<String>) -> Self {
-        let (flush_interval, upload_threads) = match &self.remote {
-            Some(r) => (r.flush_interval, r.upload_threads),
-            None => (Some(DEFAULT_FLUSH_INTERVAL), DEFAULT_UPLOAD_THREADS),
+        let (flush_interval, upload_threads, attempts) = match &self.remote {
+            Some(r) => (r.flush_interval, r.upload_threads, r.attempts),
+            None => (
+                Some(DEFAULT_FLUSH_INTERVAL),
+                DEFAULT_UPLOAD_THREADS,
+                DEFAULT_ATTEMPTS,
+            ),
         };
         self.remote = Some(RemoteConfig {
             remote,
             prefix: prefix.into(),
             flush_interval,
             upload_threads,
+            attempts,
         });
         self
     }
@@ -90,6 +97,19 @@ impl Options {
         self
     }
 
+    /// How many times a remote call that fails with a transient error
+    /// ([`RemoteErrorKind::Transient`](crate::remote::RemoteErrorKind::Transient): throttling,
+    /// timeouts) is attempted before the store gives up with
+    /// [`Error::Remote`](crate::Error::Remote) (default 8, at least 1). The waits between
+    /// attempts start at 20 ms and double, up to 2 s: 8 attempts wait 2.5 s in all. Ignored
+    /// without [`Options::remote`] (set it after that).
+    pub fn remote_retries(mut self, attempts: u32) -> Self {
+        if let Some(r) = &mut self.remote {
+            r.attempts = attempts;
+        }
+        self
+    }
+
     /// The remote's checks, for [`Options::validate`].
     pub(super) fn validate_remote(&self) -> Result<()> {
         let Some(r) = &self.remote else {
@@ -105,9 +125,10 @@ impl Options {
                 "the remote prefix must be a path without empty parts or a leading or trailing /",
             ));
         }
-        if r.upload_threads == 0 || r.flush_interval.is_some_and(|d| d.is_zero()) {
+        if r.upload_threads == 0 || r.attempts == 0 || r.flush_interval.is_some_and(|d| d.is_zero())
+        {
             return Err(Error::InvalidOptions(
-                "remote_upload_threads and remote_flush_interval must be positive",
+                "remote_upload_threads, remote_retries and remote_flush_interval must be positive",
             ));
         }
         Ok(())
@@ -118,3 +139,5 @@ impl Options {
 const DEFAULT_FLUSH_INTERVAL: Duration = Duration::from_secs(60);
 /// [`Options::remote_upload_threads`]'s default.
 const DEFAULT_UPLOAD_THREADS: usize = 4;
+/// [`Options::remote_retries`]'s default.
+const DEFAULT_ATTEMPTS: u32 = 8;

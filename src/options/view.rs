@@ -168,4 +168,9 @@ impl OptionsView<'_> {
     pub fn remote_upload_threads(&self) -> Option<usize> {
         self.opts.remote.as_ref().map(|r| r.upload_threads)
     }
+
+    /// The value set by [`Options::remote_retries`] (`None`: no remote).
+    pub fn remote_retries(&self) -> Option<u32> {
+        self.opts.remote.as_ref().map(|r| r.attempts)
+    }
 }

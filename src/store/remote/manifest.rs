@@ -33,7 +33,7 @@ pub(super) fn data_name(prefix: &str, epoch: u64, kind: FileKind, id: u64) -> St
 /// `manifest/` that is not 20 digits is not a manifest of ours and is passed over.
 pub(super) fn newest(config: &RemoteConfig) -> Result<Option<Manifest>> {
     let under = manifests(&config.prefix);
-    let listed = retry("remote: list manifests", &under, |_| {
+    let listed = retry(config, "remote: list manifests", &under, |_| {
         config.remote.list(&under)
     })?;
     let newest = listed
@@ -48,7 +48,7 @@ pub(super) fn newest(config: &RemoteConfig) -> Result<Option<Manifest>> {
         return Ok(None);
     };
     let name = manifest_name(&config.prefix, number);
-    let bytes = retry("remote: read manifest", &name, |_| {
+    let bytes = retry(config, "remote: read manifest", &name, |_| {
         config.remote.get_range(&name, 0..size)
     })?;
     let corrupt = |kind| Error::RemoteCorruption {
@@ -74,7 +74,7 @@ pub(super) fn newest(config: &RemoteConfig) -> Result<Option<Manifest>> {
 pub(super) fn write(config: &RemoteConfig, m: &Manifest) -> Result<()> {
     let name = manifest_name(&config.prefix, m.number);
     let bytes = manifest::encode(m);
-    let outcome = retry("remote: write manifest", &name, |failed| {
+    let outcome = retry(config, "remote: write manifest", &name, |failed| {
         match config.remote.put_if_absent(&name, &bytes)? {
             PutOutcome::AlreadyExists if failed > 0 => {
                 let len = bytes.len() as u64;

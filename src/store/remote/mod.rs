@@ -311,16 +311,18 @@ fn flush(inner: &Inner, tier: &RemoteTier) -> Result<RemoteFlushReport> {
     })
 }
 
-/// Attempts of a remote call that fails with a transient error, and the first wait between
-/// two (doubled after each, up to [`RETRY_MAX_WAIT`]).
-const RETRY_ATTEMPTS: u32 = 8;
+/// The first wait between two attempts of a remote call that failed with a transient error
+/// (doubled after each, up to [`RETRY_MAX_WAIT`]).
 const RETRY_FIRST_WAIT: Duration = Duration::from_millis(20);
 const RETRY_MAX_WAIT: Duration = Duration::from_secs(2);
 
 /// Calls `call` until it succeeds, fails with an error that is not transient, or has failed
-/// [`RETRY_ATTEMPTS`] times, waiting longer after each failure. `call` gets the number of
-/// failed attempts before it. The error names `op` and `object`.
+/// [`Options::remote_retries`] times, waiting longer after each failure. `call` gets the
+/// number of failed attempts before it. The error names `op` and `object`.
+///
+/// [`Options::remote_retries`]: crate::Options::remote_retries
 fn retry<T>(
+    config: &RemoteConfig,
     op: &'static str,
     object: &str,
     mut call: impl FnMut(u32) -> std::result::Result<T, RemoteError>,
@@ -330,7 +332,7 @@ fn retry<T>(
     loop {
         match call(failed) {
             Ok(v) => return Ok(v),
-            Err(e) if e.is_transient() && failed + 1 < RETRY_ATTEMPTS => {
+            Err(e) if e.is_transient() && failed + 1 < config.attempts => {
                 log::debug!("podstore: {op} ({object}): {e}; retrying in {wait:?}");
                 std::thread::sleep(wait);
                 wait = (wait * 2).min(RETRY_MAX_WAIT);

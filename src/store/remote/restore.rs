@@ -142,7 +142,7 @@ fn write_metadata(
 /// or cut object is found before its download).
 fn object_sizes(config: &RemoteConfig) -> Result<HashMap<String, u64>> {
     let under = format!("{}/data/", config.prefix);
-    let listed = retry("restore: list files", &under, |_| {
+    let listed = retry(config, "restore: list files", &under, |_| {
         config.remote.list(&under)
     })?;
     Ok(listed.into_iter().map(|o| (o.name, o.size)).collect())
@@ -189,7 +189,7 @@ fn download(
     let mut at = 0;
     while at < f.length {
         let end = (at + FETCH_CHUNK).min(f.length);
-        let bytes = retry("restore: read", &object, |_| {
+        let bytes = retry(config, "restore: read", &object, |_| {
             config.remote.get_range(&object, at..end)
         })?;
         if bytes.len() as u64 != end - at {

@@ -252,7 +252,7 @@ fn upload_one(
     {
         return Ok((f, false));
     }
-    retry("remote: upload", &name, |_| {
+    retry(&tier.config, "remote: upload", &name, |_| {
         tier.config.remote.put(&name, &body)
     })?;
     tier.bytes_uploaded

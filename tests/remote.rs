@@ -329,7 +329,12 @@ fn uploads_and_flushes_go_through_transient_faults() {
         Faults::new(0.25, 0.15, Duration::from_millis(2)),
         seed,
     ));
-    let o = opts(faulty.clone()).remote_upload_threads(3);
+    // A call fails an attempt with probability 0.25 + 0.75 * 0.15 = 0.36: with 16 attempts,
+    // one of the few hundred calls gives up in about one run in ten million (with the
+    // default 8, one run in twenty would fail).
+    let o = opts(faulty.clone())
+        .remote_upload_threads(3)
+        .remote_retries(16);
     let store = match Store::open_with(root.path().join("a"), o) {
         Ok(s) => s,
         Err(e) => panic!("seed {seed}: open: {e}"),
@@ -344,7 +349,8 @@ fn uploads_and_flushes_go_through_transient_faults() {
     assert!(faulty.injected() > 0, "seed {seed}: no fault was injected");
     drop(store);
     // Restored through the faults too.
-    let restored = Store::open_with(root.path().join("b"), opts(faulty))
+    let o = opts(faulty).remote_retries(16);
+    let restored = Store::open_with(root.path().join("b"), o)
         .unwrap_or_else(|e| panic!("seed {seed}: restore: {e}"));
     check(&restored, &model, &format!("seed {seed}"));
 }

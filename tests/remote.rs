@@ -587,3 +587,78 @@ fn a_remote_that_keeps_failing_is_an_error_and_the_next_flush_catches_up() {
     ));
     assert!(!root.path().join("c").exists());
 }
+
+/// Passes calls to a memory remote; while `lose` is set, a conditional create that creates its
+/// object is answered with a transient error (its reply lost).
+#[derive(Debug)]
+struct LoseCreateReplies {
+    inner: Arc<MemoryRemote>,
+    lose: std::sync::atomic::AtomicBool,
+}
+
+impl Remote for LoseCreateReplies {
+    fn put(&self, name: &str, body: &dyn podstore::remote::ObjectBody) -> Result<(), RemoteError> {
+        self.inner.put(name, body)
+    }
+    fn put_if_absent(&self, name: &str, bytes: &[u8]) -> Result<PutOutcome, RemoteError> {
+        let done = self.inner.put_if_absent(name, bytes)?;
+        if done == PutOutcome::Created && self.lose.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(RemoteError::new(RemoteErrorKind::Transient, "reply lost"));
+        }
+        Ok(done)
+    }
+    fn get_range(&self, name: &str, range: std::ops::Range<u64>) -> Result<Vec<u8>, RemoteError> {
+        self.inner.get_range(name, range)
+    }
+    fn list(&self, prefix: &str) -> Result<Vec<ObjectInfo>, RemoteError> {
+        self.inner.list(prefix)
+    }
+    fn delete(&self, name: &str) -> Result<(), RemoteError> {
+        self.inner.delete(name)
+    }
+}
+
+#[test]
+fn a_manifest_whose_create_reply_was_lost_is_not_taken_for_another_writers() {
+    let root = tempfile::tempdir().unwrap();
+    let memory = Arc::new(MemoryRemote::new());
+    let remote = Arc::new(LoseCreateReplies {
+        inner: memory.clone(),
+        lose: false.into(),
+    });
+    let store = Store::open_with(root.path().join("a"), opts(remote.clone())).unwrap();
+    let mut model = Model::new();
+    write_round(&store, &mut model, 30, 0);
+    store.flush_remote().unwrap();
+    write_round(&store, &mut model, 30, 1);
+    // The create's reply lost: the retry finds the flush's own bytes, and it succeeds.
+    remote.lose.store(true, std::sync::atomic::Ordering::SeqCst);
+    let third = store.flush_remote();
+    remote
+        .lose
+        .store(false, std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(third.unwrap().manifest, 3);
+    drop(store);
+
+    // A store that gives up after one attempt leaves its manifest behind unacknowledged; its
+    // next flush finds a manifest of its own epoch and id at that number and takes the next.
+    let o = opts(remote.clone()).remote_retries(1);
+    let store = Store::open_with(root.path().join("a"), o).unwrap();
+    write_round(&store, &mut model, 30, 2);
+    remote.lose.store(true, std::sync::atomic::Ordering::SeqCst);
+    assert!(matches!(store.flush_remote(), Err(Error::Remote { .. })));
+    remote
+        .lose
+        .store(false, std::sync::atomic::Ordering::SeqCst);
+    write_round(&store, &mut model, 30, 3);
+    let next = store
+        .flush_remote()
+        .expect("not fenced by its own manifest");
+    assert_eq!(next.manifest, 6, "4: the claim, 5: the lost reply's");
+    drop(store);
+    check(
+        &restore(memory, root.path(), "b").unwrap(),
+        &model,
+        "restored",
+    );
+}

@@ -53,6 +53,7 @@ fn structured(u: &mut Unstructured<'_>) -> arbitrary::Result<()> {
     let m = Manifest {
         number: u.arbitrary()?,
         epoch: u.arbitrary()?,
+        writer: u.arbitrary()?,
         max_seq: u.arbitrary()?,
         next_file_id: id + u.int_in_range(1..=1000)?,
         evicted,

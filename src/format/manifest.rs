@@ -3,19 +3,20 @@
 //! `<prefix>/manifest/<number as 20 digits>`, created only if absent and never changed:
 //!
 //! ```text
-//! header (64 bytes)
+//! header (72 bytes)
 //! offset  size  field
 //!      0     4  magic "PDMF"
 //!      4     4  version (1)
 //!      8     8  number (the object's own, as in its name)
 //!     16     8  epoch of the writer that wrote it
-//!     24     8  highest sequence number its files may hold (restore's VERSIONS)
-//!     32     8  next file id (above every id the store used)
-//!     40     8  eviction watermark (0: nothing evicted)
-//!     48     8  id of the file whose eviction edit carries it
-//!     56     1  kind of that file (0 none, 1 log, 2 blob)
-//!     57     3  zero
-//!     60     4  file count n
+//!     24     8  writer id (random, drawn by the writer when it opened the prefix)
+//!     32     8  highest sequence number its files may hold (restore's VERSIONS)
+//!     40     8  next file id (above every id the store used)
+//!     48     8  eviction watermark (0: nothing evicted)
+//!     56     8  id of the file whose eviction edit carries it
+//!     64     1  kind of that file (0 none, 1 log, 2 blob)
+//!     65     3  zero
+//!     68     4  file count n
 //! then n file entries (32 bytes each, ids strictly increasing):
 //!      0     8  file id
 //!      8     8  length in bytes
@@ -34,7 +35,7 @@ pub const MANIFEST_MAGIC: [u8; 4] = *b"PDMF";
 /// The version this build writes and reads.
 pub const MANIFEST_VERSION: u32 = 1;
 /// Bytes of the header.
-pub const MANIFEST_HEADER_LEN: usize = 64;
+pub const MANIFEST_HEADER_LEN: usize = 72;
 /// Bytes of one file entry.
 pub const MANIFEST_ENTRY_LEN: usize = 32;
 /// Bytes of the trailer (the crc32).
@@ -52,20 +53,22 @@ pub mod header {
     pub const NUMBER: usize = 8;
     /// The writer's epoch.
     pub const EPOCH: usize = 16;
+    /// The writer's id.
+    pub const WRITER: usize = 24;
     /// Highest sequence number covered.
-    pub const SEQ: usize = 24;
+    pub const SEQ: usize = 32;
     /// Next file id.
-    pub const NEXT_ID: usize = 32;
+    pub const NEXT_ID: usize = 40;
     /// Eviction watermark.
-    pub const EVICTED: usize = 40;
+    pub const EVICTED: usize = 48;
     /// Id of the file carrying the watermark.
-    pub const EVICTED_ID: usize = 48;
+    pub const EVICTED_ID: usize = 56;
     /// Kind of that file.
-    pub const EVICTED_KIND: usize = 56;
+    pub const EVICTED_KIND: usize = 64;
     /// Zero.
-    pub const PAD: usize = 57;
+    pub const PAD: usize = 65;
     /// Number of file entries.
-    pub const COUNT: usize = 60;
+    pub const COUNT: usize = 68;
 }
 
 /// Offsets of a file entry's fields.
@@ -91,6 +94,7 @@ pub(crate) const HEADER_FIELDS: &[(usize, usize)] = &[
     (header::VERSION, 4),
     (header::NUMBER, 8),
     (header::EPOCH, 8),
+    (header::WRITER, 8),
     (header::SEQ, 8),
     (header::NEXT_ID, 8),
     (header::EVICTED, 8),
@@ -134,6 +138,10 @@ pub struct Manifest {
     pub number: u64,
     /// The epoch of the writer that wrote it.
     pub epoch: u64,
+    /// A number the writer drew at random when it opened the prefix: two writers that open
+    /// it at once both take the same epoch for the same number, and only one of them creates
+    /// that manifest; the id tells the other that the manifest it finds is not its own.
+    pub writer: u64,
     /// No record in its files has a higher sequence number.
     pub max_seq: u64,
     /// Every file id the store used is below it.
@@ -172,6 +180,7 @@ pub fn encode(m: &Manifest) -> Vec<u8> {
     let put = |b: &mut Vec<u8>, at: usize, v: u64| b[at..at + 8].copy_from_slice(&v.to_le_bytes());
     put(&mut b, header::NUMBER, m.number);
     put(&mut b, header::EPOCH, m.epoch);
+    put(&mut b, header::WRITER, m.writer);
     put(&mut b, header::SEQ, m.max_seq);
     put(&mut b, header::NEXT_ID, m.next_file_id);
     if let Some((id, kind, through)) = m.evicted {
@@ -284,6 +293,7 @@ pub fn decode(b: &[u8]) -> Result<Manifest, Corruption> {
     Ok(Manifest {
         number: get_u64(b, header::NUMBER),
         epoch: get_u64(b, header::EPOCH),
+        writer: get_u64(b, header::WRITER),
         max_seq: get_u64(b, header::SEQ),
         next_file_id,
         evicted,

@@ -120,6 +120,7 @@ fn manifest_seeds() -> Vec<Vec<u8>> {
     let full = Manifest {
         number: 9,
         epoch: 3,
+        writer: 0x5eed_5eed_0000_0003,
         max_seq: 1_800_000_000_000_000,
         next_file_id: 40,
         evicted: Some((4, FileKind::Log, 1_799_999_999_000_000)),

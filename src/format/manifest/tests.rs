@@ -16,6 +16,7 @@ fn sample() -> Manifest {
     Manifest {
         number: 7,
         epoch: 3,
+        writer: 0x1234_5678_9abc_def0,
         max_seq: 1_700_000_000_000_123,
         next_file_id: 42,
         evicted: Some((9, FileKind::Blob, 1_700_000_000_000_001)),
@@ -34,27 +35,29 @@ fn arb_manifest() -> impl Strategy<Value = Manifest> {
         0..20,
     );
     (
-        any::<u64>(),
-        any::<u64>(),
-        any::<u64>(),
+        any::<[u64; 4]>(),
         prop::option::of((any::<u64>(), any::<bool>(), 1u64..)),
         files,
     )
-        .prop_map(|(number, epoch, max_seq, evicted, files)| Manifest {
-            number,
-            epoch,
-            max_seq,
-            next_file_id: 1000,
-            evicted: evicted
-                .map(|(id, blob, w)| (id, if blob { FileKind::Blob } else { FileKind::Log }, w)),
-            files: files
-                .into_iter()
-                .map(|(id, (blob, length, crc, epoch))| {
-                    let kind = if blob { FileKind::Blob } else { FileKind::Log };
-                    file(id, kind, length, crc, epoch)
-                })
-                .collect(),
-        })
+        .prop_map(
+            |([number, epoch, writer, max_seq], evicted, files)| Manifest {
+                number,
+                epoch,
+                writer,
+                max_seq,
+                next_file_id: 1000,
+                evicted: evicted.map(|(id, blob, w)| {
+                    (id, if blob { FileKind::Blob } else { FileKind::Log }, w)
+                }),
+                files: files
+                    .into_iter()
+                    .map(|(id, (blob, length, crc, epoch))| {
+                        let kind = if blob { FileKind::Blob } else { FileKind::Log };
+                        file(id, kind, length, crc, epoch)
+                    })
+                    .collect(),
+            },
+        )
 }
 
 #[test]

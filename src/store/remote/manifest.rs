@@ -65,35 +65,65 @@ pub(super) fn newest(config: &RemoteConfig) -> Result<Option<Manifest>> {
     Ok(Some(m))
 }
 
-/// Writes manifest `m` (its number not taken yet) with a conditional create.
-/// [`Error::Fenced`] when another writer created that number first.
+/// Writes manifest `m` with a conditional create, under its number or, when that number
+/// holds a manifest of this writer's own epoch, the next free one (`m.number` is updated).
+/// [`Error::Fenced`] when another writer created the number first.
 ///
-/// A create whose reply was lost (a transient error after the object was written) is retried
-/// and then finds the object: it is ours if it holds exactly our bytes (each manifest carries
-/// its writer's epoch, so another writer's bytes differ), and the write succeeded.
-pub(super) fn write(config: &RemoteConfig, m: &Manifest) -> Result<()> {
-    let name = manifest_name(&config.prefix, m.number);
-    let bytes = manifest::encode(m);
-    let outcome = retry(config, "remote: write manifest", &name, |failed| {
-        match config.remote.put_if_absent(&name, &bytes)? {
-            PutOutcome::AlreadyExists if failed > 0 => {
-                let len = bytes.len() as u64;
-                match config.remote.get_range(&name, 0..len) {
-                    Ok(found) if found == bytes => Ok(PutOutcome::Created),
-                    Ok(_) => Ok(PutOutcome::AlreadyExists),
-                    // Shorter than ours: another writer's.
-                    Err(e) if e.kind() == RemoteErrorKind::Other => Ok(PutOutcome::AlreadyExists),
-                    Err(e) => Err(e),
+/// A number can hold a manifest of our own epoch when an earlier create was carried out but
+/// its reply lost (a transient error after the object was written): within one call, the
+/// retry finds our exact bytes, and the write succeeded; after a call that gave up, a later
+/// flush finds a manifest of our epoch and writer id there (ours: two writers that open the
+/// prefix at once take the same epoch, but not the same random id), whose files were all
+/// uploaded before it was written: a valid state, passed over.
+pub(super) fn write(config: &RemoteConfig, m: &mut Manifest) -> Result<()> {
+    loop {
+        let name = manifest_name(&config.prefix, m.number);
+        let bytes = manifest::encode(m);
+        let created = retry(config, "remote: write manifest", &name, |_| {
+            match config.remote.put_if_absent(&name, &bytes)? {
+                PutOutcome::Created => Ok(Some(true)),
+                PutOutcome::AlreadyExists => {
+                    let found = read_whole(config, &name)?;
+                    if found.as_deref() == Some(&bytes[..]) {
+                        return Ok(Some(true));
+                    }
+                    let ours = found
+                        .and_then(|b| manifest::decode(&b).ok())
+                        .is_some_and(|found| found.epoch == m.epoch && found.writer == m.writer);
+                    Ok(if ours { None } else { Some(false) })
                 }
             }
-            outcome => Ok(outcome),
+        })?;
+        match created {
+            Some(true) => return Ok(()),
+            Some(false) => {
+                return Err(Error::Fenced {
+                    prefix: config.prefix.clone(),
+                    manifest: m.number,
+                });
+            }
+            None => m.number += 1,
         }
-    })?;
-    match outcome {
-        PutOutcome::Created => Ok(()),
-        PutOutcome::AlreadyExists => Err(Error::Fenced {
-            prefix: config.prefix.clone(),
-            manifest: m.number,
-        }),
+    }
+}
+
+/// The bytes of object `name` (`None` if it is gone).
+fn read_whole(
+    config: &RemoteConfig,
+    name: &str,
+) -> std::result::Result<Option<Vec<u8>>, crate::io::remote::RemoteError> {
+    let Some(size) = config
+        .remote
+        .list(name)?
+        .into_iter()
+        .find(|o| o.name == name)
+        .map(|o| o.size)
+    else {
+        return Ok(None);
+    };
+    match config.remote.get_range(name, 0..size) {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(e) if e.kind() == RemoteErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
     }
 }

@@ -79,6 +79,8 @@ pub(super) struct RemoteTier {
 struct TierState {
     /// This writer's epoch: one more than the newest manifest's when it opened the prefix.
     epoch: u64,
+    /// This writer's random id ([`Manifest::writer`]).
+    writer: u64,
     /// The number the next manifest gets.
     next_number: u64,
     /// Files whose objects are whole in the remote and hold the bytes of the local file of
@@ -112,7 +114,8 @@ impl RemoteTier {
         let mut claim = newest.clone().unwrap_or_default();
         claim.number = newest.as_ref().map_or(1, |m| m.number + 1);
         claim.epoch = newest.as_ref().map_or(1, |m| m.epoch + 1);
-        manifest::write(&config, &claim)?;
+        claim.writer = writer_id();
+        manifest::write(&config, &mut claim)?;
         log::info!(
             "podstore: remote {}: epoch {} (manifest {})",
             config.prefix,
@@ -124,6 +127,7 @@ impl RemoteTier {
             in_remote: Mutex::new(HashMap::new()),
             state: Mutex::new(TierState {
                 epoch: claim.epoch,
+                writer: claim.writer,
                 next_number: claim.number + 1,
                 uploaded: HashMap::new(),
                 inherited: claim.files.iter().map(|f| (f.id, *f)).collect(),
@@ -275,15 +279,16 @@ fn flush(inner: &Inner, tier: &RemoteTier) -> Result<RemoteFlushReport> {
             "a file of the snapshot was not uploaded",
         ),
     })?;
-    let m = Manifest {
+    let mut m = Manifest {
         number: state.next_number,
         epoch: state.epoch,
+        writer: state.writer,
         max_seq: snapshot.max_seq,
         next_file_id: snapshot.next_file_id,
         evicted: snapshot.evicted,
         files,
     };
-    match manifest::write(&tier.config, &m) {
+    match manifest::write(&tier.config, &mut m) {
         Ok(()) => {}
         Err(e @ Error::Fenced { manifest, .. }) => {
             tier.fenced_by.store(manifest, Ordering::Release);
@@ -292,7 +297,7 @@ fn flush(inner: &Inner, tier: &RemoteTier) -> Result<RemoteFlushReport> {
         }
         Err(e) => return Err(e),
     }
-    state.next_number += 1;
+    state.next_number = m.number + 1;
     tier.manifest.store(m.number, Ordering::Relaxed);
     *tier.last_flush.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
     // A write asked for since this flush began, or numbered after its snapshot, may not be in
@@ -309,6 +314,19 @@ fn flush(inner: &Inner, tier: &RemoteTier) -> Result<RemoteFlushReport> {
         files_uploaded,
         bytes_uploaded,
     })
+}
+
+/// A random 64-bit id for a writer ([`Manifest::writer`]), from std's randomly keyed hasher,
+/// the time and the process id (no random number crate for one number per open).
+fn writer_id() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    h.write_u128(now);
+    h.write_u32(std::process::id());
+    h.finish()
 }
 
 /// The first wait between two attempts of a remote call that failed with a transient error

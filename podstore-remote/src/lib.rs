@@ -71,8 +71,20 @@ const MIN_PART_SIZE: usize = 5 << 20;
 /// A [`Remote`] on an [`ObjectStore`], with a runtime of its own.
 pub struct ObjectStoreRemote {
     store: Arc<dyn ObjectStore>,
-    runtime: tokio::runtime::Runtime,
+    /// Always `Some` until dropped (then shut down without blocking: see `Drop`).
+    runtime: Option<tokio::runtime::Runtime>,
     part_size: usize,
+}
+
+impl Drop for ObjectStoreRemote {
+    /// Shuts the runtime down without waiting for it: dropping a runtime blocks, which panics
+    /// when the last handle to the remote (inside a `Store`'s options) is dropped by async
+    /// code. No call is in flight: each call waits for its future.
+    fn drop(&mut self) {
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+    }
 }
 
 impl fmt::Debug for ObjectStoreRemote {
@@ -95,7 +107,7 @@ impl ObjectStoreRemote {
             .build()?;
         Ok(ObjectStoreRemote {
             store,
-            runtime,
+            runtime: Some(runtime),
             part_size: DEFAULT_PART_SIZE,
         })
     }
@@ -107,10 +119,17 @@ impl ObjectStoreRemote {
         self
     }
 
+    /// The adapter's runtime.
+    fn runtime(&self) -> &tokio::runtime::Runtime {
+        self.runtime
+            .as_ref()
+            .expect("the runtime lives until the adapter is dropped")
+    }
+
     /// Runs `fut` on the adapter's runtime and waits for it on this thread.
     fn run<T: Send + 'static>(&self, fut: impl Future<Output = T> + Send + 'static) -> T {
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
-        self.runtime.spawn(async move {
+        self.runtime().spawn(async move {
             let _ = tx.send(fut.await);
         });
         rx.recv()
@@ -137,10 +156,10 @@ impl ObjectStoreRemote {
                 offset += n as u64;
                 let sent = {
                     // Some backends start the part's work when it is asked for.
-                    let _in_runtime = self.runtime.enter();
+                    let _in_runtime = self.runtime().enter();
                     upload.put_part(PutPayload::from(part))
                 };
-                in_flight.push_back(self.runtime.spawn(sent));
+                in_flight.push_back(self.runtime().spawn(sent));
                 if in_flight.len() >= PARTS_IN_FLIGHT {
                     let first = in_flight.pop_front().expect("not empty");
                     self.join(first)?;

@@ -140,3 +140,21 @@ fn a_stale_writer_is_fenced_through_the_adapter() {
     assert!(matches!(first.flush_remote(), Err(Error::Fenced { .. })));
     assert!(matches!(first.put("k", "v2"), Err(Error::Fenced { .. })));
 }
+
+#[test]
+fn the_adapter_is_called_and_dropped_from_inside_another_runtime() {
+    // A store used from async code: calls block the calling thread (never `block_on`), and
+    // the last handle dropped there does not block on the adapter's runtime (which panics).
+    let outer = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    outer.block_on(async {
+        let remote = ObjectStoreRemote::new(Arc::new(InMemory::new())).unwrap();
+        assert_eq!(
+            remote.put_if_absent("p/x", b"1").unwrap(),
+            PutOutcome::Created
+        );
+        assert_eq!(remote.get_range("p/x", 0..1).unwrap(), b"1");
+        drop(remote);
+    });
+}

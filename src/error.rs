@@ -262,6 +262,34 @@ pub enum Error {
         /// The key's version when the condition was checked; `None` if it had no value.
         current: Option<crate::Version>,
     },
+    /// A call to the store's [remote](crate::Options::remote) failed (after its retries, for
+    /// a transient failure): nothing acknowledged is lost, the remote is behind.
+    Remote {
+        /// What the store was doing ("upload", "write manifest", "restore: read", ...).
+        op: &'static str,
+        /// The object's name in the remote.
+        object: String,
+        /// The remote's error.
+        source: crate::remote::RemoteError,
+    },
+    /// An object read from the remote does not verify (a manifest that does not decode, a
+    /// file whose size or crc32 is not the one its manifest gives): it is never used as data.
+    RemoteCorruption {
+        /// The object's name in the remote.
+        object: String,
+        /// What is wrong.
+        kind: Corruption,
+    },
+    /// Another writer took the store's remote prefix (it opened the prefix after this store
+    /// did and wrote manifest `manifest` first): this store no longer writes its manifests, and
+    /// refuses writes from then on (its local files are intact; reopen it to take the prefix
+    /// back, which fences the other writer in turn).
+    Fenced {
+        /// The remote prefix.
+        prefix: String,
+        /// The number of the manifest another writer wrote.
+        manifest: u64,
+    },
 }
 
 /// A file of a store that is missing or not what the store's catalog says
@@ -382,9 +410,12 @@ impl Error {
         }
     }
 
-    /// True for [`Error::Corruption`].
+    /// True for [`Error::Corruption`] and [`Error::RemoteCorruption`].
     pub fn is_corruption(&self) -> bool {
-        matches!(self, Error::Corruption { .. })
+        matches!(
+            self,
+            Error::Corruption { .. } | Error::RemoteCorruption { .. }
+        )
     }
 }
 
@@ -514,6 +545,15 @@ impl fmt::Display for Error {
                      what was lost)"
                 )
             }
+            Error::Remote { op, object, source } => write!(f, "{op} ({object}): {source}"),
+            Error::RemoteCorruption { object, kind } => {
+                write!(f, "remote object {object} does not verify: {kind}")
+            }
+            Error::Fenced { prefix, manifest } => write!(
+                f,
+                "another writer took remote prefix {prefix} (it wrote manifest {manifest}); \
+                 this store refuses writes until it is reopened"
+            ),
         }
     }
 }
@@ -537,6 +577,7 @@ impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Error::Io { source, .. } => Some(source),
+            Error::Remote { source, .. } => Some(source),
             _ => None,
         }
     }
@@ -549,7 +590,10 @@ impl Error {
         match self {
             Error::Io { source, .. } => source.kind(),
             Error::StorageFull { .. } => K::StorageFull,
-            Error::Corruption { .. } | Error::Damaged { .. } => K::InvalidData,
+            Error::Corruption { .. } | Error::Damaged { .. } | Error::RemoteCorruption { .. } => {
+                K::InvalidData
+            }
+            Error::Remote { source, .. } => source.io_kind(),
             Error::EmptyKey
             | Error::KeyTooLarge { .. }
             | Error::ValueTooLarge { .. }
@@ -567,7 +611,9 @@ impl Error {
             Error::ConditionFailed { .. } => K::Other,
             // A file in the directory the store did not name; else the ids are used up.
             Error::FileIdOutOfRange { path: Some(_), .. } => K::InvalidData,
-            Error::FileIdOutOfRange { path: None, .. } | Error::Poisoned => K::Other,
+            Error::FileIdOutOfRange { path: None, .. } | Error::Poisoned | Error::Fenced { .. } => {
+                K::Other
+            }
         }
     }
 }
@@ -582,12 +628,13 @@ impl Error {
 /// | [`Error::NotFound`] | `NotFound` |
 /// | [`Error::EmptyKey`], [`Error::KeyTooLarge`], [`Error::ValueTooLarge`], [`Error::OutOfRange`], [`Error::InvalidOptions`] | `InvalidInput` |
 /// | [`Error::StorageFull`] | `StorageFull` |
-/// | [`Error::Corruption`], [`Error::Damaged`], [`Error::FileIdOutOfRange`] naming a file | `InvalidData` |
+/// | [`Error::Corruption`], [`Error::Damaged`], [`Error::RemoteCorruption`], [`Error::FileIdOutOfRange`] naming a file | `InvalidData` |
+/// | [`Error::Remote`] | `NotFound` for a missing object, `TimedOut` for a transient failure, else `Other` |
 /// | [`Error::Locked`], [`Error::StoreChanged`] | `ResourceBusy` (not `WouldBlock`, which callers retry at once) |
 /// | [`Error::ForeignFiles`] | `AlreadyExists` |
 /// | [`Error::DirectIoUnsupported`] | `Unsupported` |
 /// | [`Error::ReadOnly`] | `ReadOnlyFilesystem` |
-/// | [`Error::ConditionFailed`], [`Error::Poisoned`], file ids used up | `Other` |
+/// | [`Error::ConditionFailed`], [`Error::Poisoned`], [`Error::Fenced`], file ids used up | `Other` |
 ///
 /// ```
 /// use std::io;

@@ -90,10 +90,22 @@ pub use options::{Compression, Durability, IoMode, Options, OptionsView, Recover
 pub use range::ValueRange;
 pub use store::{
     CheckpointReport, CompactOptions, CompactionReport, Entries, Entry, Keys, QuarantineReason,
-    QuarantinedFile, RecoveredSegment, RecoveryReport, Stats, Store, ValueReader, ValueWriter,
-    memory_available,
+    QuarantinedFile, RecoveredSegment, RecoveryReport, RemoteFlushReport, Stats, Store,
+    ValueReader, ValueWriter, memory_available,
 };
 pub use verify::{Damage, Structure, VerifyReport};
+
+/// The remote tier's seam ([`Options::remote`]): the [`Remote`](remote::Remote) trait a store
+/// uploads its sealed files and manifests through, and its error. `podstore-remote` implements
+/// it on any `object_store::ObjectStore`; with the `testing` feature, `MemoryRemote` (in
+/// memory) and `FaultyRemote` (seeded faults around another) are here too, for tests.
+pub mod remote {
+    #[cfg(feature = "testing")]
+    pub use crate::io::remote::{Faults, FaultyRemote, MemoryRemote};
+    pub use crate::io::remote::{
+        ObjectBody, ObjectInfo, PutOutcome, Remote, RemoteError, RemoteErrorKind,
+    };
+}
 
 pub use format::{MAX_KEY_LEN, MAX_VALUE_LEN};
 

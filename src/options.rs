@@ -7,8 +7,12 @@ use crate::error::{Error, Result};
 pub use crate::io::file::IoMode;
 pub use view::OptionsView;
 
+/// [`Options::remote`]: the remote tier's settings.
+mod remote;
 /// Reading an `Options` back ([`Options::view`]), apart from the setters.
 mod view;
+
+pub(crate) use remote::RemoteConfig;
 
 /// When a write is acknowledged.
 // Exhaustive on purpose: a new durability level would change what an acknowledged write
@@ -156,6 +160,8 @@ pub struct Options {
     pub(crate) default_ttl: Option<Duration>,
     /// The clock expiries are judged by (the system's; a test's with `testing_clock`).
     pub(crate) clock: crate::expiry::Clock,
+    /// See [`Options::remote`].
+    pub(crate) remote: Option<RemoteConfig>,
 }
 
 /// Largest segment size: record offsets in the index are 40 bits wide (a record larger than
@@ -192,6 +198,7 @@ impl Default for Options {
             hash_bits: 64,
             default_ttl: None,
             clock: crate::expiry::Clock::default(),
+            remote: None,
         }
     }
 }
@@ -744,6 +751,6 @@ impl Options {
         if self.flush_interval.is_some_and(|d| d.is_zero()) {
             return Err(Error::InvalidOptions("flush_interval must be positive"));
         }
-        Ok(())
+        self.validate_remote()
     }
 }

@@ -11,6 +11,7 @@ pub mod cursor;
 pub mod footer;
 pub mod frames;
 pub mod hotset;
+pub mod manifest;
 pub mod record;
 pub mod scan;
 pub mod segment_header;
@@ -174,10 +175,10 @@ mod layout_doc {
 
     #[test]
     fn design_doc_matches_code() {
-        use super::{catalog, footer, frames, hotset, record, segment_header, versions};
+        use super::{catalog, footer, frames, hotset, manifest, record, segment_header, versions};
         // (name of the `layout:` block, the code's (offset, size) fields, fixed length)
         type Layout = (&'static str, &'static [(usize, usize)], usize);
-        let layouts: [Layout; 18] = [
+        let layouts: [Layout; 20] = [
             (
                 "segment-header",
                 segment_header::FIELDS,
@@ -243,6 +244,16 @@ mod layout_doc {
                 "hotset-entry",
                 hotset::ENTRY_FIELDS,
                 hotset::HOT_ENTRY_HEAD_LEN,
+            ),
+            (
+                "manifest-header",
+                manifest::HEADER_FIELDS,
+                manifest::MANIFEST_HEADER_LEN,
+            ),
+            (
+                "manifest-entry",
+                manifest::ENTRY_FIELDS,
+                manifest::MANIFEST_ENTRY_LEN,
             ),
         ];
         for (name, fields, len) in layouts {

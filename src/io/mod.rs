@@ -5,6 +5,7 @@
 #[allow(unsafe_code)]
 pub mod aligned;
 pub mod file;
+pub mod remote;
 // The power-loss simulator: crate-internal tests only, never in a user's build.
 #[cfg(test)]
 pub mod sim;

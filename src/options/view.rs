@@ -145,4 +145,32 @@ impl OptionsView<'_> {
     pub fn default_ttl(&self) -> Option<Duration> {
         self.opts.default_ttl
     }
+
+    /// The prefix given to [`Options::remote`] (`None`: no remote).
+    ///
+    /// ```
+    /// // In memory (the `testing` feature); podstore_remote::ObjectStoreRemote for S3 & co.
+    /// let remote = std::sync::Arc::new(podstore::remote::MemoryRemote::new());
+    /// let opts = podstore::Options::default().remote(remote, "db/one");
+    /// assert_eq!(opts.view().remote_prefix(), Some("db/one"));
+    /// assert_eq!(opts.view().remote_upload_threads(), Some(4));
+    /// ```
+    pub fn remote_prefix(&self) -> Option<&str> {
+        self.opts.remote.as_ref().map(|r| r.prefix.as_str())
+    }
+
+    /// The value set by [`Options::remote_flush_interval`] (`None` also without a remote).
+    pub fn remote_flush_interval(&self) -> Option<Duration> {
+        self.opts.remote.as_ref().and_then(|r| r.flush_interval)
+    }
+
+    /// The value set by [`Options::remote_upload_threads`] (`None`: no remote).
+    pub fn remote_upload_threads(&self) -> Option<usize> {
+        self.opts.remote.as_ref().map(|r| r.upload_threads)
+    }
+
+    /// The value set by [`Options::remote_retries`] (`None`: no remote).
+    pub fn remote_retries(&self) -> Option<u32> {
+        self.opts.remote.as_ref().map(|r| r.attempts)
+    }
 }

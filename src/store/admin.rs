@@ -422,5 +422,8 @@ impl Store {
             inner.shared.index.expired(inner.shared.now_ms(), None),
             &inner.shared.counters,
         )
+        .with_remote(inner.remote.as_ref().map_or_else(Default::default, |r| {
+            r.figures(&super::remote::sealed_lengths(inner))
+        }))
     }
 }

@@ -72,9 +72,20 @@ impl Store {
         if opts.alongside_writer {
             return Store::open_alongside(dir, opts, storage);
         }
+        if let Some(remote) = &opts.remote {
+            super::remote::restore_if_empty(dir, remote, &storage)?;
+        }
         let (lock, profile) = open::prepare(dir, &opts, storage)?;
         let read_only = opts.read_only;
-        let inner = Arc::new(Inner::start(dir.to_path_buf(), opts, profile, None)?);
+        // The prefix is taken (fencing its older writers) with the directory locked, and
+        // before anything is written: a store that cannot take it does not open.
+        let remote = match &opts.remote {
+            Some(config) => Some(super::remote::RemoteTier::attach(config.clone())?),
+            None => None,
+        };
+        let mut inner = Inner::start(dir.to_path_buf(), opts, profile, None)?;
+        inner.remote = remote;
+        let inner = Arc::new(inner);
         if !read_only {
             inner.start_background()?;
         }

@@ -43,6 +43,8 @@ pub(super) struct Inner {
     pub(super) warmer: Mutex<Option<Warmer>>,
     /// What the warm-up did.
     pub(super) warmed: Arc<WarmFigures>,
+    /// The remote tier ([`Options::remote`]), attached after `start`.
+    pub(super) remote: Option<super::remote::RemoteTier>,
 }
 
 pub(super) use super::resolve::Presence;
@@ -127,6 +129,7 @@ impl Inner {
             resolver: Mutex::new(None),
             warmer: Mutex::new(None),
             warmed: Arc::new(WarmFigures::default()),
+            remote: None,
         })
     }
 
@@ -187,6 +190,14 @@ impl Inner {
                         }
                     }
                 },
+            )?);
+        }
+        if self.remote.is_some() {
+            let inner = Arc::downgrade(self);
+            threads.push(Ticker::start(
+                "podstore-remote",
+                super::remote::UPLOAD_TICK,
+                move |_| inner.upgrade().is_some_and(|inner| inner.remote_tick()),
             )?);
         }
         *self.background.lock().unwrap_or_else(|p| p.into_inner()) = threads;

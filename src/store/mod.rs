@@ -19,6 +19,7 @@
 //! - `stats`: [`Stats`] and the byte counters;
 //! - `compress`: how values are stored (raw or lz4 frames) and read back;
 //! - `background`: the flush ticker and compactor threads;
+//! - `remote`: the remote tier — sealed files uploaded, manifests (fencing), restore;
 //! - `warm`: the warm restart, a thread that fills the read cache at open from the newest
 //!   segments;
 //! - `inner`: the parts wired together, started at open and stopped at close.
@@ -62,6 +63,7 @@ mod inner;
 mod list;
 mod open;
 mod read;
+mod remote;
 mod resolve;
 mod segments;
 mod shared;
@@ -79,6 +81,7 @@ pub use compact::{CompactOptions, CompactionReport};
 pub use entries::{Entries, Entry};
 pub use list::Keys;
 pub use open::{QuarantinedFile, RecoveredSegment, RecoveryReport};
+pub use remote::RemoteFlushReport;
 pub use stats::Stats;
 pub use value_reader::ValueReader;
 pub use writer::ValueWriter;
@@ -130,12 +133,17 @@ impl std::fmt::Debug for Store {
 
 impl Store {
     /// [`Error::ReadOnly`] for a store opened with [`Options::read_only`].
+    /// With a remote, [`Error::Fenced`] once another writer took its prefix; else the write
+    /// is noted as not yet in the remote (`Stats::remote_lag`).
     fn writable(&self) -> Result<()> {
         if self.inner.opts.read_only {
-            Err(Error::ReadOnly)
-        } else {
-            Ok(())
+            return Err(Error::ReadOnly);
         }
+        if let Some(remote) = &self.inner.remote {
+            remote.check_fenced()?;
+            remote.note_write();
+        }
+        Ok(())
     }
 }
 

@@ -163,6 +163,22 @@ pub struct Stats {
     /// Bytes of expired values' records that compaction dropped since open (not copied
     /// forward; an expired value that still hid an older record of its key left a tombstone).
     pub expired_reclaimed_bytes: u64,
+    /// With a [remote](crate::Options::remote): bytes of sealed files uploaded since open
+    /// (0 without one).
+    pub remote_uploaded_bytes: u64,
+    /// Files uploaded since open.
+    pub remote_uploaded_files: u64,
+    /// Sealed files not uploaded yet (the active segment is not counted: it is uploaded once
+    /// sealed, by [`Store::flush_remote`](crate::Store::flush_remote) or when it fills).
+    pub remote_waiting_files: u64,
+    /// Bytes of those files.
+    pub remote_waiting_bytes: u64,
+    /// How long ago the oldest write not yet named by a manifest in the remote was made
+    /// (`None`: every write is, or there is no remote). What the loss of the machine would
+    /// lose is at most the writes of this last stretch.
+    pub remote_lag: Option<std::time::Duration>,
+    /// The number of the newest manifest this store wrote (0 without a remote).
+    pub remote_manifest: u64,
 }
 
 impl Stats {
@@ -185,6 +201,19 @@ impl Stats {
             cache_warmed_values: w.values,
             cache_warmed_bytes: w.bytes,
             cache_warm_read_bytes: w.read,
+            ..self
+        }
+    }
+
+    /// These figures with the remote tier's.
+    pub(super) fn with_remote(self, r: super::remote::RemoteFigures) -> Stats {
+        Stats {
+            remote_uploaded_bytes: r.uploaded_bytes,
+            remote_uploaded_files: r.uploaded_files,
+            remote_waiting_files: r.waiting_files,
+            remote_waiting_bytes: r.waiting_bytes,
+            remote_lag: r.lag,
+            remote_manifest: r.manifest,
             ..self
         }
     }
@@ -389,6 +418,12 @@ pub(super) fn collect(
         expired_keys: 0,
         expired_bytes: 0,
         expired_reclaimed_bytes: 0,
+        remote_uploaded_bytes: 0,
+        remote_uploaded_files: 0,
+        remote_waiting_files: 0,
+        remote_waiting_bytes: 0,
+        remote_lag: None,
+        remote_manifest: 0,
     }
 }
 

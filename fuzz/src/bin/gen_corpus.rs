@@ -26,6 +26,7 @@ fn main() -> std::io::Result<()> {
         ("frames", frames_seeds()),
         ("catalog", catalog_seeds()),
         ("versions", versions_seeds()),
+        ("manifest", manifest_seeds()),
     ] {
         let d = dir.join(target);
         fs::create_dir_all(&d)?;
@@ -96,6 +97,40 @@ fn versions_seeds() -> Vec<Vec<u8>> {
     let mut three = two.clone();
     three[..SLOT_LEN].copy_from_slice(&encode_slot(r(3, 1_800_000_000_500_000)));
     vec![one, two, three]
+}
+
+/// Remote manifests: the claim of a new prefix (no files), and one with files and an
+/// eviction watermark.
+fn manifest_seeds() -> Vec<Vec<u8>> {
+    use podstore::FileKind;
+    use podstore::format::manifest::{Manifest, ManifestFile, encode};
+    let empty = Manifest {
+        number: 1,
+        epoch: 1,
+        next_file_id: 1,
+        ..Manifest::default()
+    };
+    let file = |id, kind, length, epoch| ManifestFile {
+        id,
+        kind,
+        length,
+        crc: pattern(id, 4).iter().fold(0, |c, &b| c << 8 | u32::from(b)),
+        epoch,
+    };
+    let full = Manifest {
+        number: 9,
+        epoch: 3,
+        writer: 0x5eed_5eed_0000_0003,
+        max_seq: 1_800_000_000_000_000,
+        next_file_id: 40,
+        evicted: Some((4, FileKind::Log, 1_799_999_999_000_000)),
+        files: vec![
+            file(5, FileKind::Log, 1 << 20, 1),
+            file(12, FileKind::Blob, (3 << 20) + 4096, 2),
+            file(39, FileKind::Log, 8192, 3),
+        ],
+    };
+    vec![encode(&empty), encode(&full)]
 }
 
 /// A deterministic byte pattern (xorshift), for values and for unstructured seeds.

@@ -1,0 +1,140 @@
+//! kill -9 of a process writing to a store with a remote (`LocalFileSystem` in a directory),
+//! uploads and flushes running, then: the surviving local store has every acknowledged write,
+//! and a restore into a fresh directory from the bucket alone has every write covered by a
+//! completed `flush_remote`, byte for byte.
+//!
+//! The child is this test binary run again as `kill9_child`. Rounds: 2, or 8 with
+//! `PODSTORE_TEST_LONG=1`.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use object_store::local::LocalFileSystem;
+use podstore::{Options, Store};
+use podstore_remote::ObjectStoreRemote;
+
+const CHILD_VAR: &str = "PODSTORE_REMOTE_KILL9_CHILD";
+const MARK: &str = "@@";
+
+fn opts(bucket: &Path) -> Options {
+    let bucket = Arc::new(LocalFileSystem::new_with_prefix(bucket).unwrap());
+    let remote = Arc::new(
+        ObjectStoreRemote::new(bucket)
+            .unwrap()
+            .with_part_size(5 << 20),
+    );
+    Options::default()
+        .segment_size(1 << 20)
+        .write_buffer_size(64 << 10)
+        .remote(remote, "kill9")
+        .remote_flush_interval(Some(Duration::from_millis(300)))
+}
+
+fn key(i: u64) -> String {
+    format!("k{i:06}")
+}
+
+/// Every 16th value is 6 MiB (a blob file, uploaded in two parts); the others are small.
+fn value(i: u64) -> Vec<u8> {
+    let len = if i % 16 == 5 {
+        6 << 20
+    } else {
+        100 + (i as usize * 37) % 5000
+    };
+    (0..len)
+        .map(|b| (b as u64 ^ i.wrapping_mul(131)) as u8)
+        .collect()
+}
+
+fn emit(msg: &str) {
+    let mut out = std::io::stdout().lock();
+    out.write_all(format!("{MARK}{msg}\n").as_bytes())
+        .and_then(|()| out.flush())
+        .unwrap();
+}
+
+/// The child: writes keys in order, says which are acknowledged and which a remote flush
+/// covers, until it is killed.
+#[test]
+fn kill9_child() {
+    let Ok(dirs) = std::env::var(CHILD_VAR) else {
+        return;
+    };
+    let (dir, bucket) = dirs.split_once('|').unwrap();
+    let store = Store::open_with(dir, opts(Path::new(bucket))).unwrap();
+    for i in 0.. {
+        store.put(key(i), value(i)).unwrap();
+        emit(&format!("acked {i}"));
+        if i % 25 == 24 {
+            store.flush_remote().unwrap();
+            emit(&format!("flushed {i}"));
+        }
+    }
+}
+
+#[test]
+fn a_restore_after_kill9_has_every_flushed_write() {
+    let long = std::env::var("PODSTORE_TEST_LONG").is_ok_and(|v| !v.is_empty() && v != "0");
+    let rounds = if long { 8 } else { 2 };
+    for round in 0..rounds {
+        let root = tempfile::tempdir().unwrap();
+        let (dir, bucket) = (root.path().join("store"), root.path().join("bucket"));
+        std::fs::create_dir(&bucket).unwrap();
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "kill9_child", "--nocapture", "--test-threads=1"])
+            .env(CHILD_VAR, format!("{}|{}", dir.display(), bucket.display()))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let out = BufReader::new(child.stdout.take().unwrap());
+        // Killed after a number of flushes that differs per round, part-way into the next.
+        let kill_after = 2 + round % 3;
+        let (mut acked, mut flushed) = (None, None);
+        let mut flushes = 0;
+        let deadline = Instant::now() + Duration::from_secs(120);
+        for line in out.lines() {
+            let line = line.unwrap();
+            let Some(at) = line.find(MARK) else { continue };
+            let (what, n) = line[at + MARK.len()..].split_once(' ').unwrap();
+            let n: u64 = n.parse().unwrap();
+            match what {
+                "acked" => acked = Some(n),
+                "flushed" => {
+                    flushed = Some(n);
+                    flushes += 1;
+                }
+                other => panic!("child said {other}"),
+            }
+            let mid_round = acked.is_some_and(|a| a % 25 == 10 + round as u64 % 10);
+            if (flushes >= kill_after && mid_round) || Instant::now() > deadline {
+                break;
+            }
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let (acked, flushed) = (acked.unwrap(), flushed.expect("a flush before the kill"));
+
+        // The bucket alone: every write a completed flush covered.
+        let restored = Store::open_with(root.path().join("restored"), opts(&bucket)).unwrap();
+        for i in 0..=flushed {
+            assert!(
+                restored.get(key(i)).unwrap() == Some(value(i)),
+                "round {round}: key {i} (flushed through {flushed}) not restored"
+            );
+        }
+        drop(restored);
+        // The local store (opened without its remote): every acknowledged write.
+        let local = Store::open(&dir).unwrap();
+        for i in 0..=acked {
+            assert!(
+                local.get(key(i)).unwrap() == Some(value(i)),
+                "round {round}: acknowledged key {i} lost locally"
+            );
+        }
+        assert!(local.verify().unwrap().is_clean());
+    }
+}

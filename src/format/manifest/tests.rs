@@ -1,0 +1,165 @@
+use proptest::prelude::*;
+
+use super::*;
+
+fn file(id: u64, kind: FileKind, length: u64, crc: u32, epoch: u64) -> ManifestFile {
+    ManifestFile {
+        id,
+        kind,
+        length,
+        crc,
+        epoch,
+    }
+}
+
+fn sample() -> Manifest {
+    Manifest {
+        number: 7,
+        epoch: 3,
+        writer: 0x1234_5678_9abc_def0,
+        max_seq: 1_700_000_000_000_123,
+        next_file_id: 42,
+        evicted: Some((9, FileKind::Blob, 1_700_000_000_000_001)),
+        files: vec![
+            file(1, FileKind::Log, 4 << 20, 0xdead_beef, 1),
+            file(5, FileKind::Blob, 3 << 20, 7, 3),
+            file(41, FileKind::Log, 8192, 0, 2),
+        ],
+    }
+}
+
+fn arb_manifest() -> impl Strategy<Value = Manifest> {
+    let files = proptest::collection::btree_map(
+        0u64..1000,
+        (any::<bool>(), any::<u64>(), any::<u32>(), any::<u64>()),
+        0..20,
+    );
+    (
+        any::<[u64; 4]>(),
+        prop::option::of((any::<u64>(), any::<bool>(), 1u64..)),
+        files,
+    )
+        .prop_map(
+            |([number, epoch, writer, max_seq], evicted, files)| Manifest {
+                number,
+                epoch,
+                writer,
+                max_seq,
+                next_file_id: 1000,
+                evicted: evicted.map(|(id, blob, w)| {
+                    (id, if blob { FileKind::Blob } else { FileKind::Log }, w)
+                }),
+                files: files
+                    .into_iter()
+                    .map(|(id, (blob, length, crc, epoch))| {
+                        let kind = if blob { FileKind::Blob } else { FileKind::Log };
+                        file(id, kind, length, crc, epoch)
+                    })
+                    .collect(),
+            },
+        )
+}
+
+#[test]
+fn a_manifest_round_trips_and_has_the_documented_length() {
+    let m = sample();
+    let bytes = encode(&m);
+    assert_eq!(
+        bytes.len(),
+        MANIFEST_HEADER_LEN + 3 * MANIFEST_ENTRY_LEN + MANIFEST_TRAILER_LEN
+    );
+    assert_eq!(decode(&bytes), Ok(m));
+    let empty = Manifest {
+        number: 1,
+        epoch: 1,
+        next_file_id: 1,
+        ..Manifest::default()
+    };
+    assert_eq!(decode(&encode(&empty)), Ok(empty));
+}
+
+#[test]
+fn every_flipped_bit_is_caught() {
+    let good = encode(&sample());
+    for bit in 0..good.len() * 8 {
+        let mut b = good.clone();
+        b[bit / 8] ^= 1 << (bit % 8);
+        assert!(decode(&b).is_err(), "bit {bit}");
+    }
+}
+
+#[test]
+fn every_cut_and_every_extension_is_caught() {
+    let good = encode(&sample());
+    for len in 0..good.len() {
+        assert!(decode(&good[..len]).is_err(), "cut at {len}");
+    }
+    let mut longer = good.clone();
+    longer.extend_from_slice(&[0; MANIFEST_ENTRY_LEN]);
+    assert!(decode(&longer).is_err());
+}
+
+/// Bytes that a writer never produces, each with a valid crc: the decoder checks the fields,
+/// not only the checksum.
+#[test]
+fn fields_no_writer_produces_are_refused_even_under_a_valid_crc() {
+    let reseal = |mut b: Vec<u8>| {
+        let n = b.len() - MANIFEST_TRAILER_LEN;
+        let crc = crc32fast::hash(&b[..n]);
+        b[n..].copy_from_slice(&crc.to_le_bytes());
+        b
+    };
+    let good = encode(&sample());
+    let first = MANIFEST_HEADER_LEN;
+    let second = MANIFEST_HEADER_LEN + MANIFEST_ENTRY_LEN;
+    type Change = Box<dyn Fn(&mut Vec<u8>)>;
+    let cases: Vec<(&str, Change)> = vec![
+        ("version", Box::new(|b| b[header::VERSION] = 2)),
+        ("header padding", Box::new(|b| b[header::PAD + 1] = 1)),
+        ("count", Box::new(|b| b[header::COUNT] = 4)),
+        ("huge count", Box::new(|b| b[header::COUNT + 3] = 0xff)),
+        ("eviction kind", Box::new(|b| b[header::EVICTED_KIND] = 3)),
+        (
+            "watermark without file",
+            Box::new(|b| b[header::EVICTED_KIND] = 0),
+        ),
+        ("entry kind", Box::new(move |b| b[first + entry::KIND] = 0)),
+        (
+            "entry padding",
+            Box::new(move |b| b[first + entry::PAD] = 9),
+        ),
+        // The second entry's id equal to the first's: ids must grow.
+        ("id order", Box::new(move |b| b[second + entry::ID] = 1)),
+        // An id at or above the next file id.
+        ("id range", Box::new(|b| b[header::NEXT_ID] = 41)),
+    ];
+    for (what, change) in cases {
+        let mut b = good.clone();
+        change(&mut b);
+        assert!(decode(&reseal(b)).is_err(), "{what}");
+    }
+}
+
+proptest! {
+    #[test]
+    fn any_manifest_round_trips(m in arb_manifest()) {
+        prop_assert_eq!(decode(&encode(&m)), Ok(m));
+    }
+
+    #[test]
+    fn any_damage_is_detected(
+        m in arb_manifest(),
+        at in any::<prop::sample::Index>(),
+        xor in 1u8..,
+    ) {
+        let mut b = encode(&m);
+        let i = at.index(b.len());
+        b[i] ^= xor;
+        prop_assert!(decode(&b).is_err());
+    }
+
+    #[test]
+    fn arbitrary_bytes_never_panic(b in proptest::collection::vec(any::<u8>(), 0..400)) {
+        let _ = decode(&b);
+    }
+}

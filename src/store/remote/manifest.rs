@@ -1,0 +1,129 @@
+//! Manifests in the remote: their names, the newest one found, and a new one written with a
+//! conditional create, which is what fences an older writer (docs/design.md, "Remote tier").
+
+use super::retry;
+use crate::error::{Error, FileKind, Result};
+use crate::format::manifest::{self, Manifest};
+use crate::io::remote::{PutOutcome, RemoteErrorKind};
+use crate::options::RemoteConfig;
+
+/// Digits of a manifest number in its object's name: every `u64`, so that names sort as
+/// numbers do.
+const NUMBER_DIGITS: usize = 20;
+
+/// The prefix of every manifest's name.
+fn manifests(prefix: &str) -> String {
+    format!("{prefix}/manifest/")
+}
+
+/// The name of manifest `number`.
+pub(super) fn manifest_name(prefix: &str, number: u64) -> String {
+    format!("{}{number:020}", manifests(prefix))
+}
+
+/// The name of the object holding file `id` of `kind`, uploaded by the writer of `epoch`.
+/// Each writer uploads under its own epoch, so that a fenced writer still uploading never
+/// replaces an object a newer writer's manifest names (file ids are only unique within one
+/// writer's history).
+pub(super) fn data_name(prefix: &str, epoch: u64, kind: FileKind, id: u64) -> String {
+    format!("{prefix}/data/{epoch:020}/{}", kind.file_name(id))
+}
+
+/// The newest manifest under the prefix (the highest number), if any. A name under
+/// `manifest/` that is not 20 digits is not a manifest of ours and is passed over.
+pub(super) fn newest(config: &RemoteConfig) -> Result<Option<Manifest>> {
+    let under = manifests(&config.prefix);
+    let listed = retry(config, "remote: list manifests", &under, |_| {
+        config.remote.list(&under)
+    })?;
+    let newest = listed
+        .iter()
+        .filter_map(|o| {
+            let digits = o.name.strip_prefix(&under)?;
+            let ours = digits.len() == NUMBER_DIGITS && digits.bytes().all(|b| b.is_ascii_digit());
+            ours.then(|| Some((digits.parse::<u64>().ok()?, o.size)))?
+        })
+        .max();
+    let Some((number, size)) = newest else {
+        return Ok(None);
+    };
+    let name = manifest_name(&config.prefix, number);
+    let bytes = retry(config, "remote: read manifest", &name, |_| {
+        config.remote.get_range(&name, 0..size)
+    })?;
+    let corrupt = |kind| Error::RemoteCorruption {
+        object: name.clone(),
+        kind,
+    };
+    let m = manifest::decode(&bytes).map_err(corrupt)?;
+    if m.number != number {
+        return Err(corrupt(crate::error::Corruption::InvalidField {
+            field: "manifest number (not the one its name gives)",
+            value: m.number,
+        }));
+    }
+    Ok(Some(m))
+}
+
+/// Writes manifest `m` with a conditional create, under its number or, when that number
+/// holds a manifest of this writer's own epoch, the next free one (`m.number` is updated).
+/// [`Error::Fenced`] when another writer created the number first.
+///
+/// A number can hold a manifest of our own epoch when an earlier create was carried out but
+/// its reply lost (a transient error after the object was written): within one call, the
+/// retry finds our exact bytes, and the write succeeded; after a call that gave up, a later
+/// flush finds a manifest of our epoch and writer id there (ours: two writers that open the
+/// prefix at once take the same epoch, but not the same random id), whose files were all
+/// uploaded before it was written: a valid state, passed over.
+pub(super) fn write(config: &RemoteConfig, m: &mut Manifest) -> Result<()> {
+    loop {
+        let name = manifest_name(&config.prefix, m.number);
+        let bytes = manifest::encode(m);
+        let created = retry(config, "remote: write manifest", &name, |_| {
+            match config.remote.put_if_absent(&name, &bytes)? {
+                PutOutcome::Created => Ok(Some(true)),
+                PutOutcome::AlreadyExists => {
+                    let found = read_whole(config, &name)?;
+                    if found.as_deref() == Some(&bytes[..]) {
+                        return Ok(Some(true));
+                    }
+                    let ours = found
+                        .and_then(|b| manifest::decode(&b).ok())
+                        .is_some_and(|found| found.epoch == m.epoch && found.writer == m.writer);
+                    Ok(if ours { None } else { Some(false) })
+                }
+            }
+        })?;
+        match created {
+            Some(true) => return Ok(()),
+            Some(false) => {
+                return Err(Error::Fenced {
+                    prefix: config.prefix.clone(),
+                    manifest: m.number,
+                });
+            }
+            None => m.number += 1,
+        }
+    }
+}
+
+/// The bytes of object `name` (`None` if it is gone).
+fn read_whole(
+    config: &RemoteConfig,
+    name: &str,
+) -> std::result::Result<Option<Vec<u8>>, crate::io::remote::RemoteError> {
+    let Some(size) = config
+        .remote
+        .list(name)?
+        .into_iter()
+        .find(|o| o.name == name)
+        .map(|o| o.size)
+    else {
+        return Ok(None);
+    };
+    match config.remote.get_range(name, 0..size) {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(e) if e.kind() == RemoteErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}

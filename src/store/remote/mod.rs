@@ -1,0 +1,407 @@
+//! The remote tier ([`Options::remote`](crate::Options::remote); docs/design.md, "Remote
+//! tier"): sealed files uploaded as they are, manifests that name them written with a
+//! conditional create and a writer epoch, [`Store::flush_remote`], and restore.
+//!
+//! - `manifest`: object names, the newest manifest found, a manifest written (fencing);
+//! - `upload`: sealed files put whole, a few at a time, with retries;
+//! - `restore`: an empty directory rebuilt from the newest manifest.
+//!
+//! Objects under the prefix:
+//!
+//! ```text
+//! <prefix>/manifest/<number, 20 digits>       a manifest (format/manifest.rs), never changed
+//! <prefix>/data/<epoch, 20 digits>/<file>     a sealed file, uploaded by the writer of that epoch
+//! ```
+
+mod manifest;
+mod restore;
+mod upload;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use super::Store;
+use super::inner::Inner;
+use crate::error::{Error, Result};
+use crate::format::manifest::{Manifest, ManifestFile};
+use crate::io::remote::RemoteError;
+use crate::options::RemoteConfig;
+
+pub(super) use restore::restore_if_empty;
+pub(super) use upload::sealed_lengths;
+
+/// How often the background thread looks for sealed files to upload.
+pub(super) const UPLOAD_TICK: Duration = Duration::from_millis(250);
+
+/// What [`Store::flush_remote`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RemoteFlushReport {
+    /// The number of the manifest written: `<prefix>/manifest/<number as 20 digits>`.
+    pub manifest: u64,
+    /// The writer epoch it carries (this store's).
+    pub epoch: u64,
+    /// Files the manifest names: every sealed file of the store.
+    pub files: usize,
+    /// Of those, the files this call uploaded (the others were uploaded before).
+    pub files_uploaded: usize,
+    /// Bytes this call uploaded.
+    pub bytes_uploaded: u64,
+}
+
+/// The store's side of its remote: what is uploaded, the manifests written, the fence.
+pub(super) struct RemoteTier {
+    config: RemoteConfig,
+    /// One upload pass or flush at a time, in the order they took it.
+    state: Mutex<TierState>,
+    /// The lengths of the files in the remote, by id: a copy of `state.uploaded` that
+    /// [`Stats`](crate::Stats) reads without waiting for a pass or flush in progress.
+    in_remote: Mutex<HashMap<u64, u64>>,
+    /// The number of the newest manifest this writer wrote.
+    manifest: AtomicU64,
+    /// The number of the manifest another writer wrote first (0: not fenced).
+    fenced_by: AtomicU64,
+    bytes_uploaded: AtomicU64,
+    files_uploaded: AtomicU64,
+    /// When the oldest write not yet named by a manifest was asked for, in nanoseconds after
+    /// `base` plus one (0: none).
+    dirty_since: AtomicU64,
+    /// Writes noted so far.
+    writes_asked: AtomicU64,
+    base: Instant,
+    /// When the last manifest was written (or the tier attached).
+    last_flush: Mutex<Instant>,
+}
+
+/// What the tier knows of the remote.
+struct TierState {
+    /// This writer's epoch: one more than the newest manifest's when it opened the prefix.
+    epoch: u64,
+    /// This writer's random id ([`Manifest::writer`]).
+    writer: u64,
+    /// The number the next manifest gets.
+    next_number: u64,
+    /// Files whose objects are whole in the remote and hold the bytes of the local file of
+    /// that id: uploaded by this writer, or named by the manifest it took over and found equal
+    /// to the local file (length and crc32).
+    uploaded: HashMap<u64, ManifestFile>,
+    /// The files the manifest this writer took over names, not yet compared with the local
+    /// file of the same id. Not trusted by id and length alone: a directory that is not the
+    /// one that wrote the prefix (an older copy, a writer fenced since) can hold another file
+    /// under the same id, of the same length.
+    inherited: HashMap<u64, ManifestFile>,
+}
+
+/// The remote figures of [`Stats`](crate::Stats).
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct RemoteFigures {
+    pub(super) uploaded_bytes: u64,
+    pub(super) uploaded_files: u64,
+    pub(super) waiting_files: u64,
+    pub(super) waiting_bytes: u64,
+    pub(super) lag: Option<Duration>,
+    pub(super) manifest: u64,
+}
+
+impl RemoteTier {
+    /// Opens the prefix for writing: reads the newest manifest and writes the next one with
+    /// the next epoch (the same files), which fences every writer of an older epoch. Called
+    /// with the directory locked, after any restore.
+    pub(super) fn attach(config: RemoteConfig) -> Result<RemoteTier> {
+        let newest = manifest::newest(&config)?;
+        let mut claim = newest.clone().unwrap_or_default();
+        claim.number = newest.as_ref().map_or(1, |m| m.number + 1);
+        claim.epoch = newest.as_ref().map_or(1, |m| m.epoch + 1);
+        claim.writer = writer_id();
+        manifest::write(&config, &mut claim)?;
+        log::info!(
+            "podstore: remote {}: epoch {} (manifest {})",
+            config.prefix,
+            claim.epoch,
+            claim.number
+        );
+        let now = Instant::now();
+        Ok(RemoteTier {
+            in_remote: Mutex::new(HashMap::new()),
+            state: Mutex::new(TierState {
+                epoch: claim.epoch,
+                writer: claim.writer,
+                next_number: claim.number + 1,
+                uploaded: HashMap::new(),
+                inherited: claim.files.iter().map(|f| (f.id, *f)).collect(),
+            }),
+            manifest: AtomicU64::new(claim.number),
+            config,
+            fenced_by: AtomicU64::new(0),
+            bytes_uploaded: AtomicU64::new(0),
+            files_uploaded: AtomicU64::new(0),
+            dirty_since: AtomicU64::new(0),
+            writes_asked: AtomicU64::new(0),
+            base: now,
+            last_flush: Mutex::new(now),
+        })
+    }
+
+    /// [`Error::Fenced`] once another writer took the prefix.
+    pub(super) fn check_fenced(&self) -> Result<()> {
+        match self.fenced_by.load(Ordering::Acquire) {
+            0 => Ok(()),
+            manifest => Err(Error::Fenced {
+                prefix: self.config.prefix.clone(),
+                manifest,
+            }),
+        }
+    }
+
+    /// Notes that a write is being made: the oldest one not yet in the remote dates the lag.
+    pub(super) fn note_write(&self) {
+        // One increment per write (beside the append lock every write takes, nothing): it
+        // tells a flush whether writes were asked for while it ran.
+        self.writes_asked.fetch_add(1, Ordering::SeqCst);
+        if self.dirty_since.load(Ordering::SeqCst) == 0 {
+            let at = self.base.elapsed().as_nanos() as u64 + 1;
+            let _ = self
+                .dirty_since
+                .compare_exchange(0, at, Ordering::SeqCst, Ordering::SeqCst);
+        }
+    }
+
+    /// The state, for an upload pass or a flush (one at a time).
+    fn lock(&self) -> MutexGuard<'_, TierState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Records that file `id`, `length` bytes long, is in the remote.
+    fn uploaded(&self, state: &mut TierState, file: ManifestFile) {
+        state.uploaded.insert(file.id, file);
+        self.in_remote
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(file.id, file.length);
+    }
+
+    /// The remote figures for [`Stats`](crate::Stats), given the store's sealed files.
+    pub(super) fn figures(&self, sealed: &[(u64, u64)]) -> RemoteFigures {
+        let (waiting_files, waiting_bytes) = {
+            let in_remote = self.in_remote.lock().unwrap_or_else(|p| p.into_inner());
+            let waiting = sealed
+                .iter()
+                .filter(|(id, len)| in_remote.get(id) != Some(len));
+            waiting.fold((0, 0), |(n, b), (_, len)| (n + 1, b + len))
+        };
+        let manifest = self.manifest.load(Ordering::Relaxed);
+        let lag = match self.dirty_since.load(Ordering::Relaxed) {
+            0 => None,
+            at => Some(
+                self.base
+                    .elapsed()
+                    .saturating_sub(Duration::from_nanos(at - 1)),
+            ),
+        };
+        RemoteFigures {
+            uploaded_bytes: self.bytes_uploaded.load(Ordering::Relaxed),
+            uploaded_files: self.files_uploaded.load(Ordering::Relaxed),
+            waiting_files,
+            waiting_bytes,
+            lag,
+            manifest,
+        }
+    }
+
+    /// Whether the background thread should flush now ([`Options::remote_flush_interval`]).
+    ///
+    /// [`Options::remote_flush_interval`]: crate::Options::remote_flush_interval
+    fn flush_due(&self) -> bool {
+        let dirty = self.dirty_since.load(Ordering::Relaxed) != 0;
+        let last = *self.last_flush.lock().unwrap_or_else(|p| p.into_inner());
+        dirty
+            && self
+                .config
+                .flush_interval
+                .is_some_and(|every| last.elapsed() >= every)
+    }
+}
+
+impl Inner {
+    /// The remote thread's tick: uploads the files sealed since the last one, and makes a
+    /// remote flush when one is due. `false` once the store is fenced (the thread ends).
+    pub(super) fn remote_tick(&self) -> bool {
+        let Some(tier) = &self.remote else {
+            return false;
+        };
+        if tier.check_fenced().is_err() {
+            return false;
+        }
+        let result = if tier.flush_due() {
+            flush(self, tier).map(|_| ())
+        } else {
+            upload::pass(self, tier, &mut tier.lock(), None).map(|_| ())
+        };
+        match result {
+            Ok(()) => true,
+            Err(Error::Fenced { .. } | Error::Poisoned) => false,
+            Err(e) => {
+                log::warn!("podstore: remote {}: {e}", tier.config.prefix);
+                true
+            }
+        }
+    }
+}
+
+/// A remote flush: the active segment sealed, every sealed file uploaded, a manifest naming
+/// exactly the store's sealed files written ([`Store::flush_remote`]).
+fn flush(inner: &Inner, tier: &RemoteTier) -> Result<RemoteFlushReport> {
+    tier.check_fenced()?;
+    // What dates the lag if writes turn out not to be in this flush: the oldest write noted
+    // since the last one, else this flush's start.
+    let asked = tier.writes_asked.load(Ordering::SeqCst);
+    let began = match tier.dirty_since.load(Ordering::SeqCst) {
+        0 => tier.base.elapsed().as_nanos() as u64 + 1,
+        since => since,
+    };
+    let mut state = tier.lock();
+    let snapshot = upload::snapshot(inner)?;
+    let (files_uploaded, bytes_uploaded) =
+        upload::pass(inner, tier, &mut state, Some(&snapshot.files))?;
+    let files: Option<Vec<ManifestFile>> = snapshot
+        .files
+        .iter()
+        .map(|(id, _)| state.uploaded.get(id).copied())
+        .collect();
+    // (`pass` returns an error for any file it did not upload: this is a guard.)
+    let files = files.ok_or_else(|| Error::Remote {
+        op: "remote flush",
+        object: tier.config.prefix.clone(),
+        source: RemoteError::new(
+            crate::io::remote::RemoteErrorKind::Other,
+            "a file of the snapshot was not uploaded",
+        ),
+    })?;
+    let mut m = Manifest {
+        number: state.next_number,
+        epoch: state.epoch,
+        writer: state.writer,
+        max_seq: snapshot.max_seq,
+        next_file_id: snapshot.next_file_id,
+        evicted: snapshot.evicted,
+        files,
+    };
+    match manifest::write(&tier.config, &mut m) {
+        Ok(()) => {}
+        Err(e @ Error::Fenced { manifest, .. }) => {
+            tier.fenced_by.store(manifest, Ordering::Release);
+            log::error!("podstore: {e}");
+            return Err(e);
+        }
+        Err(e) => return Err(e),
+    }
+    state.next_number = m.number + 1;
+    tier.manifest.store(m.number, Ordering::Relaxed);
+    *tier.last_flush.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
+    // A write asked for since this flush began, or numbered after its snapshot, may not be in
+    // it: the lag then still counts from `began` (it may overestimate). A write asked for
+    // before, and numbered only now, is caught by the second test.
+    let later = tier.writes_asked.load(Ordering::SeqCst) != asked
+        || inner.log.lock().last_seq() > snapshot.last_seq;
+    let since = if later { began } else { 0 };
+    tier.dirty_since.store(since, Ordering::SeqCst);
+    Ok(RemoteFlushReport {
+        manifest: m.number,
+        epoch: m.epoch,
+        files: m.files.len(),
+        files_uploaded,
+        bytes_uploaded,
+    })
+}
+
+/// A random 64-bit id for a writer ([`Manifest::writer`]), from std's randomly keyed hasher,
+/// the time and the process id (no random number crate for one number per open).
+fn writer_id() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    h.write_u128(now);
+    h.write_u32(std::process::id());
+    h.finish()
+}
+
+/// The first wait between two attempts of a remote call that failed with a transient error
+/// (doubled after each, up to [`RETRY_MAX_WAIT`]).
+const RETRY_FIRST_WAIT: Duration = Duration::from_millis(20);
+const RETRY_MAX_WAIT: Duration = Duration::from_secs(2);
+
+/// Calls `call` until it succeeds, fails with an error that is not transient, or has failed
+/// [`Options::remote_retries`] times, waiting longer after each failure. `call` gets the
+/// number of failed attempts before it. The error names `op` and `object`.
+///
+/// [`Options::remote_retries`]: crate::Options::remote_retries
+fn retry<T>(
+    config: &RemoteConfig,
+    op: &'static str,
+    object: &str,
+    mut call: impl FnMut(u32) -> std::result::Result<T, RemoteError>,
+) -> Result<T> {
+    let mut wait = RETRY_FIRST_WAIT;
+    let mut failed = 0;
+    loop {
+        match call(failed) {
+            Ok(v) => return Ok(v),
+            Err(e) if e.is_transient() && failed + 1 < config.attempts => {
+                log::debug!("podstore: {op} ({object}): {e}; retrying in {wait:?}");
+                std::thread::sleep(wait);
+                wait = (wait * 2).min(RETRY_MAX_WAIT);
+                failed += 1;
+            }
+            Err(source) => {
+                return Err(Error::Remote {
+                    op,
+                    object: object.to_string(),
+                    source,
+                });
+            }
+        }
+    }
+}
+
+impl Store {
+    /// Makes every write made before this call durable in the store's
+    /// [remote](crate::Options::remote): seals the active log segment, uploads every sealed
+    /// file not uploaded yet, and returns once a manifest naming them is written. A store
+    /// restored from that manifest (opened on an empty directory with the same remote) holds
+    /// every such write.
+    ///
+    /// Errors: [`Error::InvalidOptions`] without a remote; [`Error::Fenced`] once another
+    /// writer took the prefix (writes are then refused too); [`Error::Remote`] when the remote
+    /// keeps failing (after retries with backoff): nothing is lost, call again.
+    ///
+    /// ```
+    /// # fn main() -> podstore::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// // In memory (the `testing` feature); podstore_remote::ObjectStoreRemote for S3 & co.
+    /// let remote = std::sync::Arc::new(podstore::remote::MemoryRemote::new());
+    /// let opts = podstore::Options::default().remote(remote, "db");
+    /// let store = podstore::Store::open_with(dir.path(), opts)?;
+    /// store.put("k", "v")?;
+    /// let flushed = store.flush_remote()?;
+    /// assert_eq!(flushed.files, 1);
+    /// assert_eq!(store.stats().remote_waiting_files, 0);
+    /// # Ok(()) }
+    /// ```
+    pub fn flush_remote(&self) -> Result<RemoteFlushReport> {
+        let inner = &self.inner;
+        let Some(tier) = &inner.remote else {
+            return Err(Error::InvalidOptions(
+                "flush_remote needs a store opened with Options::remote",
+            ));
+        };
+        // Not `writable`: a flush is not a write of the user's (it would date the lag).
+        if inner.opts.read_only {
+            return Err(Error::ReadOnly);
+        }
+        flush(inner, tier)
+    }
+}

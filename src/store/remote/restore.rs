@@ -1,0 +1,213 @@
+//! Restore: a new or empty directory rebuilt from the newest manifest of the remote, before
+//! the store opens it (docs/design.md, "Remote tier").
+//!
+//! Phase 1 downloads each file whole, checked against the manifest's length and crc32; reading
+//! only footers and serving values by ranged reads is a later phase. The files are written into
+//! a sibling directory `<dir>.podstore-restore`, with `VERSIONS` and then `CATALOG` last, and
+//! only then renamed to `dir`: an interrupted restore never looks like a store at `dir`.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use super::manifest::{self, data_name};
+use super::retry;
+use crate::error::{Corruption, Error, Result};
+use crate::format::catalog::FileState;
+use crate::format::manifest::{Manifest, ManifestFile};
+use crate::io::file::{self, IoProfile, PlainFile};
+use crate::io::remote::{RemoteError, RemoteErrorKind};
+use crate::io::storage::Storage;
+use crate::options::RemoteConfig;
+use crate::segment::{self, Catalog, WholeError};
+
+/// Bytes fetched per ranged read.
+const FETCH_CHUNK: u64 = 8 << 20;
+
+/// Restores the store into `dir` from the newest manifest under the prefix when `dir` does not
+/// exist or is empty and there is a manifest. Returns the manifest restored from, if any.
+pub(in crate::store) fn restore_if_empty(
+    dir: &Path,
+    config: &RemoteConfig,
+    storage: &Arc<dyn Storage>,
+) -> Result<Option<u64>> {
+    match storage.list_dir(dir) {
+        Ok(names) if names.is_empty() => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        // Anything else: opened as it is (a store, or refused as foreign files by open).
+        _ => return Ok(None),
+    }
+    let Some(m) = manifest::newest(config)? else {
+        return Ok(None);
+    };
+    let profile = IoProfile {
+        direct: false,
+        mem_align: 4096,
+        read_align: 1,
+        block_size: 4096,
+        storage: storage.clone(),
+        read_only: false,
+    };
+    let name = dir.file_name().ok_or(Error::InvalidOptions(
+        "the store directory has no file name",
+    ))?;
+    let mut staging_name = name.to_os_string();
+    staging_name.push(".podstore-restore");
+    let staging = dir.with_file_name(staging_name);
+    if file::exists(&profile, &staging)? {
+        // Left by an interrupted restore: not removed here (its files may be all that is left
+        // of a download), but named, so that the user can.
+        return Err(Error::io(
+            "restore: an interrupted restore's directory is in the way",
+            Some(staging),
+            std::io::ErrorKind::AlreadyExists.into(),
+        ));
+    }
+    storage
+        .create_dir_all(&staging)
+        .map_err(|e| Error::io("restore: create directory", Some(staging.clone()), e))?;
+    let mut listed = Vec::with_capacity(m.files.len());
+    let built = object_sizes(config).and_then(|sizes| {
+        for f in &m.files {
+            download(config, &profile, &staging, f, &sizes)?;
+            listed.push((f.id, f.kind, FileState::Sealed { length: f.length }));
+        }
+        file::sync_dir(&profile, &staging)?;
+        write_metadata(&profile, &staging, &m, &listed)
+    });
+    if let Err(e) = built {
+        // The directory and its files are this call's own (created above, `create_new`): an
+        // unfinished restore leaves nothing behind to be taken for a store or to block the
+        // next attempt. A failed removal is logged; the next attempt then names the directory.
+        if let Err(removal) = remove_staging(&profile, &staging) {
+            log::warn!(
+                "podstore: restore: removing {} failed: {removal}",
+                staging.display()
+            );
+        }
+        return Err(e);
+    }
+    file::rename(&profile, &staging, dir)?;
+    if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+        file::sync_dir(&profile, parent)?;
+    }
+    log::info!(
+        "podstore: restored {} from remote {} (manifest {}, {} files)",
+        dir.display(),
+        config.prefix,
+        m.number,
+        m.files.len()
+    );
+    Ok(Some(m.number))
+}
+
+/// Removes the staging directory of a restore that failed: every name in it is one this
+/// restore wrote (file names, `VERSIONS`, `CATALOG` and their `.tmp`).
+fn remove_staging(profile: &IoProfile, staging: &Path) -> Result<()> {
+    for name in file::list_dir(profile, staging)? {
+        file::remove_file(profile, &staging.join(name))?;
+    }
+    std::fs::remove_dir(staging)
+        .map_err(|e| Error::io("restore: remove directory", Some(staging.to_path_buf()), e))
+}
+
+/// `VERSIONS` (no number the manifest's files may hold is given again), then the catalog
+/// (every file sealed at its length, the eviction watermark kept): written last, it marks a
+/// finished restore.
+fn write_metadata(
+    profile: &IoProfile,
+    staging: &Path,
+    m: &Manifest,
+    listed: &[(u64, crate::FileKind, FileState)],
+) -> Result<()> {
+    if m.max_seq > 0 {
+        segment::write_versions(
+            staging,
+            profile,
+            crate::format::versions::Reservation {
+                generation: 1,
+                reserved_through: m.max_seq,
+            },
+        )?;
+    }
+    let max_id = m.next_file_id.saturating_sub(1);
+    Catalog::write_whole(staging, profile, listed, max_id, m.evicted)
+        .map(|_| ())
+        .map_err(|e| match e {
+            WholeError::NotWritten(e) | WholeError::Installed(e) => e,
+        })
+}
+
+/// The size of every data object under the prefix, by name (one listing, so that a missing
+/// or cut object is found before its download).
+fn object_sizes(config: &RemoteConfig) -> Result<HashMap<String, u64>> {
+    let under = format!("{}/data/", config.prefix);
+    let listed = retry(config, "restore: list files", &under, |_| {
+        config.remote.list(&under)
+    })?;
+    Ok(listed.into_iter().map(|o| (o.name, o.size)).collect())
+}
+
+/// Downloads file `f` into `staging`, checking its size and crc32 against the manifest.
+fn download(
+    config: &RemoteConfig,
+    profile: &IoProfile,
+    staging: &Path,
+    f: &ManifestFile,
+    sizes: &HashMap<String, u64>,
+) -> Result<()> {
+    let object = data_name(&config.prefix, f.epoch, f.kind, f.id);
+    let corrupt = |kind| Error::RemoteCorruption {
+        object: object.clone(),
+        kind,
+    };
+    match sizes.get(&object) {
+        None => {
+            return Err(Error::Remote {
+                op: "restore: a file the manifest names",
+                object: object.clone(),
+                source: RemoteError::new(RemoteErrorKind::NotFound, "no such object"),
+            });
+        }
+        Some(&size) if size < f.length => {
+            return Err(corrupt(Corruption::Truncated {
+                needed: f.length,
+                available: size,
+            }));
+        }
+        Some(&size) if size > f.length => {
+            return Err(corrupt(Corruption::InvalidField {
+                field: "object size (longer than the manifest's length)",
+                value: size,
+            }));
+        }
+        Some(_) => {}
+    }
+    let path = staging.join(segment::file_name(f.id, f.kind));
+    let out = PlainFile::create_new(&path, profile)?;
+    let mut hasher = crc32fast::Hasher::new();
+    let mut at = 0;
+    while at < f.length {
+        let end = (at + FETCH_CHUNK).min(f.length);
+        let bytes = retry(config, "restore: read", &object, |_| {
+            config.remote.get_range(&object, at..end)
+        })?;
+        if bytes.len() as u64 != end - at {
+            return Err(corrupt(Corruption::Truncated {
+                needed: end - at,
+                available: bytes.len() as u64,
+            }));
+        }
+        hasher.update(&bytes);
+        out.write_all_at(&bytes, at)?;
+        at = end;
+    }
+    let got = hasher.finalize();
+    if got != f.crc {
+        return Err(corrupt(Corruption::ChecksumMismatch {
+            got,
+            expected: f.crc,
+        }));
+    }
+    out.sync_data()
+}

@@ -1,0 +1,270 @@
+//! Sealed files put into the remote whole (same bytes, footer included), a few at a time, each
+//! retried with backoff; and the consistent set of files a remote flush names.
+
+use std::sync::{Arc, Mutex};
+
+use super::manifest::data_name;
+use super::{RemoteTier, TierState, retry};
+use crate::error::{Error, FileKind, Result};
+use crate::format::manifest::ManifestFile;
+use crate::io::file::SegmentFile;
+use crate::io::remote::ObjectBody;
+use crate::store::inner::Inner;
+use crate::store::read::Reader;
+
+/// Bytes read per call while computing a file's crc32.
+const READ_CHUNK: usize = 1 << 20;
+
+/// A sealed file of the store, held open: a compaction that removes it meanwhile leaves it
+/// readable (the inode lives while the handle does).
+#[derive(Clone)]
+pub(super) struct SealedFile {
+    kind: FileKind,
+    len: u64,
+    file: Arc<SegmentFile>,
+}
+
+/// The files a remote flush names, and what its manifest says besides.
+pub(super) struct Snapshot {
+    /// Every sealed file, by id.
+    pub(super) files: Vec<(u64, SealedFile)>,
+    /// No record in them has a higher sequence number.
+    pub(super) max_seq: u64,
+    /// The last sequence number given when the snapshot was taken.
+    pub(super) last_seq: u64,
+    /// Above every file id used so far.
+    pub(super) next_file_id: u64,
+    /// The catalog's eviction watermark.
+    pub(super) evicted: Option<(u64, FileKind, u64)>,
+}
+
+/// The store's files at a point where the sealed ones hold every record written before it:
+/// compaction and eviction held off (they move records into the active segment before they
+/// remove a file), the active segment sealed and synced, then the sealed files listed. The
+/// set is what a clean close leaves, so a store restored from it holds every write made
+/// before this call, each key's newest first, and nothing a delete or an eviction dropped.
+pub(super) fn snapshot(inner: &Inner) -> Result<Snapshot> {
+    let _paused = inner.compactor.pause();
+    let sealed = inner.log.lock().seal_active()?;
+    if sealed {
+        inner.log.sync_all()?;
+    }
+    let syncs_done = inner.log.progress().lock().syncs_done;
+    let files = sealed_files(inner, syncs_done)?;
+    let (next_file_id, max_seq, last_seq) = {
+        let app = inner.log.lock();
+        let last = app.last_seq();
+        (app.next_file_id(), app.reserved_through().max(last), last)
+    };
+    Ok(Snapshot {
+        files,
+        max_seq,
+        last_seq,
+        next_file_id,
+        evicted: inner.shared.catalog.state().evicted,
+    })
+}
+
+/// The files whose footer is durable after `syncs_done` syncs, held open.
+fn sealed_files(inner: &Inner, syncs_done: u64) -> Result<Vec<(u64, SealedFile)>> {
+    let mut out = Vec::new();
+    for (id, h) in inner.shared.segments.sealed_by(syncs_done) {
+        let len = h.file.len()?;
+        out.push((
+            id,
+            SealedFile {
+                kind: h.kind,
+                len,
+                file: h.file,
+            },
+        ));
+    }
+    Ok(out)
+}
+
+/// The sealed files of the store now, as `(id, length)`: for the figures.
+pub(in crate::store) fn sealed_lengths(inner: &Inner) -> Vec<(u64, u64)> {
+    let syncs_done = inner.log.progress().lock().syncs_done;
+    sealed_files(inner, syncs_done)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(id, f)| (id, f.len))
+        .collect()
+}
+
+/// A sealed file as the body of a put: positional reads through its open handle.
+struct FileBody<'a> {
+    file: &'a SealedFile,
+    reader: &'a Reader,
+    read_align: u64,
+}
+
+impl ObjectBody for FileBody<'_> {
+    fn len(&self) -> u64 {
+        self.file.len
+    }
+
+    fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
+        let end = offset.checked_add(buf.len() as u64);
+        if end.is_none_or(|end| end > self.file.len) {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        self.file
+            .file
+            .read_exact_at(offset, buf, self.reader.pool(), self.read_align)
+    }
+}
+
+impl FileBody<'_> {
+    /// crc32 of the whole file.
+    fn crc(&self) -> std::io::Result<u32> {
+        let mut hasher = crc32fast::Hasher::new();
+        let mut buf = vec![0u8; READ_CHUNK];
+        let mut at = 0;
+        while at < self.file.len {
+            let n = (self.file.len - at).min(READ_CHUNK as u64) as usize;
+            self.read_exact_at(at, &mut buf[..n])?;
+            hasher.update(&buf[..n]);
+            at += n as u64;
+        }
+        Ok(hasher.finalize())
+    }
+}
+
+/// Uploads the files not in the remote yet: those of `only` (a flush's snapshot), or the
+/// oldest few sealed files of the store now (the background thread's pass: as many as there
+/// are upload threads, so that a close waits for one round at most). At most
+/// [`Options::remote_upload_threads`] at once; the others' uploads go on when one fails, and
+/// the first error is returned. Returns the files and bytes uploaded.
+///
+/// [`Options::remote_upload_threads`]: crate::Options::remote_upload_threads
+pub(super) fn pass(
+    inner: &Inner,
+    tier: &RemoteTier,
+    state: &mut TierState,
+    only: Option<&[(u64, SealedFile)]>,
+) -> Result<(usize, u64)> {
+    let all;
+    let files = match only {
+        Some(files) => files,
+        None => {
+            let syncs_done = inner.log.progress().lock().syncs_done;
+            all = sealed_files(inner, syncs_done)?;
+            &all
+        }
+    };
+    let threads = tier.config.upload_threads;
+    let mut todo: Vec<&(u64, SealedFile)> = files
+        .iter()
+        .filter(|(id, f)| {
+            state
+                .uploaded
+                .get(id)
+                .is_none_or(|u| u.length != f.len || u.kind != f.kind)
+        })
+        .collect();
+    if only.is_none() {
+        todo.truncate(threads);
+    }
+    if todo.is_empty() {
+        return Ok((0, 0));
+    }
+    // Taken from the end: the lowest ids first.
+    todo.reverse();
+    let epoch = state.epoch;
+    let threads = threads.min(todo.len());
+    let todo: Vec<_> = todo
+        .into_iter()
+        .map(|(id, f)| (*id, f, state.inherited.get(id).copied()))
+        .collect();
+    let queue = Mutex::new(todo);
+    let done = Mutex::new(Vec::new());
+    let first_error: Mutex<Option<Error>> = Mutex::new(None);
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| {
+                loop {
+                    if tier.check_fenced().is_err() {
+                        return;
+                    }
+                    let next = queue.lock().unwrap_or_else(|p| p.into_inner()).pop();
+                    let Some((id, file, inherited)) = next else {
+                        return;
+                    };
+                    match upload_one(inner, tier, epoch, id, file, inherited) {
+                        Ok(uploaded) => done
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .push(uploaded),
+                        Err(e) => {
+                            let mut first = first_error.lock().unwrap_or_else(|p| p.into_inner());
+                            first.get_or_insert(e);
+                        }
+                    }
+                }
+            });
+        }
+    });
+    let done = done.into_inner().unwrap_or_else(|p| p.into_inner());
+    let (mut files, mut bytes) = (0, 0);
+    for &(f, put) in &done {
+        if put {
+            files += 1;
+            bytes += f.length;
+        }
+        state.inherited.remove(&f.id);
+        tier.uploaded(state, f);
+    }
+    match first_error.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        Some(e) => Err(e),
+        // Fenced, the threads stopped before the last files.
+        None => tier.check_fenced().map(|()| (files, bytes)),
+    }
+}
+
+/// Puts file `id` under this writer's epoch, with retries, unless `inherited` (the entry of
+/// the manifest this writer took over) already holds its bytes (same kind, length and crc32).
+/// Its entry for the manifest, and whether it was put.
+fn upload_one(
+    inner: &Inner,
+    tier: &RemoteTier,
+    epoch: u64,
+    id: u64,
+    file: &SealedFile,
+    inherited: Option<ManifestFile>,
+) -> Result<(ManifestFile, bool)> {
+    let name = data_name(&tier.config.prefix, epoch, file.kind, id);
+    let body = FileBody {
+        file,
+        reader: &inner.reader,
+        read_align: inner.shared.profile.read_align,
+    };
+    let read_error = |e| {
+        Error::io(
+            "remote: read a sealed file",
+            Some(file.file.path().into()),
+            e,
+        )
+    };
+    let crc = body.crc().map_err(read_error)?;
+    if let Some(f) =
+        inherited.filter(|f| f.kind == file.kind && f.length == file.len && f.crc == crc)
+    {
+        return Ok((f, false));
+    }
+    retry(&tier.config, "remote: upload", &name, |_| {
+        tier.config.remote.put(&name, &body)
+    })?;
+    tier.bytes_uploaded
+        .fetch_add(file.len, std::sync::atomic::Ordering::Relaxed);
+    tier.files_uploaded
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let entry = ManifestFile {
+        id,
+        kind: file.kind,
+        length: file.len,
+        crc,
+        epoch,
+    };
+    Ok((entry, true))
+}

@@ -75,6 +75,19 @@ async fn follower_killed_during_snapshot_install_catches_up_and_loses_nothing() 
             .unwrap()
             .exited_within(Duration::from_secs(60))
             .await;
+        if died.is_none() {
+            // What each node says, for the failure's message: whether the leader was sending a
+            // snapshot, whether the follower was reachable at all.
+            let mut states = Vec::new();
+            for id in [1, 2, 3] {
+                states.push(format!("node {id}: {:?}", status(&http, cluster.addr(id)).await));
+            }
+            panic!(
+                "round {round}: node {follower} was to kill itself at {step} of a snapshot \
+                 install, and still runs after 60 s (its log held {had}): {}",
+                states.join("; ")
+            );
+        }
         assert_eq!(
             died.and_then(|s| s.signal()),
             Some(9),

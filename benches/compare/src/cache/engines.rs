@@ -29,12 +29,19 @@ pub fn open(name: &str, spec: &CacheSpec) -> Res<Box<dyn CacheEngine>> {
         "podstore" => Ok(Box::new(Pod::open(spec)?)),
         #[cfg(feature = "foyer")]
         "foyer" => Ok(Box::new(foyer::Foyer::open(spec)?)),
+        #[cfg(feature = "rocksdb")]
+        "rocksdb-fifo" => Ok(Box::new(rocks::RocksFifo::open(spec)?)),
         other => Err(format!(
-            "no cache engine {other:?} (built: podstore{})",
+            "no cache engine {other:?} (built: podstore{}{})",
             if cfg!(feature = "foyer") {
                 ", foyer"
             } else {
                 "; foyer needs --features foyer"
+            },
+            if cfg!(feature = "rocksdb") {
+                ", rocksdb-fifo"
+            } else {
+                "; rocksdb-fifo needs --features rocksdb"
             }
         )
         .into()),
@@ -173,6 +180,81 @@ mod foyer {
     impl Drop for Foyer {
         fn drop(&mut self) {
             let _ = self.rt.block_on(self.cache.close());
+        }
+    }
+}
+
+#[cfg(feature = "rocksdb")]
+mod rocks {
+    //! RocksDB with FIFO compaction (the suite's RocksDB, `--features rocksdb`), as a cache:
+    //! SST files are dropped oldest first once they pass the disk capacity (less two memtables,
+    //! so that what is flushed stays within it); the memory budget is its block cache and its
+    //! two memtables (half and a quarter each); no WAL (a cache refills what a crash loses, as
+    //! podstore's `Durability::Buffered` here); no compression; direct reads; a Bloom filter per
+    //! file. No expiry of its
+    //! own per value (its `ttl` is per file): the TTL trace checks expiry as for foyer.
+
+    use rocksdb::{
+        BlockBasedOptions, Cache, DB, DBCompactionStyle, DBCompressionType, FifoCompactOptions,
+        Options, WriteOptions,
+    };
+
+    use super::{CacheEngine, CacheSpec, Res};
+
+    pub struct RocksFifo {
+        db: DB,
+        write: WriteOptions,
+        // Kept alive as long as the table factory that uses it.
+        _cache: Cache,
+    }
+
+    impl RocksFifo {
+        pub fn open(spec: &CacheSpec) -> Res<RocksFifo> {
+            let memtable = (spec.memory / 4).max(1 << 20);
+            let cache = Cache::new_lru_cache((spec.memory / 2) as usize);
+            let mut table = BlockBasedOptions::default();
+            table.set_block_cache(&cache);
+            // FIFO keeps every file in level 0, so a get asks each one: a Bloom filter per file
+            // (10 bits a key) answers for most without a read, as a RocksDB cache is set up. The
+            // filters and indexes go in the block cache, within the memory budget.
+            table.set_bloom_filter(10.0, false);
+            table.set_cache_index_and_filter_blocks(true);
+            table.set_pin_l0_filter_and_index_blocks_in_cache(true);
+            let mut fifo = FifoCompactOptions::default();
+            fifo.set_max_table_files_size(spec.disk.saturating_sub(2 * memtable));
+            let mut o = Options::default();
+            o.create_if_missing(true);
+            o.increase_parallelism(2);
+            o.set_compression_type(DBCompressionType::None);
+            o.set_compaction_style(DBCompactionStyle::Fifo);
+            o.set_fifo_compaction_options(&fifo);
+            o.set_write_buffer_size(memtable as usize);
+            o.set_max_write_buffer_number(2);
+            o.set_block_based_table_factory(&table);
+            o.set_use_direct_reads(true);
+            o.set_use_direct_io_for_flush_and_compaction(true);
+            let db = DB::open(&o, &spec.dir)?;
+            let mut write = WriteOptions::default();
+            write.disable_wal(true);
+            Ok(RocksFifo {
+                db,
+                write,
+                _cache: cache,
+            })
+        }
+    }
+
+    impl CacheEngine for RocksFifo {
+        fn get(&self, key: &[u8]) -> Res<Option<Vec<u8>>> {
+            Ok(self.db.get_pinned(key)?.map(|v| v.to_vec()))
+        }
+
+        fn insert(&self, key: &[u8], value: &[u8]) -> Res<()> {
+            Ok(self.db.put_opt(key, value, &self.write)?)
+        }
+
+        fn stats(&self) -> serde_json::Value {
+            serde_json::Value::Null
         }
     }
 }

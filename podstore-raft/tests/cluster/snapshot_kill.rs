@@ -80,7 +80,10 @@ async fn follower_killed_during_snapshot_install_catches_up_and_loses_nothing() 
             // snapshot, whether the follower was reachable at all.
             let mut states = Vec::new();
             for id in [1, 2, 3] {
-                states.push(format!("node {id}: {:?}", status(&http, cluster.addr(id)).await));
+                states.push(format!(
+                    "node {id}: {:?}",
+                    status(&http, cluster.addr(id)).await
+                ));
             }
             panic!(
                 "round {round}: node {follower} was to kill itself at {step} of a snapshot \

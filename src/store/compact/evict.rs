@@ -20,14 +20,18 @@ use std::sync::atomic::Ordering;
 
 use super::{Compactor, CompactorState};
 use crate::error::Result;
+use crate::format::hotset::HOTSET_NAME;
 use crate::format::record::RecordKind;
+use crate::format::versions::VERSIONS_NAME;
 use crate::index::{IndexEntry, Removal};
+use crate::io::file::PlainFile;
+use crate::segment::CATALOG_NAME;
 use crate::segment::{self, SegmentKind};
 use crate::store::resolve;
 use crate::store::segments::SegmentHandle;
 
 /// Store files besides segments and blob files, counted against the cap.
-const AUX_FILES: [&str; 3] = ["CATALOG", "VERSIONS", "HOTSET"];
+const AUX_FILES: [&str; 3] = [CATALOG_NAME, VERSIONS_NAME, HOTSET_NAME];
 
 /// Room eviction keeps for what the catalog gains between two steps: the edits of a seal and of
 /// a new file, and of the files a compaction or a blob put makes.
@@ -59,8 +63,12 @@ pub(in crate::store) fn files_bytes(
         each(id, len);
     }
     for name in AUX_FILES {
-        let len = std::fs::metadata(shared.dir.join(name)).map_or(0, |m| m.len());
-        total += if name == "CATALOG" {
+        // Through the storage seam, like every file-system call (a missing file counts 0).
+        let len = match PlainFile::open(&shared.dir.join(name), &shared.profile)? {
+            Some(f) => f.len()?,
+            None => 0,
+        };
+        total += if name == CATALOG_NAME {
             2 * len + CATALOG_EDITS
         } else {
             len

@@ -570,12 +570,25 @@ impl WriteBuffer {
     /// an fdatasync when `sync`; log records up to `durable_seq` count as durable once it is
     /// done. With nothing appended since the last hand-off, sends a sync alone.
     pub fn submit(&mut self, sync: bool, durable_seq: u64) -> Result<()> {
+        self.submit_as(sync, durable_seq, sync)
+    }
+
+    /// [`WriteBuffer::submit`] with an fdatasync that no write waits for (the store's own: the
+    /// background flush, eviction, compaction): it does not start the zero-ahead.
+    pub fn submit_quietly(&mut self, durable_seq: u64) -> Result<()> {
+        self.submit_as(true, durable_seq, false)
+    }
+
+    /// [`WriteBuffer::submit`], the job's [`Job::waited`] given.
+    fn submit_as(&mut self, sync: bool, durable_seq: u64, waited: bool) -> Result<()> {
         let (fill, target) = {
             let t = lock_tail(&self.tail);
             (t.fill, t.target.clone())
         };
         if fill > 0 {
-            return self.hand_off(sync, durable_seq, false);
+            let mut job = self.take_buffer(sync, durable_seq, false)?;
+            job.waited = waited;
+            return self.send(job);
         }
         if !sync {
             return Ok(());
@@ -596,20 +609,8 @@ impl WriteBuffer {
             sync,
             durable_seq,
             seals: false,
-            waited: sync,
+            waited,
         })
-    }
-
-    /// [`WriteBuffer::submit`] with an fdatasync that no write waits for (the store's own: the
-    /// background flush, eviction, compaction): it does not start the zero-ahead.
-    pub fn submit_quietly(&mut self, durable_seq: u64) -> Result<()> {
-        let fill = lock_tail(&self.tail).fill;
-        if fill > 0 {
-            let mut job = self.take_buffer(true, durable_seq, false)?;
-            job.waited = false;
-            return self.send(job);
-        }
-        self.submit(true, durable_seq)
     }
 
     fn hand_off(&mut self, sync: bool, durable_seq: u64, seals: bool) -> Result<()> {

@@ -47,6 +47,12 @@ pub(super) struct CompactorState {
     damaged: HashSet<u64>,
 }
 
+/// Compaction and eviction held off ([`Compactor::pause`]) while this lives.
+pub(super) struct Paused<'a> {
+    _state: std::sync::MutexGuard<'a, CompactorState>,
+    _drops: std::sync::MutexGuard<'a, ()>,
+}
+
 /// What one compaction did. Returned by [`Store::compact`](crate::Store::compact).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
@@ -135,9 +141,15 @@ pub(super) struct Compactor {
     threshold: f64,
     rate: Option<u64>,
     state: Mutex<CompactorState>,
-    /// Calls of [`Compactor::compact_now`] waiting for `state`: the background compactor
-    /// yields.
+    /// Calls waiting for `state` ([`Compactor::compact_now`], [`Compactor::pause`]): the
+    /// background compactor yields.
     waiting: AtomicUsize,
+    /// Held by an eviction step, and by a compaction while it switches the index to its copies
+    /// and removes a file: the two change the set of files, so they take turns there, while a
+    /// compaction's copying (most of its time) runs beside eviction. Taken after `state`, never
+    /// before it. Why a compaction and a step may interleave otherwise: docs/design.md,
+    /// "Eviction", "Compaction at the same time".
+    drops: Mutex<()>,
     /// The size cap ([`Options::size_cap`](crate::Options::size_cap)); eviction keeps to it.
     cap: Option<u64>,
     /// The log's segment size: the margin eviction keeps below the cap.
@@ -169,6 +181,7 @@ impl Compactor {
             rate: opts.compaction_rate,
             state: Mutex::new(CompactorState::default()),
             waiting: AtomicUsize::new(0),
+            drops: Mutex::new(()),
             cap: opts.size_cap,
             segment_size: opts.segment_size,
             evict_seen: AtomicU64::new(0),
@@ -177,13 +190,28 @@ impl Compactor {
         }
     }
 
-    /// Holds compaction off (no file is removed) until the guard is dropped; a background
-    /// compaction in progress yields first.
-    pub(super) fn pause(&self) -> std::sync::MutexGuard<'_, CompactorState> {
+    /// Holds compaction and eviction off (no record moved, no file removed) until the guard is
+    /// dropped; a background compaction in progress yields first.
+    pub(super) fn pause(&self) -> Paused<'_> {
+        let state = self.take_state();
+        let drops = self.drops.lock().unwrap_or_else(|p| p.into_inner());
+        Paused {
+            _state: state,
+            _drops: drops,
+        }
+    }
+
+    /// The compactor's state, with a background compaction in progress yielding to the caller.
+    fn take_state(&self) -> std::sync::MutexGuard<'_, CompactorState> {
         self.waiting.fetch_add(1, Ordering::SeqCst);
         let state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         self.waiting.fetch_sub(1, Ordering::SeqCst);
         state
+    }
+
+    /// The turn to change the set of files (see [`Compactor::drops`]).
+    fn take_drops(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.drops.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Compacts now, unthrottled, retrying segments found damaged before: the log segments
@@ -192,7 +220,7 @@ impl Compactor {
         let threshold = threshold.unwrap_or(self.threshold);
         // A throttled background compaction yields (between records) rather than make this
         // call wait for it at its rate.
-        let mut state = self.pause();
+        let mut state = self.take_state();
         self.seal_active_if_dead(threshold)?;
         self.log.record_seals()?;
         self.compact(&mut state, threshold, None, &|| false, true, false)
@@ -255,7 +283,9 @@ impl Compactor {
         let Ok(mut state) = self.state.try_lock() else {
             return Ok(());
         };
-        self.evict_in_background(&mut state)?;
+        self.evict_in_background()?;
+        // Yields to a caller that needs the compactor's state; eviction steps do not need it
+        // (they take turns with this compaction only where files change).
         let stop = || stop() || self.waiting.load(Ordering::Relaxed) > 0;
         let (dead_blobs, victims) = self.choose(&state, self.threshold, false)?;
         if dead_blobs.is_empty() && victims.is_empty() {
@@ -329,6 +359,10 @@ impl Compactor {
             for (id, handle) in dead_blobs {
                 if stop() {
                     break;
+                }
+                let _turn = self.take_drops();
+                if self.shared.segments.file(id).is_none() {
+                    continue; // evicted meanwhile
                 }
                 let len = handle.file.len()?;
                 failpoint::hit("compact:blob-before-remove");
@@ -409,6 +443,9 @@ impl Compactor {
         report: &mut CompactionReport,
     ) -> Result<()> {
         let p = &self.shared;
+        if p.segments.file(id).is_none() {
+            return Ok(()); // evicted since it was chosen
+        }
         let len = handle.file.len()?;
         let mut entries =
             segment::read_sealed_entries(&handle.file, id, len, &p.profile, self.reader.pool())?;
@@ -502,7 +539,20 @@ impl Compactor {
         // before the index points at the copies and before the file goes.
         self.log.sync_all()?;
         failpoint::hit("compact:synced");
+        // An eviction step may have run while the records were copied: it may have forgotten
+        // originals (at or below its watermark), dropped this file, or dropped the file the
+        // copies went to. Switching and removing take turns with the steps, and look first.
+        let _turn = self.take_drops();
+        if p.segments.file(id).is_none() {
+            // Evicted whole meanwhile: its entries are gone, and so the copies are dead.
+            return Ok(());
+        }
         for (key, old, new) in &moved {
+            if p.segments.file(new.segment).is_none() {
+                // The copy's file was dropped: its original was then at or below that step's
+                // watermark, forgotten by it (or its key has a queued write, which replaces it).
+                continue;
+            }
             // A key written meanwhile keeps its newer value; the copy is dead on arrival.
             let hash = p.index.hash(key);
             p.pending.replace_if_idle(key, hash, old, *new, &p.index);

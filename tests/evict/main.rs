@@ -6,9 +6,11 @@
 //!   value it gets (each value names its key and its write, and carries a checksum).
 //! * `model`: a property test against a map: eviction may drop any value, but a get returns
 //!   the map's current value or nothing, never an older or deleted one, across reopens.
+//! * `beside`: compaction gives back expired values while steps run beside it.
 //! * `resurrection`: the case that needs the catalog's watermark: a key's newest record
 //!   evicted while a file that stays holds an older one.
 
+mod beside;
 mod cap;
 #[path = "../common/mod.rs"]
 mod common;

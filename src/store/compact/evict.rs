@@ -10,15 +10,18 @@
 //! stayed. Why each step is safe, and what a crash between two of them leaves:
 //! docs/design.md, "Eviction".
 //!
-//! Eviction runs under the compactor's lock (never beside a compaction), from the writer that
-//! made a new file (so that writers wait for it rather than outrun it) and from the background
-//! compactor's tick. The drop itself ([`Compactor::drop_files`]) is the reusable step: the
+//! Eviction runs from the writer that made a new file (so that writers wait for it rather than
+//! outrun it) and from the background compactor's tick. Steps take turns with each other and
+//! with a compaction's switch to its copies and its removal of a file (`Compactor::drops`), but
+//! run beside a compaction's copying: under a cap with steady writes a step comes every new
+//! segment, sooner than a throttled compaction of one segment ends, and a compaction that gave
+//! way to each step never finished one (docs/design.md, "Eviction"). The drop itself ([`Compactor::drop_files`]) is the reusable step: the
 //! files and the watermark are its arguments.
 
 use std::collections::HashSet;
 use std::sync::atomic::Ordering;
 
-use super::{Compactor, CompactorState};
+use super::Compactor;
 use crate::error::Result;
 use crate::format::hotset::HOTSET_NAME;
 use crate::format::record::RecordKind;
@@ -90,16 +93,15 @@ impl Compactor {
         {
             return;
         }
-        let mut state = self.pause();
-        if let Err(e) = self.evict(&mut state, cap) {
+        if let Err(e) = self.evict(cap) {
             log::warn!("podstore: eviction failed: {e}");
         }
     }
 
-    /// The background tick's eviction (under the lock the caller holds).
-    pub(super) fn evict_in_background(&self, state: &mut CompactorState) -> Result<()> {
+    /// The background tick's eviction.
+    pub(super) fn evict_in_background(&self) -> Result<()> {
         match self.cap {
-            Some(cap) => self.evict(state, cap).map(|_| ()),
+            Some(cap) => self.evict(cap).map(|_| ()),
             None => Ok(()),
         }
     }
@@ -122,15 +124,18 @@ impl Compactor {
     /// Drops the oldest files until the store's files other than the active segment take at
     /// most `cap` less one segment (so that with the active segment, full, they take at most
     /// `cap`, and a segment sealed before the next step at most `cap` plus one segment).
-    fn evict(&self, state: &mut CompactorState, cap: u64) -> Result<Evicted> {
+    fn evict(&self, cap: u64) -> Result<Evicted> {
         if self.shared.profile.read_only {
             // Nothing is written, so nothing grows; and nothing may be removed.
             return Ok(Evicted::default());
         }
+        // Steps take turns with each other and with a compaction's switch and removal; not
+        // with its copying (docs/design.md, "Eviction", "Compaction at the same time").
+        let _turn = self.take_drops();
         // A step's second chances may fill and seal a segment: a few steps, until under.
         let mut all = Evicted::default();
         for _ in 0..4 {
-            let done = self.evict_once(state, cap)?;
+            let done = self.evict_once(cap)?;
             if done.files == 0 {
                 break;
             }
@@ -142,7 +147,7 @@ impl Compactor {
     }
 
     /// One eviction step, if the store is over.
-    fn evict_once(&self, _state: &mut CompactorState, cap: u64) -> Result<Evicted> {
+    fn evict_once(&self, cap: u64) -> Result<Evicted> {
         let target = cap.saturating_sub(self.segment_size);
         let (total, active_len) = self.disk_bytes()?;
         if total - active_len <= target {
@@ -199,8 +204,8 @@ impl Compactor {
     /// Drops the sealed files `files` whole, with every record at or below sequence number
     /// `through` (at least the highest in them), wherever it is: the step eviction takes, and
     /// the one a sweep of expired files can take. Every write so far must be applied (the
-    /// caller ran `sync_all`), none queued at or below `through`, and the compactor's lock
-    /// held.
+    /// caller ran `sync_all`), none queued at or below `through`, and the turn to change files
+    /// held (`Compactor::drops`).
     ///
     /// Order (docs/design.md, "Eviction"): the active segment sealed if it holds records at or
     /// below `through` (compaction's copies keep old numbers), so that its footer names them;

@@ -76,7 +76,7 @@ impl Compactor {
     /// Appends again, each under a new sequence number, the live values of `files` that were
     /// read since they were written, up to `budget` bytes of records, and points the index at
     /// the new records once they are durable; returns the bytes appended. Called by eviction
-    /// (under the compactor's lock) before it drops the files.
+    /// (in its turn to change files) before it drops the files.
     ///
     /// A value is appended again only if, under the append lock, the index still names its
     /// record and no write of its key is queued: a later write of the key then takes a higher

@@ -48,7 +48,7 @@ pub use build::Builder;
 pub use evict::Removal;
 pub use hot::{HotTable, HotValue};
 use packed::{PACKED_LEN, Packed};
-pub use pending::{PendingQueue, Seen};
+pub use pending::{Known, PendingQueue, Seen, Task};
 
 /// Where a live value is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -31,7 +31,7 @@
 //! an earlier write of its key is queued (that write's entry is not in the index yet, but the
 //! older versions it leaves are).
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Condvar, Mutex};
 
 use super::{Index, IndexEntry, Placement, Removal};
@@ -51,6 +51,32 @@ pub struct Seen {
     pub older: Vec<(u64, u64)>,
     /// The look did not read the records: which entry is the key's is unknown (a lazy put).
     pub unknown: bool,
+}
+
+/// A record whose key is known without reading it: the record a lazy put wrote, carried by its
+/// resolver task. A place names one record for its whole life, so this stays true whatever
+/// happens to the entry (it may be replaced, moved or removed since: then no candidate has the
+/// place, and the resolver reads as before).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Known {
+    /// The record's place (file id, offset).
+    pub place: (u64, u64),
+    /// Its sequence number.
+    pub seq: u64,
+}
+
+/// A key whose run waits for the resolver.
+#[derive(Debug)]
+pub struct Task {
+    /// The key's hash.
+    pub hash: u64,
+    /// The key.
+    pub key: Box<[u8]>,
+    /// The newest record of the key a lazy put applied for this task (`None` for a task put
+    /// back without one): the resolver tells it without a read, though the put's value may not
+    /// be in the read cache yet (it is kept there just after the entry is applied, which wakes
+    /// the resolver).
+    pub known: Option<Known>,
 }
 
 /// A write waiting to become visible.
@@ -328,8 +354,14 @@ fn apply(q: &mut VecDeque<Pending>, index: &Index, tasks: &ResolveTasks) {
             && let Some(at) = p.replaces
         {
             index.apply_write(p.hash, p.key.len() as u32, at, &p.stale, p.entry.as_ref());
-            if at == Placement::Front && p.entry.is_some() {
-                tasks.add(p.hash, &p.key);
+            if at == Placement::Front
+                && let Some(e) = &p.entry
+            {
+                let known = Known {
+                    place: e.place(),
+                    seq: p.seq,
+                };
+                tasks.add(p.hash, &p.key, Some(known));
             }
             false
         } else {
@@ -352,7 +384,8 @@ pub struct ResolveTasks {
 #[derive(Debug, Default)]
 struct TaskState {
     queue: VecDeque<(u64, Box<[u8]>)>,
-    queued: HashSet<Box<[u8]>>,
+    /// The keys in `queue`, each with the newest record of it a lazy put applied.
+    queued: HashMap<Box<[u8]>, Option<Known>>,
     /// Tasks taken and not done yet.
     busy: usize,
     stopped: bool,
@@ -368,20 +401,34 @@ impl ResolveTasks {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Queues the run of `key` (hashing to `hash`), unless it is queued already.
-    fn add(&self, hash: u64, key: &[u8]) {
+    /// Queues the run of `key` (hashing to `hash`), unless it is queued already (then the
+    /// newer `known` record replaces the task's).
+    fn add(&self, hash: u64, key: &[u8], known: Option<Known>) {
         let mut st = self.lock();
-        if st.queued.insert(key.into()) {
-            st.queue.push_back((hash, key.into()));
-            if st.waiters > 0 {
-                self.changed.notify_all();
+        if let Some(slot) = st.queued.get_mut(key) {
+            if known.is_some() {
+                *slot = known;
             }
+            return;
+        }
+        st.queued.insert(key.into(), known);
+        st.queue.push_back((hash, key.into()));
+        if st.waiters > 0 {
+            self.changed.notify_all();
         }
     }
 
-    /// Queues the run of `key` again (the resolver could not resolve it yet).
-    pub fn requeue(&self, hash: u64, key: &[u8]) {
-        self.add(hash, key);
+    /// Queues a task again (the resolver could not resolve it yet).
+    pub fn requeue(&self, task: Task) {
+        self.add(task.hash, &task.key, task.known);
+    }
+
+    /// The next task, taken off the queue (under the lock).
+    fn pop(st: &mut TaskState) -> Option<Task> {
+        let (hash, key) = st.queue.pop_front()?;
+        let known = st.queued.remove(&key).flatten();
+        st.busy += 1;
+        Some(Task { hash, key, known })
     }
 
     /// Number of tasks waiting.
@@ -391,26 +438,20 @@ impl ResolveTasks {
 
     /// Takes the next task, if any, without waiting; the caller calls [`ResolveTasks::done`]
     /// after it.
-    pub fn take(&self) -> Option<(u64, Box<[u8]>)> {
-        let mut st = self.lock();
-        let task = st.queue.pop_front()?;
-        st.queued.remove(&task.1);
-        st.busy += 1;
-        Some(task)
+    pub fn take(&self) -> Option<Task> {
+        Self::pop(&mut self.lock())
     }
 
     /// Waits for the next task (the resolver thread); `None` once stopped.
-    pub fn wait_take(&self) -> Option<(u64, Box<[u8]>)> {
+    pub fn wait_take(&self) -> Option<Task> {
         let mut st = self.lock();
         loop {
             if st.stopped {
                 return None;
             }
             if !st.held
-                && let Some(task) = st.queue.pop_front()
+                && let Some(task) = Self::pop(&mut st)
             {
-                st.queued.remove(&task.1);
-                st.busy += 1;
                 return Some(task);
             }
             st = self.wait(st);

@@ -478,7 +478,7 @@ impl Compactor {
                         // Maybe an older version a lazy put left: resolve the run now (this
                         // reads records, as compaction does anyway) rather than copy it. If
                         // it cannot be resolved now, the record is copied: wasteful, not wrong.
-                        resolve::resolve_key(p, &self.reader, hash, &e.key);
+                        resolve::resolve_key(p, &self.reader, hash, &e.key, None);
                         naming = p.index.names(hash, id, e.offset);
                     }
                     if naming == Naming::No {

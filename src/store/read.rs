@@ -14,7 +14,7 @@ use super::shared::Shared;
 use crate::error::{Corruption, Error, Result};
 use crate::format::CHUNK_SIZE;
 use crate::format::record::{RECORD_HEADER_LEN, RecordHeader, RecordKind, RecordPlace, head_len};
-use crate::index::{HotTable, Index, IndexEntry, Seen};
+use crate::index::{HotTable, Index, IndexEntry};
 use crate::io::aligned::BufPool;
 use crate::io::file::SegmentFile;
 use crate::range::{self, ValueRange};
@@ -26,10 +26,12 @@ mod kept;
 mod pattern;
 mod peek;
 mod pieces;
+mod seen;
 
 pub(super) use kept::kept_weight;
 pub(super) use kept::{KEPT_ON_WRITE, KEY_AT, cached_key_len, cached_seq};
 use kept::{cached_whole, kept, kept_head};
+pub(in crate::store) use seen::Look;
 
 /// Size of the bounce buffers used by direct reads.
 const READ_BUFFER_SIZE: usize = 1 << 20;
@@ -116,20 +118,6 @@ enum Identity {
     Other,
     /// Its file is gone (moved by compaction since the lookup).
     Gone,
-}
-
-/// How much a writer's look ([`Reader::seen`]) reads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Look {
-    /// A put: what the read cache tells, and no read of a file; if that is not enough, the
-    /// look says "unknown" and the put goes to the front of its run (a lazy put).
-    Lazy,
-    /// The key's newest entry, reading records until it is found (`put_if_absent`, a put under
-    /// back-pressure).
-    First,
-    /// Every entry of the key, its older versions too (a delete, the resolver); reads past the
-    /// first only in a run with an unresolved entry.
-    All,
 }
 
 /// Records up to this length are read whole when their key is checked: one read fetches the
@@ -225,107 +213,6 @@ impl Reader {
         }))
     }
 
-    /// What the index holds for `key` right now, for a writer ([`Seen`]): the entries with its
-    /// fingerprint, and which of them is the key's (read from their records, or the cache), as
-    /// far as `look` asks. No read at all for a key whose fingerprint is new.
-    pub(super) fn seen(&self, key: &[u8], hash: u64, look: Look) -> Result<Seen> {
-        let mut last = None;
-        loop {
-            let candidates = self.index.candidates(hash, key.len() as u32);
-            // Older versions of the key can only be behind an unresolved entry.
-            let all = look == Look::All && candidates.unresolved();
-            let mut seen = Seen::default();
-            let mut gone = false;
-            for c in candidates.as_slice() {
-                let identity = if look == Look::Lazy {
-                    match self.identify_cached(key, *c) {
-                        Some(i) => i,
-                        // Telling would take a read: the put goes to the front instead.
-                        None => {
-                            seen.unknown = true;
-                            break;
-                        }
-                    }
-                } else {
-                    self.identify(key, *c, true)?
-                };
-                match identity {
-                    Identity::Mine { found, .. } if seen.current.is_none() => {
-                        seen.current = Some(found.entry);
-                        seen.current_seq = found.seq;
-                        if !all {
-                            break;
-                        }
-                    }
-                    Identity::Mine { found, .. } => seen.older.push(found.entry.place()),
-                    Identity::Other => {}
-                    Identity::Gone => gone = true,
-                }
-            }
-            seen.places = candidates.places();
-            if seen.unknown {
-                seen.current = None;
-                seen.older.clear();
-                return Ok(seen);
-            }
-            if !gone || (seen.current.is_some() && !all) {
-                return Ok(seen);
-            }
-            self.check_not_stuck(&mut last, seen.places)?;
-        }
-    }
-
-    /// Whether `entry` is `key`'s, if the read cache tells without a read of the file: a whole
-    /// value kept with its key, or the key of a large value read before. A file gone (moved by
-    /// compaction) does not tell either.
-    fn identify_cached(&self, key: &[u8], entry: IndexEntry) -> Option<Identity> {
-        let file = self.segments.file(entry.segment)?;
-        if self.cache.holds_whole(&entry) {
-            return self.by_cached_value(key, entry, &file);
-        }
-        if entry.record_len() > WHOLE_RECORD_READ {
-            return self.by_cached_key(key, entry, &file);
-        }
-        None
-    }
-
-    /// Whether `entry` is `key`'s, by the whole value the cache keeps with its key (key, then
-    /// value, in one buffer); `None` if the cache does not hold it.
-    fn by_cached_value(
-        &self,
-        key: &[u8],
-        entry: IndexEntry,
-        file: &Arc<SegmentFile>,
-    ) -> Option<Identity> {
-        let b = self.cache.get_bytes(&Key::of(&entry, Part::Value))?;
-        Some(match cached_whole(&b, key, entry.value_len) {
-            Some((seq, value)) => Identity::Mine {
-                found: Located::new(entry, seq, file.clone()),
-                cached: Some(value),
-            },
-            None => Identity::Other,
-        })
-    }
-
-    /// Whether `entry` is `key`'s, by the key of a large value the cache kept when it was read
-    /// before; `None` if the cache does not hold it.
-    fn by_cached_key(
-        &self,
-        key: &[u8],
-        entry: IndexEntry,
-        file: &Arc<SegmentFile>,
-    ) -> Option<Identity> {
-        let k = self.cache.get_bytes(&Key::of(&entry, Part::Key))?;
-        Some(if k.len() == KEY_AT + key.len() && &k[KEY_AT..] == key {
-            Identity::Mine {
-                found: Located::new(entry, cached_seq(&k), file.clone()),
-                cached: None,
-            }
-        } else {
-            Identity::Other
-        })
-    }
-
     /// The live record of `key` and, if the cache holds its value whole, the value.
     fn find(&self, key: &[u8]) -> Result<Option<(Located, Option<Bytes>)>> {
         self.find_in(key, true)
@@ -349,8 +236,16 @@ impl Reader {
         let mut last = None;
         loop {
             let candidates = self.index.candidates(hash, key.len() as u32);
+            // In a run with no unresolved entry, an expired entry is nobody's value, whoever's
+            // record it is: a key's older versions are only ever behind an unresolved entry or
+            // behind the key's newest (`Look::Resolve`), so passing over it cannot reveal one.
+            // No read: a cache missing what expired asks for it again without touching the disk.
+            let pass_expired = !candidates.unresolved();
             let mut gone = false;
             for c in candidates.as_slice() {
+                if pass_expired && c.expired(|| self.now_ms()) {
+                    continue;
+                }
                 match self.identify_reading(key, *c, whole, whole_read, Vec::new())? {
                     Identity::Mine { found, cached } => {
                         return Ok(self.unexpired(found).map(|f| (f, cached)));

@@ -11,7 +11,7 @@ use std::time::Instant;
 use super::read::{Look, Reader};
 use super::shared::Shared;
 use crate::error::{Error, Result};
-use crate::index::Seen;
+use crate::index::{Known, Seen, Task};
 
 /// Most runs waiting for the resolver: past it, puts read to resolve themselves (as they did
 /// before lazy puts), so that the index holds a bounded number of older versions (each one an
@@ -141,9 +141,17 @@ const RESOLVE_TRIES: usize = 8;
 /// to reads (a reader takes the first entry whose record is its key's, the newest); they only
 /// count as live in `len`, `stats` and compaction's choice until the next open, which rebuilds
 /// the index from the log with one entry per key.
-pub(super) fn resolve_key(shared: &Shared, reader: &Reader, hash: u64, key: &[u8]) -> bool {
+///
+/// `known`: a record of the key told without a read (the lazy put's own, from its task).
+pub(super) fn resolve_key(
+    shared: &Shared,
+    reader: &Reader,
+    hash: u64,
+    key: &[u8],
+    known: Option<Known>,
+) -> bool {
     for _ in 0..RESOLVE_TRIES {
-        let seen = match reader.seen(key, hash, Look::All) {
+        let seen = match reader.seen_knowing(key, hash, Look::Resolve, known) {
             Ok(seen) => seen,
             Err(e) => {
                 log::warn!("podstore: reading a record to resolve an overwrite failed: {e}");
@@ -155,6 +163,11 @@ pub(super) fn resolve_key(shared: &Shared, reader: &Reader, hash: u64, key: &[u8
         }
     }
     false
+}
+
+/// [`resolve_key`] for a task of the resolver's queue.
+fn resolve_task(shared: &Shared, reader: &Reader, task: &Task) -> bool {
+    resolve_key(shared, reader, task.hash, &task.key, task.known)
 }
 
 /// Resolves every run waiting for the resolver, in the calling thread, and waits for the one
@@ -169,18 +182,18 @@ pub(super) fn settle_until(shared: &Shared, reader: &Reader, deadline: Option<In
     let tasks = shared.pending.tasks();
     let mut later = Vec::new();
     while deadline.is_none_or(|d| Instant::now() < d)
-        && let Some((hash, key)) = tasks.take()
+        && let Some(task) = tasks.take()
     {
-        if !resolve_key(shared, reader, hash, &key) {
-            later.push((hash, key));
+        if !resolve_task(shared, reader, &task) {
+            later.push(task);
         }
         tasks.done();
     }
     tasks.wait_idle();
     // A run that kept changing under every read (its key's writers are busy with it) goes back
     // to the resolver: counts asked of a store that writers keep changing are not exact anyway.
-    for (hash, key) in later {
-        tasks.requeue(hash, &key);
+    for task in later {
+        tasks.requeue(task);
     }
 }
 
@@ -200,10 +213,10 @@ impl Resolver {
             .spawn(move || {
                 let shared = thread_shared;
                 let tasks = shared.pending.tasks();
-                while let Some((hash, key)) = tasks.wait_take() {
-                    if !resolve_key(&shared, &reader, hash, &key) {
+                while let Some(task) = tasks.wait_take() {
+                    if !resolve_task(&shared, &reader, &task) {
                         // A run changing under every read: its writes are busy with it; later.
-                        shared.pending.tasks().requeue(hash, &key);
+                        shared.pending.tasks().requeue(task);
                     }
                     tasks.done();
                 }

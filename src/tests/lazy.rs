@@ -170,3 +170,95 @@ fn compaction_resolves_older_versions_before_it_copies() {
     let store = open(&sim, opts(2)).unwrap();
     check(&store, &model, N, "after reopen");
 }
+
+/// A cache refilling what expired (issue 39's TTL trace): a get of an expired value, the put
+/// that refills it and the resolution of that put read nothing from disk, whoever's the expired
+/// entry is; the expired entry a refill leaves behind its key's new one is removed by a delete
+/// and by compaction, and nothing older comes back, now or after a reopen.
+#[test]
+fn a_refill_of_expired_values_reads_nothing_back() {
+    use crate::PutOptions;
+    use crate::expiry::MockClock;
+    use std::time::Duration;
+
+    const N: usize = 60;
+    for bits in [64, 2] {
+        let sim = new_sim(SimConfig::default());
+        let clock = MockClock::new();
+        // A read cache, as a cache's store has: the refills are kept in it as they are written.
+        let opts = options(Durability::Sync)
+            .testing_hash_bits(bits)
+            .cache_capacity(1 << 20)
+            .warm_cache(false)
+            .testing_clock(clock.clone());
+        let mut model = BTreeMap::new();
+        let store = open(&sim, opts.clone()).unwrap();
+        // Every key first without expiry, then, for one in two, a value that expires: the
+        // expired put must keep hiding the first value.
+        for i in 0..N {
+            store.put(key(i), val(i, 0)).unwrap();
+            model.insert(key(i), val(i, 0));
+        }
+        let minute = PutOptions::new().ttl(Duration::from_secs(60));
+        for i in (0..N).step_by(2) {
+            store.put_with(key(i), val(i, 1), &minute).unwrap();
+            model.remove(&key(i));
+        }
+        store.close().unwrap();
+        clock.advance(Duration::from_secs(61));
+
+        // After a reopen, the records are on disk only.
+        let store = open(&sim, opts.clone()).unwrap();
+        let before = reads(&sim);
+        for i in (0..N).step_by(2) {
+            assert_eq!(store.get(key(i)).unwrap(), None, "bits {bits}: key {i}");
+        }
+        if bits == 64 {
+            // With every key in a run of its own, an expired entry is told without a read.
+            assert_eq!(reads(&sim), before, "gets of expired values read");
+        }
+        let before = reads(&sim);
+        for i in (0..N).step_by(2) {
+            store.put(key(i), val(i, 2)).unwrap();
+            model.insert(key(i), val(i, 2));
+        }
+        // Counting resolves every run the refills left.
+        assert_eq!(store.len(), N, "bits {bits}");
+        if bits == 64 {
+            assert_eq!(
+                reads(&sim),
+                before,
+                "refills, or their resolution, read back"
+            );
+            // The expired entries stay, each behind its key's new one.
+            assert_eq!(store.testing_index_entries(), (N + N / 2) as u64);
+        }
+        check(&store, &model, N, "after the refills");
+
+        // A delete removes the key's every entry, the expired one too: with the clock stepped
+        // back past the expiry, a deleted key shows nothing, and a refilled one its refill.
+        for i in (0..N).step_by(4) {
+            assert!(store.delete(key(i)).unwrap(), "bits {bits}: key {i}");
+            model.remove(&key(i));
+        }
+        clock.set_offset_ms(clock.offset_ms() - 61_000);
+        for i in (0..N).step_by(2) {
+            let expect = model.get(&key(i));
+            assert_eq!(
+                store.get(key(i)).unwrap().as_ref(),
+                expect,
+                "bits {bits}: key {i} with the clock back"
+            );
+        }
+        clock.advance(Duration::from_secs(61));
+        check(&store, &model, N, "after the deletes");
+
+        // Compaction drops what expired; nothing older comes back, now or after a reopen.
+        store.compact().unwrap();
+        check(&store, &model, N, "after compaction");
+        store.close().unwrap();
+        let store = open(&sim, opts.clone()).unwrap();
+        check(&store, &model, N, "after a reopen");
+        store.close().unwrap();
+    }
+}

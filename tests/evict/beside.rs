@@ -68,14 +68,14 @@ fn compaction_gives_back_expired_values_while_eviction_runs() {
     while started.elapsed() < Duration::from_secs(2) || written < 4 * CAP {
         let k = keys.load(Ordering::Relaxed);
         let value = make(&key(k), k + 1, 1024);
-        if k % 2 == 0 {
+        if k.is_multiple_of(2) {
             store.put_with(key(k), &value, &ttl).unwrap();
         } else {
             store.put(key(k), &value).unwrap();
         }
         keys.store(k + 1, Ordering::Release);
         written += 1024;
-        if written % (1 << 20) == 0 {
+        if written.is_multiple_of(1 << 20) {
             clock.advance(Duration::from_millis(100));
             most = most.max(dir_bytes(dir.path()));
         }

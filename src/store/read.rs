@@ -237,9 +237,9 @@ impl Reader {
         loop {
             let candidates = self.index.candidates(hash, key.len() as u32);
             // In a run with no unresolved entry, an expired entry is nobody's value, whoever's
-            // record it is: a key's older versions are only ever behind an unresolved entry or
-            // behind the key's newest (`Look::Resolve`), so passing over it cannot reveal one.
-            // No read: a cache missing what expired asks for it again without touching the disk.
+            // record it is: a key's older versions are only ever behind an unresolved entry, so
+            // passing over it cannot reveal one. No read: a cache missing what expired asks for
+            // it again without touching the disk.
             let pass_expired = !candidates.unresolved();
             let mut gone = false;
             for c in candidates.as_slice() {

@@ -151,7 +151,7 @@ pub(super) fn resolve_key(
     known: Option<Known>,
 ) -> bool {
     for _ in 0..RESOLVE_TRIES {
-        let seen = match reader.seen_knowing(key, hash, Look::Resolve, known) {
+        let seen = match reader.seen_knowing(key, hash, Look::All, known) {
             Ok(seen) => seen,
             Err(e) => {
                 log::warn!("podstore: reading a record to resolve an overwrite failed: {e}");

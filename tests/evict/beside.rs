@@ -124,3 +124,52 @@ fn compaction_gives_back_expired_values_while_eviction_runs() {
     }
     assert!(left > 0);
 }
+
+/// A cache refilling what expired: gets of random keys, each miss filled by a put, one key in
+/// two with a short time to live, so that most refills replace an expired entry. Every step
+/// must still be able to drop its files: the store stays within its cap plus one segment.
+#[test]
+fn a_cache_refilling_expired_values_stays_within_its_cap() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = MockClock::new();
+    let opts = Options::default()
+        .segment_size(SEGMENT)
+        .size_cap(Some(CAP))
+        .durability(Durability::Buffered)
+        .cache_capacity(1 << 20)
+        .testing_clock(clock.clone());
+    let store = Store::open_with(dir.path(), opts).unwrap();
+    // Values expire within a fraction of a segment, so that a key is often refilled in the
+    // segment that holds its expired value.
+    let ttl = PutOptions::new().ttl(Duration::from_millis(30));
+    let mut rng = XorShift::new(9);
+    let (mut most, mut inserted) = (0u64, 0u64);
+    // Keys drawn from twice what the cap holds, a few of them hot: misses refill, expired
+    // values among them.
+    let keys = 2 * CAP / 1024;
+    while inserted < 8 * CAP {
+        let r = rng.below_u64(keys);
+        let k = r * r / keys;
+        if store.get(key(k)).unwrap().is_none() {
+            let value = make(&key(k), k + 1, 1024);
+            if k.is_multiple_of(2) {
+                store.put_with(key(k), &value, &ttl).unwrap();
+            } else {
+                store.put(key(k), &value).unwrap();
+            }
+            inserted += 1024;
+            if inserted.is_multiple_of(64 << 10) {
+                clock.advance(Duration::from_millis(10));
+            }
+            if inserted.is_multiple_of(1 << 20) {
+                most = most.max(dir_bytes(dir.path()));
+            }
+        }
+    }
+    let stats = store.stats();
+    eprintln!(
+        "inserted {inserted} bytes: at most {most} on disk; evicted {} files; {stats:?}",
+        stats.evicted_files
+    );
+    assert!(most <= CAP + SEGMENT, "{most} bytes on disk: {stats:?}");
+}

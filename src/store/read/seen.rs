@@ -20,19 +20,16 @@ pub(in crate::store) enum Look {
     /// The key's newest entry, reading records until it is found (`put_if_absent`, a put under
     /// back-pressure).
     First,
-    /// Every entry of the key, its older versions too (a delete, a conditional write); reads
-    /// past the first only in a run with an unresolved entry, or with an expired entry (which
-    /// the resolver may have left behind its key's newest: see [`Look::Resolve`]).
+    /// Every entry of the key, its older versions too (a delete, the resolver); reads past the
+    /// first only in a run with an unresolved entry.
+    ///
+    /// The resolver reads every entry it cannot tell otherwise, an expired one too: an entry
+    /// left in the index must name a record its file's footer lists, and a footer lists only
+    /// the last record of each key in its segment (`segment::last_per_key`). An expired older
+    /// version left behind its key's newest in the same segment named a record no footer
+    /// lists, which neither eviction nor compaction could then take out: a capped store grew to
+    /// four times its cap (tried, 2026-12-06).
     All,
-    /// The resolver's: every entry of the key, as [`Look::All`], but once the key's newest entry
-    /// is found, an expired entry behind it is passed over unread and left in the index. Why
-    /// that is safe: whoever's it is, it is absent to every read while expired; if it is this
-    /// key's, the newest entry is ahead of it in the run, so a reader finds that first even
-    /// should the clock step back; a delete of the key reads it ([`Look::All`]) and removes it;
-    /// compaction drops it as any expired entry (with a tombstone where it may hide an older
-    /// record). It saves the read of every expired value a put replaces (a cache refilling
-    /// what expired: issue 39's TTL trace read each such record back).
-    Resolve,
 }
 
 impl Reader {
@@ -54,25 +51,11 @@ impl Reader {
         let mut last = None;
         loop {
             let candidates = self.index.candidates(hash, key.len() as u32);
-            // Older versions of the key can only be behind an unresolved entry, or behind its
-            // newest entry if they have expired (left by the resolver: `Look::Resolve`).
-            let all = match look {
-                Look::All => {
-                    candidates.unresolved()
-                        || candidates
-                            .as_slice()
-                            .iter()
-                            .any(|c| c.expired(|| self.now_ms()))
-                }
-                Look::Resolve => candidates.unresolved(),
-                Look::Lazy | Look::First => false,
-            };
+            // Older versions of the key can only be behind an unresolved entry.
+            let all = look == Look::All && candidates.unresolved();
             let mut seen = Seen::default();
             let mut gone = false;
             for c in candidates.as_slice() {
-                if look == Look::Resolve && seen.current.is_some() && c.expired(|| self.now_ms()) {
-                    continue;
-                }
                 let identity = if let Some(k) = known.filter(|k| k.place == c.place()) {
                     match self.segments.file(c.segment) {
                         Some(file) => Identity::Mine {

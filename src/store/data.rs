@@ -25,10 +25,10 @@ impl Store {
     /// returns once the value is in the write buffer. A lone durable put takes at least one
     /// 4 KiB block on disk, however small its value (see [`Durability::Sync`] for how to
     /// share blocks). Values of at least
-    /// [`Options::large_value_threshold`] put with `Sync` are written to a file of their own by
+    /// [`Options::large_value_threshold`](crate::Options::large_value_threshold) put with `Sync` are written to a file of their own by
     /// the calling thread, beside the shared buffer.
     ///
-    /// With [`Options::compression`] set, the value is compressed (by the calling thread, before
+    /// With [`Options::compression`](crate::Options::compression) set, the value is compressed (by the calling thread, before
     /// it takes any lock) when the options say it pays.
     ///
     /// Keys and values are anything that is bytes (`impl AsRef<[u8]>`): `&str`, `String`,
@@ -321,7 +321,7 @@ impl Store {
     }
 
     /// The value of `key` as shared bytes ([`bytes::Bytes`], cheap to clone). A value the read
-    /// cache holds (see [`Options::cache_capacity`]) is handed out without a copy: the `Bytes`
+    /// cache holds (see [`Options::cache_capacity`](crate::Options::cache_capacity)) is handed out without a copy: the `Bytes`
     /// shares the cache's buffer, which stays alive as long as any clone does, even after the
     /// cache drops it. A value read from disk is read into its own buffer, which the cache then
     /// shares.
@@ -453,8 +453,8 @@ impl Store {
     /// atomically and durably. Dropping the writer unfinished stores nothing.
     ///
     /// The value goes to a blob file of its own whatever its length (even below
-    /// [`Options::large_value_threshold`]), compressed frame by frame as it comes when
-    /// [`Options::compression`] says so. See [`ValueWriter`] for the memory it takes.
+    /// [`Options::large_value_threshold`](crate::Options::large_value_threshold)), compressed frame by frame as it comes when
+    /// [`Options::compression`](crate::Options::compression) says so. See [`ValueWriter`] for the memory it takes.
     ///
     /// ```
     /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -529,7 +529,7 @@ impl Store {
 
     /// How many bytes the value of `key` takes in its record: its length if it is stored raw,
     /// the length of its frame table and lz4 frames if it is stored compressed (see
-    /// [`Options::compression`]). The record's header, key and checksums come on top.
+    /// [`Options::compression`](crate::Options::compression)). The record's header, key and checksums come on top.
     ///
     /// ```
     /// # fn main() -> podstore::Result<()> {
@@ -649,7 +649,7 @@ impl Store {
     }
 
     /// Flushes every write, seals the active segment and releases the directory lock. With
-    /// [`Options::background_compaction`] on, it first runs a compaction pass of at most
+    /// [`Options::background_compaction`](crate::Options::background_compaction) on, it first runs a compaction pass of at most
     /// 200 ms (dead blob files first), so that a store closed before its compactor ever ran still
     /// gives space back. Dropping a `Store` does the same but cannot report errors.
     ///

@@ -22,6 +22,7 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand};
 use podstore::{Error, Options, Store};
 
+mod remote;
 mod stats;
 mod time;
 mod verify;
@@ -61,13 +62,35 @@ enum Command {
         /// One JSON object, for scripts.
         #[arg(long)]
         json: bool,
+        /// Also the store's remote (s3://bucket/prefix, file:///dir/prefix): its newest
+        /// manifest, and the local sealed files not in it yet. Read only: the store writing
+        /// the prefix is not disturbed.
+        #[arg(long, value_name = "URL")]
+        remote: Option<String>,
     },
     /// Check every checksum of every file (opens it read-only; exit 0 clean, 1 damaged).
+    /// With --remote: every object of the remote's newest manifest, and the manifest.
     Verify {
-        /// The store directory.
-        dir: PathBuf,
+        /// The store directory (optional with --remote: then its files are also compared with
+        /// the remote's).
+        #[arg(required_unless_present = "remote")]
+        dir: Option<PathBuf>,
+        /// Check the remote (s3://bucket/prefix, file:///dir/prefix; credentials from the
+        /// environment as object_store reads them: AWS_ACCESS_KEY_ID, AWS_ENDPOINT...): each
+        /// object the newest manifest names is there, of its length and crc32.
+        #[arg(long, value_name = "URL")]
+        remote: Option<String>,
         #[command(flatten)]
         keys: KeyFormat,
+    },
+    /// Rebuild a store from its remote's newest manifest into DIR (new or empty). The
+    /// restored store takes the prefix: a store still writing it is fenced.
+    Restore {
+        /// Where the store goes: a new or empty directory.
+        dir: PathBuf,
+        /// The remote (s3://bucket/prefix, file:///dir/prefix; credentials from the
+        /// environment as object_store reads them).
+        remote: String,
     },
     /// The catalog and every segment and blob file of a store, or one file (a lone copy works).
     Inspect {
@@ -189,6 +212,7 @@ impl From<Error> for Failure {
     fn from(e: Error) -> Failure {
         let code = match &e {
             Error::Damaged { .. } | Error::Corruption { .. } => DAMAGED,
+            Error::RemoteCorruption { .. } => DAMAGED,
             Error::NotFound { .. } => NOT_FOUND,
             Error::Io { source, .. } if source.kind() == io::ErrorKind::NotFound => NOT_FOUND,
             Error::Locked { .. } | Error::StoreChanged { .. } => LOCKED,
@@ -244,8 +268,19 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Result<(), Failure> {
     match cli.command {
-        Command::Stats { dir, json } => stats(&dir, json),
-        Command::Verify { dir, keys } => verify(&dir, keys.hex),
+        Command::Stats { dir, json, remote } => stats(&dir, json, remote.as_deref()),
+        Command::Verify {
+            dir,
+            remote: Some(url),
+            keys,
+        } => remote::verify_remote(&url, dir.as_deref(), keys.hex),
+        Command::Verify {
+            dir: Some(dir),
+            keys,
+            ..
+        } => verify(&dir, keys.hex),
+        Command::Verify { .. } => Err(Failure::new(USAGE, "verify: give DIR or --remote URL")),
+        Command::Restore { dir, remote } => remote::restore(&dir, &remote),
         Command::Inspect {
             records: Some(file),
             json,

@@ -1,7 +1,8 @@
 //! The adapter under injected faults (tests/common/faulty.rs, under the adapter): throttling
 //! and timeouts retried by the store with nothing lost, a refusal not retried, a multipart
 //! upload cut off between parts aborted (no object left) and retried, and the same seed giving
-//! the same faults.
+//! the same faults. And the S3 server itself answering 503 SlowDown and 429, and losing the
+//! replies of conditional creates it carried out (tests/common/s3.rs, `Throttle`).
 
 mod common;
 
@@ -16,6 +17,7 @@ use podstore::{Error, Options, Store};
 use podstore_remote::ObjectStoreRemote;
 
 use common::faulty::{Faults, FaultyStore};
+use common::s3::{S3Server, Throttle};
 
 fn opts(remote: Arc<dyn Remote>) -> Options {
     Options::default()
@@ -187,4 +189,47 @@ fn the_same_seed_gives_the_same_faults() {
     assert!(a.len() > 20, "{}", a.len());
     assert_eq!(a, b);
     assert_ne!(a, c);
+}
+
+#[test]
+fn an_s3_server_that_throttles_and_loses_create_replies_loses_nothing() {
+    // 503 SlowDown and 429 on a fifth of the requests (object_store's client retries them),
+    // and half the manifest creates carried out with their reply lost: the client's retry
+    // gets 412, and the store finds its own manifest there.
+    let root = tempfile::tempdir().unwrap();
+    let throttle = Throttle {
+        refuse_rate: 0.2,
+        lost_create_rate: 0.5,
+        seed: 38,
+    };
+    let server = S3Server::start_with(&root.path().join("s3"), throttle);
+    let remote = |server: &S3Server| {
+        Arc::new(
+            ObjectStoreRemote::new(server.store())
+                .unwrap()
+                .with_part_size(5 << 20),
+        )
+    };
+    let store = Store::open_with(root.path().join("a"), opts(remote(&server))).unwrap();
+    for k in 0..60 {
+        store.put(format!("k{k}"), value(k)).unwrap();
+        if k % 20 == 19 {
+            store.flush_remote().unwrap();
+        }
+    }
+    // A second writer takes the prefix through the same server: the first is fenced.
+    let second = Store::open_with(root.path().join("b"), opts(remote(&server))).unwrap();
+    assert!(matches!(store.flush_remote(), Err(Error::Fenced { .. })));
+    for k in 0..60 {
+        assert!(
+            second.get(format!("k{k}")).unwrap() == Some(value(k)),
+            "k{k}"
+        );
+    }
+    let injected = server.injected();
+    let refused = injected.refused.load(std::sync::atomic::Ordering::Relaxed);
+    let lost = injected
+        .lost_creates
+        .load(std::sync::atomic::Ordering::Relaxed);
+    assert!(refused > 0 && lost > 0, "{refused} refused, {lost} lost");
 }

@@ -1,8 +1,10 @@
-//! `podstore`: look inside a podstore store, read and write its values, compact it, and take
-//! checkpoints of it. `podstore --help` lists the subcommands; README.md, "Command line", shows
-//! each one.
+//! `podstore`: look inside a podstore store, read and write its values, compact it, take
+//! checkpoints of it, and restore it from or check it against its remote tier (`restore`,
+//! `verify --remote`, `stats --remote`: remote.rs). `podstore --help` lists the subcommands;
+//! README.md, "Command line", shows each one.
 //!
-//! Exit codes: 0 success; 1 damage found (`verify`, or a store that open refuses as damaged);
+//! Exit codes: 0 success; 1 damage found (`verify`, `verify --remote`, or a store that open
+//! refuses as damaged);
 //! 2 wrong arguments (and a directory that holds other files and no store); 3 not found (no
 //! store, no such key, no such file or directory); 4 the store is open in another process (a
 //! command that writes; or it changed under every attempt to read it beside its writer); 5 any
@@ -29,7 +31,8 @@ mod verify;
 use stats::stats;
 use verify::verify;
 
-/// Look inside a podstore store, read and write its values, compact it, take checkpoints.
+/// Look inside a podstore store, read and write its values, compact it, take checkpoints,
+/// restore it from its remote (an object store) and check the remote.
 ///
 /// Exit codes: 0 success, 1 damage found, 2 wrong arguments (or a directory that holds other
 /// files and no store), 3 not found (store, key, file or directory), 4 the store is open in

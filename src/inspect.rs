@@ -1,8 +1,12 @@
 //! Looking inside store files, for tools (`podstore inspect`) and operators: what a segment or
 //! blob file holds, from its header and footer ([`inspect_file`], [`Store::files`]), and its
-//! records one by one ([`file_records`]). Works on a lone file copied out of a store.
+//! records one by one ([`file_records`]). Works on a lone file copied out of a store. The
+//! newest manifest of a store's remote tier and the objects it names ([`newest_manifest`]),
+//! read without taking the prefix.
 //!
 //! [`Store::files`]: crate::Store::files
+
+mod remote;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -16,6 +20,8 @@ use crate::io::aligned::BufPool;
 use crate::io::file::{IoProfile, SegmentFile};
 use crate::io::storage::RealStorage;
 use crate::segment::{self, FileSource, read_error};
+
+pub use remote::{RemoteFile, RemoteManifest, newest_manifest};
 
 /// One segment or blob file: what its header and footer say.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,8 +1,10 @@
-//! `podstore`: look inside a podstore store, read and write its values, compact it, and take
-//! checkpoints of it. `podstore --help` lists the subcommands; README.md, "Command line", shows
-//! each one.
+//! `podstore`: look inside a podstore store, read and write its values, compact it, take
+//! checkpoints of it, and restore it from or check it against its remote tier (`restore`,
+//! `verify --remote`, `stats --remote`: remote.rs). `podstore --help` lists the subcommands;
+//! README.md, "Command line", shows each one.
 //!
-//! Exit codes: 0 success; 1 damage found (`verify`, or a store that open refuses as damaged);
+//! Exit codes: 0 success; 1 damage found (`verify`, `verify --remote`, or a store that open
+//! refuses as damaged);
 //! 2 wrong arguments (and a directory that holds other files and no store); 3 not found (no
 //! store, no such key, no such file or directory); 4 the store is open in another process (a
 //! command that writes; or it changed under every attempt to read it beside its writer); 5 any
@@ -15,18 +17,22 @@
 mod inspect;
 
 use std::fs::File;
-use std::io::{self, IsTerminal, Read, Seek, SeekFrom, Write};
+use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 use podstore::{Error, Options, Store};
 
+mod remote;
 mod stats;
 mod time;
+mod verify;
 use stats::stats;
+use verify::verify;
 
-/// Look inside a podstore store, read and write its values, compact it, take checkpoints.
+/// Look inside a podstore store, read and write its values, compact it, take checkpoints,
+/// restore it from its remote (an object store) and check the remote.
 ///
 /// Exit codes: 0 success, 1 damage found, 2 wrong arguments (or a directory that holds other
 /// files and no store), 3 not found (store, key, file or directory), 4 the store is open in
@@ -59,13 +65,35 @@ enum Command {
         /// One JSON object, for scripts.
         #[arg(long)]
         json: bool,
+        /// Also the store's remote (s3://bucket/prefix, file:///dir/prefix): its newest
+        /// manifest, and the local sealed files not in it yet. Read only: the store writing
+        /// the prefix is not disturbed.
+        #[arg(long, value_name = "URL")]
+        remote: Option<String>,
     },
     /// Check every checksum of every file (opens it read-only; exit 0 clean, 1 damaged).
+    /// With --remote: every object of the remote's newest manifest, and the manifest.
     Verify {
-        /// The store directory.
-        dir: PathBuf,
+        /// The store directory (optional with --remote: then its files are also compared with
+        /// the remote's).
+        #[arg(required_unless_present = "remote")]
+        dir: Option<PathBuf>,
+        /// Check the remote (s3://bucket/prefix, file:///dir/prefix; credentials from the
+        /// environment as object_store reads them: AWS_ACCESS_KEY_ID, AWS_ENDPOINT...): each
+        /// object the newest manifest names is there, of its length and crc32.
+        #[arg(long, value_name = "URL")]
+        remote: Option<String>,
         #[command(flatten)]
         keys: KeyFormat,
+    },
+    /// Rebuild a store from its remote's newest manifest into DIR (new or empty). The
+    /// restored store takes the prefix: a store still writing it is fenced.
+    Restore {
+        /// Where the store goes: a new or empty directory.
+        dir: PathBuf,
+        /// The remote (s3://bucket/prefix, file:///dir/prefix; credentials from the
+        /// environment as object_store reads them).
+        remote: String,
     },
     /// The catalog and every segment and blob file of a store, or one file (a lone copy works).
     Inspect {
@@ -187,6 +215,7 @@ impl From<Error> for Failure {
     fn from(e: Error) -> Failure {
         let code = match &e {
             Error::Damaged { .. } | Error::Corruption { .. } => DAMAGED,
+            Error::RemoteCorruption { .. } => DAMAGED,
             Error::NotFound { .. } => NOT_FOUND,
             Error::Io { source, .. } if source.kind() == io::ErrorKind::NotFound => NOT_FOUND,
             Error::Locked { .. } | Error::StoreChanged { .. } => LOCKED,
@@ -242,8 +271,19 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Result<(), Failure> {
     match cli.command {
-        Command::Stats { dir, json } => stats(&dir, json),
-        Command::Verify { dir, keys } => verify(&dir, keys.hex),
+        Command::Stats { dir, json, remote } => stats(&dir, json, remote.as_deref()),
+        Command::Verify {
+            dir,
+            remote: Some(url),
+            keys,
+        } => remote::verify_remote(&url, dir.as_deref(), keys.hex),
+        Command::Verify {
+            dir: Some(dir),
+            keys,
+            ..
+        } => verify(&dir, keys.hex),
+        Command::Verify { .. } => Err(Failure::new(USAGE, "verify: give DIR or --remote URL")),
+        Command::Restore { dir, remote } => remote::restore(&dir, &remote),
         Command::Inspect {
             records: Some(file),
             json,
@@ -418,89 +458,6 @@ fn size(bytes: u64) -> String {
         format!("{bytes} B")
     } else {
         format!("{v:.1} {}", UNITS[unit])
-    }
-}
-
-fn verify(dir: &Path, hex: bool) -> Result<(), Failure> {
-    // A store whose catalog lists missing or cut files is refused by the default open: those
-    // files are reported, and what is left is opened (read-only, changing nothing) in salvage
-    // mode and checked too.
-    let mut refused = Vec::new();
-    let store = match open(dir, true) {
-        Err(Failure { code: DAMAGED, .. }) => {
-            let opts = Options::default()
-                .create(false)
-                .read_only(true)
-                .warm_cache(false)
-                .recovery_mode(podstore::RecoveryMode::Salvage);
-            // Beside the writer again if the first open was (its lock is still refused).
-            let store = match Store::open_with(dir, opts.clone()) {
-                Err(Error::Locked { .. }) => Store::open_with(dir, opts.alongside_writer(true))?,
-                other => other?,
-            };
-            for f in &store.recovery().lost {
-                println!("damaged file: {f}");
-                refused.push(f.clone());
-            }
-            store
-        }
-        other => other?,
-    };
-    let bar = if io::stderr().is_terminal() {
-        let bar = indicatif::ProgressBar::new(0);
-        bar.set_style(
-            indicatif::ProgressStyle::with_template(
-                "verify {bar:40} {bytes}/{total_bytes} ({eta})",
-            )
-            .expect("a valid template"),
-        );
-        Some(bar)
-    } else {
-        None
-    };
-    let report = store.verify_with_progress(|done, total| {
-        if let Some(bar) = &bar {
-            bar.set_length(total);
-            bar.set_position(done);
-        }
-    })?;
-    if let Some(bar) = bar {
-        bar.finish_and_clear();
-    }
-    println!(
-        "{} files, {} records, {} checked",
-        report.segments,
-        report.records,
-        size(report.bytes_checked)
-    );
-    for d in &report.damage {
-        println!("damaged: {}", d.to_error());
-    }
-    for key in &report.affected_keys {
-        println!("unreadable key: {}", show_key(key, hex));
-    }
-    // The catalog check of verify finds the files open refused again: each is said once.
-    for f in &report.files {
-        if !refused.iter().any(|r| r.name == f.name) {
-            println!("damaged file: {f}");
-            refused.push(f.clone());
-        }
-    }
-    store.close()?;
-    if report.damage.is_empty() && report.affected_keys.is_empty() && refused.is_empty() {
-        println!("clean");
-        Ok(())
-    } else {
-        Err(Failure::new(
-            DAMAGED,
-            format!(
-                "{} is damaged: {} damaged place(s), {} unreadable key(s), {} missing or cut file(s)",
-                dir.display(),
-                report.damage.len(),
-                report.affected_keys.len(),
-                refused.len()
-            ),
-        ))
     }
 }
 

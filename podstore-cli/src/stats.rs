@@ -4,17 +4,20 @@ use std::path::Path;
 
 use serde_json::json;
 
+use crate::remote::remote_side;
 use crate::{Failure, open, size};
 
 /// What an index entry costs, as `podstore::Stats::index_bytes` documents it.
 const INDEX_ENTRY_BYTES: u64 = 23;
 
-/// Prints the store's [`podstore::Stats`], for humans or (`as_json`) as one JSON object.
-pub(crate) fn stats(dir: &Path, as_json: bool) -> Result<(), Failure> {
+/// Prints the store's [`podstore::Stats`], for humans or (`as_json`) as one JSON object; with
+/// `remote` (a URL), its remote's newest manifest and how the local files compare with it.
+pub(crate) fn stats(dir: &Path, as_json: bool, remote: Option<&str>) -> Result<(), Failure> {
     let store = open(dir, true)?;
     let s = store.stats();
+    let remote = remote.map(|url| remote_side(&store, url)).transpose()?;
     if as_json {
-        let v = json!({
+        let mut v = json!({
             "path": dir.display().to_string(),
             "live_keys": s.live_keys,
             "live_bytes": s.live_bytes,
@@ -41,6 +44,18 @@ pub(crate) fn stats(dir: &Path, as_json: bool) -> Result<(), Failure> {
             "expired_bytes": s.expired_bytes,
             "expired_reclaimed_bytes": s.expired_reclaimed_bytes,
         });
+        if let Some(r) = &remote {
+            v["remote"] = json!({
+                "url": r.url,
+                "manifest": r.manifest,
+                "epoch": r.epoch,
+                "files": r.files,
+                "bytes": r.bytes,
+                "waiting_files": r.waiting_files,
+                "waiting_bytes": r.waiting_bytes,
+                "remote_only_files": r.remote_only_files,
+            });
+        }
         println!("{v}");
     } else {
         println!("store       {}", dir.display());
@@ -103,6 +118,23 @@ pub(crate) fn stats(dir: &Path, as_json: bool) -> Result<(), Failure> {
             size(per_key.min(s.index_bytes)),
             s.index_entries
         );
+        if let Some(r) = &remote {
+            println!(
+                "remote      {}: manifest {} (epoch {}), {} files, {}",
+                r.url,
+                r.manifest,
+                r.epoch,
+                r.files,
+                size(r.bytes)
+            );
+            println!(
+                "            {} local sealed files ({}) not in it; {} of its files not in the \
+                 directory",
+                r.waiting_files,
+                size(r.waiting_bytes),
+                r.remote_only_files
+            );
+        }
     }
     store.close()?;
     Ok(())

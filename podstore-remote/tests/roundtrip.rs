@@ -1,5 +1,8 @@
-//! The adapter on object_store's `InMemory` and `LocalFileSystem`: flush then restore into an
-//! empty directory, multipart uploads of large files, the conditional create that fences.
+//! The adapter on object_store's `InMemory` and `LocalFileSystem`, and on a real S3 server on
+//! 127.0.0.1 (s3s-fs, through `AmazonS3Builder`): flush then restore into an empty directory,
+//! multipart uploads of large files, the conditional create that fences.
+
+mod common;
 
 use std::sync::Arc;
 
@@ -10,16 +13,28 @@ use podstore::remote::{PutOutcome, Remote, RemoteErrorKind};
 use podstore::{Error, Options, Store};
 use podstore_remote::ObjectStoreRemote;
 
-fn backends(root: &std::path::Path) -> Vec<(&'static str, Arc<dyn ObjectStore>)> {
+use common::s3::{self, S3Server};
+
+/// Each backend, by name.
+type Backends = Vec<(&'static str, Arc<dyn ObjectStore>)>;
+
+/// The backends, and the S3 server (serving while it is kept).
+fn backends(root: &std::path::Path) -> (Backends, S3Server) {
     let bucket = root.join("bucket");
     std::fs::create_dir(&bucket).unwrap();
-    vec![
-        ("in-memory", Arc::new(InMemory::new())),
+    let s3 = S3Server::start(&root.join("s3"));
+    let backends = vec![
+        (
+            "in-memory",
+            Arc::new(InMemory::new()) as Arc<dyn ObjectStore>,
+        ),
         (
             "local",
             Arc::new(LocalFileSystem::new_with_prefix(&bucket).unwrap()),
         ),
-    ]
+        ("s3", s3.store()),
+    ];
+    (backends, s3)
 }
 
 fn opts(remote: Arc<dyn Remote>) -> Options {
@@ -45,7 +60,8 @@ fn value(k: u32) -> Vec<u8> {
 #[test]
 fn flush_then_restore_through_object_store_backends() {
     let root = tempfile::tempdir().unwrap();
-    for (name, bucket) in backends(root.path()) {
+    let (backends, _s3) = backends(root.path());
+    for (name, bucket) in backends {
         let remote = Arc::new(
             ObjectStoreRemote::new(bucket)
                 .unwrap()
@@ -82,6 +98,18 @@ fn flush_then_restore_through_object_store_backends() {
             e.file_name().to_string_lossy().starts_with("blob-")
                 && e.metadata().unwrap().len() > 12 << 20
         }));
+        if name == "s3" {
+            // Through the server: its directory holds the bucket's objects.
+            let served = root
+                .path()
+                .join("s3")
+                .join(s3::BUCKET)
+                .join("apps/one/manifest");
+            assert!(
+                std::fs::read_dir(&served).unwrap().count() >= 2,
+                "{served:?}"
+            );
+        }
         // The restored store took the prefix: the first is fenced now.
         drop(restored);
         let first = Store::open_with(&a, opts(remote.clone()));
@@ -95,7 +123,8 @@ fn flush_then_restore_through_object_store_backends() {
 #[test]
 fn the_conditional_create_lets_one_writer_win() {
     let root = tempfile::tempdir().unwrap();
-    for (name, bucket) in backends(root.path()) {
+    let (backends, _s3) = backends(root.path());
+    for (name, bucket) in backends {
         let remote = ObjectStoreRemote::new(bucket).unwrap();
         assert_eq!(
             remote.put_if_absent("p/manifest/1", b"first").unwrap(),
@@ -128,17 +157,98 @@ fn the_conditional_create_lets_one_writer_win() {
 }
 
 #[test]
+fn racing_creates_of_one_name_let_exactly_one_win() {
+    // Two clients (each its own adapter and connections) create the same names at the same
+    // instant: on every backend exactly one gets `Created`, and the object holds its bytes.
+    let root = tempfile::tempdir().unwrap();
+    let (backends, _s3) = backends(root.path());
+    for (name, bucket) in backends {
+        let writers: Vec<_> = (0..2)
+            .map(|_| Arc::new(ObjectStoreRemote::new(bucket.clone()).unwrap()))
+            .collect();
+        for race in 0..40 {
+            let object = format!("race/{race}");
+            let barrier = Arc::new(std::sync::Barrier::new(writers.len()));
+            let racers: Vec<_> = writers
+                .iter()
+                .enumerate()
+                .map(|(w, remote)| {
+                    let (remote, object, barrier) =
+                        (remote.clone(), object.clone(), barrier.clone());
+                    std::thread::spawn(move || {
+                        barrier.wait();
+                        let outcome =
+                            remote.put_if_absent(&object, format!("writer {w}").as_bytes());
+                        (w, outcome.unwrap())
+                    })
+                })
+                .collect();
+            let outcomes: Vec<_> = racers.into_iter().map(|r| r.join().unwrap()).collect();
+            let won: Vec<_> = outcomes
+                .iter()
+                .filter(|(_, o)| *o == PutOutcome::Created)
+                .map(|(w, _)| *w)
+                .collect();
+            assert_eq!(won.len(), 1, "{name}, race {race}: {outcomes:?}");
+            let held = writers[0].get_range(&object, 0..8).unwrap();
+            assert_eq!(held, format!("writer {}", won[0]).as_bytes(), "{name}");
+        }
+    }
+}
+
+#[test]
 fn a_stale_writer_is_fenced_through_the_adapter() {
     let root = tempfile::tempdir().unwrap();
-    let bucket: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
-    let remote = Arc::new(ObjectStoreRemote::new(bucket).unwrap());
-    let first = Store::open_with(root.path().join("a"), opts(remote.clone())).unwrap();
-    first.put("k", "v1").unwrap();
-    first.flush_remote().unwrap();
-    let second = Store::open_with(root.path().join("b"), opts(remote.clone())).unwrap();
-    assert_eq!(second.get("k").unwrap().as_deref(), Some(&b"v1"[..]));
-    assert!(matches!(first.flush_remote(), Err(Error::Fenced { .. })));
-    assert!(matches!(first.put("k", "v2"), Err(Error::Fenced { .. })));
+    let (backends, _s3) = backends(root.path());
+    for (name, bucket) in backends {
+        let remote = Arc::new(ObjectStoreRemote::new(bucket).unwrap());
+        let first =
+            Store::open_with(root.path().join(format!("{name}-a")), opts(remote.clone())).unwrap();
+        first.put("k", "v1").unwrap();
+        first.flush_remote().unwrap();
+        let second =
+            Store::open_with(root.path().join(format!("{name}-b")), opts(remote.clone())).unwrap();
+        assert_eq!(
+            second.get("k").unwrap().as_deref(),
+            Some(&b"v1"[..]),
+            "{name}"
+        );
+        assert!(
+            matches!(first.flush_remote(), Err(Error::Fenced { .. })),
+            "{name}"
+        );
+        assert!(
+            matches!(first.put("k", "v2"), Err(Error::Fenced { .. })),
+            "{name}"
+        );
+        // The winner goes on writing.
+        second.put("k", "v3").unwrap();
+        second.flush_remote().unwrap();
+    }
+}
+
+#[test]
+fn the_s3_server_checks_signatures_and_a_refused_key_is_not_retried() {
+    // The server is a real one: a client with the wrong secret is refused (403), which the
+    // adapter reports as a failure the store does not retry, and open fails with it.
+    let root = tempfile::tempdir().unwrap();
+    let server = S3Server::start(&root.path().join("s3"));
+    let wrong = Arc::new(
+        server
+            .builder()
+            .with_secret_access_key("not-the-secret")
+            .build()
+            .unwrap(),
+    );
+    let remote = ObjectStoreRemote::new(wrong).unwrap();
+    let refused = remote.put_if_absent("p/x", b"1").unwrap_err();
+    assert_eq!(refused.kind(), RemoteErrorKind::Other, "{refused}");
+    let opened = Store::open_with(root.path().join("a"), opts(Arc::new(remote)));
+    assert!(matches!(opened, Err(Error::Remote { .. })), "{opened:?}");
+    // The right key pair is taken; nothing was written by the refused one.
+    let right = ObjectStoreRemote::new(server.store()).unwrap();
+    assert!(right.list("apps/").unwrap().is_empty());
+    assert!(right.list("p/").unwrap().is_empty());
 }
 
 #[test]

@@ -230,6 +230,7 @@ impl StateMachine {
         let store =
             Store::open_with(generation_dir(&root, current), opts.clone()).map_err(io_err)?;
         check_format(&store)?;
+        once::upgrade(&store)?;
         if current == 0 && !root.join("CURRENT").exists() {
             replace_file(&root.join("CURRENT"), b"sm-0")?;
         }
@@ -342,6 +343,8 @@ impl StateMachine {
         after(Step::Committed)?;
         let store = Store::open_with(&dest, sh.opts.clone()).map_err(io_err)?;
         check_format(&store)?;
+        // A snapshot from a node of an earlier build: its request ids in this build's layout.
+        once::upgrade(&store)?;
         let (applied, _) = applied_in(&store)?;
         if applied != meta.last_log_id {
             return Err(io::Error::new(

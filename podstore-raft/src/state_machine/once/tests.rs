@@ -241,3 +241,193 @@ fn clients_are_bounded_by_forgetting_the_least_recent_alike_on_every_node() {
     }
     assert!(stores.windows(2).all(|w| w[0] == w[1]));
 }
+
+/// Writes `client`'s request ids into `store` in the layout of the build before the ring of
+/// slots (`r/m`, `r/l`, `r/i`; `r/o` and `r/n` as now), as that build wrote them: `records`
+/// are (seq, log index, request, answer); `latest` the index of its latest write (`None`: a
+/// client recorded before the order of clients existed).
+fn write_previous_layout(
+    store: &Store,
+    client: u64,
+    records: &[(u64, u64, Request, Response)],
+    latest: Option<u64>,
+) {
+    let key = |prefix: &[u8], rest: &[u64]| {
+        let mut k = prefix.to_vec();
+        k.extend_from_slice(&client.to_be_bytes());
+        for r in rest {
+            k.extend_from_slice(&r.to_be_bytes());
+        }
+        k
+    };
+    let highest = records.iter().map(|r| r.0).max().unwrap();
+    store
+        .put(key(b"r/m", &[]), encode(&highest).unwrap())
+        .unwrap();
+    for (seq, index, request, response) in records {
+        let record = encode(&(*index, digest(request), response)).unwrap();
+        store.put(key(b"r/i", &[*seq]), record).unwrap();
+    }
+    if let Some(latest) = latest {
+        store
+            .put(key(b"r/l", &[]), encode(&latest).unwrap())
+            .unwrap();
+        store
+            .put(order_key(latest, client), client.to_be_bytes())
+            .unwrap();
+        let count: u64 = store
+            .get(CLIENTS_KEY)
+            .unwrap()
+            .map_or(0, |b| decode(&b).unwrap());
+        store
+            .put(CLIENTS_KEY, encode(&(count + 1)).unwrap())
+            .unwrap();
+    }
+}
+
+/// How many keys `store` holds in the previous layout (`r/i`, `r/l`, `r/m`).
+fn previous_layout_keys(store: &Store) -> usize {
+    [&b"r/i"[..], b"r/l", b"r/m"]
+        .iter()
+        .map(|p| store.prefix(p).count())
+        .sum()
+}
+
+/// A node restarted on a data directory written by the build before the ring of slots: its
+/// request-id table is rewritten at open, and answers as before: a retry replays the first
+/// outcome (its index too), another request under a remembered id and an id below the window
+/// are refused, a client recorded before the order of clients existed is counted when it
+/// next writes. A snapshot holding the previous layout (sent by a node not upgraded yet) is
+/// rewritten when installed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_table_in_the_previous_layout_is_upgraded_at_open_and_at_install() {
+    let dir = tempfile::tempdir().unwrap();
+    let sm = open(dir.path());
+    let store = sm.store();
+    apply_entries(&store, vec![entry(1, 1, 1, put("a", "v"))]).unwrap();
+    let w = REQUEST_ID_WINDOW;
+    // Client 5: the ids 3..=W+2 remembered (1 and 2 left the window), applied at 10.. .
+    let five: Vec<_> = (3..=w + 2)
+        .map(|s| (s, 7 + s, put(&format!("k{s}"), "v"), Response::Done))
+        .collect();
+    write_previous_layout(&store, 5, &five, Some(w + 9));
+    // Client 6: recorded before the order existed.
+    let six = [(1, 5000, put("six", "v"), Response::Inserted(true))];
+    write_previous_layout(&store, 6, &six, None);
+    assert_eq!(previous_layout_keys(&store), w as usize + 4);
+    drop(store);
+    drop(sm);
+
+    let sm = open(dir.path());
+    let store = sm.store();
+    assert_eq!(previous_layout_keys(&store), 0);
+    assert_eq!(clients_in(&store), [1, 5, 6]);
+    assert_eq!(records_in(&store), 1 + w as usize + 1);
+    let n = 6000;
+    let got = apply_entries(
+        &store,
+        vec![
+            entry(n, 5, 3, put("k3", "v")),
+            entry(n + 1, 5, w + 2, put("k", "another")),
+            entry(n + 2, 5, 2, put("k2", "v")),
+            entry(n + 3, 6, 1, put("six", "v")),
+            entry(n + 4, 5, w + 3, put("new", "v")),
+            entry(n + 5, 6, 2, put("six", "w")),
+        ],
+    )
+    .unwrap();
+    let replayed = |index, response| Response::Replayed {
+        index,
+        response: Box::new(response),
+    };
+    assert_eq!(got[0], replayed(10, Response::Done));
+    assert!(matches!(got[1], Response::RequestIdRefused(_)), "{got:?}");
+    assert!(matches!(got[2], Response::RequestIdRefused(_)), "{got:?}");
+    assert_eq!(got[3], replayed(5000, Response::Inserted(true)));
+    assert_eq!(got[4], Response::Done);
+    assert_eq!(got[5], Response::Done);
+    // Client 6 counted at its write: three clients in the order, each once.
+    let count: u64 = decode(&store.get(CLIENTS_KEY).unwrap().unwrap()).unwrap();
+    assert_eq!(count, 3);
+    assert_eq!(store.prefix(ORDER).count(), 3);
+    // Client 5's window moved up by one: its oldest record left, in its slot.
+    assert_eq!(records_in(&store), 1 + w as usize + 2);
+
+    // A snapshot in the previous layout, installed.
+    write_previous_layout(
+        &store,
+        9,
+        &[(4, 77, put("nine", "v"), Response::Done)],
+        Some(77),
+    );
+    let mut sm = sm;
+    let snap = sm
+        .get_snapshot_builder()
+        .await
+        .build_snapshot()
+        .await
+        .unwrap();
+    let other_dir = tempfile::tempdir().unwrap();
+    let mut other = open(other_dir.path());
+    other
+        .install_snapshot(&snap.meta, snap.snapshot)
+        .await
+        .unwrap();
+    let other_store = other.store();
+    assert_eq!(previous_layout_keys(&other_store), 0);
+    let retry = apply_entries(&other_store, vec![entry(n + 6, 9, 4, put("nine", "v"))]).unwrap();
+    assert_eq!(retry[0], replayed(77, Response::Done));
+}
+
+/// Ids applied out of order and a jump of two: an id in the window without a record is
+/// applied once (its slot held an id that left the window), the slot an id jumped over is
+/// emptied, and the records stay the window's.
+#[test]
+fn ids_out_of_order_and_jumps_keep_the_slots_to_the_window() {
+    let dir = tempfile::tempdir().unwrap();
+    let sm = open(dir.path());
+    let store = sm.store();
+    let w = REQUEST_ID_WINDOW;
+    let entries: Vec<_> = (1..=w).map(|s| entry(s, 3, s, put("k", "v"))).collect();
+    apply_entries(&store, entries).unwrap();
+    assert_eq!(records_in(&store), w as usize);
+    // W+2 before W+1: seq 1's slot (W+1's) emptied, seq 2's taken by W+2.
+    let got = apply_entries(&store, vec![entry(w + 1, 3, w + 2, put("k", "a"))]).unwrap();
+    assert_eq!(got[0], Response::Done);
+    assert_eq!(records_in(&store), w as usize - 1);
+    let got = apply_entries(
+        &store,
+        vec![
+            entry(w + 2, 3, w + 1, put("k", "b")),
+            entry(w + 3, 3, w + 1, put("k", "b")),
+            entry(w + 4, 3, 2, put("k", "v")),
+            entry(w + 5, 3, 3, put("k", "v")),
+            entry(w + 6, 3, w + 2, put("k", "a")),
+        ],
+    )
+    .unwrap();
+    assert_eq!(got[0], Response::Done);
+    assert_eq!(
+        got[1],
+        Response::Replayed {
+            index: w + 2,
+            response: Box::new(Response::Done)
+        }
+    );
+    assert!(matches!(got[2], Response::RequestIdRefused(_)), "{got:?}");
+    assert_eq!(
+        got[3],
+        Response::Replayed {
+            index: 3,
+            response: Box::new(Response::Done)
+        }
+    );
+    assert_eq!(
+        got[4],
+        Response::Replayed {
+            index: w + 1,
+            response: Box::new(Response::Done)
+        }
+    );
+    assert_eq!(records_in(&store), w as usize);
+}

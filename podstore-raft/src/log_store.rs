@@ -1,11 +1,12 @@
 //! The Raft log on a podstore [`Store`] of its own (`<node>/log`).
 //!
-//! Records, not entries: an append's entries are one podstore record (or a few, for an append of
-//! more than 1 MiB), keyed by `e` + its first and last index, big-endian (so that records sort
+//! Records, not entries: the appends one flush covers are one podstore record (or a few, past
+//! 1 MiB; see below), keyed by `e` + its first and last index, big-endian (so that records sort
 //! by index), holding the committed id known when it was written and the postcard-encoded
 //! entries (the layout: the `record` module, and docs/design.md, "Replication"). `m/vote`, `m/committed` and `m/purged` hold the metadata.
-//! One record per append instead of one per entry: every record costs podstore an index
-//! look-up of its new key and a record header, and a replicated put was one entry on each node.
+//! One record per flush instead of one per entry: every record costs podstore an index
+//! look-up of its new key and a record header (and, once purged, a delete that reads it
+//! back), and a replicated put was one entry, and one append on the leader, on each node.
 //!
 //! The committed id is not written by `save_committed` (openraft calls it after every commit):
 //! it is kept in memory and carried by the next append's record (and written under
@@ -15,12 +16,15 @@
 //! `m/committed` was a buffered write too); openraft's `save_committed` is optional for that
 //! reason, and it never recovers one newer than the log holds.
 //!
-//! The store is opened with [`Durability::Buffered`]: an append is one podstore put (one record)
-//! or batch (several; all of its entries or none after a crash), written into the store's buffer (on the calling task
-//! when small, see [`INLINE_BYTES`]; on a blocking thread otherwise) and readable when `append`
-//! returns; its `IOFlushed` callback goes to the flusher thread, which
-//! takes every callback waiting, calls [`Store::flush`] once and then completes them all. So one
-//! fdatasync covers every append that arrived while the previous flush ran. A buffered store
+//! The store is opened with [`Durability::Buffered`]. An append of small entries is written
+//! behind (the `pending` module): readable when `append` returns (the in-memory tail), written
+//! by the flusher with every other append pending as one record just before its flush. Other
+//! appends are one podstore put (one record) or batch (several; all of its entries or none
+//! after a crash), after the pending ones, into the store's buffer (on the calling task when
+//! small, see [`INLINE_BYTES`]; on a blocking thread otherwise). An append's `IOFlushed`
+//! callback goes to the flusher thread, which takes every callback waiting, writes the pending
+//! appends, calls [`Store::flush`] once and then completes them all. So one fdatasync, and one
+//! record, covers every append that arrived while the previous flush ran. A buffered store
 //! loses only a suffix of its writes in a crash, never a middle part, so the log never has
 //! holes, and nothing later than an unflushed write survives it.
 //!

@@ -3,7 +3,7 @@
 //! Keys: `d` + the user's key for the data (its value behind an 8-byte header, the version:
 //! the index of the log entry that wrote it; see src/state_machine/values.rs); `m/applied` and
 //! `m/membership` for the last applied log id and the last membership, `m/format` for the
-//! layout of the values ([`FORMAT`]); `r/m` and `r/i` for the request ids of writes applied
+//! layout of the values ([`FORMAT`]); `r/h`, `r/s`, `r/o` and `r/n` for the request ids of writes applied
 //! once (src/state_machine/once.rs); `s/` + upload + index for the staged chunks of a value
 //! streamed in (src/state_machine/uploads.rs). A run of entries from openraft is applied as one podstore
 //! batch holding their writes *and* the new applied id (and membership): after a crash the store

@@ -13,7 +13,8 @@
 //! `cargo bench -p podstore-raft --bench processes`; `PODSTORE_BENCH_SECS` (per run, default 2),
 //! `PODSTORE_BENCH_ROUNDS` (default 3), `PODSTORE_BENCH_LARGE=0` (no large values),
 //! `PODSTORE_BENCH_NODE_DIRS=/mnt/a,/mnt/b,/mnt/c` (one
-//! parent directory per node: a disk each). The nodes' directories are in a temporary directory,
+//! parent directory per node: a disk each), `PODSTORE_BENCH_NODE_BIN` (the node binary to run
+//! instead of this build's: another build's, for before/after runs side by side). The nodes' directories are in a temporary directory,
 //! removed at the end; the processes are killed at the end.
 
 #[path = "support/stats.rs"]
@@ -236,7 +237,9 @@ async fn run() {
         .collect();
     let procs: Vec<Proc> = (1..=3u64)
         .map(|id| {
-            let child = Command::new(env!("CARGO_BIN_EXE_podstore-raft"))
+            let bin = std::env::var_os("PODSTORE_BENCH_NODE_BIN")
+                .unwrap_or_else(|| env!("CARGO_BIN_EXE_podstore-raft").into());
+            let child = Command::new(bin)
                 .args(["--id", &id.to_string(), "--dir"])
                 .arg(node_dir(id))
                 .args(["--addr", &addrs[id as usize - 1]])

@@ -1,11 +1,12 @@
 //! The Raft log on a podstore [`Store`] of its own (`<node>/log`).
 //!
-//! Records, not entries: an append's entries are one podstore record (or a few, for an append of
-//! more than 1 MiB), keyed by `e` + its first and last index, big-endian (so that records sort
+//! Records, not entries: the appends one flush covers are one podstore record (or a few, past
+//! 1 MiB; see below), keyed by `e` + its first and last index, big-endian (so that records sort
 //! by index), holding the committed id known when it was written and the postcard-encoded
 //! entries (the layout: the `record` module, and docs/design.md, "Replication"). `m/vote`, `m/committed` and `m/purged` hold the metadata.
-//! One record per append instead of one per entry: every record costs podstore an index
-//! look-up of its new key and a record header, and a replicated put was one entry on each node.
+//! One record per flush instead of one per entry: every record costs podstore an index
+//! look-up of its new key and a record header (and, once purged, a delete that reads it
+//! back), and a replicated put was one entry, and one append on the leader, on each node.
 //!
 //! The committed id is not written by `save_committed` (openraft calls it after every commit):
 //! it is kept in memory and carried by the next append's record (and written under
@@ -15,12 +16,15 @@
 //! `m/committed` was a buffered write too); openraft's `save_committed` is optional for that
 //! reason, and it never recovers one newer than the log holds.
 //!
-//! The store is opened with [`Durability::Buffered`]: an append is one podstore put (one record)
-//! or batch (several; all of its entries or none after a crash), written into the store's buffer (on the calling task
-//! when small, see [`INLINE_BYTES`]; on a blocking thread otherwise) and readable when `append`
-//! returns; its `IOFlushed` callback goes to the flusher thread, which
-//! takes every callback waiting, calls [`Store::flush`] once and then completes them all. So one
-//! fdatasync covers every append that arrived while the previous flush ran. A buffered store
+//! The store is opened with [`Durability::Buffered`]. An append of small entries is written
+//! behind (the `pending` module): readable when `append` returns (the in-memory tail), written
+//! by the flusher with every other append pending as one record just before its flush. Other
+//! appends are one podstore put (one record) or batch (several; all of its entries or none
+//! after a crash), after the pending ones, into the store's buffer (on the calling task when
+//! small, see [`INLINE_BYTES`]; on a blocking thread otherwise). An append's `IOFlushed`
+//! callback goes to the flusher thread, which takes every callback waiting, writes the pending
+//! appends, calls [`Store::flush`] once and then completes them all. So one fdatasync, and one
+//! record, covers every append that arrived while the previous flush ran. A buffered store
 //! loses only a suffix of its writes in a crash, never a middle part, so the log never has
 //! holes, and nothing later than an unflushed write survives it.
 //!
@@ -37,7 +41,7 @@
 
 use std::fmt::Debug;
 use std::io;
-use std::ops::{Bound, RangeBounds};
+use std::ops::Bound;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
@@ -47,13 +51,17 @@ use std::thread::JoinHandle;
 use openraft::alias::{EntryOf, LogIdOf, VoteOf};
 use openraft::entry::RaftEntry;
 use openraft::storage::{IOFlushed, RaftLogStorage};
-use openraft::{LogState, OptionalSend, RaftLogReader};
+use openraft::{LogState, OptionalSend};
 use podstore::{Batch, Durability, Options, Store};
 
 use crate::{TypeConfig, decode, encode, io_err};
 
+mod pending;
+mod read;
 mod record;
 mod tail;
+
+use pending::Pending;
 
 use record::{Builder, END, Parsed, bound, extent};
 #[cfg(test)]
@@ -111,6 +119,13 @@ struct Shared {
     /// and, past malloc's mmap threshold, page-faulted in (2.4 % of the CPU time of 64
     /// clients' puts in the in-process bench).
     spare: Mutex<Vec<u8>>,
+    /// Appends readable (in the tail) but not yet in the store (see [`pending`]).
+    pending: Mutex<Pending>,
+    /// Held by every write to the store of entries (the pending ones, an append written at
+    /// once, a truncation, a purge) and by the vote's: they reach the store in the order they
+    /// were made, so that a crash, which takes a suffix of a buffered store's writes, leaves
+    /// no hole in the log.
+    write_order: Mutex<()>,
 }
 
 /// The largest record buffer kept for the next append.
@@ -127,6 +142,23 @@ impl Shared {
 
     fn spare(&self) -> MutexGuard<'_, Vec<u8>> {
         self.spare.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn write_order(&self) -> MutexGuard<'_, ()> {
+        self.write_order.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Makes entries just appended readable: the log's extent and the tail.
+    fn readable(&self, entries: Vec<(Entry, usize)>) {
+        let Some(last) = entries.last().map(|(e, _)| e.log_id()) else {
+            return;
+        };
+        let mut m = self.meta();
+        if m.last.is_none() {
+            m.first = entries.first().map(|(e, _)| e.index());
+        }
+        m.last = Some(last);
+        self.tail().extend(entries);
     }
 
     /// The part of `start..end` that the log holds (after the purge point, up to the last
@@ -177,41 +209,60 @@ impl Appended {
         })
     }
 
-    /// Writes the entries into the store (buffered: readable, not yet durable) and the tail.
+    /// Writes the entries into the store (buffered: readable, not yet durable) and the tail,
+    /// after the pending appends (call under [`Shared::write_order`]).
     ///
     /// Records never overlap: openraft appends right after the last entry (or into an empty
     /// log after its purge point); a follower whose log conflicts with the leader's has it
     /// truncated first (openraft's `FollowingHandler::append_entries`).
     fn write(mut self, sh: &Shared) -> io::Result<()> {
-        let Some(last) = self.entries.last().map(|(e, _)| e.log_id()) else {
+        sh.drain_ordered()?;
+        if self.entries.is_empty() {
             return Ok(());
-        };
-        match &mut self.records[..] {
-            // Most appends: one record, put without a batch's copy of it; its buffer is the
-            // next append's.
-            [one] => {
-                sh.store.put(one.key, &one.value).map_err(io_err)?;
-                if one.value.capacity() <= SPARE_BYTES {
-                    *sh.spare() = std::mem::take(&mut one.value);
-                }
-            }
-            several => {
-                let mut batch = Batch::new();
-                for r in several {
-                    batch.put(r.key, &r.value);
-                }
-                sh.store.write(&batch).map_err(io_err)?;
-            }
         }
-        let mut m = sh.meta();
-        if m.last.is_none() {
-            m.first = self.entries.first().map(|(e, _)| e.index());
-        }
-        m.last = Some(last);
-        m.saved_committed = self.committed;
-        sh.tail().extend(self.entries);
+        write_records(sh, &mut self.records)?;
+        sh.readable(self.entries);
+        sh.meta().saved_committed = self.committed;
         Ok(())
     }
+}
+
+/// Writes `records` into the store: one with a put (without a batch's copy of it; its buffer
+/// is the next append's), several in one batch.
+fn write_records(sh: &Shared, records: &mut [record::Record]) -> io::Result<()> {
+    match records {
+        [] => {}
+        [one] => {
+            sh.store.put(one.key, &one.value).map_err(io_err)?;
+            if one.value.capacity() <= SPARE_BYTES {
+                *sh.spare() = std::mem::take(&mut one.value);
+            }
+        }
+        several => {
+            let mut batch = Batch::new();
+            for r in several.iter() {
+                batch.put(r.key, &r.value);
+            }
+            sh.store.write(&batch).map_err(io_err)?;
+        }
+    }
+    Ok(())
+}
+
+/// Whether an append is written behind (pending until the flusher's next flush): when its
+/// entries are small (at most [`INLINE_BYTES`] of payload) and none is a chunk of a streamed
+/// value (which the tail does not keep: it must be in the store to be read).
+fn writes_behind(entries: &[Entry]) -> bool {
+    let mut bytes = 0;
+    for e in entries {
+        if let openraft::EntryPayload::Normal(r) = &e.payload {
+            if matches!(r, crate::Request::Chunk { .. }) {
+                return false;
+            }
+            bytes += r.payload_len();
+        }
+    }
+    bytes <= INLINE_BYTES
 }
 
 /// Puts the committed id under `m/committed` into `batch` (a delete for none).
@@ -235,18 +286,25 @@ struct Workers {
 
 impl Drop for Workers {
     fn drop(&mut self) {
-        // A committed id no append has carried yet, written on the way out (the store's close
-        // flushes it).
-        let pending = {
-            let m = self.shared.meta();
-            (m.committed != m.saved_committed).then_some(m.committed)
-        };
-        if let Some(committed) = pending {
-            let mut batch = Batch::new();
-            let written = put_committed(&mut batch, committed.as_ref())
-                .and_then(|()| self.shared.store.write(&batch).map_err(io_err));
-            if let Err(e) = written {
-                log_warn(&format!("saving the committed id at close: {e}"));
+        // The pending appends, then a committed id no append has carried yet, written on the
+        // way out (the store's close flushes them). The order lock is released before the
+        // threads are joined: the flusher takes it.
+        {
+            let _order = self.shared.write_order();
+            if let Err(e) = self.shared.drain_ordered() {
+                log_warn(&format!("writing the pending appends at close: {e}"));
+            }
+            let pending = {
+                let m = self.shared.meta();
+                (m.committed != m.saved_committed).then_some(m.committed)
+            };
+            if let Some(committed) = pending {
+                let mut batch = Batch::new();
+                let written = put_committed(&mut batch, committed.as_ref())
+                    .and_then(|()| self.shared.store.write(&batch).map_err(io_err));
+                if let Err(e) = written {
+                    log_warn(&format!("saving the committed id at close: {e}"));
+                }
             }
         }
         self.flush_tx.take();
@@ -351,14 +409,16 @@ impl LogStore {
             tail: Mutex::new(Tail::default()),
             written: AtomicBool::new(false),
             spare: Mutex::new(Vec::new()),
+            pending: Mutex::new(Pending::default()),
+            write_order: Mutex::new(()),
         });
         let (flush_tx, flush_rx) = mpsc::channel();
         let (reclaim_tx, reclaim_rx) = mpsc::channel();
         let flusher = {
-            let store = store.clone();
+            let shared = shared.clone();
             std::thread::Builder::new()
                 .name("raft-log-flush".into())
-                .spawn(move || flush_loop(&store, flush_rx))?
+                .spawn(move || flush_loop(&shared, flush_rx))?
         };
         let reclaimer = std::thread::Builder::new()
             .name("raft-log-reclaim".into())
@@ -377,9 +437,15 @@ impl LogStore {
         })
     }
 
-    /// The podstore store holding the log.
+    /// The podstore store holding the log (appends written behind are not in it until the
+    /// next flush: see [`LogStore::flush`]).
     pub fn store(&self) -> &Store {
         &self.shared.store
+    }
+
+    /// Writes the appends pending (see the `pending` module) and makes the log durable.
+    pub fn flush(&self) -> io::Result<()> {
+        self.shared.flush()
     }
 
     /// Runs `f` with the store on a blocking thread (never on the async runtime).
@@ -406,12 +472,13 @@ impl LogStore {
     }
 }
 
-/// Takes every callback waiting, makes the store durable once, completes them all.
-fn flush_loop(store: &Store, rx: mpsc::Receiver<IOFlushed<TypeConfig>>) {
+/// Takes every callback waiting, writes the pending appends (theirs, and any since) and makes
+/// the store durable once, completes them all.
+fn flush_loop(shared: &Shared, rx: mpsc::Receiver<IOFlushed<TypeConfig>>) {
     while let Ok(first) = rx.recv() {
         let mut waiting = vec![first];
         waiting.extend(rx.try_iter());
-        let result = store.flush();
+        let result = shared.flush();
         for cb in waiting {
             cb.io_completed(match &result {
                 Ok(()) => Ok(()),
@@ -469,149 +536,6 @@ fn log_warn(msg: &str) {
     eprintln!("podstore-raft: {msg}");
 }
 
-/// The start and end (exclusive) of a range of indexes.
-fn bounds(range: &impl RangeBounds<u64>) -> (u64, u64) {
-    let start = match range.start_bound() {
-        Bound::Included(&s) => s,
-        Bound::Excluded(&s) => s.saturating_add(1),
-        Bound::Unbounded => 0,
-    };
-    let end = match range.end_bound() {
-        Bound::Included(&e) => e.saturating_add(1),
-        Bound::Excluded(&e) => e,
-        Bound::Unbounded => u64::MAX,
-    };
-    (start, end)
-}
-
-/// The encoded bytes of entries a bounded read returns at most (past the first entry):
-/// replication (`limited_get_log_entries`: one AppendEntries) and the state machine's applies
-/// (`entries_stream`) hold no more than this of the log in memory at a time, whatever
-/// `max_payload_entries` says and however large the entries (the chunks of a streamed value
-/// are 1 MiB each).
-const READ_BYTES: usize = 1 << 20;
-
-impl LogStore {
-    /// The entries `start..end` the log holds, from `start` on, up to the first that brings
-    /// their encoded bytes to `max_bytes` (at least one if the log holds `start`).
-    async fn read_entries(&self, start: u64, end: u64, max_bytes: usize) -> io::Result<Vec<Entry>> {
-        // Entries the in-memory tail holds are served on this task: replication asks for each
-        // entry right after it was appended, and a hop to a blocking thread cost more than
-        // the copy.
-        let Some((first, stop)) = self.shared.live_range(start, end) else {
-            return Ok(Vec::new());
-        };
-        {
-            let tail = self.shared.tail();
-            if tail.first().is_some_and(|t| t <= first) {
-                return Ok(tail.read(first, stop, &mut max_bytes.max(1)));
-            }
-        }
-        self.blocking(move |sh| {
-            let mut budget = max_bytes.max(1);
-            let Some((first, stop)) = sh.live_range(start, end) else {
-                return Ok(Vec::new());
-            };
-            let mut out = Vec::with_capacity(stop.saturating_sub(first) as usize);
-            // The entries before the in-memory tail from the store, the rest from the tail.
-            let tail_start = sh.tail().first();
-            let store_end = tail_start.map_or(stop, |t| t.clamp(first, stop));
-            if first < store_end {
-                // From the record holding `first` (it may start before it) on.
-                let holding = sh
-                    .store
-                    .range(&bound(0)[..]..&bound(first.saturating_add(1))[..])
-                    .next_back()
-                    .transpose()
-                    .map_err(io_err)?
-                    .map(|k| extent(&k))
-                    .transpose()?;
-                // Its first index, not its key: a truncation may rewrite it under another.
-                let from = match holding {
-                    Some((start, last)) if last >= first => start,
-                    _ => first,
-                };
-                let records = sh.store.range(&bound(from)[..]..&bound(store_end)[..]);
-                for record in records.entries() {
-                    let record = record.map_err(io_err)?;
-                    let value = record.value().map_err(io_err)?;
-                    let record = Parsed::new(record.key(), &value)?;
-                    let next = first + out.len() as u64;
-                    if record.first > next || record.last < next {
-                        // Truncated or purged while we read: what was read is a prefix.
-                        return Ok(out);
-                    }
-                    record.decode_range(next, store_end, &mut out, &mut budget)?;
-                    if budget == 0 {
-                        return Ok(out);
-                    }
-                }
-                if first + (out.len() as u64) < store_end {
-                    return Ok(out);
-                }
-            }
-            out.extend(sh.tail().read(store_end, stop, &mut budget));
-            Ok(out)
-        })
-        .await
-    }
-}
-
-impl RaftLogReader<TypeConfig> for LogStore {
-    async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + OptionalSend>(
-        &mut self,
-        range: RB,
-    ) -> io::Result<Vec<Entry>> {
-        let (start, end) = bounds(&range);
-        self.read_entries(start, end, usize::MAX).await
-    }
-
-    /// At most 1 MiB of entries (past the first): one AppendEntries.
-    async fn limited_get_log_entries(&mut self, start: u64, end: u64) -> io::Result<Vec<Entry>> {
-        self.read_entries(start, end, READ_BYTES).await
-    }
-
-    /// The entries, read 1 MiB at a time as the state machine takes them (openraft's
-    /// default reads the whole range at once: all the chunks of a streamed value).
-    async fn entries_stream<RB>(
-        &mut self,
-        range: RB,
-    ) -> impl futures::Stream<Item = io::Result<Entry>> + OptionalSend
-    where
-        RB: RangeBounds<u64> + Clone + Debug + OptionalSend,
-    {
-        use futures::StreamExt;
-        let (start, end) = bounds(&range);
-        let log = self.clone();
-        futures::stream::try_unfold(start, move |next| {
-            let log = log.clone();
-            async move {
-                if next >= end {
-                    return Ok(None);
-                }
-                let entries = log.read_entries(next, end, READ_BYTES).await?;
-                if entries.is_empty() {
-                    return Ok(None);
-                }
-                let after = next + entries.len() as u64;
-                Ok(Some((
-                    futures::stream::iter(entries.into_iter().map(Ok::<_, io::Error>)),
-                    after,
-                )))
-            }
-        })
-        .map(|batch| match batch {
-            Ok(entries) => entries.left_stream(),
-            Err(e) => futures::stream::iter([Err(e)]).right_stream(),
-        })
-        .flatten()
-    }
-
-    async fn read_vote(&mut self) -> io::Result<Option<Vote>> {
-        Ok(self.shared.meta().vote)
-    }
-}
-
 impl RaftLogStorage<TypeConfig> for LogStore {
     type LogReader = LogStore;
 
@@ -630,6 +554,9 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     async fn save_vote(&mut self, vote: &Vote) -> io::Result<()> {
         let vote = *vote;
         self.blocking(move |sh| {
+            // After the pending appends, which its sync makes durable too.
+            let _order = sh.write_order();
+            sh.drain_ordered()?;
             let mut batch = Batch::new();
             batch.put(VOTE, encode(&vote)?).durability(Durability::Sync);
             sh.store.write(&batch).map_err(io_err)?;
@@ -656,14 +583,26 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         I::IntoIter: OptionalSend,
     {
         let committed = self.shared.meta().committed;
-        let spare = std::mem::take(&mut *self.shared.spare());
-        let appended = Appended::encode(entries, committed, spare)?;
-        if appended.bytes <= INLINE_BYTES && self.shared.written.load(Ordering::Relaxed) {
-            // Into the store's buffer on this task: no I/O to wait for (see INLINE_BYTES).
-            appended.write(&self.shared)?;
+        let entries: Vec<Entry> = entries.into_iter().collect();
+        if self.shared.written.load(Ordering::Relaxed) && writes_behind(&entries) {
+            // Pending: written by the flusher, with the others since its last flush (see
+            // the `pending` module).
+            self.shared.append_pending(entries, committed)?;
         } else {
-            self.blocking(move |sh| appended.write(sh)).await?;
-            self.shared.written.store(true, Ordering::Relaxed);
+            let spare = std::mem::take(&mut *self.shared.spare());
+            let appended = Appended::encode(entries, committed, spare)?;
+            let inline = appended.bytes <= INLINE_BYTES;
+            let write = move |sh: &Shared| {
+                let _order = sh.write_order();
+                appended.write(sh)
+            };
+            if inline && self.shared.written.load(Ordering::Relaxed) {
+                // Into the store's buffer on this task: no I/O to wait for (see INLINE_BYTES).
+                write(&self.shared)?;
+            } else {
+                self.blocking(write).await?;
+                self.shared.written.store(true, Ordering::Relaxed);
+            }
         }
         // Readable now; durable once the flusher has flushed.
         self.send_flush(callback);
@@ -672,6 +611,8 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 
     async fn truncate_after(&mut self, last_log_id: Option<LogId>) -> io::Result<()> {
         self.blocking(move |sh| {
+            let _order = sh.write_order();
+            sh.drain_ordered()?;
             let from = last_log_id.as_ref().map_or(0, |l| l.index() + 1);
             // Out of the tail before out of the store: a reader never finds a removed entry.
             sh.tail().cut_from(from);
@@ -731,6 +672,9 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 
     async fn purge(&mut self, log_id: LogId) -> io::Result<()> {
         let from = self.blocking(move |sh| {
+            // The pending appends first: none is written after the purge point.
+            let _order = sh.write_order();
+            sh.drain_ordered()?;
             // The entries to reclaim start at the first live one (none if the log is empty).
             let from = sh.meta().first.unwrap_or(u64::MAX);
             // The purge point first: from now on nothing at or below it is read. The committed

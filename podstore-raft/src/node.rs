@@ -679,7 +679,7 @@ impl Node {
         let (sm, log) = (self.sm.clone(), self.log.clone());
         tokio::task::spawn_blocking(move || -> io::Result<()> {
             sm.flush()?;
-            log.store().flush().map_err(crate::io_err)
+            log.flush()
         })
         .await
         .map_err(io::Error::other)??;

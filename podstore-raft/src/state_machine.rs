@@ -3,7 +3,7 @@
 //! Keys: `d` + the user's key for the data (its value behind an 8-byte header, the version:
 //! the index of the log entry that wrote it; see src/state_machine/values.rs); `m/applied` and
 //! `m/membership` for the last applied log id and the last membership, `m/format` for the
-//! layout of the values ([`FORMAT`]); `r/m` and `r/i` for the request ids of writes applied
+//! layout of the values ([`FORMAT`]); `r/h`, `r/s`, `r/o` and `r/n` for the request ids of writes applied
 //! once (src/state_machine/once.rs); `s/` + upload + index for the staged chunks of a value
 //! streamed in (src/state_machine/uploads.rs). A run of entries from openraft is applied as one podstore
 //! batch holding their writes *and* the new applied id (and membership): after a crash the store
@@ -230,6 +230,7 @@ impl StateMachine {
         let store =
             Store::open_with(generation_dir(&root, current), opts.clone()).map_err(io_err)?;
         check_format(&store)?;
+        once::upgrade(&store)?;
         if current == 0 && !root.join("CURRENT").exists() {
             replace_file(&root.join("CURRENT"), b"sm-0")?;
         }
@@ -342,6 +343,8 @@ impl StateMachine {
         after(Step::Committed)?;
         let store = Store::open_with(&dest, sh.opts.clone()).map_err(io_err)?;
         check_format(&store)?;
+        // A snapshot from a node of an earlier build: its request ids in this build's layout.
+        once::upgrade(&store)?;
         let (applied, _) = applied_in(&store)?;
         if applied != meta.last_log_id {
             return Err(io::Error::new(

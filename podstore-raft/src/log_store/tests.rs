@@ -1,6 +1,7 @@
 //! The log store's own tests (openraft's suite is tests/cluster/suite.rs).
 
 use super::*;
+use openraft::RaftLogReader;
 use openraft::storage::IOFlushed;
 
 fn entry(term: u64, index: u64) -> Entry {
@@ -103,19 +104,22 @@ fn records(log: &LogStore) -> Vec<(u64, u64)> {
         .collect()
 }
 
-/// An append is one record whatever its number of entries; the committed id is written by no
-/// `save_committed` but carried by the next append's record, by a truncation and at close, and
-/// open recovers the newest of them.
+/// The appends a flush covers are one record whatever their number of entries (an append
+/// alone, or several pending together); the committed id is written by no `save_committed`
+/// but carried by the next append's record, by a truncation and at close, and open recovers
+/// the newest of them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn one_record_per_append_and_the_committed_id_rides_on_it() {
+async fn one_record_per_flush_and_the_committed_id_rides_on_it() {
     let dir = tempfile::tempdir().unwrap();
     let mut log = LogStore::open(dir.path()).unwrap();
     log.append(append_all(1, 10, 1), IOFlushed::noop())
         .await
         .unwrap();
+    log.flush().unwrap();
     log.append(append_all(11, 11, 1), IOFlushed::noop())
         .await
         .unwrap();
+    log.flush().unwrap();
     assert_eq!(records(&log), vec![(1, 10), (11, 11)]);
 
     let c8 = entry(1, 8).log_id();
@@ -125,9 +129,16 @@ async fn one_record_per_append_and_the_committed_id_rides_on_it() {
         None,
         "no write of its own"
     );
-    log.append(append_all(12, 20, 1), IOFlushed::noop())
-        .await
-        .unwrap();
+    // Three appends pending (as between two flushes), readable before they are written, then
+    // written as one record.
+    for (from, to) in [(12, 12), (13, 17), (18, 20)] {
+        log.shared
+            .append_pending(append_all(from, to, 1), Some(c8))
+            .unwrap();
+    }
+    assert_eq!(records(&log), vec![(1, 10), (11, 11)]);
+    assert_eq!(read(&mut log, 11, 21).await.len(), 10);
+    log.flush().unwrap();
     assert_eq!(records(&log), vec![(1, 10), (11, 11), (12, 20)]);
     // Reopened: the newest record's committed id (nothing pending at close).
     drop(log);
@@ -182,6 +193,7 @@ async fn a_purge_inside_a_record_keeps_it_and_reclaims_those_before() {
         log.append(append_all(from, to, 1), IOFlushed::noop())
             .await
             .unwrap();
+        log.flush().unwrap();
     }
     log.purge(entry(1, 15).log_id()).await.unwrap();
     let want: Vec<LogId> = (16..=30).map(|i| entry(1, i).log_id()).collect();
@@ -297,4 +309,62 @@ fn a_record_not_matching_its_key_is_an_error() {
     let mut other = r.value.clone();
     other[0] = 9;
     assert!(Parsed::new(&r.key, &other).is_err());
+}
+
+/// Appends pending when a truncation, a purge or a vote comes are written before it, in
+/// order: truncated or purged like the others, and the log reopened after a vote (which is
+/// synced) holds them; a streamed value's chunk is written at once, after them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pending_appends_are_written_before_a_truncation_a_purge_or_a_vote() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = LogStore::open(dir.path()).unwrap();
+    log.append(append_all(1, 1, 1), IOFlushed::noop())
+        .await
+        .unwrap();
+    log.flush().unwrap();
+    log.shared
+        .append_pending(append_all(2, 10, 1), None)
+        .unwrap();
+    log.truncate_after(Some(entry(1, 6).log_id()))
+        .await
+        .unwrap();
+    assert_eq!(records(&log), vec![(1, 1), (2, 6)]);
+    assert_eq!(read(&mut log, 0, 100).await.len(), 6);
+
+    log.shared
+        .append_pending(append_all(7, 12, 2), None)
+        .unwrap();
+    log.purge(entry(1, 3).log_id()).await.unwrap();
+    assert!(records(&log).contains(&(7, 12)), "{:?}", records(&log));
+
+    log.shared
+        .append_pending(append_all(13, 14, 2), None)
+        .unwrap();
+    let chunk = Entry::new_normal(
+        openraft::testing::log_id::<TypeConfig>(2, 1, 15),
+        crate::Request::Chunk {
+            upload: crate::UploadId { term: 2, nonce: 1 },
+            index: 0,
+            bytes: vec![7; 1000],
+        },
+    );
+    log.append(vec![chunk], IOFlushed::noop()).await.unwrap();
+    assert!(
+        records(&log).ends_with(&[(13, 14), (15, 15)]),
+        "{:?}",
+        records(&log)
+    );
+
+    log.shared
+        .append_pending(append_all(16, 20, 2), None)
+        .unwrap();
+    let vote = openraft::testing::log_id::<TypeConfig>(2, 1, 0);
+    let vote =
+        openraft::alias::VoteOf::<TypeConfig>::new_committed(vote.committed_leader_id().term, 1);
+    log.save_vote(&vote).await.unwrap();
+    // Written before the vote's synced write, which makes them durable with it.
+    assert!(records(&log).ends_with(&[(16, 20)]), "{:?}", records(&log));
+    drop(log);
+    let mut log = LogStore::open(dir.path()).unwrap();
+    assert_eq!(read(&mut log, 0, 100).await.len(), 17);
 }

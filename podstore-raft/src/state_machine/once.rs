@@ -1,28 +1,41 @@
 //! Writes applied at most once per request id ([`Request::Once`]).
 //!
 //! For each client the state machine keeps, in its own store (so snapshots carry it, and every
-//! node holds the same), the highest sequence number it has applied (`r/m` + client) and a
-//! record per request id in the window below it (`r/i` + client + seq: the log index of the
-//! first request, a digest of the request, and what it answered). A request id is:
+//! node holds the same), a head (`r/h` + client: the highest sequence number it has applied
+//! and the log index of its latest applied write) and a ring of [`REQUEST_ID_WINDOW`] slots
+//! (`r/s` + client + seq mod the window): the record of a request id in the window below the
+//! highest (its seq, the log index of the first request, a digest of the request, and what it
+//! answered) is in its slot. A request id is:
 //!
-//! - above the client's highest, or in the window without a record: applied, and recorded;
-//!   records that fall out of the window as the highest moves up are deleted in the same batch,
-//!   so a client never has more than [`REQUEST_ID_WINDOW`] of them;
+//! - above the client's highest, or in the window without a record: applied, and recorded in
+//!   its slot, over the record of the id `REQUEST_ID_WINDOW` below it (which leaves the window
+//!   as the highest moves up, or has left it): no delete, no look-up of the old record. When
+//!   the highest jumps by more than one, the slots of the ids jumped over hold records that
+//!   left the window: those are deleted in the same batch, so a client never has more than
+//!   [`REQUEST_ID_WINDOW`] records, all within its window;
 //! - in the window with a record of the same request (same digest): answered with the record
 //!   ([`Response::Replayed`]), nothing applied;
 //! - in the window with a record of another request, or below the window: refused
 //!   ([`Response::RequestIdRefused`]), nothing applied.
 //!
-//! Clients are bounded too ([`REQUEST_ID_CLIENTS`]): each client's latest applied log index
-//! (`r/l` + client) and the same pairs ordered by index (`r/o` + index + client) say which
-//! client's latest write is the oldest; `r/n` counts the clients. A write from a client not
-//! yet counted, once there are `REQUEST_ID_CLIENTS`, first forgets that oldest client (its
-//! highest, its records, its place in the order), in the same batch. (Clients recorded before
-//! this order existed are counted when they next write.)
+//! Clients are bounded too ([`REQUEST_ID_CLIENTS`]): `r/n` counts the clients, and each has one
+//! order key, `r/o` + index + client, for finding the client whose latest write is the oldest.
+//! The order key is written when a client is first counted and moved only when it is found
+//! out of date: a write changes only the client's head. A write from a client not yet counted,
+//! once there are `REQUEST_ID_CLIENTS`, first forgets the oldest client: it takes the smallest
+//! order key; if that key's index is not its client's latest (the client wrote since), the
+//! key moves to the latest and the search goes on, else that client is forgotten (its order
+//! key, its head, its records), in the same batch. So the client forgotten is exactly the one
+//! whose latest write is the oldest, as if the order were updated at every write. (Clients
+//! recorded before the order existed are counted when they next write.)
 //!
 //! Every decision reads only what the entries before it left (the chunk's own writes through
 //! [`Remembered`], ahead of the store), so it does not depend on how a node's entries were cut
 //! into chunks: every node decides alike.
+//!
+//! A store written by an earlier build holds the previous layout (`r/m` + client: the highest;
+//! `r/l` + client: the latest index; `r/i` + client + seq: a record): [`upgrade`] rewrites it
+//! into this one when the state machine opens it or installs a snapshot holding it.
 
 use std::collections::HashMap;
 use std::io;
@@ -36,21 +49,56 @@ use crate::{
     encode, io_err,
 };
 
+mod upgrade;
+
+pub(super) use upgrade::upgrade;
+
 /// The request-id records written by a chunk, ahead of the store (`None`: deleted).
 pub(super) type Remembered = HashMap<Vec<u8>, Option<Vec<u8>>>;
 
-fn highest_key(client: u64) -> Vec<u8> {
-    let mut k = b"r/m".to_vec();
+/// A client's head: `r/h` + client.
+const HEAD: &[u8] = b"r/h";
+/// A client's slots: `r/s` + client + slot.
+const SLOT: &[u8] = b"r/s";
+
+fn head_key(client: u64) -> Vec<u8> {
+    let mut k = HEAD.to_vec();
     k.extend_from_slice(&client.to_be_bytes());
     k
 }
 
-/// The log index of `client`'s latest applied write.
-fn last_key(client: u64) -> Vec<u8> {
-    let mut k = b"r/l".to_vec();
+/// The slot of `seq` among `client`'s: `r/s` + client + (seq mod the window) (u16 BE).
+fn slot_key(client: u64, seq: u64) -> Vec<u8> {
+    const _: () = assert!(REQUEST_ID_WINDOW <= 1 << 16);
+    let mut k = SLOT.to_vec();
     k.extend_from_slice(&client.to_be_bytes());
+    k.extend_from_slice(&((seq % REQUEST_ID_WINDOW) as u16).to_be_bytes());
     k
 }
+
+/// A client's head: its highest applied sequence number, and the log index of its latest
+/// applied write (`None` for a client recorded before the order of clients existed: not
+/// counted yet).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Head {
+    highest: u64,
+    latest: Option<u64>,
+}
+
+impl Head {
+    fn encode(&self) -> io::Result<Vec<u8>> {
+        encode(&(self.highest, self.latest))
+    }
+
+    fn decode(bytes: &[u8]) -> io::Result<Head> {
+        let (highest, latest) = decode(bytes)?;
+        Ok(Head { highest, latest })
+    }
+}
+
+/// A slot's record: the request id's seq, the log index of its first request, the request's
+/// digest, and what it answered.
+type Record = (u64, u64, u64, Response);
 
 /// The clients in the order of their latest applied write: `r/o` + index + client.
 const ORDER: &[u8] = b"r/o";
@@ -65,13 +113,6 @@ fn order_key(index: u64, client: u64) -> Vec<u8> {
 
 /// The number of clients in the order.
 const CLIENTS_KEY: &[u8] = b"r/n";
-
-fn record_key(client: u64, seq: u64) -> Vec<u8> {
-    let mut k = b"r/i".to_vec();
-    k.extend_from_slice(&client.to_be_bytes());
-    k.extend_from_slice(&seq.to_be_bytes());
-    k
-}
 
 /// A digest of `request`: crc32 of its fields with their lengths, and its total length. A
 /// retry carries the same bytes; a different request under the same id is told apart unless
@@ -192,17 +233,20 @@ impl Writes<'_> {
         self.remembered.insert(key, value);
     }
 
+    fn head(&self, client: u64) -> io::Result<Option<Head>> {
+        self.remembered(&head_key(client))?
+            .map(|b| Head::decode(&b))
+            .transpose()
+    }
+
     /// Applies `request` under request id `id` (see the module docs).
     pub(super) fn apply_once(&mut self, id: RequestId, request: Request) -> io::Result<Response> {
         if matches!(request, Request::Once { .. }) {
             return Ok(Response::Rejected("a request id on a request id".into()));
         }
         let digest = digest(&request);
-        let highest = self
-            .remembered(&highest_key(id.client))?
-            .map(|b| decode::<u64>(&b))
-            .transpose()?;
-        if let Some(h) = highest {
+        let head = self.head(id.client)?;
+        if let Some(Head { highest: h, .. }) = head {
             if id.seq.saturating_add(REQUEST_ID_WINDOW) <= h {
                 return Ok(Response::RequestIdRefused(format!(
                     "request {}:{} is older than the {REQUEST_ID_WINDOW} ids remembered for its \
@@ -211,68 +255,69 @@ impl Writes<'_> {
                 )));
             }
             if id.seq <= h
-                && let Some(record) = self.remembered(&record_key(id.client, id.seq))?
+                && let Some(record) = self.remembered(&slot_key(id.client, id.seq))?
             {
-                let (index, first, response): (u64, u64, Response) = decode(&record)?;
-                return Ok(if first == digest {
-                    Response::Replayed {
-                        index,
-                        response: Box::new(response),
-                    }
-                } else {
-                    Response::RequestIdRefused(format!(
-                        "request {}:{} was used for another request (at index {index})",
-                        id.client, id.seq
-                    ))
-                });
+                let (seq, index, first, response): Record = decode(&record)?;
+                // The slot may hold an id that left the window (seq - k × window): not this one.
+                if seq == id.seq {
+                    return Ok(if first == digest {
+                        Response::Replayed {
+                            index,
+                            response: Box::new(response),
+                        }
+                    } else {
+                        Response::RequestIdRefused(format!(
+                            "request {}:{} was used for another request (at index {index})",
+                            id.client, id.seq
+                        ))
+                    });
+                }
             }
         }
-        self.seen(id.client)?;
+        if head.is_none_or(|h| h.latest.is_none()) {
+            self.count_new_client_order(id.client)?;
+        }
         let response = self.apply(request)?;
-        let record = encode(&(self.version, digest, &response))?;
-        self.remember(record_key(id.client, id.seq), Some(record));
-        if highest.is_none_or(|h| id.seq > h) {
-            self.remember(highest_key(id.client), Some(encode(&id.seq)?));
-            // The records that leave the window: those of seqs up to `id.seq - WINDOW`, of
-            // which only those above the old window can exist.
-            if let Some(h) = highest {
-                let first = (h + 1).saturating_sub(REQUEST_ID_WINDOW).max(1);
-                let last = id.seq.saturating_sub(REQUEST_ID_WINDOW).min(h);
-                for seq in first..=last {
-                    let key = record_key(id.client, seq);
+        let record = encode(&(id.seq, self.version, digest, &response))?;
+        self.remember(slot_key(id.client, id.seq), Some(record));
+        let highest = match head {
+            Some(Head { highest: h, .. }) if id.seq <= h => h,
+            Some(Head { highest: h, .. }) => {
+                // Jumped over ids h+1..seq-1: their slots hold ids that left the window (at
+                // most one per slot: the first `REQUEST_ID_WINDOW` of them cover every slot).
+                let jumped = (h + 1..id.seq).take(REQUEST_ID_WINDOW as usize);
+                for seq in jumped.filter(|s| s % REQUEST_ID_WINDOW != id.seq % REQUEST_ID_WINDOW) {
+                    let key = slot_key(id.client, seq);
                     if self.remembered(&key)?.is_some() {
                         self.remember(key, None);
                     }
                 }
+                id.seq
             }
-        }
+            None => id.seq,
+        };
+        let head = Head {
+            highest,
+            latest: Some(self.version),
+        };
+        self.remember(head_key(id.client), Some(head.encode()?));
         Ok(response)
     }
 
-    /// Puts `client` last in the order of clients (its write is applied at this entry's
-    /// index), first forgetting the client whose latest write is the oldest if `client` is one
-    /// more than [`REQUEST_ID_CLIENTS`].
-    fn seen(&mut self, client: u64) -> io::Result<()> {
-        let last = last_key(client);
-        match self.remembered(&last)? {
-            Some(b) => {
-                let index: u64 = decode(&b)?;
-                self.remember(order_key(index, client), None);
-            }
-            None => {
-                let count = self
-                    .remembered(CLIENTS_KEY)?
-                    .map(|b| decode::<u64>(&b))
-                    .transpose()?
-                    .unwrap_or(0);
-                if count >= REQUEST_ID_CLIENTS {
-                    self.forget_oldest_client()?;
-                } else {
-                    self.remember(CLIENTS_KEY.to_vec(), Some(encode(&(count + 1))?));
-                }
-            }
+    /// Counts a client not counted yet, whose write is applied at this entry's index: its
+    /// order key, and one more client, or first the client whose latest write is the oldest
+    /// forgotten if there are [`REQUEST_ID_CLIENTS`] already.
+    fn count_new_client_order(&mut self, client: u64) -> io::Result<()> {
+        let count = self
+            .remembered(CLIENTS_KEY)?
+            .map(|b| decode::<u64>(&b))
+            .transpose()?
+            .unwrap_or(0);
+        if count >= REQUEST_ID_CLIENTS {
+            self.forget_oldest_client()?;
+        } else {
+            self.remember(CLIENTS_KEY.to_vec(), Some(encode(&(count + 1))?));
         }
-        self.remember(last, Some(encode(&self.version)?));
         self.remember(
             order_key(self.version, client),
             Some(client.to_be_bytes().to_vec()),
@@ -280,17 +325,23 @@ impl Writes<'_> {
         Ok(())
     }
 
-    /// Forgets the client first in the order: its place, its highest id and its records.
-    fn forget_oldest_client(&mut self) -> io::Result<()> {
-        // The smallest order key as this chunk left it: the chunk's own (not yet in the store),
-        // or the store's first that the chunk has not deleted.
+    /// The smallest order key as this chunk left it, above `after` if given (every order key
+    /// up to `after` is deleted): the chunk's own (not yet in the store), or the store's first
+    /// that the chunk has not deleted.
+    fn oldest_order_key(&self, after: Option<&[u8]>) -> io::Result<Option<Vec<u8>>> {
         let mut oldest = self
             .remembered
             .iter()
             .filter(|(k, v)| k.starts_with(ORDER) && v.is_some())
-            .map(|(k, _)| k.clone())
-            .min();
-        for key in self.store.range(ORDER..ORDER_END) {
+            .map(|(k, _)| k)
+            .min()
+            .cloned();
+        let start = match after {
+            Some(a) => std::ops::Bound::Excluded(a),
+            None => std::ops::Bound::Included(ORDER),
+        };
+        let range = (start, std::ops::Bound::Excluded(ORDER_END));
+        for key in self.store.range::<[u8]>(range) {
             let key = key.map_err(io_err)?;
             if oldest.as_ref().is_some_and(|o| key >= *o) {
                 break;
@@ -301,24 +352,52 @@ impl Writes<'_> {
             oldest = Some(key);
             break;
         }
-        let Some(key) = oldest else {
-            return Ok(());
-        };
-        let client = u64::from_be_bytes(key[key.len() - 8..].try_into().expect("8 bytes"));
-        self.remember(key, None);
-        self.remember(last_key(client), None);
-        let highest = highest_key(client);
-        if let Some(b) = self.remembered(&highest)? {
-            let h: u64 = decode(&b)?;
-            for seq in (h + 1).saturating_sub(REQUEST_ID_WINDOW).max(1)..=h {
-                let key = record_key(client, seq);
-                if self.remembered(&key)?.is_some() {
-                    self.remember(key, None);
+        Ok(oldest)
+    }
+
+    /// Forgets the client whose latest write is the oldest: its order key, its head and its
+    /// records. Order keys found out of date on the way (their client wrote since) move to
+    /// their client's latest write.
+    fn forget_oldest_client(&mut self) -> io::Result<()> {
+        let mut after: Option<Vec<u8>> = None;
+        loop {
+            let Some(key) = self.oldest_order_key(after.as_deref())? else {
+                return Ok(());
+            };
+            let index = u64::from_be_bytes(
+                key[ORDER.len()..ORDER.len() + 8]
+                    .try_into()
+                    .expect("8 bytes"),
+            );
+            let client = u64::from_be_bytes(key[key.len() - 8..].try_into().expect("8 bytes"));
+            self.remember(key.clone(), None);
+            after = Some(key);
+            let head = self.head(client)?;
+            match head {
+                Some(Head {
+                    latest: Some(latest),
+                    ..
+                }) if latest > index => {
+                    // Out of date: the client wrote since. In its place, and on.
+                    self.remember(
+                        order_key(latest, client),
+                        Some(client.to_be_bytes().to_vec()),
+                    );
                 }
+                Some(Head { highest, .. }) => {
+                    self.remember(head_key(client), None);
+                    for seq in (highest + 1).saturating_sub(REQUEST_ID_WINDOW).max(1)..=highest {
+                        let key = slot_key(client, seq);
+                        if self.remembered(&key)?.is_some() {
+                            self.remember(key, None);
+                        }
+                    }
+                    return Ok(());
+                }
+                // An order key without a client (not written by this crate): dropped.
+                None => {}
             }
-            self.remember(highest, None);
         }
-        Ok(())
     }
 }
 
@@ -326,7 +405,7 @@ impl Writes<'_> {
 #[cfg(test)]
 pub(super) fn records_in(store: &Store) -> usize {
     store
-        .range::<Vec<u8>>(b"r/i".to_vec()..b"r/j".to_vec())
+        .range::<Vec<u8>>(SLOT.to_vec()..b"r/t".to_vec())
         .entries()
         .count()
 }
@@ -335,251 +414,10 @@ pub(super) fn records_in(store: &Store) -> usize {
 #[cfg(test)]
 pub(super) fn clients_in(store: &Store) -> Vec<u64> {
     store
-        .range::<Vec<u8>>(b"r/m".to_vec()..b"r/n".to_vec())
+        .range::<Vec<u8>>(HEAD.to_vec()..b"r/i".to_vec())
         .map(|k| u64::from_be_bytes(k.unwrap()[3..].try_into().unwrap()))
         .collect()
 }
 
 #[cfg(test)]
-mod tests {
-    use openraft::RaftTypeConfig;
-    use openraft::alias::{EntryOf, LogIdOf};
-    use openraft::entry::RaftEntry;
-    use openraft::storage::{RaftSnapshotBuilder, RaftStateMachine};
-    use openraft::vote::RaftLeaderIdExt;
-
-    use super::*;
-    use crate::TypeConfig;
-    use crate::state_machine::{StateMachine, apply_entries};
-
-    fn entry(index: u64, client: u64, seq: u64, request: Request) -> EntryOf<TypeConfig> {
-        let log_id = LogIdOf::<TypeConfig>::new(
-            <TypeConfig as RaftTypeConfig>::LeaderId::new_committed(1, 1),
-            index,
-        );
-        let id = RequestId { client, seq };
-        let request = Box::new(request);
-        EntryOf::<TypeConfig>::new_normal(log_id, Request::Once { id, request })
-    }
-
-    fn put(key: &str, value: &str) -> Request {
-        Request::Put {
-            key: key.as_bytes().to_vec(),
-            value: value.as_bytes().to_vec(),
-        }
-    }
-
-    fn open(dir: &std::path::Path) -> StateMachine {
-        StateMachine::open(dir.join("sm"), dir.join("snapshots")).unwrap()
-    }
-
-    /// Every key and value of the store but the applied id (the same entries applied in other
-    /// chunks leave the same store).
-    fn contents(store: &Store) -> Vec<(Vec<u8>, Vec<u8>)> {
-        store
-            .range::<Vec<u8>>(..)
-            .entries()
-            .map(|e| {
-                let e = e.unwrap();
-                let value = store.get(e.key()).unwrap().unwrap();
-                (e.into_key(), value)
-            })
-            .filter(|(k, _)| k.as_slice() != b"m/applied")
-            .collect()
-    }
-
-    /// A retry under the same id answers the first outcome (its index too) and applies nothing;
-    /// another request under it is refused; the answers and the store are the same whether the
-    /// entries are applied in one chunk, one by one, or cut anywhere.
-    #[test]
-    fn a_request_id_is_applied_once_whatever_the_chunking() {
-        let absent = |k: &str| Request::PutIf {
-            key: k.as_bytes().to_vec(),
-            value: b"x".to_vec(),
-            expect: Expect::Absent,
-        };
-        let delete = |k: &str| Request::Delete {
-            key: k.as_bytes().to_vec(),
-        };
-        let entries = vec![
-            entry(1, 7, 1, put("a", "first")),
-            entry(2, 7, 1, put("a", "first")),
-            entry(3, 7, 1, put("a", "another")),
-            entry(4, 7, 2, absent("x")),
-            entry(5, 7, 2, absent("x")),
-            entry(6, 8, 1, absent("x")),
-            entry(7, 7, 3, delete("a")),
-            entry(8, 7, 3, delete("a")),
-            entry(9, 8, 2, delete("a")),
-        ];
-        let replayed = |index, response| Response::Replayed {
-            index,
-            response: Box::new(response),
-        };
-        let want = vec![
-            Response::Done,
-            replayed(1, Response::Done),
-            Response::RequestIdRefused(String::new()),
-            Response::Done,
-            replayed(4, Response::Done),
-            Response::ConditionFailed { current: Some(4) },
-            Response::Existed(true),
-            replayed(7, Response::Existed(true)),
-            Response::Existed(false),
-        ];
-        let mut stores = Vec::new();
-        for cut in [vec![], vec![1, 2, 3, 4, 5, 6, 7, 8], vec![2], vec![5, 7]] {
-            let dir = tempfile::tempdir().unwrap();
-            let sm = open(dir.path());
-            let store = sm.store();
-            let mut got = Vec::new();
-            let mut from = 0;
-            for end in cut.iter().copied().chain([entries.len()]) {
-                got.extend(apply_entries(&store, entries[from..end].to_vec()).unwrap());
-                from = end;
-            }
-            for (g, w) in got.iter().zip(&want) {
-                match (g, w) {
-                    (Response::RequestIdRefused(_), Response::RequestIdRefused(_)) => {}
-                    _ => assert_eq!(g, w, "cut at {cut:?}"),
-                }
-            }
-            assert_eq!(got.len(), want.len());
-            assert_eq!(sm.get(b"a").unwrap(), None);
-            assert_eq!(sm.get_versioned(b"x").unwrap().unwrap().1, 4);
-            stores.push(contents(&store));
-            drop(dir);
-        }
-        assert!(stores.windows(2).all(|w| w[0] == w[1]));
-    }
-
-    /// A client's records stay within the window as its sequence numbers move up (one by one,
-    /// or by a jump); an id below the window is refused, one within it still replayed; and the
-    /// records are in snapshots: a node that installed one answers a retry as the first did.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn the_window_is_bounded_and_survives_a_snapshot() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut sm = open(dir.path());
-        let store = sm.store();
-        let n = REQUEST_ID_WINDOW + 10;
-        let entries: Vec<_> = (1..=n).map(|s| entry(s, 3, s, put("k", "v"))).collect();
-        for e in entries {
-            apply_entries(&store, vec![e]).unwrap();
-        }
-        assert_eq!(records_in(&store), REQUEST_ID_WINDOW as usize);
-        let late = apply_entries(&store, vec![entry(n + 1, 3, 5, put("k", "v"))]).unwrap();
-        assert!(
-            matches!(&late[0], Response::RequestIdRefused(_)),
-            "{late:?}"
-        );
-        let retry = apply_entries(&store, vec![entry(n + 2, 3, n, put("k", "v"))]).unwrap();
-        assert_eq!(
-            retry[0],
-            Response::Replayed {
-                index: n,
-                response: Box::new(Response::Done)
-            }
-        );
-        // A jump far ahead: the whole old window leaves.
-        let jump = 10 * REQUEST_ID_WINDOW;
-        apply_entries(&store, vec![entry(n + 3, 3, jump, put("k", "w"))]).unwrap();
-        assert_eq!(records_in(&store), 1);
-        // Another client's ids are its own.
-        apply_entries(&store, vec![entry(n + 4, 4, 1, put("j", "v"))]).unwrap();
-        assert_eq!(records_in(&store), 2);
-
-        let snap = sm
-            .get_snapshot_builder()
-            .await
-            .build_snapshot()
-            .await
-            .unwrap();
-        let other_dir = tempfile::tempdir().unwrap();
-        let mut other = open(other_dir.path());
-        other
-            .install_snapshot(&snap.meta, snap.snapshot)
-            .await
-            .unwrap();
-        let retry = apply_entries(&other.store(), vec![entry(n + 5, 4, 1, put("j", "v"))]).unwrap();
-        assert_eq!(
-            retry[0],
-            Response::Replayed {
-                index: n + 4,
-                response: Box::new(Response::Done)
-            }
-        );
-    }
-
-    /// Clients are bounded: one more than [`REQUEST_ID_CLIENTS`] makes the state machine forget
-    /// the client whose latest write is the oldest (a retry from it is then applied again); a
-    /// client that keeps writing is never forgotten, and a retry within its window still
-    /// answers the first outcome. The same whether the entries are applied in one chunk, one by
-    /// one, or cut elsewhere: every node forgets the same clients.
-    #[test]
-    fn clients_are_bounded_by_forgetting_the_least_recent_alike_on_every_node() {
-        let n = REQUEST_ID_CLIENTS + 6;
-        // Client 0 writes (seq 1, 2, ...) before every tenth new client; clients 1..=n once.
-        let mut entries = Vec::new();
-        let (mut steady, mut steady_index) = (0, 0);
-        for c in 1..=n {
-            if c % 10 == 1 {
-                steady += 1;
-                let index = entries.len() as u64 + 1;
-                steady_index = index;
-                entries.push(entry(index, 0, steady, put("steady", &steady.to_string())));
-            }
-            let index = entries.len() as u64 + 1;
-            entries.push(entry(index, c, 1, put(&format!("k{c}"), "v")));
-        }
-        let last = entries.len() as u64;
-        // Retries: client 1's first write (forgotten: applied again), the newest client's and
-        // client 0's latest (remembered: replayed).
-        let retries = vec![
-            entry(last + 1, n, 1, put(&format!("k{n}"), "v")),
-            entry(last + 2, 0, steady, put("steady", &steady.to_string())),
-            entry(last + 3, 1, 1, put("k1", "v")),
-        ];
-        let mut stores = Vec::new();
-        let one_by_one: Vec<usize> = (1..entries.len()).collect();
-        for cut in [vec![], vec![700], vec![1, 2, 1030], one_by_one] {
-            let dir = tempfile::tempdir().unwrap();
-            let sm = open(dir.path());
-            let store = sm.store();
-            let mut from = 0;
-            for end in cut.iter().copied().chain([entries.len()]) {
-                apply_entries(&store, entries[from..end].to_vec()).unwrap();
-                from = end;
-            }
-            let clients = clients_in(&store);
-            assert_eq!(
-                clients.len() as u64,
-                REQUEST_ID_CLIENTS,
-                "cut at {:?}",
-                cut.first()
-            );
-            // The oldest new clients went: one per client past the bound (client 0 stayed).
-            let forgotten: Vec<u64> = (1..=n).filter(|c| !clients.contains(c)).collect();
-            assert_eq!(forgotten, (1..=7).collect::<Vec<_>>());
-            assert!(clients.contains(&0));
-            // No records of a forgotten client are left.
-            assert_eq!(
-                records_in(&store) as u64,
-                REQUEST_ID_CLIENTS - 1 + steady.min(REQUEST_ID_WINDOW)
-            );
-            let got = apply_entries(&store, retries.clone()).unwrap();
-            let replayed = |index| Response::Replayed {
-                index,
-                response: Box::new(Response::Done),
-            };
-            assert_eq!(got[0], replayed(last));
-            assert_eq!(got[1], replayed(steady_index));
-            assert_eq!(
-                got[2],
-                Response::Done,
-                "a forgotten client's retry is applied anew"
-            );
-            stores.push(contents(&store));
-        }
-        assert!(stores.windows(2).all(|w| w[0] == w[1]));
-    }
-}
+mod tests;

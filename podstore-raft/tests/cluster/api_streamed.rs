@@ -172,10 +172,10 @@ async fn large_values_stream_in_and_out_with_conditions_limits_and_request_ids()
     let r = http.get(url("once")).send().await.unwrap();
     assert_eq!(r.headers()[ETAG].to_str().unwrap(), first_etag);
     assert!(r.bytes().await.unwrap().as_ref() == value(7, len).as_slice());
-    // The value, and the client's request-id records: its highest id (`r/m`), the id's answer
-    // (`r/i`), its latest write (`r/l`), its place in the order of clients (`r/o`), and the
-    // number of clients (`r/n`, one for all).
-    wait_keys(&http, &addr, keys_before + 7, "after the retried put").await;
+    // The value, and the client's request-id records: its head (`r/h`: highest id and latest
+    // write), the id's answer in its slot (`r/s`), its place in the order of clients (`r/o`),
+    // and the number of clients (`r/n`, one for all).
+    wait_keys(&http, &addr, keys_before + 6, "after the retried put").await;
 }
 
 /// The leader killed while a value streams in: the chunks it staged on the followers are

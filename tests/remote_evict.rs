@@ -200,3 +200,180 @@ fn a_4_kib_range_of_an_evicted_large_value_is_one_get_of_at_most_8_kib() {
     assert!(store.get("big").unwrap().unwrap() == big);
     assert_eq!(remote.counts().0 - before.0, 1);
 }
+
+#[test]
+fn a_damaged_remote_object_is_a_corruption_error_never_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let memory = Arc::new(MemoryRemote::new());
+    let remote = Counting::new(memory.clone());
+    let (store, model) = written(remote, dir.path(), 40);
+    // Flip a byte in the middle of every data object: every value read from one fails.
+    let mut damaged = 0;
+    for name in memory.names().into_iter().filter(|n| n.contains("/data/")) {
+        let mut bytes = memory.object(&name).unwrap();
+        let at = bytes.len() / 2;
+        bytes[at] ^= 0x40;
+        memory.set_object(&name, bytes);
+        damaged += 1;
+    }
+    assert!(damaged > 0);
+    let mut refused = 0;
+    for (k, v) in &model {
+        match store.get(k) {
+            Ok(got) => assert!(got.as_deref() == Some(&v[..]), "wrong bytes returned"),
+            Err(e) => {
+                assert!(e.is_corruption(), "{e:?}");
+                refused += 1;
+            }
+        }
+    }
+    assert!(refused > 0, "no read met the damage");
+}
+
+#[test]
+fn a_reopened_store_reads_no_data_at_open_and_every_value_after() {
+    let dir = tempfile::tempdir().unwrap();
+    let remote = Counting::new(Arc::new(MemoryRemote::new()));
+    let (store, model) = written(remote.clone(), dir.path(), 200);
+    let evicted = store.stats().remote_only_files;
+    assert!(evicted > 0);
+    let local = store.stats().local_bytes;
+    drop(store);
+    let before = remote.counts();
+    let store = Store::open_with(dir.path(), opts(remote.clone())).unwrap();
+    assert_eq!(remote.counts(), before, "open fetched data");
+    let s = store.stats();
+    assert_eq!(s.remote_only_files, evicted);
+    assert!(
+        s.local_bytes <= local + (64 << 10),
+        "{} > {local}",
+        s.local_bytes
+    );
+    for (k, v) in &model {
+        assert!(store.get(k).unwrap().as_deref() == Some(&v[..]));
+    }
+    // A flush after the reopen names the evicted files again without reading them.
+    let before = remote.counts();
+    store.put("new", "value").unwrap();
+    let flushed = store.flush_remote().unwrap();
+    assert_eq!(remote.counts(), before, "the flush read evicted data");
+    assert_eq!(flushed.files_uploaded, 1, "{flushed:?}");
+    drop(store);
+    // And a restore from the remote alone has everything.
+    let other = tempfile::tempdir().unwrap();
+    let restored = Store::open_with(other.path().join("r"), opts(remote)).unwrap();
+    for (k, v) in &model {
+        assert!(restored.get(k).unwrap().as_deref() == Some(&v[..]));
+    }
+}
+
+#[test]
+fn an_unreachable_remote_fails_reads_of_evicted_values_by_type_and_serves_local_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let remote = Counting::new(Arc::new(MemoryRemote::new()));
+    let (store, model) = written(remote.clone(), dir.path(), 100);
+    store.put("local", "still here").unwrap();
+    remote.down.store(true, Ordering::SeqCst);
+    let mut failed = 0;
+    for k in model.keys() {
+        match store.get(k) {
+            Ok(got) => assert!(got.as_deref() == Some(&model[k][..])),
+            Err(Error::Remote { object, .. }) => {
+                assert!(object.starts_with(&format!("{PREFIX}/data/")), "{object}");
+                failed += 1;
+            }
+            Err(e) => panic!("{e:?}"),
+        }
+    }
+    assert!(failed * 2 > model.len(), "{failed} of {}", model.len());
+    assert_eq!(
+        store.get("local").unwrap().as_deref(),
+        Some(&b"still here"[..])
+    );
+    remote.down.store(false, Ordering::SeqCst);
+    for (k, v) in &model {
+        assert!(store.get(k).unwrap().as_deref() == Some(&v[..]));
+    }
+}
+
+#[test]
+fn compaction_skips_evicted_segments_and_keeps_every_value() {
+    let dir = tempfile::tempdir().unwrap();
+    let remote = Counting::new(Arc::new(MemoryRemote::new()));
+    let (store, mut model) = written(remote.clone(), dir.path(), 300);
+    let evicted = store.stats().remote_only_files;
+    // Overwrite and delete most keys: the evicted segments are mostly dead.
+    for k in 0..300u64 {
+        if k % 3 == 0 {
+            store.delete(key(k)).unwrap();
+            model.remove(&key(k));
+        } else if k % 3 == 1 {
+            let v = vec![k as u8; 500];
+            store.put(key(k), &v).unwrap();
+            model.insert(key(k), v);
+        }
+    }
+    // (Overwrites whose older record is evicted are resolved by reading its header: settled
+    // first, so that what compaction fetches is counted alone.)
+    let _ = store.stats();
+    let before = remote.counts();
+    let report = store.compact().unwrap();
+    // Nothing was fetched to copy live records out of evicted files.
+    assert_eq!(remote.counts().0, before.0, "{report:?}");
+    let s = store.stats();
+    // The dead evicted blob files were removed; the evicted log segments stay.
+    assert!(s.remote_only_files <= evicted);
+    for (k, v) in &model {
+        assert!(store.get(k).unwrap().as_deref() == Some(&v[..]));
+    }
+    for k in (0..300u64).step_by(3) {
+        assert_eq!(store.get(key(k)).unwrap(), None);
+    }
+    drop(store);
+    let store = Store::open_with(dir.path(), opts(remote)).unwrap();
+    for (k, v) in &model {
+        assert!(store.get(k).unwrap().as_deref() == Some(&v[..]));
+    }
+    assert_eq!(store.len(), model.len());
+}
+
+#[test]
+fn the_size_cap_drops_evicted_files_whole_without_fetching_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let remote = Counting::new(Arc::new(MemoryRemote::new()));
+    let capped = || opts(remote.clone()).size_cap(Some(8 << 20));
+    let store = Store::open_with(dir.path(), capped()).unwrap();
+    let mut model = BTreeMap::new();
+    for round in 0..6u64 {
+        for k in round * 40..(round + 1) * 40 {
+            store.put(key(k), value(k)).unwrap();
+            model.insert(key(k), value(k));
+        }
+        store.flush_remote().unwrap();
+    }
+    let _ = store.stats();
+    let before = remote.counts();
+    store.compact().unwrap();
+    assert_eq!(remote.counts().0, before.0, "the cap fetched evicted data");
+    let s = store.stats();
+    assert!(s.evicted_files > 0 && s.remote_only_files > 0, "{s:?}");
+    assert!(s.disk_bytes <= 8 << 20, "{s:?}");
+    // Every key reads its value or nothing (dropped by the cap), never other bytes; the
+    // newest round is whole.
+    let check = |store: &Store| {
+        for (k, v) in &model {
+            if let Some(got) = store.get(k).unwrap() {
+                assert!(got == *v, "key {}", String::from_utf8_lossy(k));
+            }
+        }
+        for k in 200..240 {
+            assert!(
+                store.get(key(k)).unwrap().is_some(),
+                "key {k} of the last round"
+            );
+        }
+    };
+    check(&store);
+    drop(store);
+    check(&Store::open_with(dir.path(), capped()).unwrap());
+}

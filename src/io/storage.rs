@@ -126,9 +126,10 @@ pub trait StorageFile: Send + Sync + fmt::Debug {
     /// Gives back the disk space of bytes `[offset, offset + len)`, keeping the file's length
     /// (`fallocate(PUNCH_HOLE | KEEP_SIZE)`): they read as zeroes after. Not durable until a
     /// sync (a crash may keep the bytes). The default writes zeroes (a backend without holes:
-    /// the simulator, where a punch is a write like any other for crashes).
+    /// the simulator, where a punch is a write like any other for crashes), from a buffer
+    /// aligned for direct I/O (`offset` and `len` are multiples of the block size).
     fn punch_hole(&self, offset: u64, len: u64) -> io::Result<()> {
-        let zeroes = vec![0u8; len.min(1 << 20) as usize];
+        let zeroes = AlignedBuf::zeroed(len.clamp(4096, 1 << 20) as usize, 4096);
         let mut at = offset;
         while at < offset + len {
             let n = (offset + len - at).min(zeroes.len() as u64) as usize;

@@ -42,10 +42,10 @@ fn main() -> podstore::Result<()> {
     );
     println!("| read | ops | GETs per op | bytes fetched per op | bytes asked per op |");
     println!("|---|---|---|---|---|");
-    let mut row = |what: &str,
-                   ops: u64,
-                   asked: u64,
-                   run: &mut dyn FnMut(u64) -> podstore::Result<()>|
+    let row = |what: &str,
+               ops: u64,
+               asked: u64,
+               run: &mut dyn FnMut(u64) -> podstore::Result<()>|
      -> podstore::Result<()> {
         let before = store.stats();
         for i in 0..ops {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use crate::io::sim::{CrashOn, Sim, SimConfig, Survival};
 use crate::remote::{MemoryRemote, Remote};
-use crate::{Durability, Options, Store};
+use crate::{Durability, Options};
 
 /// The simulation's options with `remote`, every sealed file evicted once a manifest names it
 /// (with `evict`), no cache (every get reads its file).
@@ -34,7 +34,7 @@ fn written() -> (Sim, Arc<MemoryRemote>, BTreeMap<Vec<u8>, Vec<u8>>) {
         } else {
             3000 + 517 * k as usize
         };
-        let v: Vec<u8> = (0..len).map(|i| (i as u32 ^ k * 37) as u8).collect();
+        let v: Vec<u8> = (0..len).map(|i| (i as u32 ^ (k * 37)) as u8).collect();
         let key = format!("k{k}").into_bytes();
         store.put(&key, &v).unwrap();
         model.insert(key, v);

@@ -275,7 +275,7 @@ mod tests {
         let data_end = 64 + 40 + 16 + (100 << 20) + (100 << 20) / 1024;
         let s = evicted_span(data_end, 4096);
         assert_eq!(s.start, 8192);
-        assert!(s.start % 4096 == 0 && s.end % 4096 == 0);
+        assert!(s.start.is_multiple_of(4096) && s.end.is_multiple_of(4096));
         // The crc table (the last 102400 bytes of the data) is outside it.
         assert!(s.end <= data_end - 102_400);
         assert!(data_end - s.end < 102_400 + 2 * 4096 + 4096);
@@ -284,6 +284,6 @@ mod tests {
         // A 64 KiB block.
         let s = evicted_span(10 << 20, 65536);
         assert_eq!(s.start, 65536);
-        assert_eq!(s.end % 65536, 0);
+        assert!(s.end.is_multiple_of(65536));
     }
 }

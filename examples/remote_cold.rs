@@ -14,13 +14,15 @@ use podstore::{Options, Store};
 fn main() -> podstore::Result<()> {
     let dir = tempfile::tempdir().expect("temporary directory");
     let remote = Arc::new(MemoryRemote::new());
-    let opts = Options::default()
-        .cache_capacity(0)
-        .warm_cache(false)
-        .remote(remote.clone(), "bench")
-        .remote_flush_interval(None)
-        .remote_local_budget(Some(0));
-    let store = Store::open_with(dir.path(), opts)?;
+    let opts = || {
+        Options::default()
+            .cache_capacity(0)
+            .warm_cache(false)
+            .remote(remote.clone(), "bench")
+            .remote_flush_interval(None)
+            .remote_local_budget(Some(0))
+    };
+    let store = Store::open_with(dir.path().join("a"), opts())?;
     let small = 20_000u64;
     let large = 64u64;
     for k in 0..small {
@@ -83,5 +85,22 @@ fn main() -> podstore::Result<()> {
             Ok(())
         },
     )?;
+    drop(store);
+    // Restore on an empty directory: footers only (the local budget is set).
+    let requests = remote.requests();
+    let started = std::time::Instant::now();
+    let restored = Store::open_with(dir.path().join("b"), opts())?;
+    let took = started.elapsed();
+    let s = restored.stats();
+    let files = s.log_segments + s.blob_files;
+    // What the restore downloaded: the files' local bytes, and each trailer read first.
+    let read = s.local_bytes + 64 * files as u64;
+    println!(
+        "restore: {files} files, {read} of {} B read ({:.2} %), {} remote calls, {took:.0?}",
+        s.disk_bytes,
+        100.0 * read as f64 / s.disk_bytes as f64,
+        remote.requests() - requests,
+    );
+    assert!(restored.get("huge")?.expect("present") == huge);
     Ok(())
 }

@@ -18,7 +18,7 @@ pub use faulty::{Faults, FaultyRemote};
 #[cfg(any(test, feature = "testing"))]
 pub use memory::MemoryRemote;
 
-pub(crate) use file::{RemoteFile, RemoteReadError, RemoteReads, RemoteSource};
+pub(crate) use file::{RemoteFile, RemoteReadError, RemoteReads, RemoteSource, evicted_span};
 
 /// An object store under the store's files: sealed files are put whole, manifests are created
 /// only if absent, restore reads ranges. Object names are `/`-separated paths (no leading

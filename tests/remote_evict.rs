@@ -167,6 +167,34 @@ fn a_4_kib_range_of_an_evicted_large_value_is_one_get_of_at_most_8_kib() {
     store.put("big", &big).unwrap();
     store.flush_remote().unwrap();
     assert_eq!(store.stats().remote_only_files, 1);
+    // The file keeps its length; its data's disk space is given back.
+    // (The largest blob file: others are empty ones reserved ahead.)
+    let blob = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("blob-")
+        })
+        .max_by_key(|p| std::fs::metadata(p).unwrap().len())
+        .expect("the blob file");
+    let meta = std::fs::metadata(&blob).unwrap();
+    assert!(
+        meta.len() > 100 << 20,
+        "{} bytes: {}",
+        meta.len(),
+        blob.display()
+    );
+    {
+        use std::os::unix::fs::MetadataExt;
+        assert!(
+            meta.blocks() * 512 < 1 << 20,
+            "{} bytes allocated",
+            meta.blocks() * 512
+        );
+    }
     for start in [
         0u64,
         1,

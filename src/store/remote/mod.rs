@@ -320,7 +320,9 @@ fn flush(inner: &Inner, tier: &RemoteTier) -> Result<RemoteFlushReport> {
         || inner.log.lock().last_seq() > snapshot.last_seq;
     let since = if later { began } else { 0 };
     tier.dirty_since.store(since, Ordering::SeqCst);
-    // The flush is done (its manifest durable) whatever eviction does.
+    // The flush is done (its manifest durable) whatever eviction does. The snapshot's handles
+    // are let go first: an evicted file's data is punched out once no one holds its old one.
+    drop(snapshot);
     if let Err(e) = evict::evict_local(inner, tier, &mut state) {
         log::warn!("podstore: remote {}: eviction: {e}", tier.config.prefix);
     }

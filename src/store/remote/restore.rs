@@ -170,25 +170,19 @@ fn check_size(config: &RemoteConfig, f: &ManifestFile, sizes: &HashMap<String, u
         kind,
     };
     match sizes.get(&object) {
-        None => {
-            return Err(Error::Remote {
-                op: "restore: a file the manifest names",
-                object: object.clone(),
-                source: RemoteError::new(RemoteErrorKind::NotFound, "no such object"),
-            });
-        }
-        Some(&size) if size < f.length => {
-            return Err(corrupt(Corruption::Truncated {
-                needed: f.length,
-                available: size,
-            }));
-        }
-        Some(&size) if size > f.length => {
-            return Err(corrupt(Corruption::InvalidField {
-                field: "object size (longer than the manifest's length)",
-                value: size,
-            }));
-        }
+        None => Err(Error::Remote {
+            op: "restore: a file the manifest names",
+            object: object.clone(),
+            source: RemoteError::new(RemoteErrorKind::NotFound, "no such object"),
+        }),
+        Some(&size) if size < f.length => Err(corrupt(Corruption::Truncated {
+            needed: f.length,
+            available: size,
+        })),
+        Some(&size) if size > f.length => Err(corrupt(Corruption::InvalidField {
+            field: "object size (longer than the manifest's length)",
+            value: size,
+        })),
         Some(_) => Ok(()),
     }
 }

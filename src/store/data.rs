@@ -13,6 +13,10 @@ use crate::error::Result;
 use crate::expiry::PutOptions;
 use crate::meta::Version;
 use crate::options::Durability;
+// For the docs' links (`Options::...`), which the split of `Store::open` into data/opening.rs
+// left without it in scope.
+#[cfg(doc)]
+use crate::options::Options;
 use crate::range::ValueRange;
 
 mod opening;

@@ -6,8 +6,8 @@
 //! ranged GET per read of its data (docs/design.md, "Remote tier").
 //!
 //! Each file, in this order: (1) it is named, with its length, by the newest manifest this
-//! writer created (so its object is whole in the remote, under a name no one replaces); (2)
-//! its remote edit (the object's epoch and crc32) is durable in the catalog; (3) its handle in
+//! writer created (so its object is whole in the remote, under a name no one replaces), and
+//! synced (a blob file's footer is not synced at its seal); (2) its remote edit (the object's epoch and crc32) is durable in the catalog; (3) its handle in
 //! the table of open files is replaced by the remote one, so that new reads go to the remote;
 //! (4) once no reader holds the old handle, its data is punched out. A crash before (2) leaves
 //! the file local; after it, open reads the file through the remote and punches it again.
@@ -127,15 +127,16 @@ fn evict_over(
             && named.length == len
             && named.kind == h.kind
         {
-            candidates.push((id, h.kind, h.file.path().to_path_buf(), *named));
+            candidates.push((id, h.kind, h.file.clone(), *named));
         }
     }
     let mut evicted = 0;
     // Oldest (lowest id) first.
-    for (id, kind, path, named) in candidates {
+    for (id, kind, local_file, named) in candidates {
         if local <= budget {
             break;
         }
+        let path = local_file.path().to_path_buf();
         let src = source(&tier.config, named.epoch, kind, id, &shared.remote_reads);
         let file = match SegmentFile::open_remote(&path, &shared.profile, src) {
             Ok(f) => f,
@@ -151,6 +152,10 @@ fn evict_over(
             epoch: named.epoch,
             crc: named.crc,
         };
+        // The footer durable before the data can go: a blob file's footer is not synced at its
+        // seal (a lost one is rebuilt from the record, which a punched file no longer has).
+        local_file.sync_data()?;
+        drop(local_file);
         shared.catalog.remote_only(id, kind, object)?;
         if let Some(old) = shared.segments.replace_file(id, Arc::new(file)) {
             state.to_punch.push(ToPunch {

@@ -4,7 +4,7 @@
 //! `Stats::remote_get_bytes` (the in-memory remote of the `testing` feature: what is measured
 //! is requests and bytes, not time). docs/benchmarks.md, "Remote tier: cold reads (issue 38)".
 //!
-//! `cargo run --release --example remote_cold`
+//! `cargo bench --bench remote_cold`
 
 use std::sync::Arc;
 

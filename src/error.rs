@@ -385,6 +385,17 @@ impl fmt::Display for DamagedFile {
 impl Error {
     /// Wraps an I/O error, turning ENOSPC/EDQUOT into [`Error::StorageFull`].
     pub(crate) fn io(op: &'static str, path: Option<PathBuf>, source: io::Error) -> Error {
+        // A read of a file whose data is in the remote only, which the remote failed.
+        let source = match source.downcast::<crate::io::remote::RemoteReadError>() {
+            Ok(e) => {
+                return Error::Remote {
+                    op: "read a file whose data is in the remote",
+                    object: e.object,
+                    source: e.source,
+                };
+            }
+            Err(source) => source,
+        };
         match source.raw_os_error() {
             Some(code) if code == libc_enospc() || code == libc_edquot() => {
                 Error::StorageFull { path }

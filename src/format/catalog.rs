@@ -20,6 +20,10 @@ pub const CATALOG_VERSION: u8 = 1;
 /// only version 1 refuses it as [`Corruption::UnsupportedVersion`] instead of taking op 4 for
 /// damage; this build reads both.
 pub const CATALOG_VERSION_EVICT: u8 = 2;
+/// Version of a catalog that may hold remote edits ([`Op::Remote`], op 5: a sealed file whose
+/// data is in the remote only, issue 38). A build that knows only versions 1 and 2 refuses it as
+/// [`Corruption::UnsupportedVersion`]; this build reads all three.
+pub const CATALOG_VERSION_REMOTE: u8 = 3;
 /// Size of the header and of every edit.
 pub const SLOT_LEN: usize = 32;
 
@@ -33,6 +37,7 @@ mod off {
     pub const KIND: usize = 1;
     pub const FILE_ID: usize = 8;
     pub const LENGTH: usize = 16;
+    pub const OBJECT_CRC: usize = 24;
     pub const EDIT_CRC: usize = 28;
 }
 
@@ -46,13 +51,14 @@ pub(crate) const EDIT_FIELDS: &[(usize, usize)] = &[
     (off::KIND, 1),
     (off::FILE_ID, 8),
     (off::LENGTH, 8),
+    (off::OBJECT_CRC, 4),
     (off::EDIT_CRC, 4),
 ];
 
-/// The header slot of a catalog of `version` ([`CATALOG_VERSION`] or
-/// [`CATALOG_VERSION_EVICT`]).
+/// The header slot of a catalog of `version` ([`CATALOG_VERSION`], [`CATALOG_VERSION_EVICT`]
+/// or [`CATALOG_VERSION_REMOTE`]).
 pub fn encode_header(version: u8) -> [u8; SLOT_LEN] {
-    debug_assert!(matches!(version, CATALOG_VERSION | CATALOG_VERSION_EVICT));
+    debug_assert!((CATALOG_VERSION..=CATALOG_VERSION_REMOTE).contains(&version));
     let mut b = [0u8; SLOT_LEN];
     b[off::MAGIC..off::MAGIC + 4].copy_from_slice(&CATALOG_MAGIC);
     b[off::VERSION] = version;
@@ -76,7 +82,7 @@ pub fn decode_header(bytes: &[u8]) -> Result<u8, Corruption> {
         get_u32(bytes, off::HEADER_CRC),
     )?;
     let version = bytes[off::VERSION];
-    if !matches!(version, CATALOG_VERSION | CATALOG_VERSION_EVICT) {
+    if !(CATALOG_VERSION..=CATALOG_VERSION_REMOTE).contains(&version) {
         return Err(Corruption::UnsupportedVersion {
             found: version as u32,
         });
@@ -88,14 +94,20 @@ pub fn decode_header(bytes: &[u8]) -> Result<u8, Corruption> {
     Ok(version)
 }
 
-/// The version a catalog holding `edits` must carry: [`CATALOG_VERSION_EVICT`] if one of them
-/// is an eviction, else [`CATALOG_VERSION`].
+/// The version a catalog holding `edits` must carry: [`CATALOG_VERSION_REMOTE`] if one of them
+/// is a remote edit, else [`CATALOG_VERSION_EVICT`] if one is an eviction, else
+/// [`CATALOG_VERSION`] (the oldest version that reads them all, so that a store keeps the
+/// format of the builds before it as long as it uses nothing new).
 pub fn version_for<'a>(edits: impl IntoIterator<Item = &'a Edit>) -> u8 {
-    if edits.into_iter().any(|e| matches!(e.op, Op::Evict { .. })) {
-        CATALOG_VERSION_EVICT
-    } else {
-        CATALOG_VERSION
-    }
+    edits
+        .into_iter()
+        .map(|e| match e.op {
+            Op::Remote { .. } => CATALOG_VERSION_REMOTE,
+            Op::Evict { .. } => CATALOG_VERSION_EVICT,
+            _ => CATALOG_VERSION,
+        })
+        .max()
+        .unwrap_or(CATALOG_VERSION)
 }
 
 /// What an edit says about a file.
@@ -117,6 +129,21 @@ pub enum Op {
         /// The highest sequence number evicted.
         through: u64,
     },
+    /// The sealed file's data is in the remote only (issue 38): named by a durable manifest as
+    /// object `data/<epoch>/<file>` with crc32 `crc`, its local copy keeps only what a read
+    /// needs to find a value (header, footer, crc tables; docs/design.md, "Remote tier"). The
+    /// file stays sealed, at its length.
+    Remote(RemoteObject),
+}
+
+/// Where a remote-only file's bytes are: the epoch of the writer that uploaded it (its object
+/// is `<prefix>/data/<epoch>/<file name>`) and the crc32 of the whole file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RemoteObject {
+    /// The upload epoch (at least 1).
+    pub epoch: u64,
+    /// crc32 of the whole file, as the manifest gives it.
+    pub crc: u32,
 }
 
 /// One catalog edit.
@@ -134,11 +161,12 @@ impl Edit {
     /// Encodes the edit into one slot.
     pub fn encode(&self) -> [u8; SLOT_LEN] {
         let mut b = [0u8; SLOT_LEN];
-        let (op, length) = match self.op {
-            Op::Create => (1, 0),
-            Op::Seal { length } => (2, length),
-            Op::Remove => (3, 0),
-            Op::Evict { through } => (4, through),
+        let (op, length, crc) = match self.op {
+            Op::Create => (1, 0, 0),
+            Op::Seal { length } => (2, length, 0),
+            Op::Remove => (3, 0, 0),
+            Op::Evict { through } => (4, through, 0),
+            Op::Remote(o) => (5, o.epoch, o.crc),
         };
         b[off::OP] = op;
         b[off::KIND] = match self.kind {
@@ -147,14 +175,15 @@ impl Edit {
         };
         b[off::FILE_ID..off::FILE_ID + 8].copy_from_slice(&self.id.to_le_bytes());
         b[off::LENGTH..off::LENGTH + 8].copy_from_slice(&length.to_le_bytes());
+        b[off::OBJECT_CRC..off::OBJECT_CRC + 4].copy_from_slice(&crc.to_le_bytes());
         let crc = crc32fast::hash(&b[..off::EDIT_CRC]);
         b[off::EDIT_CRC..].copy_from_slice(&crc.to_le_bytes());
         b
     }
 
     /// Decodes and verifies one slot of a catalog of `version`: an eviction (op 4) is an edit
-    /// of a version-2 catalog only, and in a version-1 catalog an unknown op, as it is to the
-    /// builds that know only version 1.
+    /// of a version-2 (or later) catalog only, and in a version-1 catalog an unknown op, as it
+    /// is to the builds that know only version 1; a remote edit (op 5), of a version-3 one.
     pub fn decode(bytes: &[u8], version: u8) -> Result<Edit, Corruption> {
         need(bytes, SLOT_LEN)?;
         check_crc(
@@ -162,16 +191,23 @@ impl Edit {
             get_u32(bytes, off::EDIT_CRC),
         )?;
         reserved_zero(&bytes[off::KIND + 1..off::FILE_ID], "catalog edit reserved")?;
-        reserved_zero(
-            &bytes[off::LENGTH + 8..off::EDIT_CRC],
-            "catalog edit reserved",
-        )?;
+        let is_remote = bytes[off::OP] == 5 && version >= CATALOG_VERSION_REMOTE;
+        if !is_remote {
+            reserved_zero(
+                &bytes[off::OBJECT_CRC..off::EDIT_CRC],
+                "catalog edit reserved",
+            )?;
+        }
         let length = get_u64(bytes, off::LENGTH);
         let op = match bytes[off::OP] {
             1 => Op::Create,
             2 => Op::Seal { length },
             3 => Op::Remove,
             4 if version >= CATALOG_VERSION_EVICT => Op::Evict { through: length },
+            5 if is_remote && length > 0 => Op::Remote(RemoteObject {
+                epoch: length,
+                crc: get_u32(bytes, off::OBJECT_CRC),
+            }),
             other => {
                 return Err(Corruption::InvalidField {
                     field: "catalog edit op",
@@ -179,7 +215,7 @@ impl Edit {
                 });
             }
         };
-        if !matches!(op, Op::Seal { .. } | Op::Evict { .. }) && length != 0 {
+        if !matches!(op, Op::Seal { .. } | Op::Evict { .. } | Op::Remote(_)) && length != 0 {
             return Err(Corruption::InvalidField {
                 field: "catalog edit length",
                 value: length,
@@ -245,9 +281,12 @@ pub struct CatalogState {
     /// The highest sequence number an eviction dropped, and the id of the file whose edit says
     /// so (`None`: nothing was ever evicted). Open ignores every record at or below it.
     pub evicted: Option<(u64, FileKind, u64)>,
-    /// The header's version ([`CATALOG_VERSION`], or [`CATALOG_VERSION_EVICT`] once the
-    /// catalog may hold evictions; 0 in a state not read from or written to a file).
+    /// The header's version ([`CATALOG_VERSION`], [`CATALOG_VERSION_EVICT`] once the catalog
+    /// may hold evictions, [`CATALOG_VERSION_REMOTE`] once it may hold remote edits; 0 in a
+    /// state not read from or written to a file).
     pub version: u8,
+    /// The sealed files whose data is in the remote only, by id ([`Op::Remote`]).
+    pub remote: BTreeMap<u64, RemoteObject>,
 }
 
 impl CatalogState {
@@ -288,7 +327,23 @@ impl CatalogState {
         let state = match edit.op {
             Op::Create => FileState::Created,
             Op::Seal { length } => FileState::Sealed { length },
-            Op::Remove | Op::Evict { .. } => FileState::Removed,
+            Op::Remove | Op::Evict { .. } => {
+                self.remote.remove(&edit.id);
+                FileState::Removed
+            }
+            // Only a sealed file's data goes to the remote alone, and to one object; the file
+            // stays sealed.
+            Op::Remote(o) => {
+                let sealed = self
+                    .files
+                    .get(&edit.id)
+                    .is_some_and(|f| matches!(f.state, FileState::Sealed { .. }));
+                if !sealed || self.remote.get(&edit.id).is_some_and(|had| *had != o) {
+                    return Err(bad(edit.id));
+                }
+                self.remote.insert(edit.id, o);
+                return Ok(());
+            }
         };
         self.files.insert(
             edit.id,
@@ -386,21 +441,32 @@ mod tests {
             },
             edit(7, Op::Remove),
             edit(9, Op::Evict { through: 1 << 50 }),
+            edit(
+                11,
+                Op::Remote(RemoteObject {
+                    epoch: 3,
+                    crc: 0xdead_beef,
+                }),
+            ),
         ] {
             let b = e.encode();
-            assert_eq!(Edit::decode(&b, CATALOG_VERSION_EVICT), Ok(e));
+            assert_eq!(Edit::decode(&b, CATALOG_VERSION_REMOTE), Ok(e));
             for i in 0..b.len() {
                 for bit in 0..8 {
                     let mut bad = b;
                     bad[i] ^= 1 << bit;
                     assert!(
-                        Edit::decode(&bad, CATALOG_VERSION_EVICT).is_err(),
+                        Edit::decode(&bad, CATALOG_VERSION_REMOTE).is_err(),
                         "{e:?}: flip {i}.{bit}"
                     );
                 }
             }
         }
-        for version in [CATALOG_VERSION, CATALOG_VERSION_EVICT] {
+        for version in [
+            CATALOG_VERSION,
+            CATALOG_VERSION_EVICT,
+            CATALOG_VERSION_REMOTE,
+        ] {
             let h = encode_header(version);
             assert_eq!(decode_header(&h), Ok(version));
             for i in 0..h.len() {
@@ -442,15 +508,59 @@ mod tests {
             replay(&file(&[edit(1, Op::Create)], 1)).unwrap().version,
             CATALOG_VERSION
         );
-        // A version after 2 is refused as such, never as damage.
+        // A version after 3 is refused as such, never as damage.
         let mut b = encode_header(CATALOG_VERSION_EVICT);
-        b[4] = 3;
+        b[4] = 4;
         let crc = crc32fast::hash(&b[..28]);
         b[28..].copy_from_slice(&crc.to_le_bytes());
         assert_eq!(
             decode_header(&b),
-            Err(Corruption::UnsupportedVersion { found: 3 })
+            Err(Corruption::UnsupportedVersion { found: 4 })
         );
+    }
+
+    #[test]
+    fn a_remote_edit_is_of_a_version_3_catalog_and_of_a_sealed_file_only() {
+        let o = RemoteObject { epoch: 2, crc: 7 };
+        let remote = edit(1, Op::Remote(o));
+        // Refused by versions 1 and 2 (its crc in their reserved bytes, an unknown op).
+        for version in [CATALOG_VERSION, CATALOG_VERSION_EVICT] {
+            assert!(matches!(
+                Edit::decode(&remote.encode(), version),
+                Err(Corruption::InvalidField { .. })
+            ));
+        }
+        // Epoch 0 names no writer: refused.
+        let zero = edit(1, Op::Remote(RemoteObject { epoch: 0, crc: 7 }));
+        assert!(Edit::decode(&zero.encode(), CATALOG_VERSION_REMOTE).is_err());
+        let sealed = [
+            edit(1, Op::Create),
+            edit(1, Op::Seal { length: 8192 }),
+            remote,
+        ];
+        assert_eq!(version_for(&sealed), CATALOG_VERSION_REMOTE);
+        let s = replay(&file(&sealed, 2)).unwrap();
+        assert_eq!(s.version, CATALOG_VERSION_REMOTE);
+        assert_eq!(s.files[&1].state, FileState::Sealed { length: 8192 });
+        assert_eq!(s.remote.get(&1), Some(&o));
+        // Repeated: the same object only.
+        let mut again = sealed.to_vec();
+        again.push(remote);
+        assert!(replay(&file(&again, 1)).is_ok());
+        again.push(edit(1, Op::Remote(RemoteObject { epoch: 3, crc: 7 })));
+        assert!(replay(&file(&again, 1)).is_err());
+        // A file not sealed (or unknown, or removed) never goes remote.
+        for edits in [
+            vec![remote],
+            vec![edit(1, Op::Create), remote],
+            vec![edit(1, Op::Seal { length: 1 }), edit(1, Op::Remove), remote],
+        ] {
+            assert!(replay(&file(&edits, 1)).is_err(), "{edits:?}");
+        }
+        // A removal (or an eviction) ends it.
+        let mut removed = sealed.to_vec();
+        removed.push(edit(1, Op::Remove));
+        assert!(replay(&file(&removed, 1)).unwrap().remote.is_empty());
     }
 
     #[test]

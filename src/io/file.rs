@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::aligned::{AlignedBuf, BufPool};
+use super::remote::{RemoteFile, RemoteSource};
 use super::storage::{LockGuard, OpenMode, ReadAt, Storage, StorageFile, probe_block};
 use crate::error::{Error, Result};
 use crate::format::{align_down, align_up};
@@ -110,6 +111,9 @@ pub struct SegmentFile {
     file: Box<dyn StorageFile>,
     path: PathBuf,
     direct: bool,
+    /// For a file whose data is in the remote only: the bytes its local copy no longer holds
+    /// (read from the remote: [`RemoteFile`]).
+    remote_span: Option<std::ops::Range<u64>>,
 }
 
 impl SegmentFile {
@@ -123,7 +127,51 @@ impl SegmentFile {
             file,
             path: path.to_path_buf(),
             direct: profile.direct,
+            remote_span: None,
         })
+    }
+
+    /// Opens the sealed file at `path` whose data is in the remote only ([`RemoteFile`]: its
+    /// local copy for the header, crc tables and footer, one ranged GET for every read of the
+    /// rest). Reads are exact (no direct-I/O alignment: a GET fetches what is asked for).
+    pub fn open_remote(
+        path: &Path,
+        profile: &IoProfile,
+        source: RemoteSource,
+    ) -> Result<SegmentFile> {
+        let file = RemoteFile::open(&*profile.storage, path, profile.read_only, source)
+            .map_err(|e| Error::io("open an evicted segment", Some(path.to_path_buf()), e))?;
+        let span = file.span();
+        Ok(SegmentFile {
+            file: Box::new(file),
+            path: path.to_path_buf(),
+            direct: false,
+            remote_span: Some(span),
+        })
+    }
+
+    /// Whether the file's data is in the remote only.
+    pub fn is_remote(&self) -> bool {
+        self.remote_span.is_some()
+    }
+
+    /// The bytes the remote serves, for a file whose data is in the remote only.
+    pub fn remote_span(&self) -> Option<std::ops::Range<u64>> {
+        self.remote_span.clone()
+    }
+
+    /// Bytes of the file on the local disk: its length, less what the remote serves.
+    pub fn local_len(&self) -> Result<u64> {
+        let len = self.len()?;
+        Ok(len - self.remote_span.as_ref().map_or(0, |s| s.end - s.start))
+    }
+
+    /// Gives back the disk space of `span` ([`StorageFile::punch_hole`]): the local data of a
+    /// file whose bytes there are in the remote (and read from it by the file's remote handle).
+    pub fn punch_hole(&self, span: std::ops::Range<u64>) -> Result<()> {
+        self.file
+            .punch_hole(span.start, span.end - span.start)
+            .map_err(|e| self.err("punch a hole in segment", e))
     }
 
     /// Opens an existing file (for reading only in a read-only store).
@@ -141,6 +189,7 @@ impl SegmentFile {
             file,
             path: path.to_path_buf(),
             direct: profile.direct,
+            remote_span: None,
         })
     }
 

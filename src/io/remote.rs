@@ -9,6 +9,7 @@ use std::ops::Range;
 
 #[cfg(any(test, feature = "testing"))]
 mod faulty;
+mod file;
 #[cfg(any(test, feature = "testing"))]
 mod memory;
 
@@ -16,6 +17,8 @@ mod memory;
 pub use faulty::{Faults, FaultyRemote};
 #[cfg(any(test, feature = "testing"))]
 pub use memory::MemoryRemote;
+
+pub(crate) use file::{RemoteFile, RemoteReadError, RemoteReads, RemoteSource, evicted_span};
 
 /// An object store under the store's files: sealed files are put whole, manifests are created
 /// only if absent, restore reads ranges. Object names are `/`-separated paths (no leading
@@ -199,5 +202,33 @@ impl std::error::Error for RemoteError {
         self.source
             .as_deref()
             .map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
+
+/// The first wait between two attempts of a remote call that failed with a transient error
+/// (doubled after each, up to [`RETRY_MAX_WAIT`]).
+const RETRY_FIRST_WAIT: std::time::Duration = std::time::Duration::from_millis(20);
+const RETRY_MAX_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Calls `call` until it succeeds, fails with an error that is not transient, or has failed
+/// `attempts` times, waiting longer after each failure (20 ms, doubling up to 2 s). `call` gets
+/// the number of failed attempts before it.
+pub(crate) fn retry_transient<T>(
+    attempts: u32,
+    mut call: impl FnMut(u32) -> Result<T, RemoteError>,
+) -> Result<T, RemoteError> {
+    let mut wait = RETRY_FIRST_WAIT;
+    let mut failed = 0;
+    loop {
+        match call(failed) {
+            Ok(v) => return Ok(v),
+            Err(e) if e.is_transient() && failed + 1 < attempts => {
+                log::debug!("podstore: remote call: {e}; retrying in {wait:?}");
+                std::thread::sleep(wait);
+                wait = (wait * 2).min(RETRY_MAX_WAIT);
+                failed += 1;
+            }
+            Err(e) => return Err(e),
+        }
     }
 }

@@ -123,6 +123,23 @@ pub trait StorageFile: Send + Sync + fmt::Debug {
     }
     /// fdatasync.
     fn sync_data(&self) -> io::Result<()>;
+    /// Gives back the disk space of bytes `[offset, offset + len)`, keeping the file's length
+    /// (`fallocate(PUNCH_HOLE | KEEP_SIZE)`): they read as zeroes after. Not durable until a
+    /// sync (a crash may keep the bytes). The default writes zeroes (a backend without holes:
+    /// the simulator, where a punch is a write like any other for crashes), from a buffer
+    /// aligned for direct I/O (`offset` and `len` are multiples of the block size).
+    fn punch_hole(&self, offset: u64, len: u64) -> io::Result<()> {
+        let zeroes = AlignedBuf::zeroed(len.clamp(4096, 1 << 20) as usize, 4096);
+        let mut at = offset;
+        while at < offset + len {
+            let n = (offset + len - at).min(zeroes.len() as u64) as usize;
+            match self.write_at(&zeroes[..n], at)? {
+                0 => return Err(io::ErrorKind::WriteZero.into()),
+                w => at += w as u64,
+            }
+        }
+        Ok(())
+    }
     /// ftruncate.
     fn set_len(&self, len: u64) -> io::Result<()>;
     /// The file's length (fstat).
@@ -467,6 +484,12 @@ impl StorageFile for RealFile {
 
     fn set_len(&self, len: u64) -> io::Result<()> {
         self.file.set_len(len)
+    }
+
+    fn punch_hole(&self, offset: u64, len: u64) -> io::Result<()> {
+        use rustix::fs::FallocateFlags;
+        let flags = FallocateFlags::PUNCH_HOLE | FallocateFlags::KEEP_SIZE;
+        Ok(rustix::fs::fallocate(&self.file, flags, offset, len)?)
     }
 
     fn len(&self) -> io::Result<u64> {

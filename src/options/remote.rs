@@ -20,6 +20,8 @@ pub(crate) struct RemoteConfig {
     pub(crate) upload_threads: usize,
     /// See [`Options::remote_retries`].
     pub(crate) attempts: u32,
+    /// See [`Options::remote_local_budget`].
+    pub(crate) local_budget: Option<u64>,
 }
 
 impl Options {
@@ -58,12 +60,18 @@ impl Options {
     /// # Ok(()) }
     /// ```
     pub fn remote(mut self, remote: Arc<dyn Remote>, prefix: impl Into<String>) -> Self {
-        let (flush_interval, upload_threads, attempts) = match &self.remote {
-            Some(r) => (r.flush_interval, r.upload_threads, r.attempts),
+        let (flush_interval, upload_threads, attempts, local_budget) = match &self.remote {
+            Some(r) => (
+                r.flush_interval,
+                r.upload_threads,
+                r.attempts,
+                r.local_budget,
+            ),
             None => (
                 Some(DEFAULT_FLUSH_INTERVAL),
                 DEFAULT_UPLOAD_THREADS,
                 DEFAULT_ATTEMPTS,
+                None,
             ),
         };
         self.remote = Some(RemoteConfig {
@@ -72,7 +80,47 @@ impl Options {
             flush_interval,
             upload_threads,
             attempts,
+            local_budget,
         });
+        self
+    }
+
+    /// Keeps at most `bytes` of sealed files' data on the local disk (`None`, the default:
+    /// every file whole): the local disk becomes a cache of the remote. After each remote flush
+    /// (and on the background thread's ticks), while the sealed files' local bytes pass the
+    /// budget, the oldest sealed files that the newest manifest this store wrote names have
+    /// their local data given back (punched out of the file, which keeps its name, length and
+    /// footer). A get of a value in such a file is one ranged GET of the remote (its record, or
+    /// a range's chunks), checked against the record's checksums; the index, listings and
+    /// open read only local footers. Files not yet named by a manifest are never evicted, so
+    /// the budget can be passed until the next flush; the active segment and footers are not
+    /// counted against it. A store with evicted files needs its remote to open. With a budget
+    /// set, a restore (an empty directory opened against a prefix with a manifest) downloads
+    /// only each file's footer, header and crc tables (about 1 % of the stored bytes), every
+    /// file remote-only from the start.
+    /// Ignored without [`Options::remote`] (set it after that).
+    ///
+    /// ```
+    /// # fn main() -> podstore::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let remote = std::sync::Arc::new(podstore::remote::MemoryRemote::new());
+    /// let opts = podstore::Options::default()
+    ///     .cache_capacity(0) // every get reads its file
+    ///     .remote(remote, "db")
+    ///     .remote_local_budget(Some(0));
+    /// let store = podstore::Store::open_with(dir.path(), opts)?;
+    /// store.put("big", vec![7u8; 4 << 20])?;
+    /// store.flush_remote()?;
+    /// assert_eq!(store.stats().remote_only_files, 1);
+    /// // Read back from the remote: one ranged GET.
+    /// assert_eq!(store.get("big")?.unwrap().len(), 4 << 20);
+    /// assert_eq!(store.stats().remote_gets, 1);
+    /// # Ok(()) }
+    /// ```
+    pub fn remote_local_budget(mut self, bytes: Option<u64>) -> Self {
+        if let Some(r) = &mut self.remote {
+            r.local_budget = bytes;
+        }
         self
     }
 

@@ -7,15 +7,15 @@
 //! "Catalog"): a file's name is durable before its creation is recorded, its footer durable
 //! before its seal is, and its removal recorded before it is unlinked.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use super::names::file_name;
 use crate::error::{DamagedFile, Error, FileKind, FileProblem, Result};
 use crate::format::catalog::{
-    CATALOG_VERSION_EVICT, CatalogFile, CatalogState, Edit, FileState, Op, SLOT_LEN, encode_header,
-    replay, version_for,
+    CatalogFile, CatalogState, Edit, FileState, Op, RemoteObject, SLOT_LEN, encode_header, replay,
+    version_for,
 };
 use crate::io::file::{self, IoProfile, PlainFile};
 
@@ -207,13 +207,16 @@ impl Catalog {
     ///
     /// `evicted` is the eviction watermark to keep ([`CatalogState::evicted`]): written as the
     /// eviction of the (removed) file that carried it, so that open goes on ignoring the
-    /// records an eviction dropped.
+    /// records an eviction dropped. `remote`: the sealed files among `files` whose data is in
+    /// the remote only ([`CatalogState::remote`]), each written with its remote edit after its
+    /// seal (a name it has for a file not listed as sealed is left out).
     pub fn write_whole(
         dir: &Path,
         profile: &IoProfile,
         files: &[(u64, FileKind, FileState)],
         max_id: u64,
         evicted: Option<(u64, FileKind, u64)>,
+        remote: &BTreeMap<u64, RemoteObject>,
     ) -> std::result::Result<Catalog, WholeError> {
         let mut edits = Vec::new();
         for &(id, kind, st) in files {
@@ -223,6 +226,13 @@ impl Catalog {
                 FileState::Removed => continue,
             };
             edits.push(Edit { id, kind, op });
+            if let (FileState::Sealed { .. }, Some(o)) = (st, remote.get(&id)) {
+                edits.push(Edit {
+                    id,
+                    kind,
+                    op: Op::Remote(*o),
+                });
+            }
         }
         if let Some((id, kind, through)) = evicted
             && !edits.iter().any(|e| e.id == id)
@@ -357,15 +367,14 @@ impl Catalog {
             bytes.resize((slots - g.state.end_slot) as usize * SLOT_LEN, 0);
         }
         let at = g.state.end_slot * SLOT_LEN as u64;
-        // The first eviction of a version-1 catalog: op 4 may only be read under a version-2
-        // header (older builds then refuse the store as too new, instead of calling it
-        // damaged), so the catalog is written anew, version 2, with the group's edits in it,
-        // through the crash-safe rewrite: a crash leaves the version-1 catalog without the
-        // eviction (whose files are unlinked only after this returns) or the version-2 one
-        // with it (docs/design.md, "Catalog").
-        let upgrade = !contradiction
-            && g.state.version < CATALOG_VERSION_EVICT
-            && version_for(&batch) == CATALOG_VERSION_EVICT;
+        // The first eviction of a version-1 catalog (or the first remote edit of a version-1
+        // or 2 one): op 4 may only be read under a version-2 header, op 5 under a version-3
+        // one (older builds then refuse the store as too new, instead of calling it damaged),
+        // so the catalog is written anew, of the version its edits need, with the group's edits
+        // in it, through the crash-safe rewrite: a crash leaves the old catalog without the
+        // group's edits (whose files are unlinked, or punched, only after this returns) or the
+        // new one with them (docs/design.md, "Catalog").
+        let upgrade = !contradiction && g.state.version < version_for(&batch);
         let upgraded = upgrade.then(|| {
             let mut all = snapshot(&g.state);
             all.extend_from_slice(&batch);
@@ -472,6 +481,31 @@ impl Catalog {
             file::remove_file(&self.profile, &self.dir.join(file_name(id, kind)))?;
         }
         file::sync_dir(&self.profile, &self.dir)
+    }
+
+    /// Records that sealed file `id`'s data is in the remote only, as `object` (its local
+    /// copy may then lose everything but what reads need: docs/design.md, "Remote tier").
+    /// Fails without a catalog: a file the store has no durable record of as remote must keep
+    /// its data.
+    pub fn remote_only(&self, id: u64, kind: FileKind, object: RemoteObject) -> Result<()> {
+        if !self.is_kept() {
+            return Err(internal("no catalog: a file cannot be made remote-only"));
+        }
+        self.record(&[Edit {
+            id,
+            kind,
+            op: Op::Remote(object),
+        }])
+    }
+
+    /// The sealed files whose data is in the remote only.
+    pub fn remote_files(&self) -> BTreeMap<u64, RemoteObject> {
+        self.lock().state.remote.clone()
+    }
+
+    /// The remote object of file `id`, if its data is in the remote only.
+    pub fn remote_of(&self, id: u64) -> Option<RemoteObject> {
+        self.lock().state.remote.get(&id).copied()
     }
 
     /// The highest sequence number an eviction dropped (0: none).
@@ -606,6 +640,15 @@ fn snapshot(state: &CatalogState) -> Vec<Edit> {
                 kind,
                 op: Op::Evict { through },
             }),
+        }
+    }
+    for (&id, &o) in &state.remote {
+        if let Some(f) = state.files.get(&id) {
+            edits.push(Edit {
+                id,
+                kind: f.kind,
+                op: Op::Remote(o),
+            });
         }
     }
     if state.max_id > edits.iter().map(|e| e.id).max().unwrap_or(0) {

@@ -414,6 +414,7 @@ impl Store {
             },
         )
         .with_warm_up(inner.warmed.get())
+        .with_remote_reads(&inner.shared.remote_reads)
         .with_eviction(
             inner.opts.size_cap,
             inner.shared.catalog.evicted_through(),

@@ -160,8 +160,18 @@ pub(super) fn run(inner: &Inner, dest: &Path) -> Result<CheckpointReport> {
     // Written last: a directory without it is not a finished checkpoint.
     // The eviction watermark goes with the files: a linked file may hold records an eviction
     // dropped (docs/design.md, "Eviction"), which the checkpoint must not bring back.
-    let evicted = shared.catalog.state().evicted;
-    Catalog::write_whole(&staging, profile, &listed, max_id, evicted).map_err(|e| match e {
+    let state = shared.catalog.state();
+    // A file whose data is in the remote only is so in the checkpoint too: its linked copy
+    // holds no data (the checkpoint needs the same remote to read it).
+    Catalog::write_whole(
+        &staging,
+        profile,
+        &listed,
+        max_id,
+        state.evicted,
+        &state.remote,
+    )
+    .map_err(|e| match e {
         WholeError::NotWritten(e) | WholeError::Installed(e) => e,
     })?;
     file::rename(profile, &staging, dest)?;

@@ -402,6 +402,12 @@ impl Compactor {
                 continue;
             }
             let usage = p.index.usage(id);
+            // A file whose data is in the remote only is not copied from (that would fetch
+            // its live records from the remote): only a dead blob file is removed (docs/
+            // design.md, "Remote tier").
+            if h.file.is_remote() && (h.kind == SegmentKind::Log || usage.live_records > 0) {
+                continue;
+            }
             let len = h.file.len()?;
             match h.kind {
                 SegmentKind::Blob if usage.live_records == 0 => dead_blobs.push((id, h)),

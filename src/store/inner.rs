@@ -75,6 +75,15 @@ impl Inner {
             }
             versions => versions?,
         };
+        let remote_reads = Arc::new(crate::io::remote::RemoteReads::default());
+        // Files whose data is in the remote only: read through it (store/remote/evict.rs).
+        super::remote::open_evicted(
+            &profile,
+            opts.remote.as_ref(),
+            &recovered.catalog,
+            &mut recovered.segments,
+            &remote_reads,
+        )?;
         let shared = Shared {
             dir,
             profile,
@@ -84,6 +93,7 @@ impl Inner {
             counters: Arc::new(Counters::default()),
             catalog: Arc::new(recovered.catalog),
             clock: opts.clock.clone(),
+            remote_reads,
         };
         let log = Arc::new(Log::start(
             shared.clone(),

@@ -619,7 +619,9 @@ fn settle_catalog(
     // The eviction watermark survives the rewrite (a catalog rebuilt by salvage, without one,
     // has none: see docs/design.md, "Eviction").
     let evicted = found.as_ref().and_then(|c| c.state().evicted);
-    match Catalog::write_whole(dir, profile, &files, max_id, evicted) {
+    // So do the files whose data is in the remote only (their local copies keep no data).
+    let remote = found.as_ref().map(|c| c.remote_files()).unwrap_or_default();
+    match Catalog::write_whole(dir, profile, &files, max_id, evicted, &remote) {
         Ok(catalog) => {
             // Worth reporting unless the store is new.
             report.catalog_written = !kept.is_empty() || salvaged || found.is_some();

@@ -163,6 +163,14 @@ impl SegmentTable {
         }
     }
 
+    /// Replaces the file of `id` (a file whose data went to the remote: its remote handle);
+    /// the old handle, if the store had the file.
+    pub(super) fn replace_file(&self, id: u64, file: Arc<SegmentFile>) -> Option<Arc<SegmentFile>> {
+        self.write()
+            .get_mut(&id)
+            .map(|h| std::mem::replace(&mut h.file, file))
+    }
+
     /// Forgets file `id` (after its removal is durable).
     pub(super) fn remove(&self, id: u64) {
         self.write().remove(&id);

@@ -30,6 +30,8 @@ pub(super) struct Shared {
     pub(super) catalog: Arc<Catalog>,
     /// The clock expiries are judged by (issue 39).
     pub(super) clock: crate::expiry::Clock,
+    /// The ranged GETs of reads of files whose data is in the remote only, and their bytes.
+    pub(super) remote_reads: Arc<crate::io::remote::RemoteReads>,
 }
 
 impl Shared {

@@ -179,6 +179,20 @@ pub struct Stats {
     pub remote_lag: Option<std::time::Duration>,
     /// The number of the newest manifest this store wrote (0 without a remote).
     pub remote_manifest: u64,
+    /// Bytes of the segment and blob files on the local disk: [`Stats::disk_bytes`] less the
+    /// data of files whose data is in the remote only
+    /// ([`Options::remote_local_budget`](crate::Options::remote_local_budget)).
+    pub local_bytes: u64,
+    /// Sealed files whose data is in the remote only (their local copies keep headers, crc
+    /// tables and footers).
+    pub remote_only_files: u64,
+    /// Bytes of those files' data read from the remote (not on the local disk).
+    pub remote_only_bytes: u64,
+    /// Ranged GETs made since open to read files whose data is in the remote only (each
+    /// attempt of a retried one counts): a cold get costs one.
+    pub remote_gets: u64,
+    /// Bytes those GETs fetched.
+    pub remote_get_bytes: u64,
 }
 
 impl Stats {
@@ -214,6 +228,15 @@ impl Stats {
             remote_waiting_bytes: r.waiting_bytes,
             remote_lag: r.lag,
             remote_manifest: r.manifest,
+            ..self
+        }
+    }
+
+    /// These figures with the reads of files whose data is in the remote only.
+    pub(super) fn with_remote_reads(self, r: &crate::io::remote::RemoteReads) -> Stats {
+        Stats {
+            remote_gets: r.gets.load(Ordering::Relaxed),
+            remote_get_bytes: r.bytes.load(Ordering::Relaxed),
             ..self
         }
     }
@@ -353,9 +376,14 @@ pub(super) fn collect(
     let (mut tombstone_bytes, mut tombstones) = active.as_ref().map_or((0, 0), |a| {
         (a.summary.tombstone_bytes, a.summary.tombstones)
     });
+    let (mut remote_only_files, mut remote_only_bytes) = (0, 0);
     for (id, h) in &handles {
         let len = h.file.len().unwrap_or(0);
         disk_bytes += len;
+        if let Some(span) = h.file.remote_span() {
+            remote_only_files += 1;
+            remote_only_bytes += span.end - span.start;
+        }
         if let Some(a) = &active
             && a.id == *id
         {
@@ -424,6 +452,11 @@ pub(super) fn collect(
         remote_waiting_bytes: 0,
         remote_lag: None,
         remote_manifest: 0,
+        local_bytes: disk_bytes - remote_only_bytes,
+        remote_only_files,
+        remote_only_bytes,
+        remote_gets: 0,
+        remote_get_bytes: 0,
     }
 }
 

@@ -130,7 +130,10 @@ impl Warmer {
             .segments
             .snapshot()
             .into_iter()
-            .filter(|(_, h)| h.kind == SegmentKind::Log && h.sealed_at.is_some())
+            // Not a file whose data is in the remote only: a walk would download it whole.
+            .filter(|(_, h)| {
+                h.kind == SegmentKind::Log && h.sealed_at.is_some() && !h.file.is_remote()
+            })
             .map(|(id, h)| (id, h.file))
             .collect();
         files.sort_unstable_by_key(|(id, _)| std::cmp::Reverse(*id));

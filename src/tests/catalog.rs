@@ -25,7 +25,7 @@ fn concurrent_catalog_edits_all_land_once() {
         read_only: false,
     };
     let dir = Path::new(super::DIR);
-    let catalog = Catalog::write_whole(dir, &profile, &[], 0, None)
+    let catalog = Catalog::write_whole(dir, &profile, &[], 0, None, &Default::default())
         .map_err(|_| "write")
         .unwrap();
     let syncs =
@@ -199,7 +199,8 @@ fn the_switch_to_version_2_survives_a_power_loss_at_every_step() {
     // the eviction, and an edit appended to the version-2 file. Says whether each was
     // acknowledged.
     let run = |sim: &Sim| -> (Option<CatalogState>, bool, bool) {
-        let Ok(c) = Catalog::write_whole(dir, &profile(sim), &files, 3, None) else {
+        let Ok(c) = Catalog::write_whole(dir, &profile(sim), &files, 3, None, &Default::default())
+        else {
             return (None, false, false);
         };
         // Its unlink fails (the simulator has no such file) after the removal is recorded.
@@ -271,9 +272,16 @@ fn the_switch_to_version_2_survives_a_power_loss_at_every_step() {
     let sim = super::new_sim(SimConfig::default());
     let kept = Some((1, SegmentKind::Log, 50));
     for (evicted, version) in [(kept, CATALOG_VERSION_EVICT), (None, CATALOG_VERSION)] {
-        Catalog::write_whole(dir, &profile(&sim), &files[2..], 3, evicted)
-            .map_err(|_| "write")
-            .unwrap();
+        Catalog::write_whole(
+            dir,
+            &profile(&sim),
+            &files[2..],
+            3,
+            evicted,
+            &Default::default(),
+        )
+        .map_err(|_| "write")
+        .unwrap();
         let got = loaded(&sim);
         assert_eq!((got.version, got.evicted), (version, evicted));
     }

@@ -18,6 +18,7 @@ mod lazy;
 pub(crate) mod long;
 mod powerloss;
 mod powerloss_evict;
+mod powerloss_remote;
 mod powerloss_ttl;
 mod quarantine;
 mod ranges;

@@ -13,6 +13,7 @@
 //! <prefix>/data/<epoch, 20 digits>/<file>     a sealed file, uploaded by the writer of that epoch
 //! ```
 
+mod evict;
 mod manifest;
 mod restore;
 mod upload;
@@ -29,6 +30,7 @@ use crate::format::manifest::{Manifest, ManifestFile};
 use crate::io::remote::RemoteError;
 use crate::options::RemoteConfig;
 
+pub(super) use evict::open_evicted;
 pub(super) use restore::restore_if_empty;
 pub(super) use upload::sealed_lengths;
 
@@ -92,6 +94,11 @@ struct TierState {
     /// one that wrote the prefix (an older copy, a writer fenced since) can hold another file
     /// under the same id, of the same length.
     inherited: HashMap<u64, ManifestFile>,
+    /// The files the newest manifest this writer created names (none before its first): the
+    /// files whose local data may be evicted (`evict.rs`).
+    named: HashMap<u64, ManifestFile>,
+    /// Files evicted whose local data is still to be punched out.
+    to_punch: Vec<evict::ToPunch>,
 }
 
 /// The remote figures of [`Stats`](crate::Stats).
@@ -131,6 +138,8 @@ impl RemoteTier {
                 next_number: claim.number + 1,
                 uploaded: HashMap::new(),
                 inherited: claim.files.iter().map(|f| (f.id, *f)).collect(),
+                named: HashMap::new(),
+                to_punch: Vec::new(),
             }),
             manifest: AtomicU64::new(claim.number),
             config,
@@ -237,7 +246,10 @@ impl Inner {
         let result = if tier.flush_due() {
             flush(self, tier).map(|_| ())
         } else {
-            upload::pass(self, tier, &mut tier.lock(), None).map(|_| ())
+            let mut state = tier.lock();
+            upload::pass(self, tier, &mut state, None)
+                .and_then(|_| evict::evict_local(self, tier, &mut state))
+                .map(|_| ())
         };
         match result {
             Ok(()) => true,
@@ -298,6 +310,7 @@ fn flush(inner: &Inner, tier: &RemoteTier) -> Result<RemoteFlushReport> {
         Err(e) => return Err(e),
     }
     state.next_number = m.number + 1;
+    state.named = m.files.iter().map(|f| (f.id, *f)).collect();
     tier.manifest.store(m.number, Ordering::Relaxed);
     *tier.last_flush.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
     // A write asked for since this flush began, or numbered after its snapshot, may not be in
@@ -307,6 +320,12 @@ fn flush(inner: &Inner, tier: &RemoteTier) -> Result<RemoteFlushReport> {
         || inner.log.lock().last_seq() > snapshot.last_seq;
     let since = if later { began } else { 0 };
     tier.dirty_since.store(since, Ordering::SeqCst);
+    // The flush is done (its manifest durable) whatever eviction does. The snapshot's handles
+    // are let go first: an evicted file's data is punched out once no one holds its old one.
+    drop(snapshot);
+    if let Err(e) = evict::evict_local(inner, tier, &mut state) {
+        log::warn!("podstore: remote {}: eviction: {e}", tier.config.prefix);
+    }
     Ok(RemoteFlushReport {
         manifest: m.number,
         epoch: m.epoch,
@@ -329,42 +348,23 @@ fn writer_id() -> u64 {
     h.finish()
 }
 
-/// The first wait between two attempts of a remote call that failed with a transient error
-/// (doubled after each, up to [`RETRY_MAX_WAIT`]).
-const RETRY_FIRST_WAIT: Duration = Duration::from_millis(20);
-const RETRY_MAX_WAIT: Duration = Duration::from_secs(2);
-
 /// Calls `call` until it succeeds, fails with an error that is not transient, or has failed
-/// [`Options::remote_retries`] times, waiting longer after each failure. `call` gets the
-/// number of failed attempts before it. The error names `op` and `object`.
+/// [`Options::remote_retries`] times, waiting longer after each failure
+/// ([`retry_transient`](crate::io::remote::retry_transient)). `call` gets the number of failed
+/// attempts before it. The error names `op` and `object`.
 ///
 /// [`Options::remote_retries`]: crate::Options::remote_retries
 fn retry<T>(
     config: &RemoteConfig,
     op: &'static str,
     object: &str,
-    mut call: impl FnMut(u32) -> std::result::Result<T, RemoteError>,
+    call: impl FnMut(u32) -> std::result::Result<T, RemoteError>,
 ) -> Result<T> {
-    let mut wait = RETRY_FIRST_WAIT;
-    let mut failed = 0;
-    loop {
-        match call(failed) {
-            Ok(v) => return Ok(v),
-            Err(e) if e.is_transient() && failed + 1 < config.attempts => {
-                log::debug!("podstore: {op} ({object}): {e}; retrying in {wait:?}");
-                std::thread::sleep(wait);
-                wait = (wait * 2).min(RETRY_MAX_WAIT);
-                failed += 1;
-            }
-            Err(source) => {
-                return Err(Error::Remote {
-                    op,
-                    object: object.to_string(),
-                    source,
-                });
-            }
-        }
-    }
+    crate::io::remote::retry_transient(config.attempts, call).map_err(|source| Error::Remote {
+        op,
+        object: object.to_string(),
+        source,
+    })
 }
 
 impl Store {

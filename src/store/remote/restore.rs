@@ -1,22 +1,27 @@
 //! Restore: a new or empty directory rebuilt from the newest manifest of the remote, before
 //! the store opens it (docs/design.md, "Remote tier").
 //!
-//! Phase 1 downloads each file whole, checked against the manifest's length and crc32; reading
-//! only footers and serving values by ranged reads is a later phase. The files are written into
+//! Without a local budget each file is downloaded whole, checked against the manifest's length
+//! and crc32. With one ([`Options::remote_local_budget`](crate::Options::remote_local_budget))
+//! only what an evicted file keeps locally is (its trailer read first, then its head and its
+//! crc tables and footer: three ranged reads), and the catalog lists every such file as
+//! remote-only: the store opens from its footers and reads values from the remote. The files
+//! are written into
 //! a sibling directory `<dir>.podstore-restore`, with `VERSIONS` and then `CATALOG` last, and
 //! only then renamed to `dir`: an interrupted restore never looks like a store at `dir`.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::Arc;
 
 use super::manifest::{self, data_name};
 use super::retry;
 use crate::error::{Corruption, Error, Result};
-use crate::format::catalog::FileState;
+use crate::format::catalog::{FileState, RemoteObject};
+use crate::format::footer::{TRAILER_LEN, Trailer};
 use crate::format::manifest::{Manifest, ManifestFile};
 use crate::io::file::{self, IoProfile, PlainFile};
-use crate::io::remote::{RemoteError, RemoteErrorKind};
+use crate::io::remote::{RemoteError, RemoteErrorKind, evicted_span};
 use crate::io::storage::Storage;
 use crate::options::RemoteConfig;
 use crate::segment::{self, Catalog, WholeError};
@@ -68,12 +73,20 @@ pub(in crate::store) fn restore_if_empty(
         .map_err(|e| Error::io("restore: create directory", Some(staging.clone()), e))?;
     let mut listed = Vec::with_capacity(m.files.len());
     let built = object_sizes(config).and_then(|sizes| {
+        let mut remote = BTreeMap::new();
         for f in &m.files {
-            download(config, &profile, &staging, f, &sizes)?;
+            check_size(config, f, &sizes)?;
+            if config.local_budget.is_some()
+                && let Some(o) = download_kept(config, &profile, &staging, f)?
+            {
+                remote.insert(f.id, o);
+            } else {
+                download(config, &profile, &staging, f)?;
+            }
             listed.push((f.id, f.kind, FileState::Sealed { length: f.length }));
         }
         file::sync_dir(&profile, &staging)?;
-        write_metadata(&profile, &staging, &m, &listed)
+        write_metadata(&profile, &staging, &m, &listed, &remote)
     });
     if let Err(e) = built {
         // The directory and its files are this call's own (created above, `create_new`): an
@@ -119,6 +132,7 @@ fn write_metadata(
     staging: &Path,
     m: &Manifest,
     listed: &[(u64, crate::FileKind, FileState)],
+    remote: &BTreeMap<u64, RemoteObject>,
 ) -> Result<()> {
     if m.max_seq > 0 {
         segment::write_versions(
@@ -131,7 +145,7 @@ fn write_metadata(
         )?;
     }
     let max_id = m.next_file_id.saturating_sub(1);
-    Catalog::write_whole(staging, profile, listed, max_id, m.evicted)
+    Catalog::write_whole(staging, profile, listed, max_id, m.evicted, remote)
         .map(|_| ())
         .map_err(|e| match e {
             WholeError::NotWritten(e) | WholeError::Installed(e) => e,
@@ -148,56 +162,113 @@ fn object_sizes(config: &RemoteConfig) -> Result<HashMap<String, u64>> {
     Ok(listed.into_iter().map(|o| (o.name, o.size)).collect())
 }
 
-/// Downloads file `f` into `staging`, checking its size and crc32 against the manifest.
-fn download(
-    config: &RemoteConfig,
-    profile: &IoProfile,
-    staging: &Path,
-    f: &ManifestFile,
-    sizes: &HashMap<String, u64>,
-) -> Result<()> {
+/// The object of file `f` is listed, at the manifest's length.
+fn check_size(config: &RemoteConfig, f: &ManifestFile, sizes: &HashMap<String, u64>) -> Result<()> {
     let object = data_name(&config.prefix, f.epoch, f.kind, f.id);
     let corrupt = |kind| Error::RemoteCorruption {
         object: object.clone(),
         kind,
     };
     match sizes.get(&object) {
-        None => {
-            return Err(Error::Remote {
-                op: "restore: a file the manifest names",
-                object: object.clone(),
-                source: RemoteError::new(RemoteErrorKind::NotFound, "no such object"),
-            });
-        }
-        Some(&size) if size < f.length => {
-            return Err(corrupt(Corruption::Truncated {
-                needed: f.length,
-                available: size,
-            }));
-        }
-        Some(&size) if size > f.length => {
-            return Err(corrupt(Corruption::InvalidField {
-                field: "object size (longer than the manifest's length)",
-                value: size,
-            }));
-        }
-        Some(_) => {}
+        None => Err(Error::Remote {
+            op: "restore: a file the manifest names",
+            object: object.clone(),
+            source: RemoteError::new(RemoteErrorKind::NotFound, "no such object"),
+        }),
+        Some(&size) if size < f.length => Err(corrupt(Corruption::Truncated {
+            needed: f.length,
+            available: size,
+        })),
+        Some(&size) if size > f.length => Err(corrupt(Corruption::InvalidField {
+            field: "object size (longer than the manifest's length)",
+            value: size,
+        })),
+        Some(_) => Ok(()),
     }
+}
+
+/// Bytes `range` of `object`, checked to be whole.
+fn fetch(config: &RemoteConfig, object: &str, range: std::ops::Range<u64>) -> Result<Vec<u8>> {
+    let bytes = retry(config, "restore: read", object, |_| {
+        config.remote.get_range(object, range.clone())
+    })?;
+    if bytes.len() as u64 != range.end - range.start {
+        return Err(Error::RemoteCorruption {
+            object: object.to_string(),
+            kind: Corruption::Truncated {
+                needed: range.end - range.start,
+                available: bytes.len() as u64,
+            },
+        });
+    }
+    Ok(bytes)
+}
+
+/// Downloads what file `f` keeps locally once evicted (`io/remote/file.rs`, `evicted_span`):
+/// its trailer, then its head and its end (crc tables, footer), into a file of its full length
+/// whose span holds no data (a sparse file). `None` (nothing written) when the file is too
+/// small to leave anything remote: the caller downloads it whole. Its footer is verified by
+/// the open that follows, its records by every read; the whole file's crc32 cannot be (its
+/// data is not read), and is kept in the catalog's remote edit for the manifests to come.
+fn download_kept(
+    config: &RemoteConfig,
+    profile: &IoProfile,
+    staging: &Path,
+    f: &ManifestFile,
+) -> Result<Option<RemoteObject>> {
+    let object = data_name(&config.prefix, f.epoch, f.kind, f.id);
+    let corrupt = |kind| Error::RemoteCorruption {
+        object: object.clone(),
+        kind,
+    };
+    if f.length < TRAILER_LEN as u64 {
+        return Err(corrupt(Corruption::Truncated {
+            needed: TRAILER_LEN as u64,
+            available: f.length,
+        }));
+    }
+    let tail = fetch(config, &object, f.length - TRAILER_LEN as u64..f.length)?;
+    let trailer = Trailer::decode(&tail, f.length).map_err(corrupt)?;
+    if trailer.segment != f.id {
+        return Err(corrupt(Corruption::InvalidField {
+            field: "trailer segment id (not the manifest's file id)",
+            value: trailer.segment,
+        }));
+    }
+    let span = evicted_span(trailer.data_end, u64::from(trailer.block_size));
+    if span.is_empty() {
+        return Ok(None);
+    }
+    let path = staging.join(segment::file_name(f.id, f.kind));
+    let out = PlainFile::create_new(&path, profile)?;
+    out.write_all_at(&fetch(config, &object, 0..span.start)?, 0)?;
+    out.write_all_at(&fetch(config, &object, span.end..f.length)?, span.end)?;
+    out.sync_data()?;
+    Ok(Some(RemoteObject {
+        epoch: f.epoch,
+        crc: f.crc,
+    }))
+}
+
+/// Downloads file `f` into `staging` whole, checking its crc32 against the manifest.
+fn download(
+    config: &RemoteConfig,
+    profile: &IoProfile,
+    staging: &Path,
+    f: &ManifestFile,
+) -> Result<()> {
+    let object = data_name(&config.prefix, f.epoch, f.kind, f.id);
+    let corrupt = |kind| Error::RemoteCorruption {
+        object: object.clone(),
+        kind,
+    };
     let path = staging.join(segment::file_name(f.id, f.kind));
     let out = PlainFile::create_new(&path, profile)?;
     let mut hasher = crc32fast::Hasher::new();
     let mut at = 0;
     while at < f.length {
         let end = (at + FETCH_CHUNK).min(f.length);
-        let bytes = retry(config, "restore: read", &object, |_| {
-            config.remote.get_range(&object, at..end)
-        })?;
-        if bytes.len() as u64 != end - at {
-            return Err(corrupt(Corruption::Truncated {
-                needed: end - at,
-                available: bytes.len() as u64,
-            }));
-        }
+        let bytes = fetch(config, &object, at..end)?;
         hasher.update(&bytes);
         out.write_all_at(&bytes, at)?;
         at = end;

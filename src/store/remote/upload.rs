@@ -153,6 +153,23 @@ pub(super) fn pass(
             &all
         }
     };
+    // A file whose data is in the remote only is there, as the catalog says (never read
+    // again to be compared or uploaded: its local copy has no data).
+    for (id, f) in files {
+        if !state.uploaded.contains_key(id)
+            && let Some(o) = inner.shared.catalog.remote_of(*id)
+        {
+            let entry = ManifestFile {
+                id: *id,
+                kind: f.kind,
+                length: f.len,
+                crc: o.crc,
+                epoch: o.epoch,
+            };
+            state.inherited.remove(id);
+            tier.uploaded(state, entry);
+        }
+    }
     let threads = tier.config.upload_threads;
     let mut todo: Vec<&(u64, SealedFile)> = files
         .iter()

@@ -18,7 +18,7 @@
 //!   arrive while a flush runs share the next one (one fsync for many appends). An append is
 //!   one podstore record, not one per entry (keyed by its first and last index; cut at 1 MiB),
 //!   and the committed id rides on the next append's record instead of a write of its own
-//!   (the format: src/log_store/record.rs and docs/design.md, "Replication"; a log written
+//!   (the format: src/log_store/record.rs and docs/design-replication.md, "Replication"; a log written
 //!   one record per entry by an earlier build of this unreleased crate is refused at open).
 //!   The newest entries are also kept in memory for the log's readers (replication reads what
 //!   was just appended).

@@ -3,7 +3,7 @@
 //! Records, not entries: the appends one flush covers are one podstore record (or a few, past
 //! 1 MiB; see below), keyed by `e` + its first and last index, big-endian (so that records sort
 //! by index), holding the committed id known when it was written and the postcard-encoded
-//! entries (the layout: the `record` module, and docs/design.md, "Replication"). `m/vote`, `m/committed` and `m/purged` hold the metadata.
+//! entries (the layout: the `record` module, and docs/design-replication.md, "Replication"). `m/vote`, `m/committed` and `m/purged` hold the metadata.
 //! One record per flush instead of one per entry: every record costs podstore an index
 //! look-up of its new key and a record header (and, once purged, a delete that reads it
 //! back), and a replicated put was one entry, and one append on the leader, on each node.

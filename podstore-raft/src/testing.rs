@@ -13,7 +13,7 @@ use crate::state_machine::Step;
 pub const KILL_AT_VAR: &str = "PODSTORE_RAFT_KILL_AT";
 
 /// The names of the install steps, in order: a kill at each leaves, once the node restarts, the
-/// old state machine or the new one, whole (`docs/design.md`, "Replication").
+/// old state machine or the new one, whole (`docs/design-replication.md`, "Replication").
 ///
 /// - `adopting`: a file of the snapshot linked into `snapshots/snap-*.partial` (reached only
 ///   when the snapshot is another node's directory, not one received over the network);

@@ -3,7 +3,7 @@
 //!
 //! Input: the raw catalog bytes (seeds: valid catalogs); the same bytes then drive an
 //! `Unstructured` that builds a legal sequence of edits (creations, seals, removals, evictions:
-//! a catalog with one is version 2), checks that replay gives each file the state of its last
+//! a catalog with one is version 2; remote edits of sealed files: version 3), checks that replay gives each file the state of its last
 //! edit and the highest eviction watermark, and that a changed byte in an edit with
 //! another after it is reported at that slot, while the same change in the last edit is a torn
 //! append (ignored).
@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use libfuzzer_sys::fuzz_target;
 use podstore::FileKind;
 use podstore::format::catalog::{
-    CATALOG_VERSION, CATALOG_VERSION_EVICT, Edit, FileState, Op, SLOT_LEN, encode_header, replay,
+    Edit, FileState, Op, RemoteObject, SLOT_LEN, encode_header, replay, version_for,
 };
 use podstore_fuzz::{Unstructured, arbitrary};
 
@@ -34,6 +34,7 @@ fn raw(data: &[u8]) {
 
 fn structured(u: &mut Unstructured<'_>) -> arbitrary::Result<()> {
     let mut model: BTreeMap<u64, (FileKind, FileState)> = BTreeMap::new();
+    let mut remote: BTreeMap<u64, RemoteObject> = BTreeMap::new();
     let mut edits = Vec::new();
     let mut next_id = 1u64;
     for _ in 0..u.int_in_range(1..=40)? {
@@ -42,7 +43,29 @@ fn structured(u: &mut Unstructured<'_>) -> arbitrary::Result<()> {
             .filter(|(_, (_, s))| *s != FileState::Removed)
             .map(|(&id, _)| id)
             .collect();
-        let edit = match u.int_in_range(0..=3u8)? {
+        let sealed: Vec<u64> = model
+            .iter()
+            .filter(|(_, (_, s))| matches!(s, FileState::Sealed { .. }))
+            .map(|(&id, _)| id)
+            .collect();
+        let edit = match u.int_in_range(0..=4u8)? {
+            // A sealed file's data in the remote alone: the file stays sealed; a second remote
+            // edit of it names the same object.
+            4 if !sealed.is_empty() => {
+                let id = *u.choose(&sealed)?;
+                let object = match remote.get(&id) {
+                    Some(o) => *o,
+                    None => RemoteObject {
+                        epoch: u.int_in_range(1..=1u64 << 40)?,
+                        crc: u.arbitrary()?,
+                    },
+                };
+                Edit {
+                    id,
+                    kind: model[&id].0,
+                    op: Op::Remote(object),
+                }
+            }
             3 if !existing.is_empty() => {
                 let id = *u.choose(&existing)?;
                 Edit {
@@ -93,7 +116,14 @@ fn structured(u: &mut Unstructured<'_>) -> arbitrary::Result<()> {
         let state = match edit.op {
             Op::Create => FileState::Created,
             Op::Seal { length } => FileState::Sealed { length },
-            Op::Remove | Op::Evict { .. } => FileState::Removed,
+            Op::Remove | Op::Evict { .. } => {
+                remote.remove(&edit.id);
+                FileState::Removed
+            }
+            Op::Remote(o) => {
+                remote.insert(edit.id, o);
+                model[&edit.id].1
+            }
         };
         model.insert(edit.id, (edit.kind, state));
         edits.push(edit);
@@ -105,11 +135,7 @@ fn structured(u: &mut Unstructured<'_>) -> arbitrary::Result<()> {
             _ => None,
         })
         .max();
-    let version = if watermark.is_some() {
-        CATALOG_VERSION_EVICT
-    } else {
-        CATALOG_VERSION
-    };
+    let version = version_for(&edits);
     let mut bytes = encode_header(version).to_vec();
     for e in &edits {
         bytes.extend_from_slice(&e.encode());
@@ -124,6 +150,7 @@ fn structured(u: &mut Unstructured<'_>) -> arbitrary::Result<()> {
         .map(|(&id, f)| (id, (f.kind, f.state)))
         .collect();
     assert_eq!(got, model);
+    assert_eq!(state.remote, remote);
     assert_eq!(state.evicted.map(|(_, _, through)| through), watermark);
     // One changed byte in edit `i`.
     let i = u.int_in_range(1..=edits.len())?;

@@ -303,3 +303,24 @@ pub fn decode(b: &[u8]) -> Result<Manifest, Corruption> {
 
 #[cfg(test)]
 mod tests;
+
+/// Digits of a manifest's number in its object's name (`<prefix>/manifest/<number>`): every
+/// `u64`, so that names sort as numbers do.
+pub const NUMBER_DIGITS: usize = 20;
+
+/// The newest manifest among listed objects (`(name, size)`) under `under` (the prefix's
+/// `manifest/`): its number and size. A name there that is not exactly [`NUMBER_DIGITS`]
+/// digits is not a manifest and is passed over.
+pub fn newest_listed<'a>(
+    listed: impl IntoIterator<Item = (&'a str, u64)>,
+    under: &str,
+) -> Option<(u64, u64)> {
+    listed
+        .into_iter()
+        .filter_map(|(name, size)| {
+            let digits = name.strip_prefix(under)?;
+            let ours = digits.len() == NUMBER_DIGITS && digits.bytes().all(|b| b.is_ascii_digit());
+            ours.then(|| Some((digits.parse::<u64>().ok()?, size)))?
+        })
+        .max()
+}

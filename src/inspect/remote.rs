@@ -6,9 +6,6 @@ use crate::error::{Error, FileKind, Result};
 use crate::format::manifest;
 use crate::io::remote::Remote;
 
-/// Digits of a manifest number in its object's name (docs/design.md, "Remote tier").
-const NUMBER_DIGITS: usize = 20;
-
 /// A manifest of a store's remote tier: the sealed files that make up the store there.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -58,14 +55,7 @@ pub fn newest_manifest(remote: &dyn Remote, prefix: &str) -> Result<Option<Remot
         object: under.clone(),
         source,
     })?;
-    let newest = listed
-        .iter()
-        .filter_map(|o| {
-            let digits = o.name.strip_prefix(&under)?;
-            let ours = digits.len() == NUMBER_DIGITS && digits.bytes().all(|b| b.is_ascii_digit());
-            ours.then(|| Some((digits.parse::<u64>().ok()?, o.size)))?
-        })
-        .max();
+    let newest = manifest::newest_listed(listed.iter().map(|o| (o.name.as_str(), o.size)), &under);
     let Some((number, size)) = newest else {
         return Ok(None);
     };

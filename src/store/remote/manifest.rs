@@ -7,10 +7,6 @@ use crate::format::manifest::{self, Manifest};
 use crate::io::remote::{PutOutcome, RemoteErrorKind};
 use crate::options::RemoteConfig;
 
-/// Digits of a manifest number in its object's name: every `u64`, so that names sort as
-/// numbers do.
-const NUMBER_DIGITS: usize = 20;
-
 /// The prefix of every manifest's name.
 fn manifests(prefix: &str) -> String {
     format!("{prefix}/manifest/")
@@ -36,14 +32,7 @@ pub(super) fn newest(config: &RemoteConfig) -> Result<Option<Manifest>> {
     let listed = retry(config, "remote: list manifests", &under, |_| {
         config.remote.list(&under)
     })?;
-    let newest = listed
-        .iter()
-        .filter_map(|o| {
-            let digits = o.name.strip_prefix(&under)?;
-            let ours = digits.len() == NUMBER_DIGITS && digits.bytes().all(|b| b.is_ascii_digit());
-            ours.then(|| Some((digits.parse::<u64>().ok()?, o.size)))?
-        })
-        .max();
+    let newest = manifest::newest_listed(listed.iter().map(|o| (o.name.as_str(), o.size)), &under);
     let Some((number, size)) = newest else {
         return Ok(None);
     };

@@ -324,3 +324,16 @@ pub fn newest_listed<'a>(
         })
         .max()
 }
+
+/// [`decode`] of the manifest read from the object named for `number`: also refused when the
+/// manifest's own number is another (an object copied or renamed under the wrong name).
+pub fn decode_numbered(bytes: &[u8], number: u64) -> Result<Manifest, Corruption> {
+    let m = decode(bytes)?;
+    if m.number != number {
+        return Err(Corruption::InvalidField {
+            field: "manifest number (not the one its name gives)",
+            value: m.number,
+        });
+    }
+    Ok(m)
+}

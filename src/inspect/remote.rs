@@ -71,13 +71,7 @@ pub fn newest_manifest(remote: &dyn Remote, prefix: &str) -> Result<Option<Remot
         object: object.clone(),
         kind,
     };
-    let m = manifest::decode(&bytes).map_err(corrupt)?;
-    if m.number != number {
-        return Err(corrupt(crate::error::Corruption::InvalidField {
-            field: "manifest number (not the one its name gives)",
-            value: m.number,
-        }));
-    }
+    let m = manifest::decode_numbered(&bytes, number).map_err(corrupt)?;
     let files = m
         .files
         .iter()

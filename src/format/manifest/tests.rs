@@ -79,6 +79,27 @@ fn a_manifest_round_trips_and_has_the_documented_length() {
 }
 
 #[test]
+fn a_manifest_under_another_number_is_refused_and_the_newest_name_is_found() {
+    let m = sample();
+    let bytes = encode(&m);
+    assert_eq!(decode_numbered(&bytes, m.number), Ok(m.clone()));
+    assert!(matches!(
+        decode_numbered(&bytes, m.number + 1),
+        Err(Corruption::InvalidField { value, .. }) if value == m.number
+    ));
+    let under = "p/manifest/";
+    let listed = [
+        ("p/manifest/00000000000000000007", 70),
+        ("p/manifest/00000000000000000012", 120),
+        ("p/manifest/12", 1), // not 20 digits
+        ("p/manifest/0000000000000000009x", 1),
+        ("p/data/00000000000000000099", 1),
+    ];
+    assert_eq!(newest_listed(listed, under), Some((12, 120)));
+    assert_eq!(newest_listed([("p/manifest/x", 1)], under), None);
+}
+
+#[test]
 fn every_flipped_bit_is_caught() {
     let good = encode(&sample());
     for bit in 0..good.len() * 8 {

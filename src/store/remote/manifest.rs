@@ -44,13 +44,7 @@ pub(super) fn newest(config: &RemoteConfig) -> Result<Option<Manifest>> {
         object: name.clone(),
         kind,
     };
-    let m = manifest::decode(&bytes).map_err(corrupt)?;
-    if m.number != number {
-        return Err(corrupt(crate::error::Corruption::InvalidField {
-            field: "manifest number (not the one its name gives)",
-            value: m.number,
-        }));
-    }
+    let m = manifest::decode_numbered(&bytes, number).map_err(corrupt)?;
     Ok(Some(m))
 }
 

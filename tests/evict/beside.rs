@@ -22,19 +22,24 @@ fn key(k: u64) -> Vec<u8> {
     format!("key-{k:08}").into_bytes()
 }
 
+/// A capped cache's options: buffered puts, a small read cache, the test's clock.
+fn capped(clock: &MockClock) -> Options {
+    Options::default()
+        .segment_size(SEGMENT)
+        .size_cap(Some(CAP))
+        .durability(Durability::Buffered)
+        .cache_capacity(1 << 20)
+        .testing_clock(clock.clone())
+}
+
 #[test]
 fn compaction_gives_back_expired_values_while_eviction_runs() {
     let dir = tempfile::tempdir().unwrap();
     let clock = MockClock::new();
-    let opts = Options::default()
-        .segment_size(SEGMENT)
-        .size_cap(Some(CAP))
-        .durability(Durability::Buffered)
+    let opts = capped(&clock)
         // Slow enough that copying one segment's live half takes longer than writing a
         // segment: what made every compaction give way to the next step.
-        .compaction_rate(Some(4 << 20))
-        .cache_capacity(1 << 20)
-        .testing_clock(clock.clone());
+        .compaction_rate(Some(4 << 20));
     let store = Arc::new(Store::open_with(dir.path(), opts).unwrap());
     let keys = Arc::new(AtomicU64::new(0));
     let done = Arc::new(AtomicBool::new(false));
@@ -140,13 +145,7 @@ fn compaction_gives_back_expired_values_while_eviction_runs() {
 fn a_cache_refilling_expired_values_stays_within_its_cap() {
     let dir = tempfile::tempdir().unwrap();
     let clock = MockClock::new();
-    let opts = Options::default()
-        .segment_size(SEGMENT)
-        .size_cap(Some(CAP))
-        .durability(Durability::Buffered)
-        .cache_capacity(1 << 20)
-        .testing_clock(clock.clone());
-    let store = Store::open_with(dir.path(), opts).unwrap();
+    let store = Store::open_with(dir.path(), capped(&clock)).unwrap();
     // Values expire within a fraction of a segment, so that a key is often refilled in the
     // segment that holds its expired value.
     let ttl = PutOptions::new().ttl(Duration::from_millis(30));

@@ -131,7 +131,7 @@ pub enum Op {
     },
     /// The sealed file's data is in the remote only (issue 38): named by a durable manifest as
     /// object `data/<epoch>/<file>` with crc32 `crc`, its local copy keeps only what a read
-    /// needs to find a value (header, footer, crc tables; docs/design.md, "Remote tier"). The
+    /// needs to find a value (header, footer, crc tables; docs/design-remote.md, "Remote tier"). The
     /// file stays sealed, at its length.
     Remote(RemoteObject),
 }

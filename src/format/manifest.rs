@@ -1,5 +1,5 @@
 //! The remote manifest: which sealed files make up the store in its remote, written by one
-//! writer epoch (docs/design.md, "Remote tier"). One object per manifest,
+//! writer epoch (docs/design-remote.md, "Remote tier"). One object per manifest,
 //! `<prefix>/manifest/<number as 20 digits>`, created only if absent and never changed:
 //!
 //! ```text

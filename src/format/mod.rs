@@ -119,7 +119,12 @@ pub(crate) fn check_crc(got: u32, expected: u32) -> Result<(), Corruption> {
 mod layout_doc {
     use std::collections::HashMap;
 
-    const DESIGN: &str = include_str!("../../docs/design.md");
+    /// design.md and the remote tier's part kept beside it (design-remote.md).
+    const DESIGN: &str = concat!(
+        include_str!("../../docs/design.md"),
+        "\n",
+        include_str!("../../docs/design-remote.md")
+    );
 
     /// Numeric rows `offset size field` of every `layout:` block.
     fn doc_layouts() -> HashMap<String, Vec<(usize, usize)>> {
@@ -150,9 +155,9 @@ mod layout_doc {
 
     fn check(name: &str, fields: &[(usize, usize)], fixed_len: usize) {
         let layouts = doc_layouts();
-        let rows = layouts
-            .get(name)
-            .unwrap_or_else(|| panic!("docs/design.md has no `layout: {name}` block"));
+        let rows = layouts.get(name).unwrap_or_else(|| {
+            panic!("docs/design.md and design-remote.md have no `layout: {name}` block")
+        });
         let mut at = 0;
         for &(o, sz) in rows {
             assert_eq!(

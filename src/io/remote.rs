@@ -1,7 +1,7 @@
 //! The seam to a remote tier (an object store): the [`Remote`] trait the store calls, its error,
 //! and the bytes of an object being put ([`ObjectBody`]). Synchronous: an implementation on an
 //! async client (the `podstore-remote` crate's, on `object_store`) owns the runtime it needs,
-//! so that the library keeps no async dependency (docs/design.md, "Remote tier").
+//! so that the library keeps no async dependency (docs/design-remote.md, "Remote tier").
 
 use std::fmt;
 use std::io;

@@ -1,4 +1,4 @@
-//! [`Options::remote`] and the settings of the remote tier (docs/design.md, "Remote tier").
+//! [`Options::remote`] and the settings of the remote tier (docs/design-remote.md, "Remote tier").
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -484,7 +484,7 @@ impl Catalog {
     }
 
     /// Records that sealed file `id`'s data is in the remote only, as `object` (its local
-    /// copy may then lose everything but what reads need: docs/design.md, "Remote tier").
+    /// copy may then lose everything but what reads need: docs/design-remote.md, "Remote tier").
     /// Fails without a catalog: a file the store has no durable record of as remote must keep
     /// its data.
     pub fn remote_only(&self, id: u64, kind: FileKind, object: RemoteObject) -> Result<()> {

@@ -404,7 +404,7 @@ impl Compactor {
             let usage = p.index.usage(id);
             // A file whose data is in the remote only is not copied from (that would fetch
             // its live records from the remote): only a dead blob file is removed (docs/
-            // design.md, "Remote tier").
+            // design-remote.md, "Remote tier").
             if h.file.is_remote() && (h.kind == SegmentKind::Log || usage.live_records > 0) {
                 continue;
             }

@@ -2,7 +2,7 @@
 //! [`StorageFile`], so that the layers above read it like any other. Its local copy keeps the
 //! bytes a read needs to find a value (the segment header, a blob's record header and key, the
 //! crc tables at the end of the data, the footer); every read that touches the rest is one
-//! ranged GET of exactly the bytes asked for (docs/design.md, "Remote tier").
+//! ranged GET of exactly the bytes asked for (docs/design-remote.md, "Remote tier").
 
 use std::io;
 use std::ops::Range;

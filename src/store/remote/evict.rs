@@ -3,7 +3,7 @@
 //! sealed files named by a durable manifest is given back, oldest file first, once the sealed
 //! files' local bytes pass the budget. An evicted file keeps its name, length and local footer
 //! (a sparse file: its data punched out) and is read through [`SegmentFile::open_remote`]: one
-//! ranged GET per read of its data (docs/design.md, "Remote tier").
+//! ranged GET per read of its data (docs/design-remote.md, "Remote tier").
 //!
 //! Each file, in this order: (1) it is named, with its length, by the newest manifest this
 //! writer created (so its object is whole in the remote, under a name no one replaces), and

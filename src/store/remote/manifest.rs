@@ -1,5 +1,5 @@
 //! Manifests in the remote: their names, the newest one found, and a new one written with a
-//! conditional create, which is what fences an older writer (docs/design.md, "Remote tier").
+//! conditional create, which is what fences an older writer (docs/design-remote.md, "Remote tier").
 
 use super::retry;
 use crate::error::{Error, FileKind, Result};

@@ -1,4 +1,4 @@
-//! The remote tier ([`Options::remote`](crate::Options::remote); docs/design.md, "Remote
+//! The remote tier ([`Options::remote`](crate::Options::remote); docs/design-remote.md, "Remote
 //! tier"): sealed files uploaded as they are, manifests that name them written with a
 //! conditional create and a writer epoch, [`Store::flush_remote`], and restore.
 //!

@@ -1,5 +1,5 @@
 //! Restore: a new or empty directory rebuilt from the newest manifest of the remote, before
-//! the store opens it (docs/design.md, "Remote tier").
+//! the store opens it (docs/design-remote.md, "Remote tier").
 //!
 //! Without a local budget each file is downloaded whole, checked against the manifest's length
 //! and crc32. With one ([`Options::remote_local_budget`](crate::Options::remote_local_budget))

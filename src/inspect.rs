@@ -14,6 +14,7 @@ use std::sync::Arc;
 use crate::error::{Corruption, Error, FileKind, Result};
 use crate::format::cursor::{Frames, RecordCursor, Verdict};
 use crate::format::footer::FooterEntry;
+use crate::format::read_ahead::{ReadAhead, SCAN_WINDOW};
 use crate::format::record::{FLAG_BATCH_CONTINUES, FLAG_COMPRESSED, RecordKind};
 use crate::format::segment_header::{SEGMENT_HEADER_LEN, SegmentHeader};
 use crate::io::aligned::BufPool;
@@ -259,6 +260,8 @@ pub fn file_records(path: impl AsRef<Path>) -> Result<FileRecords> {
     file.read_exact_at(0, &mut head, &pool, profile.read_align)
         .map_err(|e| read_error(0, 0, path, e))?;
     let header = SegmentHeader::decode(&head).map_err(|kind| not_a_segment(path, kind))?;
+    // Records in file order: from a window read in one go (`format::read_ahead`).
+    let src = ReadAhead::new(&src, SCAN_WINDOW);
     let mut cursor = RecordCursor::new(
         &src,
         header.segment,

@@ -32,6 +32,7 @@ use crate::format::cursor::{
     ByteSource, Frames, RecordCursor, ValueChecker, ValueDamage, Verdict, first_nonzero,
 };
 use crate::format::footer::{FooterEntry, TRAILER_LEN, Trailer, decode_entries, key_section};
+use crate::format::read_ahead::{ReadAhead, SCAN_WINDOW};
 use crate::format::record::RecordPlace;
 use crate::format::segment_header::{SEGMENT_HEADER_LEN, SegmentHeader};
 use crate::index::IndexEntry;
@@ -449,7 +450,9 @@ impl<S: ByteSource + ?Sized> SegmentCheck<'_, S> {
         let mut named: Vec<u64> =
             entries.map_or(Vec::new(), |e| e.iter().map(|e| e.offset).collect());
         named.sort_unstable();
-        let mut cursor = RecordCursor::new(self.src, self.id, self.block, end, Frames::Decode)
+        // Records in file order: from a window read in one go (`format::read_ahead`).
+        let src = ReadAhead::new(self.src, SCAN_WINDOW);
+        let mut cursor = RecordCursor::new(&src, self.id, self.block, end, Frames::Decode)
             .stopping_at_footer_table(!bounded);
         loop {
             let (pos, verdict) = cursor.step()?;
@@ -539,7 +542,7 @@ impl<S: ByteSource + ?Sized> SegmentCheck<'_, S> {
     /// none before the end.
     fn resync(
         &mut self,
-        cursor: &mut RecordCursor<'_, S>,
+        cursor: &mut RecordCursor<'_, ReadAhead<'_, S>>,
         pos: u64,
         from: u64,
         named: &[u64],

@@ -18,6 +18,7 @@ use std::io;
 pub use super::cursor::ByteSource;
 use super::cursor::{Frames, RecordCursor, Verdict};
 use super::footer::{FooterEntry, KEYS_MAGIC, TABLE_MAGIC};
+use super::read_ahead::{ReadAhead, SCAN_WINDOW};
 use super::record::{FLAG_BATCH_CONTINUES, RECORD_HEADER_LEN};
 use super::segment_header::{SEGMENT_HEADER_LEN, SegmentHeader};
 use crate::error::Corruption;
@@ -79,6 +80,9 @@ fn scan<S: ByteSource + ?Sized>(
     expected_segment: u64,
     known_sealed: bool,
 ) -> Result<ScanOutcome, ScanError> {
+    // Records are read a header and a value at a time, in file order: from a window read in
+    // one go, not a device read each (`read_ahead`).
+    let src = &ReadAhead::new(src, SCAN_WINDOW);
     let len = src.len();
     let mut hdr = [0u8; SEGMENT_HEADER_LEN];
     if len < SEGMENT_HEADER_LEN as u64 {

@@ -35,7 +35,7 @@ use proptest::prelude::*;
 use proptest::test_runner::{FileFailurePersistence, TestCaseError};
 
 /// Default number of cases per property (override with `PROPTEST_CASES`).
-const CASES: u32 = 12;
+const CASES: u32 = 8;
 /// Cases per property under `PODSTORE_TEST_LONG`.
 const LONG_CASES: u32 = 160;
 /// Longest generated operation sequence.

@@ -122,7 +122,7 @@ mod tests {
             state ^= state << 17;
             // Mostly small reads walking forward, some long ones, some past the end.
             let at = state % 210_000;
-            let len = if state % 17 == 0 {
+            let len = if state.is_multiple_of(17) {
                 40_000
             } else {
                 (state >> 20) as usize % 600

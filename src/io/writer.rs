@@ -352,6 +352,7 @@ pub fn start(
             capacity: size,
             block: block_size,
             spare_rx,
+            held_spare: None,
             job_tx: Some(job_tx),
             progress,
             io,
@@ -507,6 +508,9 @@ pub struct WriteBuffer {
     capacity: usize,
     block: u64,
     spare_rx: Receiver<AlignedBuf>,
+    /// The spare, taken back from the flush thread by [`WriteBuffer::room_now`] before a
+    /// hand-off needed it.
+    held_spare: Option<AlignedBuf>,
     job_tx: Option<Sender<Msg>>,
     progress: Arc<Progress>,
     io: Arc<IoOrder>,
@@ -540,6 +544,25 @@ impl WriteBuffer {
         debug_assert_eq!(t.fill, 0);
         t.target = Some((segment, file));
         t.buf_offset = 0;
+    }
+
+    /// Whether `len` more bytes can be appended now without waiting for the disk: they fit in
+    /// the buffer being filled (and `hand_off` is false: nothing else needs the other buffer),
+    /// or the other buffer is back from its write. A write that needs a buffer the flush thread
+    /// still holds would wait for the device; [`Store::offer`](crate::Store::offer) drops it
+    /// instead.
+    pub fn room_now(&mut self, len: u64, hand_off: bool) -> bool {
+        let fill = lock_tail(&self.tail).fill as u64;
+        if !hand_off && fill + len <= self.capacity as u64 {
+            return true;
+        }
+        if self.held_spare.is_none() {
+            match self.spare_rx.try_recv() {
+                Ok(spare) => self.held_spare = Some(spare),
+                Err(_) => return false,
+            }
+        }
+        true
     }
 
     /// Appends bytes, handing full buffers to the flush thread.
@@ -622,7 +645,10 @@ impl WriteBuffer {
     /// spare (waiting for it), and listed in the tail until it is written.
     fn take_buffer(&mut self, sync: bool, durable_seq: u64, seals: bool) -> Result<Job> {
         // Wait for the other buffer without holding the tail lock: readers keep going.
-        let next = self.spare_rx.recv().map_err(|_| Error::Poisoned)?;
+        let next = match self.held_spare.take() {
+            Some(spare) => spare,
+            None => self.spare_rx.recv().map_err(|_| Error::Poisoned)?,
+        };
         let mut t = lock_tail(&self.tail);
         let (segment, file) = t.target.clone().ok_or(Error::Poisoned)?;
         let len = align_up(t.fill as u64, self.block) as usize;

@@ -113,6 +113,79 @@ impl Store {
         Ok(Version(appended.first))
     }
 
+    /// A put for a cache's refill: writes `key` as [`Store::put`] does, unless the write would
+    /// wait for the disk, in which case nothing is written and `Ok(None)` is returned (the key
+    /// keeps what it had). A cache in front of a slower source can drop a refill when the disk
+    /// is behind (the next miss fills it again) where a store of record cannot; what a put
+    /// waits for there is the device taking the buffer written before.
+    ///
+    /// "Would wait": the record does not fit in the write buffer being filled (or ends the
+    /// segment, whose seal hands the buffer off) and the other buffer is still being written.
+    /// Nothing else is skipped: with [`Durability::Sync`] a written offer still waits for its
+    /// fdatasync like any put, and a value for a blob file of its own (at least
+    /// [`Options::large_value_threshold`](crate::Options::large_value_threshold), durable) is
+    /// always written. Dropped offers are counted in
+    /// [`Stats::offers_dropped`](crate::Stats::offers_dropped).
+    ///
+    /// ```
+    /// # fn main() -> podstore::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = podstore::Store::open(dir.path())?;
+    /// // An idle writer takes it.
+    /// assert!(store.offer("thumb/1", vec![7u8; 16 << 10])?.is_some());
+    /// assert_eq!(store.get("thumb/1")?.unwrap().len(), 16 << 10);
+    /// # Ok(()) }
+    /// ```
+    pub fn offer(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<Option<Version>> {
+        self.offer_with(key, value, &PutOptions::new())
+    }
+
+    /// [`Store::offer`] with options, as [`Store::put_with`].
+    pub fn offer_with(
+        &self,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        options: &PutOptions,
+    ) -> Result<Option<Version>> {
+        let (key, value) = (key.as_ref(), value.as_ref());
+        let durability = self.inner.opts.durability;
+        if durability == Durability::Sync
+            && value.len() as u64 >= self.inner.opts.large_value_threshold
+        {
+            return self.put_with(key, value, options).map(Some);
+        }
+        self.writable()?;
+        check_key(key)?;
+        check_value(value)?;
+        let expires_at = self.expiry_of(options)?;
+        let stored = StoredValue::encode(value, &self.inner.opts).expiring(expires_at);
+        let seen = self.inner.seen(key, self.inner.put_look())?;
+        let appended = {
+            let mut log = self.inner.log.lock();
+            if !log.room_now(key, &stored) {
+                drop(log);
+                self.inner.shared.counters.offer_dropped();
+                return Ok(None);
+            }
+            log.append_ops(
+                &[(key, Some(&stored))],
+                std::slice::from_ref(&seen),
+                durability,
+            )?
+        };
+        let in_use = seen.1.current.is_some() || seen.1.unknown;
+        let written = (durability == Durability::Sync || in_use)
+            .then(|| {
+                self.inner
+                    .reader
+                    .copy_written(key, value, &appended.entries[0], appended.first)
+            })
+            .flatten();
+        self.finish_write(&appended, &[(key, Some(&stored))], durability)?;
+        self.inner.reader.keep_written(written);
+        Ok(Some(Version(appended.first)))
+    }
+
     /// Resolves what `append_ops` left unresolved of `ops`, then waits for the writes to be
     /// acknowledged.
     pub(super) fn finish_write(

@@ -109,6 +109,9 @@ pub struct Stats {
     pub second_chances: u64,
     /// Record bytes those values took (eviction wrote them; at most half of what it freed).
     pub second_chance_bytes: u64,
+    /// [`Store::offer`](crate::Store::offer)s dropped since open because the write would have
+    /// waited for the disk.
+    pub offers_dropped: u64,
     /// `get`s and `get_into`s of a store with a size cap since open: with
     /// [`capped_get_hits`](Stats::capped_get_hits), the cache's hit ratio
     /// ([`Stats::hit_ratio`]).
@@ -289,6 +292,8 @@ pub(super) struct Counters {
     /// Values given a second chance, and their record bytes.
     second_chances: AtomicU64,
     second_chance_bytes: AtomicU64,
+    /// Offers dropped because the writer was behind.
+    offers_dropped: AtomicU64,
     /// Gets of a store with a size cap, and those that found a value.
     capped_gets: AtomicU64,
     capped_get_hits: AtomicU64,
@@ -333,6 +338,11 @@ impl Counters {
     pub(super) fn second_chances(&self, values: u64, bytes: u64) {
         self.second_chances.fetch_add(values, Ordering::Relaxed);
         self.second_chance_bytes.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    /// An offer dropped: its write would have waited for the disk.
+    pub(super) fn offer_dropped(&self) {
+        self.offers_dropped.fetch_add(1, Ordering::Relaxed);
     }
 
     /// A get of a store with a size cap; `hit`: it found a value.
@@ -431,6 +441,7 @@ pub(super) fn collect(
         evicted_values: c.evicted_values.load(Ordering::Relaxed),
         second_chances: c.second_chances.load(Ordering::Relaxed),
         second_chance_bytes: c.second_chance_bytes.load(Ordering::Relaxed),
+        offers_dropped: c.offers_dropped.load(Ordering::Relaxed),
         capped_gets: c.capped_gets.load(Ordering::Relaxed),
         capped_get_hits: c.capped_get_hits.load(Ordering::Relaxed),
         cache_hits: cache.hits,

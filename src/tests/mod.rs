@@ -16,6 +16,7 @@ mod lazy;
 #[path = "../../tests/common/long.rs"]
 #[allow(dead_code)]
 pub(crate) mod long;
+mod offer;
 mod powerloss;
 mod powerloss_evict;
 mod powerloss_remote;

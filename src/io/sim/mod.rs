@@ -419,6 +419,9 @@ fn apply_partly(
 #[derive(Clone, Default)]
 pub struct Sim {
     state: Arc<Mutex<State>>,
+    /// Set while writes are held ([`Sim::hold_writes`]): a write waits, outside the state's
+    /// lock, until they are released.
+    held: Arc<(Mutex<bool>, std::sync::Condvar)>,
 }
 
 impl fmt::Debug for Sim {
@@ -437,6 +440,28 @@ impl Sim {
 
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Holds every later write (`write_at`, `write_at_durable`) until [`Sim::release_writes`]:
+    /// a device that has stopped taking writes for a while, so that a test can make the store's
+    /// writer fall behind. Reads and syncs go on.
+    pub fn hold_writes(&self) {
+        *self.held.0.lock().unwrap_or_else(|p| p.into_inner()) = true;
+    }
+
+    /// Lets held writes (and later ones) go.
+    pub fn release_writes(&self) {
+        *self.held.0.lock().unwrap_or_else(|p| p.into_inner()) = false;
+        self.held.1.notify_all();
+    }
+
+    /// Waits while writes are held.
+    fn wait_writes(&self) {
+        let (lock, released) = &*self.held;
+        let mut held = lock.lock().unwrap_or_else(|p| p.into_inner());
+        while *held {
+            held = released.wait(held).unwrap_or_else(|p| p.into_inner());
+        }
     }
 
     /// Crashes at the `n`th (from 0) call of the kinds `on` names: it and every later call fail.
@@ -597,6 +622,7 @@ impl Sim {
         };
         Sim {
             state: Arc::new(Mutex::new(state)),
+            held: Arc::default(),
         }
     }
 
@@ -617,6 +643,7 @@ impl Sim {
         };
         Sim {
             state: Arc::new(Mutex::new(state)),
+            held: Arc::default(),
         }
     }
 

@@ -231,6 +231,7 @@ impl StorageFile for SimFile {
         if self.read_only {
             return Err(errno(rustix::io::Errno::BADF));
         }
+        self.sim.wait_writes();
         self.sim.lock().write(self, buf, offset)
     }
 
@@ -238,6 +239,7 @@ impl StorageFile for SimFile {
         if self.read_only {
             return Err(errno(rustix::io::Errno::BADF));
         }
+        self.sim.wait_writes();
         self.sim.lock().write_durable(self, buf, offset)
     }
 

@@ -499,6 +499,20 @@ impl AppendGuard<'_> {
         })
     }
 
+    /// Whether the record of `key` and `value` can be appended without waiting for the disk
+    /// ([`WriteBuffer::room_now`]): it fits in the buffer being filled and does not end the
+    /// segment (a seal hands the buffer off), or the other buffer is back from its write.
+    pub(super) fn room_now(&mut self, key: &[u8], value: &StoredValue<'_>) -> bool {
+        let len = record_header(key, Some(value), 0, 0, 0).encoded_len();
+        let seals = self.app.active.as_ref().is_some_and(|active| {
+            let footer = FooterBound::with_key(active.footer, key.len())
+                .footer_len(self.app.wb.block_size());
+            !active.records.is_empty()
+                && self.app.wb.position() + len + footer > self.log.segment_size
+        });
+        self.app.wb.room_now(len, seals)
+    }
+
     /// Appends a copy of a record (compaction) that keeps its sequence number `seq`: `value`
     /// as stored, or `None` for a tombstone. Batch flags are not copied: the batch is whole in
     /// the old segment, and each copy stands alone. Returns the copy's index entry.

@@ -52,9 +52,10 @@ pub fn open(name: &str, spec: &CacheSpec) -> Res<Box<dyn CacheEngine>> {
 /// cap of the disk capacity less one segment (the cap keeps the store within the cap plus the
 /// segment being written, so the whole stays within the capacity the other engines get), and
 /// buffered durability (a cache refills what a crash loses). `--second-chance` turns on
-/// `Options::second_chance`.
+/// `Options::second_chance`; `--offer` fills misses with `Store::offer`.
 struct Pod {
     store: Store,
+    offer: bool,
 }
 
 impl Pod {
@@ -74,6 +75,7 @@ impl Pod {
             .durability(Durability::Buffered);
         Ok(Pod {
             store: Store::open_with(&spec.dir, opts)?,
+            offer: spec.offer,
         })
     }
 }
@@ -84,7 +86,11 @@ impl CacheEngine for Pod {
     }
 
     fn insert(&self, key: &[u8], value: &[u8]) -> Res<()> {
-        self.store.put(key, value)?;
+        if self.offer {
+            self.store.offer(key, value)?;
+        } else {
+            self.store.put(key, value)?;
+        }
         Ok(())
     }
 
@@ -93,8 +99,12 @@ impl CacheEngine for Pod {
     }
 
     fn insert_for(&self, key: &[u8], value: &[u8], ttl: std::time::Duration) -> Res<()> {
-        self.store
-            .put_with(key, value, &podstore::PutOptions::new().ttl(ttl))?;
+        let opts = podstore::PutOptions::new().ttl(ttl);
+        if self.offer {
+            self.store.offer_with(key, value, &opts)?;
+        } else {
+            self.store.put_with(key, value, &opts)?;
+        }
         Ok(())
     }
 
@@ -106,6 +116,7 @@ impl CacheEngine for Pod {
             "evicted_bytes": s.evicted_bytes,
             "second_chances": s.second_chances,
             "second_chance_bytes": s.second_chance_bytes,
+            "offers_dropped": s.offers_dropped,
             "disk_bytes": s.disk_bytes,
             "user_bytes_written": s.user_bytes_written,
             "compaction_bytes_written": s.compaction_bytes_written,

@@ -50,6 +50,9 @@ pub struct CacheSpec {
     pub disk: u64,
     /// podstore: `Options::second_chance` (`--second-chance`).
     pub second_chance: bool,
+    /// podstore: misses are filled by `Store::offer` (dropped when the writer is behind the
+    /// disk, as foyer's flushers drop entries), not `Store::put` (`--offer`).
+    pub offer: bool,
 }
 
 /// The value of key `k`: `len` bytes that name the key, so that a hit can be checked.
@@ -123,8 +126,9 @@ pub fn run(args: &Args) -> Result<String, String> {
         memory,
         disk,
         second_chance: args.flag("second-chance"),
+        offer: args.flag("offer"),
     };
-    let spec_second_chance = spec.second_chance;
+    let (spec_second_chance, spec_offer) = (spec.second_chance, spec.offer);
     let cache = engines::open(&engine, &spec).map_err(|e| format!("open {engine}: {e}"))?;
     let cache: Arc<dyn CacheEngine> = Arc::from(cache);
     let zipf = Arc::new(ScrambledZipfian::new(records));
@@ -192,6 +196,7 @@ pub fn run(args: &Args) -> Result<String, String> {
         "workload": "cache",
         "engine": engine,
         "second_chance": spec_second_chance,
+        "offer": spec_offer,
         "value_size": value_size,
         "threads": threads,
         "memory": memory,

@@ -15,6 +15,7 @@
 
 mod evict;
 mod manifest;
+mod reader;
 mod restore;
 mod upload;
 
@@ -31,6 +32,7 @@ use crate::io::remote::RemoteError;
 use crate::options::RemoteConfig;
 
 pub(super) use evict::open_evicted;
+pub use reader::{RemoteReader, RemoteRefreshReport, RemoteSnapshot};
 pub(super) use restore::restore_if_empty;
 pub(super) use upload::sealed_lengths;
 

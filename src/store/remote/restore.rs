@@ -45,6 +45,49 @@ pub(in crate::store) fn restore_if_empty(
     let Some(m) = manifest::newest(config)? else {
         return Ok(None);
     };
+    restore_manifest(dir, config, storage, &m, None)?;
+    log::info!(
+        "podstore: restored {} from remote {} (manifest {}, {} files)",
+        dir.display(),
+        config.prefix,
+        m.number,
+        m.files.len()
+    );
+    Ok(Some(m.number))
+}
+
+/// The files of an earlier restore of the same prefix (a [`RemoteReader`]'s previous
+/// snapshot) that a restore may link instead of downloading: in `dir`, each with the manifest
+/// entry it was restored from and its remote edit (`None`: downloaded whole).
+///
+/// [`RemoteReader`]: crate::RemoteReader
+pub(super) struct Earlier<'a> {
+    pub(super) dir: &'a Path,
+    pub(super) files: &'a HashMap<u64, (ManifestFile, Option<RemoteObject>)>,
+}
+
+/// What [`restore_manifest`] did.
+#[derive(Debug, Default)]
+pub(super) struct Restored {
+    /// The files listed as remote-only in the catalog written.
+    pub(super) remote: BTreeMap<u64, RemoteObject>,
+    /// Files read from the remote (whole or their kept bytes).
+    pub(super) downloaded: usize,
+    /// Bytes read from the remote for them.
+    pub(super) bytes: u64,
+}
+
+/// Restores the state manifest `m` names into `dir` (which must not exist): written into
+/// `<dir>.podstore-restore`, renamed to `dir` once whole. A file of `earlier` whose manifest
+/// entry is the same (id, kind, length, crc32, epoch: the same object) is hard-linked from
+/// there, not read again.
+pub(super) fn restore_manifest(
+    dir: &Path,
+    config: &RemoteConfig,
+    storage: &Arc<dyn Storage>,
+    m: &Manifest,
+    earlier: Option<&Earlier<'_>>,
+) -> Result<Restored> {
     let profile = IoProfile {
         direct: false,
         mem_align: 4096,
@@ -72,22 +115,43 @@ pub(in crate::store) fn restore_if_empty(
         .create_dir_all(&staging)
         .map_err(|e| Error::io("restore: create directory", Some(staging.clone()), e))?;
     let mut listed = Vec::with_capacity(m.files.len());
-    let built = object_sizes(config).and_then(|sizes| {
-        let mut remote = BTreeMap::new();
+    let mut restored = Restored::default();
+    let built = (|| {
+        // Listed once, and only when a file is to be downloaded.
+        let mut sizes = None;
         for f in &m.files {
-            check_size(config, f, &sizes)?;
-            if config.local_budget.is_some()
-                && let Some(o) = download_kept(config, &profile, &staging, f)?
+            listed.push((f.id, f.kind, FileState::Sealed { length: f.length }));
+            if let Some(e) = earlier
+                && let Some((was, object)) = e.files.get(&f.id).filter(|(was, _)| was == f)
             {
-                remote.insert(f.id, o);
+                let name = segment::file_name(was.id, was.kind);
+                if file::hard_link(&profile, &e.dir.join(&name), &staging.join(&name))? {
+                    if let Some(o) = object {
+                        restored.remote.insert(f.id, *o);
+                    }
+                    continue;
+                }
+            }
+            if sizes.is_none() {
+                sizes = Some(object_sizes(config)?);
+            }
+            check_size(config, f, sizes.as_ref().expect("listed above"))?;
+            restored.downloaded += 1;
+            if config.local_budget.is_some()
+                && let Some((o, bytes)) = download_kept(config, &profile, &staging, f)?
+            {
+                restored.remote.insert(f.id, o);
+                restored.bytes += bytes;
             } else {
                 download(config, &profile, &staging, f)?;
+                // (and the trailer `download_kept` read to find the file too small)
+                let trailer = config.local_budget.map_or(0, |_| TRAILER_LEN as u64);
+                restored.bytes += f.length + trailer;
             }
-            listed.push((f.id, f.kind, FileState::Sealed { length: f.length }));
         }
         file::sync_dir(&profile, &staging)?;
-        write_metadata(&profile, &staging, &m, &listed, &remote)
-    });
+        write_metadata(&profile, &staging, m, &listed, &restored.remote)
+    })();
     if let Err(e) = built {
         // The directory and its files are this call's own (created above, `create_new`): an
         // unfinished restore leaves nothing behind to be taken for a store or to block the
@@ -104,14 +168,7 @@ pub(in crate::store) fn restore_if_empty(
     if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
         file::sync_dir(&profile, parent)?;
     }
-    log::info!(
-        "podstore: restored {} from remote {} (manifest {}, {} files)",
-        dir.display(),
-        config.prefix,
-        m.number,
-        m.files.len()
-    );
-    Ok(Some(m.number))
+    Ok(restored)
 }
 
 /// Removes the staging directory of a restore that failed: every name in it is one this
@@ -215,7 +272,7 @@ fn download_kept(
     profile: &IoProfile,
     staging: &Path,
     f: &ManifestFile,
-) -> Result<Option<RemoteObject>> {
+) -> Result<Option<(RemoteObject, u64)>> {
     let object = data_name(&config.prefix, f.epoch, f.kind, f.id);
     let corrupt = |kind| Error::RemoteCorruption {
         object: object.clone(),
@@ -244,10 +301,13 @@ fn download_kept(
     out.write_all_at(&fetch(config, &object, 0..span.start)?, 0)?;
     out.write_all_at(&fetch(config, &object, span.end..f.length)?, span.end)?;
     out.sync_data()?;
-    Ok(Some(RemoteObject {
+    let object = RemoteObject {
         epoch: f.epoch,
         crc: f.crc,
-    }))
+    };
+    // The trailer, the head and the end.
+    let bytes = TRAILER_LEN as u64 + span.start + (f.length - span.end);
+    Ok(Some((object, bytes)))
 }
 
 /// Downloads file `f` into `staging` whole, checking its crc32 against the manifest.

@@ -91,8 +91,7 @@ pub use range::ValueRange;
 pub use store::{
     CheckpointReport, CompactOptions, CompactionReport, Entries, Entry, Keys, QuarantineReason,
     QuarantinedFile, RecoveredSegment, RecoveryReport, RemoteFlushReport, RemoteReader,
-    RemoteRefreshReport, RemoteSnapshot, Stats, Store,
-    ValueReader, ValueWriter, memory_available,
+    RemoteRefreshReport, RemoteSnapshot, Stats, Store, ValueReader, ValueWriter, memory_available,
 };
 pub use verify::{Damage, Structure, VerifyReport};
 

@@ -451,9 +451,13 @@ fn profile(storage: &Arc<dyn Storage>) -> IoProfile {
 /// else checked to be one (of this prefix); the snapshots of an earlier reader removed.
 fn claim_cache(cache: &Path, prefix: &str, profile: &IoProfile) -> Result<DirLock> {
     let storage = &profile.storage;
-    storage
-        .create_dir_all(cache)
-        .map_err(|e| Error::io("reader: create cache directory", Some(cache.to_path_buf()), e))?;
+    storage.create_dir_all(cache).map_err(|e| {
+        Error::io(
+            "reader: create cache directory",
+            Some(cache.to_path_buf()),
+            e,
+        )
+    })?;
     let names = file::list_dir(profile, cache)?;
     let marked = names.iter().any(|n| n == MARKER);
     if !marked {

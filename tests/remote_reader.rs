@@ -395,3 +395,34 @@ fn the_cache_directory_is_the_readers_own() {
         Err(Error::InvalidOptions(_))
     ));
 }
+
+#[test]
+fn a_stream_keeps_reading_the_manifest_it_started_on_after_refreshes_drop_its_files() {
+    let root = tempfile::tempdir().unwrap();
+    let remote = Arc::new(MemoryRemote::new());
+    let store = Store::open_with(root.path().join("writer"), opts(remote.clone())).unwrap();
+    let big = key(3);
+    store.put(&big, value(3, 0)).unwrap();
+    store.flush_remote().unwrap();
+    let reader = RemoteReader::open(root.path().join("reader"), opts(remote.clone())).unwrap();
+    let mut stream = reader.reader(&big).unwrap().unwrap();
+    let mut head = vec![0u8; 1000];
+    std::io::Read::read_exact(&mut stream, &mut head).unwrap();
+    // The value overwritten, its blob file compacted away, and two refreshes: the snapshot
+    // the stream started on is dropped, its directory removed.
+    for round in 1..=2 {
+        store.put(&big, value(3, round)).unwrap();
+        store.compact().unwrap();
+        store.flush_remote().unwrap();
+        assert!(reader.refresh().unwrap().changed);
+    }
+    assert_eq!(reader.get(&big).unwrap(), Some(value(3, 2)));
+    let first = format!("manifest-{:020}", 2);
+    assert!(!root.path().join("reader").join(first).exists());
+    // The stream reads on, the old value whole (its object is still in the remote: nothing
+    // deletes objects here).
+    let mut rest = Vec::new();
+    std::io::Read::read_to_end(&mut stream, &mut rest).unwrap();
+    head.extend_from_slice(&rest);
+    assert!(head == value(3, 0), "the stream read another value");
+}

@@ -140,7 +140,8 @@ impl Options {
         self
     }
 
-    /// How many files are uploaded at once (default 4, at least 1). Ignored without
+    /// How many files are uploaded at once (default 4, at least 1), and downloaded at once by
+    /// a restore or a [`RemoteReader`](crate::RemoteReader). Ignored without
     /// [`Options::remote`] (set it after that).
     pub fn remote_upload_threads(mut self, threads: usize) -> Self {
         if let Some(r) = &mut self.remote {

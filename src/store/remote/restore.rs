@@ -13,6 +13,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use super::manifest::{self, data_name};
 use super::retry;
@@ -117,8 +118,7 @@ pub(super) fn restore_manifest(
     let mut listed = Vec::with_capacity(m.files.len());
     let mut restored = Restored::default();
     let built = (|| {
-        // Listed once, and only when a file is to be downloaded.
-        let mut sizes = None;
+        let mut wanted = Vec::new();
         for f in &m.files {
             listed.push((f.id, f.kind, FileState::Sealed { length: f.length }));
             if let Some(e) = earlier
@@ -132,21 +132,20 @@ pub(super) fn restore_manifest(
                     continue;
                 }
             }
-            if sizes.is_none() {
-                sizes = Some(object_sizes(config)?);
+            wanted.push(*f);
+        }
+        if !wanted.is_empty() {
+            // Listed once, and only when a file is to be downloaded.
+            let sizes = object_sizes(config)?;
+            for f in &wanted {
+                check_size(config, f, &sizes)?;
             }
-            check_size(config, f, sizes.as_ref().expect("listed above"))?;
-            restored.downloaded += 1;
-            if config.local_budget.is_some()
-                && let Some((o, bytes)) = download_kept(config, &profile, &staging, f)?
-            {
-                restored.remote.insert(f.id, o);
+            for (id, object, bytes) in download_all(config, &profile, &staging, &wanted)? {
+                if let Some(o) = object {
+                    restored.remote.insert(id, o);
+                }
+                restored.downloaded += 1;
                 restored.bytes += bytes;
-            } else {
-                download(config, &profile, &staging, f)?;
-                // (and the trailer `download_kept` read to find the file too small)
-                let trailer = config.local_budget.map_or(0, |_| TRAILER_LEN as u64);
-                restored.bytes += f.length + trailer;
             }
         }
         file::sync_dir(&profile, &staging)?;
@@ -169,6 +168,79 @@ pub(super) fn restore_manifest(
         file::sync_dir(&profile, parent)?;
     }
     Ok(restored)
+}
+
+/// Downloads `files` into `staging` ([`download_one`]),
+/// [`Options::remote_upload_threads`](crate::Options::remote_upload_threads) at a time: a
+/// restore from footers only waits for its requests' latency (three ranged reads per file, in
+/// turn), not for bandwidth. Returns each file's id, its remote edit and the bytes read; the
+/// first error stops the other downloads.
+fn download_all(
+    config: &RemoteConfig,
+    profile: &IoProfile,
+    staging: &Path,
+    files: &[ManifestFile],
+) -> Result<Vec<(u64, Option<RemoteObject>, u64)>> {
+    let next = AtomicUsize::new(0);
+    let failed = AtomicBool::new(false);
+    let threads = config.upload_threads.clamp(1, files.len().max(1));
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut done = Vec::new();
+                    while !failed.load(Ordering::Relaxed) {
+                        let Some(f) = files.get(next.fetch_add(1, Ordering::Relaxed)) else {
+                            break;
+                        };
+                        match download_one(config, profile, staging, f) {
+                            Ok((object, bytes)) => done.push((f.id, object, bytes)),
+                            Err(e) => {
+                                failed.store(true, Ordering::Relaxed);
+                                return Err(e);
+                            }
+                        }
+                    }
+                    Ok(done)
+                })
+            })
+            .collect();
+        let mut all = Vec::with_capacity(files.len());
+        let mut first_error = None;
+        for worker in workers {
+            match worker.join() {
+                Ok(Ok(done)) => all.extend(done),
+                Ok(Err(e)) => {
+                    first_error.get_or_insert(e);
+                }
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        }
+        match first_error {
+            Some(e) => Err(e),
+            None => Ok(all),
+        }
+    })
+}
+
+/// Downloads file `f`: with a local budget only what an evicted file keeps (its remote edit
+/// returned), else (or when it is too small to evict) whole. Returns the bytes read.
+fn download_one(
+    config: &RemoteConfig,
+    profile: &IoProfile,
+    staging: &Path,
+    f: &ManifestFile,
+) -> Result<(Option<RemoteObject>, u64)> {
+    if config.local_budget.is_some() {
+        if let Some((o, bytes)) = download_kept(config, profile, staging, f)? {
+            return Ok((Some(o), bytes));
+        }
+        // (The trailer `download_kept` read to find the file too small, then the file.)
+        download(config, profile, staging, f)?;
+        return Ok((None, TRAILER_LEN as u64 + f.length));
+    }
+    download(config, profile, staging, f)?;
+    Ok((None, f.length))
 }
 
 /// Removes the staging directory of a restore that failed: every name in it is one this

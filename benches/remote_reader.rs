@@ -111,7 +111,7 @@ fn main() -> podstore::Result<()> {
                 let after = remote.counts();
                 let d: Vec<u64> = (0..4).map(|i| after[i] - before[i]).collect();
                 println!(
-                    "| {} ms | {step} | {files} | {} | {} | {} | {} | {:.3} % | {} | {:.0?} |",
+                    "| {} ms | {step} | {files} | {} | {} | {} | {} | {:.3} % | {} | {:.1} ms |",
                     latency.as_millis(),
                     read.map_or("-".to_string(), |r| r.to_string()),
                     d[0],
@@ -119,7 +119,7 @@ fn main() -> podstore::Result<()> {
                     d[2],
                     100.0 * d[2] as f64 / stored as f64,
                     d[3],
-                    took
+                    took.as_secs_f64() * 1000.0
                 );
             };
         let before = remote.counts();

@@ -389,9 +389,14 @@ fn the_cache_directory_is_the_readers_own() {
         RemoteReader::open(root.path().join("writer"), opts(remote.clone())),
         Err(Error::ForeignFiles { .. })
     ));
-    // Nor without a remote.
+    // Nor without a remote, nor with a refresh interval of zero.
     assert!(matches!(
         RemoteReader::open(root.path().join("x"), Options::default()),
+        Err(Error::InvalidOptions(_))
+    ));
+    let zero = opts(remote.clone()).remote_refresh_interval(Some(Duration::ZERO));
+    assert!(matches!(
+        RemoteReader::open(root.path().join("x"), zero),
         Err(Error::InvalidOptions(_))
     ));
 }

@@ -9,6 +9,10 @@
 //! are written into
 //! a sibling directory `<dir>.podstore-restore`, with `VERSIONS` and then `CATALOG` last, and
 //! only then renamed to `dir`: an interrupted restore never looks like a store at `dir`.
+//! Files are downloaded a few at a time (`remote_upload_threads`).
+//!
+//! A [`RemoteReader`](crate::RemoteReader)'s snapshots are restores too (`reader.rs`), always
+//! from footers only, each linking the files it shares with the previous one ([`Earlier`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;

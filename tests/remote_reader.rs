@@ -140,6 +140,7 @@ fn a_reader_on_an_empty_directory_serves_the_last_flush_byte_for_byte_and_writes
     assert!(matches!(local.delete(key(1)), Err(Error::ReadOnly)));
     assert!(matches!(local.writer("k"), Err(Error::ReadOnly)));
     assert!(local.compact().is_err());
+    assert!(matches!(local.flush_remote(), Err(Error::ReadOnly)));
     drop(snapshot);
     // The writer is not fenced: it writes and flushes on.
     store.put("more", "writes").unwrap();

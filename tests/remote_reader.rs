@@ -432,3 +432,46 @@ fn a_stream_keeps_reading_the_manifest_it_started_on_after_refreshes_drop_its_fi
     head.extend_from_slice(&rest);
     assert!(head == value(3, 0), "the stream read another value");
 }
+
+#[test]
+fn a_refresh_that_fails_leaves_the_reader_on_its_manifest_and_a_later_one_succeeds() {
+    let root = tempfile::tempdir().unwrap();
+    let remote = Arc::new(MemoryRemote::new());
+    let store = Store::open_with(root.path().join("writer"), opts(remote.clone())).unwrap();
+    store.put("k", "v1").unwrap();
+    let first = store.flush_remote().unwrap();
+    let reader = RemoteReader::open(root.path().join("reader"), opts(remote.clone())).unwrap();
+    let objects = remote.names();
+    store.put("k", "v2").unwrap();
+    let second = store.flush_remote().unwrap();
+    // The object of the file the second manifest adds, gone for a while.
+    let new: Vec<String> = remote
+        .names()
+        .into_iter()
+        .filter(|n| n.contains("/data/") && !objects.contains(n))
+        .collect();
+    assert_eq!(new.len(), 1, "{new:?}");
+    let bytes = remote.object(&new[0]).unwrap();
+    remote.delete(&new[0]).unwrap();
+    match reader.refresh() {
+        Err(Error::Remote { object, source, .. }) => {
+            assert_eq!(object, new[0]);
+            assert_eq!(source.kind(), RemoteErrorKind::NotFound);
+        }
+        other => panic!("a refresh without an object: {other:?}"),
+    }
+    assert_eq!(reader.manifest(), first.manifest);
+    assert_eq!(reader.get("k").unwrap().as_deref(), Some(&b"v1"[..]));
+    // Its half-built snapshot is gone.
+    let mut names: Vec<String> = std::fs::read_dir(root.path().join("reader"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    let served = format!("manifest-{:020}", first.manifest);
+    assert_eq!(names, ["LOCK", "PODSTORE-READER", served.as_str()]);
+    remote.set_object(&new[0], bytes);
+    let refreshed = reader.refresh().unwrap();
+    assert_eq!(refreshed.manifest, second.manifest);
+    assert_eq!(reader.get("k").unwrap().as_deref(), Some(&b"v2"[..]));
+}

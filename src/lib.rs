@@ -42,6 +42,16 @@
 //!   [`Durability::Buffered`] once it is in memory, durable after [`Store::flush`].
 //! - [`IoMode::Auto`] uses O_DIRECT where the file system supports it.
 //! - [`Compression`] is off by default; [`Compression::Auto`] suits text-like values.
+//!
+//! # Object storage
+//!
+//! [`Options::remote`] gives a store a copy of itself in an object store (the
+//! [`remote::Remote`] seam; `podstore-remote` adapts any `object_store::ObjectStore`): sealed
+//! files are uploaded as they are, [`Store::flush_remote`] returns once a manifest naming every
+//! earlier write is in the remote, and a new or empty directory opened with the remote is
+//! restored from it. One store writes a prefix; any number of [`RemoteReader`]s on other
+//! machines follow it read-only, each serving the state of one manifest and switching to a
+//! newer one on [`RemoteReader::refresh`].
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
 #![warn(unsafe_op_in_unsafe_fn)]
@@ -90,8 +100,8 @@ pub use options::{Compression, Durability, IoMode, Options, OptionsView, Recover
 pub use range::ValueRange;
 pub use store::{
     CheckpointReport, CompactOptions, CompactionReport, Entries, Entry, Keys, QuarantineReason,
-    QuarantinedFile, RecoveredSegment, RecoveryReport, RemoteFlushReport, Stats, Store,
-    ValueReader, ValueWriter, memory_available,
+    QuarantinedFile, RecoveredSegment, RecoveryReport, RemoteFlushReport, RemoteReader,
+    RemoteRefreshReport, RemoteSnapshot, Stats, Store, ValueReader, ValueWriter, memory_available,
 };
 pub use verify::{Damage, Structure, VerifyReport};
 

@@ -22,6 +22,8 @@ pub(crate) struct RemoteConfig {
     pub(crate) attempts: u32,
     /// See [`Options::remote_local_budget`].
     pub(crate) local_budget: Option<u64>,
+    /// See [`Options::remote_refresh_interval`].
+    pub(crate) refresh_interval: Option<Duration>,
 }
 
 impl Options {
@@ -60,6 +62,7 @@ impl Options {
     /// # Ok(()) }
     /// ```
     pub fn remote(mut self, remote: Arc<dyn Remote>, prefix: impl Into<String>) -> Self {
+        let refresh_interval = self.remote.as_ref().and_then(|r| r.refresh_interval);
         let (flush_interval, upload_threads, attempts, local_budget) = match &self.remote {
             Some(r) => (
                 r.flush_interval,
@@ -81,6 +84,7 @@ impl Options {
             upload_threads,
             attempts,
             local_budget,
+            refresh_interval,
         });
         self
     }
@@ -136,7 +140,8 @@ impl Options {
         self
     }
 
-    /// How many files are uploaded at once (default 4, at least 1). Ignored without
+    /// How many files are uploaded at once (default 4, at least 1), and downloaded at once by
+    /// a restore or a [`RemoteReader`](crate::RemoteReader). Ignored without
     /// [`Options::remote`] (set it after that).
     pub fn remote_upload_threads(mut self, threads: usize) -> Self {
         if let Some(r) = &mut self.remote {
@@ -154,6 +159,19 @@ impl Options {
     pub fn remote_retries(mut self, attempts: u32) -> Self {
         if let Some(r) = &mut self.remote {
             r.attempts = attempts;
+        }
+        self
+    }
+
+    /// How often a [`RemoteReader`](crate::RemoteReader) looks for a newer manifest of its
+    /// prefix, from a background thread of its own, and switches to it
+    /// ([`RemoteReader::refresh`](crate::RemoteReader::refresh)); `None` (the default): only
+    /// when asked. Each look is one listing of the prefix's manifests; a newer manifest costs
+    /// the footers of the files it names that the reader does not have yet. Ignored by a
+    /// [`Store`](crate::Store), and without [`Options::remote`] (set it after that).
+    pub fn remote_refresh_interval(mut self, interval: Option<Duration>) -> Self {
+        if let Some(r) = &mut self.remote {
+            r.refresh_interval = interval;
         }
         self
     }

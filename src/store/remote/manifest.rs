@@ -28,14 +28,26 @@ pub(super) fn data_name(prefix: &str, epoch: u64, kind: FileKind, id: u64) -> St
 /// The newest manifest under the prefix (the highest number), if any. A name under
 /// `manifest/` that is not 20 digits is not a manifest of ours and is passed over.
 pub(super) fn newest(config: &RemoteConfig) -> Result<Option<Manifest>> {
+    match newest_number(config)? {
+        Some((number, size)) => read(config, number, size).map(Some),
+        None => Ok(None),
+    }
+}
+
+/// The number and size of the newest manifest under the prefix, from one listing (no read).
+pub(super) fn newest_number(config: &RemoteConfig) -> Result<Option<(u64, u64)>> {
     let under = manifests(&config.prefix);
     let listed = retry(config, "remote: list manifests", &under, |_| {
         config.remote.list(&under)
     })?;
-    let newest = manifest::newest_listed(listed.iter().map(|o| (o.name.as_str(), o.size)), &under);
-    let Some((number, size)) = newest else {
-        return Ok(None);
-    };
+    Ok(manifest::newest_listed(
+        listed.iter().map(|o| (o.name.as_str(), o.size)),
+        &under,
+    ))
+}
+
+/// Manifest `number`, `size` bytes long (as listed), read and decoded.
+pub(super) fn read(config: &RemoteConfig, number: u64, size: u64) -> Result<Manifest> {
     let name = manifest_name(&config.prefix, number);
     let bytes = retry(config, "remote: read manifest", &name, |_| {
         config.remote.get_range(&name, 0..size)
@@ -44,8 +56,7 @@ pub(super) fn newest(config: &RemoteConfig) -> Result<Option<Manifest>> {
         object: name.clone(),
         kind,
     };
-    let m = manifest::decode_numbered(&bytes, number).map_err(corrupt)?;
-    Ok(Some(m))
+    manifest::decode_numbered(&bytes, number).map_err(corrupt)
 }
 
 /// Writes manifest `m` with a conditional create, under its number or, when that number

@@ -15,6 +15,7 @@
 
 mod evict;
 mod manifest;
+mod reader;
 mod restore;
 mod upload;
 
@@ -31,6 +32,7 @@ use crate::io::remote::RemoteError;
 use crate::options::RemoteConfig;
 
 pub(super) use evict::open_evicted;
+pub use reader::{RemoteReader, RemoteRefreshReport, RemoteSnapshot};
 pub(super) use restore::restore_if_empty;
 pub(super) use upload::sealed_lengths;
 
@@ -374,7 +376,8 @@ impl Store {
     /// restored from that manifest (opened on an empty directory with the same remote) holds
     /// every such write.
     ///
-    /// Errors: [`Error::InvalidOptions`] without a remote; [`Error::Fenced`] once another
+    /// Errors: [`Error::ReadOnly`] on a read-only store (a [`RemoteReader`](crate::RemoteReader)'s
+    /// too); [`Error::InvalidOptions`] without a remote; [`Error::Fenced`] once another
     /// writer took the prefix (writes are then refused too); [`Error::Remote`] when the remote
     /// keeps failing (after retries with backoff): nothing is lost, call again.
     ///
@@ -393,15 +396,16 @@ impl Store {
     /// ```
     pub fn flush_remote(&self) -> Result<RemoteFlushReport> {
         let inner = &self.inner;
+        // Not `writable`: a flush is not a write of the user's (it would date the lag). First:
+        // a `RemoteReader`'s store has a remote to read from, but no tier.
+        if inner.opts.read_only {
+            return Err(Error::ReadOnly);
+        }
         let Some(tier) = &inner.remote else {
             return Err(Error::InvalidOptions(
                 "flush_remote needs a store opened with Options::remote",
             ));
         };
-        // Not `writable`: a flush is not a write of the user's (it would date the lag).
-        if inner.opts.read_only {
-            return Err(Error::ReadOnly);
-        }
         flush(inner, tier)
     }
 }

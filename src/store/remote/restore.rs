@@ -9,10 +9,15 @@
 //! are written into
 //! a sibling directory `<dir>.podstore-restore`, with `VERSIONS` and then `CATALOG` last, and
 //! only then renamed to `dir`: an interrupted restore never looks like a store at `dir`.
+//! Files are downloaded a few at a time (`remote_upload_threads`).
+//!
+//! A [`RemoteReader`](crate::RemoteReader)'s snapshots are restores too (`reader.rs`), always
+//! from footers only, each linking the files it shares with the previous one ([`Earlier`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use super::manifest::{self, data_name};
 use super::retry;
@@ -45,6 +50,49 @@ pub(in crate::store) fn restore_if_empty(
     let Some(m) = manifest::newest(config)? else {
         return Ok(None);
     };
+    restore_manifest(dir, config, storage, &m, None)?;
+    log::info!(
+        "podstore: restored {} from remote {} (manifest {}, {} files)",
+        dir.display(),
+        config.prefix,
+        m.number,
+        m.files.len()
+    );
+    Ok(Some(m.number))
+}
+
+/// The files of an earlier restore of the same prefix (a [`RemoteReader`]'s previous
+/// snapshot) that a restore may link instead of downloading: in `dir`, each with the manifest
+/// entry it was restored from and its remote edit (`None`: downloaded whole).
+///
+/// [`RemoteReader`]: crate::RemoteReader
+pub(super) struct Earlier<'a> {
+    pub(super) dir: &'a Path,
+    pub(super) files: &'a HashMap<u64, (ManifestFile, Option<RemoteObject>)>,
+}
+
+/// What [`restore_manifest`] did.
+#[derive(Debug, Default)]
+pub(super) struct Restored {
+    /// The files listed as remote-only in the catalog written.
+    pub(super) remote: BTreeMap<u64, RemoteObject>,
+    /// Files read from the remote (whole or their kept bytes).
+    pub(super) downloaded: usize,
+    /// Bytes read from the remote for them.
+    pub(super) bytes: u64,
+}
+
+/// Restores the state manifest `m` names into `dir` (which must not exist): written into
+/// `<dir>.podstore-restore`, renamed to `dir` once whole. A file of `earlier` whose manifest
+/// entry is the same (id, kind, length, crc32, epoch: the same object) is hard-linked from
+/// there, not read again.
+pub(super) fn restore_manifest(
+    dir: &Path,
+    config: &RemoteConfig,
+    storage: &Arc<dyn Storage>,
+    m: &Manifest,
+    earlier: Option<&Earlier<'_>>,
+) -> Result<Restored> {
     let profile = IoProfile {
         direct: false,
         mem_align: 4096,
@@ -72,22 +120,41 @@ pub(in crate::store) fn restore_if_empty(
         .create_dir_all(&staging)
         .map_err(|e| Error::io("restore: create directory", Some(staging.clone()), e))?;
     let mut listed = Vec::with_capacity(m.files.len());
-    let built = object_sizes(config).and_then(|sizes| {
-        let mut remote = BTreeMap::new();
+    let mut restored = Restored::default();
+    let built = (|| {
+        let mut wanted = Vec::new();
         for f in &m.files {
-            check_size(config, f, &sizes)?;
-            if config.local_budget.is_some()
-                && let Some(o) = download_kept(config, &profile, &staging, f)?
-            {
-                remote.insert(f.id, o);
-            } else {
-                download(config, &profile, &staging, f)?;
-            }
             listed.push((f.id, f.kind, FileState::Sealed { length: f.length }));
+            if let Some(e) = earlier
+                && let Some((was, object)) = e.files.get(&f.id).filter(|(was, _)| was == f)
+            {
+                let name = segment::file_name(was.id, was.kind);
+                if file::hard_link(&profile, &e.dir.join(&name), &staging.join(&name))? {
+                    if let Some(o) = object {
+                        restored.remote.insert(f.id, *o);
+                    }
+                    continue;
+                }
+            }
+            wanted.push(*f);
+        }
+        if !wanted.is_empty() {
+            // Listed once, and only when a file is to be downloaded.
+            let sizes = object_sizes(config)?;
+            for f in &wanted {
+                check_size(config, f, &sizes)?;
+            }
+            for (id, object, bytes) in download_all(config, &profile, &staging, &wanted)? {
+                if let Some(o) = object {
+                    restored.remote.insert(id, o);
+                }
+                restored.downloaded += 1;
+                restored.bytes += bytes;
+            }
         }
         file::sync_dir(&profile, &staging)?;
-        write_metadata(&profile, &staging, &m, &listed, &remote)
-    });
+        write_metadata(&profile, &staging, m, &listed, &restored.remote)
+    })();
     if let Err(e) = built {
         // The directory and its files are this call's own (created above, `create_new`): an
         // unfinished restore leaves nothing behind to be taken for a store or to block the
@@ -104,14 +171,80 @@ pub(in crate::store) fn restore_if_empty(
     if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
         file::sync_dir(&profile, parent)?;
     }
-    log::info!(
-        "podstore: restored {} from remote {} (manifest {}, {} files)",
-        dir.display(),
-        config.prefix,
-        m.number,
-        m.files.len()
-    );
-    Ok(Some(m.number))
+    Ok(restored)
+}
+
+/// Downloads `files` into `staging` ([`download_one`]),
+/// [`Options::remote_upload_threads`](crate::Options::remote_upload_threads) at a time: a
+/// restore from footers only waits for its requests' latency (three ranged reads per file, in
+/// turn), not for bandwidth. Returns each file's id, its remote edit and the bytes read; the
+/// first error stops the other downloads.
+fn download_all(
+    config: &RemoteConfig,
+    profile: &IoProfile,
+    staging: &Path,
+    files: &[ManifestFile],
+) -> Result<Vec<(u64, Option<RemoteObject>, u64)>> {
+    let next = AtomicUsize::new(0);
+    let failed = AtomicBool::new(false);
+    let threads = config.upload_threads.clamp(1, files.len().max(1));
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut done = Vec::new();
+                    while !failed.load(Ordering::Relaxed) {
+                        let Some(f) = files.get(next.fetch_add(1, Ordering::Relaxed)) else {
+                            break;
+                        };
+                        match download_one(config, profile, staging, f) {
+                            Ok((object, bytes)) => done.push((f.id, object, bytes)),
+                            Err(e) => {
+                                failed.store(true, Ordering::Relaxed);
+                                return Err(e);
+                            }
+                        }
+                    }
+                    Ok(done)
+                })
+            })
+            .collect();
+        let mut all = Vec::with_capacity(files.len());
+        let mut first_error = None;
+        for worker in workers {
+            match worker.join() {
+                Ok(Ok(done)) => all.extend(done),
+                Ok(Err(e)) => {
+                    first_error.get_or_insert(e);
+                }
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        }
+        match first_error {
+            Some(e) => Err(e),
+            None => Ok(all),
+        }
+    })
+}
+
+/// Downloads file `f`: with a local budget only what an evicted file keeps (its remote edit
+/// returned), else (or when it is too small to evict) whole. Returns the bytes read.
+fn download_one(
+    config: &RemoteConfig,
+    profile: &IoProfile,
+    staging: &Path,
+    f: &ManifestFile,
+) -> Result<(Option<RemoteObject>, u64)> {
+    if config.local_budget.is_some() {
+        if let Some((o, bytes)) = download_kept(config, profile, staging, f)? {
+            return Ok((Some(o), bytes));
+        }
+        // (The trailer `download_kept` read to find the file too small, then the file.)
+        download(config, profile, staging, f)?;
+        return Ok((None, TRAILER_LEN as u64 + f.length));
+    }
+    download(config, profile, staging, f)?;
+    Ok((None, f.length))
 }
 
 /// Removes the staging directory of a restore that failed: every name in it is one this
@@ -215,7 +348,7 @@ fn download_kept(
     profile: &IoProfile,
     staging: &Path,
     f: &ManifestFile,
-) -> Result<Option<RemoteObject>> {
+) -> Result<Option<(RemoteObject, u64)>> {
     let object = data_name(&config.prefix, f.epoch, f.kind, f.id);
     let corrupt = |kind| Error::RemoteCorruption {
         object: object.clone(),
@@ -244,10 +377,13 @@ fn download_kept(
     out.write_all_at(&fetch(config, &object, 0..span.start)?, 0)?;
     out.write_all_at(&fetch(config, &object, span.end..f.length)?, span.end)?;
     out.sync_data()?;
-    Ok(Some(RemoteObject {
+    let object = RemoteObject {
         epoch: f.epoch,
         crc: f.crc,
-    }))
+    };
+    // The trailer, the head and the end.
+    let bytes = TRAILER_LEN as u64 + span.start + (f.length - span.end);
+    Ok(Some((object, bytes)))
 }
 
 /// Downloads file `f` into `staging` whole, checking its crc32 against the manifest.

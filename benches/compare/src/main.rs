@@ -84,7 +84,7 @@ pub struct Args {
 }
 
 /// Flags that take no value.
-const BARE: &[&str] = &["quick", "keep", "help"];
+const BARE: &[&str] = &["quick", "keep", "help", "second-chance", "offer"];
 
 impl Args {
     pub fn parse(items: &[String]) -> Result<Args, String> {

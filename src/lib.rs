@@ -90,7 +90,7 @@ pub use options::{Compression, Durability, IoMode, Options, OptionsView, Recover
 pub use range::ValueRange;
 pub use store::{
     CheckpointReport, CompactOptions, CompactionReport, Entries, Entry, Keys, QuarantineReason,
-    QuarantinedFile, RecoveredSegment, RecoveryReport, RemoteFlushReport, Stats, Store,
+    QuarantinedFile, RecoveredSegment, RecoveryReport, RemoteFlushReport, RemoteGcReport, Stats, Store,
     ValueReader, ValueWriter, memory_available,
 };
 pub use verify::{Damage, Structure, VerifyReport};

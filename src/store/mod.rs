@@ -81,7 +81,7 @@ pub use compact::{CompactOptions, CompactionReport};
 pub use entries::{Entries, Entry};
 pub use list::Keys;
 pub use open::{QuarantinedFile, RecoveredSegment, RecoveryReport};
-pub use remote::RemoteFlushReport;
+pub use remote::{RemoteFlushReport, RemoteGcReport};
 pub use stats::Stats;
 pub use value_reader::ValueReader;
 pub use writer::ValueWriter;

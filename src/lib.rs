@@ -90,8 +90,8 @@ pub use options::{Compression, Durability, IoMode, Options, OptionsView, Recover
 pub use range::ValueRange;
 pub use store::{
     CheckpointReport, CompactOptions, CompactionReport, Entries, Entry, Keys, QuarantineReason,
-    QuarantinedFile, RecoveredSegment, RecoveryReport, RemoteFlushReport, RemoteGcReport, Stats, Store,
-    ValueReader, ValueWriter, memory_available,
+    QuarantinedFile, RecoveredSegment, RecoveryReport, RemoteFlushReport, RemoteGcReport, Stats,
+    Store, ValueReader, ValueWriter, memory_available,
 };
 pub use verify::{Damage, Structure, VerifyReport};
 

@@ -63,8 +63,7 @@ impl Options {
     /// # Ok(()) }
     /// ```
     pub fn remote(mut self, remote: Arc<dyn Remote>, prefix: impl Into<String>) -> Self {
-        let (flush_interval, upload_threads, attempts, local_budget, retention) = match &self
-            .remote
+        let (flush_interval, upload_threads, attempts, local_budget, retention) = match &self.remote
         {
             Some(r) => (
                 r.flush_interval,

@@ -182,7 +182,9 @@ pub(super) fn pass(
 /// Deletes object `name` of `size` bytes (retried while transient), counted.
 fn delete(tier: &RemoteTier, name: &str, size: u64, report: &mut RemoteGcReport) -> Result<()> {
     let config = &tier.config;
-    retry(config, "remote: delete", name, |_| config.remote.delete(name))?;
+    retry(config, "remote: delete", name, |_| {
+        config.remote.delete(name)
+    })?;
     report.requests += 1;
     report.bytes_deleted += size;
     tier.deleted_objects.fetch_add(1, Ordering::Relaxed);

@@ -69,8 +69,11 @@ pub(super) fn pass(
     budget: usize,
 ) -> Result<(RemoteGcReport, bool)> {
     let mut report = RemoteGcReport::default();
+    // Due again only after the next manifest, or when this pass stops at its budget: a pass
+    // that fails (deletions refused by the bucket's policy, an outage) is not repeated on
+    // every tick.
+    state.gc_due = false;
     let Some(retention) = tier.config.retention else {
-        state.gc_due = false;
         return Ok((report, false));
     };
     tier.check_fenced()?;
@@ -123,6 +126,7 @@ pub(super) fn pass(
     }
     for l in gone {
         if report.deleted() >= budget as u64 {
+            state.gc_due = true;
             return Ok((report, true));
         }
         let name = manifest_name(prefix, l.number);
@@ -170,12 +174,12 @@ pub(super) fn pass(
             continue;
         }
         if report.deleted() >= budget as u64 {
+            state.gc_due = true;
             return Ok((report, true));
         }
         delete(tier, &o.name, o.size, &mut report)?;
         report.objects_deleted += 1;
     }
-    state.gc_due = false;
     Ok((report, false))
 }
 

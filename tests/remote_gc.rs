@@ -303,9 +303,7 @@ fn a_restore_whose_manifest_is_deleted_under_it_gets_a_clear_error_never_other_b
             writer.collect_remote_garbage().unwrap();
         }))),
     });
-    let err = restore(hooked.clone(), root.path(), "b")
-        .err()
-        .expect("fails");
+    let err = restore(hooked.clone(), root.path(), "b").expect_err("fails");
     match &err {
         Error::ManifestExpired {
             manifest, object, ..

@@ -115,12 +115,14 @@ pub(super) fn pass(
     state.manifests.retain(|n, _| kept_numbers.contains(n));
     let mut keep: HashSet<String> = HashSet::new();
     for l in kept {
-        if !state.manifests.contains_key(&l.number) {
-            let m = manifest::read(config, l.number, l.size)?;
-            report.requests += 1;
-            state.manifests.insert(l.number, m.files);
-        }
-        for f in &state.manifests[&l.number] {
+        let files = match state.manifests.entry(l.number) {
+            std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::btree_map::Entry::Vacant(e) => {
+                report.requests += 1;
+                e.insert(manifest::read(config, l.number, l.size)?.files)
+            }
+        };
+        for f in files.iter() {
             keep.insert(data_name(prefix, f.epoch, f.kind, f.id));
         }
     }

@@ -7,7 +7,7 @@ mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -333,26 +333,36 @@ fn a_fenced_writer_deletes_nothing() {
     let root = tempfile::tempdir().unwrap();
     let remote = Arc::new(MemoryRemote::new());
     let o = opts(remote.clone(), Some(Duration::ZERO));
-    let a = Store::open_with(root.path().join("a"), o.clone()).unwrap();
+    // A's deletions, counted apart from B's.
+    let a_remote = CutDeletes::new(remote.clone());
+    let a = Store::open_with(
+        root.path().join("a"),
+        opts(a_remote.clone(), Some(Duration::ZERO)),
+    )
+    .unwrap();
     let mut model = Model::new();
     cycle(&a, &mut model, 0);
     cycle(&a, &mut model, 1);
+    // A's garbage deleted now: no pass of A's is due until its next manifest.
+    a.collect_remote_garbage().unwrap();
+    let asked = a_remote.asked.load(Ordering::SeqCst);
+    assert!(asked > 0);
     // B takes the prefix (a restore elsewhere); A does not know yet.
     let b = Store::open_with(root.path().join("b"), o).unwrap();
-    let before = remote.names();
-    let deletes = remote.deletes();
+    let a_manifest = format!("{PREFIX}/manifest/{:020}", a.stats().remote_manifest);
     assert!(matches!(
         a.collect_remote_garbage(),
         Err(Error::Fenced { .. })
     ));
-    assert_eq!(remote.names(), before);
-    assert_eq!(remote.deletes(), deletes);
+    assert_eq!(a_remote.asked.load(Ordering::SeqCst), asked, "A deleted");
     // Found fenced by the listing: A refuses writes from then on.
     assert!(matches!(a.put("k", "v"), Err(Error::Fenced { .. })));
     drop(a);
-    // B's pass deletes what B's manifests do not need: A's claim-era manifests (replaced).
-    let report = b.collect_remote_garbage().unwrap();
-    assert!(report.manifests_deleted >= 1, "{report:?}");
+    // B's pass (its own or the background thread's) deletes A's newest manifest, replaced by
+    // B's claim, and keeps the files B's claim names.
+    b.collect_remote_garbage().unwrap();
+    assert!(remote.object(&a_manifest).is_none());
+    assert!(b.stats().remote_deleted_objects >= 1);
     check(&b, &model, "the new writer");
 }
 
@@ -404,11 +414,22 @@ fn a_fenced_writer_creating_its_manifest_in_a_hole_left_by_deletion_is_fenced() 
 }
 
 /// A remote whose deletions are refused (not transient: not retried) once `allowed` of them
-/// were made; `allowed` negative: none refused.
+/// were made; `allowed` negative: none refused. Counts the deletions asked of it.
 #[derive(Debug)]
 struct CutDeletes {
     inner: Arc<MemoryRemote>,
     allowed: AtomicI64,
+    asked: AtomicU64,
+}
+
+impl CutDeletes {
+    fn new(inner: Arc<MemoryRemote>) -> Arc<CutDeletes> {
+        Arc::new(CutDeletes {
+            inner,
+            allowed: AtomicI64::new(-1),
+            asked: AtomicU64::new(0),
+        })
+    }
 }
 
 impl Remote for CutDeletes {
@@ -425,6 +446,7 @@ impl Remote for CutDeletes {
         self.inner.list(prefix)
     }
     fn delete(&self, name: &str) -> Result<(), RemoteError> {
+        self.asked.fetch_add(1, Ordering::SeqCst);
         let left = self.allowed.load(Ordering::SeqCst);
         if left == 0 {
             return Err(RemoteError::new(RemoteErrorKind::Other, "delete refused"));
@@ -440,10 +462,7 @@ impl Remote for CutDeletes {
 fn deletions_cut_off_part_way_leave_a_prefix_that_restores() {
     let root = tempfile::tempdir().unwrap();
     let memory = Arc::new(MemoryRemote::new());
-    let cut = Arc::new(CutDeletes {
-        inner: memory.clone(),
-        allowed: AtomicI64::new(-1),
-    });
+    let cut = CutDeletes::new(memory.clone());
     let store = Store::open_with(
         root.path().join("a"),
         opts(cut.clone(), Some(Duration::ZERO)),

@@ -90,7 +90,10 @@ pub(super) fn pass(
         // Another writer took the prefix: what it names, uploads or will inherit is not ours
         // to judge. Fenced from now on, as its next manifest would find.
         tier.fence(newest.number);
-        return Err(tier.check_fenced().unwrap_err());
+        return Err(Error::Fenced {
+            prefix: prefix.clone(),
+            manifest: newest.number,
+        });
     }
     if newest.number < ours {
         // Our own newest manifest is gone: something else deletes under this prefix.
@@ -137,23 +140,18 @@ pub(super) fn pass(
     }
     // The files the store holds (sealed or not, every id it has not removed): the objects it
     // uploaded or inherited for them, or reads them from, stay.
-    let held: HashSet<u64> = inner
-        .shared
-        .segments
-        .snapshot()
-        .into_iter()
-        .map(|(id, _)| id)
-        .collect();
-    for (id, f) in &state.uploaded {
-        if held.contains(id) {
+    let table = inner.shared.segments.snapshot();
+    let held: HashSet<u64> = table.iter().map(|(id, _)| *id).collect();
+    for (id, h) in &table {
+        if let Some(f) = state.uploaded.get(id) {
             keep.insert(data_name(prefix, f.epoch, f.kind, *id));
         }
-    }
-    for (id, h) in inner.shared.segments.snapshot() {
-        if let Some(o) = inner.shared.catalog.remote_of(id) {
-            keep.insert(data_name(prefix, o.epoch, h.kind, id));
+        if let Some(o) = inner.shared.catalog.remote_of(*id) {
+            keep.insert(data_name(prefix, o.epoch, h.kind, *id));
         }
     }
+    // (The handles let go: an evicted file is punched only once no one holds its old one.)
+    drop(table);
     // A file the store removed is never named again (ids are not reused): forget it.
     state.uploaded.retain(|id, _| held.contains(id));
     tier.in_remote

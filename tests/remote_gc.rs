@@ -7,7 +7,7 @@ mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -336,6 +336,47 @@ fn a_restore_whose_manifest_is_deleted_under_it_gets_a_clear_error_never_other_b
 }
 
 #[test]
+fn a_manifest_of_its_own_whose_create_reply_was_lost_does_not_fence_the_writer() {
+    let root = tempfile::tempdir().unwrap();
+    let memory = Arc::new(MemoryRemote::new());
+    let remote = CutDeletes::new(memory.clone());
+    let store = Store::open_with(
+        root.path().join("a"),
+        opts(remote.clone(), Some(Duration::ZERO)).remote_retries(1),
+    )
+    .unwrap();
+    let mut model = Model::new();
+    cycle(&store, &mut model, 0);
+    // The next manifest is created, but the flush never learns it: newer than the newest this
+    // writer knows it wrote.
+    write_round(&store, &mut model, 120, 1);
+    remote.lose_creates.store(true, Ordering::SeqCst);
+    assert!(matches!(store.flush_remote(), Err(Error::Remote { .. })));
+    remote.lose_creates.store(false, Ordering::SeqCst);
+    let lost = store.stats().remote_manifest + 1;
+    assert!(manifests(&memory).contains_key(&lost));
+    // A deletion pass reads it, finds it its own: not fenced, and nothing deleted meanwhile.
+    let asked = remote.asked.load(Ordering::SeqCst);
+    let report = store.collect_remote_garbage().unwrap();
+    assert_eq!(report.manifests_deleted + report.objects_deleted, 0);
+    assert_eq!(remote.asked.load(Ordering::SeqCst), asked);
+    // The next flush passes over it; its pass deletes it (replaced) like any other.
+    store.put("after", "the lost reply").unwrap();
+    model.insert(b"after".to_vec(), Some(b"the lost reply".to_vec()));
+    assert_eq!(store.flush_remote().unwrap().manifest, lost + 1);
+    store.collect_remote_garbage().unwrap();
+    let ms = manifests(&memory);
+    assert_eq!(ms.keys().copied().collect::<Vec<_>>(), vec![lost + 1]);
+    assert_eq!(data_objects(&memory), named(&memory, &ms[&(lost + 1)]));
+    drop(store);
+    check(
+        &restore(memory, root.path(), "b").unwrap(),
+        &model,
+        "restored",
+    );
+}
+
+#[test]
 fn a_fenced_writer_deletes_nothing() {
     let root = tempfile::tempdir().unwrap();
     let remote = Arc::new(MemoryRemote::new());
@@ -429,6 +470,8 @@ struct CutDeletes {
     allowed: AtomicI64,
     asked: AtomicU64,
     calls: AtomicU64,
+    /// Creates carried out, then answered with a transient error (their reply lost).
+    lose_creates: AtomicBool,
 }
 
 impl CutDeletes {
@@ -438,6 +481,7 @@ impl CutDeletes {
             allowed: AtomicI64::new(-1),
             asked: AtomicU64::new(0),
             calls: AtomicU64::new(0),
+            lose_creates: AtomicBool::new(false),
         })
     }
 }
@@ -449,7 +493,11 @@ impl Remote for CutDeletes {
     }
     fn put_if_absent(&self, name: &str, bytes: &[u8]) -> Result<PutOutcome, RemoteError> {
         self.calls.fetch_add(1, Ordering::SeqCst);
-        self.inner.put_if_absent(name, bytes)
+        let done = self.inner.put_if_absent(name, bytes)?;
+        if self.lose_creates.load(Ordering::SeqCst) {
+            return Err(RemoteError::new(RemoteErrorKind::Transient, "reply lost"));
+        }
+        Ok(done)
     }
     fn get_range(&self, name: &str, range: std::ops::Range<u64>) -> Result<Vec<u8>, RemoteError> {
         self.calls.fetch_add(1, Ordering::SeqCst);

@@ -87,6 +87,14 @@ pub(super) fn pass(
         return Ok((report, false));
     };
     if newest.number > ours {
+        // Our own, if a flush created it but did not learn so (its reply lost, its retries
+        // spent, or the listing after it failed): the next flush passes over it. Nothing is
+        // deleted until then.
+        let m = manifest::read(config, newest.number, newest.size)?;
+        report.requests += 1;
+        if m.epoch == state.epoch && m.writer == state.writer {
+            return Ok((report, false));
+        }
         // Another writer took the prefix: what it names, uploads or will inherit is not ours
         // to judge. Fenced from now on, as its next manifest would find.
         tier.fence(newest.number);

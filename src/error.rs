@@ -292,6 +292,19 @@ pub enum Error {
         /// The number of the manifest another writer wrote.
         manifest: u64,
     },
+    /// A manifest being read from (a restore's) was deleted from the remote, with files it
+    /// names: a newer manifest replaced it longer ago than the writer's
+    /// [`remote_retention`](crate::Options::remote_retention). Nothing was read from the files
+    /// gone; read the newest manifest again (a restore that failed so leaves nothing behind:
+    /// open again).
+    ManifestExpired {
+        /// The remote prefix.
+        prefix: String,
+        /// The number of the manifest deleted.
+        manifest: u64,
+        /// The object it names that was found gone.
+        object: String,
+    },
 }
 
 /// A file of a store that is missing or not what the store's catalog says
@@ -469,7 +482,7 @@ impl Error {
             // Not `WouldBlock`: code that reads it as "not ready, retry at once" would spin
             // while another process holds the store, perhaps for as long as it runs.
             Error::Locked { .. } | Error::StoreChanged { .. } => K::ResourceBusy,
-            Error::NotFound { .. } => K::NotFound,
+            Error::NotFound { .. } | Error::ManifestExpired { .. } => K::NotFound,
             // The path is taken by something else, as `File::create_new` on an existing file.
             Error::ForeignFiles { .. } => K::AlreadyExists,
             Error::DirectIoUnsupported { .. } => K::Unsupported,
@@ -492,7 +505,7 @@ impl Error {
 /// | podstore error | io kind |
 /// |---|---|
 /// | [`Error::Io`] | the kind of the io error it wraps |
-/// | [`Error::NotFound`] | `NotFound` |
+/// | [`Error::NotFound`], [`Error::ManifestExpired`] | `NotFound` |
 /// | [`Error::EmptyKey`], [`Error::KeyTooLarge`], [`Error::ValueTooLarge`], [`Error::OutOfRange`], [`Error::InvalidOptions`] | `InvalidInput` |
 /// | [`Error::StorageFull`] | `StorageFull` |
 /// | [`Error::Corruption`], [`Error::Damaged`], [`Error::RemoteCorruption`], [`Error::FileIdOutOfRange`] naming a file | `InvalidData` |

@@ -100,8 +100,9 @@ pub use options::{Compression, Durability, IoMode, Options, OptionsView, Recover
 pub use range::ValueRange;
 pub use store::{
     CheckpointReport, CompactOptions, CompactionReport, Entries, Entry, Keys, QuarantineReason,
-    QuarantinedFile, RecoveredSegment, RecoveryReport, RemoteFlushReport, RemoteReader,
-    RemoteRefreshReport, RemoteSnapshot, Stats, Store, ValueReader, ValueWriter, memory_available,
+    QuarantinedFile, RecoveredSegment, RecoveryReport, RemoteFlushReport, RemoteGcReport,
+    RemoteReader, RemoteRefreshReport, RemoteSnapshot, Stats, Store, ValueReader, ValueWriter,
+    memory_available,
 };
 pub use verify::{Damage, Structure, VerifyReport};
 

@@ -285,7 +285,10 @@ impl Remote for ObjectStoreRemote {
                 let meta = meta.map_err(|e| convert(e, "list"))?;
                 let name = meta.location.to_string();
                 if name.starts_with(&wanted) {
-                    out.push(ObjectInfo::new(name, meta.size));
+                    // object_store's `last_modified` (S3's LastModified, a file's mtime): the
+                    // remote's clock, by which the store dates its manifests.
+                    let modified = std::time::SystemTime::from(meta.last_modified);
+                    out.push(ObjectInfo::new(name, meta.size).with_modified(modified));
                 }
             }
             Ok(out)

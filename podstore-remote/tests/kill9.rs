@@ -2,7 +2,8 @@
 //! the S3 server of tests/common/s3.rs, which the parent runs), uploads and flushes running,
 //! then: the surviving local store has every acknowledged write, and a restore into a fresh
 //! directory from the bucket alone has every write covered by a completed `flush_remote`, byte
-//! for byte.
+//! for byte. With a zero retention, each manifest replaced is deleted on the child's background
+//! thread, so the kill can land in a deletion pass too.
 //!
 //! The child is this test binary run again as `kill9_child`. Rounds: 2 on local files and 1 on
 //! S3, or 8 and 4 with `PODSTORE_TEST_LONG=1`.
@@ -56,6 +57,8 @@ fn opts(spec: &str) -> Options {
         .write_buffer_size(64 << 10)
         .remote(remote, "kill9")
         .remote_flush_interval(Some(Duration::from_millis(300)))
+        // Every manifest replaced is deleted at once: the kill also lands in deletion passes.
+        .remote_retention(Some(Duration::ZERO))
 }
 
 fn key(i: u64) -> String {
@@ -164,6 +167,15 @@ fn kill9_round(root: &Path, spec: &str, round: usize) {
     child.wait().unwrap();
     let (acked, flushed) = (acked.unwrap(), flushed.expect("a flush before the kill"));
 
+    // The child deleted the manifests its flushes replaced (a few may be left by the kill).
+    let remote = ObjectStoreRemote::new(bucket(spec)).unwrap();
+    let manifests = podstore::remote::Remote::list(&remote, "kill9/manifest/")
+        .unwrap()
+        .len();
+    assert!(
+        manifests < flushes + 1,
+        "{spec} round {round}: {manifests} manifests after {flushes} flushes"
+    );
     // The bucket alone: every write a completed flush covered.
     let restored = Store::open_with(root.join("restored"), opts(spec)).unwrap();
     for i in 0..=flushed {

@@ -1,6 +1,7 @@
 //! The adapter on object_store's `InMemory` and `LocalFileSystem`, and on a real S3 server on
 //! 127.0.0.1 (s3s-fs, through `AmazonS3Builder`): flush then restore into an empty directory,
-//! multipart uploads of large files, the conditional create that fences.
+//! multipart uploads of large files, the conditional create that fences, deletion in the
+//! remote.
 
 mod common;
 
@@ -267,4 +268,68 @@ fn the_adapter_is_called_and_dropped_from_inside_another_runtime() {
         assert_eq!(remote.get_range("p/x", 0..1).unwrap(), b"1");
         drop(remote);
     });
+}
+
+#[test]
+fn deletion_leaves_the_newest_manifest_and_its_files_on_local_files_and_s3() {
+    let root = tempfile::tempdir().unwrap();
+    let (backends, _s3) = backends(root.path());
+    // (InMemory dates its objects as LocalFileSystem does; the S3 server by its listing's
+    // LastModified.)
+    for (name, bucket) in backends
+        .into_iter()
+        .filter(|(name, _)| *name != "in-memory")
+    {
+        let remote = Arc::new(ObjectStoreRemote::new(bucket).unwrap());
+        let o = opts(remote.clone())
+            .background_compaction(false)
+            .remote_retention(Some(std::time::Duration::ZERO));
+        let store = Store::open_with(root.path().join(format!("gc-{name}")), o).unwrap();
+        // Small values in one batch a round (one sync): every round's files dead after the
+        // next.
+        let small = |k: u32, round: u32| value(k + round * 1000 + 100);
+        for round in 0..2u32 {
+            let mut batch = podstore::Batch::new();
+            for k in 0..200 {
+                batch.put(format!("k{k}"), small(k, round));
+            }
+            store.write(&batch).unwrap();
+            store.compact().unwrap();
+            store.flush_remote().unwrap();
+        }
+        store.collect_remote_garbage().unwrap();
+        assert!(store.stats().remote_deleted_objects >= 3, "{name}");
+        // Dated by the backend (the listing's last-modified), and exactly the newest
+        // manifest and the files it names are left.
+        let manifests = remote.list("apps/one/manifest/").unwrap();
+        assert_eq!(manifests.len(), 1, "{name}: {manifests:?}");
+        assert!(manifests[0].modified.is_some(), "{name}");
+        let m = podstore::format::manifest::decode(
+            &remote
+                .get_range(&manifests[0].name, 0..manifests[0].size)
+                .unwrap(),
+        )
+        .unwrap();
+        let mut named: Vec<String> = m
+            .files
+            .iter()
+            .map(|f| format!("apps/one/data/{:020}/{}", f.epoch, f.kind.file_name(f.id)))
+            .collect();
+        let mut listed: Vec<String> = remote
+            .list("apps/one/data/")
+            .unwrap()
+            .into_iter()
+            .map(|o| o.name)
+            .collect();
+        named.sort();
+        listed.sort();
+        assert_eq!(listed, named, "{name}");
+        drop(store);
+        let restored =
+            Store::open_with(root.path().join(format!("gc-{name}-b")), opts(remote)).unwrap();
+        for k in 0..200 {
+            let got = restored.get(format!("k{k}")).unwrap();
+            assert!(got == Some(small(k, 1)), "{name}: key k{k}");
+        }
+    }
 }

@@ -131,6 +131,16 @@ impl fmt::Display for Error {
                 "another writer took remote prefix {prefix} (it wrote manifest {manifest}); \
                  this store refuses writes until it is reopened"
             ),
+            Error::ManifestExpired {
+                prefix,
+                manifest,
+                object,
+            } => write!(
+                f,
+                "manifest {manifest} of remote prefix {prefix} was deleted (replaced longer ago \
+                 than the writer's retention), and {object}, which it names, with it: read the \
+                 newest manifest again"
+            ),
         }
     }
 }

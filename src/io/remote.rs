@@ -40,7 +40,10 @@ pub trait Remote: Send + Sync + fmt::Debug {
     /// Bytes `range` of object `name` (a range past its end is an error).
     fn get_range(&self, name: &str, range: Range<u64>) -> Result<Vec<u8>, RemoteError>;
 
-    /// Every object whose name starts with `prefix`, in any order.
+    /// Every object whose name starts with `prefix`, in any order, with its size and, where
+    /// the remote keeps one, the time it was written ([`ObjectInfo::modified`]: by the remote's
+    /// clock; the store dates manifests by it to keep them for
+    /// [`Options::remote_retention`](crate::Options::remote_retention)).
     fn list(&self, prefix: &str) -> Result<Vec<ObjectInfo>, RemoteError>;
 
     /// Removes object `name` (no error if it does not exist).
@@ -64,15 +67,26 @@ pub struct ObjectInfo {
     pub name: String,
     /// Its length in bytes.
     pub size: u64,
+    /// When it was written, by the remote's clock (S3's `LastModified`), if the remote says:
+    /// the store dates its manifests by it (docs/design-remote.md, "Deletion"). An object
+    /// without one is never taken to be old enough to delete.
+    pub modified: Option<std::time::SystemTime>,
 }
 
 impl ObjectInfo {
-    /// An object `name` of `size` bytes.
+    /// An object `name` of `size` bytes, of unknown age.
     pub fn new(name: impl Into<String>, size: u64) -> Self {
         ObjectInfo {
             name: name.into(),
             size,
+            modified: None,
         }
+    }
+
+    /// The same object, written at `modified` (by the remote's clock).
+    pub fn with_modified(mut self, modified: std::time::SystemTime) -> Self {
+        self.modified = Some(modified);
+        self
     }
 }
 

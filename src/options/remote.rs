@@ -24,6 +24,8 @@ pub(crate) struct RemoteConfig {
     pub(crate) local_budget: Option<u64>,
     /// See [`Options::remote_refresh_interval`].
     pub(crate) refresh_interval: Option<Duration>,
+    /// See [`Options::remote_retention`].
+    pub(crate) retention: Option<Duration>,
 }
 
 impl Options {
@@ -36,7 +38,8 @@ impl Options {
     /// directory with a remote whose prefix holds a manifest restores the store from it.
     /// Opening the prefix fences any other store that wrote it: that store's next manifest
     /// fails with [`Error::Fenced`](crate::Error::Fenced), and it refuses writes from then on.
-    /// Objects are never deleted from the remote in this version. Open reads and writes a
+    /// Objects no manifest needs any more are deleted after
+    /// [`remote_retention`](Options::remote_retention). Open reads and writes a
     /// manifest, so it fails with [`Error::Remote`](crate::Error::Remote) when the remote
     /// cannot be reached (after retries): a store that cannot take its prefix does not open.
     ///
@@ -63,18 +66,21 @@ impl Options {
     /// ```
     pub fn remote(mut self, remote: Arc<dyn Remote>, prefix: impl Into<String>) -> Self {
         let refresh_interval = self.remote.as_ref().and_then(|r| r.refresh_interval);
-        let (flush_interval, upload_threads, attempts, local_budget) = match &self.remote {
+        let (flush_interval, upload_threads, attempts, local_budget, retention) = match &self.remote
+        {
             Some(r) => (
                 r.flush_interval,
                 r.upload_threads,
                 r.attempts,
                 r.local_budget,
+                r.retention,
             ),
             None => (
                 Some(DEFAULT_FLUSH_INTERVAL),
                 DEFAULT_UPLOAD_THREADS,
                 DEFAULT_ATTEMPTS,
                 None,
+                Some(DEFAULT_RETENTION),
             ),
         };
         self.remote = Some(RemoteConfig {
@@ -85,6 +91,7 @@ impl Options {
             attempts,
             local_budget,
             refresh_interval,
+            retention,
         });
         self
     }
@@ -136,6 +143,28 @@ impl Options {
     pub fn remote_flush_interval(mut self, interval: Option<Duration>) -> Self {
         if let Some(r) = &mut self.remote {
             r.flush_interval = interval;
+        }
+        self
+    }
+
+    /// How long a manifest is kept in the remote after a newer one replaced it (default 1 hour;
+    /// `None`: nothing is ever deleted from the remote). The store deletes, on its background
+    /// thread after a remote flush (or when asked: [`Store::collect_remote_garbage`]), the
+    /// manifests replaced longer ago than this, and then the uploaded files that no manifest
+    /// left names and that the store does not hold: compaction's inputs, files uploaded but
+    /// removed before a manifest named them, the uploads of writers it fenced. A reader that
+    /// read a manifest (a restore elsewhere) can read every file it names for this long after
+    /// a newer one appeared; after that it gets [`Error::ManifestExpired`], never other bytes.
+    /// Ages are the remote's clock (the listing's last-modified times), not the machine's.
+    /// The newest manifest and the files it names are never deleted. A checkpoint of a store
+    /// with files in the remote only reads them from the remote: they are deleted once the
+    /// store's manifests stop naming them and this time has passed (keep such checkpoints
+    /// within it, or set `None`). Ignored without [`Options::remote`] (set it after that).
+    ///
+    /// [`Store::collect_remote_garbage`]: crate::Store::collect_remote_garbage
+    pub fn remote_retention(mut self, retention: Option<Duration>) -> Self {
+        if let Some(r) = &mut self.remote {
+            r.retention = retention;
         }
         self
     }
@@ -203,6 +232,10 @@ impl Options {
 
 /// [`Options::remote_flush_interval`]'s default.
 const DEFAULT_FLUSH_INTERVAL: Duration = Duration::from_secs(60);
+/// [`Options::remote_retention`]'s default: an hour, much longer than a restore of a large
+/// store's footers takes, short enough that a store compacting steadily keeps at most an hour
+/// of replaced files.
+const DEFAULT_RETENTION: Duration = Duration::from_secs(3600);
 /// [`Options::remote_upload_threads`]'s default.
 const DEFAULT_UPLOAD_THREADS: usize = 4;
 /// [`Options::remote_retries`]'s default.

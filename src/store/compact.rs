@@ -336,6 +336,12 @@ impl Compactor {
                     state.damaged.insert(id);
                     report.damaged_segments.push(id);
                 }
+                // The remote failing (after its retries) while live records of a remote-only
+                // segment were read: nothing was switched or removed; the segment stays, for a
+                // later compaction. The others go on.
+                Err(e @ Error::Remote { .. }) if handle.file.is_remote() => {
+                    log::warn!("podstore: segment {id} not compacted: {e}");
+                }
                 Err(e) => return Err(e),
             }
         }
@@ -402,10 +408,12 @@ impl Compactor {
                 continue;
             }
             let usage = p.index.usage(id);
-            // A file whose data is in the remote only is not copied from (that would fetch
-            // its live records from the remote): only a dead blob file is removed (docs/
-            // design-remote.md, "Remote tier").
-            if h.file.is_remote() && (h.kind == SegmentKind::Log || usage.live_records > 0) {
+            // A log segment whose data is in the remote only is compacted like any: its footer
+            // is local, and each live record is read by one ranged GET (its handle is the
+            // remote one). A live blob file is never copied, and one whose values all expired
+            // is dropped only when local (docs/design-remote.md, "Compaction of remote-only
+            // files").
+            if h.file.is_remote() && h.kind == SegmentKind::Blob && usage.live_records > 0 {
                 continue;
             }
             let len = h.file.len()?;

@@ -82,6 +82,7 @@ pub use entries::{Entries, Entry};
 pub use list::Keys;
 pub use open::{QuarantinedFile, RecoveredSegment, RecoveryReport};
 pub use remote::RemoteFlushReport;
+pub use remote::RemoteGcReport;
 pub use remote::{RemoteReader, RemoteRefreshReport, RemoteSnapshot};
 pub use stats::Stats;
 pub use value_reader::ValueReader;

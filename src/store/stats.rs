@@ -182,6 +182,12 @@ pub struct Stats {
     pub remote_lag: Option<std::time::Duration>,
     /// The number of the newest manifest this store wrote (0 without a remote).
     pub remote_manifest: u64,
+    /// Objects deleted from the remote since open (manifests replaced longer than
+    /// [`Options::remote_retention`](crate::Options::remote_retention) ago, files no manifest
+    /// left names), and their bytes.
+    pub remote_deleted_objects: u64,
+    /// Bytes of those objects.
+    pub remote_deleted_bytes: u64,
     /// Bytes of the segment and blob files on the local disk: [`Stats::disk_bytes`] less the
     /// data of files whose data is in the remote only
     /// ([`Options::remote_local_budget`](crate::Options::remote_local_budget)).
@@ -231,6 +237,8 @@ impl Stats {
             remote_waiting_bytes: r.waiting_bytes,
             remote_lag: r.lag,
             remote_manifest: r.manifest,
+            remote_deleted_objects: r.deleted_objects,
+            remote_deleted_bytes: r.deleted_bytes,
             ..self
         }
     }
@@ -463,6 +471,8 @@ pub(super) fn collect(
         remote_waiting_bytes: 0,
         remote_lag: None,
         remote_manifest: 0,
+        remote_deleted_objects: 0,
+        remote_deleted_bytes: 0,
         local_bytes: disk_bytes - remote_only_bytes,
         remote_only_files,
         remote_only_bytes,

@@ -25,6 +25,61 @@ pub(super) fn data_name(prefix: &str, epoch: u64, kind: FileKind, id: u64) -> St
     format!("{prefix}/data/{epoch:020}/{}", kind.file_name(id))
 }
 
+/// File `(epoch, kind, id)` of an object named by [`data_name`] under `prefix`; `None` for any
+/// other name (not an object of ours: never deleted).
+pub(super) fn parse_data_name(prefix: &str, name: &str) -> Option<(u64, FileKind, u64)> {
+    let rest = name.strip_prefix(prefix)?.strip_prefix("/data/")?;
+    let (epoch, file) = rest.split_once('/')?;
+    if epoch.len() != manifest::NUMBER_DIGITS || !epoch.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let (id, kind) = crate::segment::parse_file_name(file)?;
+    Some((epoch.parse().ok()?, kind, id))
+}
+
+/// A manifest listed: its number, size and the time the remote dates it.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Listed {
+    pub(super) number: u64,
+    pub(super) size: u64,
+    pub(super) modified: Option<std::time::SystemTime>,
+}
+
+/// Every manifest under the prefix, by increasing number. A name under `manifest/` that is
+/// not 20 digits is not a manifest of ours and is passed over.
+pub(super) fn list(config: &RemoteConfig) -> Result<Vec<Listed>> {
+    let under = manifests(&config.prefix);
+    let listed = retry(config, "remote: list manifests", &under, |_| {
+        config.remote.list(&under)
+    })?;
+    let mut out: Vec<Listed> = listed
+        .iter()
+        .filter_map(|o| {
+            let (number, size) = manifest::newest_listed([(o.name.as_str(), o.size)], &under)?;
+            Some(Listed {
+                number,
+                size,
+                modified: o.modified,
+            })
+        })
+        .collect();
+    out.sort_by_key(|l| l.number);
+    Ok(out)
+}
+
+/// Manifest `number` of `size` bytes, read and decoded.
+pub(super) fn read(config: &RemoteConfig, number: u64, size: u64) -> Result<Manifest> {
+    let name = manifest_name(&config.prefix, number);
+    let bytes = retry(config, "remote: read manifest", &name, |_| {
+        config.remote.get_range(&name, 0..size)
+    })?;
+    let corrupt = |kind| Error::RemoteCorruption {
+        object: name.clone(),
+        kind,
+    };
+    manifest::decode_numbered(&bytes, number).map_err(corrupt)
+}
+
 /// The newest manifest under the prefix (the highest number), if any. A name under
 /// `manifest/` that is not 20 digits is not a manifest of ours and is passed over.
 pub(super) fn newest(config: &RemoteConfig) -> Result<Option<Manifest>> {
@@ -46,19 +101,6 @@ pub(super) fn newest_number(config: &RemoteConfig) -> Result<Option<(u64, u64)>>
     ))
 }
 
-/// Manifest `number`, `size` bytes long (as listed), read and decoded.
-pub(super) fn read(config: &RemoteConfig, number: u64, size: u64) -> Result<Manifest> {
-    let name = manifest_name(&config.prefix, number);
-    let bytes = retry(config, "remote: read manifest", &name, |_| {
-        config.remote.get_range(&name, 0..size)
-    })?;
-    let corrupt = |kind| Error::RemoteCorruption {
-        object: name.clone(),
-        kind,
-    };
-    manifest::decode_numbered(&bytes, number).map_err(corrupt)
-}
-
 /// Writes manifest `m` with a conditional create, under its number or, when that number
 /// holds a manifest of this writer's own epoch, the next free one (`m.number` is updated).
 /// [`Error::Fenced`] when another writer created the number first.
@@ -69,7 +111,24 @@ pub(super) fn read(config: &RemoteConfig, number: u64, size: u64) -> Result<Mani
 /// flush finds a manifest of our epoch and writer id there (ours: two writers that open the
 /// prefix at once take the same epoch, but not the same random id), whose files were all
 /// uploaded before it was written: a valid state, passed over.
+///
+/// Once created, the manifests are listed: one numbered above it means the number was free
+/// only because a newer writer's deletion ("Deletion" in docs/design-remote.md) left a hole
+/// below its own newest manifest, which it never deletes. This writer was fenced long ago:
+/// [`Error::Fenced`], as if the number had been taken.
 pub(super) fn write(config: &RemoteConfig, m: &mut Manifest) -> Result<()> {
+    create(config, m)?;
+    if let Some(above) = list(config)?.iter().rev().find(|l| l.number > m.number) {
+        return Err(Error::Fenced {
+            prefix: config.prefix.clone(),
+            manifest: above.number,
+        });
+    }
+    Ok(())
+}
+
+/// [`write`]'s conditional create, without the listing after it.
+fn create(config: &RemoteConfig, m: &mut Manifest) -> Result<()> {
     loop {
         let name = manifest_name(&config.prefix, m.number);
         let bytes = manifest::encode(m);

@@ -4,7 +4,9 @@
 //!
 //! - `manifest`: object names, the newest manifest found, a manifest written (fencing);
 //! - `upload`: sealed files put whole, a few at a time, with retries;
-//! - `restore`: an empty directory rebuilt from the newest manifest.
+//! - `restore`: an empty directory rebuilt from the newest manifest;
+//! - `evict`: the local disk as a cache of the remote;
+//! - `gc`: deletion of what no manifest within the retention window needs.
 //!
 //! Objects under the prefix:
 //!
@@ -14,12 +16,13 @@
 //! ```
 
 mod evict;
+mod gc;
 mod manifest;
 mod reader;
 mod restore;
 mod upload;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -32,6 +35,7 @@ use crate::io::remote::RemoteError;
 use crate::options::RemoteConfig;
 
 pub(super) use evict::open_evicted;
+pub use gc::RemoteGcReport;
 pub use reader::{RemoteReader, RemoteRefreshReport, RemoteSnapshot};
 pub(super) use restore::restore_if_empty;
 pub(super) use upload::sealed_lengths;
@@ -69,6 +73,9 @@ pub(super) struct RemoteTier {
     fenced_by: AtomicU64,
     bytes_uploaded: AtomicU64,
     files_uploaded: AtomicU64,
+    /// Objects (manifests and files) deleted from the remote since open, and their bytes.
+    deleted_objects: AtomicU64,
+    deleted_bytes: AtomicU64,
     /// When the oldest write not yet named by a manifest was asked for, in nanoseconds after
     /// `base` plus one (0: none).
     dirty_since: AtomicU64,
@@ -101,6 +108,11 @@ struct TierState {
     named: HashMap<u64, ManifestFile>,
     /// Files evicted whose local data is still to be punched out.
     to_punch: Vec<evict::ToPunch>,
+    /// The files of the manifests a deletion pass found kept (and of those this writer
+    /// wrote), by number: manifests never change, so each is read once.
+    manifests: BTreeMap<u64, Vec<ManifestFile>>,
+    /// A manifest was written since the last deletion pass finished (or it stopped short).
+    gc_due: bool,
 }
 
 /// The remote figures of [`Stats`](crate::Stats).
@@ -112,6 +124,8 @@ pub(super) struct RemoteFigures {
     pub(super) waiting_bytes: u64,
     pub(super) lag: Option<Duration>,
     pub(super) manifest: u64,
+    pub(super) deleted_objects: u64,
+    pub(super) deleted_bytes: u64,
 }
 
 impl RemoteTier {
@@ -142,12 +156,16 @@ impl RemoteTier {
                 inherited: claim.files.iter().map(|f| (f.id, *f)).collect(),
                 named: HashMap::new(),
                 to_punch: Vec::new(),
+                manifests: BTreeMap::from([(claim.number, claim.files.clone())]),
+                gc_due: true,
             }),
             manifest: AtomicU64::new(claim.number),
             config,
             fenced_by: AtomicU64::new(0),
             bytes_uploaded: AtomicU64::new(0),
             files_uploaded: AtomicU64::new(0),
+            deleted_objects: AtomicU64::new(0),
+            deleted_bytes: AtomicU64::new(0),
             dirty_since: AtomicU64::new(0),
             writes_asked: AtomicU64::new(0),
             base: now,
@@ -164,6 +182,18 @@ impl RemoteTier {
                 manifest,
             }),
         }
+    }
+
+    /// Records that another writer wrote manifest `manifest`: this one is fenced.
+    fn fence(&self, manifest: u64) {
+        self.fenced_by.store(manifest, Ordering::Release);
+        log::error!(
+            "podstore: {}",
+            Error::Fenced {
+                prefix: self.config.prefix.clone(),
+                manifest
+            }
+        );
     }
 
     /// Notes that a write is being made: the oldest one not yet in the remote dates the lag.
@@ -218,6 +248,8 @@ impl RemoteTier {
             waiting_bytes,
             lag,
             manifest,
+            deleted_objects: self.deleted_objects.load(Ordering::Relaxed),
+            deleted_bytes: self.deleted_bytes.load(Ordering::Relaxed),
         }
     }
 
@@ -253,6 +285,14 @@ impl Inner {
                 .and_then(|_| evict::evict_local(self, tier, &mut state))
                 .map(|_| ())
         };
+        // Deletion after a flush, one bounded pass per tick until nothing is left.
+        let result = result.and_then(|()| {
+            let mut state = tier.lock();
+            if state.gc_due {
+                gc::pass(self, tier, &mut state, gc::GC_BATCH)?;
+            }
+            Ok(())
+        });
         match result {
             Ok(()) => true,
             Err(Error::Fenced { .. } | Error::Poisoned) => false,
@@ -305,14 +345,18 @@ fn flush(inner: &Inner, tier: &RemoteTier) -> Result<RemoteFlushReport> {
     match manifest::write(&tier.config, &mut m) {
         Ok(()) => {}
         Err(e @ Error::Fenced { manifest, .. }) => {
-            tier.fenced_by.store(manifest, Ordering::Release);
-            log::error!("podstore: {e}");
+            tier.fence(manifest);
             return Err(e);
         }
         Err(e) => return Err(e),
     }
     state.next_number = m.number + 1;
     state.named = m.files.iter().map(|f| (f.id, *f)).collect();
+    state.manifests.insert(m.number, m.files.clone());
+    state.gc_due = true;
+    // Every sealed file was compared with the manifest taken over (or uploaded): an entry of
+    // it is not trusted later, when deletion may have removed its object.
+    state.inherited.clear();
     tier.manifest.store(m.number, Ordering::Relaxed);
     *tier.last_flush.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
     // A write asked for since this flush began, or numbered after its snapshot, may not be in

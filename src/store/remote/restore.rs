@@ -156,6 +156,7 @@ pub(super) fn restore_manifest(
         write_metadata(&profile, &staging, m, &listed, &restored.remote)
     })();
     if let Err(e) = built {
+        let e = expired(config, &m, e);
         // The directory and its files are this call's own (created above, `create_new`): an
         // unfinished restore leaves nothing behind to be taken for a store or to block the
         // next attempt. A failed removal is logged; the next attempt then names the directory.
@@ -245,6 +246,27 @@ fn download_one(
     }
     download(config, profile, staging, f)?;
     Ok((None, f.length))
+}
+
+/// [`Error::ManifestExpired`] for `e`, a missing object of manifest `m`, when `m` itself is
+/// gone: the writer deleted it and its files while the restore read them (replaced longer
+/// than its retention ago). A missing object of a manifest still listed stays what it is
+/// (damage to the prefix, or another hand deleting there).
+fn expired(config: &RemoteConfig, m: &Manifest, e: Error) -> Error {
+    let object = match &e {
+        Error::Remote { object, source, .. } if source.kind() == RemoteErrorKind::NotFound => {
+            object.clone()
+        }
+        _ => return e,
+    };
+    match manifest::list(config) {
+        Ok(listed) if !listed.iter().any(|l| l.number == m.number) => Error::ManifestExpired {
+            prefix: config.prefix.clone(),
+            manifest: m.number,
+            object,
+        },
+        _ => e,
+    }
 }
 
 /// Removes the staging directory of a restore that failed: every name in it is one this

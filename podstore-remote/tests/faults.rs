@@ -109,12 +109,19 @@ fn a_refusal_is_not_retried_and_a_later_flush_succeeds() {
         matches!(&refused, Err(Error::Remote { source, .. }) if source.kind() == RemoteErrorKind::Other),
         "{refused:?}"
     );
-    // Refused, not retried: each object the flush tried was refused once.
+    // Refused, not retried: each object the flush tried was refused once. The background
+    // thread's upload round (every 250 ms, whatever the flush interval) may also have tried an
+    // object once between the faults being set and the flush (seen under load), so at most
+    // twice; a retry of a refusal would be `remote_retries` attempts (8) in a row.
     let log = faulty.log();
     let mut tried: Vec<_> = log.iter().map(|l| l.split(' ').nth(1).unwrap()).collect();
     tried.sort();
-    tried.dedup();
-    assert!(!log.is_empty() && tried.len() == log.len(), "{log:?}");
+    let most = tried
+        .chunk_by(|a, b| a == b)
+        .map(<[_]>::len)
+        .max()
+        .unwrap_or(0);
+    assert!(!log.is_empty() && most <= 2, "{log:?}");
     faulty.set_faults(Faults::default());
     store.flush_remote().unwrap();
     drop(store);

@@ -17,6 +17,12 @@
 //! cluster tests failed that way under load (issue 40). So a write on a leader without a lease
 //! first waits, at most one lease period, for a follower's answer: whatever openraft then
 //! decides (a write, or a refusal if no follower answered in time) is what the caller gets.
+//!
+//! It waits when the leader has had no answer yet in its term, or when its lease lapsed less
+//! than a lease ago (followers slow to answer, or just gone). A leader that has heard from no
+//! quorum for longer (cut off from the others: openraft does not make it step down) is refused
+//! at once, as before, so that a client of a partitioned leader moves on without a wait per
+//! write.
 
 use std::time::Duration;
 
@@ -28,20 +34,21 @@ use crate::{NodeId, TypeConfig};
 
 /// What [`lease_state`] found.
 #[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Lease {
+enum Lease {
     /// The write can go to openraft now: this node is not the leader (openraft answers
-    /// `ForwardToLeader` naming the leader it knows), it is the only voter, or its lease
-    /// holds for longer than `margin`.
+    /// `ForwardToLeader` naming the leader it knows), it is the only voter, its lease holds for
+    /// longer than `margin`, or it has been without one for more than a lease (cut off).
     Go,
-    /// This node leads but its lease has lapsed or holds for less than `margin`: a write now
-    /// would be (or might be, by the time the Raft core takes it) refused.
+    /// This node leads but has had no answer in its term yet, or its lease lapsed lately or
+    /// holds for less than `margin`: a write now would be (or might be, by the time the Raft
+    /// core takes it) refused.
     Wait,
 }
 
 /// Whether a write on node `id` should wait for its lease, by `m` (see the module docs).
 /// `margin` is a heartbeat interval: a lease about to lapse is renewed by the next heartbeat's
 /// answer, and waiting for it costs less than the refusal.
-pub(crate) fn lease_state(
+fn lease_state(
     id: NodeId,
     m: &RaftMetrics<TypeConfig>,
     lease: Duration,
@@ -56,8 +63,16 @@ pub(crate) fn lease_state(
         return Lease::Go;
     }
     match &m.last_quorum_acked {
-        Some(acked) if acked.elapsed() + margin < lease => Lease::Go,
-        _ => Lease::Wait,
+        // Just elected: no follower has answered yet.
+        None => Lease::Wait,
+        Some(acked) => {
+            let age = acked.elapsed();
+            if age + margin < lease || age >= 2 * lease {
+                Lease::Go
+            } else {
+                Lease::Wait
+            }
+        }
     }
 }
 
@@ -87,5 +102,60 @@ impl Node {
             held = r.is_ok(),
             "a write waited for the leader's lease"
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use std::collections::BTreeSet;
+    use std::sync::Arc;
+
+    use openraft::alias::{InstantOf, StoredMembershipOf};
+    use openraft::metrics::SerdeInstant;
+    use openraft::{Membership, ServerState};
+
+    const LEASE: Duration = Duration::from_millis(600);
+    const MARGIN: Duration = Duration::from_millis(50);
+
+    /// Node 1's metrics as leader of `voters`, its last quorum ack `acked_ago` ago.
+    fn leading(voters: &[NodeId], acked_ago: Option<Duration>) -> RaftMetrics<TypeConfig> {
+        let mut m = RaftMetrics::new_initial(1);
+        m.state = ServerState::Leader;
+        m.current_leader = Some(1);
+        let voters: BTreeSet<NodeId> = voters.iter().copied().collect();
+        m.membership_config = Arc::new(StoredMembershipOf::<TypeConfig>::new(
+            None,
+            Membership::new_with_defaults(vec![voters], []),
+        ));
+        m.last_quorum_acked =
+            acked_ago.map(|d| SerdeInstant::new(InstantOf::<TypeConfig>::now() - d));
+        m
+    }
+
+    fn state(m: &RaftMetrics<TypeConfig>) -> Lease {
+        lease_state(1, m, LEASE, MARGIN)
+    }
+
+    #[test]
+    fn a_write_waits_only_for_a_lease_that_may_come() {
+        let ms = Duration::from_millis;
+        // Just elected, no answer yet: wait.
+        assert_eq!(state(&leading(&[1, 2, 3], None)), Lease::Wait);
+        // Held, with more than a heartbeat of it left: go.
+        assert_eq!(state(&leading(&[1, 2, 3], Some(ms(100)))), Lease::Go);
+        // About to lapse, or lapsed lately (answers slow): wait for the next answer.
+        assert_eq!(state(&leading(&[1, 2, 3], Some(ms(580)))), Lease::Wait);
+        assert_eq!(state(&leading(&[1, 2, 3], Some(ms(900)))), Lease::Wait);
+        // No answer for two leases: cut off, refused at once by openraft.
+        assert_eq!(state(&leading(&[1, 2, 3], Some(ms(1300)))), Lease::Go);
+        // A lone voter is its own quorum.
+        assert_eq!(state(&leading(&[1], None)), Lease::Go);
+        // Not the leader: openraft names the one it knows.
+        let mut follower = leading(&[1, 2, 3], None);
+        follower.state = ServerState::Follower;
+        follower.current_leader = Some(2);
+        assert_eq!(state(&follower), Lease::Go);
     }
 }

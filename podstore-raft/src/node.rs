@@ -18,6 +18,7 @@ use bytes::Bytes;
 
 use crate::state_machine::{Listed, Read, Whole};
 
+mod lease;
 mod upload;
 use crate::{
     Expect, LogStore, NodeId, Raft, Request, RequestId, Response, SnapshotDir, StateMachine,
@@ -376,6 +377,7 @@ impl Node {
     /// A [`Request::Once`] whose id the state machine remembers answers
     /// [`Response::Replayed`], with the index of the first request in it.
     pub async fn write_indexed(&self, request: Request) -> Result<(u64, Response), NodeError> {
+        self.await_lease().await;
         let r = self
             .raft
             .client_write(request)
@@ -616,6 +618,7 @@ impl Node {
     /// membership entry that added it, and so every entry before it (or until this node is no
     /// longer the leader, or the learner has been removed meanwhile).
     pub async fn add_learner(&self, id: NodeId, addr: impl Into<String>) -> Result<(), NodeError> {
+        self.await_lease().await;
         let added = self
             .raft
             .add_learner(id, BasicNode::new(addr.into()), true)
@@ -646,6 +649,7 @@ impl Node {
     /// Makes `voters` the voting members (learners among them are promoted; voters not in it
     /// are removed from the cluster).
     pub async fn change_membership(&self, voters: BTreeSet<NodeId>) -> Result<(), NodeError> {
+        self.await_lease().await;
         self.raft
             .change_membership(voters, false)
             .await

@@ -46,6 +46,7 @@ impl Upload {
         };
         // A task of its own: the write goes on while the body is read.
         self.pending.push_back(tokio::spawn(async move {
+            node.await_lease().await;
             let r = node.raft.client_write(request).await;
             r.map(|r| r.data).map_err(|e| write_error(&node, e))
         }));
@@ -84,6 +85,7 @@ impl Drop for Upload {
             for write in pending {
                 let _ = write.await;
             }
+            node.await_lease().await;
             match node.raft.client_write(Request::Abort { upload }).await {
                 Ok(_) => tracing::debug!(?upload, "upload aborted"),
                 Err(e) => tracing::info!(

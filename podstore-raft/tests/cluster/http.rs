@@ -12,9 +12,14 @@ use podstore_raft::{Node, default_config};
 
 /// Opens node `id` in `dir` and serves it on a fresh port; returns it and its address.
 async fn serve(id: u64, dir: &std::path::Path) -> (Node, String) {
+    serve_with(id, dir, default_config()).await
+}
+
+/// [`serve`] with Raft settings `config`.
+async fn serve_with(id: u64, dir: &std::path::Path, config: openraft::Config) -> (Node, String) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap().to_string();
-    let node = Node::open(id, dir, default_config(), HttpNetwork::new())
+    let node = Node::open(id, dir, config, HttpNetwork::new())
         .await
         .unwrap();
     let app = router(node.clone());
@@ -93,13 +98,26 @@ async fn raft_rpcs_meant_for_another_node_or_none_are_refused() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_members_at_one_address_leave_the_raft_core_running() {
     let dir = tempfile::tempdir().unwrap();
-    let (node, addr) = serve(1, dir.path()).await;
+    // Elections every 150 to 300 ms of silence (1 to 2 s by default): the test waits for
+    // several, not for a fixed time.
+    let config = openraft::Config {
+        heartbeat_interval: 50,
+        election_timeout_min: 150,
+        election_timeout_max: 300,
+        ..default_config()
+    };
+    let (node, addr) = serve_with(1, dir.path(), config).await;
     // Node 2's address is node 1's own: node 1 would ask itself for votes and, once leader,
     // send itself AppendEntries as its follower.
     let members = BTreeMap::from([(1u64, addr.clone()), (2u64, addr.clone())]);
     node.initialize(members).await.unwrap();
-    // Several election timeouts (1 to 2 s each).
-    tokio::time::sleep(Duration::from_secs(5)).await;
+    // Several elections, each of which would have made it leader of itself: each one is a new
+    // term (openraft runs no pre-vote by default).
+    node.raft()
+        .wait(Some(Duration::from_secs(20)))
+        .metrics(|m| m.current_term >= 4, "three elections after the first")
+        .await
+        .unwrap();
     let state = node.raft().with_raft_state(|s| s.server_state).await;
     let state = state.expect("the Raft core is still running");
     assert!(!state.is_leader(), "leader with no second vote: {state:?}");

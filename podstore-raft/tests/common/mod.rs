@@ -34,6 +34,8 @@ struct State {
     nodes: HashMap<NodeId, Node>,
     /// Nodes cut off from every other node.
     isolated: HashSet<NodeId>,
+    /// Nodes whose answers to AppendEntries are held back (the RPC is handled at once).
+    holding: HashSet<NodeId>,
 }
 
 /// The switchboard of an in-process cluster.
@@ -52,6 +54,23 @@ impl Router {
             .get(&to)
             .cloned()
             .ok_or_else(|| format!("{from} -> {to}: node down"))
+    }
+
+    /// Holds back node `id`'s answers to AppendEntries (or lets them go): it accepts them, and
+    /// names their leader, at once, but its leader hears nothing back, as from a follower whose
+    /// log is slow to flush. A heartbeat's answer held past the heartbeat interval is lost (its
+    /// RPC times out), a replication's is delivered when let go.
+    pub fn hold_answers(&self, id: NodeId, on: bool) {
+        let mut s = self.state.lock().unwrap();
+        if on {
+            s.holding.insert(id);
+        } else {
+            s.holding.remove(&id);
+        }
+    }
+
+    fn holds(&self, id: NodeId) -> bool {
+        self.state.lock().unwrap().holding.contains(&id)
     }
 
     /// Cuts `id` off from every other node (or reconnects it).
@@ -105,9 +124,11 @@ impl RaftNetworkV2<TypeConfig> for Client {
             .target(self.from, self.to)
             .map_err(unreachable)?;
         // Through the node, as the HTTP transport does: it notes the leader it heard from.
-        node.append_entries(rpc)
-            .await
-            .map_err(|e| unreachable(e.to_string()))
+        let answer = node.append_entries(rpc).await;
+        while self.router.holds(self.to) {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        answer.map_err(|e| unreachable(e.to_string()))
     }
 
     async fn vote(

@@ -688,6 +688,15 @@ fn verify_beside_concurrent_writers_finds_nothing() {
                 }
             });
         }
+        // The writers stop however this ends: a failed verify must fail the test, not leave the
+        // scope waiting for writers that never stop.
+        struct Stop<'a>(&'a std::sync::atomic::AtomicBool);
+        impl Drop for Stop<'_> {
+            fn drop(&mut self) {
+                self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+        let _stop = Stop(&stop);
         // Verify again and again while the writers write 400 operations.
         let mut checked = 0;
         while checked < 5 || ops.load(std::sync::atomic::Ordering::Relaxed) < 400 {

@@ -12,7 +12,11 @@
 //!
 //! The window holds what the source returned when it was read: a scan of a file another
 //! process is appending to sees the file as of that read, as it would have with a read per
-//! record issued at that moment (a record not whole yet ends the scan either way).
+//! record issued at that moment (a record not whole yet ends the scan either way). A file can
+//! also get shorter than the length the scan began with (a seal cuts off the zeroes written
+//! ahead of a segment's data; `verify` walks the segment being written): a window read that
+//! meets the end falls back to the read asked for, which fails only where a read per record
+//! would have (found by `tests/corruption.rs`'s `verify_beside_concurrent_writers_finds_nothing`).
 
 use std::cell::RefCell;
 use std::io;
@@ -75,6 +79,12 @@ impl<S: ByteSource + ?Sized> ByteSource for ReadAhead<'_, S> {
         bytes.resize((stop - start) as usize, 0);
         if let Err(e) = self.src.read_exact_at(start, bytes) {
             bytes.clear();
+            // The file got shorter than its length when the scan began: a writer sealing the
+            // segment being scanned cuts off the zeroes written ahead of its data. The window
+            // reached past the new end; the read asked for may not: it alone decides.
+            if e.kind() == io::ErrorKind::UnexpectedEof {
+                return self.src.read_exact_at(offset, buf);
+            }
             return Err(e);
         }
         *at = start;
@@ -155,6 +165,36 @@ mod tests {
             "{} source reads for {windows} windows",
             src.reads.get() - before
         );
+    }
+
+    /// A source that got shorter than the length it reports (a file cut while it is scanned).
+    struct Cut<'a> {
+        bytes: &'a [u8],
+        reported: u64,
+    }
+
+    impl ByteSource for Cut<'_> {
+        fn len(&self) -> u64 {
+            self.reported
+        }
+        fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+            self.bytes.read_exact_at(offset, buf)
+        }
+    }
+
+    #[test]
+    fn a_window_past_a_files_new_end_falls_back_to_the_read_asked_for() {
+        let data: Vec<u8> = (0..10_000u32).map(|i| i as u8).collect();
+        let src = Cut {
+            bytes: &data,
+            reported: 1 << 20,
+        };
+        let ra = ReadAhead::new(&src, 64 << 10);
+        let mut b = [0u8; 100];
+        ra.read_exact_at(9_000, &mut b).unwrap();
+        assert_eq!(&b[..], &data[9_000..9_100]);
+        let err = ra.read_exact_at(9_950, &mut b).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::UnexpectedEof);
     }
 
     #[test]

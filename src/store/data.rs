@@ -94,6 +94,20 @@ impl Store {
             std::slice::from_ref(&seen),
             durability,
         )?;
+        self.finish_put(key, value, &stored, &seen, &appended, durability)
+    }
+
+    /// The end of a put (or a written offer) whose record `append_ops` appended: the value kept
+    /// in the read cache, then the write acknowledged.
+    fn finish_put(
+        &self,
+        key: &[u8],
+        value: &[u8],
+        stored: &StoredValue<'_>,
+        seen: &(u64, crate::index::Seen),
+        appended: &append::Appended,
+        durability: Durability,
+    ) -> Result<Version> {
         // Kept in the read cache once acknowledged (durable, and named by the index): its next
         // read, or its next overwrite (which must tell its record from another key's without a
         // read to stay off the resolver), finds the value in memory. A buffered put of a new
@@ -108,7 +122,7 @@ impl Store {
                     .copy_written(key, value, &appended.entries[0], appended.first)
             })
             .flatten();
-        self.finish_write(&appended, &[(key, Some(&stored))], durability)?;
+        self.finish_write(appended, &[(key, Some(stored))], durability)?;
         self.inner.reader.keep_written(written);
         Ok(Version(appended.first))
     }
@@ -173,17 +187,8 @@ impl Store {
                 durability,
             )?
         };
-        let in_use = seen.1.current.is_some() || seen.1.unknown;
-        let written = (durability == Durability::Sync || in_use)
-            .then(|| {
-                self.inner
-                    .reader
-                    .copy_written(key, value, &appended.entries[0], appended.first)
-            })
-            .flatten();
-        self.finish_write(&appended, &[(key, Some(&stored))], durability)?;
-        self.inner.reader.keep_written(written);
-        Ok(Some(Version(appended.first)))
+        self.finish_put(key, value, &stored, &seen, &appended, durability)
+            .map(Some)
     }
 
     /// Resolves what `append_ops` left unresolved of `ops`, then waits for the writes to be

@@ -156,7 +156,7 @@ pub(super) fn restore_manifest(
         write_metadata(&profile, &staging, m, &listed, &restored.remote)
     })();
     if let Err(e) = built {
-        let e = expired(config, &m, e);
+        let e = expired(config, m, e);
         // The directory and its files are this call's own (created above, `create_new`): an
         // unfinished restore leaves nothing behind to be taken for a store or to block the
         // next attempt. A failed removal is logged; the next attempt then names the directory.

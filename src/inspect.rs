@@ -145,14 +145,7 @@ pub struct FileRecords {
 
 /// A profile for reading a lone file with buffered I/O.
 fn lone_profile() -> (IoProfile, BufPool) {
-    let profile = IoProfile {
-        direct: false,
-        mem_align: 4096,
-        read_align: 1,
-        block_size: 4096,
-        storage: Arc::new(RealStorage),
-        read_only: true,
-    };
+    let profile = IoProfile::buffered(Arc::new(RealStorage), true);
     (profile, BufPool::new(1 << 20, 4096))
 }
 

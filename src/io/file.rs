@@ -36,6 +36,22 @@ pub struct IoProfile {
     pub read_only: bool,
 }
 
+impl IoProfile {
+    /// A profile of buffered I/O on `storage` with 4 KiB blocks: for files the store writes
+    /// outside a probed directory (a restore's staging, a reader's cache marker) and for
+    /// reading a lone file.
+    pub fn buffered(storage: Arc<dyn Storage>, read_only: bool) -> IoProfile {
+        IoProfile {
+            direct: false,
+            mem_align: 4096,
+            read_align: 1,
+            block_size: 4096,
+            storage,
+            read_only,
+        }
+    }
+}
+
 impl fmt::Debug for IoProfile {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("IoProfile")

@@ -437,14 +437,7 @@ fn open_snapshot(dir: &Path, opts: Options, storage: Arc<dyn Storage>) -> Result
 
 /// The profile of the reader's own files (the marker; buffered).
 fn profile(storage: &Arc<dyn Storage>) -> IoProfile {
-    IoProfile {
-        direct: false,
-        mem_align: 4096,
-        read_align: 1,
-        block_size: 4096,
-        storage: storage.clone(),
-        read_only: false,
-    }
+    IoProfile::buffered(storage.clone(), false)
 }
 
 /// Makes `cache` the reader's cache of `prefix`, locked: created with its marker if empty,

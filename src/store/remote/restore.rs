@@ -93,14 +93,7 @@ pub(super) fn restore_manifest(
     m: &Manifest,
     earlier: Option<&Earlier<'_>>,
 ) -> Result<Restored> {
-    let profile = IoProfile {
-        direct: false,
-        mem_align: 4096,
-        read_align: 1,
-        block_size: 4096,
-        storage: storage.clone(),
-        read_only: false,
-    };
+    let profile = IoProfile::buffered(storage.clone(), false);
     let name = dir.file_name().ok_or(Error::InvalidOptions(
         "the store directory has no file name",
     ))?;

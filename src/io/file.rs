@@ -577,6 +577,14 @@ pub fn remove_file(profile: &IoProfile, path: &Path) -> Result<()> {
         .map_err(|e| Error::io("remove segment", Some(path.to_path_buf()), e))
 }
 
+/// Removes an empty directory (`what`: the caller's step, for the error).
+pub fn remove_dir(profile: &IoProfile, dir: &Path, what: &'static str) -> Result<()> {
+    profile
+        .storage
+        .remove_dir(dir)
+        .map_err(|e| Error::io(what, Some(dir.to_path_buf()), e))
+}
+
 /// Removes a file and makes the removal durable.
 pub fn remove_durably(profile: &IoProfile, dir: &Path, path: &Path) -> Result<()> {
     remove_file(profile, path)?;

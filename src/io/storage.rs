@@ -61,6 +61,10 @@ pub trait Storage: Send + Sync + fmt::Debug {
     fn open(&self, path: &Path, mode: OpenMode, direct: bool) -> io::Result<Box<dyn StorageFile>>;
     /// Removes a directory entry (durable after [`Storage::sync_dir`]).
     fn remove_file(&self, path: &Path) -> io::Result<()>;
+    /// Removes an empty directory (`rmdir`: ENOTEMPTY if anything is left in it; durable after
+    /// [`Storage::sync_dir`] of its parent). Used only for directories the store made for a
+    /// while (a restore's staging, a reader's old snapshot), after removing their files.
+    fn remove_dir(&self, dir: &Path) -> io::Result<()>;
     /// Renames a file, replacing `to` (durable after [`Storage::sync_dir`] of the directories
     /// of both names: of `to`'s for the new name, of `from`'s for the old name's removal).
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
@@ -246,6 +250,10 @@ impl Storage for RealStorage {
 
     fn remove_file(&self, path: &Path) -> io::Result<()> {
         fs::remove_file(path)
+    }
+
+    fn remove_dir(&self, dir: &Path) -> io::Result<()> {
+        fs::remove_dir(dir)
     }
 
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {

@@ -57,6 +57,24 @@ impl Storage for Sim {
         Ok(())
     }
 
+    /// A directory's own creation and removal are not simulated across a crash (its files'
+    /// names are): it goes at once, if nothing is left in it.
+    fn remove_dir(&self, dir: &Path) -> io::Result<()> {
+        let mut s = self.lock();
+        if let Gate::Fail(e) = s.gate(OpKind::Remove, Some(dir)) {
+            return Err(e);
+        }
+        if !s.dirs.contains(dir) {
+            return Err(errno(rustix::io::Errno::NOENT));
+        }
+        let inside = |p: &PathBuf| p.parent() == Some(dir);
+        if s.live_dir.keys().any(inside) || s.dirs.iter().any(inside) {
+            return Err(errno(rustix::io::Errno::NOTEMPTY));
+        }
+        s.dirs.remove(dir);
+        Ok(())
+    }
+
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
         let mut s = self.lock();
         if let Gate::Fail(e) = s.gate(OpKind::Rename, Some(from)) {

@@ -255,3 +255,35 @@ fn a_crash_inside_a_durable_write_leaves_it_like_an_unsynced_write() {
     let e = f.write_at_durable(b"x", 0).unwrap_err();
     assert_eq!(e.raw_os_error(), Some(rustix::io::Errno::IO.raw_os_error()));
 }
+
+#[test]
+fn a_directory_is_removed_only_when_empty_as_rmdir_does() {
+    let sim = sim();
+    let sub = Path::new(DIR).join("staging");
+    let gone = |e: io::Error| e.raw_os_error();
+    assert_eq!(
+        sim.remove_dir(&sub).map_err(gone),
+        Err(Some(rustix::io::Errno::NOENT.raw_os_error()))
+    );
+    sim.create_dir_all(&sub.join("inner")).unwrap();
+    // A directory in it, then a file in it: both keep it.
+    assert_eq!(
+        sim.remove_dir(&sub).map_err(gone),
+        Err(Some(rustix::io::Errno::NOTEMPTY.raw_os_error()))
+    );
+    sim.remove_dir(&sub.join("inner")).unwrap();
+    sim.open(&sub.join("f"), OpenMode::CreateNew, false)
+        .unwrap();
+    assert_eq!(
+        sim.remove_dir(&sub).map_err(gone),
+        Err(Some(rustix::io::Errno::NOTEMPTY.raw_os_error()))
+    );
+    sim.remove_file(&sub.join("f")).unwrap();
+    sim.remove_dir(&sub).unwrap();
+    assert!(sim.list_dir(&sub).is_err(), "the directory is gone");
+    // A file can no longer be made in it.
+    assert!(
+        sim.open(&sub.join("g"), OpenMode::CreateNew, false)
+            .is_err()
+    );
+}

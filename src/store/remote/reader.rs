@@ -527,8 +527,7 @@ fn remove_snapshot_dir(storage: &dyn Storage, dir: &Path) {
             kept = true;
         }
     }
-    // (The storage seam has no directory removal: restore's staging is removed the same way.)
-    if !kept && let Err(e) = std::fs::remove_dir(dir) {
+    if !kept && let Err(e) = storage.remove_dir(dir) {
         log::warn!("podstore: reader: removing {} failed: {e}", dir.display());
     }
 }

@@ -268,8 +268,7 @@ fn remove_staging(profile: &IoProfile, staging: &Path) -> Result<()> {
     for name in file::list_dir(profile, staging)? {
         file::remove_file(profile, &staging.join(name))?;
     }
-    std::fs::remove_dir(staging)
-        .map_err(|e| Error::io("restore: remove directory", Some(staging.to_path_buf()), e))
+    file::remove_dir(profile, staging, "restore: remove directory")
 }
 
 /// `VERSIONS` (no number the manifest's files may hold is given again), then the catalog

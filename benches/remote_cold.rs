@@ -102,5 +102,70 @@ fn main() -> podstore::Result<()> {
         remote.requests() - requests,
     );
     assert!(restored.get("huge")?.expect("present") == huge);
+    drop(restored);
+    // Reads again, at the default read cache (sized from the memory available): what is read
+    // from the remote is kept in memory, at the granularity it was read, and nothing is written
+    // back to the local disk (docs/design-remote.md, "Refills"). Each trace is read twice, by
+    // a store restored on an empty directory (the writer's own directory would bring back the
+    // hot set it recorded at close, values and all).
+    let warm = Store::open_with(
+        dir.path().join("c"),
+        Options::default()
+            .warm_cache(false)
+            .remote(remote.clone(), "bench")
+            .remote_flush_interval(None)
+            .remote_local_budget(Some(0)),
+    )?;
+    println!(
+        "default read cache: {} MiB",
+        warm.stats().cache_capacity >> 20
+    );
+    println!(
+        "| read (default cache) | pass | ops | GETs per op | bytes fetched per op | local bytes |"
+    );
+    println!("|---|---|---|---|---|---|");
+    // Random 4 KiB ranges (splitmix64 of the op's number), and the cold table's ranges in
+    // order, 52 KB apart: a forward stream, which the read-around (store/read/pattern.rs)
+    // meets with reads of up to 1 MiB (fewer requests, more bytes).
+    let random = |i: u64| {
+        let mut z = i.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        (z ^ (z >> 31)) % ((100 << 20) - 4096)
+    };
+    let traces: [(&str, u64); 3] = [
+        ("get, 1 KiB value", small / 7),
+        (
+            "get_range, 4 KiB at random offsets of a 100 MiB value",
+            ranges,
+        ),
+        (
+            "get_range, 4 KiB of a 100 MiB value, 52 KB apart in order",
+            ranges,
+        ),
+    ];
+    for pass in 1..=2 {
+        for (t, (what, ops)) in traces.iter().enumerate() {
+            let before = warm.stats();
+            for i in 0..*ops {
+                let got = match t {
+                    0 => warm.get(format!("s{:06}", i * 7))?,
+                    1 => warm.get_range("huge", random(i)..random(i) + 4096)?,
+                    _ => {
+                        let start = (i * 52_433 + 1_234) % ((100 << 20) - 4096);
+                        warm.get_range("huge", start..start + 4096)?
+                    }
+                };
+                got.expect("present");
+            }
+            let after = warm.stats();
+            println!(
+                "| {what} | {pass} | {ops} | {:.3} | {:.0} | {} |",
+                (after.remote_gets - before.remote_gets) as f64 / *ops as f64,
+                (after.remote_get_bytes - before.remote_get_bytes) as f64 / *ops as f64,
+                after.local_bytes,
+            );
+        }
+    }
     Ok(())
 }

@@ -4,7 +4,8 @@
 
 mod common;
 
-use std::collections::BTreeMap;
+use common::model::{self, Model};
+
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -23,9 +24,6 @@ fn opts(remote: Arc<dyn Remote>) -> Options {
         .remote(remote, PREFIX)
         .remote_flush_interval(None)
 }
-
-/// What the store should hold: key -> value (`None`: deleted).
-type Model = BTreeMap<Vec<u8>, Option<Vec<u8>>>;
 
 fn value(k: u64, round: u64) -> Vec<u8> {
     // Every tenth key is a large value (a blob file of its own); the others fill segments.
@@ -48,32 +46,14 @@ fn key(k: u64) -> Vec<u8> {
 /// Writes `keys` keys in round `round`, deleting every seventh: several sealed segments and a
 /// few blob files.
 fn write_round(store: &Store, model: &mut Model, keys: u64, round: u64) {
-    for k in 0..keys {
-        if (k + round).is_multiple_of(7) && round > 0 {
-            store.delete(key(k)).unwrap();
-            model.insert(key(k), None);
-        } else {
-            let v = value(k, round);
-            store.put(key(k), &v).unwrap();
-            model.insert(key(k), Some(v));
-        }
-    }
+    model::write_round(store, model, (keys, round), 7, key, value);
 }
 
 fn check(store: &Store, model: &Model, what: &str) {
-    for (k, v) in model {
-        let got = store.get(k).unwrap();
-        assert!(
-            got.as_deref() == v.as_deref(),
-            "{what}: key {} reads {:?} bytes, expected {:?}",
-            String::from_utf8_lossy(k),
-            got.map(|g| g.len()),
-            v.as_ref().map(|v| v.len())
-        );
-    }
+    model::check_values(model, what, |k| store.get(k));
     assert_eq!(
         store.len(),
-        model.values().filter(|v| v.is_some()).count(),
+        model::live_keys(model).len(),
         "{what}: number of keys"
     );
 }
@@ -84,11 +64,7 @@ fn restore(remote: Arc<dyn Remote>, root: &Path, name: &str) -> podstore::Result
 }
 
 fn data_objects(remote: &MemoryRemote) -> Vec<String> {
-    remote
-        .names()
-        .into_iter()
-        .filter(|n| n.starts_with(&format!("{PREFIX}/data/")))
-        .collect()
+    model::objects(remote, PREFIX, "data")
 }
 
 #[test]

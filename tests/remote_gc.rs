@@ -5,6 +5,8 @@
 
 mod common;
 
+use common::model::{self, Model};
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
@@ -28,8 +30,6 @@ fn opts(remote: Arc<dyn Remote>, retention: Option<Duration>) -> Options {
         .remote_flush_interval(None)
         .remote_retention(retention)
 }
-
-type Model = BTreeMap<Vec<u8>, Option<Vec<u8>>>;
 
 fn value(k: u64, round: u64) -> Vec<u8> {
     // Every 50th key a blob file of its own; the others fill segments.
@@ -63,16 +63,7 @@ fn write_round(store: &Store, model: &mut Model, keys: u64, round: u64) {
 }
 
 fn check(store: &Store, model: &Model, what: &str) {
-    for (k, v) in model {
-        let got = store.get(k).unwrap();
-        assert!(
-            got.as_deref() == v.as_deref(),
-            "{what}: key {} reads {:?} bytes, expected {:?}",
-            String::from_utf8_lossy(k),
-            got.map(|g| g.len()),
-            v.as_ref().map(|v| v.len())
-        );
-    }
+    model::check_values(model, what, |k| store.get(k));
 }
 
 /// One cycle: a round written, compacted, flushed.
@@ -84,10 +75,8 @@ fn cycle(store: &Store, model: &mut Model, round: u64) {
 
 /// The manifests in `remote`, decoded, by number.
 fn manifests(remote: &MemoryRemote) -> BTreeMap<u64, Manifest> {
-    remote
-        .names()
+    model::objects(remote, PREFIX, "manifest")
         .into_iter()
-        .filter(|n| n.starts_with(&format!("{PREFIX}/manifest/")))
         .map(|n| {
             let m = decode(&remote.object(&n).unwrap()).unwrap();
             (m.number, m)
@@ -96,11 +85,7 @@ fn manifests(remote: &MemoryRemote) -> BTreeMap<u64, Manifest> {
 }
 
 fn data_objects(remote: &MemoryRemote) -> BTreeSet<String> {
-    remote
-        .names()
-        .into_iter()
-        .filter(|n| n.starts_with(&format!("{PREFIX}/data/")))
-        .collect()
+    model::objects(remote, PREFIX, "data").into_iter().collect()
 }
 
 /// The objects manifest `m` names, each checked to be there at its length.

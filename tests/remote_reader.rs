@@ -6,7 +6,8 @@
 
 mod common;
 
-use std::collections::BTreeMap;
+use common::model::{self, Model};
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -24,9 +25,6 @@ fn opts(remote: Arc<dyn Remote>) -> Options {
         .remote(remote, PREFIX)
         .remote_flush_interval(None)
 }
-
-/// What the store should hold: key -> value (`None`: deleted).
-type Model = BTreeMap<Vec<u8>, Option<Vec<u8>>>;
 
 fn key(k: u64) -> Vec<u8> {
     format!("key/{k:04}").into_bytes()
@@ -48,52 +46,26 @@ fn value(k: u64, round: u64) -> Vec<u8> {
 /// Writes keys `0..keys` in round `round`: from round 1 on, every fifth key (shifted each
 /// round) is deleted instead, the others overwritten.
 fn write_round(store: &Store, model: &mut Model, keys: u64, round: u64) {
-    for k in 0..keys {
-        if round > 0 && (k + round).is_multiple_of(5) {
-            store.delete(key(k)).unwrap();
-            model.insert(key(k), None);
-        } else {
-            let v = value(k, round);
-            store.put(key(k), &v).unwrap();
-            model.insert(key(k), Some(v));
-        }
-    }
+    model::write_round(store, model, (keys, round), 5, key, value);
 }
 
 /// The reader serves exactly `model`: every value byte for byte, deleted keys absent, and
 /// nothing else listed.
 fn check(reader: &RemoteReader, model: &Model, what: &str) {
-    for (k, v) in model {
-        let got = reader.get(k).unwrap();
-        assert!(
-            got.as_deref() == v.as_deref(),
-            "{what}: key {} reads {:?} bytes, expected {:?}",
-            String::from_utf8_lossy(k),
-            got.map(|g| g.len()),
-            v.as_ref().map(|v| v.len())
-        );
-    }
+    model::check_values(model, what, |k| reader.get(k));
     let snapshot = reader.snapshot();
     let listed: Vec<Vec<u8>> = snapshot
         .store()
         .keys()
         .collect::<podstore::Result<_>>()
         .unwrap();
-    let live: Vec<Vec<u8>> = model
-        .iter()
-        .filter(|(_, v)| v.is_some())
-        .map(|(k, _)| k.clone())
-        .collect();
+    let live = model::live_keys(model);
     assert_eq!(listed, live, "{what}: listed keys");
     assert_eq!(reader.len(), live.len(), "{what}: number of keys");
 }
 
 fn manifests(remote: &MemoryRemote) -> Vec<String> {
-    remote
-        .names()
-        .into_iter()
-        .filter(|n| n.starts_with(&format!("{PREFIX}/manifest/")))
-        .collect()
+    model::objects(remote, PREFIX, "manifest")
 }
 
 #[test]

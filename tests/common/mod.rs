@@ -12,7 +12,9 @@
 //! - `parallel`: independent cases a few at a time;
 //! - `compat`: the old-format fixture under tests/fixtures/ (what it holds, how it is written);
 //! - `tree`: a directory tree's snapshot, to prove a run left existing files untouched;
-//! - `memory`: resident memory and a cache-filling workload, for the memory-budget tests.
+//! - `memory`: resident memory and a cache-filling workload, for the memory-budget tests;
+//! - `model`: what a store should hold, checked against a store or a remote reader, and the
+//!   names of a remote's objects (tests/remote*.rs).
 //!
 //! Each test binary compiles this module and uses part of it.
 #![allow(dead_code, unused_imports)]
@@ -22,6 +24,7 @@ pub mod files;
 pub mod long;
 pub mod loopfs;
 pub mod memory;
+pub mod model;
 pub mod parallel;
 pub mod records;
 pub mod rng;

@@ -105,6 +105,14 @@ impl Located {
             ahead: Vec::new(),
         }
     }
+
+    /// The same, with the record's bytes read already (`record`: the whole record, from its
+    /// first byte): they are verified where they are when the value is read.
+    pub(super) fn with_record(mut self, record: Bytes) -> Located {
+        debug_assert_eq!(record.len() as u64, self.entry.record_len());
+        self.prefetched = Some(record);
+        self
+    }
 }
 
 /// Whether an index entry is the key looked up.
@@ -175,6 +183,20 @@ impl Reader {
             capacity: cache.capacity + hot_budget,
             ..cache
         }
+    }
+
+    /// Whether a value of `entry`'s, read whole, would be kept by the cache.
+    pub(super) fn keeps_whole(&self, entry: &IndexEntry) -> bool {
+        self.cache.holds_whole(entry) && !entry.is_compressed()
+    }
+
+    /// Keeps `value`, verified, as the whole value of `key`'s record `entry` numbered `seq`
+    /// (one [`Reader::keeps_whole`] said yes to): a value a second chance appended again, read
+    /// since it was written, so likely to be read again, from where it is now.
+    pub(super) fn keep_whole(&self, entry: &IndexEntry, seq: u64, key: &[u8], value: &[u8]) {
+        let bytes = Bytes::from(kept(seq, key, value));
+        self.cache
+            .insert(Key::of(entry, Part::Value), Cached::Bytes(bytes));
     }
 
     /// The bounce buffers of direct reads (open and `verify` read through them too).

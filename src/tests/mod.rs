@@ -6,6 +6,7 @@
 //! They reach the store through `Store::open_with_storage`, which is not public.
 
 mod catalog;
+mod expired_files;
 mod faults;
 mod footer;
 mod group_commit;

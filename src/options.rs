@@ -398,7 +398,7 @@ impl Options {
         self
     }
 
-    /// With a [`size_cap`](Options::size_cap): values read (by `get` or `get_into`) since they
+    /// With a [`size_cap`](Options::size_cap): values read (by `get`, `get_into` or `get_bytes`) since they
     /// were written are appended again before eviction drops their file (default `false`), so
     /// that hot values stay, the way S3-FIFO keeps a FIFO cache's hot items. An eviction writes
     /// at most half the bytes it frees. A value kept this way gets a new

@@ -419,7 +419,12 @@ impl Store {
     pub fn get_bytes(&self, key: impl AsRef<[u8]>) -> Result<Option<bytes::Bytes>> {
         let key = key.as_ref();
         check_key(key)?;
-        self.inner.reader.get_shared(key)
+        let got = self.inner.reader.get_shared(key)?;
+        let compactor = &self.inner.compactor;
+        if compactor.counts_gets() {
+            compactor.note_get(got.as_ref().map(|(seq, _)| *seq));
+        }
+        Ok(got.map(|(_, bytes)| bytes))
     }
 
     /// Reads the value of `key` into `buf`, reusing its allocation; returns whether `key` has a

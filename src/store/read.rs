@@ -499,21 +499,22 @@ impl Reader {
     }
 
     /// The whole value of `key` as shared bytes: the cache's own, or read (and then kept, if
-    /// small enough, without a copy).
-    pub(super) fn get_shared(&self, key: &[u8]) -> Result<Option<Bytes>> {
+    /// small enough, without a copy); with the sequence number of the record it came from.
+    pub(super) fn get_shared(&self, key: &[u8]) -> Result<Option<(u64, Bytes)>> {
         let found = match self.lookup(key)? {
             None => return Ok(None),
-            Some(Lookup::Cached(_, b)) => return Ok(Some(b)),
+            Some(Lookup::Cached((seq, _), b)) => return Ok(Some((seq, b))),
             Some(Lookup::Located(found)) => found,
         };
+        let seq = found.seq;
         if !self.cache.holds_whole(&found.entry) {
             let mut out = Vec::new();
             if self.append_pieces(&found, &mut out) {
-                return Ok(Some(Bytes::from(out)));
+                return Ok(Some((seq, Bytes::from(out))));
             }
             let mut out = vec![0u8; to_usize(found.entry.value_len)?];
             self.read_uncached(&found, 0, &mut out, None)?;
-            return Ok(Some(Bytes::from(out)));
+            return Ok(Some((seq, Bytes::from(out))));
         }
         // Kept as sequence number, key length, key, then value, in one buffer; the caller gets
         // the value's part of it.
@@ -527,7 +528,7 @@ impl Reader {
             Key::of(&found.entry, Part::Value),
             Cached::Bytes(bytes.clone()),
         );
-        Ok(Some(bytes.slice(at..)))
+        Ok(Some((seq, bytes.slice(at..))))
     }
 
     /// Whether a stream of reads of `found`'s value gains by reading ahead into a buffer of its

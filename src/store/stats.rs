@@ -112,7 +112,7 @@ pub struct Stats {
     /// [`Store::offer`](crate::Store::offer)s dropped since open because the write would have
     /// waited for the disk.
     pub offers_dropped: u64,
-    /// `get`s and `get_into`s of a store with a size cap since open: with
+    /// `get`s, `get_into`s and `get_bytes` of a store with a size cap since open: with
     /// [`capped_get_hits`](Stats::capped_get_hits), the cache's hit ratio
     /// ([`Stats::hit_ratio`]).
     pub capped_gets: u64,

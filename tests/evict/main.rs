@@ -7,6 +7,8 @@
 //! * `model`: a property test against a map: eviction may drop any value, but a get returns
 //!   the map's current value or nothing, never an older or deleted one, across reopens.
 //! * `beside`: compaction gives back expired values while steps run beside it.
+//! * `reads`: every whole-value read (`get`, `get_into`, `get_bytes`) counts and earns a
+//!   second chance.
 //! * `resurrection`: the case that needs the catalog's watermark: a key's newest record
 //!   evicted while a file that stays holds an older one.
 
@@ -15,5 +17,6 @@ mod cap;
 #[path = "../common/mod.rs"]
 mod common;
 mod model;
+mod reads;
 mod resurrection;
 mod values;

@@ -275,7 +275,9 @@ pub enum Error {
         source: crate::remote::RemoteError,
     },
     /// An object read from the remote does not verify (a manifest that does not decode, a
-    /// file whose size or crc32 is not the one its manifest gives): it is never used as data.
+    /// file whose size or crc32 is not the one its manifest gives, or the bytes of a value read
+    /// from a file whose data is in the remote only, found damaged by the record's checksums):
+    /// it is never used as data.
     RemoteCorruption {
         /// The object's name in the remote.
         object: String,

@@ -258,6 +258,120 @@ fn a_damaged_remote_object_is_a_corruption_error_never_data() {
     assert!(refused > 0, "no read met the damage");
 }
 
+/// `len` bytes no other value of a test shares (no window of them repeats elsewhere).
+fn noise(seed: u64, len: usize) -> Vec<u8> {
+    use common::Random;
+    common::SplitMix::new(seed).bytes(len)
+}
+
+/// The data object holding `needle` in its evicted span (past the first 16 KiB, before its
+/// last 128 KiB: the bytes an evicted file's local copy no longer holds), and where.
+fn object_holding(memory: &MemoryRemote, needle: &[u8]) -> (String, usize) {
+    for name in memory.names().into_iter().filter(|n| n.contains("/data/")) {
+        let bytes = memory.object(&name).unwrap();
+        if let Some(at) = bytes.windows(needle.len()).position(|w| w == needle)
+            && at >= 16 << 10
+            && at + needle.len() + (128 << 10) <= bytes.len()
+        {
+            return (name, at);
+        }
+    }
+    panic!("no data object holds those bytes in its evicted span");
+}
+
+/// Flips one bit of object `name` at `at` (as bit rot in the bucket would).
+fn flip(memory: &MemoryRemote, name: &str, at: usize) {
+    let mut bytes = memory.object(name).unwrap();
+    bytes[at] ^= 0x10;
+    memory.set_object(name, bytes);
+}
+
+/// The error of `result`: [`Error::RemoteCorruption`] naming `object`.
+fn assert_remote_corruption<T>(result: podstore::Result<T>, object: &str) {
+    match result {
+        Err(ref e @ Error::RemoteCorruption { object: ref o, .. }) => {
+            assert_eq!(o, object, "{e}");
+            assert!(e.is_corruption());
+        }
+        other => panic!(
+            "expected RemoteCorruption naming {object}, got {:?}",
+            other.map(|_| "a value")
+        ),
+    }
+}
+
+#[test]
+fn a_damaged_object_is_remote_corruption_naming_it_and_its_undamaged_chunks_still_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let memory = Arc::new(MemoryRemote::new());
+    let store = Store::open_with(dir.path(), opts(memory.clone())).unwrap();
+    // Log segments of 1 MiB: 8 KiB values fill several; one 1 MiB value in a blob file.
+    let small: Vec<(Vec<u8>, Vec<u8>)> = (0..300).map(|k| (key(k), noise(k, 8 << 10))).collect();
+    for (k, v) in &small {
+        store.put(k, v).unwrap();
+    }
+    let big = noise(1000, 1 << 20);
+    store.put("big", &big).unwrap();
+    store.flush_remote().unwrap();
+    assert!(store.stats().remote_only_files >= 3, "{:?}", store.stats());
+
+    // A value in a log segment's object: one bit of its second chunk flipped.
+    let (victim, others) = small.split_at(100);
+    let (vk, vv) = victim.last().unwrap();
+    let (seg, at) = object_holding(&memory, &vv[..64]);
+    assert!(seg.contains("seg-"), "{seg}");
+    flip(&memory, &seg, at + 4096 + 5);
+    assert_remote_corruption(store.get(vk), &seg);
+    assert_remote_corruption(store.get_range(vk, 5000..5010), &seg);
+    let mut stream = store.reader(vk).unwrap().unwrap();
+    let mut buf = Vec::new();
+    let err = std::io::Read::read_to_end(&mut stream, &mut buf).unwrap_err();
+    let inner = err.into_inner().unwrap().downcast::<Error>().unwrap();
+    assert_remote_corruption(Err::<(), _>(*inner), &seg);
+    // Its undamaged chunks, and the other values of that object, still read.
+    assert_eq!(store.get_range(vk, 0..4096).unwrap().unwrap(), vv[..4096]);
+    // (The values written right after it, most of them in the same segment.)
+    let seg_bytes = memory.object(&seg).unwrap();
+    let mut same_object = 0;
+    for (k, v) in &others[..10] {
+        if seg_bytes.windows(64).any(|w| w == &v[..64]) {
+            same_object += 1;
+            assert!(store.get(k).unwrap().unwrap() == *v);
+            assert_eq!(
+                store.get_range(k, 100..4196).unwrap().unwrap(),
+                v[100..4196]
+            );
+        }
+    }
+    assert!(same_object > 0, "no other value in {seg}");
+
+    // The 1 MiB value's blob file: one bit of a chunk in its middle flipped.
+    let (blob, at) = object_holding(&memory, &big[(512 << 10)..(512 << 10) + 64]);
+    assert!(blob.contains("blob-"), "{blob}");
+    flip(&memory, &blob, at + 100);
+    assert_remote_corruption(store.get("big"), &blob);
+    assert_remote_corruption(store.get_range("big", (512 << 10)..(512 << 10) + 10), &blob);
+    // A 4 KiB range of one of its other chunks (remote too), and every other value, still read.
+    let r = (256 << 10)..(260 << 10);
+    assert_eq!(store.get_range("big", r.clone()).unwrap().unwrap(), big[r]);
+    for (k, v) in others.iter().step_by(20) {
+        assert!(store.get(k).unwrap().unwrap() == *v);
+    }
+    // Compaction of the damaged segment (every other value deleted) leaves it in place,
+    // reported damaged, as a damaged local segment is.
+    for (k, _) in small.iter().filter(|(k, _)| k != vk) {
+        store.delete(k).unwrap();
+    }
+    let report = store.compact().unwrap();
+    assert_eq!(report.damaged_segments.len(), 1, "{report:?}");
+    assert!(
+        seg.ends_with(&format!("{:016x}.pod", report.damaged_segments[0])),
+        "{report:?}"
+    );
+    assert_remote_corruption(store.get(vk), &seg);
+    store.close().unwrap();
+}
+
 #[test]
 fn a_reopened_store_reads_no_data_at_open_and_every_value_after() {
     let dir = tempfile::tempdir().unwrap();

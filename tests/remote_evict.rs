@@ -605,3 +605,71 @@ fn a_restore_with_a_budget_reads_footers_only_and_serves_every_value() {
         100.0 * bytes as f64 / stored as f64
     );
 }
+
+#[test]
+fn values_over_64_kib_in_evicted_log_segments_get_in_one_get_and_range_in_one_or_three() {
+    // What puts a value in a log segment: below `large_value_threshold` (1 MiB by default;
+    // 2 MiB here, so that a 1 MiB value is in one) with `Durability::Sync`. The store's read
+    // cache is on (32 MiB): "cold" is each value's first read since open.
+    let dir = tempfile::tempdir().unwrap();
+    let memory = Arc::new(MemoryRemote::new());
+    let o = opts(memory.clone())
+        .segment_size(8 << 20)
+        .large_value_threshold(2 << 20)
+        .cache_capacity(32 << 20);
+    let store = Store::open_with(dir.path(), o.clone()).unwrap();
+    // Fillers around them: no measured record in the locally kept head or crc tables.
+    let filler = noise(99, 64 << 10);
+    let sizes = [100usize << 10, 1 << 20, 100 << 10, 1 << 20];
+    let values: Vec<Vec<u8>> = (0..4).map(|i| noise(i as u64, sizes[i])).collect();
+    store.put("filler/a", &filler).unwrap();
+    for (i, v) in values.iter().enumerate() {
+        store.put(key(i as u64), v).unwrap();
+    }
+    store.put("filler/b", &filler).unwrap();
+    store.flush_remote().unwrap();
+    store.close().unwrap();
+    let store = Store::open_with(dir.path(), o).unwrap();
+    let s = store.stats();
+    assert_eq!(s.remote_only_files, 1, "one log segment, evicted: {s:?}");
+    let blobs = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter(|e| {
+            let name = e.as_ref().unwrap().file_name();
+            let name = name.to_string_lossy();
+            name.starts_with("blob-")
+                && std::fs::metadata(e.as_ref().unwrap().path()).unwrap().len() > 0
+        })
+        .count();
+    assert_eq!(blobs, 0, "no value in a blob file");
+    let counts = |store: &Store| {
+        let s = store.stats();
+        (s.remote_gets, s.remote_get_bytes)
+    };
+    // A cold get: the record whole (header, key, value, crcs) in one GET.
+    for i in [0, 1] {
+        let before = counts(&store);
+        assert!(store.get(key(i)).unwrap().unwrap() == values[i as usize]);
+        let (gets, bytes) = (counts(&store).0 - before.0, counts(&store).1 - before.1);
+        assert_eq!(gets, 1, "get of {} bytes", sizes[i as usize]);
+        assert!(bytes < sizes[i as usize] as u64 + 8192, "{bytes} bytes");
+    }
+    // A cold 4 KiB range in the middle: the record's header and key (its key is checked), the
+    // range's chunks and their crcs (at the record's end), read together. A 100 KiB record's
+    // three places are less than 64 KiB apart: one GET of the record. A 1 MiB record's are
+    // half a MiB apart: three GETs of about 4 KiB each (one would fetch the whole record). A
+    // blob file keeps its header and crc table locally (one GET: the test above); a log
+    // segment's evicted span holds its records' headers and crc tables.
+    for (i, most_bytes) in [(2u64, 110 << 10), (3, 12 << 10)] {
+        let v = &values[i as usize];
+        let mid = v.len() as u64 / 2 + 1000;
+        let before = counts(&store);
+        let got = store.get_range(key(i), mid..mid + 4096).unwrap().unwrap();
+        assert!(got == v[mid as usize..mid as usize + 4096]);
+        let (gets, bytes) = (counts(&store).0 - before.0, counts(&store).1 - before.1);
+        let want = if v.len() < 128 << 10 { 1 } else { 3 };
+        assert_eq!(gets, want, "range of a value of {} bytes", v.len());
+        assert!(bytes <= most_bytes, "{bytes} bytes");
+    }
+    store.close().unwrap();
+}

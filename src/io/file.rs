@@ -509,6 +509,24 @@ impl PlainFile {
         Ok(buf)
     }
 
+    /// crc32 of the whole file, read 1 MiB at a time.
+    pub fn crc32(&self) -> Result<u32> {
+        let err = |e| Error::io("read file", Some(self.path.clone()), e);
+        let len = self.file.len().map_err(err)?;
+        let mut hasher = crc32fast::Hasher::new();
+        let mut buf = vec![0u8; (1 << 20).min(usize::try_from(len).unwrap_or(usize::MAX))];
+        let mut at = 0;
+        while at < len {
+            let n = (len - at).min(buf.len() as u64) as usize;
+            if read_full(&*self.file, &mut buf[..n], at).map_err(err)? < n {
+                return Err(err(io::ErrorKind::UnexpectedEof.into()));
+            }
+            hasher.update(&buf[..n]);
+            at += n as u64;
+        }
+        Ok(hasher.finalize())
+    }
+
     /// Writes all of `data` at `offset`.
     pub fn write_all_at(&self, data: &[u8], offset: u64) -> Result<()> {
         write_full(&*self.file, data, offset)

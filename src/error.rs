@@ -290,7 +290,8 @@ pub enum Error {
     /// the record, or without a remote), the prefix holds another store's manifest (none of
     /// the files it names is this directory's), or does not hold the objects of this store's
     /// remote-only files. Opening it there would publish its files over the other store's, and
-    /// in time delete that store's objects. Nothing was written, locally or in the remote.
+    /// in time delete that store's objects. Nothing was written, locally (but the `LOCK` file
+    /// any open makes where there is none) or in the remote.
     RemoteMismatch {
         /// The store directory.
         path: PathBuf,

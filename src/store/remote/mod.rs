@@ -38,7 +38,7 @@ use crate::options::RemoteConfig;
 
 pub(super) use evict::open_evicted;
 pub use gc::RemoteGcReport;
-pub(super) use prefix::check as check_prefix;
+pub(super) use prefix::{check as check_prefix, write as write_prefix};
 pub use reader::{RemoteReader, RemoteRefreshReport, RemoteSnapshot};
 pub(super) use restore::restore_if_empty;
 pub(super) use upload::sealed_lengths;

@@ -112,7 +112,7 @@ fn belongs(
 
 /// Writes the record of `prefix` into `dir`: a temporary file synced, renamed over the record,
 /// the directory synced (a crash leaves the old record, none, or the new one whole).
-pub(super) fn write(dir: &Path, profile: &IoProfile, prefix: &str) -> Result<()> {
+pub(in crate::store) fn write(dir: &Path, profile: &IoProfile, prefix: &str) -> Result<()> {
     let tmp = dir.join(PREFIX_RECORD_TMP);
     if file::exists(profile, &tmp)? {
         file::remove_file(profile, &tmp)?;

@@ -275,12 +275,30 @@ pub enum Error {
         source: crate::remote::RemoteError,
     },
     /// An object read from the remote does not verify (a manifest that does not decode, a
-    /// file whose size or crc32 is not the one its manifest gives): it is never used as data.
+    /// file whose size or crc32 is not the one its manifest gives, or the bytes of a value read
+    /// from a file whose data is in the remote only, found damaged by the record's checksums):
+    /// it is never used as data.
     RemoteCorruption {
         /// The object's name in the remote.
         object: String,
         /// What is wrong.
         kind: Corruption,
+    },
+    /// The store directory does not belong to the remote prefix it was opened with
+    /// ([`Options::remote`](crate::Options::remote)): it records another (`REMOTE-PREFIX`,
+    /// written when it first opened with a remote), or, recording none (a store made before
+    /// the record, or without a remote), the prefix holds another store's manifest (none of
+    /// the files it names is this directory's), or does not hold the objects of this store's
+    /// remote-only files. Opening it there would publish its files over the other store's, and
+    /// in time delete that store's objects. Nothing was written, locally (but the `LOCK` file
+    /// any open makes where there is none) or in the remote.
+    RemoteMismatch {
+        /// The store directory.
+        path: PathBuf,
+        /// The prefix it records; `None`: it records none.
+        recorded: Option<String>,
+        /// The prefix given.
+        given: String,
     },
     /// Another writer took the store's remote prefix (it opened the prefix after this store
     /// did and wrote manifest `manifest` first): this store no longer writes its manifests, and
@@ -478,7 +496,8 @@ impl Error {
             | Error::KeyTooLarge { .. }
             | Error::ValueTooLarge { .. }
             | Error::OutOfRange { .. }
-            | Error::InvalidOptions(_) => K::InvalidInput,
+            | Error::InvalidOptions(_)
+            | Error::RemoteMismatch { .. } => K::InvalidInput,
             // Not `WouldBlock`: code that reads it as "not ready, retry at once" would spin
             // while another process holds the store, perhaps for as long as it runs.
             Error::Locked { .. } | Error::StoreChanged { .. } => K::ResourceBusy,
@@ -506,7 +525,7 @@ impl Error {
 /// |---|---|
 /// | [`Error::Io`] | the kind of the io error it wraps |
 /// | [`Error::NotFound`], [`Error::ManifestExpired`] | `NotFound` |
-/// | [`Error::EmptyKey`], [`Error::KeyTooLarge`], [`Error::ValueTooLarge`], [`Error::OutOfRange`], [`Error::InvalidOptions`] | `InvalidInput` |
+/// | [`Error::EmptyKey`], [`Error::KeyTooLarge`], [`Error::ValueTooLarge`], [`Error::OutOfRange`], [`Error::InvalidOptions`], [`Error::RemoteMismatch`] | `InvalidInput` |
 /// | [`Error::StorageFull`] | `StorageFull` |
 /// | [`Error::Corruption`], [`Error::Damaged`], [`Error::RemoteCorruption`], [`Error::FileIdOutOfRange`] naming a file | `InvalidData` |
 /// | [`Error::Remote`] | `NotFound` for a missing object, `TimedOut` for a transient failure, else `Other` |

@@ -258,6 +258,120 @@ fn a_damaged_remote_object_is_a_corruption_error_never_data() {
     assert!(refused > 0, "no read met the damage");
 }
 
+/// `len` bytes no other value of a test shares (no window of them repeats elsewhere).
+fn noise(seed: u64, len: usize) -> Vec<u8> {
+    use common::Random;
+    common::SplitMix::new(seed).bytes(len)
+}
+
+/// The data object holding `needle` in its evicted span (past the first 16 KiB, before its
+/// last 128 KiB: the bytes an evicted file's local copy no longer holds), and where.
+fn object_holding(memory: &MemoryRemote, needle: &[u8]) -> (String, usize) {
+    for name in memory.names().into_iter().filter(|n| n.contains("/data/")) {
+        let bytes = memory.object(&name).unwrap();
+        if let Some(at) = bytes.windows(needle.len()).position(|w| w == needle)
+            && at >= 16 << 10
+            && at + needle.len() + (128 << 10) <= bytes.len()
+        {
+            return (name, at);
+        }
+    }
+    panic!("no data object holds those bytes in its evicted span");
+}
+
+/// Flips one bit of object `name` at `at` (as bit rot in the bucket would).
+fn flip(memory: &MemoryRemote, name: &str, at: usize) {
+    let mut bytes = memory.object(name).unwrap();
+    bytes[at] ^= 0x10;
+    memory.set_object(name, bytes);
+}
+
+/// The error of `result`: [`Error::RemoteCorruption`] naming `object`.
+fn assert_remote_corruption<T>(result: podstore::Result<T>, object: &str) {
+    match result {
+        Err(ref e @ Error::RemoteCorruption { object: ref o, .. }) => {
+            assert_eq!(o, object, "{e}");
+            assert!(e.is_corruption());
+        }
+        other => panic!(
+            "expected RemoteCorruption naming {object}, got {:?}",
+            other.map(|_| "a value")
+        ),
+    }
+}
+
+#[test]
+fn a_damaged_object_is_remote_corruption_naming_it_and_its_undamaged_chunks_still_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let memory = Arc::new(MemoryRemote::new());
+    let store = Store::open_with(dir.path(), opts(memory.clone())).unwrap();
+    // Log segments of 1 MiB: 8 KiB values fill several; one 1 MiB value in a blob file.
+    let small: Vec<(Vec<u8>, Vec<u8>)> = (0..300).map(|k| (key(k), noise(k, 8 << 10))).collect();
+    for (k, v) in &small {
+        store.put(k, v).unwrap();
+    }
+    let big = noise(1000, 1 << 20);
+    store.put("big", &big).unwrap();
+    store.flush_remote().unwrap();
+    assert!(store.stats().remote_only_files >= 3, "{:?}", store.stats());
+
+    // A value in a log segment's object: one bit of its second chunk flipped.
+    let (victim, others) = small.split_at(100);
+    let (vk, vv) = victim.last().unwrap();
+    let (seg, at) = object_holding(&memory, &vv[..64]);
+    assert!(seg.contains("seg-"), "{seg}");
+    flip(&memory, &seg, at + 4096 + 5);
+    assert_remote_corruption(store.get(vk), &seg);
+    assert_remote_corruption(store.get_range(vk, 5000..5010), &seg);
+    let mut stream = store.reader(vk).unwrap().unwrap();
+    let mut buf = Vec::new();
+    let err = std::io::Read::read_to_end(&mut stream, &mut buf).unwrap_err();
+    let inner = err.into_inner().unwrap().downcast::<Error>().unwrap();
+    assert_remote_corruption(Err::<(), _>(*inner), &seg);
+    // Its undamaged chunks, and the other values of that object, still read.
+    assert_eq!(store.get_range(vk, 0..4096).unwrap().unwrap(), vv[..4096]);
+    // (The values written right after it, most of them in the same segment.)
+    let seg_bytes = memory.object(&seg).unwrap();
+    let mut same_object = 0;
+    for (k, v) in &others[..10] {
+        if seg_bytes.windows(64).any(|w| w == &v[..64]) {
+            same_object += 1;
+            assert!(store.get(k).unwrap().unwrap() == *v);
+            assert_eq!(
+                store.get_range(k, 100..4196).unwrap().unwrap(),
+                v[100..4196]
+            );
+        }
+    }
+    assert!(same_object > 0, "no other value in {seg}");
+
+    // The 1 MiB value's blob file: one bit of a chunk in its middle flipped.
+    let (blob, at) = object_holding(&memory, &big[(512 << 10)..(512 << 10) + 64]);
+    assert!(blob.contains("blob-"), "{blob}");
+    flip(&memory, &blob, at + 100);
+    assert_remote_corruption(store.get("big"), &blob);
+    assert_remote_corruption(store.get_range("big", (512 << 10)..(512 << 10) + 10), &blob);
+    // A 4 KiB range of one of its other chunks (remote too), and every other value, still read.
+    let r = (256 << 10)..(260 << 10);
+    assert_eq!(store.get_range("big", r.clone()).unwrap().unwrap(), big[r]);
+    for (k, v) in others.iter().step_by(20) {
+        assert!(store.get(k).unwrap().unwrap() == *v);
+    }
+    // Compaction of the damaged segment (every other value deleted) leaves it in place,
+    // reported damaged, as a damaged local segment is.
+    for (k, _) in small.iter().filter(|(k, _)| k != vk) {
+        store.delete(k).unwrap();
+    }
+    let report = store.compact().unwrap();
+    assert_eq!(report.damaged_segments.len(), 1, "{report:?}");
+    assert!(
+        seg.ends_with(&format!("{:016x}.pod", report.damaged_segments[0])),
+        "{report:?}"
+    );
+    assert_remote_corruption(store.get(vk), &seg);
+    store.close().unwrap();
+}
+
 #[test]
 fn a_reopened_store_reads_no_data_at_open_and_every_value_after() {
     let dir = tempfile::tempdir().unwrap();
@@ -490,4 +604,72 @@ fn a_restore_with_a_budget_reads_footers_only_and_serves_every_value() {
         "restore: {bytes} of {stored} bytes read ({:.2} %), {gets} GETs for {files} files",
         100.0 * bytes as f64 / stored as f64
     );
+}
+
+#[test]
+fn values_over_64_kib_in_evicted_log_segments_get_in_one_get_and_range_in_one_or_three() {
+    // What puts a value in a log segment: below `large_value_threshold` (1 MiB by default;
+    // 2 MiB here, so that a 1 MiB value is in one) with `Durability::Sync`. The store's read
+    // cache is on (32 MiB): "cold" is each value's first read since open.
+    let dir = tempfile::tempdir().unwrap();
+    let memory = Arc::new(MemoryRemote::new());
+    let o = opts(memory.clone())
+        .segment_size(8 << 20)
+        .large_value_threshold(2 << 20)
+        .cache_capacity(32 << 20);
+    let store = Store::open_with(dir.path(), o.clone()).unwrap();
+    // Fillers around them: no measured record in the locally kept head or crc tables.
+    let filler = noise(99, 64 << 10);
+    let sizes = [100usize << 10, 1 << 20, 100 << 10, 1 << 20];
+    let values: Vec<Vec<u8>> = (0..4).map(|i| noise(i as u64, sizes[i])).collect();
+    store.put("filler/a", &filler).unwrap();
+    for (i, v) in values.iter().enumerate() {
+        store.put(key(i as u64), v).unwrap();
+    }
+    store.put("filler/b", &filler).unwrap();
+    store.flush_remote().unwrap();
+    store.close().unwrap();
+    let store = Store::open_with(dir.path(), o).unwrap();
+    let s = store.stats();
+    assert_eq!(s.remote_only_files, 1, "one log segment, evicted: {s:?}");
+    let blobs = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter(|e| {
+            let name = e.as_ref().unwrap().file_name();
+            let name = name.to_string_lossy();
+            name.starts_with("blob-")
+                && std::fs::metadata(e.as_ref().unwrap().path()).unwrap().len() > 0
+        })
+        .count();
+    assert_eq!(blobs, 0, "no value in a blob file");
+    let counts = |store: &Store| {
+        let s = store.stats();
+        (s.remote_gets, s.remote_get_bytes)
+    };
+    // A cold get: the record whole (header, key, value, crcs) in one GET.
+    for i in [0, 1] {
+        let before = counts(&store);
+        assert!(store.get(key(i)).unwrap().unwrap() == values[i as usize]);
+        let (gets, bytes) = (counts(&store).0 - before.0, counts(&store).1 - before.1);
+        assert_eq!(gets, 1, "get of {} bytes", sizes[i as usize]);
+        assert!(bytes < sizes[i as usize] as u64 + 8192, "{bytes} bytes");
+    }
+    // A cold 4 KiB range in the middle: the record's header and key (its key is checked), the
+    // range's chunks and their crcs (at the record's end), read together. A 100 KiB record's
+    // three places are less than 64 KiB apart: one GET of the record. A 1 MiB record's are
+    // half a MiB apart: three GETs of about 4 KiB each (one would fetch the whole record). A
+    // blob file keeps its header and crc table locally (one GET: the test above); a log
+    // segment's evicted span holds its records' headers and crc tables.
+    for (i, most_bytes) in [(2u64, 110 << 10), (3, 12 << 10)] {
+        let v = &values[i as usize];
+        let mid = v.len() as u64 / 2 + 1000;
+        let before = counts(&store);
+        let got = store.get_range(key(i), mid..mid + 4096).unwrap().unwrap();
+        assert!(got == v[mid as usize..mid as usize + 4096]);
+        let (gets, bytes) = (counts(&store).0 - before.0, counts(&store).1 - before.1);
+        let want = if v.len() < 128 << 10 { 1 } else { 3 };
+        assert_eq!(gets, want, "range of a value of {} bytes", v.len());
+        assert!(bytes <= most_bytes, "{bytes} bytes");
+    }
+    store.close().unwrap();
 }

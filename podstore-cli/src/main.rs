@@ -221,6 +221,7 @@ impl From<Error> for Failure {
             Error::Locked { .. } | Error::StoreChanged { .. } => LOCKED,
             Error::InvalidOptions(_) | Error::EmptyKey | Error::KeyTooLarge { .. } => USAGE,
             Error::OutOfRange { .. } | Error::ForeignFiles { .. } => USAGE,
+            Error::RemoteMismatch { .. } => USAGE,
             _ => OTHER,
         };
         // The library's words name its API; a shell user gets the command's.

@@ -126,6 +126,26 @@ impl fmt::Display for Error {
             Error::RemoteCorruption { object, kind } => {
                 write!(f, "remote object {object} does not verify: {kind}")
             }
+            Error::RemoteMismatch {
+                path,
+                recorded: Some(recorded),
+                given,
+            } => write!(
+                f,
+                "store {} belongs to remote prefix {recorded}, not {given}: nothing written",
+                path.display()
+            ),
+            Error::RemoteMismatch {
+                path,
+                recorded: None,
+                given,
+            } => write!(
+                f,
+                "store {} records no remote prefix, and remote prefix {given} is another \
+                 store's (its newest manifest names none of this store's files, or not the \
+                 objects of its remote-only files): nothing written",
+                path.display()
+            ),
             Error::Fenced { prefix, manifest } => write!(
                 f,
                 "another writer took remote prefix {prefix} (it wrote manifest {manifest}); \

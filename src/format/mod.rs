@@ -12,6 +12,7 @@ pub mod footer;
 pub mod frames;
 pub mod hotset;
 pub mod manifest;
+pub mod prefix_record;
 pub mod read_ahead;
 pub mod record;
 pub mod scan;

@@ -128,8 +128,8 @@ pub struct SegmentFile {
     path: PathBuf,
     direct: bool,
     /// For a file whose data is in the remote only: the bytes its local copy no longer holds
-    /// (read from the remote: [`RemoteFile`]).
-    remote_span: Option<std::ops::Range<u64>>,
+    /// (read from the remote: [`RemoteFile`]), and the object's name.
+    remote: Option<(std::ops::Range<u64>, String)>,
 }
 
 impl SegmentFile {
@@ -143,7 +143,7 @@ impl SegmentFile {
             file,
             path: path.to_path_buf(),
             direct: profile.direct,
-            remote_span: None,
+            remote: None,
         })
     }
 
@@ -155,6 +155,7 @@ impl SegmentFile {
         profile: &IoProfile,
         source: RemoteSource,
     ) -> Result<SegmentFile> {
+        let object = source.object.clone();
         let file = RemoteFile::open(&*profile.storage, path, profile.read_only, source)
             .map_err(|e| Error::io("open an evicted segment", Some(path.to_path_buf()), e))?;
         let span = file.span();
@@ -162,24 +163,54 @@ impl SegmentFile {
             file: Box::new(file),
             path: path.to_path_buf(),
             direct: false,
-            remote_span: Some(span),
+            remote: Some((span, object)),
         })
     }
 
     /// Whether the file's data is in the remote only.
     pub fn is_remote(&self) -> bool {
-        self.remote_span.is_some()
+        self.remote.is_some()
     }
 
     /// The bytes the remote serves, for a file whose data is in the remote only.
     pub fn remote_span(&self) -> Option<std::ops::Range<u64>> {
-        self.remote_span.clone()
+        self.remote.as_ref().map(|(span, _)| span.clone())
+    }
+
+    /// The name of the object in the remote that holds the file, for a file whose data is in
+    /// the remote only.
+    pub fn remote_object(&self) -> Option<&str> {
+        self.remote.as_ref().map(|(_, object)| object.as_str())
+    }
+
+    /// `e` as the remote's when it is damage found in bytes the remote served: an
+    /// [`Error::Corruption`] of this file (id `id`) whose damaged structure starts in the span
+    /// the local copy no longer holds becomes [`Error::RemoteCorruption`] naming the object
+    /// (the local file holds no bytes there: its offset would point at a hole). Damage found in
+    /// the bytes the local copy keeps (its head, crc tables and footer), and every other error,
+    /// are returned as they are.
+    pub fn remote_error(&self, id: u64, e: Error) -> Error {
+        match (e, &self.remote) {
+            (
+                Error::Corruption {
+                    segment,
+                    offset,
+                    kind,
+                    ..
+                },
+                Some((span, object)),
+            ) if segment == id && span.contains(&offset) => Error::RemoteCorruption {
+                object: object.clone(),
+                kind,
+            },
+            (e, _) => e,
+        }
     }
 
     /// Bytes of the file on the local disk: its length, less what the remote serves.
     pub fn local_len(&self) -> Result<u64> {
         let len = self.len()?;
-        Ok(len - self.remote_span.as_ref().map_or(0, |s| s.end - s.start))
+        Ok(len - self.remote.as_ref().map_or(0, |(s, _)| s.end - s.start))
     }
 
     /// Gives back the disk space of `span` ([`StorageFile::punch_hole`]): the local data of a
@@ -205,7 +236,7 @@ impl SegmentFile {
             file,
             path: path.to_path_buf(),
             direct: profile.direct,
-            remote_span: None,
+            remote: None,
         })
     }
 
@@ -476,6 +507,24 @@ impl PlainFile {
         let n = read_full(&*self.file, &mut buf, 0).map_err(err)?;
         buf.truncate(n);
         Ok(buf)
+    }
+
+    /// crc32 of the whole file, read 1 MiB at a time.
+    pub fn crc32(&self) -> Result<u32> {
+        let err = |e| Error::io("read file", Some(self.path.clone()), e);
+        let len = self.file.len().map_err(err)?;
+        let mut hasher = crc32fast::Hasher::new();
+        let mut buf = vec![0u8; (1 << 20).min(usize::try_from(len).unwrap_or(usize::MAX))];
+        let mut at = 0;
+        while at < len {
+            let n = (len - at).min(buf.len() as u64) as usize;
+            if read_full(&*self.file, &mut buf[..n], at).map_err(err)? < n {
+                return Err(err(io::ErrorKind::UnexpectedEof.into()));
+            }
+            hasher.update(&buf[..n]);
+            at += n as u64;
+        }
+        Ok(hasher.finalize())
     }
 
     /// Writes all of `data` at `offset`.

@@ -56,7 +56,7 @@ pub fn marks_store(name: &str) -> bool {
 
 /// Whether a name in a directory is not one podstore writes: neither a name that marks a store
 /// nor one a store's creation writes before those (`LOCK`, `CATALOG.tmp`, a left-over
-/// `.podstore-probe`), open makes (`quarantine/`) or close writes (`HOTSET`). Open refuses a directory without a store
+/// `.podstore-probe`, `REMOTE-PREFIX`), open makes (`quarantine/`) or close writes (`HOTSET`). Open refuses a directory without a store
 /// that holds one ([`Error::ForeignFiles`]). A file system's `lost+found` is not foreign: the
 /// root of a volume given to a store holds it from its creation.
 pub fn is_foreign(name: &str) -> bool {
@@ -69,6 +69,8 @@ pub fn is_foreign(name: &str) -> bool {
             crate::format::hotset::HOTSET_NAME,
             crate::format::hotset::HOTSET_TMP,
             crate::io::storage::PROBE_NAME,
+            crate::format::prefix_record::PREFIX_RECORD_NAME,
+            crate::format::prefix_record::PREFIX_RECORD_TMP,
             super::QUARANTINE_DIR,
             "lost+found",
         ]

@@ -145,6 +145,12 @@ pub(super) fn run(inner: &Inner, dest: &Path) -> Result<CheckpointReport> {
             app.reserved_through().max(app.last_seq()),
         )
     };
+    // A store with a remote: the checkpoint belongs to its prefix (its remote-only files'
+    // objects are there), as its source does (docs/design-remote.md, "The prefix a directory
+    // belongs to").
+    if let Some(config) = &inner.opts.remote {
+        crate::store::remote::write_prefix(&staging, profile, &config.prefix)?;
+    }
     // The checkpoint gives no number its source gave (its own file: the source's is rewritten in
     // place, so it is not linked). Written before the catalog, which marks a finished one.
     if reserved > 0 {

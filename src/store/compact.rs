@@ -77,7 +77,8 @@ pub struct CompactionReport {
     /// Bytes of the files removed.
     pub bytes_freed: u64,
     /// Segments left in place because a live value in them failed verification: reads of that
-    /// value return [`Error::Corruption`]; the rest of the segment stays readable.
+    /// value return [`Error::Corruption`] ([`Error::RemoteCorruption`] for a segment whose data
+    /// is in the remote only, damaged there); the rest of the segment stays readable.
     pub damaged_segments: Vec<u64>,
 }
 
@@ -332,6 +333,18 @@ impl Compactor {
                 Err(Error::Corruption { segment, .. }) if segment == id => {
                     log::warn!(
                         "podstore: segment {id} not compacted: a live value in it is damaged"
+                    );
+                    state.damaged.insert(id);
+                    report.damaged_segments.push(id);
+                }
+                // Damage in its object, for a remote-only segment (the read path names the
+                // object, not the file: `Located::file_error`).
+                Err(Error::RemoteCorruption { ref object, .. })
+                    if handle.file.remote_object() == Some(object.as_str()) =>
+                {
+                    log::warn!(
+                        "podstore: segment {id} not compacted: a live value in its remote \
+                         object {object} is damaged"
                     );
                     state.damaged.insert(id);
                     report.damaged_segments.push(id);

@@ -113,6 +113,16 @@ impl Located {
         self.prefetched = Some(record);
         self
     }
+
+    /// `e`, from a read of the record, as the store reports it: damage said to be in a file of
+    /// its file's kind (the layers below do not know it), and damage found in bytes the remote
+    /// served (a file whose data is in the remote only) as [`Error::RemoteCorruption`] naming
+    /// the object ([`SegmentFile::remote_error`]). The one place the read path maps its errors
+    /// to a file: gets, ranges, streams and compaction's copies all return through it.
+    fn file_error(&self, e: Error) -> Error {
+        let e = e.in_file(segment::kind_of(self.file.path()));
+        self.file.remote_error(self.entry.segment, e)
+    }
 }
 
 /// Whether an index entry is the key looked up.
@@ -371,7 +381,7 @@ impl Reader {
                 // data: read its header and key alone.
                 let mut b = vec![0u8; RECORD_HEADER_LEN];
                 self.fetch(&found, entry.offset, &mut b)
-                    .map_err(|e| e.in_file(segment::kind_of(found.file.path())))?;
+                    .map_err(|e| found.file_error(e))?;
                 Bytes::from(b)
             }
         };
@@ -380,14 +390,20 @@ impl Reader {
         if buf.len() < whole_head {
             let mut b = vec![0u8; whole_head];
             self.fetch(&found, entry.offset, &mut b)
-                .map_err(|e| e.in_file(segment::kind_of(found.file.path())))?;
+                .map_err(|e| found.file_error(e))?;
             buf = Bytes::from(b);
         }
-        let corrupt = |at: u64, kind: Corruption| Error::Corruption {
-            file: segment::kind_of(found.file.path()),
-            segment: entry.segment,
-            offset: at,
-            kind,
+        let file = found.file.clone();
+        let corrupt = |at: u64, kind: Corruption| {
+            file.remote_error(
+                entry.segment,
+                Error::Corruption {
+                    file: segment::kind_of(file.path()),
+                    segment: entry.segment,
+                    offset: at,
+                    kind,
+                },
+            )
         };
         let header = RecordHeader::decode(&buf).map_err(|k| corrupt(entry.offset, k))?;
         let key_at = header.key_offset() as usize;
@@ -395,7 +411,7 @@ impl Reader {
         if buf.len() < key_end {
             let mut head = vec![0u8; key_end];
             self.fetch(&found, entry.offset, &mut head)
-                .map_err(|e| e.in_file(segment::kind_of(found.file.path())))?;
+                .map_err(|e| found.file_error(e))?;
             buf = Bytes::from(head);
         }
         let place = RecordPlace {
@@ -596,8 +612,7 @@ impl Reader {
         let entry = &found.entry;
         let read_stored = |off: u64, buf: &mut [u8]| self.read_stored_at(found, off, buf);
         if !entry.is_compressed() {
-            return read_stored(start, dst)
-                .map_err(|e| e.in_file(segment::kind_of(found.file.path())));
+            return read_stored(start, dst).map_err(|e| found.file_error(e));
         }
         let mut one_off = FrameCache::default();
         let frames = frames.unwrap_or(&mut one_off);
@@ -618,7 +633,7 @@ impl Reader {
         {
             self.cache.insert(key, Cached::Frames(Arc::new(table)));
         }
-        result.map_err(|e| e.in_file(segment::kind_of(found.file.path())))
+        result.map_err(|e| found.file_error(e))
     }
 
     /// Reads the stored bytes of `found`'s record, verified (compaction copies them as they
@@ -626,7 +641,7 @@ impl Reader {
     /// pieces, keyed by the old place, would never be read again.
     pub(super) fn read_stored(&self, found: &Located, dst: &mut [u8]) -> Result<()> {
         self.read_stored_direct(found, 0, dst)
-            .map_err(|e| e.in_file(segment::kind_of(found.file.path())))
+            .map_err(|e| found.file_error(e))
     }
 
     /// Stored bytes `[start, start + dst.len())` of `found`'s record, verified: through the

@@ -214,10 +214,13 @@ fn a_directory_holding_only_versions_is_not_foreign() {
     assert!(!crate::segment::is_foreign(
         crate::format::versions::VERSIONS_TMP
     ));
-    // The record of the hot set, written at close, is the store's too.
+    // The record of the hot set, written at close, is the store's too; so is the record of
+    // its remote prefix, written at its first open with a remote.
     for name in [
         crate::format::hotset::HOTSET_NAME,
         crate::format::hotset::HOTSET_TMP,
+        crate::format::prefix_record::PREFIX_RECORD_NAME,
+        crate::format::prefix_record::PREFIX_RECORD_TMP,
     ] {
         assert!(!crate::segment::is_foreign(name), "{name}");
     }

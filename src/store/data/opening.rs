@@ -71,8 +71,15 @@ impl Store {
         let read_only = opts.read_only;
         // The prefix is taken (fencing its older writers) with the directory locked, and
         // before anything is written: a store that cannot take it does not open.
+        // The directory must be the prefix's (`REMOTE-PREFIX`, or its files named by the
+        // prefix's manifest) before the prefix is taken: taken by another store's directory,
+        // its next manifests would name that directory's files, and the prefix's own be
+        // deleted in time.
         let remote = match &opts.remote {
-            Some(config) => Some(crate::store::remote::RemoteTier::attach(config.clone())?),
+            Some(config) => {
+                crate::store::remote::check_prefix(dir, config, &profile)?;
+                Some(crate::store::remote::RemoteTier::attach(config.clone())?)
+            }
             None => None,
         };
         let mut inner = Inner::start(dir.to_path_buf(), opts, profile, None)?;

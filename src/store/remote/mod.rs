@@ -6,7 +6,8 @@
 //! - `upload`: sealed files put whole, a few at a time, with retries;
 //! - `restore`: an empty directory rebuilt from the newest manifest;
 //! - `evict`: the local disk as a cache of the remote;
-//! - `gc`: deletion of what no manifest within the retention window needs.
+//! - `gc`: deletion of what no manifest within the retention window needs;
+//! - `prefix`: the prefix a store directory belongs to, recorded and checked at open.
 //!
 //! Objects under the prefix:
 //!
@@ -18,6 +19,7 @@
 mod evict;
 mod gc;
 mod manifest;
+mod prefix;
 mod reader;
 mod restore;
 mod upload;
@@ -36,6 +38,7 @@ use crate::options::RemoteConfig;
 
 pub(super) use evict::open_evicted;
 pub use gc::RemoteGcReport;
+pub(super) use prefix::{check as check_prefix, write as write_prefix};
 pub use reader::{RemoteReader, RemoteRefreshReport, RemoteSnapshot};
 pub(super) use restore::restore_if_empty;
 pub(super) use upload::sealed_lengths;

@@ -145,7 +145,8 @@ pub(super) fn restore_manifest(
                 restored.bytes += bytes;
             }
         }
-        file::sync_dir(&profile, &staging)?;
+        // The prefix it belongs to (`prefix.rs`), before the catalog that marks it whole.
+        super::prefix::write(&staging, &profile, &config.prefix)?;
         write_metadata(&profile, &staging, m, &listed, &restored.remote)
     })();
     if let Err(e) = built {
@@ -263,7 +264,7 @@ fn expired(config: &RemoteConfig, m: &Manifest, e: Error) -> Error {
 }
 
 /// Removes the staging directory of a restore that failed: every name in it is one this
-/// restore wrote (file names, `VERSIONS`, `CATALOG` and their `.tmp`).
+/// restore wrote (file names, `REMOTE-PREFIX`, `VERSIONS`, `CATALOG` and their `.tmp`).
 fn remove_staging(profile: &IoProfile, staging: &Path) -> Result<()> {
     for name in file::list_dir(profile, staging)? {
         file::remove_file(profile, &staging.join(name))?;

@@ -9,6 +9,7 @@
 
 use std::collections::HashSet;
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use super::manifest::{self, data_name, manifest_name, parse_data_name};
 use super::{RemoteTier, TierState, retry};
@@ -45,6 +46,15 @@ impl RemoteGcReport {
         self.bytes_deleted += other.bytes_deleted;
         self.requests += other.requests;
     }
+}
+
+/// How long the background waits after a deletion pass that left nothing before the next:
+/// a sixtieth of the retention, at most a minute (`None`: no wait). A manifest becomes
+/// deletable a retention after it was replaced, so passes more often than that find the same
+/// manifests young; a zero retention (the tests') waits for nothing.
+pub(super) fn interval(retention: Option<Duration>) -> Option<Duration> {
+    let wait = (retention? / 60).min(Duration::from_secs(60));
+    (!wait.is_zero()).then_some(wait)
 }
 
 /// One pass, at most `budget` deletions. Returns what it did and whether garbage is left
@@ -249,5 +259,20 @@ impl Store {
                 return Ok(total);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod interval_tests {
+    use super::*;
+
+    #[test]
+    fn passes_wait_a_sixtieth_of_the_retention_at_most_a_minute_and_none_at_zero() {
+        let s = Duration::from_secs;
+        assert_eq!(interval(None), None);
+        assert_eq!(interval(Some(Duration::ZERO)), None);
+        assert_eq!(interval(Some(s(600))), Some(s(10)));
+        assert_eq!(interval(Some(s(3600))), Some(s(60)));
+        assert_eq!(interval(Some(s(86_400))), Some(s(60)));
     }
 }

@@ -152,6 +152,12 @@ impl Metered {
     }
 }
 
+/// `COMPARE_REMOTE_TRACE=1`: every GET printed on stderr (what a row's requests are).
+fn trace() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var_os("COMPARE_REMOTE_TRACE").is_some())
+}
+
 async fn wait(latency: Duration) {
     if !latency.is_zero() {
         tokio::time::sleep(latency).await;
@@ -205,7 +211,11 @@ impl ObjectStore for Metered {
     async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
         self.wait().await;
         let head = options.head;
+        let asked = options.range.clone();
         let result = self.inner.get_opts(location, options).await?;
+        if trace() {
+            eprintln!("GET {location} {asked:?} -> {:?}", result.range);
+        }
         if head {
             bump(&self.counters.heads, 1);
         } else {

@@ -16,15 +16,15 @@
 //!
 //! Groups (sizes are the defaults, sized so that one run of everything takes a few minutes
 //! on the 2-core machine):
-//! - `put`: values of 1 KiB, 64 KiB and 1 MiB, 16 batches of 1 MiB each (`--put-batches`),
+//! - `put`: values of 1 KiB, 64 KiB and 1 MiB, 32 batches of 1 MiB each (`--put-batches`),
 //!   each batch written and then made durable in the remote before the next one; a fresh store
 //!   per row. ops = values; latency = one batch's (write and remote flush). Engines
 //!   `--put-engines` (default podstore, podstore-sync, slatedb: see engines.rs).
 //! - `read`: 20 000 values of 1 KiB (`--small-keys`), 32 of 1 MiB (`--large-values`) and one
 //!   of 100 MiB loaded and made durable; `get-warm-1K`: after a pass over every small key,
 //!   20 000 gets of random ones (`--warm-ops`) from the writer (files local, default caches);
-//!   then cold (see engines.rs): `get-cold-1K` reads 200 small keys spread evenly
-//!   (`--cold-ops`), `get-cold-1M` every large value once, `range-4K` 50 ranges of 4 KiB at
+//!   then cold (see engines.rs): `get-cold-1K` reads 300 small keys spread evenly
+//!   (`--cold-ops`), `get-cold-1M` every large value once, `range-4K` 100 ranges of 4 KiB at
 //!   unaligned offsets spread over the 100 MiB value (`--range-ops`); each read once.
 //!   `open-cold` is the cold open itself (podstore: a restore of this store).
 //! - `restore`: 1 000 000 keys (`--restore-keys`) of 256 B (`--restore-size`) loaded, made
@@ -143,6 +143,7 @@ impl Timed {
             v[k] = x.clone();
         }
         v["requests"] = self.counts.requests().into();
+        v["requests_per_call"] = (self.counts.requests() as f64 / self.lat.len() as f64).into();
         v["bytes_fetched"] = self.counts.get_bytes.into();
         v
     }
@@ -299,10 +300,11 @@ fn read_group(ctx: &Ctx, engines: &[String], s: &Sizes, huge: &[u8]) -> Result<(
                 .ok_or("cold: wrong bytes".into())
         })?;
         ctx.emit(engine, "get-cold-1M", timed.fields(s.large_values));
-        let span = huge.len() as u64 - 4096;
+        let step = (huge.len() as u64 - 8192) / s.range_ops.max(1);
         let timed = Timed::run(ctx, s.range_ops, |i| {
-            // Spread over the value, never 4 KiB-aligned.
-            let start = (i * 2_097_169 + 1_234) % span;
+            // Spread evenly over the value (no two in one 64 KiB chunk while there are fewer
+            // than 1 600 of them), never 4 KiB-aligned.
+            let start = i * step + 1_234;
             let got = e.get_range(b"huge", start, 4096)?;
             (got[..] == huge[start as usize..start as usize + 4096])
                 .then_some(())
@@ -495,12 +497,12 @@ pub fn run(args: &Args) -> Result<(), String> {
     let engines = list("engines", "podstore,slatedb");
     let put_engines = list("put-engines", "podstore,podstore-sync,slatedb");
     let s = Sizes {
-        put_batches: args.num("put-batches", 16)?,
+        put_batches: args.num("put-batches", 32)?,
         small_keys: args.num("small-keys", 20_000)?,
         large_values: args.num("large-values", 32)?,
         warm_ops: args.num("warm-ops", 20_000)?,
-        cold_ops: args.num("cold-ops", 200)?,
-        range_ops: args.num("range-ops", 50)?,
+        cold_ops: args.num("cold-ops", 300)?,
+        range_ops: args.num("range-ops", 100)?,
         restore_keys: args.num("restore-keys", 1_000_000)?,
         restore_size: args.size("restore-size", 256)?,
         upload_mib: args.num("upload-mib", 256)?,
@@ -585,9 +587,9 @@ fn summary(rows: &[Value]) {
         }
     }
     eprintln!(
-        "| row | engine | reps | ops/s | p50 ms | p99 ms | requests/op | bytes fetched/op | secs | MiB/s |"
+        "| row | engine | reps | ops/s | p50 ms | p99 ms | requests/op | requests/call | bytes fetched/op | secs | MiB/s |"
     );
-    eprintln!("|---|---|---|---|---|---|---|---|---|---|");
+    eprintln!("|---|---|---|---|---|---|---|---|---|---|---|");
     for (row, engine) in keys {
         let of: Vec<&Value> = rows
             .iter()
@@ -595,12 +597,13 @@ fn summary(rows: &[Value]) {
             .collect();
         let m = |f: &str| median(of.iter().filter_map(|r| r[f].as_f64()).collect());
         eprintln!(
-            "| {row} | {engine} | {} | {:.0} | {:.2} | {:.2} | {:.3} | {:.0} | {:.3} | {:.1} |",
+            "| {row} | {engine} | {} | {:.0} | {:.2} | {:.2} | {:.3} | {:.2} | {:.0} | {:.3} | {:.1} |",
             of.len(),
             m("ops_per_sec"),
             m("p50_ms"),
             m("p99_ms"),
             m("requests_per_op"),
+            m("requests_per_call"),
             m("bytes_fetched_per_op"),
             m("secs"),
             m("mib_per_sec"),

@@ -73,6 +73,9 @@ impl S3Server {
                 let Ok((socket, _)) = listener.accept().await else {
                     continue;
                 };
+                // Without it a reply's last segment can wait for the client's delayed ACK
+                // (~40 ms on Linux): measured, it added 40 ms to every small GET.
+                let _ = socket.set_nodelay(true);
                 let service = service.clone();
                 tokio::spawn(async move {
                     let http = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());

@@ -209,17 +209,22 @@ impl ObjectStore for Metered {
     }
 
     async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
+        // Counted when sent, as S3 counts (and bills) them: a reader may drop a request in
+        // flight (SlateDB's read-ahead of the next block, when the get is answered first).
+        match options.head {
+            true => bump(&self.counters.heads, 1),
+            false => bump(&self.counters.gets, 1),
+        }
+        if trace() {
+            eprintln!("GET> {location} {:?}", options.range);
+        }
         self.wait().await;
-        let head = options.head;
-        let asked = options.range.clone();
+        let (head, asked) = (options.head, options.range.clone());
         let result = self.inner.get_opts(location, options).await?;
         if trace() {
             eprintln!("GET {location} {asked:?} -> {:?}", result.range);
         }
-        if head {
-            bump(&self.counters.heads, 1);
-        } else {
-            bump(&self.counters.gets, 1);
+        if !head {
             // The bytes the reply carries (the body is read by the caller after this returns).
             bump(
                 &self.counters.get_bytes,

@@ -311,3 +311,61 @@ impl MultipartUpload for MeteredUpload {
         self.inner.abort().await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use object_store::memory::InMemory;
+
+    /// Each kind of request is counted once per request sent, and the bytes each carries.
+    #[test]
+    fn counts_requests_by_kind_and_bytes() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let metered = Metered::new(Arc::new(InMemory::new()), Duration::ZERO);
+        let counters = metered.counters();
+        let store: Arc<dyn ObjectStore> = Arc::new(metered);
+        rt.block_on(async {
+            let a = Path::from("p/a");
+            store.put(&a, vec![7u8; 1000].into()).await.unwrap();
+            let create = PutOptions {
+                mode: PutMode::Create,
+                ..PutOptions::default()
+            };
+            let b = Path::from("p/b");
+            store
+                .put_opts(&b, vec![1u8; 10].into(), create.clone())
+                .await
+                .unwrap();
+            // A refused create is still a request sent.
+            assert!(
+                store
+                    .put_opts(&b, vec![1u8; 10].into(), create)
+                    .await
+                    .is_err()
+            );
+            assert_eq!(store.get_range(&a, 100..400).await.unwrap().len(), 300);
+            assert_eq!(store.head(&a).await.unwrap().size, 1000);
+            let listed: Vec<_> = store.list(Some(&Path::from("p"))).collect().await;
+            assert_eq!(listed.len(), 2);
+            let mut upload = store.put_multipart(&Path::from("p/c")).await.unwrap();
+            upload.put_part(vec![2u8; 300].into()).await.unwrap();
+            upload.put_part(vec![3u8; 200].into()).await.unwrap();
+            upload.complete().await.unwrap();
+            store.delete(&a).await.unwrap();
+        });
+        let c = counters.snapshot();
+        assert_eq!(
+            (c.puts, c.creates, c.put_bytes),
+            (1, 2, 1000 + 10 + 10 + 500)
+        );
+        assert_eq!((c.gets, c.get_bytes, c.heads), (1, 300, 1));
+        assert_eq!((c.lists, c.multipart, c.deletes, c.copies), (1, 4, 1, 0));
+        assert_eq!(c.requests(), 1 + 2 + 1 + 1 + 1 + 4 + 1);
+        let per = c.since(&Snapshot::default()).per_op(2.0);
+        assert_eq!(per["gets_per_op"], 0.5);
+        assert_eq!(per["bytes_fetched_per_op"], 150.0);
+    }
+}

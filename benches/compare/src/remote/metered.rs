@@ -152,7 +152,7 @@ impl Metered {
     }
 }
 
-/// `COMPARE_REMOTE_TRACE=1`: every GET printed on stderr (what a row's requests are).
+/// `COMPARE_REMOTE_TRACE=1`: every GET and LIST printed on stderr (what a row's requests are).
 fn trace() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *ON.get_or_init(|| std::env::var_os("COMPARE_REMOTE_TRACE").is_some())
@@ -258,6 +258,9 @@ impl ObjectStore for Metered {
         // One request per listing (a listing of more than 1 000 objects is several pages on
         // S3; none of the listings here is that long).
         futures::stream::once(async move {
+            if trace() {
+                eprintln!("LIST {prefix:?}");
+            }
             wait(latency).await;
             bump(&counters.lists, 1);
             inner.list(prefix.as_ref())

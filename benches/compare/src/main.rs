@@ -16,6 +16,8 @@ mod engines;
 mod memlimit;
 mod memlimit_report;
 mod ranges;
+#[cfg(feature = "slatedb")]
+mod remote;
 mod report;
 mod scale;
 mod suite;
@@ -63,6 +65,15 @@ usage:
               [--write-buffer SIZE] (podstore engines: Options::write_buffer_size, for experiments)
               [--cache-capacity SIZE] (podstore engines: Options::cache_capacity, 0 = off)
               [--warm-cache 0|1] (podstore engines: Options::warm_cache, the warm restart)
+  compare remote --object-store local|s3 [--latency-ms 20] [--reps 2] [--dir DIR]
+        [--groups put,read,restore,upload] [--engines podstore,slatedb] [--keep]
+        [--put-engines podstore,podstore-sync,slatedb]
+        [--put-batches 32] [--small-keys 20000] [--large-values 32] [--warm-ops 20000]
+        [--cold-ops 300] [--range-ops 100] [--restore-keys 1000000] [--restore-size 256]
+        [--upload-mib 256]
+      (issue 38: podstore's remote tier against SlateDB on one ObjectStore, LocalFileSystem or
+      an in-process s3s-fs server, with a client-side latency before every request; requests
+      and bytes per op counted; needs --features slatedb; see src/remote/mod.rs)
   compare suite [--quick] [--out FILE] [--jsonl FILE] [--charts-dir DIR] [--dir DIR] [--reps N]
                 [--engines a,b,...] [--workloads put,get,range,seqwrite,mix,oldest,reopen,ycsb,memlimit]
                 [--mem-limit SIZE --memlimit-records N --memlimit-ops N] (shrink the memlimit mode)
@@ -168,6 +179,10 @@ fn main() -> ExitCode {
         "memlimit-phase" => memlimit::phase(&args).map(|line| println!("{line}")),
         "ycsb-phase" => ycsb::phase_child(&args).map(|line| println!("{line}")),
         "cache" => cache::run(&args).map(|line| println!("{line}")),
+        #[cfg(feature = "slatedb")]
+        "remote" => remote::run(&args),
+        #[cfg(not(feature = "slatedb"))]
+        "remote" => Err("compare remote needs --features slatedb".into()),
         "suite" => suite::suite(&args, &argv),
         "report" => report::report(&args, &argv),
         "engines" => {

@@ -10,7 +10,7 @@ use crate::common;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use common::procs::{Cluster, status, value, wait_for};
+use common::procs::{Cluster, status, value, wait_moving};
 use podstore_raft::Expect;
 use podstore_raft::client::{Client, Error};
 
@@ -44,14 +44,21 @@ async fn the_client_rides_out_a_leader_killed_and_applies_retries_once() {
         })
     };
     let count = || done.load(Ordering::Relaxed);
-    wait_for("30 writes", async || (count() >= 30).then_some(())).await;
+    wait_moving(
+        "30 writes",
+        async || count(),
+        async || (count() >= 30).then_some(()),
+    )
+    .await;
     let leader = cluster.leader().await;
     cluster.kill(leader);
     let new_leader = cluster.leader().await;
     let after = count();
-    wait_for("30 writes by the new leader", async || {
-        (count() >= after + 30).then_some(())
-    })
+    wait_moving(
+        "30 writes by the new leader",
+        async || count(),
+        async || (count() >= after + 30).then_some(()),
+    )
     .await;
     stop.store(true, Ordering::Relaxed);
     let acked = writer.await.unwrap();
@@ -158,7 +165,7 @@ async fn a_restarted_node_names_no_leader_it_has_not_heard_from() {
     cluster.kill(follower);
     cluster.restart(follower, &[]);
     let addr = cluster.addr(follower).to_string();
-    let st = wait_for("the follower to serve", async || status(&http, &addr).await).await;
+    let st = cluster.serving(follower).await;
     assert_eq!(st.leader, None, "{st:?}");
     let r = http
         .put(format!("http://{addr}/kv/k"))

@@ -434,9 +434,9 @@ impl Client {
     /// node takes the body, the attempt waits on; it fails when no piece has been taken for
     /// [`Retry::timeout`] and the time the body takes at [`SLOWEST_UPLOAD`] (`upload`) has
     /// passed too (so a quiet machine's limits are the same as before), or when, the whole body
-    /// taken, no answer came within [`Retry::timeout`] and the time the body's last
-    /// [`UPLOAD_IN_FLIGHT`] bytes took to be taken (what the connection's buffers may still hold
-    /// for the node to read, at the rate seen).
+    /// taken, no answer came within [`Retry::timeout`] and the time the node takes to read
+    /// [`UPLOAD_IN_FLIGHT`] bytes at the pace it read the rest (what the connection's buffers
+    /// may still hold for it).
     async fn write_attempt(
         &self,
         request: reqwest::RequestBuilder,
@@ -467,7 +467,11 @@ impl Client {
         loop {
             let (last, done) = *taken.lock().unwrap_or_else(|e| e.into_inner());
             let limit = if done {
-                let in_flight = (UPLOAD_IN_FLIGHT as f64 / body.len().max(1) as f64).min(1.0);
+                // The last piece went once all but what the buffers hold was read: the rest
+                // is read at that pace (at most 4 times as long as the rest took: a body the
+                // buffers hold nearly whole says little of the pace, and has the floor).
+                let read = body.len().saturating_sub(UPLOAD_IN_FLIGHT).max(1) as f64;
+                let in_flight = (UPLOAD_IN_FLIGHT as f64 / read).min(4.0);
                 floor.max(last + self.retry.timeout + last.mul_f64(in_flight))
             } else {
                 floor.max(last + self.retry.timeout)

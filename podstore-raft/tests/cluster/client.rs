@@ -201,3 +201,67 @@ async fn a_value_longer_to_send_than_the_timeout_goes_through() {
     assert_eq!(got.bytes.len(), len);
     assert!(got.bytes.as_ref() == big.as_slice(), "another value");
 }
+
+/// A node that reads a write's body slower than `SLOWEST_UPLOAD` (4 MiB/s; a loaded leader
+/// reads at the pace it replicates) but steadily: the attempt waits on while the body is read,
+/// so the put goes through in one attempt. Its limit was `timeout` + the body at 8 MiB/s
+/// (0.85 s here, where reading it takes 1.5 s): it failed, and each retry began again. The
+/// node is a socket of the test's, with a small receive buffer, answering as a node does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_goes_on_while_the_node_reads_its_body_slowly() {
+    use podstore_raft::client::Retry;
+    use std::io::{Read, Write};
+    use std::time::{Duration, Instant};
+
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(64 << 10).unwrap();
+    socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let listener = socket.listen(8).unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let len = 6usize << 20;
+    // One connection: a second attempt would wait unanswered.
+    let node = tokio::spawn(async move {
+        let conn = listener.accept().await.unwrap().0.into_std().unwrap();
+        tokio::task::spawn_blocking(move || serve_slowly(conn, len))
+            .await
+            .unwrap()
+    });
+    fn serve_slowly(mut conn: std::net::TcpStream, len: usize) -> Duration {
+        conn.set_nonblocking(false).unwrap();
+        let mut buf = vec![0u8; 64 << 10];
+        let mut head = Vec::new();
+        let body_start = loop {
+            let n = conn.read(&mut buf).unwrap();
+            assert_ne!(n, 0, "the request ended in its head");
+            head.extend_from_slice(&buf[..n]);
+            if let Some(i) = head.windows(4).position(|w| w == b"\r\n\r\n") {
+                break i + 4;
+            }
+        };
+        let text = String::from_utf8_lossy(&head[..body_start]).to_lowercase();
+        assert!(text.contains(&format!("content-length: {len}")), "{text}");
+        let mut read = head.len() - body_start;
+        // 32 KiB every 8 ms: 4 MiB/s at most.
+        let started = Instant::now();
+        while read < len {
+            let n = conn.read(&mut buf[..32 << 10]).unwrap();
+            assert_ne!(n, 0, "the body ended at {read} of {len} bytes");
+            read += n;
+            std::thread::sleep(Duration::from_millis(8));
+        }
+        let took = started.elapsed();
+        conn.write_all(b"HTTP/1.1 200 OK\r\netag: \"7\"\r\ncontent-length: 0\r\n\r\n")
+            .unwrap();
+        took
+    }
+    let retry = Retry {
+        timeout: Duration::from_millis(100),
+        ..Retry::default()
+    };
+    let client = Client::with_retry([addr], retry);
+    let written = client.put(b"slow", vec![7u8; len]).await.unwrap();
+    assert_eq!((written.version, written.replayed), (7, false));
+    let took = node.await.unwrap();
+    // Slower than the old limit, or this test shows nothing.
+    assert!(took > Duration::from_millis(850), "read in {took:?}");
+}

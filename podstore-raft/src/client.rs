@@ -63,14 +63,25 @@ pub struct Retry {
     /// The most time an attempt may wait on a node: to connect, for a read's answer to begin
     /// and between two pieces of its body (a large value read takes as long as it streams);
     /// a write's whole exchange may take this long and its body's time at [`SLOWEST_UPLOAD`]
-    /// more.
+    /// more, and longer while the node goes on reading its body (a loaded machine, a slow
+    /// link): it fails when the node has read nothing of it for this long.
     pub timeout: Duration,
 }
 
-/// The slowest upload a write's time limits allow for its body, in bytes per second (8 MiB/s):
-/// a 256 MiB value gets 32 s more than [`Retry::timeout`], where a fixed limit would refuse
-/// every large value on a slow link and retry it in vain.
+/// The upload rate a write's time limits allow for its body at least, in bytes per second
+/// (8 MiB/s): a 256 MiB value gets 32 s more than [`Retry::timeout`], where a fixed limit would
+/// refuse every large value on a slow link and retry it in vain; and an upload slower than
+/// this goes on as long as the node keeps reading it (a loaded node replicating as it reads).
 pub const SLOWEST_UPLOAD: u64 = 8 << 20;
+
+/// The pieces a write's body is handed to the connection in: each one taken is progress (see
+/// [`Client::write_attempt`]).
+const UPLOAD_PIECE: usize = 256 << 10;
+
+/// What a connection's buffers may hold of a write's body that the node has not read yet
+/// (Linux's default maximum send buffer is 4 MiB and receive buffer up to 32 MiB): after the
+/// last piece is taken, the node still has that much to read before it can answer.
+const UPLOAD_IN_FLIGHT: usize = 40 << 20;
 
 impl Default for Retry {
     /// 30 attempts, pauses from 50 ms doubling to 1 s, 20 s in all (an election takes 1 to 2 s
@@ -331,15 +342,20 @@ impl Client {
     /// Sends the request `build` makes for a node's base URL (`http://host:port`) to the
     /// leader, following redirects and retrying (see the module docs), until a node answers
     /// something other than `421` or `503`.
+    ///
+    /// `body`: a write's body (`Some` even when empty: a write's exchange is bounded whole, a
+    /// read's only until its answer's head).
     async fn send(
         &self,
-        body_len: Option<u64>,
+        body: Option<Bytes>,
         build: impl Fn(&reqwest::Client, &str) -> reqwest::RequestBuilder,
     ) -> Result<reqwest::Response, Error> {
         let start = Instant::now();
-        // A write's limits grow with its body (see `SLOWEST_UPLOAD`); a read has no limit in
+        // A write's deadline grows with its body (see `SLOWEST_UPLOAD`); a read has no limit in
         // all, only the client's on connecting and on each read.
-        let upload = body_len.map(|n| Duration::from_secs_f64(n as f64 / SLOWEST_UPLOAD as f64));
+        let upload = body
+            .as_ref()
+            .map(|b| Duration::from_secs_f64(b.len() as f64 / SLOWEST_UPLOAD as f64));
         let deadline = self.retry.deadline + upload.unwrap_or_default();
         let mut backoff = self.retry.first_backoff;
         let mut last = String::from("no attempt made");
@@ -350,16 +366,12 @@ impl Client {
             let addr = self.target();
             let request = build(&self.http, &format!("http://{addr}"));
             // `Err`: the failure, to say if the request gives up.
-            let sent: Result<reqwest::Response, String> = match upload {
-                // A write: its whole exchange, the body's upload allowed for.
-                Some(upload) => request
-                    .timeout(self.retry.timeout + upload)
-                    .send()
-                    .await
-                    .map_err(|e| e.to_string()),
+            let sent: Result<reqwest::Response, String> = match (&body, upload) {
+                // A write: its whole exchange, limited by its progress (`write_attempt`).
+                (Some(body), Some(upload)) => self.write_attempt(request, body, upload).await,
                 // A read: until its answer's head; its body is read with a limit per piece
                 // (`body`), as long as it streams.
-                None => match tokio::time::timeout(self.retry.timeout, request.send()).await {
+                _ => match tokio::time::timeout(self.retry.timeout, request.send()).await {
                     Ok(sent) => sent.map_err(|e| e.to_string()),
                     Err(_) => Err(format!("no answer in {:?}", self.retry.timeout)),
                 },
@@ -414,6 +426,70 @@ impl Client {
         }
         tracing::debug!(client = self.id, %last, "giving up");
         Err(Error::Unavailable(last))
+    }
+
+    /// One attempt of a write: `request` with `body`, sent in pieces of [`UPLOAD_PIECE`] bytes
+    /// whose taking by the connection is noted. It fails only when the node stops making
+    /// progress, never because the machine (or the link) is slower than some rate: while the
+    /// node takes the body, the attempt waits on; it fails when no piece has been taken for
+    /// [`Retry::timeout`] and the time the body takes at [`SLOWEST_UPLOAD`] (`upload`) has
+    /// passed too (so a quiet machine's limits are the same as before), or when, the whole body
+    /// taken, no answer came within [`Retry::timeout`] and the time the node takes to read
+    /// [`UPLOAD_IN_FLIGHT`] bytes at the pace it read the rest (what the connection's buffers
+    /// may still hold for it).
+    async fn write_attempt(
+        &self,
+        request: reqwest::RequestBuilder,
+        body: &Bytes,
+        upload: Duration,
+    ) -> Result<reqwest::Response, String> {
+        let start = Instant::now();
+        // The time of the last piece taken (since `start`), and whether it was the last.
+        let taken = std::sync::Arc::new(Mutex::new((Duration::ZERO, body.is_empty())));
+        let pieces = {
+            let (body, taken) = (body.clone(), taken.clone());
+            let n = body.len().div_ceil(UPLOAD_PIECE);
+            futures::stream::iter((0..n).map(move |i| {
+                let end = ((i + 1) * UPLOAD_PIECE).min(body.len());
+                *taken.lock().unwrap_or_else(|e| e.into_inner()) =
+                    (start.elapsed(), end == body.len());
+                Ok::<Bytes, std::io::Error>(body.slice(i * UPLOAD_PIECE..end))
+            }))
+        };
+        // The length said, as for a body sent whole (the node streams a long one in, and
+        // refuses one over its limit before reading it).
+        let request = request
+            .header(reqwest::header::CONTENT_LENGTH, body.len())
+            .body(reqwest::Body::wrap_stream(pieces))
+            .send();
+        tokio::pin!(request);
+        let floor = self.retry.timeout + upload;
+        loop {
+            let (last, done) = *taken.lock().unwrap_or_else(|e| e.into_inner());
+            let limit = if done {
+                // The last piece went once all but what the buffers hold was read: the rest
+                // is read at that pace (at most 4 times as long as the rest took: a body the
+                // buffers hold nearly whole says little of the pace, and has the floor).
+                let read = body.len().saturating_sub(UPLOAD_IN_FLIGHT).max(1) as f64;
+                let in_flight = (UPLOAD_IN_FLIGHT as f64 / read).min(4.0);
+                floor.max(last + self.retry.timeout + last.mul_f64(in_flight))
+            } else {
+                floor.max(last + self.retry.timeout)
+            };
+            let now = start.elapsed();
+            if now >= limit {
+                return Err(if done {
+                    format!("no answer {:?} after the body was sent", now - last)
+                } else {
+                    format!("the body not read for {:?}", now - last)
+                });
+            }
+            tokio::select! {
+                sent = &mut request => return sent.map_err(|e| e.to_string()),
+                // Checked again then: a piece taken meanwhile moves the limit on.
+                () = tokio::time::sleep(limit - now) => {}
+            }
+        }
     }
 
     /// The body of `r`, each piece of it within [`Retry::timeout`] of the one before: a large
@@ -475,11 +551,10 @@ impl Client {
         let (path, value) = (format!("/kv/{}", encode(key)), value.into());
         let request_id = format!("{}:{}", id.client, id.seq);
         let r = self
-            .send(Some(value.len() as u64), |http, base| {
+            .send(Some(value.clone()), |http, base| {
                 let mut b = http
                     .put(format!("{base}{path}"))
-                    .header(REQUEST_ID_HEADER, &request_id)
-                    .body(value.clone());
+                    .header(REQUEST_ID_HEADER, &request_id);
                 b = match expect {
                     None => b,
                     Some(Expect::Absent) => b.header(IF_NONE_MATCH, "*"),
@@ -527,7 +602,7 @@ impl Client {
         let path = format!("/kv/{}", encode(key));
         let request_id = format!("{}:{}", id.client, id.seq);
         let r = self
-            .send(Some(0), |http, base| {
+            .send(Some(Bytes::new()), |http, base| {
                 let b = http
                     .delete(format!("{base}{path}"))
                     .header(REQUEST_ID_HEADER, &request_id);

@@ -10,7 +10,7 @@ use crate::common;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use common::procs::{Cluster, status, value, wait_for};
+use common::procs::{Cluster, status, value, wait_moving};
 use podstore_raft::Expect;
 use podstore_raft::client::{Client, Error};
 
@@ -44,14 +44,21 @@ async fn the_client_rides_out_a_leader_killed_and_applies_retries_once() {
         })
     };
     let count = || done.load(Ordering::Relaxed);
-    wait_for("30 writes", async || (count() >= 30).then_some(())).await;
+    wait_moving(
+        "30 writes",
+        async || count(),
+        async || (count() >= 30).then_some(()),
+    )
+    .await;
     let leader = cluster.leader().await;
     cluster.kill(leader);
     let new_leader = cluster.leader().await;
     let after = count();
-    wait_for("30 writes by the new leader", async || {
-        (count() >= after + 30).then_some(())
-    })
+    wait_moving(
+        "30 writes by the new leader",
+        async || count(),
+        async || (count() >= after + 30).then_some(()),
+    )
     .await;
     stop.store(true, Ordering::Relaxed);
     let acked = writer.await.unwrap();
@@ -158,7 +165,7 @@ async fn a_restarted_node_names_no_leader_it_has_not_heard_from() {
     cluster.kill(follower);
     cluster.restart(follower, &[]);
     let addr = cluster.addr(follower).to_string();
-    let st = wait_for("the follower to serve", async || status(&http, &addr).await).await;
+    let st = cluster.serving(follower).await;
     assert_eq!(st.leader, None, "{st:?}");
     let r = http
         .put(format!("http://{addr}/kv/k"))
@@ -193,4 +200,72 @@ async fn a_value_longer_to_send_than_the_timeout_goes_through() {
     let got = client.get(b"big").await.unwrap().expect("just written");
     assert_eq!(got.bytes.len(), len);
     assert!(got.bytes.as_ref() == big.as_slice(), "another value");
+}
+
+/// A node that reads a write's body slower than `SLOWEST_UPLOAD` (about 5 MiB/s; a loaded
+/// leader reads at the pace it replicates) but steadily: the attempt waits on while the body
+/// is read, so the put goes through in one attempt. Its limit was `timeout` + the body at
+/// 8 MiB/s (1.1 s here, where reading it takes about 1.6 s): it failed, and each retry began
+/// again. The node is a socket of the test's, with a small receive buffer, answering as a node
+/// does. The body is twice what the client's socket buffers took at load 8-16 (up to about
+/// 6 MiB): a body they hold whole shows the client no pace, and has the old limit only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_goes_on_while_the_node_reads_its_body_slowly() {
+    use podstore_raft::client::Retry;
+    use std::io::{Read, Write};
+    use std::time::{Duration, Instant};
+
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(64 << 10).unwrap();
+    socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let listener = socket.listen(8).unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let len = 8usize << 20;
+    // One connection: a second attempt would wait unanswered.
+    let node = tokio::spawn(async move {
+        let conn = listener.accept().await.unwrap().0.into_std().unwrap();
+        tokio::task::spawn_blocking(move || serve_slowly(conn, len))
+            .await
+            .unwrap()
+    });
+    fn serve_slowly(mut conn: std::net::TcpStream, len: usize) -> Duration {
+        conn.set_nonblocking(false).unwrap();
+        let mut buf = vec![0u8; 64 << 10];
+        let mut head = Vec::new();
+        let body_start = loop {
+            let n = conn.read(&mut buf).unwrap();
+            assert_ne!(n, 0, "the request ended in its head");
+            head.extend_from_slice(&buf[..n]);
+            if let Some(i) = head.windows(4).position(|w| w == b"\r\n\r\n") {
+                break i + 4;
+            }
+        };
+        let text = String::from_utf8_lossy(&head[..body_start]).to_lowercase();
+        assert!(text.contains(&format!("content-length: {len}")), "{text}");
+        let mut read = head.len() - body_start;
+        // 32 KiB every 6 ms: 5.3 MiB/s at most.
+        let started = Instant::now();
+        while read < len {
+            let n = conn.read(&mut buf[..32 << 10]).unwrap();
+            assert_ne!(n, 0, "the body ended at {read} of {len} bytes");
+            read += n;
+            std::thread::sleep(Duration::from_millis(6));
+        }
+        let took = started.elapsed();
+        conn.write_all(b"HTTP/1.1 200 OK\r\netag: \"7\"\r\ncontent-length: 0\r\n\r\n")
+            .unwrap();
+        took
+    }
+    let retry = Retry {
+        timeout: Duration::from_millis(100),
+        ..Retry::default()
+    };
+    let client = Client::with_retry([addr], retry);
+    let written = client.put(b"slow", vec![7u8; len]).await.unwrap();
+    assert_eq!((written.version, written.replayed), (7, false));
+    let took = node.await.unwrap();
+    // Slower than the old limit, or this test shows nothing.
+    let old_limit =
+        Duration::from_millis(100) + Duration::from_secs_f64(len as f64 / (8 << 20) as f64);
+    assert!(took > old_limit, "read in {took:?}");
 }

@@ -158,16 +158,73 @@ pub async fn status(http: &reqwest::Client, addr: &str) -> Option<Status> {
     r.json().await.ok()
 }
 
-/// Waits up to 30 s for `f` to answer something.
-pub async fn wait_for<T>(what: &str, mut f: impl AsyncFnMut() -> Option<T>) -> T {
+/// How long a wait may see nothing move before it fails. Every wait here is for something a
+/// cluster does (a node opening its stores, an election, writes, catching up), and on a loaded
+/// machine each of those may take many times its quiet time (at load 7-16 on 2 cores, a node's
+/// open waited on the disk for over 30 s): a wait fails when its cluster stops moving, not
+/// after a fixed time.
+pub const STALL: Duration = Duration::from_secs(30);
+
+/// The longest a wait lasts even while things move: a cluster that elects leader after leader
+/// and never serves is stuck too.
+pub const CEILING: Duration = Duration::from_secs(180);
+
+/// Waits for `f` to answer something; fails after [`STALL`] with nothing answered.
+pub async fn wait_for<T>(what: &str, f: impl AsyncFnMut() -> Option<T>) -> T {
+    wait_moving(what, async || (), f).await
+}
+
+/// Waits for `f` to answer something, while `moving` answers something new at least every
+/// [`STALL`] (and for [`CEILING`] at most).
+pub async fn wait_moving<T, P: PartialEq + std::fmt::Debug>(
+    what: &str,
+    mut moving: impl AsyncFnMut() -> P,
+    mut f: impl AsyncFnMut() -> Option<T>,
+) -> T {
     let start = Instant::now();
-    while start.elapsed() < Duration::from_secs(30) {
+    let mut seen = moving().await;
+    let mut since = Instant::now();
+    loop {
         if let Some(v) = f().await {
             return v;
         }
+        let now = moving().await;
+        if now != seen {
+            seen = now;
+            since = Instant::now();
+        }
+        if since.elapsed() > STALL || start.elapsed() > CEILING {
+            panic!(
+                "timed out waiting for {what}: nothing moved for {:?} ({:?} in all); last seen: \
+                 {seen:?}",
+                since.elapsed(),
+                start.elapsed()
+            );
+        }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    panic!("timed out waiting for {what}");
+}
+
+/// What process `pid` has done so far: CPU ticks and bytes read and written (`None` once it
+/// has exited, or off Linux). Moving while a node opens its stores, even if it answers nothing.
+fn work(pid: u32) -> Option<(u64, u64)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // After the command's name (in parentheses, which may hold spaces): state is field 3,
+    // utime and stime fields 14 and 15.
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    if fields.first() == Some(&"Z") {
+        return None;
+    }
+    let cpu = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    let io = std::fs::read_to_string(format!("/proc/{pid}/io"))
+        .map(|s| {
+            s.lines()
+                .filter(|l| l.starts_with("rchar:") || l.starts_with("wchar:"))
+                .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+                .sum()
+        })
+        .unwrap_or(0);
+    Some((cpu, io))
 }
 
 pub fn value(i: u32) -> Vec<u8> {
@@ -210,8 +267,8 @@ impl Cluster {
         for id in 1..=3 {
             cluster.restart(id, &[]);
         }
-        for a in &cluster.addrs {
-            wait_for("a node to serve", async || status(&cluster.http, a).await).await;
+        for id in 1..=3 {
+            cluster.serving(id).await;
         }
         let members: BTreeMap<u64, String> =
             (1..=3u64).zip(cluster.addrs.iter().cloned()).collect();
@@ -229,6 +286,70 @@ impl Cluster {
 
     pub fn addr(&self, id: u64) -> &str {
         &self.addrs[id as usize - 1]
+    }
+
+    /// What the running nodes say of their progress (term, leader, last log and applied
+    /// indexes, snapshot, purge) and what their processes have done: what a wait on the
+    /// cluster watches move (see [`STALL`]).
+    pub async fn progress(&self) -> Vec<(u64, Option<String>, Option<(u64, u64)>)> {
+        let mut seen = Vec::new();
+        for (&id, proc) in &self.procs {
+            let s = status(&self.http, self.addr(id)).await.map(|s| {
+                format!(
+                    "term {} leader {:?} log {:?} applied {:?} snapshot {:?} purged {:?}",
+                    s.term, s.leader, s.last_log, s.last_applied, s.snapshot, s.purged
+                )
+            });
+            seen.push((id, s, work(proc.pid())));
+        }
+        seen
+    }
+
+    /// Waits for `f` to answer something while the cluster moves (see [`STALL`]).
+    pub async fn wait_for<T>(&self, what: &str, f: impl AsyncFnMut() -> Option<T>) -> T {
+        wait_moving(what, async || self.progress().await, f).await
+    }
+
+    /// Waits for node `id`'s process to exit by itself while it works (see [`STALL`]); `None`
+    /// when it stops working (or [`CEILING`] passes) and still runs.
+    pub async fn exit_of(&mut self, id: u64) -> Option<ExitStatus> {
+        let pid = self.procs[&id].pid();
+        let start = Instant::now();
+        let mut seen = work(pid);
+        let mut since = Instant::now();
+        loop {
+            if let Some(exit) = self.procs.get_mut(&id)?.exited() {
+                return Some(exit);
+            }
+            let now = work(pid);
+            if now != seen {
+                seen = now;
+                since = Instant::now();
+            }
+            if since.elapsed() > STALL || start.elapsed() > CEILING {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Waits until node `id` answers its status; fails at once if its process exits, and when
+    /// it stops working without answering (see [`STALL`]).
+    pub async fn serving(&mut self, id: u64) -> Status {
+        let addr = self.addr(id).to_string();
+        let http = self.http.clone();
+        let pid = self.procs[&id].pid();
+        wait_moving(
+            &format!("node {id} to serve"),
+            async || work(pid),
+            async || {
+                if let Some(exit) = self.procs.get_mut(&id).and_then(Proc::exited) {
+                    panic!("node {id} exited before it served: {exit}");
+                }
+                status(&http, &addr).await
+            },
+        )
+        .await
     }
 
     /// (Re)starts node `id` from its directory, with the cluster's arguments and `env`.
@@ -255,7 +376,7 @@ impl Cluster {
     /// The leader: a running node that says it leads, and that a majority of the running nodes
     /// (itself among them) name as leader (a node just restarted may still name an old one).
     pub async fn leader(&self) -> u64 {
-        wait_for("a leader", async || {
+        self.wait_for("a leader", async || {
             let mut views = BTreeMap::new();
             for &id in self.procs.keys() {
                 if let Some(s) = status(&self.http, self.addr(id)).await {
@@ -273,7 +394,7 @@ impl Cluster {
 
     /// Waits until node `id` has applied at least `index`.
     pub async fn wait_applied(&self, id: u64, index: Option<u64>) {
-        wait_for(&format!("node {id} to apply {index:?}"), async || {
+        self.wait_for(&format!("node {id} to apply {index:?}"), async || {
             (status(&self.http, self.addr(id)).await?.last_applied >= index).then_some(())
         })
         .await
@@ -288,7 +409,7 @@ impl Cluster {
             .unwrap()
             .last_applied;
         for a in &self.addrs {
-            wait_for("a node to catch up", async || {
+            self.wait_for("a node to catch up", async || {
                 (status(&self.http, a).await?.last_applied >= target).then_some(())
             })
             .await;
@@ -347,10 +468,16 @@ impl Writer {
         self.acked.lock().unwrap().len()
     }
 
-    /// Waits until `n` more writes than now are acknowledged.
+    /// Waits until `n` more writes than now are acknowledged; fails when none is for
+    /// [`STALL`] (a loaded machine writes slowly, a stuck cluster not at all).
     pub async fn wait_more(&self, n: usize, what: &str) {
         let at = self.count();
-        wait_for(what, async || (self.count() >= at + n).then_some(())).await
+        wait_moving(
+            what,
+            async || self.count(),
+            async || (self.count() >= at + n).then_some(()),
+        )
+        .await
     }
 
     /// Stops writing; returns the acknowledged keys (checked against the log).

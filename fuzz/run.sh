@@ -16,7 +16,7 @@ case "$secs" in
     exit 2
     ;;
 esac
-targets=(record footer segment_header scan frames catalog versions manifest)
+targets=(record footer segment_header scan frames catalog versions manifest prefix_record)
 # No input may make a target allocate more than this in one go (the decoders bound every
 # length they read; the largest legitimate buffer is a ~3 MiB generated segment image).
 malloc_limit_mb=32

@@ -27,6 +27,7 @@ fn main() -> std::io::Result<()> {
         ("catalog", catalog_seeds()),
         ("versions", versions_seeds()),
         ("manifest", manifest_seeds()),
+        ("prefix_record", prefix_record_seeds()),
     ] {
         let d = dir.join(target);
         fs::create_dir_all(&d)?;
@@ -82,6 +83,14 @@ fn catalog_seeds() -> Vec<Vec<u8>> {
 }
 
 /// `VERSIONS` files: one reservation, and two with either slot the newer.
+fn prefix_record_seeds() -> Vec<Vec<u8>> {
+    use podstore::format::prefix_record::encode;
+    ["tenant/store", "", "a/b/c/", "ünï/cödé"]
+        .iter()
+        .map(|p| encode(p))
+        .collect()
+}
+
 fn versions_seeds() -> Vec<Vec<u8>> {
     use podstore::format::versions::{
         Reservation, SLOT_LEN, SLOT_STRIDE, encode_file, encode_slot,

@@ -1,24 +1,68 @@
 //! Requests and bytes per cold get of a store whose files are evicted to its remote (issue 38,
-//! phase 2): 1 KiB values (in log segments), 1 MiB values (blob files) and 4 KiB ranges of a
-//! 100 MiB value, read once each with no cache, counted by the store's `Stats::remote_gets` and
-//! `Stats::remote_get_bytes` (the in-memory remote of the `testing` feature: what is measured
-//! is requests and bytes, not time). docs/benchmarks.md, "Remote tier: cold reads (issue 38)".
+//! phase 2): 1 KiB values (in log segments), 1 MiB values (blob files), 4 KiB ranges of a
+//! 100 MiB value and of 512 KiB values (in log segments), read once each with no cache,
+//! counted by the store's `Stats::remote_gets` and `Stats::remote_get_bytes` (the in-memory
+//! remote of the `testing` feature: what is measured is requests and bytes, not time; but for
+//! one row, timed with 20 ms waited before every GET, the order of S3's first byte: the GETs of
+//! one read are in flight together). docs/benchmarks.md, "Remote tier: cold reads (issue 38)".
 //!
 //! `cargo bench --bench remote_cold`
 
+use std::ops::Range;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
-use podstore::remote::MemoryRemote;
+use podstore::remote::{MemoryRemote, ObjectBody, ObjectInfo, PutOutcome, Remote, RemoteError};
 use podstore::{Options, Store};
+
+/// The in-memory remote, with [`GET_WAIT`] waited before each GET while `slow` is set.
+#[derive(Debug)]
+struct Delayed {
+    inner: Arc<MemoryRemote>,
+    slow: AtomicBool,
+}
+
+/// What a GET waits while [`Delayed::slow`] is set.
+const GET_WAIT: Duration = Duration::from_millis(20);
+
+impl Remote for Delayed {
+    fn put(&self, name: &str, body: &dyn ObjectBody) -> Result<(), RemoteError> {
+        self.inner.put(name, body)
+    }
+
+    fn put_if_absent(&self, name: &str, bytes: &[u8]) -> Result<PutOutcome, RemoteError> {
+        self.inner.put_if_absent(name, bytes)
+    }
+
+    fn get_range(&self, name: &str, range: Range<u64>) -> Result<Vec<u8>, RemoteError> {
+        if self.slow.load(Ordering::Relaxed) {
+            std::thread::sleep(GET_WAIT);
+        }
+        self.inner.get_range(name, range)
+    }
+
+    fn list(&self, prefix: &str) -> Result<Vec<ObjectInfo>, RemoteError> {
+        self.inner.list(prefix)
+    }
+
+    fn delete(&self, name: &str) -> Result<(), RemoteError> {
+        self.inner.delete(name)
+    }
+}
 
 fn main() -> podstore::Result<()> {
     let dir = tempfile::tempdir().expect("temporary directory");
     let remote = Arc::new(MemoryRemote::new());
+    let delayed = Arc::new(Delayed {
+        inner: remote.clone(),
+        slow: AtomicBool::new(false),
+    });
     let opts = || {
         Options::default()
             .cache_capacity(0)
             .warm_cache(false)
-            .remote(remote.clone(), "bench")
+            .remote(delayed.clone(), "bench")
             .remote_flush_interval(None)
             .remote_local_budget(Some(0))
     };
@@ -30,6 +74,12 @@ fn main() -> podstore::Result<()> {
     }
     for k in 0..large {
         store.put(format!("l{k:03}"), vec![(k % 251) as u8; 1 << 20])?;
+    }
+    // Below `large_value_threshold` (1 MiB): in log segments, each record's header, chunks and
+    // crcs (at its end) far enough apart to be fetched by a GET each.
+    let medium = 32u64;
+    for k in 0..medium {
+        store.put(format!("m{k:03}"), vec![(k % 251) as u8; 512 << 10])?;
     }
     let huge: Vec<u8> = (0..100u64 << 20).map(|i| (i % 253) as u8).collect();
     store.put("huge", &huge)?;
@@ -85,6 +135,42 @@ fn main() -> podstore::Result<()> {
             Ok(())
         },
     )?;
+    // The middle of each 512 KiB value, twice over: the first 16 values counted, the next 16
+    // timed with 20 ms before every GET.
+    let mid = (256u64 << 10) + 1_000;
+    row(
+        "get_range, 4 KiB of a 512 KiB value (log segment)",
+        medium / 2,
+        4096,
+        &mut |i| {
+            let got = store
+                .get_range(format!("m{i:03}"), mid..mid + 4096)?
+                .expect("present");
+            assert!(got[..] == vec![(i % 251) as u8; 4096][..]);
+            Ok(())
+        },
+    )?;
+    delayed.slow.store(true, Ordering::Relaxed);
+    let mut took: Vec<Duration> = (medium / 2..medium)
+        .map(|i| {
+            let started = Instant::now();
+            store
+                .get_range(format!("m{i:03}"), mid..mid + 4096)
+                .map(|got| {
+                    got.expect("present");
+                    started.elapsed()
+                })
+        })
+        .collect::<podstore::Result<_>>()?;
+    delayed.slow.store(false, Ordering::Relaxed);
+    took.sort();
+    println!(
+        "4 KiB of a 512 KiB value (log segment), {GET_WAIT:?} before every GET: p50 {:.1} ms, \
+         max {:.1} ms ({} reads)",
+        took[took.len() / 2].as_secs_f64() * 1e3,
+        took[took.len() - 1].as_secs_f64() * 1e3,
+        took.len()
+    );
     drop(store);
     // Restore on an empty directory: footers only (the local budget is set).
     let requests = remote.requests();
@@ -112,7 +198,7 @@ fn main() -> podstore::Result<()> {
         dir.path().join("c"),
         Options::default()
             .warm_cache(false)
-            .remote(remote.clone(), "bench")
+            .remote(delayed.clone(), "bench")
             .remote_flush_interval(None)
             .remote_local_budget(Some(0)),
     )?;

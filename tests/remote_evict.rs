@@ -16,15 +16,25 @@ use podstore::{Error, Options, Store};
 
 const PREFIX: &str = "tenant/store";
 
-/// A remote that counts the ranged GETs of data objects (not manifests) and their bytes, and
-/// can be cut off.
+/// A remote that counts the ranged GETs of data objects (not manifests) and their bytes, can
+/// be cut off, and can hold GETs until a number of them are in flight together
+/// ([`Counting::gather`]).
 #[derive(Debug)]
 struct Counting {
     inner: Arc<MemoryRemote>,
     gets: AtomicU64,
     bytes: AtomicU64,
     down: AtomicBool,
+    /// Data GETs to wait for (0: none): each waits, up to [`GATHER_WAIT`], until this many
+    /// have arrived since [`Counting::gather`].
+    gather: AtomicU64,
+    arrived: AtomicU64,
+    /// GETs that gave up waiting: the others never came while they waited.
+    alone: AtomicU64,
 }
+
+/// How long a held GET waits for the others: GETs made one after the other never meet.
+const GATHER_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 impl Counting {
     fn new(inner: Arc<MemoryRemote>) -> Arc<Counting> {
@@ -33,7 +43,34 @@ impl Counting {
             gets: AtomicU64::new(0),
             bytes: AtomicU64::new(0),
             down: AtomicBool::new(false),
+            gather: AtomicU64::new(0),
+            arrived: AtomicU64::new(0),
+            alone: AtomicU64::new(0),
         })
+    }
+
+    /// From now on, each data GET waits until `n` have arrived (0: no waiting).
+    fn gather(&self, n: u64) {
+        self.arrived.store(0, Ordering::SeqCst);
+        self.alone.store(0, Ordering::SeqCst);
+        self.gather.store(n, Ordering::SeqCst);
+    }
+
+    /// Holds a data GET as [`Counting::gather`] asks.
+    fn wait_for_others(&self) {
+        let n = self.gather.load(Ordering::SeqCst);
+        if n == 0 {
+            return;
+        }
+        self.arrived.fetch_add(1, Ordering::SeqCst);
+        let deadline = std::time::Instant::now() + GATHER_WAIT;
+        while self.arrived.load(Ordering::SeqCst) < n {
+            if std::time::Instant::now() >= deadline {
+                self.alone.fetch_add(1, Ordering::SeqCst);
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
     }
 
     fn counts(&self) -> (u64, u64) {
@@ -64,6 +101,9 @@ impl Remote for Counting {
 
     fn get_range(&self, name: &str, range: std::ops::Range<u64>) -> Result<Vec<u8>, RemoteError> {
         self.check_up()?;
+        if name.contains("/data/") {
+            self.wait_for_others();
+        }
         let got = self.inner.get_range(name, range)?;
         if name.contains("/data/") {
             self.gets.fetch_add(1, Ordering::SeqCst);
@@ -612,8 +652,8 @@ fn values_over_64_kib_in_evicted_log_segments_get_in_one_get_and_range_in_one_or
     // 2 MiB here, so that a 1 MiB value is in one) with `Durability::Sync`. The store's read
     // cache is on (32 MiB): "cold" is each value's first read since open.
     let dir = tempfile::tempdir().unwrap();
-    let memory = Arc::new(MemoryRemote::new());
-    let o = opts(memory.clone())
+    let remote = Counting::new(Arc::new(MemoryRemote::new()));
+    let o = opts(remote.clone())
         .segment_size(8 << 20)
         .large_value_threshold(2 << 20)
         .cache_capacity(32 << 20);
@@ -657,18 +697,27 @@ fn values_over_64_kib_in_evicted_log_segments_get_in_one_get_and_range_in_one_or
     // A cold 4 KiB range in the middle: the record's header and key (its key is checked), the
     // range's chunks and their crcs (at the record's end), read together. A 100 KiB record's
     // three places are less than 64 KiB apart: one GET of the record. A 1 MiB record's are
-    // half a MiB apart: three GETs of about 4 KiB each (one would fetch the whole record). A
-    // blob file keeps its header and crc table locally (one GET: the test above); a log
-    // segment's evicted span holds its records' headers and crc tables.
+    // half a MiB apart: three GETs of about 4 KiB each (one would fetch the whole record),
+    // in flight together: one round trip (each GET is held here until all three have
+    // arrived; made one after the other, each would wait alone). A blob file keeps its header
+    // and crc table locally (one GET: the test above); a log segment's evicted span holds its
+    // records' headers and crc tables.
     for (i, most_bytes) in [(2u64, 110 << 10), (3, 12 << 10)] {
         let v = &values[i as usize];
         let mid = v.len() as u64 / 2 + 1000;
+        let want = if v.len() < 128 << 10 { 1 } else { 3 };
         let before = counts(&store);
+        remote.gather(want);
         let got = store.get_range(key(i), mid..mid + 4096).unwrap().unwrap();
+        let alone = remote.alone.load(Ordering::SeqCst);
+        remote.gather(0);
         assert!(got == v[mid as usize..mid as usize + 4096]);
         let (gets, bytes) = (counts(&store).0 - before.0, counts(&store).1 - before.1);
-        let want = if v.len() < 128 << 10 { 1 } else { 3 };
         assert_eq!(gets, want, "range of a value of {} bytes", v.len());
+        assert_eq!(
+            alone, 0,
+            "the GETs of one range were made one after the other"
+        );
         assert!(bytes <= most_bytes, "{bytes} bytes");
     }
     store.close().unwrap();

@@ -136,6 +136,11 @@ impl Writes<'_> {
     }
 
     /// Publishes `upload` under `key` (see [`Request::Commit`] and the module docs).
+    ///
+    /// A commit that publishes nothing is logged at warn: the leader proposes a commit only
+    /// once all its chunks were applied there, so a refusal means the upload was cut short by
+    /// a change of leader, or that this node's state differs from the leader's; the log line
+    /// (its entry's index, the upload, what was staged) tells which.
     pub(super) fn commit(
         &mut self,
         upload: UploadId,
@@ -146,6 +151,40 @@ impl Writes<'_> {
         expect: Option<Expect>,
     ) -> io::Result<Response> {
         let staged = keys_of(self.store, upload)?;
+        let count = staged.len();
+        let response = self.commit_staged(upload, staged, key, (chunks, len, crc), expect)?;
+        match &response {
+            Response::Done => tracing::debug!(
+                index = self.version,
+                term = self.term,
+                upload = %format_args!("{}:{}", upload.term, upload.nonce),
+                chunks,
+                "upload committed"
+            ),
+            refused => tracing::warn!(
+                index = self.version,
+                term = self.term,
+                upload = %format_args!("{}:{}", upload.term, upload.nonce),
+                key = %String::from_utf8_lossy(key),
+                chunks,
+                staged = count,
+                len,
+                answer = ?refused,
+                "an upload's commit published nothing"
+            ),
+        }
+        Ok(response)
+    }
+
+    /// [`Writes::commit`] of `upload`, whose staged chunks are `staged`, unlogged.
+    fn commit_staged(
+        &mut self,
+        upload: UploadId,
+        staged: Vec<Vec<u8>>,
+        key: &[u8],
+        (chunks, len, crc): (u64, u64, u32),
+        expect: Option<Expect>,
+    ) -> io::Result<Response> {
         // The chunks go whatever the answer.
         for k in &staged {
             self.batch.delete(k);

@@ -137,10 +137,11 @@ impl Writes<'_> {
 
     /// Publishes `upload` under `key` (see [`Request::Commit`] and the module docs).
     ///
-    /// A commit that publishes nothing is logged at warn: the leader proposes a commit only
-    /// once all its chunks were applied there, so a refusal means the upload was cut short by
-    /// a change of leader, or that this node's state differs from the leader's; the log line
-    /// (its entry's index, the upload, what was staged) tells which.
+    /// A commit refused is logged at warn: the leader proposes a commit only once all its
+    /// chunks were applied there, so a refusal means the upload was cut short by a change of
+    /// leader, or that this node's state differs from the leader's; the log line (its entry's
+    /// index, the upload, what was staged) tells which. A failed condition (the client's
+    /// `If-Match`, answered `412`) and a commit that publishes its value log at debug.
     pub(super) fn commit(
         &mut self,
         upload: UploadId,
@@ -154,23 +155,25 @@ impl Writes<'_> {
         let count = staged.len();
         let response = self.commit_staged(upload, staged, key, (chunks, len, crc), expect)?;
         match &response {
-            Response::Done => tracing::debug!(
+            Response::Done | Response::ConditionFailed { .. } => tracing::debug!(
                 index = self.version,
                 term = self.term,
-                upload = %format_args!("{}:{}", upload.term, upload.nonce),
+                upload.term,
+                upload.nonce,
                 chunks,
-                "upload committed"
+                answer = ?response,
+                "upload's commit applied"
             ),
             refused => tracing::warn!(
                 index = self.version,
                 term = self.term,
-                upload = %format_args!("{}:{}", upload.term, upload.nonce),
-                key = %String::from_utf8_lossy(key),
+                upload.term,
+                upload.nonce,
                 chunks,
                 staged = count,
                 len,
                 answer = ?refused,
-                "an upload's commit published nothing"
+                "an upload's commit was refused: nothing published"
             ),
         }
         Ok(response)

@@ -236,7 +236,11 @@ pub struct Status {
     pub leader: Option<NodeId>,
     /// Its current term.
     pub term: u64,
-    /// The last log index it has applied.
+    /// The last log index it has applied, from openraft's metrics. A node answers a write as
+    /// soon as it has applied it, and openraft moves this index a moment later: read right
+    /// after a write's answer, the leader's may still name the entry before it. To wait until
+    /// another node serves a write, wait for its `last_applied` to reach the write's version
+    /// (its `ETag`, the index of its entry), not the leader's `last_applied`.
     pub last_applied: Option<u64>,
     /// The last index in its log.
     pub last_log: Option<u64>,

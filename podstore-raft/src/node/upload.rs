@@ -58,10 +58,16 @@ impl Upload {
 
     /// Waits for the oldest chunk write in flight.
     async fn settle_one(&mut self) -> Result<(), NodeError> {
-        let Some(write) = self.pending.pop_front() else {
+        // Awaited where it is, taken out only once it has finished: if the upload is dropped
+        // meanwhile (the client went away), the write is still in `pending`, and the abort
+        // waits for it. Taken out first, it would go on detached, unwaited for, and might be
+        // appended after the abort: its chunk staged until the next election.
+        let Some(write) = self.pending.front_mut() else {
             return Ok(());
         };
-        match write.await.map_err(|e| NodeError::Raft(e.to_string()))?? {
+        let written = write.await;
+        self.pending.pop_front();
+        match written.map_err(|e| NodeError::Raft(e.to_string()))?? {
             Response::Done => Ok(()),
             Response::Rejected(e) => Err(NodeError::Interrupted(e)),
             other => Err(unexpected(other)),

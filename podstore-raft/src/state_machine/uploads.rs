@@ -136,6 +136,12 @@ impl Writes<'_> {
     }
 
     /// Publishes `upload` under `key` (see [`Request::Commit`] and the module docs).
+    ///
+    /// A commit refused is logged at warn: the leader proposes a commit only once all its
+    /// chunks were applied there, so a refusal means the upload was cut short by a change of
+    /// leader, or that this node's state differs from the leader's; the log line (its entry's
+    /// index, the upload, what was staged) tells which. A failed condition (the client's
+    /// `If-Match`, answered `412`) and a commit that publishes its value log at debug.
     pub(super) fn commit(
         &mut self,
         upload: UploadId,
@@ -146,6 +152,42 @@ impl Writes<'_> {
         expect: Option<Expect>,
     ) -> io::Result<Response> {
         let staged = keys_of(self.store, upload)?;
+        let count = staged.len();
+        let response = self.commit_staged(upload, staged, key, (chunks, len, crc), expect)?;
+        match &response {
+            Response::Done | Response::ConditionFailed { .. } => tracing::debug!(
+                index = self.version,
+                term = self.term,
+                upload.term,
+                upload.nonce,
+                chunks,
+                answer = ?response,
+                "upload's commit applied"
+            ),
+            refused => tracing::warn!(
+                index = self.version,
+                term = self.term,
+                upload.term,
+                upload.nonce,
+                chunks,
+                staged = count,
+                len,
+                answer = ?refused,
+                "an upload's commit was refused: nothing published"
+            ),
+        }
+        Ok(response)
+    }
+
+    /// [`Writes::commit`] of `upload`, whose staged chunks are `staged`, unlogged.
+    fn commit_staged(
+        &mut self,
+        upload: UploadId,
+        staged: Vec<Vec<u8>>,
+        key: &[u8],
+        (chunks, len, crc): (u64, u64, u32),
+        expect: Option<Expect>,
+    ) -> io::Result<Response> {
         // The chunks go whatever the answer.
         for k in &staged {
             self.batch.delete(k);

@@ -10,7 +10,7 @@ use crate::common;
 use std::time::Duration;
 
 use bytes::Bytes;
-use common::procs::{Cluster, status};
+use common::procs::{Cluster, version};
 use reqwest::StatusCode;
 use reqwest::header::{ETAG, IF_MATCH, IF_NONE_MATCH};
 use serde_json::Value;
@@ -109,6 +109,7 @@ async fn large_values_stream_in_and_out_with_conditions_limits_and_request_ids()
         .unwrap();
     assert_eq!(r.status(), StatusCode::OK);
     let etag = r.headers()[ETAG].to_str().unwrap().to_string();
+    let index = version(&r);
 
     // To a follower: 421 before it reads the body, naming the leader.
     let follower = leader % 3 + 1;
@@ -121,9 +122,8 @@ async fn large_values_stream_in_and_out_with_conditions_limits_and_request_ids()
     assert_eq!(r.status(), StatusCode::MISDIRECTED_REQUEST);
     assert_eq!(r.headers()["x-leader"].to_str().unwrap(), addr);
 
-    // Whole, from a follower, streamed out.
-    let target = status(&http, &addr).await.unwrap().last_applied;
-    cluster.wait_applied(follower, target).await;
+    // Whole, from a follower, streamed out, once it has applied the write (see `version`).
+    cluster.wait_applied(follower, Some(index)).await;
     let r = http
         .get(format!("http://{}/kv/big", cluster.addr(follower)))
         .send()

@@ -10,7 +10,7 @@ use crate::common;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use common::procs::{Cluster, status, value, wait_moving};
+use common::procs::{Cluster, status, value, version, wait_moving};
 use podstore_raft::Expect;
 use podstore_raft::client::{Client, Error};
 
@@ -149,11 +149,7 @@ async fn a_restarted_node_names_no_leader_it_has_not_heard_from() {
     let follower = leader % 3 + 1;
     let other = follower % 3 + 1;
     assert_ne!(other, leader);
-    let applied = status(&http, cluster.addr(leader))
-        .await
-        .unwrap()
-        .last_applied;
-    cluster.wait_applied(follower, applied).await;
+    cluster.wait_applied(follower, Some(version(&r))).await;
     // Before its restart it names the leader, heard from.
     let st = status(&http, cluster.addr(follower)).await.unwrap();
     assert_eq!(st.leader, Some(leader));

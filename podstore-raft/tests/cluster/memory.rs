@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use bytes::Bytes;
-use common::procs::{Cluster, status, wait_for};
+use common::procs::{Cluster, status, version, wait_for};
 
 const MIB: u64 = 1 << 20;
 
@@ -109,8 +109,14 @@ fn peak_rss(pid: u32) -> u64 {
     kb * 1024
 }
 
-/// PUTs a `len`-byte value under `key` on the leader, streamed; returns the answer's status.
-async fn put_streamed(cluster: &Cluster, leader: u64, key: &str, len: u64) -> reqwest::StatusCode {
+/// PUTs a `len`-byte value under `key` on the leader, streamed; returns the answer's status
+/// and, if it succeeded, the write's version (see [`version`]).
+async fn put_streamed(
+    cluster: &Cluster,
+    leader: u64,
+    key: &str,
+    len: u64,
+) -> (reqwest::StatusCode, Option<u64>) {
     let r = cluster
         .http
         .put(format!("http://{}/kv/{key}", cluster.addr(leader)))
@@ -120,9 +126,10 @@ async fn put_streamed(cluster: &Cluster, leader: u64, key: &str, len: u64) -> re
         .await
         .unwrap();
     let status = r.status();
+    let written = status.is_success().then(|| version(&r));
     let text = r.text().await.unwrap_or_default();
     eprintln!("PUT of {} MiB: {status} {text}", len / MIB);
-    status
+    (status, written)
 }
 
 /// Reads the value of `key` on node `id` in 2 MiB ranges and checks every byte.
@@ -215,15 +222,12 @@ async fn put_larger_than_a_nodes_memory_limit_streams_through_and_no_node_is_kil
     }
     let leader = cluster.leader().await;
     let started = Instant::now();
-    let put = put_streamed(&cluster, leader, "big/value", len).await;
+    let (put, target) = put_streamed(&cluster, leader, "big/value", len).await;
     let took = started.elapsed();
     // Streams through (a 413 would also keep the node alive, but this node takes the value).
     assert_eq!(put, reqwest::StatusCode::OK, "the PUT of {} MiB", len / MIB);
 
-    let target = status(&cluster.http, cluster.addr(leader))
-        .await
-        .unwrap()
-        .last_applied;
+    // The followers serve the value once they have applied its write (see `version`).
     let follower = leader % 3 + 1;
     wait_for("the follower to apply the value", async || {
         (status(&cluster.http, cluster.addr(follower))
@@ -270,13 +274,9 @@ async fn peak_rss_by_value_size() {
         let leader = cluster.leader().await;
         let before: Vec<u64> = cluster.procs.values().map(|p| peak_rss(p.pid())).collect();
         let started = Instant::now();
-        let put = put_streamed(&cluster, leader, "v", mib * MIB).await;
+        let (put, target) = put_streamed(&cluster, leader, "v", mib * MIB).await;
         assert!(put.is_success());
         let took = started.elapsed();
-        let target = status(&cluster.http, cluster.addr(leader))
-            .await
-            .unwrap()
-            .last_applied;
         for id in 1..=3 {
             cluster.wait_applied(id, target).await;
         }

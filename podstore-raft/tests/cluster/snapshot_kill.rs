@@ -70,6 +70,7 @@ async fn follower_killed_during_snapshot_install_catches_up_and_loses_nothing() 
         // Restarted with the failpoint: it dies at `step` of the snapshot install.
         cluster.restart(follower, &[(KILL_AT_VAR, step)]);
         // As long as it works (a loaded machine sends and installs a snapshot slowly).
+        let restarted = std::time::Instant::now();
         let died = cluster.exit_of(follower).await;
         if died.is_none() {
             // What each node says, for the failure's message: whether the leader was sending a
@@ -83,8 +84,11 @@ async fn follower_killed_during_snapshot_install_catches_up_and_loses_nothing() 
             }
             panic!(
                 "round {round}: node {follower} was to kill itself at {step} of a snapshot \
-                 install, and still runs, idle for {:?} (its log held {had}): {}",
+                 install, and still runs {:?} after its restart (the wait gives up when it \
+                 is idle for {:?}, or after {:?}; its log held {had}): {}",
+                restarted.elapsed(),
                 common::procs::STALL,
+                common::procs::CEILING,
                 states.join("; ")
             );
         }

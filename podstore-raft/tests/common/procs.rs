@@ -103,7 +103,10 @@ impl Proc {
 }
 
 /// Starts node `id` with extra `args` and environment variables `env`. Its log goes to the
-/// test's stderr: errors only, unless the test runs with `RUST_LOG` (which the node inherits).
+/// test's stderr: errors only, unless the test runs with `RUST_LOG` (which the node inherits);
+/// with `PODSTORE_RAFT_TEST_LOGS=<dir>`, to `<dir>/n<id>.log` instead (appended: a restarted
+/// node's log follows its first run's), so that each node's log can be read on its own after
+/// the test (the test's directory is removed when it ends, failed or not).
 pub fn spawn(id: u64, dir: &Path, addr: &str, args: &[&str], env: &[(&str, &str)]) -> Proc {
     spawn_in(id, dir, addr, args, env, None)
 }
@@ -142,10 +145,38 @@ pub fn spawn_in(
         .args(args)
         .envs(env.iter().copied())
         .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
+        .stderr(node_log(id))
         .spawn()
         .expect("start a node");
     Proc { child }
+}
+
+/// Where node `id`'s log goes (see [`spawn`]).
+fn node_log(id: u64) -> Stdio {
+    let Some(dir) = std::env::var_os("PODSTORE_RAFT_TEST_LOGS") else {
+        return Stdio::inherit();
+    };
+    let path = Path::new(&dir).join(format!("n{id}.log"));
+    match std::fs::File::options()
+        .create(true)
+        .append(true)
+        .open(&path)
+    {
+        Ok(f) => Stdio::from(f),
+        Err(e) => panic!("open the node log {}: {e}", path.display()),
+    }
+}
+
+/// The version a successful write answered (its `ETag`): the index of its log entry. A node
+/// whose `last_applied` has reached it serves the write. Wait for this, not for the leader's
+/// `last_applied` read after the answer: the leader answers a write as soon as it has applied
+/// it, and openraft moves the applied index in its metrics (which `/cluster/status` reports) a
+/// moment later, so a status read right after the answer may still name the entry before it.
+pub fn version(r: &reqwest::Response) -> u64 {
+    let tag = r.headers()[reqwest::header::ETAG].to_str().unwrap();
+    tag.trim_matches('"')
+        .parse()
+        .unwrap_or_else(|e| panic!("ETag {tag}: {e}"))
 }
 
 pub async fn status(http: &reqwest::Client, addr: &str) -> Option<Status> {
@@ -401,19 +432,20 @@ impl Cluster {
     }
 
     /// Checks that every node holds every acknowledged write, once it has applied all that
-    /// the leader has.
-    pub async fn check_acknowledged(&self, acked: &[u32]) {
+    /// the leader has and every acknowledged write (see [`version`]).
+    pub async fn check_acknowledged(&self, acked: &Acked) {
         let leader = self.leader().await;
         let target = status(&self.http, self.addr(leader))
             .await
             .unwrap()
-            .last_applied;
+            .last_applied
+            .max(acked.version);
         for a in &self.addrs {
             self.wait_for("a node to catch up", async || {
                 (status(&self.http, a).await?.last_applied >= target).then_some(())
             })
             .await;
-            for &k in acked {
+            for &k in &acked.keys {
                 let r = self
                     .http
                     .get(format!("http://{a}/kv/k{k}"))
@@ -435,10 +467,19 @@ impl Cluster {
     }
 }
 
+/// What a [`Writer`] had acknowledged when it stopped.
+pub struct Acked {
+    /// The keys' numbers (`k<i>`), in the order they were acknowledged.
+    pub keys: Vec<u32>,
+    /// The highest version an acknowledged write answered (see [`version`]).
+    pub version: Option<u64>,
+}
+
 /// A client writing keys `k0, k1, ...` continuously, following the leader; every acknowledged
-/// write is logged (a line `ack k<i>` in `log`) and kept.
+/// write is logged (a line `ack k<i>` in `log`) and kept, with the highest version answered.
 pub struct Writer {
     pub acked: Arc<Mutex<Vec<u32>>>,
+    version: Arc<Mutex<Option<u64>>>,
     stop: Arc<AtomicBool>,
     task: tokio::task::JoinHandle<()>,
     log: PathBuf,
@@ -447,16 +488,19 @@ pub struct Writer {
 impl Writer {
     pub fn start(http: reqwest::Client, addrs: Vec<String>, log: PathBuf) -> Writer {
         let acked = Arc::new(Mutex::new(Vec::new()));
+        let version = Arc::new(Mutex::new(None));
         let stop = Arc::new(AtomicBool::new(false));
         let task = tokio::spawn(write_loop(
             http,
             addrs,
             acked.clone(),
+            version.clone(),
             log.clone(),
             stop.clone(),
         ));
         Writer {
             acked,
+            version,
             stop,
             task,
             log,
@@ -480,8 +524,8 @@ impl Writer {
         .await
     }
 
-    /// Stops writing; returns the acknowledged keys (checked against the log).
-    pub async fn stop(self) -> Vec<u32> {
+    /// Stops writing; returns what was acknowledged (the keys checked against the log).
+    pub async fn stop(self) -> Acked {
         self.stop.store(true, Ordering::Relaxed);
         self.task.await.unwrap();
         let acked = self.acked.lock().unwrap().clone();
@@ -491,7 +535,11 @@ impl Writer {
             .map(|l| l.strip_prefix("ack k").unwrap().parse().unwrap())
             .collect();
         assert_eq!(logged, acked);
-        acked
+        let version = *self.version.lock().unwrap();
+        Acked {
+            keys: acked,
+            version,
+        }
     }
 }
 
@@ -499,6 +547,7 @@ async fn write_loop(
     http: reqwest::Client,
     addrs: Vec<String>,
     acked: Arc<Mutex<Vec<u32>>>,
+    version: Arc<Mutex<Option<u64>>>,
     log: PathBuf,
     stop: Arc<AtomicBool>,
 ) {
@@ -515,6 +564,10 @@ async fn write_loop(
             .await;
         match r {
             Ok(r) if r.status().is_success() => {
+                let v = self::version(&r);
+                let mut highest = version.lock().unwrap();
+                *highest = (*highest).max(Some(v));
+                drop(highest);
                 writeln!(log, "ack k{i}").unwrap();
                 acked.lock().unwrap().push(i);
                 i += 1;

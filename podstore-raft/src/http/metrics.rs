@@ -287,7 +287,7 @@ impl Collector for NodeCollector {
             e,
             "podstore_raft_applied_index",
             "The last index the node has applied",
-            index(m.last_applied),
+            index(m.last_applied).max(super::stored_applied(&self.node)),
         )?;
         gauge(
             e,

@@ -236,11 +236,12 @@ pub struct Status {
     pub leader: Option<NodeId>,
     /// Its current term.
     pub term: u64,
-    /// The last log index it has applied, from openraft's metrics. A node answers a write as
-    /// soon as it has applied it, and openraft moves this index a moment later: read right
-    /// after a write's answer, the leader's may still name the entry before it. To wait until
-    /// another node serves a write, wait for its `last_applied` to reach the write's version
-    /// (its `ETag`, the index of its entry), not the leader's `last_applied`.
+    /// The last log index it has applied: the later of openraft's metrics and the applied id
+    /// its state machine's store holds ([`StateMachine::applied_index`](crate::StateMachine::applied_index),
+    /// written with the batch, before a write's answer is sent; the metrics move a moment
+    /// after), so that read after a write's answer, the node that answered names it. To wait
+    /// until another node serves a write, wait for its `last_applied` to reach the write's
+    /// version (its `ETag`, the index of its entry).
     pub last_applied: Option<u64>,
     /// The last index in its log.
     pub last_log: Option<u64>,
@@ -267,14 +268,20 @@ pub struct Replication {
     pub lag: u64,
 }
 
-/// The status of `node`, from its Raft metrics.
+/// The applied index `node`'s state machine's store holds (`None` if it cannot be read: the
+/// metrics' stands alone then).
+pub(crate) fn stored_applied(node: &Node) -> Option<u64> {
+    node.state_machine().applied_index().ok().flatten()
+}
+
+/// The status of `node`, from its Raft metrics and its state machine's applied index.
 pub(crate) fn status_of(node: &Node) -> Status {
     let m = node.raft().metrics().borrow_watched().clone();
     Status {
         id: node.id(),
         leader: node.known_leader(),
         term: m.current_term,
-        last_applied: m.last_applied.map(|l| l.index()),
+        last_applied: m.last_applied.map(|l| l.index()).max(stored_applied(node)),
         last_log: m.last_log_index,
         purged: m.purged.map(|l| l.index()),
         snapshot: m.snapshot.map(|l| l.index()),

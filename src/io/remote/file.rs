@@ -254,14 +254,25 @@ impl StorageFile for RemoteFile {
             0 => return Ok(()),
             1 => vec![self.get(groups[0].0.clone())],
             _ => std::thread::scope(|scope| {
+                // A thread the system refuses (out of threads or memory): that GET is made
+                // on this one, after the others, rather than failing the read.
                 let others: Vec<_> = groups[1..]
                     .iter()
-                    .map(|(bytes, _)| scope.spawn(|| self.get(bytes.clone())))
+                    .map(|(bytes, _)| {
+                        std::thread::Builder::new()
+                            .name("podstore-remote-get".into())
+                            .spawn_scoped(scope, || self.get(bytes.clone()))
+                            .map_err(|_| bytes.clone())
+                    })
                     .collect();
                 let mut all = vec![self.get(groups[0].0.clone())];
-                all.extend(others.into_iter().map(|h| {
-                    h.join()
-                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+                all.extend(others.into_iter().map(|spawned| {
+                    match spawned {
+                        Ok(h) => h
+                            .join()
+                            .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+                        Err(bytes) => self.get(bytes),
+                    }
                 }));
                 all
             }),

@@ -157,6 +157,9 @@ pub(super) struct Compactor {
     segment_size: u64,
     /// The count of files made when eviction last looked (`Counters::files_made`).
     evict_seen: AtomicU64,
+    /// Under a cap, the bytes the compaction copying now may still write (its file's length;
+    /// 0 when none copies): eviction keeps that much more room (compact/evict.rs).
+    copying: AtomicU64,
     /// The values read since written, with a cap and second chances on
     /// ([`Options::second_chance`](crate::Options::second_chance)).
     read_marks: Option<second::ReadMarks>,
@@ -186,6 +189,7 @@ impl Compactor {
             cap: opts.size_cap,
             segment_size: opts.segment_size,
             evict_seen: AtomicU64::new(0),
+            copying: AtomicU64::new(0),
             read_marks: (opts.size_cap.is_some() && opts.second_chance)
                 .then(second::ReadMarks::default),
         }
@@ -328,7 +332,17 @@ impl Compactor {
             if stop() {
                 return Ok(report);
             }
-            match self.compact_segment(id, &handle, rate, started, stop, &mut report) {
+            // Under a size cap, its copies (never more than its file: fewer headers' padding,
+            // no dead records) must fit before it goes, and eviction keeps room for them
+            // while they are written (docs/design.md, "Eviction").
+            let copies = handle.file.len()?;
+            if !self.room_for_copies(copies)? {
+                continue;
+            }
+            self.copying.store(copies, Ordering::Release);
+            let compacted = self.compact_segment(id, &handle, rate, started, stop, &mut report);
+            self.copying.store(0, Ordering::Release);
+            match compacted {
                 Ok(()) => {}
                 Err(Error::Corruption { segment, .. }) if segment == id => {
                     log::warn!(

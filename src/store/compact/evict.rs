@@ -121,6 +121,20 @@ impl Compactor {
         Ok((total, active_len))
     }
 
+    /// Whether a compaction may copy up to `copies` bytes forward now: always without a cap;
+    /// with one, only if the files other than the active segment and the copies, written
+    /// before the copied file goes, take at most the cap, so that with the active segment
+    /// (which the copies and the writers fill) the store stays within the cap plus one
+    /// segment, the bound eviction keeps. A file not compacted now is compacted later, or
+    /// dropped whole by eviction, dead bytes and all.
+    pub(in crate::store) fn room_for_copies(&self, copies: u64) -> Result<bool> {
+        let Some(cap) = self.cap else {
+            return Ok(true);
+        };
+        let (total, active_len) = self.disk_bytes()?;
+        Ok(total - active_len + copies <= cap)
+    }
+
     /// Drops the oldest files until the store's files other than the active segment take at
     /// most `cap` less one segment (so that with the active segment, full, they take at most
     /// `cap`, and a segment sealed before the next step at most `cap` plus one segment).
@@ -148,7 +162,10 @@ impl Compactor {
 
     /// One eviction step, if the store is over.
     fn evict_once(&self, cap: u64) -> Result<Evicted> {
-        let target = cap.saturating_sub(self.segment_size);
+        // Room kept for a compaction's copies in progress too: they are written before the
+        // file they come from goes.
+        let copying = self.copying.load(Ordering::Acquire);
+        let target = cap.saturating_sub(self.segment_size + copying);
         let (total, active_len) = self.disk_bytes()?;
         if total - active_len <= target {
             return Ok(Evicted::default());

@@ -333,13 +333,14 @@ impl Compactor {
                 return Ok(report);
             }
             // Under a size cap, its copies (never more than its file: fewer headers' padding,
-            // no dead records) must fit before it goes, and eviction keeps room for them
-            // while they are written (docs/design.md, "Eviction").
+            // no dead records) must fit before it goes: eviction makes room for them before
+            // they are written and keeps it while they are (docs/design.md, "Eviction").
             let copies = handle.file.len()?;
+            self.copying.store(copies, Ordering::Release);
             if !self.room_for_copies(copies)? {
+                self.copying.store(0, Ordering::Release);
                 continue;
             }
-            self.copying.store(copies, Ordering::Release);
             let compacted = self.compact_segment(id, &handle, rate, started, stop, &mut report);
             self.copying.store(0, Ordering::Release);
             match compacted {

@@ -159,6 +159,31 @@ fn podstore<const SIZE: usize>(bencher: Bencher, threads: usize) {
     drop(store);
 }
 
+/// One thread writing `Batch`es of `n` 1 KiB puts under new keys (each batch one durable
+/// write): the cost a batch adds per put as it grows (a batch of 1 024 puts is what
+/// `compare remote` writes before each remote flush).
+#[divan::bench(args = [16, 256, 1024, 4096], sample_count = 5, sample_size = 1)]
+fn podstore_batch(bencher: Bencher, n: usize) {
+    let dir = BenchDir::new("batch");
+    let store = Store::open_with(&dir.0, Options::default().io_mode(IoMode::Direct)).unwrap();
+    let v = value(KIB);
+    let batches = (ITERATION_OPS * 4 / n).max(1);
+    let mut next = 0u64;
+    bencher
+        .counter(ItemsCount::new(batches * n))
+        .counter(BytesCount::new(batches * n * KIB))
+        .bench_local(|| {
+            for _ in 0..batches {
+                let mut batch = podstore::Batch::new();
+                for _ in 0..n {
+                    batch.put(next.to_le_bytes(), &v[..]);
+                    next += 1;
+                }
+                store.write(&batch).unwrap();
+            }
+        });
+}
+
 #[divan::bench(consts = SIZES, args = THREADS, sample_count = 5, sample_size = 1)]
 fn file_per_value<const SIZE: usize>(bencher: Bencher, threads: usize) {
     let dir = BenchDir::new("files");

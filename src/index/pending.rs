@@ -127,7 +127,7 @@ fn resolution(
     let earlier = q
         .range(..at)
         .rev()
-        .find(|p| &*p.key == key)
+        .find(|p| p.hash == hash && &*p.key == key)
         .map(|p| p.entry);
     if seen.unknown {
         debug_assert!(!delete, "a delete reads what it removes");
@@ -237,7 +237,10 @@ impl PendingQueue {
             && let Some(gone) = q.remove(i)
         {
             for p in q.range_mut(i..) {
-                if *p.key == *gone.key && p.replaces == Some(Placement::Replace(gone.entry)) {
+                if p.hash == gone.hash
+                    && *p.key == *gone.key
+                    && p.replaces == Some(Placement::Replace(gone.entry))
+                {
                     p.replaces = gone.replaces;
                 }
             }
@@ -256,7 +259,7 @@ impl PendingQueue {
         index: &Index,
     ) -> bool {
         let q = self.lock();
-        if q.iter().any(|p| &*p.key == key) {
+        if q.iter().any(|p| p.hash == hash && &*p.key == key) {
             return false;
         }
         index.replace_if(hash, expected, new)
@@ -276,7 +279,7 @@ impl PendingQueue {
         index: &Index,
     ) -> Removal {
         let q = self.lock();
-        if q.iter().any(|p| &*p.key == key) {
+        if q.iter().any(|p| p.hash == hash && &*p.key == key) {
             return if index.contains(hash, expected.segment, expected.offset) {
                 Removal::Kept
             } else {
@@ -346,9 +349,10 @@ impl PendingQueue {
 /// Applies every ready, resolved entry not preceded by a waiting entry for the same key; a lazy
 /// put applied queues its run for the resolver.
 fn apply(q: &mut VecDeque<Pending>, index: &Index, tasks: &ResolveTasks) {
-    let mut waiting: Vec<Box<[u8]>> = Vec::new();
+    // Keys with a write still waiting, by hash first (a key compared only on a hash's match).
+    let mut waiting: Vec<(u64, Box<[u8]>)> = Vec::new();
     q.retain(|p| {
-        let blocked = waiting.contains(&p.key);
+        let blocked = waiting.iter().any(|(h, k)| *h == p.hash && *k == p.key);
         if p.ready
             && !blocked
             && let Some(at) = p.replaces
@@ -366,7 +370,7 @@ fn apply(q: &mut VecDeque<Pending>, index: &Index, tasks: &ResolveTasks) {
             false
         } else {
             if !blocked {
-                waiting.push(p.key.clone());
+                waiting.push((p.hash, p.key.clone()));
             }
             true
         }

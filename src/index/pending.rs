@@ -336,12 +336,13 @@ impl PendingQueue {
             .collect()
     }
 
-    /// The last queued write of `key`, if any: whether it is a put, and its sequence number.
-    pub fn last_queued(&self, key: &[u8]) -> Option<(bool, u64)> {
+    /// The last queued write of `key` (hashing to `hash`), if any: whether it is a put, and its
+    /// sequence number.
+    pub fn last_queued(&self, key: &[u8], hash: u64) -> Option<(bool, u64)> {
         self.lock()
             .iter()
             .rev()
-            .find(|p| &*p.key == key)
+            .find(|p| p.hash == hash && &*p.key == key)
             .map(|p| (p.entry.is_some(), p.seq))
     }
 }

@@ -268,7 +268,7 @@ impl Store {
             let app = log.lock();
             match self.inner.presence(key, seen.0, &seen.1) {
                 Presence::Absent => {
-                    if let Some((false, seq)) = self.inner.shared.pending.last_queued(key) {
+                    if let Some((false, seq)) = self.inner.shared.pending.last_queued(key, seen.0) {
                         // Another writer's delete of the key is on its way. Answer "absent"
                         // only once it is acknowledged, like a delete of our own, so that no
                         // later read of ours can still see the old value.
@@ -346,7 +346,7 @@ impl Store {
             .1
             .current
             .is_some_and(|e| !e.expired(|| self.inner.shared.now_ms()))
-            && self.inner.shared.pending.last_queued(key).is_none()
+            && self.inner.shared.pending.last_queued(key, seen.0).is_none()
         {
             return Ok(false);
         }

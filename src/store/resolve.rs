@@ -59,7 +59,7 @@ pub(super) enum Presence {
 /// Whether `key` (hashing to `hash`) has a value, as the next write will find it, given what
 /// the caller has `seen` of it (call under the append lock).
 pub(super) fn presence(shared: &Shared, key: &[u8], hash: u64, seen: &Seen) -> Presence {
-    match shared.pending.last_queued(key) {
+    match shared.pending.last_queued(key, hash) {
         Some((true, seq)) => Presence::Pending(seq),
         Some((false, _)) => Presence::Absent,
         None if shared.index.places(hash) != seen.places => Presence::Changed,
@@ -90,7 +90,7 @@ pub(super) enum Check {
 /// conditional on exactly this version. A write of the key still queued (not yet in the index)
 /// is waited for rather than assumed: it may yet fail.
 pub(super) fn check(shared: &Shared, key: &[u8], hash: u64, seen: &Seen) -> Check {
-    match shared.pending.last_queued(key) {
+    match shared.pending.last_queued(key, hash) {
         Some((_, seq)) => Check::Wait(seq),
         None if shared.index.places(hash) != seen.places => Check::Again,
         None => {

@@ -190,7 +190,7 @@ impl Compactor {
                 };
                 let mut app = self.log.lock();
                 if !p.index.contains(hash, old.segment, old.offset)
-                    || p.pending.last_queued(&e.key).is_some()
+                    || p.pending.last_queued(&e.key, hash).is_some()
                 {
                     continue;
                 }

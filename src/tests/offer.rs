@@ -32,16 +32,8 @@ fn offers_are_dropped_only_while_the_writer_waits_for_the_disk() {
         );
     }
     assert_eq!(store.stats().offers_dropped, 0);
-    sim.hold_writes();
-    // Released however the test ends: a failed assertion must not leave the store's close
-    // waiting on a held device.
-    struct Release<'a>(&'a crate::io::sim::Sim);
-    impl Drop for Release<'_> {
-        fn drop(&mut self) {
-            self.0.release_writes();
-        }
-    }
-    let _release = Release(&sim);
+    // Released however the test ends.
+    let _held = sim.hold_writes_guarded();
     // 64 KiB buffers of 8 KiB values: the buffer being filled takes seven or eight, the next
     // hand-off blocks the flush thread on the held device, the other buffer fills, and from
     // then on every offer must be dropped.

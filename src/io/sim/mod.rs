@@ -449,6 +449,14 @@ impl Sim {
         *self.held.0.lock().unwrap_or_else(|p| p.into_inner()) = true;
     }
 
+    /// [`Sim::hold_writes`], released when the returned guard is dropped (or before, by
+    /// [`Sim::release_writes`]): a failed assertion then cannot leave a store's close waiting
+    /// on a held device.
+    pub fn hold_writes_guarded(&self) -> HeldWrites<'_> {
+        self.hold_writes();
+        HeldWrites(self)
+    }
+
     /// Lets held writes (and later ones) go.
     pub fn release_writes(&self) {
         *self.held.0.lock().unwrap_or_else(|p| p.into_inner()) = false;
@@ -687,3 +695,13 @@ mod seam;
 
 #[cfg(test)]
 mod tests;
+
+/// Writes held until this is dropped ([`Sim::hold_writes_guarded`]).
+#[must_use = "writes are released when this is dropped"]
+pub struct HeldWrites<'a>(&'a Sim);
+
+impl Drop for HeldWrites<'_> {
+    fn drop(&mut self) {
+        self.0.release_writes();
+    }
+}

@@ -305,14 +305,7 @@ mod tests {
             .take(1)
             .collect();
         assert_eq!(first.len(), 1, "no sealed segment");
-        sim.hold_writes();
-        struct Release<'a>(&'a crate::io::sim::Sim);
-        impl Drop for Release<'_> {
-            fn drop(&mut self) {
-                self.0.release_writes();
-            }
-        }
-        let _release = Release(&sim);
+        let _held = sim.hold_writes_guarded();
         // Fill both buffers: offers are dropped from then on.
         let mut filled = false;
         for i in 0..64u32 {

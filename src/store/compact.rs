@@ -337,8 +337,11 @@ impl Compactor {
             // they are written and keeps it while they are (docs/design.md, "Eviction").
             let copies = handle.file.len()?;
             self.copying.store(copies, Ordering::Release);
-            if !self.room_for_copies(copies)? {
+            let room = self.room_for_copies(copies);
+            if !matches!(room, Ok(true)) {
+                // (Also on an error: the room kept must not outlive the attempt.)
                 self.copying.store(0, Ordering::Release);
+                room?;
                 continue;
             }
             let compacted = self.compact_segment(id, &handle, rate, started, stop, &mut report);

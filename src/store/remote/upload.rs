@@ -92,11 +92,46 @@ pub(in crate::store) fn sealed_lengths(inner: &Inner) -> Vec<(u64, u64)> {
         .collect()
 }
 
-/// A sealed file as the body of a put: positional reads through its open handle.
+/// A sealed file as the body of a put: positional reads through its open handle, with the
+/// crc32 of what the put read, when it read the file once from start to end in order.
 struct FileBody<'a> {
     file: &'a SealedFile,
     reader: &'a Reader,
     read_align: u64,
+    reads: Mutex<CrcOfReads>,
+}
+
+/// The crc32 of a body's reads so far, while they follow one another from offset 0 (a read
+/// at 0 starts again: a retried put); `broken` once one does not.
+#[derive(Default)]
+struct CrcOfReads {
+    hasher: crc32fast::Hasher,
+    next: u64,
+    broken: bool,
+}
+
+impl CrcOfReads {
+    /// Notes a read of `bytes` at `offset`.
+    fn note(&mut self, offset: u64, bytes: &[u8]) {
+        if offset == 0 {
+            *self = CrcOfReads::default();
+        }
+        if self.broken {
+            return;
+        }
+        if offset == self.next {
+            self.hasher.update(bytes);
+            self.next += bytes.len() as u64;
+        } else {
+            self.broken = true;
+        }
+    }
+
+    /// The crc32 of bytes `0..len`, if the reads since the last one at 0 were exactly those,
+    /// in order.
+    fn whole(&self, len: u64) -> Option<u32> {
+        (!self.broken && self.next == len).then(|| self.hasher.clone().finalize())
+    }
 }
 
 impl ObjectBody for FileBody<'_> {
@@ -111,11 +146,34 @@ impl ObjectBody for FileBody<'_> {
         }
         self.file
             .file
-            .read_exact_at(offset, buf, self.reader.pool(), self.read_align)
+            .read_exact_at(offset, buf, self.reader.pool(), self.read_align)?;
+        self.reads
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .note(offset, buf);
+        Ok(())
     }
 }
 
-impl FileBody<'_> {
+impl<'a> FileBody<'a> {
+    fn new(file: &'a SealedFile, reader: &'a Reader, read_align: u64) -> Self {
+        FileBody {
+            file,
+            reader,
+            read_align,
+            reads: Mutex::default(),
+        }
+    }
+
+    /// The crc32 of the whole file as the last put read it, if it read it once in order (the
+    /// bytes it sent, without reading the file again).
+    fn crc_of_reads(&self) -> Option<u32> {
+        self.reads
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .whole(self.file.len)
+    }
+
     /// crc32 of the whole file.
     fn crc(&self) -> std::io::Result<u32> {
         let mut hasher = crc32fast::Hasher::new();
@@ -251,11 +309,7 @@ fn upload_one(
     inherited: Option<ManifestFile>,
 ) -> Result<(ManifestFile, bool)> {
     let name = data_name(&tier.config.prefix, epoch, file.kind, id);
-    let body = FileBody {
-        file,
-        reader: &inner.reader,
-        read_align: inner.shared.profile.read_align,
-    };
+    let body = FileBody::new(file, &inner.reader, inner.shared.profile.read_align);
     let read_error = |e| {
         Error::io(
             "remote: read a sealed file",
@@ -263,15 +317,23 @@ fn upload_one(
             e,
         )
     };
-    let crc = body.crc().map_err(read_error)?;
-    if let Some(f) =
-        inherited.filter(|f| f.kind == file.kind && f.length == file.len && f.crc == crc)
-    {
-        return Ok((f, false));
+    // The crc32 is read before the put only to compare with an inherited entry; otherwise it
+    // is taken from the put's own reads (one read of the file, not two), or read after.
+    let mut crc = None;
+    if let Some(f) = inherited.filter(|f| f.kind == file.kind && f.length == file.len) {
+        let found = body.crc().map_err(read_error)?;
+        if f.crc == found {
+            return Ok((f, false));
+        }
+        crc = Some(found);
     }
     retry(&tier.config, "remote: upload", &name, |_| {
         tier.config.remote.put(&name, &body)
     })?;
+    let crc = match crc.or_else(|| body.crc_of_reads()) {
+        Some(crc) => crc,
+        None => body.crc().map_err(read_error)?,
+    };
     tier.bytes_uploaded
         .fetch_add(file.len, std::sync::atomic::Ordering::Relaxed);
     tier.files_uploaded
@@ -284,4 +346,41 @@ fn upload_one(
         epoch,
     };
     Ok((entry, true))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::CrcOfReads;
+
+    fn reads(data: &[u8], at: &[(u64, usize)]) -> Option<u32> {
+        let mut c = CrcOfReads::default();
+        for &(offset, len) in at {
+            c.note(offset, &data[offset as usize..offset as usize + len]);
+        }
+        c.whole(data.len() as u64)
+    }
+
+    /// A put's reads give the file's crc32 only when they covered it once, in order, since
+    /// their last start at 0; otherwise the caller reads the file again.
+    #[test]
+    fn the_crc_of_a_puts_reads_is_the_files_only_when_they_read_it_in_order() {
+        let data: Vec<u8> = (0..10_000u32).map(|i| (i * 7 % 251) as u8).collect();
+        let whole = crc32fast::hash(&data);
+        assert_eq!(reads(&data, &[(0, 10_000)]), Some(whole));
+        assert_eq!(
+            reads(&data, &[(0, 4096), (4096, 4096), (8192, 1808)]),
+            Some(whole)
+        );
+        // A retry starts again at 0.
+        assert_eq!(
+            reads(&data, &[(0, 4096), (0, 6000), (6000, 4000)]),
+            Some(whole)
+        );
+        // Parts read out of order, a gap, a part read twice, or not to the end: no crc.
+        assert_eq!(reads(&data, &[(4096, 5904), (0, 4096)]), None);
+        assert_eq!(reads(&data, &[(0, 4096), (5000, 5000)]), None);
+        assert_eq!(reads(&data, &[(0, 4096), (4096, 4096), (4096, 4096)]), None);
+        assert_eq!(reads(&data, &[(0, 8192)]), None);
+        assert_eq!(reads(&[], &[]), Some(crc32fast::hash(&[])));
+    }
 }

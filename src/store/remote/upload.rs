@@ -175,17 +175,18 @@ impl<'a> FileBody<'a> {
     }
 
     /// crc32 of the whole file.
+    /// (Read in order from 0, so that [`CrcOfReads`] hashes it, as it does a put's reads.)
     fn crc(&self) -> std::io::Result<u32> {
-        let mut hasher = crc32fast::Hasher::new();
+        *self.reads.lock().unwrap_or_else(|p| p.into_inner()) = CrcOfReads::default();
         let mut buf = vec![0u8; READ_CHUNK];
         let mut at = 0;
         while at < self.file.len {
             let n = (self.file.len - at).min(READ_CHUNK as u64) as usize;
             self.read_exact_at(at, &mut buf[..n])?;
-            hasher.update(&buf[..n]);
             at += n as u64;
         }
-        Ok(hasher.finalize())
+        self.crc_of_reads()
+            .ok_or_else(|| std::io::Error::other("a sealed file's reads for its crc32 overlapped"))
     }
 }
 

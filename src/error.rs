@@ -310,15 +310,17 @@ pub enum Error {
         /// The number of the manifest another writer wrote.
         manifest: u64,
     },
-    /// A manifest being read from (a restore's) was deleted from the remote, with files it
-    /// names: a newer manifest replaced it longer ago than the writer's
-    /// [`remote_retention`](crate::Options::remote_retention). Nothing was read from the files
+    /// A manifest being read from (a restore's) expired, and files it names were deleted
+    /// from the remote: a newer manifest replaced it longer ago than the writer's
+    /// [`remote_retention`](crate::Options::remote_retention). The manifest itself is deleted
+    /// too, or kept as its writer's claim (the first manifest of each writer stays, as the
+    /// mark that fences older writers). Nothing was read from the files
     /// gone; read the newest manifest again (a restore that failed so leaves nothing behind:
     /// open again).
     ManifestExpired {
         /// The remote prefix.
         prefix: String,
-        /// The number of the manifest deleted.
+        /// The number of the manifest expired.
         manifest: u64,
         /// The object it names that was found gone.
         object: String,

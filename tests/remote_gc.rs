@@ -84,6 +84,29 @@ fn manifests(remote: &MemoryRemote) -> BTreeMap<u64, Manifest> {
         .collect()
 }
 
+/// The claims among `ms`: the first manifest of each writer (`(epoch, writer id)`), which
+/// deletion keeps for good (the mark that fences the writer before it), though not their
+/// files once they are replaced.
+fn claims(ms: &BTreeMap<u64, Manifest>) -> BTreeSet<u64> {
+    let mut seen = BTreeSet::new();
+    ms.values()
+        .filter(|m| seen.insert((m.epoch, m.writer)))
+        .map(|m| m.number)
+        .collect()
+}
+
+/// The manifests in `remote` whose files deletion keeps: all but the claims replaced.
+fn readable(remote: &MemoryRemote) -> BTreeMap<u64, Manifest> {
+    let mut ms = manifests(remote);
+    let newest = ms.keys().last().copied();
+    for c in claims(&ms) {
+        if Some(c) != newest {
+            ms.remove(&c);
+        }
+    }
+    ms
+}
+
 fn data_objects(remote: &MemoryRemote) -> BTreeSet<String> {
     model::objects(remote, PREFIX, "data").into_iter().collect()
 }
@@ -145,10 +168,17 @@ fn after_deletion_the_prefix_holds_exactly_what_the_kept_manifests_name() {
         // (The background thread may have made the pass already: this one then lists only.)
         let report = store.collect_remote_garbage().unwrap();
         assert!(report.requests >= 2, "two listings at least: {report:?}");
-        // Zero retention: only the newest manifest is left, and exactly what it names.
-        let ms = manifests(&remote);
+        // Zero retention: only the newest manifest is left, and exactly what it names, with
+        // the store's claim (manifest 1), whose files went.
+        let all = manifests(&remote);
+        let ms = readable(&remote);
         assert_eq!(ms.len(), 1, "round {round}: {:?}", ms.keys());
         let newest = ms.values().next().unwrap();
+        assert_eq!(
+            all.keys().copied().collect::<Vec<_>>(),
+            vec![1, newest.number],
+            "round {round}"
+        );
         assert_eq!(newest.number, store.stats().remote_manifest);
         assert_eq!(
             data_objects(&remote),
@@ -215,12 +245,14 @@ fn manifests_replaced_within_the_retention_stay_readable_and_older_ones_go() {
     let previous = store.stats().remote_manifest;
     cycle(&store, &mut model, 3);
     let report = store.collect_remote_garbage().unwrap();
-    assert_eq!(report.manifests_deleted, 3, "{report:?}");
+    // The claim (manifest 1) stays, but no longer keeps its files.
+    assert_eq!(report.manifests_deleted, 2, "{report:?}");
     let ms = manifests(&remote);
     assert_eq!(
         ms.keys().copied().collect::<Vec<_>>(),
-        vec![previous, previous + 1]
+        vec![1, previous, previous + 1]
     );
+    let ms = readable(&remote);
     let kept: BTreeSet<String> = ms.values().flat_map(|m| named(&remote, m)).collect();
     assert_eq!(data_objects(&remote), kept);
     drop(store);
@@ -351,7 +383,7 @@ fn a_manifest_of_its_own_whose_create_reply_was_lost_does_not_fence_the_writer()
     assert_eq!(store.flush_remote().unwrap().manifest, lost + 1);
     store.collect_remote_garbage().unwrap();
     let ms = manifests(&memory);
-    assert_eq!(ms.keys().copied().collect::<Vec<_>>(), vec![lost + 1]);
+    assert_eq!(ms.keys().copied().collect::<Vec<_>>(), vec![1, lost + 1]);
     assert_eq!(data_objects(&memory), named(&memory, &ms[&(lost + 1)]));
     drop(store);
     check(
@@ -400,39 +432,106 @@ fn a_fenced_writer_deletes_nothing() {
 }
 
 #[test]
-fn a_fenced_writer_creating_its_manifest_in_a_hole_left_by_deletion_is_fenced() {
+fn a_fenced_writer_finds_its_next_number_held_for_good_by_the_claim_that_fenced_it() {
     let root = tempfile::tempdir().unwrap();
     let remote = Arc::new(MemoryRemote::new());
     let o = opts(remote.clone(), Some(Duration::ZERO));
     // A deletes nothing itself (its own pass would list B's manifest and find it fenced).
-    let a = Store::open_with(root.path().join("a"), opts(remote.clone(), None)).unwrap();
+    let a_remote = CutDeletes::new(remote.clone());
+    let a = Store::open_with(root.path().join("a"), opts(a_remote.clone(), None)).unwrap();
     let mut model = Model::new();
     cycle(&a, &mut model, 0);
     let a_next = a.stats().remote_manifest + 1;
-    // B takes number `a_next`, flushes twice and deletes every manifest but its newest:
-    // `a_next` is free again.
+    // B claims number `a_next`, flushes twice and deletes what is replaced: every manifest but
+    // its newest and the claims (A's, B's).
     let b = Store::open_with(root.path().join("b"), o).unwrap();
+    assert_eq!(b.stats().remote_manifest, a_next);
     cycle(&b, &mut model, 1);
     cycle(&b, &mut model, 2);
     b.collect_remote_garbage().unwrap();
-    assert!(
-        remote
-            .object(&format!("{PREFIX}/manifest/{a_next:020}"))
-            .is_none()
+    let b_newest = b.stats().remote_manifest;
+    let ms = manifests(&remote);
+    assert_eq!(
+        ms.keys().copied().collect::<Vec<_>>(),
+        vec![1, a_next, b_newest]
     );
-    // A's create of `a_next` succeeds, and the listing after it shows the newer manifest.
+    // A, sure of its last create, creates `a_next` without listing after it: B's claim holds
+    // the number, so A is fenced by the create itself.
+    let lists = a_remote.lists.load(Ordering::SeqCst);
     a.put("stale", "write").unwrap();
+    match a.flush_remote() {
+        Err(Error::Fenced { manifest, .. }) => assert_eq!(manifest, a_next),
+        other => panic!("expected Fenced, got {other:?}"),
+    }
+    assert_eq!(a_remote.lists.load(Ordering::SeqCst), lists, "A listed");
+    assert!(matches!(a.put("k", "v"), Err(Error::Fenced { .. })));
+    drop(a);
+    // B's next pass removes A's uploads; B's newest restores.
+    b.collect_remote_garbage().unwrap();
+    let ms = readable(&remote);
+    assert_eq!(ms.len(), 1, "{:?}", ms.keys());
+    assert_eq!(
+        data_objects(&remote),
+        named(&remote, ms.values().next().unwrap())
+    );
+    drop(b);
+    check(
+        &restore(remote, root.path(), "c").unwrap(),
+        &model,
+        "restored",
+    );
+}
+
+#[test]
+fn a_writer_unsure_of_its_last_create_lists_after_the_next_and_is_fenced_in_a_hole() {
+    let root = tempfile::tempdir().unwrap();
+    let remote = Arc::new(MemoryRemote::new());
+    let o = opts(remote.clone(), Some(Duration::ZERO));
+    let a_remote = CutDeletes::new(remote.clone());
+    let a = Store::open_with(
+        root.path().join("a"),
+        opts(a_remote.clone(), None).remote_retries(1),
+    )
+    .unwrap();
+    let mut model = Model::new();
+    cycle(&a, &mut model, 0);
+    // A's next manifest is created, but A never learns it (its reply lost).
+    let lost = a.stats().remote_manifest + 1;
+    write_round(&a, &mut Model::new(), 120, 1);
+    a_remote.lose_creates.store(true, Ordering::SeqCst);
+    assert!(matches!(a.flush_remote(), Err(Error::Remote { .. })));
+    a_remote.lose_creates.store(false, Ordering::SeqCst);
+    // B claims the number after it, flushes twice and deletes what is replaced: `lost`, A's
+    // but not its claim, is deleted, and the number is free again.
+    let b = Store::open_with(root.path().join("b"), o).unwrap();
+    assert_eq!(b.stats().remote_manifest, lost + 1);
+    cycle(&b, &mut model, 2);
+    cycle(&b, &mut model, 3);
+    b.collect_remote_garbage().unwrap();
+    let lost_name = format!("{PREFIX}/manifest/{lost:020}");
+    assert!(remote.object(&lost_name).is_none());
+    // A's next create takes `lost` in the hole; unsure of its last create, A lists after it,
+    // finds B's newer manifest and is fenced: its flush is not acknowledged.
+    let lists = a_remote.lists.load(Ordering::SeqCst);
     match a.flush_remote() {
         Err(Error::Fenced { manifest, .. }) => {
             assert_eq!(manifest, b.stats().remote_manifest)
         }
         other => panic!("expected Fenced, got {other:?}"),
     }
+    assert!(remote.object(&lost_name).is_some(), "created in the hole");
+    assert!(
+        a_remote.lists.load(Ordering::SeqCst) > lists,
+        "A did not list"
+    );
     assert!(matches!(a.put("k", "v"), Err(Error::Fenced { .. })));
     drop(a);
-    // B's next pass removes A's stale manifest and its uploads; B's newest restores.
+    // B's pass after its next manifest (A's stale one is dated after B's newest until then)
+    // removes A's stale manifest and uploads; B's newest restores.
+    cycle(&b, &mut model, 4);
     b.collect_remote_garbage().unwrap();
-    let ms = manifests(&remote);
+    assert!(remote.object(&lost_name).is_none());
+    let ms = readable(&remote);
     assert_eq!(ms.len(), 1, "{:?}", ms.keys());
     assert_eq!(
         data_objects(&remote),
@@ -455,6 +554,8 @@ struct CutDeletes {
     allowed: AtomicI64,
     asked: AtomicU64,
     calls: AtomicU64,
+    /// Listings of `manifest/` asked of it.
+    lists: AtomicU64,
     /// Creates carried out, then answered with a transient error (their reply lost).
     lose_creates: AtomicBool,
 }
@@ -466,6 +567,7 @@ impl CutDeletes {
             allowed: AtomicI64::new(-1),
             asked: AtomicU64::new(0),
             calls: AtomicU64::new(0),
+            lists: AtomicU64::new(0),
             lose_creates: AtomicBool::new(false),
         })
     }
@@ -490,6 +592,9 @@ impl Remote for CutDeletes {
     }
     fn list(&self, prefix: &str) -> Result<Vec<ObjectInfo>, RemoteError> {
         self.calls.fetch_add(1, Ordering::SeqCst);
+        if prefix.ends_with("/manifest/") {
+            self.lists.fetch_add(1, Ordering::SeqCst);
+        }
         self.inner.list(prefix)
     }
     fn delete(&self, name: &str) -> Result<(), RemoteError> {
@@ -517,10 +622,12 @@ fn deletions_cut_off_part_way_leave_a_prefix_that_restores() {
     )
     .unwrap();
     let mut model = Model::new();
-    for round in 0..4 {
+    // (The first flush replaces only the claim, kept for good: nothing to delete.)
+    cycle(&store, &mut model, 0);
+    for round in 1..5 {
         // The pass after this flush (the background thread's or the test's) is cut off after
         // 0, 1, 2 or 3 deletions, at a manifest or at a data object.
-        cut.allowed.store(round as i64, Ordering::SeqCst);
+        cut.allowed.store(round as i64 - 1, Ordering::SeqCst);
         cycle(&store, &mut model, round);
         match store.collect_remote_garbage() {
             Err(Error::Remote { op, .. }) => assert_eq!(op, "remote: delete"),
@@ -529,7 +636,7 @@ fn deletions_cut_off_part_way_leave_a_prefix_that_restores() {
         cut.allowed.store(-1, Ordering::SeqCst);
         // Whatever was deleted, every manifest left names only whole objects, and the
         // newest restores every value.
-        for m in manifests(&memory).values() {
+        for m in readable(&memory).values() {
             named(&memory, m);
         }
         let name = format!("r{round}");
@@ -541,8 +648,9 @@ fn deletions_cut_off_part_way_leave_a_prefix_that_restores() {
     }
     // Without refusals, one pass finishes the work.
     store.collect_remote_garbage().unwrap();
-    let ms = manifests(&memory);
+    let ms = readable(&memory);
     assert_eq!(ms.len(), 1);
+    assert_eq!(manifests(&memory).len(), 2, "the claim stays");
     assert_eq!(
         data_objects(&memory),
         named(&memory, ms.values().next().unwrap())
@@ -568,7 +676,7 @@ fn the_background_thread_deletes_after_a_flush_and_none_retention_deletes_nothin
     cycle(&store, &mut model, 0);
     cycle(&store, &mut model, 1);
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while manifests(&remote).len() > 1 {
+    while readable(&remote).len() > 1 || manifests(&remote).len() > 2 {
         assert!(std::time::Instant::now() < deadline, "no deletion");
         std::thread::sleep(Duration::from_millis(20));
     }

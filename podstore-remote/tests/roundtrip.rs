@@ -288,7 +288,7 @@ fn deletion_leaves_the_newest_manifest_and_its_files_on_local_files_and_s3() {
         // Small values in one batch a round (one sync): every round's files dead after the
         // next.
         let small = |k: u32, round: u32| value(k + round * 1000 + 100);
-        for round in 0..2u32 {
+        for round in 0..3u32 {
             let mut batch = podstore::Batch::new();
             for k in 0..200 {
                 batch.put(format!("k{k}"), small(k, round));
@@ -300,14 +300,19 @@ fn deletion_leaves_the_newest_manifest_and_its_files_on_local_files_and_s3() {
         store.collect_remote_garbage().unwrap();
         assert!(store.stats().remote_deleted_objects >= 3, "{name}");
         // Dated by the backend (the listing's last-modified), and exactly the newest
-        // manifest and the files it names are left.
-        let manifests = remote.list("apps/one/manifest/").unwrap();
-        assert_eq!(manifests.len(), 1, "{name}: {manifests:?}");
-        assert!(manifests[0].modified.is_some(), "{name}");
+        // manifest and the files it names are left, with the store's claim (manifest 1, kept
+        // for good as the mark that fences older writers; its files went).
+        let mut manifests = remote.list("apps/one/manifest/").unwrap();
+        manifests.sort_by(|a, b| a.name.cmp(&b.name));
+        assert_eq!(manifests.len(), 2, "{name}: {manifests:?}");
+        assert!(
+            manifests[0].name.ends_with(&format!("/{:020}", 1)),
+            "{name}"
+        );
+        let newest = &manifests[1];
+        assert!(newest.modified.is_some(), "{name}");
         let m = podstore::format::manifest::decode(
-            &remote
-                .get_range(&manifests[0].name, 0..manifests[0].size)
-                .unwrap(),
+            &remote.get_range(&newest.name, 0..newest.size).unwrap(),
         )
         .unwrap();
         let mut named: Vec<String> = m
@@ -329,7 +334,7 @@ fn deletion_leaves_the_newest_manifest_and_its_files_on_local_files_and_s3() {
             Store::open_with(root.path().join(format!("gc-{name}-b")), opts(remote)).unwrap();
         for k in 0..200 {
             let got = restored.get(format!("k{k}")).unwrap();
-            assert!(got == Some(small(k, 1)), "{name}: key k{k}");
+            assert!(got == Some(small(k, 2)), "{name}: key k{k}");
         }
     }
 }

@@ -157,9 +157,9 @@ impl fmt::Display for Error {
                 object,
             } => write!(
                 f,
-                "manifest {manifest} of remote prefix {prefix} was deleted (replaced longer ago \
-                 than the writer's retention), and {object}, which it names, with it: read the \
-                 newest manifest again"
+                "manifest {manifest} of remote prefix {prefix} expired (replaced longer ago \
+                 than the writer's retention), and {object}, which it names, was deleted: read \
+                 the newest manifest again"
             ),
         }
     }

@@ -6,7 +6,7 @@
 //! header (72 bytes)
 //! offset  size  field
 //!      0     4  magic "PDMF"
-//!      4     4  version (1)
+//!      4     4  version (2; 1 is read too)
 //!      8     8  number (the object's own, as in its name)
 //!     16     8  epoch of the writer that wrote it
 //!     24     8  writer id (random, drawn by the writer when it opened the prefix)
@@ -32,8 +32,13 @@ use crate::error::{Corruption, FileKind};
 
 /// Magic at the start of a manifest.
 pub const MANIFEST_MAGIC: [u8; 4] = *b"PDMF";
-/// The version this build writes and reads.
-pub const MANIFEST_VERSION: u32 = 1;
+/// The version this build writes. Version 2 has version 1's layout; it marks a prefix whose
+/// writers keep every writer's first manifest and list after a create only when in doubt
+/// (docs/design-remote.md, "Fencing"), so that a build that knows only version 1 (which
+/// deletes those manifests) refuses to open it. Both are read.
+pub const MANIFEST_VERSION: u32 = 2;
+/// The oldest version this build reads.
+pub const MANIFEST_VERSION_MIN: u32 = 1;
 /// Bytes of the header.
 pub const MANIFEST_HEADER_LEN: usize = 72;
 /// Bytes of one file entry.
@@ -228,7 +233,7 @@ pub fn decode(b: &[u8]) -> Result<Manifest, Corruption> {
         return Err(Corruption::ChecksumMismatch { got, expected });
     }
     let version = get_u32(b, header::VERSION);
-    if version != MANIFEST_VERSION {
+    if !(MANIFEST_VERSION_MIN..=MANIFEST_VERSION).contains(&version) {
         return Err(Corruption::UnsupportedVersion { found: version });
     }
     let count = get_u32(b, header::COUNT);

@@ -99,6 +99,25 @@ fn a_manifest_under_another_number_is_refused_and_the_newest_name_is_found() {
     assert_eq!(newest_listed([("p/manifest/x", 1)], under), None);
 }
 
+/// `b` with its trailer's crc32 made right again.
+fn reseal(mut b: Vec<u8>) -> Vec<u8> {
+    let n = b.len() - MANIFEST_TRAILER_LEN;
+    let crc = crc32fast::hash(&b[..n]);
+    b[n..].copy_from_slice(&crc.to_le_bytes());
+    b
+}
+
+#[test]
+fn a_version_1_manifest_is_read() {
+    // Version 2 has version 1's layout (docs/design-remote.md, "Fencing": what changed is
+    // what writers keep); a prefix written before it opens.
+    let m = sample();
+    let mut b = encode(&m);
+    assert_eq!(b[header::VERSION..header::VERSION + 4], 2u32.to_le_bytes());
+    b[header::VERSION..header::VERSION + 4].copy_from_slice(&1u32.to_le_bytes());
+    assert_eq!(decode(&reseal(b)), Ok(m));
+}
+
 #[test]
 fn every_flipped_bit_is_caught() {
     let good = encode(&sample());
@@ -124,18 +143,13 @@ fn every_cut_and_every_extension_is_caught() {
 /// not only the checksum.
 #[test]
 fn fields_no_writer_produces_are_refused_even_under_a_valid_crc() {
-    let reseal = |mut b: Vec<u8>| {
-        let n = b.len() - MANIFEST_TRAILER_LEN;
-        let crc = crc32fast::hash(&b[..n]);
-        b[n..].copy_from_slice(&crc.to_le_bytes());
-        b
-    };
     let good = encode(&sample());
     let first = MANIFEST_HEADER_LEN;
     let second = MANIFEST_HEADER_LEN + MANIFEST_ENTRY_LEN;
     type Change = Box<dyn Fn(&mut Vec<u8>)>;
     let cases: Vec<(&str, Change)> = vec![
-        ("version", Box::new(|b| b[header::VERSION] = 2)),
+        ("version 0", Box::new(|b| b[header::VERSION] = 0)),
+        ("version 3", Box::new(|b| b[header::VERSION] = 3)),
         ("header padding", Box::new(|b| b[header::PAD + 1] = 1)),
         ("count", Box::new(|b| b[header::COUNT] = 4)),
         ("huge count", Box::new(|b| b[header::COUNT + 3] = 0xff)),

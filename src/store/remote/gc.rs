@@ -65,9 +65,10 @@ pub(super) fn interval(retention: Option<Duration>) -> Option<Duration> {
 ///    took the prefix: fenced, nothing deleted;
 /// 2. the expired ones: the oldest manifests, each replaced (its successor dated) longer than
 ///    the retention before the newest was written, all by the remote's clock; never the
-///    newest;
+///    newest; of those, the first of each writer (its claim at open) stays for good, as the
+///    mark that fences the writer before it ([`manifest::write`]), but no longer keeps its files;
 /// 3. the files every manifest kept names (each manifest read once: they never change);
-/// 4. the expired manifests deleted, oldest first;
+/// 4. the other expired manifests deleted, oldest first;
 /// 5. `data/` listed; an object is deleted unless a kept manifest names it, or it is of a
 ///    newer epoch, or of this writer's epoch and its file is still in the store (uploaded,
 ///    not named yet), or it is the object the store reads or will name a file of its own by
@@ -134,20 +135,35 @@ pub(super) fn pass(
     let (gone, kept) = listed.split_at(expired);
     let kept_numbers: HashSet<u64> = kept.iter().map(|l| l.number).collect();
     state.manifests.retain(|n, _| kept_numbers.contains(n));
+    // The writer of each expired manifest (each read once: they never change), for the
+    // claims among them, which stay (a claim's files are not kept for it: it is never read).
+    let listed_numbers: HashSet<u64> = listed.iter().map(|l| l.number).collect();
+    state.owners.retain(|n, _| listed_numbers.contains(n));
+    for l in gone {
+        if let std::collections::btree_map::Entry::Vacant(e) = state.owners.entry(l.number) {
+            report.requests += 1;
+            let m = manifest::read(config, l.number, l.size)?;
+            e.insert((m.epoch, m.writer));
+        }
+    }
+    let claims =
+        manifest::first_of_each_writer(gone.iter().map(|l| (l.number, state.owners[&l.number])));
     let mut keep: HashSet<String> = HashSet::new();
     for l in kept {
         let files = match state.manifests.entry(l.number) {
             std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
             std::collections::btree_map::Entry::Vacant(e) => {
                 report.requests += 1;
-                e.insert(manifest::read(config, l.number, l.size)?.files)
+                let m = manifest::read(config, l.number, l.size)?;
+                state.owners.insert(l.number, (m.epoch, m.writer));
+                e.insert(m.files)
             }
         };
         for f in files.iter() {
             keep.insert(data_name(prefix, f.epoch, f.kind, f.id));
         }
     }
-    for l in gone {
+    for l in gone.iter().filter(|l| !claims.contains(&l.number)) {
         if report.deleted() >= budget as u64 {
             state.gc_due = true;
             return Ok((report, true));

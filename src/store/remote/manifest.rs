@@ -112,12 +112,21 @@ pub(super) fn newest_number(config: &RemoteConfig) -> Result<Option<(u64, u64)>>
 /// prefix at once take the same epoch, but not the same random id), whose files were all
 /// uploaded before it was written: a valid state, passed over.
 ///
-/// Once created, the manifests are listed: one numbered above it means the number was free
-/// only because a newer writer's deletion ("Deletion" in docs/design-remote.md) left a hole
-/// below its own newest manifest, which it never deletes. This writer was fenced long ago:
-/// [`Error::Fenced`], as if the number had been taken.
-pub(super) fn write(config: &RemoteConfig, m: &mut Manifest) -> Result<()> {
-    create(config, m)?;
+/// A create can land in a hole only where a manifest was deleted, and deletion keeps the
+/// first manifest of every writer (its claim: see [`first_of_each_writer`]). So the number
+/// after a writer's last manifest is either free or held for good by the claim of the
+/// writer that fenced it, unless this writer itself may have created that number (a create
+/// whose outcome it does not know: `sure` false, or a create that needed a retry) or this is
+/// a claim (`sure` false: an opener's read of the newest may be old by the time it creates).
+/// Then, once created, the manifests are listed: one numbered above it means the number was
+/// free only because a newer writer's deletion left a hole below its own newest manifest,
+/// which it never deletes. This writer was fenced long ago: [`Error::Fenced`], as if the
+/// number had been taken (docs/design-remote.md, "Fencing").
+pub(super) fn write(config: &RemoteConfig, m: &mut Manifest, sure: bool) -> Result<()> {
+    let at_once = create(config, m)?;
+    if sure && at_once {
+        return Ok(());
+    }
     if let Some(above) = list(config)?.iter().rev().find(|l| l.number > m.number) {
         return Err(Error::Fenced {
             prefix: config.prefix.clone(),
@@ -127,15 +136,20 @@ pub(super) fn write(config: &RemoteConfig, m: &mut Manifest) -> Result<()> {
     Ok(())
 }
 
-/// [`write`]'s conditional create, without the listing after it.
-fn create(config: &RemoteConfig, m: &mut Manifest) -> Result<()> {
+/// [`write`]'s conditional create, without the listing after it. Returns whether the
+/// manifest was created at the first attempt, under the number it was given: a create whose
+/// outcome was never in doubt.
+fn create(config: &RemoteConfig, m: &mut Manifest) -> Result<bool> {
+    let mut at_once = true;
     loop {
         let name = manifest_name(&config.prefix, m.number);
         let bytes = manifest::encode(m);
-        let created = retry(config, "remote: write manifest", &name, |_| {
+        let created = retry(config, "remote: write manifest", &name, |failed| {
+            at_once &= failed == 0;
             match config.remote.put_if_absent(&name, &bytes)? {
                 PutOutcome::Created => Ok(Some(true)),
                 PutOutcome::AlreadyExists => {
+                    at_once = false;
                     let found = read_whole(config, &name)?;
                     if found.as_deref() == Some(&bytes[..]) {
                         return Ok(Some(true));
@@ -148,7 +162,7 @@ fn create(config: &RemoteConfig, m: &mut Manifest) -> Result<()> {
             }
         })?;
         match created {
-            Some(true) => return Ok(()),
+            Some(true) => return Ok(at_once),
             Some(false) => {
                 return Err(Error::Fenced {
                     prefix: config.prefix.clone(),
@@ -158,6 +172,23 @@ fn create(config: &RemoteConfig, m: &mut Manifest) -> Result<()> {
             None => m.number += 1,
         }
     }
+}
+
+/// The manifests deletion keeps for good among `listed` (by increasing number), given each
+/// one's writer (`(epoch, writer id)`): the first of every writer, its claim at open. A
+/// writer fenced by that claim would otherwise find its own next number free once the claim
+/// was deleted, and create a manifest in the hole without learning it is fenced ([`write`]
+/// lists after a create only when in doubt). One manifest per open of the prefix, never read
+/// (the newest is what a restore reads).
+pub(super) fn first_of_each_writer(
+    listed: impl IntoIterator<Item = (u64, (u64, u64))>,
+) -> std::collections::HashSet<u64> {
+    let mut seen = std::collections::HashSet::new();
+    listed
+        .into_iter()
+        .filter(|(_, owner)| seen.insert(*owner))
+        .map(|(number, _)| number)
+        .collect()
 }
 
 /// The bytes of object `name` (`None` if it is gone).

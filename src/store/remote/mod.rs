@@ -114,6 +114,13 @@ struct TierState {
     /// The files of the manifests a deletion pass found kept (and of those this writer
     /// wrote), by number: manifests never change, so each is read once.
     manifests: BTreeMap<u64, Vec<ManifestFile>>,
+    /// The writer (`(epoch, writer id)`) of every manifest a deletion pass found listed (and
+    /// of those this writer wrote), by number: which ones are claims, kept for good.
+    owners: BTreeMap<u64, (u64, u64)>,
+    /// Whether this writer's last manifest write ended knowing its outcome: otherwise a
+    /// create it made may exist unknown to it, and the next is listed after
+    /// ([`manifest::write`]).
+    sure: bool,
     /// A manifest was written since the last deletion pass finished (or it stopped short).
     gc_due: bool,
     /// When the background may make its next deletion pass (`None`: at once): see
@@ -144,7 +151,8 @@ impl RemoteTier {
         claim.number = newest.as_ref().map_or(1, |m| m.number + 1);
         claim.epoch = newest.as_ref().map_or(1, |m| m.epoch + 1);
         claim.writer = writer_id();
-        manifest::write(&config, &mut claim)?;
+        // A claim is always listed after: the newest read may be old when it is created.
+        manifest::write(&config, &mut claim, false)?;
         log::info!(
             "podstore: remote {}: epoch {} (manifest {})",
             config.prefix,
@@ -163,6 +171,8 @@ impl RemoteTier {
                 named: HashMap::new(),
                 to_punch: Vec::new(),
                 manifests: BTreeMap::from([(claim.number, claim.files.clone())]),
+                owners: BTreeMap::from([(claim.number, (claim.epoch, claim.writer))]),
+                sure: true,
                 gc_due: true,
                 gc_after: None,
             }),
@@ -356,17 +366,23 @@ fn flush(inner: &Inner, tier: &RemoteTier) -> Result<RemoteFlushReport> {
         evicted: snapshot.evicted,
         files,
     };
-    match manifest::write(&tier.config, &mut m) {
-        Ok(()) => {}
+    match manifest::write(&tier.config, &mut m, state.sure) {
+        Ok(()) => state.sure = true,
         Err(e @ Error::Fenced { manifest, .. }) => {
             tier.fence(manifest);
             return Err(e);
         }
-        Err(e) => return Err(e),
+        Err(e) => {
+            // The create may have been carried out (its reply lost): the next one is listed
+            // after ([`manifest::write`]).
+            state.sure = false;
+            return Err(e);
+        }
     }
     state.next_number = m.number + 1;
     state.named = m.files.iter().map(|f| (f.id, *f)).collect();
     state.manifests.insert(m.number, m.files.clone());
+    state.owners.insert(m.number, (m.epoch, m.writer));
     state.gc_due = true;
     // Every sealed file was compared with the manifest taken over (or uploaded): an entry of
     // it is not trusted later, when deletion may have removed its object.

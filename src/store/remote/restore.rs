@@ -242,10 +242,12 @@ fn download_one(
     Ok((None, f.length))
 }
 
-/// [`Error::ManifestExpired`] for `e`, a missing object of manifest `m`, when `m` itself is
-/// gone: the writer deleted it and its files while the restore read them (replaced longer
-/// than its retention ago). A missing object of a manifest still listed stays what it is
-/// (damage to the prefix, or another hand deleting there).
+/// [`Error::ManifestExpired`] for `e`, a missing object of manifest `m`, when `m` itself has
+/// expired: the writer deleted it and its files while the restore read them (replaced longer
+/// than its retention ago), or deleted its files and kept it only as a claim (the first
+/// manifest of its writer: replaced, with no manifest of the same writer listed below it;
+/// docs/design-remote.md, "Fencing"). A missing object of a manifest that is neither stays
+/// what it is (damage to the prefix, or another hand deleting there).
 fn expired(config: &RemoteConfig, m: &Manifest, e: Error) -> Error {
     let object = match &e {
         Error::Remote { object, source, .. } if source.kind() == RemoteErrorKind::NotFound => {
@@ -253,14 +255,30 @@ fn expired(config: &RemoteConfig, m: &Manifest, e: Error) -> Error {
         }
         _ => return e,
     };
-    match manifest::list(config) {
-        Ok(listed) if !listed.iter().any(|l| l.number == m.number) => Error::ManifestExpired {
+    let Ok(listed) = manifest::list(config) else {
+        return e;
+    };
+    let Some(at) = listed.iter().position(|l| l.number == m.number) else {
+        return Error::ManifestExpired {
             prefix: config.prefix.clone(),
             manifest: m.number,
             object,
-        },
-        _ => e,
+        };
+    };
+    let replaced = at + 1 < listed.len();
+    let claim = match at.checked_sub(1).map(|below| listed[below]) {
+        None => true,
+        Some(below) => manifest::read(config, below.number, below.size)
+            .is_ok_and(|b| (b.epoch, b.writer) != (m.epoch, m.writer)),
+    };
+    if replaced && claim {
+        return Error::ManifestExpired {
+            prefix: config.prefix.clone(),
+            manifest: m.number,
+            object,
+        };
     }
+    e
 }
 
 /// Removes the staging directory of a restore that failed: every name in it is one this

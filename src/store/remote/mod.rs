@@ -87,6 +87,10 @@ pub(super) struct RemoteTier {
     base: Instant,
     /// When the last manifest was written (or the tier attached).
     last_flush: Mutex<Instant>,
+    /// Flushes begun: each takes the next number, under the tier's lock, before its
+    /// snapshot. A call that finds a flush numbered above the count it saw on entry done
+    /// returns that flush's report: its snapshot was taken after the call began.
+    flushes_begun: AtomicU64,
 }
 
 /// What the tier knows of the remote.
@@ -126,6 +130,8 @@ struct TierState {
     /// When the background may make its next deletion pass (`None`: at once): see
     /// [`gc::interval`].
     gc_after: Option<Instant>,
+    /// The last flush that succeeded: its number ([`RemoteTier::flushes_begun`]) and report.
+    last_ok: Option<(u64, RemoteFlushReport)>,
 }
 
 /// The remote figures of [`Stats`](crate::Stats).
@@ -175,6 +181,7 @@ impl RemoteTier {
                 sure: true,
                 gc_due: true,
                 gc_after: None,
+                last_ok: None,
             }),
             manifest: AtomicU64::new(claim.number),
             config,
@@ -187,6 +194,7 @@ impl RemoteTier {
             writes_asked: AtomicU64::new(0),
             base: now,
             last_flush: Mutex::new(now),
+            flushes_begun: AtomicU64::new(0),
         })
     }
 
@@ -339,7 +347,18 @@ fn flush(inner: &Inner, tier: &RemoteTier) -> Result<RemoteFlushReport> {
         0 => tier.base.elapsed().as_nanos() as u64 + 1,
         since => since,
     };
+    // Group commit: concurrent calls wait here for the lock, and a flush that began after a
+    // call did (numbered above what the call saw) and succeeded covers every write made
+    // before the call. Numbered before its snapshot, so that "began after" means "snapshot
+    // after"; only a success is shared (a waiter behind a failed flush makes its own).
+    let entered = tier.flushes_begun.load(Ordering::SeqCst);
     let mut state = tier.lock();
+    if let Some((number, report)) = &state.last_ok
+        && *number > entered
+    {
+        return Ok(report.clone());
+    }
+    let number = tier.flushes_begun.fetch_add(1, Ordering::SeqCst) + 1;
     let snapshot = upload::snapshot(inner)?;
     let (files_uploaded, bytes_uploaded) =
         upload::pass(inner, tier, &mut state, Some(&snapshot.files))?;
@@ -402,13 +421,15 @@ fn flush(inner: &Inner, tier: &RemoteTier) -> Result<RemoteFlushReport> {
     if let Err(e) = evict::evict_local(inner, tier, &mut state) {
         log::warn!("podstore: remote {}: eviction: {e}", tier.config.prefix);
     }
-    Ok(RemoteFlushReport {
+    let report = RemoteFlushReport {
         manifest: m.number,
         epoch: m.epoch,
         files: m.files.len(),
         files_uploaded,
         bytes_uploaded,
-    })
+    };
+    state.last_ok = Some((number, report.clone()));
+    Ok(report)
 }
 
 /// A random 64-bit id for a writer ([`Manifest::writer`]), from std's randomly keyed hasher,
@@ -454,6 +475,13 @@ impl Store {
     /// too); [`Error::InvalidOptions`] without a remote; [`Error::Fenced`] once another
     /// writer took the prefix (writes are then refused too); [`Error::Remote`] when the remote
     /// keeps failing (after retries with backoff): nothing is lost, call again.
+    ///
+    /// **Concurrent calls share flushes** (group commit): one flush runs at a time, and a call
+    /// that waited for it returns the report of a flush that began after the call did, when
+    /// one has succeeded meanwhile (every write made before the call is in it), rather than
+    /// making one more. So however many threads call at once, each waits for at most two
+    /// flushes. Its report is then that flush's (`files_uploaded` and `bytes_uploaded` count
+    /// that flush's uploads).
     ///
     /// ```
     /// # fn main() -> podstore::Result<()> {

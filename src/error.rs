@@ -313,8 +313,8 @@ pub enum Error {
     /// A manifest being read from (a restore's) expired, and files it names were deleted
     /// from the remote: a newer manifest replaced it longer ago than the writer's
     /// [`remote_retention`](crate::Options::remote_retention). The manifest itself is deleted
-    /// too, or kept as its writer's claim (the first manifest of each writer stays, as the
-    /// mark that fences older writers). Nothing was read from the files
+    /// too, or kept as a mark (a writer's claim, which stays as what fences the writer
+    /// before it: docs/design-remote.md, "Fencing"). Nothing was read from the files
     /// gone; read the newest manifest again (a restore that failed so leaves nothing behind:
     /// open again).
     ManifestExpired {

@@ -196,8 +196,12 @@ fn a_damaged_remote_object_is_a_typed_error_and_never_data() {
     }
     remote.set_object(&victim, good);
 
-    // The newest manifest damaged.
-    let manifest = format!("{PREFIX}/manifest/{:020}", flushed.manifest);
+    // The newest manifest damaged: the one written at close, after the flush's.
+    let manifest = model::objects(&remote, PREFIX, "manifest").pop().unwrap();
+    assert_eq!(
+        manifest,
+        format!("{PREFIX}/manifest/{:020}", flushed.manifest + 1)
+    );
     let mut m = remote.object(&manifest).unwrap();
     m[70] ^= 1;
     remote.set_object(&manifest, m);
@@ -630,7 +634,10 @@ fn a_manifest_whose_create_reply_was_lost_is_not_taken_for_another_writers() {
     let next = store
         .flush_remote()
         .expect("not fenced by its own manifest");
-    assert_eq!(next.manifest, 6, "4: the claim, 5: the lost reply's");
+    assert_eq!(
+        next.manifest, 7,
+        "4: the first store's at its close, 5: the claim, 6: the lost reply's"
+    );
     drop(store);
     check(
         &restore(memory, root.path(), "b").unwrap(),

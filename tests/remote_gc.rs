@@ -84,13 +84,12 @@ fn manifests(remote: &MemoryRemote) -> BTreeMap<u64, Manifest> {
         .collect()
 }
 
-/// The claims among `ms`: the first manifest of each writer (`(epoch, writer id)`), which
-/// deletion keeps for good (the mark that fences the writer before it), though not their
-/// files once they are replaced.
+/// The marks among `ms`: claims (a writer's first manifest) not made after a close, which
+/// deletion keeps for good (they fence the writer before them), though not their files once
+/// they are replaced.
 fn claims(ms: &BTreeMap<u64, Manifest>) -> BTreeSet<u64> {
-    let mut seen = BTreeSet::new();
     ms.values()
-        .filter(|m| seen.insert((m.epoch, m.writer)))
+        .filter(|m| m.claim && !m.after_close)
         .map(|m| m.number)
         .collect()
 }
@@ -477,6 +476,44 @@ fn a_fenced_writer_finds_its_next_number_held_for_good_by_the_claim_that_fenced_
     drop(b);
     check(
         &restore(remote, root.path(), "c").unwrap(),
+        &model,
+        "restored",
+    );
+}
+
+#[test]
+fn a_store_reopened_after_clean_closes_keeps_one_mark_not_one_per_open() {
+    let root = tempfile::tempdir().unwrap();
+    let remote = Arc::new(MemoryRemote::new());
+    let mut model = Model::new();
+    for round in 0..5 {
+        let store = Store::open_with(
+            root.path().join("a"),
+            opts(remote.clone(), Some(Duration::ZERO)),
+        )
+        .unwrap();
+        cycle(&store, &mut model, round);
+        store.collect_remote_garbage().unwrap();
+        // The first open's claim (nothing closed before it: a mark) and the newest. Every
+        // later claim was made after a close (the manifest written at close, flagged closed),
+        // so it marks nothing and goes once replaced.
+        let ms = manifests(&remote);
+        let newest = store.stats().remote_manifest;
+        assert_eq!(
+            ms.keys().copied().collect::<Vec<_>>(),
+            vec![1, newest],
+            "round {round}"
+        );
+        assert!(ms[&1].claim && !ms[&1].after_close);
+        store.close().unwrap();
+        let closed = manifests(&remote);
+        let last = closed.values().next_back().unwrap();
+        assert_eq!(last.number, newest + 1, "round {round}");
+        assert!(last.closed && !last.claim, "round {round}");
+        assert_eq!(last.files, ms[&newest].files, "round {round}");
+    }
+    check(
+        &restore(remote, root.path(), "b").unwrap(),
         &model,
         "restored",
     );

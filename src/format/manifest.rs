@@ -15,7 +15,9 @@
 //!     48     8  eviction watermark (0: nothing evicted)
 //!     56     8  id of the file whose eviction edit carries it
 //!     64     1  kind of that file (0 none, 1 log, 2 blob)
-//!     65     3  zero
+//!     65     1  flags (version 2; zero in version 1): bit 0 closed, bit 1 a claim,
+//!                 bit 2 a claim after a close
+//!     66     2  zero
 //!     68     4  file count n
 //! then n file entries (32 bytes each, ids strictly increasing):
 //!      0     8  file id
@@ -32,10 +34,11 @@ use crate::error::{Corruption, FileKind};
 
 /// Magic at the start of a manifest.
 pub const MANIFEST_MAGIC: [u8; 4] = *b"PDMF";
-/// The version this build writes. Version 2 has version 1's layout; it marks a prefix whose
-/// writers keep every writer's first manifest and list after a create only when in doubt
-/// (docs/design-remote.md, "Fencing"), so that a build that knows only version 1 (which
-/// deletes those manifests) refuses to open it. Both are read.
+/// The version this build writes. Version 2 has version 1's layout but for the flags byte
+/// (zero padding in version 1); it marks a prefix whose writers keep every writer's first
+/// manifest and list after a create only when in doubt (docs/design-remote.md, "Fencing"),
+/// so that a build that knows only version 1 (which deletes those manifests) refuses to open
+/// it. Both are read.
 pub const MANIFEST_VERSION: u32 = 2;
 /// The oldest version this build reads.
 pub const MANIFEST_VERSION_MIN: u32 = 1;
@@ -70,8 +73,11 @@ pub mod header {
     pub const EVICTED_ID: usize = 56;
     /// Kind of that file.
     pub const EVICTED_KIND: usize = 64;
+    /// Flags ([`FLAG_CLOSED`](super::FLAG_CLOSED), [`FLAG_CLAIM`](super::FLAG_CLAIM),
+    /// [`FLAG_AFTER_CLOSE`](super::FLAG_AFTER_CLOSE)).
+    pub const FLAGS: usize = 65;
     /// Zero.
-    pub const PAD: usize = 65;
+    pub const PAD: usize = 66;
     /// Number of file entries.
     pub const COUNT: usize = 68;
 }
@@ -105,7 +111,8 @@ pub(crate) const HEADER_FIELDS: &[(usize, usize)] = &[
     (header::EVICTED, 8),
     (header::EVICTED_ID, 8),
     (header::EVICTED_KIND, 1),
-    (header::PAD, 3),
+    (header::FLAGS, 1),
+    (header::PAD, 2),
     (header::COUNT, 4),
 ];
 
@@ -119,6 +126,15 @@ pub(crate) const ENTRY_FIELDS: &[(usize, usize)] = &[
     (entry::KIND, 1),
     (entry::PAD, 3),
 ];
+
+/// Flag: the writer wrote this manifest as it closed, and writes none after it.
+pub const FLAG_CLOSED: u8 = 1;
+/// Flag: a claim, the first manifest of its writer, created as it opened the prefix. Deletion
+/// keeps it for good (unless [`FLAG_AFTER_CLOSE`]): it fences the writer before it.
+pub const FLAG_CLAIM: u8 = 2;
+/// Flag (with [`FLAG_CLAIM`] only): a claim made when the newest manifest was closed: no
+/// writer can create the number after that one, so the claim need not be kept.
+pub const FLAG_AFTER_CLOSE: u8 = 4;
 
 /// One sealed file a manifest names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -156,6 +172,21 @@ pub struct Manifest {
     pub evicted: Option<(u64, FileKind, u64)>,
     /// The files, by increasing id.
     pub files: Vec<ManifestFile>,
+    /// Written by its writer as it closed ([`FLAG_CLOSED`]): the writer writes no manifest
+    /// after it.
+    pub closed: bool,
+    /// Its writer's first, created as it opened the prefix ([`FLAG_CLAIM`]).
+    pub claim: bool,
+    /// A claim made when the newest manifest was closed ([`FLAG_AFTER_CLOSE`]).
+    pub after_close: bool,
+}
+
+impl Manifest {
+    /// Whether deletion keeps it for good, whatever its age: a claim not made after a close,
+    /// the mark that fences the writer before it (docs/design-remote.md, "Fencing").
+    pub fn is_mark(&self) -> bool {
+        self.claim && !self.after_close
+    }
 }
 
 fn kind_code(kind: FileKind) -> u8 {
@@ -193,6 +224,11 @@ pub fn encode(m: &Manifest) -> Vec<u8> {
         put(&mut b, header::EVICTED_ID, id);
         b[header::EVICTED_KIND] = kind_code(kind);
     }
+    debug_assert!(!(m.closed && m.claim) && (m.claim || !m.after_close));
+    let flag = |on: bool, bit: u8| if on { bit } else { 0 };
+    b[header::FLAGS] = flag(m.closed, FLAG_CLOSED)
+        | flag(m.claim, FLAG_CLAIM)
+        | flag(m.after_close, FLAG_AFTER_CLOSE);
     let count = m.files.len() as u32;
     b[header::COUNT..header::COUNT + 4].copy_from_slice(&count.to_le_bytes());
     for f in &m.files {
@@ -257,7 +293,24 @@ pub fn decode(b: &[u8]) -> Result<Manifest, Corruption> {
         }),
         None => Ok(()),
     };
-    zero(&b[header::PAD..header::PAD + 3], "manifest header padding")?;
+    zero(&b[header::PAD..header::PAD + 2], "manifest header padding")?;
+    // Version 1's padding: no flag is known there.
+    let known = match version {
+        1 => 0,
+        _ => FLAG_CLOSED | FLAG_CLAIM | FLAG_AFTER_CLOSE,
+    };
+    let flags = b[header::FLAGS];
+    let claim = flags & FLAG_CLAIM != 0;
+    // A claim is never written at close; "after a close" says something of claims only.
+    if flags & !known != 0
+        || (claim && flags & FLAG_CLOSED != 0)
+        || (!claim && flags & FLAG_AFTER_CLOSE != 0)
+    {
+        return Err(Corruption::InvalidField {
+            field: "manifest flags",
+            value: u64::from(flags),
+        });
+    }
     let through = get_u64(b, header::EVICTED);
     let evicted_id = get_u64(b, header::EVICTED_ID);
     let evicted = match b[header::EVICTED_KIND] {
@@ -303,6 +356,9 @@ pub fn decode(b: &[u8]) -> Result<Manifest, Corruption> {
         next_file_id,
         evicted,
         files,
+        closed: flags & FLAG_CLOSED != 0,
+        claim,
+        after_close: flags & FLAG_AFTER_CLOSE != 0,
     })
 }
 

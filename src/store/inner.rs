@@ -240,6 +240,10 @@ impl Inner {
 
     pub(super) fn shut_down(&self) -> Result<()> {
         self.stop_background();
+        // No flush of the remote runs from here on: the writer says it writes no more.
+        if let Some(tier) = &self.remote {
+            tier.close();
+        }
         if self.opts.background_compaction && !self.opts.read_only {
             // The older versions that overwrites left count as live (a blob file holding only
             // one would look live): resolved first, within the same budget as the compaction.

@@ -68,7 +68,7 @@ usage:
   compare remote --object-store local|s3 [--latency-ms 20] [--reps 2] [--dir DIR]
         [--groups put,read,restore,upload] [--engines podstore,slatedb] [--keep]
         [--put-engines podstore,podstore-sync,slatedb]
-        [--put-batches 32] [--small-keys 20000] [--large-values 32] [--warm-ops 20000]
+        [--put-batches 32] [--put-threads 8] [--small-keys 20000] [--large-values 32] [--warm-ops 20000]
         [--cold-ops 300] [--range-ops 100] [--restore-keys 1000000] [--restore-size 256]
         [--upload-mib 256]
       (issue 38: podstore's remote tier against SlateDB on one ObjectStore, LocalFileSystem or

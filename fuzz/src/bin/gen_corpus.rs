@@ -138,6 +138,9 @@ fn manifest_seeds() -> Vec<Vec<u8>> {
             file(12, FileKind::Blob, (3 << 20) + 4096, 2),
             file(39, FileKind::Log, 8192, 3),
         ],
+        closed: true,
+        claim: false,
+        after_close: false,
     };
     vec![encode(&empty), encode(&full)]
 }

@@ -25,6 +25,9 @@ fn sample() -> Manifest {
             file(5, FileKind::Blob, 3 << 20, 7, 3),
             file(41, FileKind::Log, 8192, 0, 2),
         ],
+        closed: true,
+        claim: false,
+        after_close: false,
     }
 }
 
@@ -38,24 +41,36 @@ fn arb_manifest() -> impl Strategy<Value = Manifest> {
         any::<[u64; 4]>(),
         prop::option::of((any::<u64>(), any::<bool>(), 1u64..)),
         files,
+        // (closed, claim, after a close): the combinations a writer makes.
+        prop::sample::select(vec![
+            (false, false, false),
+            (true, false, false),
+            (false, true, false),
+            (false, true, true),
+        ]),
     )
         .prop_map(
-            |([number, epoch, writer, max_seq], evicted, files)| Manifest {
-                number,
-                epoch,
-                writer,
-                max_seq,
-                next_file_id: 1000,
-                evicted: evicted.map(|(id, blob, w)| {
-                    (id, if blob { FileKind::Blob } else { FileKind::Log }, w)
-                }),
-                files: files
-                    .into_iter()
-                    .map(|(id, (blob, length, crc, epoch))| {
-                        let kind = if blob { FileKind::Blob } else { FileKind::Log };
-                        file(id, kind, length, crc, epoch)
-                    })
-                    .collect(),
+            |([number, epoch, writer, max_seq], evicted, files, (closed, claim, after_close))| {
+                Manifest {
+                    number,
+                    epoch,
+                    writer,
+                    max_seq,
+                    next_file_id: 1000,
+                    evicted: evicted.map(|(id, blob, w)| {
+                        (id, if blob { FileKind::Blob } else { FileKind::Log }, w)
+                    }),
+                    files: files
+                        .into_iter()
+                        .map(|(id, (blob, length, crc, epoch))| {
+                            let kind = if blob { FileKind::Blob } else { FileKind::Log };
+                            file(id, kind, length, crc, epoch)
+                        })
+                        .collect(),
+                    closed,
+                    claim,
+                    after_close,
+                }
             },
         )
 }
@@ -111,7 +126,10 @@ fn reseal(mut b: Vec<u8>) -> Vec<u8> {
 fn a_version_1_manifest_is_read() {
     // Version 2 has version 1's layout (docs/design-remote.md, "Fencing": what changed is
     // what writers keep); a prefix written before it opens.
-    let m = sample();
+    let m = Manifest {
+        closed: false,
+        ..sample()
+    };
     let mut b = encode(&m);
     assert_eq!(b[header::VERSION..header::VERSION + 4], 2u32.to_le_bytes());
     b[header::VERSION..header::VERSION + 4].copy_from_slice(&1u32.to_le_bytes());
@@ -149,6 +167,23 @@ fn fields_no_writer_produces_are_refused_even_under_a_valid_crc() {
     type Change = Box<dyn Fn(&mut Vec<u8>)>;
     let cases: Vec<(&str, Change)> = vec![
         ("version 0", Box::new(|b| b[header::VERSION] = 0)),
+        ("unknown flag", Box::new(|b| b[header::FLAGS] = 8)),
+        (
+            "a claim written at close",
+            Box::new(|b| b[header::FLAGS] = FLAG_CLOSED | FLAG_CLAIM),
+        ),
+        (
+            "after a close, not a claim",
+            Box::new(|b| b[header::FLAGS] = FLAG_AFTER_CLOSE),
+        ),
+        (
+            "a flag in version 1",
+            Box::new(|b| {
+                b[header::VERSION] = 1;
+                b[header::FLAGS] = FLAG_CLAIM;
+            }),
+        ),
+        ("padding", Box::new(|b| b[header::PAD + 1] = 1)),
         ("version 3", Box::new(|b| b[header::VERSION] = 3)),
         ("header padding", Box::new(|b| b[header::PAD + 1] = 1)),
         ("count", Box::new(|b| b[header::COUNT] = 4)),

@@ -65,8 +65,8 @@ pub(super) fn interval(retention: Option<Duration>) -> Option<Duration> {
 ///    took the prefix: fenced, nothing deleted;
 /// 2. the expired ones: the oldest manifests, each replaced (its successor dated) longer than
 ///    the retention before the newest was written, all by the remote's clock; never the
-///    newest; of those, the first of each writer (its claim at open) stays for good, as the
-///    mark that fences the writer before it ([`manifest::write`]), but no longer keeps its files;
+///    newest; of those, the marks (claims not made after a close) stay for good, as what
+///    fences the writer before them ([`manifest::write`]), but no longer keep their files;
 /// 3. the files every manifest kept names (each manifest read once: they never change);
 /// 4. the other expired manifests deleted, oldest first;
 /// 5. `data/` listed; an object is deleted unless a kept manifest names it, or it is of a
@@ -135,19 +135,16 @@ pub(super) fn pass(
     let (gone, kept) = listed.split_at(expired);
     let kept_numbers: HashSet<u64> = kept.iter().map(|l| l.number).collect();
     state.manifests.retain(|n, _| kept_numbers.contains(n));
-    // The writer of each expired manifest (each read once: they never change), for the
-    // claims among them, which stay (a claim's files are not kept for it: it is never read).
+    // Which expired manifests are marks (each read once: they never change), which stay (a
+    // mark's files are not kept for it: it is never read).
     let listed_numbers: HashSet<u64> = listed.iter().map(|l| l.number).collect();
-    state.owners.retain(|n, _| listed_numbers.contains(n));
+    state.marks.retain(|n, _| listed_numbers.contains(n));
     for l in gone {
-        if let std::collections::btree_map::Entry::Vacant(e) = state.owners.entry(l.number) {
+        if let std::collections::btree_map::Entry::Vacant(e) = state.marks.entry(l.number) {
             report.requests += 1;
-            let m = manifest::read(config, l.number, l.size)?;
-            e.insert((m.epoch, m.writer));
+            e.insert(manifest::read(config, l.number, l.size)?.is_mark());
         }
     }
-    let claims =
-        manifest::first_of_each_writer(gone.iter().map(|l| (l.number, state.owners[&l.number])));
     let mut keep: HashSet<String> = HashSet::new();
     for l in kept {
         let files = match state.manifests.entry(l.number) {
@@ -155,7 +152,7 @@ pub(super) fn pass(
             std::collections::btree_map::Entry::Vacant(e) => {
                 report.requests += 1;
                 let m = manifest::read(config, l.number, l.size)?;
-                state.owners.insert(l.number, (m.epoch, m.writer));
+                state.marks.insert(l.number, m.is_mark());
                 e.insert(m.files)
             }
         };
@@ -163,7 +160,7 @@ pub(super) fn pass(
             keep.insert(data_name(prefix, f.epoch, f.kind, f.id));
         }
     }
-    for l in gone.iter().filter(|l| !claims.contains(&l.number)) {
+    for l in gone.iter().filter(|l| !state.marks[&l.number]) {
         if report.deleted() >= budget as u64 {
             state.gc_due = true;
             return Ok((report, true));
@@ -235,8 +232,10 @@ impl Store {
     /// more, now rather than on the background thread's next pass: the manifests replaced
     /// longer than [`remote_retention`](crate::Options::remote_retention) ago, then the
     /// uploaded files that no manifest left names and that the store does not hold. The newest
-    /// manifest and every file it names stay. With `remote_retention(None)` nothing is
-    /// deleted.
+    /// manifest and every file it names stay, and so does each writer's first manifest (its
+    /// claim, the mark that fences the writer before it: docs/design-remote.md, "Fencing"),
+    /// though not its files, unless the writer before it closed. With
+    /// `remote_retention(None)` nothing is deleted.
     ///
     /// Errors: [`Error::InvalidOptions`] without a remote; [`Error::Fenced`] when another
     /// writer took the prefix (found by the listing: nothing is deleted, and the store refuses
@@ -256,8 +255,11 @@ impl Store {
     /// store.put("k", "v2")?;
     /// store.flush_remote()?;
     /// store.collect_remote_garbage()?;
-    /// // Only the newest manifest is left, and the files it names.
-    /// assert_eq!(remote.names().iter().filter(|n| n.starts_with("db/manifest/")).count(), 1);
+    /// // Only the newest manifest is left, with the claim of this store's open (manifest 1),
+    /// // and the files the newest names.
+    /// let manifests: Vec<String> =
+    ///     remote.names().into_iter().filter(|n| n.starts_with("db/manifest/")).collect();
+    /// assert_eq!(manifests, ["db/manifest/00000000000000000001", "db/manifest/00000000000000000003"]);
     /// # Ok(()) }
     /// ```
     pub fn collect_remote_garbage(&self) -> Result<RemoteGcReport> {

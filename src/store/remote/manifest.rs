@@ -113,7 +113,7 @@ pub(super) fn newest_number(config: &RemoteConfig) -> Result<Option<(u64, u64)>>
 /// uploaded before it was written: a valid state, passed over.
 ///
 /// A create can land in a hole only where a manifest was deleted, and deletion keeps the
-/// first manifest of every writer (its claim: see [`first_of_each_writer`]). So the number
+/// first manifest of every writer (its claim, [`Manifest::is_mark`]). So the number
 /// after a writer's last manifest is either free or held for good by the claim of the
 /// writer that fenced it, unless this writer itself may have created that number (a create
 /// whose outcome it does not know: `sure` false, or a create that needed a retry) or this is
@@ -173,24 +173,6 @@ fn create(config: &RemoteConfig, m: &mut Manifest) -> Result<bool> {
         }
     }
 }
-
-/// The manifests deletion keeps for good among `listed` (by increasing number), given each
-/// one's writer (`(epoch, writer id)`): the first of every writer, its claim at open. A
-/// writer fenced by that claim would otherwise find its own next number free once the claim
-/// was deleted, and create a manifest in the hole without learning it is fenced ([`write`]
-/// lists after a create only when in doubt). One manifest per open of the prefix, never read
-/// (the newest is what a restore reads).
-pub(super) fn first_of_each_writer(
-    listed: impl IntoIterator<Item = (u64, (u64, u64))>,
-) -> std::collections::HashSet<u64> {
-    let mut seen = std::collections::HashSet::new();
-    listed
-        .into_iter()
-        .filter(|(_, owner)| seen.insert(*owner))
-        .map(|(number, _)| number)
-        .collect()
-}
-
 /// The bytes of object `name` (`None` if it is gone).
 fn read_whole(
     config: &RemoteConfig,

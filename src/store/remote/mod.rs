@@ -118,9 +118,12 @@ struct TierState {
     /// The files of the manifests a deletion pass found kept (and of those this writer
     /// wrote), by number: manifests never change, so each is read once.
     manifests: BTreeMap<u64, Vec<ManifestFile>>,
-    /// The writer (`(epoch, writer id)`) of every manifest a deletion pass found listed (and
-    /// of those this writer wrote), by number: which ones are claims, kept for good.
-    owners: BTreeMap<u64, (u64, u64)>,
+    /// Whether each manifest a deletion pass found listed (and each this writer wrote) is a
+    /// mark, kept for good ([`Manifest::is_mark`]), by number.
+    marks: BTreeMap<u64, bool>,
+    /// The last manifest this writer wrote (its claim, then each flush's): what the manifest
+    /// it writes as it closes repeats.
+    last: Manifest,
     /// Whether this writer's last manifest write ended knowing its outcome: otherwise a
     /// create it made may exist unknown to it, and the next is listed after
     /// ([`manifest::write`]).
@@ -157,6 +160,11 @@ impl RemoteTier {
         claim.number = newest.as_ref().map_or(1, |m| m.number + 1);
         claim.epoch = newest.as_ref().map_or(1, |m| m.epoch + 1);
         claim.writer = writer_id();
+        // The newest closed: its writer creates no manifest after it, so this claim need not
+        // stay as the mark that fences it ("Fencing" in docs/design-remote.md).
+        claim.claim = true;
+        claim.after_close = newest.as_ref().is_some_and(|m| m.closed);
+        claim.closed = false;
         // A claim is always listed after: the newest read may be old when it is created.
         manifest::write(&config, &mut claim, false)?;
         log::info!(
@@ -177,8 +185,9 @@ impl RemoteTier {
                 named: HashMap::new(),
                 to_punch: Vec::new(),
                 manifests: BTreeMap::from([(claim.number, claim.files.clone())]),
-                owners: BTreeMap::from([(claim.number, (claim.epoch, claim.writer))]),
+                marks: BTreeMap::from([(claim.number, claim.is_mark())]),
                 sure: true,
+                last: claim.clone(),
                 gc_due: true,
                 gc_after: None,
                 last_ok: None,
@@ -196,6 +205,35 @@ impl RemoteTier {
             last_flush: Mutex::new(now),
             flushes_begun: AtomicU64::new(0),
         })
+    }
+
+    /// At close ([`Inner::shut_down`], once the background thread stopped): the last
+    /// manifest this writer wrote, again under the next number, marked closed. Nothing else
+    /// changes in the remote; what it says is that this writer creates no manifest after it,
+    /// so that the next writer's claim need not stay as the mark that fences this one
+    /// (docs/design-remote.md, "Fencing"). A failure (an outage, this writer fenced) is
+    /// logged, not returned: the next claim is then kept, as after a crash.
+    pub(super) fn close(&self) {
+        if self.check_fenced().is_err() {
+            return;
+        }
+        let mut state = self.lock();
+        let mut m = state.last.clone();
+        m.number = state.next_number;
+        m.closed = true;
+        m.claim = false;
+        m.after_close = false;
+        match manifest::write(&self.config, &mut m, state.sure) {
+            Ok(()) => {
+                state.next_number = m.number + 1;
+                self.manifest.store(m.number, Ordering::Relaxed);
+            }
+            Err(Error::Fenced { manifest, .. }) => self.fence(manifest),
+            Err(e) => log::warn!(
+                "podstore: remote {}: the manifest written at close: {e}",
+                self.config.prefix
+            ),
+        }
     }
 
     /// [`Error::Fenced`] once another writer took the prefix.
@@ -384,6 +422,9 @@ fn flush(inner: &Inner, tier: &RemoteTier) -> Result<RemoteFlushReport> {
         next_file_id: snapshot.next_file_id,
         evicted: snapshot.evicted,
         files,
+        closed: false,
+        claim: false,
+        after_close: false,
     };
     match manifest::write(&tier.config, &mut m, state.sure) {
         Ok(()) => state.sure = true,
@@ -401,7 +442,8 @@ fn flush(inner: &Inner, tier: &RemoteTier) -> Result<RemoteFlushReport> {
     state.next_number = m.number + 1;
     state.named = m.files.iter().map(|f| (f.id, *f)).collect();
     state.manifests.insert(m.number, m.files.clone());
-    state.owners.insert(m.number, (m.epoch, m.writer));
+    state.marks.insert(m.number, false);
+    state.last = m.clone();
     state.gc_due = true;
     // Every sealed file was compared with the manifest taken over (or uploaded): an entry of
     // it is not trusted later, when deletion may have removed its object.

@@ -244,10 +244,10 @@ fn download_one(
 
 /// [`Error::ManifestExpired`] for `e`, a missing object of manifest `m`, when `m` itself has
 /// expired: the writer deleted it and its files while the restore read them (replaced longer
-/// than its retention ago), or deleted its files and kept it only as a claim (the first
-/// manifest of its writer: replaced, with no manifest of the same writer listed below it;
-/// docs/design-remote.md, "Fencing"). A missing object of a manifest that is neither stays
-/// what it is (damage to the prefix, or another hand deleting there).
+/// than its retention ago), or deleted its files and kept it only as a mark (a claim, replaced
+/// since: [`Manifest::is_mark`]; docs/design-remote.md, "Fencing"). A missing object of a
+/// manifest that is neither stays what it is (damage to the prefix, or another hand deleting
+/// there).
 fn expired(config: &RemoteConfig, m: &Manifest, e: Error) -> Error {
     let object = match &e {
         Error::Remote { object, source, .. } if source.kind() == RemoteErrorKind::NotFound => {
@@ -258,20 +258,9 @@ fn expired(config: &RemoteConfig, m: &Manifest, e: Error) -> Error {
     let Ok(listed) = manifest::list(config) else {
         return e;
     };
-    let Some(at) = listed.iter().position(|l| l.number == m.number) else {
-        return Error::ManifestExpired {
-            prefix: config.prefix.clone(),
-            manifest: m.number,
-            object,
-        };
-    };
-    let replaced = at + 1 < listed.len();
-    let claim = match at.checked_sub(1).map(|below| listed[below]) {
-        None => true,
-        Some(below) => manifest::read(config, below.number, below.size)
-            .is_ok_and(|b| (b.epoch, b.writer) != (m.epoch, m.writer)),
-    };
-    if replaced && claim {
+    let gone = !listed.iter().any(|l| l.number == m.number);
+    let replaced = listed.iter().any(|l| l.number > m.number);
+    if gone || (m.is_mark() && replaced) {
         return Error::ManifestExpired {
             prefix: config.prefix.clone(),
             manifest: m.number,

@@ -5,7 +5,7 @@
 //!   local log's fdatasync skipped: the durability asked for is the remote's, as SlateDB's;
 //!   engine `podstore-sync` keeps the default `Sync`, podstore's local acknowledgement, to
 //!   show its cost), made durable in the remote by `Store::flush_remote` (the active segment
-//!   sealed and uploaded, a manifest created, the manifests listed for fencing). No background remote flush
+//!   sealed and uploaded, a manifest created; concurrent calls share flushes). No background remote flush
 //!   (`remote_flush_interval(None)`). Cold: a restore on an empty directory with
 //!   `remote_local_budget(Some(0))` and `cache_capacity(0)`: footers local, data in the remote
 //!   only, no read cache.

@@ -18,8 +18,9 @@
 //! on the 2-core machine):
 //! - `put`: values of 1 KiB, 64 KiB and 1 MiB, 32 batches of 1 MiB each (`--put-batches`),
 //!   each batch written and then made durable in the remote before the next one; a fresh store
-//!   per row. ops = values; latency = one batch's (write and remote flush). Engines
-//!   `--put-engines` (default podstore, podstore-sync, slatedb: see engines.rs).
+//!   per row. ops = values; latency = one batch's (write and remote flush). Then
+//!   `put-1K-x8`: 8 threads at once (`--put-threads`), each writing 32 batches of 64 KiB of
+//!   1 KiB values, each batch made durable by its own call. Engines `--put-engines` (default podstore, podstore-sync, slatedb: see engines.rs).
 //! - `read`: 20 000 values of 1 KiB (`--small-keys`), 32 of 1 MiB (`--large-values`) and one
 //!   of 100 MiB loaded and made durable; `get-warm-1K`: after a pass over every small key,
 //!   20 000 gets of random ones (`--warm-ops`) from the writer (files local, default caches);
@@ -123,6 +124,45 @@ impl Timed {
         })
     }
 
+    /// Runs `op(t, i)` for `i in 0..ops` on each of `threads` threads at once, timing each
+    /// call (every thread's calls in one list).
+    fn run_threads(
+        ctx: &Ctx,
+        threads: u64,
+        ops: u64,
+        op: impl Fn(u64, u64) -> Result<(), String> + Sync,
+    ) -> Result<Timed, String> {
+        let before = ctx.snap();
+        let started = Instant::now();
+        let lat = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..threads)
+                .map(|t| {
+                    let op = &op;
+                    scope.spawn(move || {
+                        let mut lat = Vec::with_capacity(ops as usize);
+                        for i in 0..ops {
+                            let began = Instant::now();
+                            op(t, i)?;
+                            lat.push(began.elapsed());
+                        }
+                        Ok::<_, String>(lat)
+                    })
+                })
+                .collect();
+            let mut all = Vec::new();
+            for h in handles {
+                all.extend(h.join().map_err(|_| "a writer thread panicked".to_string())??);
+            }
+            Ok::<_, String>(all)
+        })?;
+        let secs = started.elapsed().as_secs_f64();
+        Ok(Timed {
+            lat,
+            secs,
+            counts: ctx.snap().since(&before),
+        })
+    }
+
     /// The row's fields: `ops` operations (which may differ from the timed calls: a put
     /// batch holds many values), ops/s, latency percentiles of the timed calls, counts per op.
     fn fields(mut self, ops: u64) -> Value {
@@ -161,7 +201,7 @@ enum Opened {
 }
 
 impl Opened {
-    fn engine(&self) -> &dyn Engine {
+    fn engine(&self) -> &(dyn Engine + Sync) {
         match self {
             Opened::Pod(p) => p,
             Opened::Slate(s) => s,
@@ -210,6 +250,8 @@ fn load(e: &dyn Engine, prefix: &str, pool: &ValuePool, count: u64) -> Result<()
 
 struct Sizes {
     put_batches: u64,
+    /// Writer threads of the concurrent put row.
+    put_threads: u64,
     small_keys: u64,
     large_values: u64,
     warm_ops: u64,
@@ -241,6 +283,29 @@ fn put_group(ctx: &Ctx, engines: &[String], s: &Sizes) -> Result<(), String> {
             ctx.emit(engine, &format!("put-{label}"), f);
             opened.close()?;
         }
+    }
+    // Writers at once: each thread writes 64 KiB batches of 1 KiB values, each made durable
+    // in the remote by its own call (podstore's concurrent `flush_remote` calls share
+    // flushes; SlateDB's `flush` of its WAL).
+    let (threads, per) = (s.put_threads, 64u64);
+    let pool = ValuePool::new(1 << 10, 1 << 10);
+    for engine in engines {
+        let name = ctx.fresh(&format!("putx-{engine}"));
+        let opened = open(ctx, engine, &name, false)?;
+        let e = opened.engine();
+        let timed = Timed::run_threads(ctx, threads, s.put_batches, |t, b| {
+            let first = (t * s.put_batches + b) * per;
+            let items: Vec<(Vec<u8>, &[u8])> = (first..first + per)
+                .map(|j| (key("x", j), pool.value(j)))
+                .collect();
+            e.write(&items)?;
+            e.sync_remote()
+        })?;
+        let mut f = timed.fields(threads * s.put_batches * per);
+        f["values_per_batch"] = per.into();
+        f["threads"] = threads.into();
+        ctx.emit(engine, &format!("put-1K-x{threads}"), f);
+        opened.close()?;
     }
     Ok(())
 }
@@ -503,6 +568,7 @@ pub fn run(args: &Args) -> Result<(), String> {
     let put_engines = list("put-engines", "podstore,podstore-sync,slatedb");
     let s = Sizes {
         put_batches: args.num("put-batches", 32)?,
+        put_threads: args.num("put-threads", 8)?,
         small_keys: args.num("small-keys", 20_000)?,
         large_values: args.num("large-values", 32)?,
         warm_ops: args.num("warm-ops", 20_000)?,

@@ -304,6 +304,8 @@ fn put_group(ctx: &Ctx, engines: &[String], s: &Sizes) -> Result<(), String> {
         let mut f = timed.fields(threads * s.put_batches * per);
         f["values_per_batch"] = per.into();
         f["threads"] = threads.into();
+        let mib = (threads * s.put_batches * per) as f64 / 1024.0;
+        f["mib_per_sec"] = (mib / f["secs"].as_f64().unwrap_or(1.0)).into();
         ctx.emit(engine, &format!("put-1K-x{threads}"), f);
         opened.close()?;
     }

@@ -734,7 +734,11 @@ impl Store {
     /// Flushes every write, seals the active segment and releases the directory lock. With
     /// [`Options::background_compaction`](crate::Options::background_compaction) on, it first runs a compaction pass of at most
     /// 200 ms (dead blob files first), so that a store closed before its compactor ever ran still
-    /// gives space back. Dropping a `Store` does the same but cannot report errors.
+    /// gives space back. With a [remote](crate::Options::remote), it also writes the last
+    /// manifest again, flagged closed (one conditional create, retried as any remote call;
+    /// a failure is logged, not returned): the next opener's claim then needs no keeping
+    /// (docs/design-remote.md, "Fencing"). Dropping a `Store` does the same but cannot report
+    /// errors.
     ///
     /// ```
     /// # fn main() -> podstore::Result<()> {

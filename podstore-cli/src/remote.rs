@@ -309,6 +309,8 @@ pub(crate) struct RemoteSide {
     pub(crate) url: String,
     pub(crate) manifest: u64,
     pub(crate) epoch: u64,
+    /// The manifest was written by its writer as it closed.
+    pub(crate) closed: bool,
     pub(crate) files: usize,
     pub(crate) bytes: u64,
     /// Local sealed files the manifest does not name (or names with another length): not in
@@ -342,6 +344,7 @@ pub(crate) fn remote_side(store: &Store, url: &str) -> Result<RemoteSide, Failur
         url: r.url,
         manifest: m.number,
         epoch: m.epoch,
+        closed: m.closed,
         files: m.files.len(),
         bytes: m.files.iter().map(|f| f.length).sum(),
         waiting_files,

@@ -49,6 +49,7 @@ pub(crate) fn stats(dir: &Path, as_json: bool, remote: Option<&str>) -> Result<(
                 "url": r.url,
                 "manifest": r.manifest,
                 "epoch": r.epoch,
+                "closed": r.closed,
                 "files": r.files,
                 "bytes": r.bytes,
                 "waiting_files": r.waiting_files,
@@ -120,10 +121,15 @@ pub(crate) fn stats(dir: &Path, as_json: bool, remote: Option<&str>) -> Result<(
         );
         if let Some(r) = &remote {
             println!(
-                "remote      {}: manifest {} (epoch {}), {} files, {}",
+                "remote      {}: manifest {} (epoch {}{}), {} files, {}",
                 r.url,
                 r.manifest,
                 r.epoch,
+                if r.closed {
+                    ", written as its writer closed"
+                } else {
+                    ""
+                },
                 r.files,
                 size(r.bytes)
             );

@@ -120,7 +120,9 @@ fn restore_verify_and_stats_against_a_file_url() {
         .find(|l| l.starts_with("remote"))
         .expect(&shown);
     assert!(
-        line.contains(&format!("{url}: manifest 3 (epoch 1), ")),
+        line.contains(&format!(
+            "{url}: manifest 3 (epoch 1, written as its writer closed), "
+        )),
         "{shown}"
     );
     // (The later blob file at least; closing may have rewritten the small segment too.)
@@ -128,6 +130,7 @@ fn restore_verify_and_stats_against_a_file_url() {
     let json: serde_json::Value =
         serde_json::from_str(&ok(&["stats", "--json", p(&dir), "--remote", &url], &[])).unwrap();
     assert_eq!(json["remote"]["manifest"], 3);
+    assert_eq!(json["remote"]["closed"], true);
     assert!(json["remote"]["waiting_files"].as_u64().unwrap() >= 1);
     assert!(json["remote"]["waiting_bytes"].as_u64().unwrap() >= 1 << 20);
     assert_eq!(json["live_keys"], 21);

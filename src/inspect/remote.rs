@@ -22,6 +22,9 @@ pub struct RemoteManifest {
     pub max_seq: u64,
     /// The files it names, by increasing id.
     pub files: Vec<RemoteFile>,
+    /// Written by its writer as it closed: the writer writes no manifest after it (a newest
+    /// manifest that is not closed is of a writer still running, or one that crashed).
+    pub closed: bool,
 }
 
 /// A sealed file a [`RemoteManifest`] names.
@@ -91,6 +94,7 @@ pub fn newest_manifest(remote: &dyn Remote, prefix: &str) -> Result<Option<Remot
         epoch: m.epoch,
         max_seq: m.max_seq,
         files,
+        closed: m.closed,
     }))
 }
 

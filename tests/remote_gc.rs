@@ -62,6 +62,11 @@ fn write_round(store: &Store, model: &mut Model, keys: u64, round: u64) {
     store.write(&batch).unwrap();
 }
 
+/// A restore from `remote` into `root/name` gives `model`.
+fn check_restore(remote: Arc<MemoryRemote>, root: &Path, name: &str, model: &Model) {
+    check(&restore(remote, root, name).unwrap(), model, name);
+}
+
 fn check(store: &Store, model: &Model, what: &str) {
     model::check_values(model, what, |k| store.get(k));
 }
@@ -104,6 +109,17 @@ fn readable(remote: &MemoryRemote) -> BTreeMap<u64, Manifest> {
         }
     }
     ms
+}
+
+/// After a full deletion pass: one manifest left whose files are kept (the newest), and the
+/// data objects in the remote are exactly those it names.
+fn assert_only_the_newest_is_readable(remote: &MemoryRemote) {
+    let ms = readable(remote);
+    assert_eq!(ms.len(), 1, "{:?}", ms.keys());
+    assert_eq!(
+        data_objects(remote),
+        named(remote, ms.values().next().unwrap())
+    );
 }
 
 fn data_objects(remote: &MemoryRemote) -> BTreeSet<String> {
@@ -255,11 +271,7 @@ fn manifests_replaced_within_the_retention_stay_readable_and_older_ones_go() {
     let kept: BTreeSet<String> = ms.values().flat_map(|m| named(&remote, m)).collect();
     assert_eq!(data_objects(&remote), kept);
     drop(store);
-    check(
-        &restore(remote, root.path(), "b").unwrap(),
-        &model,
-        "restored",
-    );
+    check_restore(remote, root.path(), "b", &model);
 }
 
 /// A remote that calls `hook` once, at the first read of a data object: a writer works while
@@ -385,11 +397,7 @@ fn a_manifest_of_its_own_whose_create_reply_was_lost_does_not_fence_the_writer()
     assert_eq!(ms.keys().copied().collect::<Vec<_>>(), vec![1, lost + 1]);
     assert_eq!(data_objects(&memory), named(&memory, &ms[&(lost + 1)]));
     drop(store);
-    check(
-        &restore(memory, root.path(), "b").unwrap(),
-        &model,
-        "restored",
-    );
+    check_restore(memory, root.path(), "b", &model);
 }
 
 #[test]
@@ -467,18 +475,9 @@ fn a_fenced_writer_finds_its_next_number_held_for_good_by_the_claim_that_fenced_
     drop(a);
     // B's next pass removes A's uploads; B's newest restores.
     b.collect_remote_garbage().unwrap();
-    let ms = readable(&remote);
-    assert_eq!(ms.len(), 1, "{:?}", ms.keys());
-    assert_eq!(
-        data_objects(&remote),
-        named(&remote, ms.values().next().unwrap())
-    );
+    assert_only_the_newest_is_readable(&remote);
     drop(b);
-    check(
-        &restore(remote, root.path(), "c").unwrap(),
-        &model,
-        "restored",
-    );
+    check_restore(remote, root.path(), "c", &model);
 }
 
 #[test]
@@ -512,11 +511,7 @@ fn a_store_reopened_after_clean_closes_keeps_one_mark_not_one_per_open() {
         assert!(last.closed && !last.claim, "round {round}");
         assert_eq!(last.files, ms[&newest].files, "round {round}");
     }
-    check(
-        &restore(remote, root.path(), "b").unwrap(),
-        &model,
-        "restored",
-    );
+    check_restore(remote, root.path(), "b", &model);
 }
 
 #[test]
@@ -568,18 +563,9 @@ fn a_writer_unsure_of_its_last_create_lists_after_the_next_and_is_fenced_in_a_ho
     cycle(&b, &mut model, 4);
     b.collect_remote_garbage().unwrap();
     assert!(remote.object(&lost_name).is_none());
-    let ms = readable(&remote);
-    assert_eq!(ms.len(), 1, "{:?}", ms.keys());
-    assert_eq!(
-        data_objects(&remote),
-        named(&remote, ms.values().next().unwrap())
-    );
+    assert_only_the_newest_is_readable(&remote);
     drop(b);
-    check(
-        &restore(remote, root.path(), "c").unwrap(),
-        &model,
-        "restored",
-    );
+    check_restore(remote, root.path(), "c", &model);
 }
 
 /// A remote whose deletions are refused (not transient: not retried) once `allowed` of them
@@ -685,19 +671,10 @@ fn deletions_cut_off_part_way_leave_a_prefix_that_restores() {
     }
     // Without refusals, one pass finishes the work.
     store.collect_remote_garbage().unwrap();
-    let ms = readable(&memory);
-    assert_eq!(ms.len(), 1);
+    assert_only_the_newest_is_readable(&memory);
     assert_eq!(manifests(&memory).len(), 2, "the claim stays");
-    assert_eq!(
-        data_objects(&memory),
-        named(&memory, ms.values().next().unwrap())
-    );
     drop(store);
-    check(
-        &restore(memory, root.path(), "last").unwrap(),
-        &model,
-        "last",
-    );
+    check_restore(memory, root.path(), "last", &model);
 }
 
 #[test]

@@ -1,44 +1,17 @@
 //! Concurrent `Store::flush_remote` calls share flushes (group commit, issue 38): a call that
 //! waited for another flush returns a flush that began after it, and that flush's manifest
-//! holds the call's writes. On the in-memory remote behind a wrapper that makes every write
-//! slow, so that the calls overlap.
+//! holds the call's writes. On the in-memory remote behind a wrapper that makes every call
+//! slow (up to 40 ms, 20 on average: an object store's round trip), so that the calls overlap.
 
 mod common;
 
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
-use podstore::remote::{MemoryRemote, ObjectBody, ObjectInfo, PutOutcome, Remote, RemoteError};
+use podstore::remote::{Faults, FaultyRemote, MemoryRemote, Remote};
 use podstore::{Options, Store};
 
 const PREFIX: &str = "group/store";
-
-/// Every put and create waits `delay` first (the order of an object store's round trip).
-#[derive(Debug)]
-struct Slow {
-    inner: Arc<MemoryRemote>,
-    delay: Duration,
-}
-
-impl Remote for Slow {
-    fn put(&self, name: &str, body: &dyn ObjectBody) -> Result<(), RemoteError> {
-        std::thread::sleep(self.delay);
-        self.inner.put(name, body)
-    }
-    fn put_if_absent(&self, name: &str, bytes: &[u8]) -> Result<PutOutcome, RemoteError> {
-        std::thread::sleep(self.delay);
-        self.inner.put_if_absent(name, bytes)
-    }
-    fn get_range(&self, name: &str, range: std::ops::Range<u64>) -> Result<Vec<u8>, RemoteError> {
-        self.inner.get_range(name, range)
-    }
-    fn list(&self, prefix: &str) -> Result<Vec<ObjectInfo>, RemoteError> {
-        self.inner.list(prefix)
-    }
-    fn delete(&self, name: &str) -> Result<(), RemoteError> {
-        self.inner.delete(name)
-    }
-}
 
 fn opts(remote: Arc<dyn Remote>) -> Options {
     common::store::small()
@@ -68,10 +41,11 @@ fn concurrent_flushes_share_manifests_and_each_holds_its_callers_writes() {
     const THREADS: u64 = 8;
     let root = tempfile::tempdir().unwrap();
     let memory = Arc::new(MemoryRemote::new());
-    let slow = Arc::new(Slow {
-        inner: memory.clone(),
-        delay: Duration::from_millis(20),
-    });
+    let slow = Arc::new(FaultyRemote::new(
+        memory.clone(),
+        Faults::new(0.0, 0.0, Duration::from_millis(40)),
+        38,
+    ));
     let store = Arc::new(Store::open_with(root.path().join("a"), opts(slow)).unwrap());
     let start = Arc::new(Barrier::new(THREADS as usize));
     let threads: Vec<_> = (0..THREADS)
@@ -97,7 +71,7 @@ fn concurrent_flushes_share_manifests_and_each_holds_its_callers_writes() {
             "thread {t}: manifest {manifest} lacks its write"
         );
     }
-    // Eight calls at once: the first flush holds the others for two slow requests, and one
+    // Eight calls at once: the first flush holds the others for its slow requests, and one
     // flush after it covers them all. Without sharing, each call makes a manifest of its own.
     let mut manifests: Vec<u64> = flushed.iter().map(|&(_, m)| m).collect();
     manifests.sort_unstable();

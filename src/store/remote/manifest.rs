@@ -112,10 +112,11 @@ pub(super) fn newest_number(config: &RemoteConfig) -> Result<Option<(u64, u64)>>
 /// prefix at once take the same epoch, but not the same random id), whose files were all
 /// uploaded before it was written: a valid state, passed over.
 ///
-/// A create can land in a hole only where a manifest was deleted, and deletion keeps the
-/// first manifest of every writer (its claim, [`Manifest::is_mark`]). So the number
-/// after a writer's last manifest is either free or held for good by the claim of the
-/// writer that fenced it, unless this writer itself may have created that number (a create
+/// A create can land in a hole only where a manifest was deleted, and deletion keeps every
+/// writer's claim (its first manifest) unless the writer before it had closed
+/// ([`Manifest::is_mark`]). So the number after a writer's last manifest is either free or
+/// held for good by the claim of the writer that fenced it (a writer that closed creates
+/// nothing more), unless this writer itself may have created that number (a create
 /// whose outcome it does not know: `sure` false, or a create that needed a retry) or this is
 /// a claim (`sure` false: an opener's read of the newest may be old by the time it creates).
 /// Then, once created, the manifests are listed: one numbered above it means the number was
@@ -173,6 +174,7 @@ fn create(config: &RemoteConfig, m: &mut Manifest) -> Result<bool> {
         }
     }
 }
+
 /// The bytes of object `name` (`None` if it is gone).
 fn read_whole(
     config: &RemoteConfig,

@@ -42,9 +42,11 @@ mod armed {
     ];
 
     /// The failpoints an eviction step passes, in protocol order (see docs/design.md,
-    /// "Eviction"): the index entries removed; the drop recorded and the files unlinked.
+    /// "Eviction"): the drop and its watermark recorded; the index entries removed; the files
+    /// unlinked.
     #[doc(hidden)]
-    pub const EVICTION_FAILPOINTS: &[&str] = &["evict:forgotten", "evict:removed"];
+    pub const EVICTION_FAILPOINTS: &[&str] =
+        &["evict:recorded", "evict:forgotten", "evict:removed"];
 
     /// Passes failpoint `name`: aborts the process if it is armed and due.
     pub fn hit(name: &'static str) {

@@ -467,16 +467,24 @@ impl Catalog {
         Ok(())
     }
 
-    /// Drops files whole for the size cap, like [`Catalog::remove`] (recorded, unlinked, the
-    /// directory fsync'd), each recorded as evicted through sequence number `through`: open
-    /// then ignores every record at or below it, in whatever file (docs/design.md, "Eviction").
+    /// Records that files `files` are dropped whole for the size cap, each as evicted through
+    /// sequence number `through`: from then on open ignores every record at or below it, in
+    /// whatever file, and unlinks those files if it finds them (docs/design.md, "Eviction").
     /// All the edits go in one append: a crash keeps a prefix of them, and any one of them
-    /// carries the watermark.
-    pub fn evict(&self, files: &[(u64, FileKind)], through: u64) -> Result<()> {
+    /// carries the watermark. The files stay until [`Catalog::unlink`]: the caller first takes
+    /// the records out of its index, which it may do only once the watermark is durable.
+    pub fn evicted(&self, files: &[(u64, FileKind)], through: u64) -> Result<()> {
         if files.is_empty() {
             return Ok(());
         }
-        self.record(&edits(files, Op::Evict { through }))?;
+        self.record(&edits(files, Op::Evict { through }))
+    }
+
+    /// Unlinks files whose removal or eviction is recorded, then fsyncs the directory.
+    pub fn unlink(&self, files: &[(u64, FileKind)]) -> Result<()> {
+        if files.is_empty() {
+            return Ok(());
+        }
         for &(id, kind) in files {
             file::remove_file(&self.profile, &self.dir.join(file_name(id, kind)))?;
         }

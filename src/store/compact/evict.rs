@@ -231,10 +231,16 @@ impl Compactor {
     ///
     /// Order (docs/design.md, "Eviction"): the active segment sealed if it holds records at or
     /// below `through` (compaction's copies keep old numbers), so that its footer names them;
-    /// the index entries of those records removed, in the other files first, then in the
-    /// dropped ones; the drops recorded in the catalog with the watermark, the files unlinked
-    /// and the directory fsync'd; then the files forgotten. A file one of whose entries could
-    /// not be removed (a write of its key is queued) is kept for a later step.
+    /// the drops recorded in the catalog with the watermark, durably; the index entries of the
+    /// records at or below it removed, in the other files first, then in the dropped ones; the
+    /// files unlinked and the directory fsync'd; then the files forgotten.
+    ///
+    /// The watermark is durable before the index forgets anything: a key the index forgot
+    /// reads as absent, so a delete of it writes no tombstone and is acknowledged; had a crash
+    /// then lost the watermark, open would serve the record the delete was to hide. A file one
+    /// of whose entries could not be removed (a write of its key is queued, or its run is not
+    /// resolved) stays, still served, until a later step: its eviction is recorded already,
+    /// so open unlinks it and ignores its records, as it would have after the drop.
     pub(in crate::store) fn drop_files(
         &self,
         files: Vec<(u64, SegmentHandle)>,
@@ -256,6 +262,15 @@ impl Compactor {
         if active_holds_old {
             self.log.sync_all()?;
         }
+        if !p.catalog.is_kept() {
+            // No catalog (the disk was full when the store opened): a watermark could not be
+            // recorded, and open would bring back what the step forgot. Over the cap rather.
+            log::warn!("podstore: no catalog to record an eviction in; the size cap waits");
+            return Ok(done);
+        }
+        let names: Vec<(u64, SegmentKind)> = files.iter().map(|(id, h)| (*id, h.kind)).collect();
+        p.catalog.evicted(&names, through)?;
+        crate::failpoint::hit("evict:recorded");
         let syncs_done = self.log.progress().lock().syncs_done;
         // Records at or below the watermark in files that stay: compaction's copies of old
         // values, and a log segment written beside a blob put that took an older number.
@@ -272,12 +287,14 @@ impl Compactor {
             done.values += removed;
             if kept || p.pending.references(id) || p.index.usage(id).live_records > 0 {
                 log::debug!(
-                    "podstore: file {id} kept by eviction: a write of one of its keys is queued"
+                    "podstore: file {id} kept by eviction until a later step: a write of one \
+                     of its keys is queued"
                 );
                 continue;
             }
             dropped.push((id, h));
         }
+        crate::failpoint::hit("evict:forgotten");
         if dropped.is_empty() {
             return Ok(done);
         }
@@ -285,9 +302,8 @@ impl Compactor {
             .iter()
             .map(|(_, h)| h.file.len())
             .collect::<Result<Vec<u64>>>()?;
-        crate::failpoint::hit("evict:forgotten");
         let names: Vec<(u64, SegmentKind)> = dropped.iter().map(|(id, h)| (*id, h.kind)).collect();
-        p.catalog.evict(&names, through)?;
+        p.catalog.unlink(&names)?;
         crate::failpoint::hit("evict:removed");
         for (id, _) in &dropped {
             p.segments.remove(*id);
@@ -320,5 +336,86 @@ impl Compactor {
             }
         }
         Ok((removed, kept))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::Durability;
+    use crate::index::Seen;
+    use crate::io::sim::SimConfig;
+    use crate::segment::SegmentKind;
+    use crate::tests::{new_sim, open, options};
+
+    /// A step whose only file is kept (a write of one of its keys is queued) still forgets the
+    /// file's other keys: a delete of one of them then finds nothing, writes no tombstone, and
+    /// is acknowledged. The watermark must be durable by then, or a kill brings back the value
+    /// the delete was to hide (`tests/crash/kill9_evict.rs` found it: CI, 2026-12-06).
+    #[test]
+    fn a_key_the_step_forgot_stays_gone_after_a_kill_though_its_file_was_kept() {
+        let sim = new_sim(SimConfig::default());
+        let opts = options(Durability::Sync)
+            .size_cap(Some(8 << 20))
+            .cache_capacity(0);
+        let store = open(&sim, opts.clone()).unwrap();
+        store.put("gone", vec![1u8; 4 << 10]).unwrap();
+        store.put("busy", vec![2u8; 4 << 10]).unwrap();
+        // 1 MiB segments: the first is sealed after about 127 values of 8 KiB.
+        for i in 0..160u32 {
+            store.put(format!("fill/{i}"), vec![3u8; 8 << 10]).unwrap();
+        }
+        let (inner, compactor) = (&store.inner, &store.inner.compactor);
+        let p = &inner.shared;
+        let active = compactor.log.lock().active().map(|a| a.id);
+        let first: Vec<_> = p
+            .segments
+            .snapshot()
+            .into_iter()
+            .filter(|(id, h)| h.kind == SegmentKind::Log && Some(*id) != active)
+            .take(1)
+            .collect();
+        assert_eq!(first.len(), 1, "no sealed segment");
+        let through = first[0].1.summary.max_seq;
+        // A write of "busy" queued (as a writer between its append and its apply): the step
+        // must keep the file that serves "busy" now.
+        let queued = u64::MAX / 2;
+        {
+            let _app = compactor.log.lock();
+            let hash = p.index.hash(b"busy");
+            p.pending.push(
+                queued,
+                b"busy",
+                hash,
+                None,
+                false,
+                &Seen::default(),
+                &p.index,
+            );
+        }
+        let done = {
+            let _turn = compactor.take_drops();
+            compactor.drop_files(first.clone(), through).unwrap()
+        };
+        p.pending.abandon(queued, &p.index);
+        assert_eq!(
+            done.files, 0,
+            "the file was dropped with a write of its key queued"
+        );
+        assert!(done.values > 0, "nothing forgotten");
+        assert_eq!(store.get("gone").unwrap(), None);
+        assert_eq!(store.get("busy").unwrap(), Some(vec![2u8; 4 << 10]));
+        assert!(!store.delete("gone").unwrap(), "a forgotten key was found");
+        // Killed here: the delete left nothing on disk.
+        let killed = sim.after_process_kill();
+        drop(store);
+        let store = open(&killed, opts).unwrap();
+        assert!(
+            store.get("gone").unwrap().is_none(),
+            "the value a step forgot (and a delete then found absent) came back"
+        );
+        assert!(store.stats().evicted_through >= through);
+        // The file the step kept is gone with its records, as if the step had dropped it.
+        assert!(store.inner.shared.segments.file(first[0].0).is_none());
+        assert_eq!(store.get("fill/159").unwrap(), Some(vec![3u8; 8 << 10]));
     }
 }

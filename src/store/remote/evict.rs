@@ -119,7 +119,14 @@ fn evict_over(
     let mut candidates = Vec::new();
     for (id, h) in shared.segments.sealed_by(syncs_done) {
         local += h.file.local_len()?;
-        if h.file.is_remote() {
+        // A file a size-cap step recorded as evicted but kept for a moment (a write of one of
+        // its keys was queued) is garbage to open: no remote edit for it.
+        if h.file.is_remote()
+            || shared
+                .catalog
+                .file(id)
+                .is_some_and(|f| f.state == crate::format::catalog::FileState::Removed)
+        {
             continue;
         }
         let len = h.file.len()?;

@@ -148,6 +148,16 @@ impl Compactor {
             // Nothing is written, so nothing grows; and nothing may be removed.
             return Ok(Evicted::default());
         }
+        if !self.shared.catalog.is_kept() {
+            // No catalog (the disk was full when the store opened; the next open writes one):
+            // a step could not record its watermark, and open would bring back what it made
+            // the index forget. Over the cap rather, until then.
+            static WARNED: std::sync::Once = std::sync::Once::new();
+            WARNED.call_once(|| {
+                log::warn!("podstore: no catalog to record evictions in: the size cap waits");
+            });
+            return Ok(Evicted::default());
+        }
         // Steps take turns with each other and with a compaction's switch and removal; not
         // with its copying (docs/design.md, "Eviction", "Compaction at the same time").
         let _turn = self.take_drops();
@@ -263,9 +273,7 @@ impl Compactor {
             self.log.sync_all()?;
         }
         if !p.catalog.is_kept() {
-            // No catalog (the disk was full when the store opened): a watermark could not be
-            // recorded, and open would bring back what the step forgot. Over the cap rather.
-            log::warn!("podstore: no catalog to record an eviction in; the size cap waits");
+            // Nothing could be recorded (`evict` does not call this without a catalog).
             return Ok(done);
         }
         let names: Vec<(u64, SegmentKind)> = files.iter().map(|(id, h)| (*id, h.kind)).collect();

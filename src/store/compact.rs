@@ -746,3 +746,21 @@ fn throttle(rate: Option<u64>, copied: u64, started: Instant, stop: &dyn Fn() ->
         std::thread::sleep(wait.min(Duration::from_millis(50)));
     }
 }
+
+/// The oldest sealed log segment of `store` (not the active one), for the tests of a step or
+/// a chance on one file.
+#[cfg(test)]
+fn first_sealed_log(store: &crate::Store) -> Vec<(u64, SegmentHandle)> {
+    let active = store.inner.compactor.log.lock().active().map(|a| a.id);
+    let first: Vec<_> = store
+        .inner
+        .shared
+        .segments
+        .snapshot()
+        .into_iter()
+        .filter(|(id, h)| h.kind == crate::segment::SegmentKind::Log && Some(*id) != active)
+        .take(1)
+        .collect();
+    assert_eq!(first.len(), 1, "no sealed segment");
+    first
+}

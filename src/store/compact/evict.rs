@@ -352,7 +352,6 @@ mod tests {
     use crate::Durability;
     use crate::index::Seen;
     use crate::io::sim::SimConfig;
-    use crate::segment::SegmentKind;
     use crate::tests::{new_sim, open, options};
 
     /// A step whose only file is kept (a write of one of its keys is queued) still forgets the
@@ -372,17 +371,8 @@ mod tests {
         for i in 0..160u32 {
             store.put(format!("fill/{i}"), vec![3u8; 8 << 10]).unwrap();
         }
-        let (inner, compactor) = (&store.inner, &store.inner.compactor);
-        let p = &inner.shared;
-        let active = compactor.log.lock().active().map(|a| a.id);
-        let first: Vec<_> = p
-            .segments
-            .snapshot()
-            .into_iter()
-            .filter(|(id, h)| h.kind == SegmentKind::Log && Some(*id) != active)
-            .take(1)
-            .collect();
-        assert_eq!(first.len(), 1, "no sealed segment");
+        let (p, compactor) = (&store.inner.shared, &store.inner.compactor);
+        let first = super::super::first_sealed_log(&store);
         let through = first[0].1.summary.max_seq;
         // A write of "busy" queued (as a writer between its append and its apply): the step
         // must keep the file that serves "busy" now.

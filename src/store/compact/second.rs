@@ -269,7 +269,6 @@ mod tests {
 
     use crate::Durability;
     use crate::io::sim::SimConfig;
-    use crate::segment::SegmentKind;
     use crate::tests::{new_sim, open, options};
 
     /// With the device holding every write and both write buffers full, a second chance
@@ -294,17 +293,7 @@ mod tests {
             assert_eq!(store.get(format!("k/{i}")).unwrap().unwrap(), value(i));
         }
         let compactor = &store.inner.compactor;
-        let active = compactor.log.lock().active().map(|a| a.id);
-        let first: Vec<_> = store
-            .inner
-            .shared
-            .segments
-            .snapshot()
-            .into_iter()
-            .filter(|(id, h)| h.kind == SegmentKind::Log && Some(*id) != active)
-            .take(1)
-            .collect();
-        assert_eq!(first.len(), 1, "no sealed segment");
+        let first = super::super::first_sealed_log(&store);
         let _held = sim.hold_writes_guarded();
         // Fill both buffers: offers are dropped from then on.
         let mut filled = false;

@@ -154,8 +154,11 @@ mod foyer {
             let rt = tokio::runtime::Builder::new_multi_thread()
                 .enable_all()
                 .build()?;
+            // Direct I/O unless asked otherwise: buffered, the page cache holds the device's
+            // whole capacity beside the memory budget (see the module `cache`).
             let device = FsDeviceBuilder::new(&spec.dir)
                 .with_capacity(spec.disk as usize)
+                .with_direct(!spec.foyer_buffered)
                 .build()?;
             let memory = spec.memory as usize;
             let cache = rt.block_on(

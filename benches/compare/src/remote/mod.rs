@@ -151,7 +151,10 @@ impl Timed {
                 .collect();
             let mut all = Vec::new();
             for h in handles {
-                all.extend(h.join().map_err(|_| "a writer thread panicked".to_string())??);
+                all.extend(
+                    h.join()
+                        .map_err(|_| "a writer thread panicked".to_string())??,
+                );
             }
             Ok::<_, String>(all)
         })?;

@@ -73,8 +73,8 @@ fn run() -> Result<(), Failure> {
     }
     let dir = args.store_dir("disk_cache")?;
     let opts = Options::default()
-        // Eviction drops whole segments: 1 MiB ones, a sixteenth of the cap (also what a cap
-        // chooses by itself when no segment size is set).
+        // Eviction drops whole segments: 1 MiB ones, a sixteenth of the cap (a cap alone would
+        // choose 1 MiB too: a thirty-second of it, at least 1 MiB).
         .segment_size(1 << 20)
         .size_cap(Some(CAP))
         // A cache can fetch again what a crash loses: no fdatasync per put.

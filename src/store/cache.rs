@@ -311,6 +311,15 @@ impl Cache {
         }
     }
 
+    /// The bytes under `key` (a whole value or a crc sector), counting no hit or miss and
+    /// touching nothing: for the store's own look (a second chance), not a reader's.
+    pub(super) fn peek_bytes(&self, key: &Key) -> Option<Bytes> {
+        match self.inner.as_ref()?.peek(key)? {
+            Cached::Bytes(b) => Some(b),
+            Cached::Frames(_) => None,
+        }
+    }
+
     /// Keeps `value` under `key`. Only verified bytes may be inserted (see the module's doc).
     pub(super) fn insert(&self, key: Key, value: Cached) {
         if let Some(inner) = &self.inner {

@@ -184,20 +184,26 @@ impl Compactor {
                 if !p.index.contains(hash, old.segment, old.offset) {
                     continue;
                 }
-                value.resize(old.stored_len as usize, 0);
-                let mut found = Located::new(old, e.seq, h.file.clone());
-                // A record that fits a window is read through it (and verified where it is);
-                // a larger one (a blob file's value) as a get reads it.
-                if bytes < SCAN_WINDOW as u64 / 2 {
-                    let mut record = vec![0u8; bytes as usize];
-                    window
-                        .read_exact_at(old.offset, &mut record)
-                        .map_err(|err| segment::read_error(*id, old.offset, h.file.path(), err))?;
-                    found = found.with_record(Bytes::from(record));
+                // A value read since it was written is often still in the read cache: taken
+                // from there (verified when it was kept), the chance reads nothing from the disk.
+                let cached = self.reader.cached_value(&old, &e.key);
+                if cached.is_none() {
+                    value.resize(old.stored_len as usize, 0);
+                    let mut found = Located::new(old, e.seq, h.file.clone());
+                    // A record that fits a window is read through it (and verified where it
+                    // is); a larger one (a blob file's value) as a get reads it.
+                    if bytes < SCAN_WINDOW as u64 / 2 {
+                        let mut record = vec![0u8; bytes as usize];
+                        window.read_exact_at(old.offset, &mut record).map_err(|err| {
+                            segment::read_error(*id, old.offset, h.file.path(), err)
+                        })?;
+                        found = found.with_record(Bytes::from(record));
+                    }
+                    self.reader.read_stored(&found, &mut value)?;
                 }
-                self.reader.read_stored(&found, &mut value)?;
+                let stored_bytes: &[u8] = cached.as_deref().unwrap_or(&value);
                 let stored = StoredValue {
-                    bytes: Cow::Borrowed(&value),
+                    bytes: Cow::Borrowed(stored_bytes),
                     value_len: old.value_len,
                     compressed: old.is_compressed(),
                     expires_at: old.expires_at,
@@ -212,7 +218,7 @@ impl Compactor {
                 let new = app.append_copy(&e.key, Some(&stored), seq, bytes)?;
                 drop(app);
                 written += bytes;
-                let keep = self.reader.keeps_whole(&new).then(|| value.clone());
+                let keep = self.reader.keeps_whole(&new).then(|| stored_bytes.to_vec());
                 moved.push(Moved {
                     key: e.key.clone(),
                     old,
@@ -270,6 +276,43 @@ mod tests {
     use crate::Durability;
     use crate::io::sim::SimConfig;
     use crate::tests::{new_sim, open, options};
+
+    /// A value the read cache holds whole gets its chance from there: the step reads the
+    /// segment's footer, not the values. With the cache off, the same chances read every value
+    /// from the disk (what the test would see if the cache were not asked).
+    #[test]
+    fn a_chance_for_a_cached_value_reads_nothing_from_the_disk() {
+        let value = |i: u32| vec![(i % 251) as u8; 8 << 10];
+        let run = |cache: u64| {
+            let sim = new_sim(SimConfig::default());
+            let opts = options(Durability::Buffered)
+                .size_cap(Some(8 << 20))
+                .second_chance(true)
+                .cache_capacity(cache);
+            let store = open(&sim, opts).unwrap();
+            // 1 MiB segments of 8 KiB values: the first is sealed after about 127.
+            for i in 0..160u32 {
+                store.put(format!("k/{i}"), value(i)).unwrap();
+            }
+            for i in 0..64u32 {
+                assert_eq!(store.get(format!("k/{i}")).unwrap().unwrap(), value(i));
+            }
+            let first = super::super::first_sealed_log(&store);
+            let before = sim.stats().read_bytes;
+            let written = store.inner.compactor.second_chance(&first, u64::MAX).unwrap();
+            let read = sim.stats().read_bytes - before;
+            assert!(written >= 64 * (8 << 10), "{written} bytes of chances");
+            for i in 0..64u32 {
+                assert_eq!(store.get(format!("k/{i}")).unwrap().unwrap(), value(i));
+            }
+            (read, written)
+        };
+        let (cached, written) = run(16 << 20);
+        // The footer of the segment (a few KiB), none of the 512 KiB of values.
+        assert!(cached < 64 << 10, "read {cached} bytes for {written} of chances");
+        let (uncached, _) = run(0);
+        assert!(uncached >= 64 * (8 << 10), "read {uncached} bytes without a cache");
+    }
 
     /// With the device holding every write and both write buffers full, a second chance
     /// waiting for room does not hold the append lock: an offer from another thread meanwhile

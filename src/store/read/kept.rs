@@ -133,6 +133,18 @@ impl Reader {
         self.cache.contains(&Key::of(entry, Part::Value))
     }
 
+    /// The value of `key`'s record `entry`, if the cache holds it whole (verified bytes, as
+    /// everything it holds) and it is stored uncompressed (so that these are its stored bytes
+    /// too): a second chance takes it from here rather than from the disk. Nothing is counted or
+    /// touched in the cache.
+    pub(in crate::store) fn cached_value(&self, entry: &IndexEntry, key: &[u8]) -> Option<Bytes> {
+        if entry.is_compressed() || !self.cache.holds_whole(entry) {
+            return None;
+        }
+        let b = self.cache.peek_bytes(&Key::of(entry, Part::Value))?;
+        cached_whole(&b, key, entry.value_len).map(|(_, value)| value)
+    }
+
     /// Prepares the cache for the warm-up's `values` insertions ([`Cache::reserve`]).
     ///
     /// [`Cache::reserve`]: crate::store::cache::Cache::reserve

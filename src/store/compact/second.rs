@@ -194,9 +194,11 @@ impl Compactor {
                     // is); a larger one (a blob file's value) as a get reads it.
                     if bytes < SCAN_WINDOW as u64 / 2 {
                         let mut record = vec![0u8; bytes as usize];
-                        window.read_exact_at(old.offset, &mut record).map_err(|err| {
-                            segment::read_error(*id, old.offset, h.file.path(), err)
-                        })?;
+                        window
+                            .read_exact_at(old.offset, &mut record)
+                            .map_err(|err| {
+                                segment::read_error(*id, old.offset, h.file.path(), err)
+                            })?;
                         found = found.with_record(Bytes::from(record));
                     }
                     self.reader.read_stored(&found, &mut value)?;
@@ -299,7 +301,11 @@ mod tests {
             }
             let first = super::super::first_sealed_log(&store);
             let before = sim.stats().read_bytes;
-            let written = store.inner.compactor.second_chance(&first, u64::MAX).unwrap();
+            let written = store
+                .inner
+                .compactor
+                .second_chance(&first, u64::MAX)
+                .unwrap();
             let read = sim.stats().read_bytes - before;
             assert!(written >= 64 * (8 << 10), "{written} bytes of chances");
             for i in 0..64u32 {
@@ -309,9 +315,15 @@ mod tests {
         };
         let (cached, written) = run(16 << 20);
         // The footer of the segment (a few KiB), none of the 512 KiB of values.
-        assert!(cached < 64 << 10, "read {cached} bytes for {written} of chances");
+        assert!(
+            cached < 64 << 10,
+            "read {cached} bytes for {written} of chances"
+        );
         let (uncached, _) = run(0);
-        assert!(uncached >= 64 * (8 << 10), "read {uncached} bytes without a cache");
+        assert!(
+            uncached >= 64 * (8 << 10),
+            "read {uncached} bytes without a cache"
+        );
     }
 
     /// With the device holding every write and both write buffers full, a second chance

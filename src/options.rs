@@ -136,6 +136,8 @@ pub struct Options {
     pub(crate) size_cap: Option<u64>,
     /// See [`Options::second_chance`].
     pub(crate) second_chance: bool,
+    /// See [`Options::second_chance_budget`].
+    pub(crate) second_chance_budget: f64,
     /// See [`Options::background_compaction`].
     pub(crate) background_compaction: bool,
     /// See [`Options::compaction_rate`].
@@ -186,6 +188,7 @@ impl Default for Options {
             compaction_threshold: 0.5,
             size_cap: None,
             second_chance: false,
+            second_chance_budget: 0.5,
             background_compaction: true,
             compaction_rate: Some(64 << 20),
             create: true,
@@ -405,8 +408,9 @@ impl Options {
     /// With a [`size_cap`](Options::size_cap): values read (by `get`, `get_into` or `get_bytes`) since they
     /// were written are appended again before eviction drops their file (default `false`), so
     /// that hot values stay, the way S3-FIFO keeps a FIFO cache's hot items. An eviction writes
-    /// at most half the bytes it frees. A value kept this way gets a new
-    /// [`Version`](crate::Version). Whether it pays: docs/design.md, "Eviction".
+    /// at most [`second_chance_budget`](Options::second_chance_budget) of the bytes it frees
+    /// (half by default). A value kept this way gets a new [`Version`](crate::Version). Whether
+    /// it pays: docs/design.md, "Eviction".
     ///
     /// ```
     /// let opts = podstore::Options::default().second_chance(true);
@@ -414,6 +418,23 @@ impl Options {
     /// ```
     pub fn second_chance(mut self, on: bool) -> Self {
         self.second_chance = on;
+        self
+    }
+
+    /// With [`second_chance`](Options::second_chance): the most an eviction step appends again,
+    /// as a fraction of the bytes it drops (default 0.5; above 0.0, at most 1.0). Lower writes
+    /// less and keeps fewer of the values read: on issue 39's cache trace (64 KiB values, one
+    /// thread, refills by offers) a half gave a hit ratio of 0.331 at 9,400-9,600 gets a
+    /// second, a sixteenth 0.318 at 11,500-12,700, no second chance 0.302 at 13,900-15,000
+    /// (docs/benchmarks.md). A cache whose misses cost more than its writes keeps the
+    /// default; one bound by its disk lowers it.
+    ///
+    /// ```
+    /// let opts = podstore::Options::default().second_chance(true).second_chance_budget(0.0625);
+    /// assert_eq!(opts.view().second_chance_budget(), 0.0625);
+    /// ```
+    pub fn second_chance_budget(mut self, fraction: f64) -> Self {
+        self.second_chance_budget = fraction;
         self
     }
 
@@ -725,6 +746,11 @@ impl Options {
         if !(self.compaction_threshold > 0.0 && self.compaction_threshold <= 1.0) {
             return Err(Error::InvalidOptions(
                 "compaction_threshold must be above 0.0 and at most 1.0",
+            ));
+        }
+        if !(self.second_chance_budget > 0.0 && self.second_chance_budget <= 1.0) {
+            return Err(Error::InvalidOptions(
+                "second_chance_budget must be above 0.0 and at most 1.0",
             ));
         }
         if self.size_cap.is_some_and(|cap| cap < 2 * self.segment_size) {

@@ -519,6 +519,8 @@ fn compaction_options_are_checked() {
         opts().compaction_threshold(0.0),
         opts().compaction_threshold(1.5),
         opts().compaction_rate(Some(0)),
+        opts().second_chance_budget(0.0),
+        opts().second_chance_budget(1.5),
     ] {
         assert!(matches!(
             Store::open_with(dir.path(), bad),

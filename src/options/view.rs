@@ -93,6 +93,11 @@ impl OptionsView<'_> {
         self.opts.second_chance
     }
 
+    /// The value set by [`Options::second_chance_budget`].
+    pub fn second_chance_budget(&self) -> f64 {
+        self.opts.second_chance_budget
+    }
+
     /// The value set by [`Options::background_compaction`].
     pub fn background_compaction(&self) -> bool {
         self.opts.background_compaction

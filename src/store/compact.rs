@@ -163,6 +163,9 @@ pub(super) struct Compactor {
     /// The values read since written, with a cap and second chances on
     /// ([`Options::second_chance`](crate::Options::second_chance)).
     read_marks: Option<second::ReadMarks>,
+    /// The most a step's second chances append, as a fraction of the bytes it drops
+    /// ([`Options::second_chance_budget`](crate::Options::second_chance_budget)).
+    chance_budget: f64,
 }
 
 impl Compactor {
@@ -192,6 +195,7 @@ impl Compactor {
             copying: AtomicU64::new(0),
             read_marks: (opts.size_cap.is_some() && opts.second_chance)
                 .then(second::ReadMarks::default),
+            chance_budget: opts.second_chance_budget,
         }
     }
 

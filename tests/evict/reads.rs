@@ -1,7 +1,7 @@
 //! Every whole-value read of a capped store counts in its hit ratio and marks the value for a
 //! second chance: `get`, `get_into` and `get_bytes` (the cache's zero-copy read) alike.
 
-use podstore::{Options, Store};
+use podstore::{Durability, Options, Store};
 
 #[test]
 fn get_get_into_and_get_bytes_all_count_and_all_earn_a_second_chance() {
@@ -54,4 +54,45 @@ fn get_get_into_and_get_bytes_all_count_and_all_earn_a_second_chance() {
             assert_eq!(got, Some(value(k)), "key {k} was read: kept");
         }
     }
+}
+
+/// `Options::second_chance_budget` bounds what the steps append again: with every value read
+/// (each earns a chance), the bytes of second chances stay within the budget's share of the
+/// bytes evicted, and a larger budget appends more.
+#[test]
+fn the_budget_bounds_what_second_chances_append() {
+    let run = |budget: Option<f64>| {
+        let dir = tempfile::tempdir().unwrap();
+        let mut opts = Options::default()
+            .segment_size(1 << 20)
+            .size_cap(Some(8 << 20))
+            .second_chance(true)
+            .cache_capacity(0)
+            .warm_cache(false)
+            .durability(Durability::Buffered);
+        if let Some(b) = budget {
+            opts = opts.second_chance_budget(b);
+        }
+        let store = Store::open_with(dir.path(), opts).unwrap();
+        for k in 0..8000u64 {
+            let value = vec![k as u8; 4096];
+            store.put(format!("k{k:05}"), &value).unwrap();
+            // Read once: marked for a chance.
+            assert_eq!(store.get(format!("k{k:05}")).unwrap().unwrap(), value);
+        }
+        let s = store.stats();
+        assert!(s.evicted_bytes > 16 << 20, "{s:?}");
+        (s.second_chance_bytes, s.evicted_bytes)
+    };
+    let (chances, evicted) = run(Some(0.1));
+    assert!(chances > 0, "no chance given");
+    assert!(
+        chances as f64 <= 0.1 * evicted as f64,
+        "{chances} bytes of chances for {evicted} evicted under a budget of a tenth"
+    );
+    let (chances, evicted) = run(None);
+    assert!(
+        chances as f64 > 0.2 * evicted as f64 && chances as f64 <= 0.5 * evicted as f64,
+        "{chances} bytes of chances for {evicted} evicted under the default half"
+    );
 }

@@ -218,14 +218,14 @@ impl Compactor {
             return Ok(Evicted::default());
         };
         // Values read since written go on, under new numbers above the watermark: at most
-        // half the bytes the step frees.
+        // the budget's share of the bytes the step frees (half by default).
         let freed = chosen
             .iter()
             .map(|(_, h)| h.file.len())
             .collect::<Result<Vec<u64>>>()?
             .iter()
             .sum::<u64>();
-        self.second_chance(&chosen, freed / 2)?;
+        self.second_chance(&chosen, (freed as f64 * self.chance_budget) as u64)?;
         let done = self.drop_files(chosen, through)?;
         if let Some(marks) = &self.read_marks {
             marks.forget_through(through);

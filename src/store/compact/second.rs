@@ -1,7 +1,8 @@
 //! The second chance ([`Options::second_chance`](crate::Options::second_chance)): values read
 //! since they were written are appended again, under a new sequence number, before eviction
 //! drops their file, the way S3-FIFO and foyer keep a FIFO cache's hot items. Bounded: a step
-//! writes at most half the bytes it frees.
+//! writes at most [`Options::second_chance_budget`](crate::Options::second_chance_budget) of
+//! the bytes it frees (half by default).
 //!
 //! A read is remembered by the sequence number of the value's record (`ReadMarks`), which a
 //! get learns whether the value came from the cache or a file; a copy made by compaction keeps

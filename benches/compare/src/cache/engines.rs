@@ -60,19 +60,21 @@ struct Pod {
 
 impl Pod {
     fn open(spec: &CacheSpec) -> Res<Pod> {
-        // A cap makes segments a sixteenth of it (unless set): the cap is the capacity less
-        // the segment such a cap of the whole capacity would take.
+        // A cap makes segments a thirty-second of it (unless set): the cap is the capacity
+        // less the segment such a cap of the whole capacity would take.
         let segment = Options::default()
             .size_cap(Some(spec.disk))
             .view()
             .segment_size();
         let cap = spec.disk.saturating_sub(segment);
-        let defaults = Options::default();
-        let opts = defaults
+        let mut opts = Options::default()
             .cache_capacity(spec.memory)
             .size_cap(Some(cap))
             .second_chance(spec.second_chance)
             .durability(Durability::Buffered);
+        if let Some(budget) = spec.chance_budget {
+            opts = opts.second_chance_budget(budget);
+        }
         Ok(Pod {
             store: Store::open_with(&spec.dir, opts)?,
             offer: spec.offer,

@@ -22,7 +22,7 @@
 //! Engines: `podstore` (`Options::default()` with the cache's memory budget as
 //! `cache_capacity`, its disk capacity less one segment as the size cap, puts at
 //! `Durability::Buffered`: a cache refills what a crash loses; `--second-chance` for
-//! `Options::second_chance`) and `foyer` (cargo feature `foyer`: a `HybridCache` of that
+//! `Options::second_chance`, `--chance-budget F` for `Options::second_chance_budget`) and `foyer` (cargo feature `foyer`: a `HybridCache` of that
 //! memory with its block engine on a file device of that capacity, at its defaults but for
 //! direct I/O: its file device is buffered by default, and the page cache then holds its whole
 //! capacity in memory beside its budget, where podstore and RocksDB read and write the disk;
@@ -53,6 +53,9 @@ pub struct CacheSpec {
     pub disk: u64,
     /// podstore: `Options::second_chance` (`--second-chance`).
     pub second_chance: bool,
+    /// podstore: `Options::second_chance_budget` (`--chance-budget F`; its default, 0.5, when
+    /// not given).
+    pub chance_budget: Option<f64>,
     /// podstore: misses are filled by `Store::offer` (dropped when the writer is behind the
     /// disk, as foyer's flushers drop entries), not `Store::put` (`--offer`).
     pub offer: bool,
@@ -132,10 +135,15 @@ pub fn run(args: &Args) -> Result<String, String> {
         memory,
         disk,
         second_chance: args.flag("second-chance"),
+        chance_budget: args
+            .str("chance-budget")
+            .map(|_| args.secs("chance-budget", 0.5))
+            .transpose()?,
         offer: args.flag("offer"),
         foyer_buffered: args.flag("foyer-buffered"),
     };
     let (spec_second_chance, spec_offer) = (spec.second_chance, spec.offer);
+    let spec_chance_budget = spec.chance_budget;
     let foyer_direct = engine == "foyer" && !spec.foyer_buffered;
     let cache = engines::open(&engine, &spec).map_err(|e| format!("open {engine}: {e}"))?;
     let cache: Arc<dyn CacheEngine> = Arc::from(cache);
@@ -204,6 +212,7 @@ pub fn run(args: &Args) -> Result<String, String> {
         "workload": "cache",
         "engine": engine,
         "second_chance": spec_second_chance,
+        "chance_budget": spec_chance_budget,
         "offer": spec_offer,
         "foyer_direct": foyer_direct,
         "value_size": value_size,

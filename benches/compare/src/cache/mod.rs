@@ -22,11 +22,12 @@
 //! Engines: `podstore` (`Options::default()` with the cache's memory budget as
 //! `cache_capacity`, its disk capacity less one segment as the size cap, puts at
 //! `Durability::Buffered`: a cache refills what a crash loses; `--second-chance` for
-//! `Options::second_chance`, `--chance-budget F` for `Options::second_chance_budget`) and `foyer` (cargo feature `foyer`: a `HybridCache` of that
-//! memory with its block engine on a file device of that capacity, at its defaults but for
-//! direct I/O: its file device is buffered by default, and the page cache then holds its whole
-//! capacity in memory beside its budget, where podstore and RocksDB read and write the disk;
-//! `--foyer-buffered` for its default, as the runs before 2026-12-06 21:00 UTC measured it).
+//! `Options::second_chance`, `--chance-budget F` for `Options::second_chance_budget`) and
+//! `foyer` (cargo feature `foyer`: a `HybridCache` of that memory with its block engine on a
+//! file device of that capacity, at its defaults but for direct I/O: its file device is
+//! buffered by default, and the page cache then holds its whole capacity in memory beside its
+//! budget, where podstore and RocksDB read and write the disk; `--foyer-buffered` for its
+//! default, as the runs before 2026-12-06 21:00 UTC measured it).
 
 mod engines;
 

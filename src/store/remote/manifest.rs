@@ -175,21 +175,20 @@ fn create(config: &RemoteConfig, m: &mut Manifest) -> Result<bool> {
     }
 }
 
-/// The bytes of object `name` (`None` if it is gone).
+/// The bytes of object `name` (`None` if it is gone). The listing and the read are each
+/// retried on their own: a transient failure of either does not send the create again (with
+/// one retry budget for all three, a create whose reply was lost failed ten times more often
+/// than one alone: each attempt then needs three calls to go through).
 fn read_whole(
     config: &RemoteConfig,
     name: &str,
 ) -> std::result::Result<Option<Vec<u8>>, crate::io::remote::RemoteError> {
-    let Some(size) = config
-        .remote
-        .list(name)?
-        .into_iter()
-        .find(|o| o.name == name)
-        .map(|o| o.size)
-    else {
+    use crate::io::remote::retry_transient;
+    let listed = retry_transient(config.attempts, |_| config.remote.list(name))?;
+    let Some(size) = listed.into_iter().find(|o| o.name == name).map(|o| o.size) else {
         return Ok(None);
     };
-    match config.remote.get_range(name, 0..size) {
+    match retry_transient(config.attempts, |_| config.remote.get_range(name, 0..size)) {
         Ok(bytes) => Ok(Some(bytes)),
         Err(e) if e.kind() == RemoteErrorKind::NotFound => Ok(None),
         Err(e) => Err(e),

@@ -324,6 +324,9 @@ fn a_restore_whose_manifest_is_deleted_under_it_gets_a_clear_error_never_other_b
     );
     let mut model = Model::new();
     cycle(&store, &mut model, 0);
+    // A manifest that names the objects (the cycle's last may carry its files: a restore
+    // would then read no object).
+    assert_eq!(store.flush_remote().unwrap().files_in_manifest, 0);
     let held = store.stats().remote_manifest;
     // While the restore reads manifest `held`'s files, the writer overwrites everything,
     // compacts, flushes and deletes what is replaced (zero retention).

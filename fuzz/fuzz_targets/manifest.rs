@@ -40,15 +40,25 @@ fn structured(u: &mut Unstructured<'_>) -> arbitrary::Result<()> {
     let n: usize = u.int_in_range(0..=40)?;
     let mut id = 0u64;
     let mut files = Vec::with_capacity(n);
+    let mut inline = std::collections::BTreeMap::new();
     for _ in 0..n {
         id += u.int_in_range(1..=1000)?;
-        files.push(ManifestFile {
+        let mut f = ManifestFile {
             id,
             kind: kind(u)?,
             length: u.arbitrary()?,
             crc: u.arbitrary()?,
             epoch: u.arbitrary()?,
-        });
+        };
+        // Some files carried in the manifest (version 3), their length and crc32 theirs.
+        if u.ratio(1, 4)? {
+            let len: usize = u.int_in_range(0..=300)?;
+            let bytes: Vec<u8> = u.bytes(len)?.to_vec();
+            f.length = bytes.len() as u64;
+            f.crc = crc32fast::hash(&bytes);
+            inline.insert(id, std::sync::Arc::<[u8]>::from(bytes));
+        }
+        files.push(f);
     }
     let evicted = if u.arbitrary()? {
         Some((u.arbitrary()?, kind(u)?, u.int_in_range(1..=u64::MAX)?))
@@ -63,6 +73,7 @@ fn structured(u: &mut Unstructured<'_>) -> arbitrary::Result<()> {
         next_file_id: id + u.int_in_range(1..=1000)?,
         evicted,
         files,
+        inline,
         ..Manifest::default()
     };
     // The flags as a writer sets them: closed, or a claim (made after a close or not).

@@ -6,7 +6,7 @@
 //! header (72 bytes)
 //! offset  size  field
 //!      0     4  magic "PDMF"
-//!      4     4  version (2; 1 is read too)
+//!      4     4  version (3; 1 and 2 are read too)
 //!      8     8  number (the object's own, as in its name)
 //!     16     8  epoch of the writer that wrote it
 //!     24     8  writer id (random, drawn by the writer when it opened the prefix)
@@ -25,9 +25,14 @@
 //!     16     8  epoch of the writer that uploaded it (part of its object name)
 //!     24     4  crc32 of the whole file
 //!     28     1  kind (1 log, 2 blob)
-//!     29     3  zero
+//!     29     1  flags (version 3; zero before): bit 0 the file's bytes are in this manifest
+//!     30     2  zero
+//! then the bytes of every file whose entry has bit 0 set, whole, in the entries' order
 //! then a trailer: crc32 of every byte before it (u32)
 //! ```
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use super::{get_u32, get_u64};
 use crate::error::{Corruption, FileKind};
@@ -38,8 +43,11 @@ pub const MANIFEST_MAGIC: [u8; 4] = *b"PDMF";
 /// (zero padding in version 1); it marks a prefix whose writers keep every writer's first
 /// manifest and list after a create only when in doubt (docs/design-remote.md, "Fencing"),
 /// so that a build that knows only version 1 (which deletes those manifests) refuses to open
-/// it. Both are read.
-pub const MANIFEST_VERSION: u32 = 2;
+/// it. Version 3 adds an entry's flags byte (zero padding before) and the bytes of the files
+/// it marks after the entries (a flush of one round trip: docs/design-remote.md, "Files in
+/// the manifest"), which a build that knows only version 2 would take for objects. All
+/// three are read.
+pub const MANIFEST_VERSION: u32 = 3;
 /// The oldest version this build reads.
 pub const MANIFEST_VERSION_MIN: u32 = 1;
 /// Bytes of the header.
@@ -94,8 +102,10 @@ pub mod entry {
     pub const CRC: usize = 24;
     /// Kind.
     pub const KIND: usize = 28;
+    /// Flags ([`ENTRY_IN_MANIFEST`](super::ENTRY_IN_MANIFEST)).
+    pub const FLAGS: usize = 29;
     /// Zero.
-    pub const PAD: usize = 29;
+    pub const PAD: usize = 30;
 }
 
 /// `(offset, size)` of every header field, for the layout test against docs/design.md.
@@ -124,7 +134,8 @@ pub(crate) const ENTRY_FIELDS: &[(usize, usize)] = &[
     (entry::EPOCH, 8),
     (entry::CRC, 4),
     (entry::KIND, 1),
-    (entry::PAD, 3),
+    (entry::FLAGS, 1),
+    (entry::PAD, 2),
 ];
 
 /// Flag: the writer wrote this manifest as it closed, and writes none after it.
@@ -135,6 +146,10 @@ pub const FLAG_CLAIM: u8 = 2;
 /// Flag (with [`FLAG_CLAIM`] only): a claim made when the newest manifest was closed: no
 /// writer can create the number after that one, so the claim need not be kept.
 pub const FLAG_AFTER_CLOSE: u8 = 4;
+
+/// Entry flag (version 3): the file's bytes follow the entries, in the manifest itself; its
+/// object may not exist (yet).
+pub const ENTRY_IN_MANIFEST: u8 = 1;
 
 /// One sealed file a manifest names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -179,6 +194,10 @@ pub struct Manifest {
     pub claim: bool,
     /// A claim made when the newest manifest was closed ([`FLAG_AFTER_CLOSE`]).
     pub after_close: bool,
+    /// The files whose bytes the manifest carries ([`ENTRY_IN_MANIFEST`]), by id: each is one
+    /// of `files`, of its length and crc32. Such a file is in the remote once the manifest
+    /// is, whether or not its object was ever uploaded.
+    pub inline: BTreeMap<u64, Arc<[u8]>>,
 }
 
 impl Manifest {
@@ -238,7 +257,21 @@ pub fn encode(m: &Manifest) -> Vec<u8> {
         e[entry::EPOCH..entry::EPOCH + 8].copy_from_slice(&f.epoch.to_le_bytes());
         e[entry::CRC..entry::CRC + 4].copy_from_slice(&f.crc.to_le_bytes());
         e[entry::KIND] = kind_code(f.kind);
+        if let Some(bytes) = m.inline.get(&f.id) {
+            debug_assert_eq!(bytes.len() as u64, f.length);
+            e[entry::FLAGS] = ENTRY_IN_MANIFEST;
+        }
         b.extend_from_slice(&e);
+    }
+    debug_assert!(
+        m.inline
+            .keys()
+            .all(|id| m.files.iter().any(|f| f.id == *id))
+    );
+    for f in &m.files {
+        if let Some(bytes) = m.inline.get(&f.id) {
+            b.extend_from_slice(bytes);
+        }
     }
     let crc = crc32fast::hash(&b);
     b.extend_from_slice(&crc.to_le_bytes());
@@ -279,8 +312,10 @@ pub fn decode(b: &[u8]) -> Result<Manifest, Corruption> {
             value: u64::from(count),
         });
     }
-    let needed = MANIFEST_HEADER_LEN + count as usize * MANIFEST_ENTRY_LEN + MANIFEST_TRAILER_LEN;
-    if b.len() != needed {
+    let entries_end = MANIFEST_HEADER_LEN + count as usize * MANIFEST_ENTRY_LEN;
+    if b.len() < entries_end + MANIFEST_TRAILER_LEN
+        || (version < 3 && b.len() != entries_end + MANIFEST_TRAILER_LEN)
+    {
         return Err(Corruption::InvalidField {
             field: "manifest length",
             value: b.len() as u64,
@@ -329,9 +364,20 @@ pub fn decode(b: &[u8]) -> Result<Manifest, Corruption> {
     };
     let next_file_id = get_u64(b, header::NEXT_ID);
     let mut files = Vec::with_capacity(count as usize);
+    let mut inline = BTreeMap::new();
+    // The files' bytes carried after the entries: `data` is what is left of them.
+    let mut data = &body[entries_end..];
     for i in 0..count as usize {
         let e = &b[MANIFEST_HEADER_LEN + i * MANIFEST_ENTRY_LEN..][..MANIFEST_ENTRY_LEN];
-        zero(&e[entry::PAD..entry::PAD + 3], "manifest entry padding")?;
+        zero(&e[entry::PAD..entry::PAD + 2], "manifest entry padding")?;
+        let entry_flags = e[entry::FLAGS];
+        let known = if version < 3 { 0 } else { ENTRY_IN_MANIFEST };
+        if entry_flags & !known != 0 {
+            return Err(Corruption::InvalidField {
+                field: "manifest entry flags",
+                value: u64::from(entry_flags),
+            });
+        }
         let id = get_u64(e, entry::ID);
         let previous = files.last().map(|f: &ManifestFile| f.id);
         if previous.is_some_and(|p| id <= p) || id >= next_file_id {
@@ -340,12 +386,38 @@ pub fn decode(b: &[u8]) -> Result<Manifest, Corruption> {
                 value: id,
             });
         }
-        files.push(ManifestFile {
+        let f = ManifestFile {
             id,
             kind: kind_of(e[entry::KIND], "manifest file kind")?,
             length: get_u64(e, entry::LENGTH),
             crc: get_u32(e, entry::CRC),
             epoch: get_u64(e, entry::EPOCH),
+        };
+        if entry_flags & ENTRY_IN_MANIFEST != 0 {
+            let len = usize::try_from(f.length)
+                .ok()
+                .filter(|&len| len <= data.len())
+                .ok_or(Corruption::Truncated {
+                    needed: f.length,
+                    available: data.len() as u64,
+                })?;
+            let (bytes, rest) = data.split_at(len);
+            let got = crc32fast::hash(bytes);
+            if got != f.crc {
+                return Err(Corruption::ChecksumMismatch {
+                    got,
+                    expected: f.crc,
+                });
+            }
+            inline.insert(id, Arc::from(bytes));
+            data = rest;
+        }
+        files.push(f);
+    }
+    if !data.is_empty() {
+        return Err(Corruption::InvalidField {
+            field: "manifest length",
+            value: b.len() as u64,
         });
     }
     Ok(Manifest {
@@ -359,6 +431,7 @@ pub fn decode(b: &[u8]) -> Result<Manifest, Corruption> {
         closed: flags & FLAG_CLOSED != 0,
         claim,
         after_close: flags & FLAG_AFTER_CLOSE != 0,
+        inline,
     })
 }
 

@@ -43,6 +43,9 @@ pub struct RemoteFile {
     pub epoch: u64,
     /// Its object's name: `<prefix>/data/<epoch as 20 digits>/<file name>`.
     pub object: String,
+    /// Its bytes are in the manifest itself (checked against its crc32 as the manifest was
+    /// read): its object may not exist yet (docs/design-remote.md, "Files in the manifest").
+    pub in_manifest: bool,
 }
 
 /// The newest manifest under `prefix` in `remote` (the highest number; `None` when there is
@@ -85,6 +88,7 @@ pub fn newest_manifest(remote: &dyn Remote, prefix: &str) -> Result<Option<Remot
             crc32: f.crc,
             epoch: f.epoch,
             object: format!("{prefix}/data/{:020}/{}", f.epoch, f.kind.file_name(f.id)),
+            in_manifest: m.inline.contains_key(&f.id),
         })
         .collect();
     Ok(Some(RemoteManifest {

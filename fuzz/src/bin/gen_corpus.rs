@@ -141,8 +141,21 @@ fn manifest_seeds() -> Vec<Vec<u8>> {
         closed: true,
         claim: false,
         after_close: false,
+        inline: Default::default(),
     };
-    vec![encode(&empty), encode(&full)]
+    // Version 3: the bytes of a file in the manifest itself.
+    let mut carrying = full.clone();
+    let bytes = pattern(40, 700);
+    carrying.next_file_id = 41;
+    carrying.files.push(ManifestFile {
+        id: 40,
+        kind: FileKind::Log,
+        length: bytes.len() as u64,
+        crc: crc32fast::hash(&bytes),
+        epoch: 3,
+    });
+    carrying.inline.insert(40, bytes.into());
+    vec![encode(&empty), encode(&full), encode(&carrying)]
 }
 
 /// A deterministic byte pattern (xorshift), for values and for unstructured seeds.

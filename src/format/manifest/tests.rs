@@ -28,13 +28,37 @@ fn sample() -> Manifest {
         closed: true,
         claim: false,
         after_close: false,
+        inline: BTreeMap::new(),
     }
+}
+
+/// [`sample`] with the bytes of a fourth file in the manifest.
+fn sample_inline() -> Manifest {
+    let mut m = sample();
+    let bytes: Arc<[u8]> = (0..300u32).map(|i| (i * 7) as u8).collect();
+    m.files.push(file(
+        41,
+        FileKind::Log,
+        bytes.len() as u64,
+        crc32fast::hash(&bytes),
+        3,
+    ));
+    m.files[2].id = 40;
+    m.inline.insert(41, bytes);
+    m
 }
 
 fn arb_manifest() -> impl Strategy<Value = Manifest> {
     let files = proptest::collection::btree_map(
         0u64..1000,
-        (any::<bool>(), any::<u64>(), any::<u32>(), any::<u64>()),
+        (
+            any::<bool>(),
+            any::<u64>(),
+            any::<u32>(),
+            any::<u64>(),
+            // Some: the file's bytes, in the manifest.
+            prop::option::weighted(0.3, proptest::collection::vec(any::<u8>(), 0..64)),
+        ),
         0..20,
     );
     (
@@ -51,6 +75,7 @@ fn arb_manifest() -> impl Strategy<Value = Manifest> {
     )
         .prop_map(
             |([number, epoch, writer, max_seq], evicted, files, (closed, claim, after_close))| {
+                let mut inline = BTreeMap::new();
                 Manifest {
                     number,
                     epoch,
@@ -62,14 +87,28 @@ fn arb_manifest() -> impl Strategy<Value = Manifest> {
                     }),
                     files: files
                         .into_iter()
-                        .map(|(id, (blob, length, crc, epoch))| {
+                        .map(|(id, (blob, length, crc, epoch, bytes))| {
                             let kind = if blob { FileKind::Blob } else { FileKind::Log };
-                            file(id, kind, length, crc, epoch)
+                            match bytes {
+                                Some(bytes) => {
+                                    let f = file(
+                                        id,
+                                        kind,
+                                        bytes.len() as u64,
+                                        crc32fast::hash(&bytes),
+                                        epoch,
+                                    );
+                                    inline.insert(id, Arc::from(bytes));
+                                    f
+                                }
+                                None => file(id, kind, length, crc, epoch),
+                            }
                         })
                         .collect(),
                     closed,
                     claim,
                     after_close,
+                    inline,
                 }
             },
         )
@@ -91,6 +130,17 @@ fn a_manifest_round_trips_and_has_the_documented_length() {
         ..Manifest::default()
     };
     assert_eq!(decode(&encode(&empty)), Ok(empty));
+    let m = sample_inline();
+    let bytes = encode(&m);
+    assert_eq!(
+        bytes.len(),
+        MANIFEST_HEADER_LEN + 4 * MANIFEST_ENTRY_LEN + 300 + MANIFEST_TRAILER_LEN
+    );
+    assert_eq!(
+        bytes[MANIFEST_HEADER_LEN + 3 * MANIFEST_ENTRY_LEN + entry::FLAGS],
+        1
+    );
+    assert_eq!(decode(&bytes), Ok(m));
 }
 
 #[test]
@@ -123,38 +173,73 @@ fn reseal(mut b: Vec<u8>) -> Vec<u8> {
 }
 
 #[test]
-fn a_version_1_manifest_is_read() {
-    // Version 2 has version 1's layout (docs/design-remote.md, "Fencing": what changed is
-    // what writers keep); a prefix written before it opens.
+fn version_1_and_2_manifests_are_read() {
+    // Versions 1 and 2 have version 3's layout without files in the manifest
+    // (docs/design-remote.md, "Fencing", "Files in the manifest"); a prefix written before
+    // opens.
     let m = Manifest {
         closed: false,
         ..sample()
     };
-    let mut b = encode(&m);
-    assert_eq!(b[header::VERSION..header::VERSION + 4], 2u32.to_le_bytes());
-    b[header::VERSION..header::VERSION + 4].copy_from_slice(&1u32.to_le_bytes());
-    assert_eq!(decode(&reseal(b)), Ok(m));
+    let b = encode(&m);
+    assert_eq!(b[header::VERSION..header::VERSION + 4], 3u32.to_le_bytes());
+    for version in [1u32, 2] {
+        let mut b = b.clone();
+        b[header::VERSION..header::VERSION + 4].copy_from_slice(&version.to_le_bytes());
+        assert_eq!(decode(&reseal(b)), Ok(m.clone()));
+    }
+}
+
+#[test]
+fn a_file_in_the_manifest_is_checked_against_its_entry() {
+    let m = sample_inline();
+    let good = encode(&m);
+    let data = MANIFEST_HEADER_LEN + 4 * MANIFEST_ENTRY_LEN;
+    // Its bytes changed, the manifest's own crc32 made right: the entry's crc32 catches it.
+    let mut b = good.clone();
+    b[data + 10] ^= 1;
+    assert!(matches!(
+        decode(&reseal(b)),
+        Err(Corruption::ChecksumMismatch { .. })
+    ));
+    // One byte short or long.
+    let mut b = good.clone();
+    b.remove(data);
+    assert!(decode(&reseal(b)).is_err());
+    let mut b = good.clone();
+    b.insert(data, 0);
+    assert!(decode(&reseal(b)).is_err());
+    // Carried by a version that has no such files.
+    let mut b = good;
+    b[header::VERSION] = 2;
+    assert!(decode(&reseal(b)).is_err());
 }
 
 #[test]
 fn every_flipped_bit_is_caught() {
-    let good = encode(&sample());
-    for bit in 0..good.len() * 8 {
-        let mut b = good.clone();
-        b[bit / 8] ^= 1 << (bit % 8);
-        assert!(decode(&b).is_err(), "bit {bit}");
+    for good in [encode(&sample()), encode(&sample_inline())] {
+        for bit in 0..good.len() * 8 {
+            let mut b = good.clone();
+            b[bit / 8] ^= 1 << (bit % 8);
+            assert!(decode(&b).is_err(), "bit {bit}");
+        }
     }
 }
 
 #[test]
 fn every_cut_and_every_extension_is_caught() {
-    let good = encode(&sample());
-    for len in 0..good.len() {
-        assert!(decode(&good[..len]).is_err(), "cut at {len}");
+    for good in [encode(&sample()), encode(&sample_inline())] {
+        for len in 0..good.len() {
+            assert!(decode(&good[..len]).is_err(), "cut at {len}");
+        }
+        let mut longer = good.clone();
+        longer.extend_from_slice(&[0; MANIFEST_ENTRY_LEN]);
+        assert!(decode(&longer).is_err());
+        // Longer, with the crc32 made right: bytes after the last file's are refused.
+        let mut longer = good.clone();
+        longer.insert(good.len() - MANIFEST_TRAILER_LEN, 0);
+        assert!(decode(&reseal(longer)).is_err());
     }
-    let mut longer = good.clone();
-    longer.extend_from_slice(&[0; MANIFEST_ENTRY_LEN]);
-    assert!(decode(&longer).is_err());
 }
 
 /// Bytes that a writer never produces, each with a valid crc: the decoder checks the fields,
@@ -184,7 +269,18 @@ fn fields_no_writer_produces_are_refused_even_under_a_valid_crc() {
             }),
         ),
         ("padding", Box::new(|b| b[header::PAD + 1] = 1)),
-        ("version 3", Box::new(|b| b[header::VERSION] = 3)),
+        ("version 4", Box::new(|b| b[header::VERSION] = 4)),
+        (
+            "unknown entry flag",
+            Box::new(move |b| b[first + entry::FLAGS] = 2),
+        ),
+        (
+            "an entry flag in version 2",
+            Box::new(move |b| {
+                b[header::VERSION] = 2;
+                b[first + entry::FLAGS] = ENTRY_IN_MANIFEST;
+            }),
+        ),
         ("header padding", Box::new(|b| b[header::PAD + 1] = 1)),
         ("count", Box::new(|b| b[header::COUNT] = 4)),
         ("huge count", Box::new(|b| b[header::COUNT + 3] = 0xff)),

@@ -60,6 +60,11 @@ pub struct RemoteFlushReport {
     pub files_uploaded: usize,
     /// Bytes this call uploaded.
     pub bytes_uploaded: u64,
+    /// Of the files, those whose bytes the manifest itself carries: the files not in the
+    /// remote yet, when they were few enough to send with the manifest (at most 4 MiB in
+    /// all), uploaded beside it. Such a flush takes one round trip, not two
+    /// (docs/design-remote.md, "Files in the manifest").
+    pub files_in_manifest: usize,
 }
 
 /// The store's side of its remote: what is uploaded, the manifests written, the fence.
@@ -181,7 +186,13 @@ impl RemoteTier {
                 writer: claim.writer,
                 next_number: claim.number + 1,
                 uploaded: HashMap::new(),
-                inherited: claim.files.iter().map(|f| (f.id, *f)).collect(),
+                // A file the manifest taken over carries has no object to compare with.
+                inherited: claim
+                    .files
+                    .iter()
+                    .filter(|f| !claim.inline.contains_key(&f.id))
+                    .map(|f| (f.id, *f))
+                    .collect(),
                 named: HashMap::new(),
                 to_punch: Vec::new(),
                 manifests: BTreeMap::from([(claim.number, claim.files.clone())]),
@@ -344,7 +355,7 @@ impl Inner {
             flush(self, tier).map(|_| ())
         } else {
             let mut state = tier.lock();
-            upload::pass(self, tier, &mut state, None)
+            upload::pass(self, tier, &mut state, None, &upload::Carried::new())
                 .and_then(|_| evict::evict_local(self, tier, &mut state))
                 .map(|_| ())
         };
@@ -398,35 +409,39 @@ fn flush(inner: &Inner, tier: &RemoteTier) -> Result<RemoteFlushReport> {
     }
     let number = tier.flushes_begun.fetch_add(1, Ordering::SeqCst) + 1;
     let snapshot = upload::snapshot(inner)?;
-    let (files_uploaded, bytes_uploaded) =
-        upload::pass(inner, tier, &mut state, Some(&snapshot.files))?;
-    let files: Option<Vec<ManifestFile>> = snapshot
-        .files
-        .iter()
-        .map(|(id, _)| state.uploaded.get(id).copied())
-        .collect();
-    // (`pass` returns an error for any file it did not upload: this is a guard.)
-    let files = files.ok_or_else(|| Error::Remote {
-        op: "remote flush",
-        object: tier.config.prefix.clone(),
-        source: RemoteError::new(
-            crate::io::remote::RemoteErrorKind::Other,
-            "a file of the snapshot was not uploaded",
-        ),
-    })?;
-    let mut m = Manifest {
-        number: state.next_number,
-        epoch: state.epoch,
-        writer: state.writer,
-        max_seq: snapshot.max_seq,
-        next_file_id: snapshot.next_file_id,
-        evicted: snapshot.evicted,
-        files,
-        closed: false,
-        claim: false,
-        after_close: false,
-    };
-    match manifest::write(&tier.config, &mut m, state.sure) {
+    let carried = upload::carried(inner, tier, &mut state, &snapshot.files)?;
+    let (files_uploaded, bytes_uploaded, mut m, written);
+    if carried.is_empty() {
+        // Two round trips: the files uploaded, then the manifest that names them.
+        (files_uploaded, bytes_uploaded) =
+            upload::pass(inner, tier, &mut state, Some(&snapshot.files), &carried)?;
+        m = flush_manifest(tier, &state, &snapshot, &carried)?;
+        written = manifest::write(&tier.config, &mut m, state.sure);
+    } else {
+        // One round trip: the manifest carries the files not in the remote yet, and is
+        // written while they are uploaded, so that the next manifest names their objects
+        // instead (docs/design-remote.md, "Files in the manifest"). The flush is done when
+        // the manifest is; an upload that fails is made again later.
+        m = flush_manifest(tier, &state, &snapshot, &carried)?;
+        let sure = state.sure;
+        let (create, uploads) = std::thread::scope(|s| {
+            let create = s.spawn(|| manifest::write(&tier.config, &mut m, sure));
+            let uploads = upload::pass(inner, tier, &mut state, Some(&snapshot.files), &carried);
+            (create.join(), uploads)
+        });
+        written = create.unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        (files_uploaded, bytes_uploaded) = match uploads {
+            Ok(done) => done,
+            Err(e) => {
+                log::warn!(
+                    "podstore: remote {}: an upload beside a manifest carrying it: {e}",
+                    tier.config.prefix
+                );
+                (0, 0)
+            }
+        };
+    }
+    match written {
         Ok(()) => state.sure = true,
         Err(e @ Error::Fenced { manifest, .. }) => {
             tier.fence(manifest);
@@ -440,7 +455,21 @@ fn flush(inner: &Inner, tier: &RemoteTier) -> Result<RemoteFlushReport> {
         }
     }
     state.next_number = m.number + 1;
-    state.named = m.files.iter().map(|f| (f.id, *f)).collect();
+    // Only a file whose object is whole may be evicted: one the manifest carries only once
+    // its upload beside the manifest is done (the same bytes: length and crc32).
+    state.named = m
+        .files
+        .iter()
+        .filter_map(|f| match m.inline.contains_key(&f.id) {
+            false => Some(*f),
+            true => state
+                .uploaded
+                .get(&f.id)
+                .filter(|u| (u.kind, u.length, u.crc) == (f.kind, f.length, f.crc))
+                .copied(),
+        })
+        .map(|f| (f.id, f))
+        .collect();
     state.manifests.insert(m.number, m.files.clone());
     state.marks.insert(m.number, false);
     state.last = m.clone();
@@ -469,9 +498,53 @@ fn flush(inner: &Inner, tier: &RemoteTier) -> Result<RemoteFlushReport> {
         files: m.files.len(),
         files_uploaded,
         bytes_uploaded,
+        files_in_manifest: m.inline.len(),
     };
     state.last_ok = Some((number, report.clone()));
     Ok(report)
+}
+
+/// The manifest of a flush: every file of `snapshot`, each carried (with its bytes) or
+/// named by the object that holds it.
+fn flush_manifest(
+    tier: &RemoteTier,
+    state: &TierState,
+    snapshot: &upload::Snapshot,
+    carried: &upload::Carried,
+) -> Result<Manifest> {
+    let files: Option<Vec<ManifestFile>> = snapshot
+        .files
+        .iter()
+        .map(|(id, _)| match carried.get(id) {
+            Some((f, _)) => Some(*f),
+            None => state.uploaded.get(id).copied(),
+        })
+        .collect();
+    // (`pass` returns an error for any file it did not upload: this is a guard.)
+    let files = files.ok_or_else(|| Error::Remote {
+        op: "remote flush",
+        object: tier.config.prefix.clone(),
+        source: RemoteError::new(
+            crate::io::remote::RemoteErrorKind::Other,
+            "a file of the snapshot was not uploaded",
+        ),
+    })?;
+    Ok(Manifest {
+        number: state.next_number,
+        epoch: state.epoch,
+        writer: state.writer,
+        max_seq: snapshot.max_seq,
+        next_file_id: snapshot.next_file_id,
+        evicted: snapshot.evicted,
+        files,
+        closed: false,
+        claim: false,
+        after_close: false,
+        inline: carried
+            .iter()
+            .map(|(id, (_, bytes))| (*id, bytes.clone()))
+            .collect(),
+    })
 }
 
 /// A random 64-bit id for a writer ([`Manifest::writer`]), from std's randomly keyed hasher,
@@ -512,6 +585,11 @@ impl Store {
     /// file not uploaded yet, and returns once a manifest naming them is written. A store
     /// restored from that manifest (opened on an empty directory with the same remote) holds
     /// every such write.
+    ///
+    /// When the files not uploaded yet come to at most 4 MiB, the manifest carries their bytes
+    /// and is written while they are uploaded: the call takes one round trip to the remote,
+    /// not two, and is done once the manifest is, even if an upload failed (the next flush
+    /// sends the file again). [`RemoteFlushReport::files_in_manifest`] counts them.
     ///
     /// Errors: [`Error::ReadOnly`] on a read-only store (a [`RemoteReader`](crate::RemoteReader)'s
     /// too); [`Error::InvalidOptions`] without a remote; [`Error::Fenced`] once another

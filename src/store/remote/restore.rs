@@ -9,7 +9,8 @@
 //! are written into
 //! a sibling directory `<dir>.podstore-restore`, with `VERSIONS` and then `CATALOG` last, and
 //! only then renamed to `dir`: an interrupted restore never looks like a store at `dir`.
-//! Files are downloaded a few at a time (`remote_upload_threads`).
+//! Files are downloaded a few at a time (`remote_upload_threads`). A file whose bytes the
+//! manifest carries (a flush of one round trip) is written from them, whole, and read locally.
 //!
 //! A [`RemoteReader`](crate::RemoteReader)'s snapshots are restores too (`reader.rs`), always
 //! from footers only, each linking the files it shares with the previous one ([`Earlier`]).
@@ -118,6 +119,12 @@ pub(super) fn restore_manifest(
         let mut wanted = Vec::new();
         for f in &m.files {
             listed.push((f.id, f.kind, FileState::Sealed { length: f.length }));
+            // Carried by the manifest: written whole from its bytes (checked against the
+            // entry's crc32 when the manifest was decoded), a local file like any other.
+            if let Some(bytes) = m.inline.get(&f.id) {
+                write_carried(&profile, &staging, f, bytes)?;
+                continue;
+            }
             if let Some(e) = earlier
                 && let Some((was, object)) = e.files.get(&f.id).filter(|(was, _)| was == f)
             {
@@ -406,6 +413,19 @@ fn download_kept(
     // The trailer, the head and the end.
     let bytes = TRAILER_LEN as u64 + span.start + (f.length - span.end);
     Ok(Some((object, bytes)))
+}
+
+/// Writes file `f`, whose bytes the manifest carries, into `staging`.
+fn write_carried(
+    profile: &IoProfile,
+    staging: &Path,
+    f: &ManifestFile,
+    bytes: &[u8],
+) -> Result<()> {
+    let path = staging.join(segment::file_name(f.id, f.kind));
+    let out = PlainFile::create_new(&path, profile)?;
+    out.write_all_at(bytes, 0)?;
+    out.sync_data()
 }
 
 /// Downloads file `f` into `staging` whole, checking its crc32 against the manifest.

@@ -1,6 +1,7 @@
 //! Sealed files put into the remote whole (same bytes, footer included), a few at a time, each
 //! retried with backoff; and the consistent set of files a remote flush names.
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use super::manifest::data_name;
@@ -14,6 +15,11 @@ use crate::store::read::Reader;
 
 /// Bytes read per call while computing a file's crc32.
 const READ_CHUNK: usize = 1 << 20;
+
+/// The most bytes of files one flush's manifest carries ([`carried`]): a flush with more
+/// waiting uploads them first. Enough for a flush after a put of a few MiB; a manifest is
+/// read whole by restores, readers and deletion passes, so not more.
+pub(super) const CARRY_MAX: u64 = 4 << 20;
 
 /// A sealed file of the store, held open: a compaction that removes it meanwhile leaves it
 /// readable (the inode lives while the handle does).
@@ -202,6 +208,7 @@ pub(super) fn pass(
     tier: &RemoteTier,
     state: &mut TierState,
     only: Option<&[(u64, SealedFile)]>,
+    carried: &Carried,
 ) -> Result<(usize, u64)> {
     let all;
     let files = match only {
@@ -212,33 +219,9 @@ pub(super) fn pass(
             &all
         }
     };
-    // A file whose data is in the remote only is there, as the catalog says (never read
-    // again to be compared or uploaded: its local copy has no data).
-    for (id, f) in files {
-        if !state.uploaded.contains_key(id)
-            && let Some(o) = inner.shared.catalog.remote_of(*id)
-        {
-            let entry = ManifestFile {
-                id: *id,
-                kind: f.kind,
-                length: f.len,
-                crc: o.crc,
-                epoch: o.epoch,
-            };
-            state.inherited.remove(id);
-            tier.uploaded(state, entry);
-        }
-    }
+    note_remote_only(inner, tier, state, files);
     let threads = tier.config.upload_threads;
-    let mut todo: Vec<&(u64, SealedFile)> = files
-        .iter()
-        .filter(|(id, f)| {
-            state
-                .uploaded
-                .get(id)
-                .is_none_or(|u| u.length != f.len || u.kind != f.kind)
-        })
-        .collect();
+    let mut todo = waiting(state, files);
     if only.is_none() {
         todo.truncate(threads);
     }
@@ -251,7 +234,10 @@ pub(super) fn pass(
     let threads = threads.min(todo.len());
     let todo: Vec<_> = todo
         .into_iter()
-        .map(|(id, f)| (*id, f, state.inherited.get(id).copied()))
+        .map(|(id, f)| {
+            let bytes = carried.get(id).cloned();
+            (*id, f, state.inherited.get(id).copied(), bytes)
+        })
         .collect();
     let queue = Mutex::new(todo);
     let done = Mutex::new(Vec::new());
@@ -264,10 +250,10 @@ pub(super) fn pass(
                         return;
                     }
                     let next = queue.lock().unwrap_or_else(|p| p.into_inner()).pop();
-                    let Some((id, file, inherited)) = next else {
+                    let Some((id, file, inherited, bytes)) = next else {
                         return;
                     };
-                    match upload_one(inner, tier, epoch, id, file, inherited) {
+                    match upload_one(inner, tier, epoch, (id, file, bytes), inherited) {
                         Ok(uploaded) => done
                             .lock()
                             .unwrap_or_else(|p| p.into_inner())
@@ -298,6 +284,99 @@ pub(super) fn pass(
     }
 }
 
+/// Notes each of `files` whose data is in the remote only as uploaded: it is there, as the
+/// catalog says (never read again to be compared or uploaded: its local copy has no data).
+fn note_remote_only(
+    inner: &Inner,
+    tier: &RemoteTier,
+    state: &mut TierState,
+    files: &[(u64, SealedFile)],
+) {
+    for (id, f) in files {
+        if !state.uploaded.contains_key(id)
+            && let Some(o) = inner.shared.catalog.remote_of(*id)
+        {
+            let entry = ManifestFile {
+                id: *id,
+                kind: f.kind,
+                length: f.len,
+                crc: o.crc,
+                epoch: o.epoch,
+            };
+            state.inherited.remove(id);
+            tier.uploaded(state, entry);
+        }
+    }
+}
+
+/// The files of `files` whose bytes no object holds yet (not uploaded, or uploaded at another
+/// length or kind).
+fn waiting<'a>(state: &TierState, files: &'a [(u64, SealedFile)]) -> Vec<&'a (u64, SealedFile)> {
+    files
+        .iter()
+        .filter(|(id, f)| {
+            state
+                .uploaded
+                .get(id)
+                .is_none_or(|u| u.length != f.len || u.kind != f.kind)
+        })
+        .collect()
+}
+
+/// A file a manifest carries: its entry and its bytes.
+pub(super) type CarriedFile = (ManifestFile, Arc<[u8]>);
+
+/// Files a manifest carries, by id ([`carried`]).
+pub(super) type Carried = BTreeMap<u64, CarriedFile>;
+
+/// Bytes in memory as the body of a put.
+struct Held(Arc<[u8]>);
+
+impl ObjectBody for Held {
+    fn len(&self) -> u64 {
+        self.0.len() as u64
+    }
+
+    fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
+        self.0[..].read_exact_at(offset, buf)
+    }
+}
+
+/// The files of a flush's snapshot that its manifest carries, with their bytes (a flush of
+/// one round trip: docs/design-remote.md, "Files in the manifest"): every file not in the
+/// remote yet, read whole, when they come to at most [`CARRY_MAX`] bytes together and none
+/// is inherited (to be compared with the manifest taken over, not sent again). Empty
+/// otherwise: the flush then uploads them before it writes its manifest.
+pub(super) fn carried(
+    inner: &Inner,
+    tier: &RemoteTier,
+    state: &mut TierState,
+    files: &[(u64, SealedFile)],
+) -> Result<Carried> {
+    note_remote_only(inner, tier, state, files);
+    let todo = waiting(state, files);
+    let total: u64 = todo.iter().map(|(_, f)| f.len).sum();
+    let mut out = BTreeMap::new();
+    if total > CARRY_MAX || todo.iter().any(|(id, _)| state.inherited.contains_key(id)) {
+        return Ok(out);
+    }
+    for &(id, ref f) in todo {
+        let body = FileBody::new(f, &inner.reader, inner.shared.profile.read_align);
+        let bytes = body
+            .to_vec()
+            .map_err(|e| Error::io("remote: read a sealed file", Some(f.file.path().into()), e))?;
+        let entry = ManifestFile {
+            id,
+            kind: f.kind,
+            length: f.len,
+            crc: crc32fast::hash(&bytes),
+            epoch: state.epoch,
+        };
+        out.insert(id, (entry, Arc::from(bytes)));
+    }
+    Ok(out)
+}
+
 /// Puts file `id` under this writer's epoch, with retries, unless `inherited` (the entry of
 /// the manifest this writer took over) already holds its bytes (same kind, length and crc32).
 /// Its entry for the manifest, and whether it was put.
@@ -305,11 +384,29 @@ fn upload_one(
     inner: &Inner,
     tier: &RemoteTier,
     epoch: u64,
-    id: u64,
-    file: &SealedFile,
+    (id, file, bytes): (u64, &SealedFile, Option<CarriedFile>),
     inherited: Option<ManifestFile>,
 ) -> Result<(ManifestFile, bool)> {
     let name = data_name(&tier.config.prefix, epoch, file.kind, id);
+    // Carried by the manifest written beside this upload: its bytes are in memory already.
+    if let Some((carried, bytes)) = bytes.filter(|(f, _)| f.length == file.len) {
+        let body = Held(bytes);
+        retry(&tier.config, "remote: upload", &name, |_| {
+            tier.config.remote.put(&name, &body)
+        })?;
+        tier.bytes_uploaded
+            .fetch_add(file.len, std::sync::atomic::Ordering::Relaxed);
+        tier.files_uploaded
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let entry = ManifestFile {
+            id,
+            kind: file.kind,
+            length: file.len,
+            crc: carried.crc,
+            epoch,
+        };
+        return Ok((entry, true));
+    }
     let body = FileBody::new(file, &inner.reader, inner.shared.profile.read_align);
     let read_error = |e| {
         Error::io(

@@ -707,3 +707,96 @@ fn the_background_thread_deletes_after_a_flush_and_none_retention_deletes_nothin
     assert_eq!(report, podstore::RemoteGcReport::default());
     assert_eq!(kept.deletes(), 0);
 }
+
+/// A remote whose deletions each take `DELETE_WAIT`, and whose next listing of the manifests,
+/// once armed, says so on `listing` and then takes `LIST_WAIT`: a deletion pass under way
+/// while a flush comes.
+struct SlowPass {
+    inner: Arc<MemoryRemote>,
+    armed: AtomicBool,
+    listing: Mutex<Option<std::sync::mpsc::Sender<()>>>,
+}
+
+const DELETE_WAIT: Duration = Duration::from_millis(150);
+const LIST_WAIT: Duration = Duration::from_millis(300);
+
+impl std::fmt::Debug for SlowPass {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SlowPass")
+    }
+}
+
+impl Remote for SlowPass {
+    fn put(&self, name: &str, body: &dyn ObjectBody) -> Result<(), RemoteError> {
+        self.inner.put(name, body)
+    }
+    fn put_if_absent(&self, name: &str, bytes: &[u8]) -> Result<PutOutcome, RemoteError> {
+        self.inner.put_if_absent(name, bytes)
+    }
+    fn get_range(&self, name: &str, range: std::ops::Range<u64>) -> Result<Vec<u8>, RemoteError> {
+        self.inner.get_range(name, range)
+    }
+    fn list(&self, prefix: &str) -> Result<Vec<ObjectInfo>, RemoteError> {
+        if prefix.ends_with("/manifest/") && self.armed.swap(false, Ordering::SeqCst) {
+            if let Some(tx) = self.listing.lock().unwrap().take() {
+                tx.send(()).unwrap();
+            }
+            std::thread::sleep(LIST_WAIT);
+        }
+        self.inner.list(prefix)
+    }
+    fn delete(&self, name: &str) -> Result<(), RemoteError> {
+        std::thread::sleep(DELETE_WAIT);
+        self.inner.delete(name)
+    }
+}
+
+#[test]
+fn a_deletion_pass_gives_way_to_a_flush() {
+    let root = tempfile::tempdir().unwrap();
+    let memory = Arc::new(MemoryRemote::new());
+    let (tx, listing) = std::sync::mpsc::channel();
+    let remote = Arc::new(SlowPass {
+        inner: memory.clone(),
+        armed: AtomicBool::new(false),
+        listing: Mutex::new(Some(tx)),
+    });
+    // An hour's retention: the background's pass after the open finds nothing old, and the
+    // next is a minute away; the remote's clock then makes the first manifests old.
+    let o = opts(remote.clone(), Some(Duration::from_secs(3600)));
+    let store = Arc::new(Store::open_with(root.path().join("a"), o).unwrap());
+    let mut model = Model::new();
+    for round in 0..3 {
+        cycle(&store, &mut model, round);
+    }
+    memory.advance_clock(Duration::from_secs(7200));
+    store.put("late", "v").unwrap();
+    model.insert(b"late".to_vec(), Some(b"v".to_vec()));
+    store.flush_remote().unwrap();
+    remote.armed.store(true, Ordering::SeqCst);
+    let collector = store.clone();
+    let pass = std::thread::spawn(move || collector.collect_remote_garbage().unwrap());
+    // A pass is listing the manifests (the tier locked; the background's may be the one): a
+    // flush comes, and waits.
+    listing.recv().unwrap();
+    store.put("during", "the pass").unwrap();
+    model.insert(b"during".to_vec(), Some(b"the pass".to_vec()));
+    let deletes = memory.deletes();
+    store.flush_remote().unwrap();
+    // The pass gave way before its deletions (at most one under way when the flush came
+    // finishes first): without it, the flush waited for both old manifests' deletions and
+    // their objects'.
+    let during = memory.deletes() - deletes;
+    assert!(during <= 1, "{during} deletions while the flush waited");
+    pass.join().unwrap();
+    // The passes after it (the call's, the background's) delete what is old.
+    store.collect_remote_garbage().unwrap();
+    let ms = manifests(&memory);
+    assert!(
+        !ms.contains_key(&2) && !ms.contains_key(&3),
+        "{:?}",
+        ms.keys()
+    );
+    drop(store);
+    check_restore(memory, root.path(), "b", &model);
+}

@@ -58,7 +58,14 @@ pub(super) fn interval(retention: Option<Duration>) -> Option<Duration> {
 }
 
 /// One pass, at most `budget` deletions. Returns what it did and whether garbage is left
-/// (the budget ran out).
+/// (the budget ran out, or the pass gave way to a remote flush).
+///
+/// A pass holds the tier's lock, which a flush needs: between its requests it stops, as if its
+/// budget had run out, when a flush is waiting for the lock ([`RemoteTier::flush_waiting`]),
+/// so that a flush waits for one request of a pass at most, not for all of them (a pass is a
+/// few round trips, more with deletions). Every step is one a pass may stop after (the budget
+/// stops it there too). After [`GIVE_WAY_MAX`] passes in a row that gave way, the next does
+/// not: flushes that never stop coming cannot hold deletion off for good.
 ///
 /// Steps (the crash argument of each is in docs/design-remote.md, "Deletion"):
 /// 1. list the manifests; one numbered above the newest this writer wrote means another writer
@@ -74,6 +81,24 @@ pub(super) fn interval(retention: Option<Duration>) -> Option<Duration> {
 ///    not named yet), or it is the object the store reads or will name a file of its own by
 ///    (an inherited or remote-only file), or its name is not one the store writes.
 pub(super) fn pass(
+    inner: &Inner,
+    tier: &RemoteTier,
+    state: &mut TierState,
+    budget: usize,
+) -> Result<(RemoteGcReport, bool)> {
+    let gave_way = state.gc_gave_way;
+    let out = pass_steps(inner, tier, state, budget);
+    if state.gc_gave_way == gave_way {
+        state.gc_gave_way = 0;
+    }
+    out
+}
+
+/// Passes in a row that may give way to a flush ([`pass`]).
+const GIVE_WAY_MAX: u32 = 4;
+
+/// [`pass`]'s steps.
+fn pass_steps(
     inner: &Inner,
     tier: &RemoteTier,
     state: &mut TierState,
@@ -132,6 +157,16 @@ pub(super) fn pass(
             _ => false,
         })
         .count();
+    // Stops the pass, garbage left, when a flush waits for the tier.
+    macro_rules! give_way {
+        () => {
+            if state.gc_gave_way < GIVE_WAY_MAX && tier.flush_waiting() {
+                state.gc_gave_way += 1;
+                state.gc_due = true;
+                return Ok((report, true));
+            }
+        };
+    }
     let (gone, kept) = listed.split_at(expired);
     let kept_numbers: HashSet<u64> = kept.iter().map(|l| l.number).collect();
     state.manifests.retain(|n, _| kept_numbers.contains(n));
@@ -140,6 +175,9 @@ pub(super) fn pass(
     let listed_numbers: HashSet<u64> = listed.iter().map(|l| l.number).collect();
     state.marks.retain(|n, _| listed_numbers.contains(n));
     for l in gone {
+        if !state.marks.contains_key(&l.number) {
+            give_way!();
+        }
         if let std::collections::btree_map::Entry::Vacant(e) = state.marks.entry(l.number) {
             report.requests += 1;
             e.insert(manifest::read(config, l.number, l.size)?.is_mark());
@@ -147,6 +185,9 @@ pub(super) fn pass(
     }
     let mut keep: HashSet<String> = HashSet::new();
     for l in kept {
+        if !state.manifests.contains_key(&l.number) {
+            give_way!();
+        }
         let files = match state.manifests.entry(l.number) {
             std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
             std::collections::btree_map::Entry::Vacant(e) => {
@@ -161,6 +202,7 @@ pub(super) fn pass(
         }
     }
     for l in gone.iter().filter(|l| !state.marks[&l.number]) {
+        give_way!();
         if report.deleted() >= budget as u64 {
             state.gc_due = true;
             return Ok((report, true));
@@ -189,6 +231,7 @@ pub(super) fn pass(
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .retain(|id, _| held.contains(id));
+    give_way!();
     let under = format!("{prefix}/data/");
     let objects = retry(config, "remote: list files", &under, |_| {
         config.remote.list(&under)
@@ -204,6 +247,7 @@ pub(super) fn pass(
         if needed {
             continue;
         }
+        give_way!();
         if report.deleted() >= budget as u64 {
             state.gc_due = true;
             return Ok((report, true));
@@ -275,6 +319,10 @@ impl Store {
             total.add(&report);
             if !more {
                 return Ok(total);
+            }
+            // A pass that gave way to a flush: the flush takes the lock before the next pass.
+            while tier.flush_waiting() {
+                std::thread::sleep(Duration::from_millis(1));
             }
         }
     }

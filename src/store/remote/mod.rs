@@ -96,6 +96,8 @@ pub(super) struct RemoteTier {
     /// snapshot. A call that finds a flush numbered above the count it saw on entry done
     /// returns that flush's report: its snapshot was taken after the call began.
     flushes_begun: AtomicU64,
+    /// Flushes waiting for the tier's lock: a deletion pass gives way to them (`gc.rs`).
+    flushes_waiting: AtomicU64,
 }
 
 /// What the tier knows of the remote.
@@ -138,6 +140,8 @@ struct TierState {
     /// When the background may make its next deletion pass (`None`: at once): see
     /// [`gc::interval`].
     gc_after: Option<Instant>,
+    /// Deletion passes in a row that gave way to a flush (`gc.rs`).
+    gc_gave_way: u32,
     /// The last flush that succeeded: its number ([`RemoteTier::flushes_begun`]) and report.
     last_ok: Option<(u64, RemoteFlushReport)>,
 }
@@ -201,6 +205,7 @@ impl RemoteTier {
                 last: claim.clone(),
                 gc_due: true,
                 gc_after: None,
+                gc_gave_way: 0,
                 last_ok: None,
             }),
             manifest: AtomicU64::new(claim.number),
@@ -215,6 +220,7 @@ impl RemoteTier {
             base: now,
             last_flush: Mutex::new(now),
             flushes_begun: AtomicU64::new(0),
+            flushes_waiting: AtomicU64::new(0),
         })
     }
 
@@ -281,6 +287,11 @@ impl RemoteTier {
                 .dirty_since
                 .compare_exchange(0, at, Ordering::SeqCst, Ordering::SeqCst);
         }
+    }
+
+    /// Whether a flush is waiting for the tier's lock.
+    fn flush_waiting(&self) -> bool {
+        self.flushes_waiting.load(Ordering::SeqCst) > 0
     }
 
     /// The state, for an upload pass or a flush (one at a time).
@@ -401,7 +412,9 @@ fn flush(inner: &Inner, tier: &RemoteTier) -> Result<RemoteFlushReport> {
     // before the call. Numbered before its snapshot, so that "began after" means "snapshot
     // after"; only a success is shared (a waiter behind a failed flush makes its own).
     let entered = tier.flushes_begun.load(Ordering::SeqCst);
+    tier.flushes_waiting.fetch_add(1, Ordering::SeqCst);
     let mut state = tier.lock();
+    tier.flushes_waiting.fetch_sub(1, Ordering::SeqCst);
     if let Some((number, report)) = &state.last_ok
         && *number > entered
     {

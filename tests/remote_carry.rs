@@ -200,3 +200,28 @@ fn a_reader_follows_manifests_that_carry_files() {
         remote.refuse.store(false, Ordering::SeqCst);
     }
 }
+
+#[test]
+fn a_closing_manifest_names_the_objects_of_what_the_last_one_carried() {
+    let root = tempfile::tempdir().unwrap();
+    let memory = Arc::new(MemoryRemote::new());
+    let store = Store::open_with(root.path().join("a"), opts(memory.clone())).unwrap();
+    let mut model = Model::new();
+    write_round(&store, &mut model, 100, 0);
+    let flushed = store.flush_remote().unwrap();
+    assert_eq!(flushed.files_in_manifest, flushed.files, "{flushed:?}");
+    assert_eq!(flushed.files_uploaded, flushed.files, "{flushed:?}");
+    drop(store);
+    // The manifest written at close repeats the last one's files, by their objects now (the
+    // next writer's claim repeats it, and a claim may be kept for good).
+    let newest = model::objects(&memory, PREFIX, "manifest")
+        .into_iter()
+        .max()
+        .unwrap();
+    let m = podstore::format::manifest::decode(&memory.object(&newest).unwrap()).unwrap();
+    assert!(m.closed);
+    assert_eq!(m.files.len(), flushed.files);
+    assert!(m.inline.is_empty(), "{:?}", m.inline.keys());
+    let restored = Store::open_with(root.path().join("b"), opts(memory.clone())).unwrap();
+    model::check_values(&model, "restored after the close", |k| restored.get(k));
+}

@@ -236,6 +236,13 @@ impl RemoteTier {
         }
         let mut state = self.lock();
         let mut m = state.last.clone();
+        // A file it carried whose object is whole since is named by its object: the next
+        // writer's claim repeats this manifest, and a claim after a crash is kept for good.
+        let files = &m.files;
+        m.inline.retain(|id, _| {
+            let entry = files.iter().find(|f| f.id == *id);
+            !state.uploaded.get(id).is_some_and(|u| Some(u) == entry)
+        });
         m.number = state.next_number;
         m.closed = true;
         m.claim = false;

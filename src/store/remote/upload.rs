@@ -388,12 +388,13 @@ fn upload_one(
     inherited: Option<ManifestFile>,
 ) -> Result<(ManifestFile, bool)> {
     let name = data_name(&tier.config.prefix, epoch, file.kind, id);
-    // Carried by the manifest written beside this upload: its bytes are in memory already.
-    if let Some((carried, bytes)) = bytes.filter(|(f, _)| f.length == file.len) {
-        let body = Held(bytes);
+    let put = |body: &dyn ObjectBody| {
         retry(&tier.config, "remote: upload", &name, |_| {
-            tier.config.remote.put(&name, &body)
-        })?;
+            tier.config.remote.put(&name, body)
+        })
+    };
+    // Its entry once put, counted.
+    let uploaded = |crc| {
         tier.bytes_uploaded
             .fetch_add(file.len, std::sync::atomic::Ordering::Relaxed);
         tier.files_uploaded
@@ -402,10 +403,15 @@ fn upload_one(
             id,
             kind: file.kind,
             length: file.len,
-            crc: carried.crc,
+            crc,
             epoch,
         };
-        return Ok((entry, true));
+        (entry, true)
+    };
+    // Carried by the manifest written beside this upload: its bytes are in memory already.
+    if let Some((carried, bytes)) = bytes.filter(|(f, _)| f.length == file.len) {
+        put(&Held(bytes))?;
+        return Ok(uploaded(carried.crc));
     }
     let body = FileBody::new(file, &inner.reader, inner.shared.profile.read_align);
     let read_error = |e| {
@@ -425,25 +431,12 @@ fn upload_one(
         }
         crc = Some(found);
     }
-    retry(&tier.config, "remote: upload", &name, |_| {
-        tier.config.remote.put(&name, &body)
-    })?;
+    put(&body)?;
     let crc = match crc.or_else(|| body.crc_of_reads()) {
         Some(crc) => crc,
         None => body.crc().map_err(read_error)?,
     };
-    tier.bytes_uploaded
-        .fetch_add(file.len, std::sync::atomic::Ordering::Relaxed);
-    tier.files_uploaded
-        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let entry = ManifestFile {
-        id,
-        kind: file.kind,
-        length: file.len,
-        crc,
-        epoch,
-    };
-    Ok((entry, true))
+    Ok(uploaded(crc))
 }
 
 #[cfg(test)]

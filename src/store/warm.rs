@@ -465,8 +465,16 @@ impl Walk {
             else {
                 return Ok(Ended::Damaged(pos, truncated(probe as u64, end - pos)));
             };
-            // Zeroes inside a block: the padding after a write group, to the block's end.
-            if !pos.is_multiple_of(block) && head[..probe.min(4)].iter().all(|&b| b == 0) {
+            // Zeroes inside a block: the padding after a write group, to the block's end (a
+            // record never starts with a zero: its magic). Looked at up to the block's end
+            // only: padding may be shorter than 4 bytes (until 2026-12-07, 1 to 3 bytes of it
+            // were taken for a damaged record, and the rest of the segment was not warmed).
+            let to_block_end = (align_up(pos, block) - pos) as usize;
+            if !pos.is_multiple_of(block)
+                && head[..probe.min(4).min(to_block_end)]
+                    .iter()
+                    .all(|&b| b == 0)
+            {
                 pos = align_up(pos, block);
                 continue;
             }

@@ -1,7 +1,8 @@
 //! What a user gets: three `podstore-raft` node processes on 127.0.0.1 (the crate's binary,
 //! default settings), a cluster formed through `POST /cluster/init`, and 1, 16 and 64 clients
 //! (`podstore_raft::client::Client`, one per task: it finds the leader and sends request ids):
-//! replicated durable 1 KiB puts (and the same puts sent straight to the leader without the
+//! replicated durable 1 KiB puts (by tasks with a client each, and by tasks sharing one, whose
+//! concurrent writes it coalesces; and the same puts sent straight to the leader without the
 //! client and its request ids: what those cost), 4 KiB gets served by the leader alone (`GET /kv/{key}`
 //! straight, as before the client) and the client's linearizable 4 KiB gets; ops/s and
 //! p50/p99, rounds interleaved, medians; and the CPU time every node process and the client
@@ -12,6 +13,8 @@
 //!
 //! `cargo bench -p podstore-raft --bench processes`; `PODSTORE_BENCH_SECS` (per run, default 2),
 //! `PODSTORE_BENCH_ROUNDS` (default 3), `PODSTORE_BENCH_LARGE=0` (no large values),
+//! `PODSTORE_BENCH_ONLY=<Put|PutShared|PutRaw|Get|GetLinearizable>` (that run alone, printed
+//! per run: a profile's window),
 //! `PODSTORE_BENCH_NODE_DIRS=/mnt/a,/mnt/b,/mnt/c` (one
 //! parent directory per node: a disk each), `PODSTORE_BENCH_NODE_BIN` (the node binary to run
 //! instead of this build's: another build's, for before/after runs side by side). The nodes' directories are in a temporary directory,
@@ -103,6 +106,9 @@ async fn wait_for<T>(what: &str, mut f: impl AsyncFnMut() -> Option<T>) -> T {
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
 enum Work {
     Put,
+    /// Puts by tasks that share one [`Client`] (as the client's docs advise: one per process),
+    /// which coalesces their concurrent writes into shared requests and log entries.
+    PutShared,
     /// A put straight to the leader, without the client or a request id (`PUT /kv/{key}` over
     /// one keep-alive connection per task): what the request-id records and the client cost.
     PutRaw,
@@ -121,7 +127,13 @@ async fn put(client: &Client, key: &str, value: Vec<u8>) {
 /// them together).
 async fn drive(addrs: &[String], leader: &str, pids: &[u32], work: Work, clients: usize) -> Sample {
     let run = run_time();
-    let clients: Vec<Client> = (0..clients).map(|_| Client::new(addrs.to_vec())).collect();
+    let shared = std::sync::Arc::new(Client::new(addrs.to_vec()));
+    let clients: Vec<std::sync::Arc<Client>> = (0..clients)
+        .map(|_| match work {
+            Work::PutShared => shared.clone(),
+            _ => std::sync::Arc::new(Client::new(addrs.to_vec())),
+        })
+        .collect();
     // Each client finds the leader before the clock starts.
     for c in &clients {
         c.get(b"g0").await.unwrap();
@@ -141,7 +153,9 @@ async fn drive(addrs: &[String], leader: &str, pids: &[u32], work: Work, clients
                 while start.elapsed() < run {
                     let op = Instant::now();
                     match work {
-                        Work::Put => put(&client, &format!("k{t}-{i}"), vec![7u8; 1024]).await,
+                        Work::Put | Work::PutShared => {
+                            put(&client, &format!("k{t}-{i}"), vec![7u8; 1024]).await
+                        }
                         Work::PutRaw => {
                             let r = http
                                 .put(format!("http://{leader}/kv/r{t}-{i}"))
@@ -286,8 +300,22 @@ async fn run() {
     let mut peaks: BTreeMap<usize, Vec<f64>> = BTreeMap::new();
     for round in 0..rounds() {
         for clients in CLIENTS {
-            for work in [Work::Put, Work::PutRaw, Work::Get, Work::GetLinearizable] {
+            for work in [
+                Work::Put,
+                Work::PutShared,
+                Work::PutRaw,
+                Work::Get,
+                Work::GetLinearizable,
+            ] {
+                if std::env::var("PODSTORE_BENCH_ONLY").is_ok_and(|o| o != format!("{work:?}")) {
+                    continue;
+                }
                 let s = drive(&addrs, &addr, &pids, work, clients).await;
+                eprintln!(
+                    "{work:?}, {clients} clients: {}, {:.0} µs CPU/op",
+                    s.cell(),
+                    s.cpu_us
+                );
                 runs.entry((work, clients)).or_default().push(s);
             }
             eprintln!("round {round}, {clients} clients done");
@@ -314,6 +342,9 @@ async fn run() {
         }
         eprintln!("round {round}, large values done");
     }
+    if std::env::var("PODSTORE_BENCH_ONLY").is_ok() {
+        return; // One kind of run: its lines above.
+    }
     let m = |work, clients| Sample::median(&runs[&(work, clients)]);
     println!(
         "Three processes over 127.0.0.1, through podstore_raft::client: ops/s (p50 / p99 ms), \
@@ -322,14 +353,16 @@ async fn run() {
     );
     println!();
     println!(
-        "| clients | 1 KiB puts | CPU/put (µs) | 1 KiB puts, raw (leader, no request id) | CPU/put (µs) | 4 KiB gets (leader, local) | 4 KiB linearizable gets (client) |"
+        "| clients | 1 KiB puts, a Client each | CPU/put (µs) | 1 KiB puts, one shared Client | CPU/put (µs) | 1 KiB puts, raw (leader, no request id) | CPU/put (µs) | 4 KiB gets (leader, local) | 4 KiB linearizable gets (client) |"
     );
-    println!("|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for c in CLIENTS {
         println!(
-            "| {c} | {} | {:.0} | {} | {:.0} | {} | {} |",
+            "| {c} | {} | {:.0} | {} | {:.0} | {} | {:.0} | {} | {} |",
             m(Work::Put, c).cell(),
             m(Work::Put, c).cpu_us,
+            m(Work::PutShared, c).cell(),
+            m(Work::PutShared, c).cpu_us,
             m(Work::PutRaw, c).cell(),
             m(Work::PutRaw, c).cpu_us,
             m(Work::Get, c).cell(),

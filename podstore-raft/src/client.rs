@@ -36,9 +36,9 @@
 //! ```
 
 use std::hash::{BuildHasher, Hasher};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use bytes::Bytes;
 use reqwest::StatusCode;
@@ -46,7 +46,13 @@ use reqwest::header::{CONTENT_RANGE, ETAG, IF_MATCH, IF_NONE_MATCH};
 use serde::Deserialize;
 
 use crate::http::{REPLAYED_HEADER, REQUEST_ID_HEADER};
-use crate::{Expect, RequestId};
+use crate::{Expect, Request, RequestId, Response};
+
+pub mod coalesce;
+mod conn;
+
+use coalesce::Coalescer;
+use conn::Conn;
 
 /// How a [`Client`] retries a request.
 #[derive(Debug, Clone)]
@@ -75,7 +81,7 @@ pub struct Retry {
 pub const SLOWEST_UPLOAD: u64 = 8 << 20;
 
 /// The pieces a write's body is handed to the connection in: each one taken is progress (see
-/// [`Client::write_attempt`]).
+/// `Conn::write_attempt`).
 const UPLOAD_PIECE: usize = 256 << 10;
 
 /// What a connection's buffers may hold of a write's body that the node has not read yet
@@ -98,7 +104,7 @@ impl Default for Retry {
 }
 
 /// Why a request failed.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 #[non_exhaustive]
 pub enum Error {
     /// A conditional write's condition did not hold: nothing was written. `current` is the
@@ -196,16 +202,14 @@ pub struct Page {
 /// A client of a cluster (see the module docs). Cheap to share: its methods take `&self`.
 #[derive(Debug)]
 pub struct Client {
-    http: reqwest::Client,
-    nodes: Vec<String>,
-    /// The node last found leading.
-    leader: Mutex<Option<String>>,
-    /// The node tried next when no leader is known.
-    next: AtomicUsize,
-    id: u64,
+    conn: Arc<Conn>,
     seq: AtomicU64,
-    retry: Retry,
+    writes: Arc<Coalescer>,
 }
+
+/// How many coalesced requests a [`Client`] has in flight at most, by default (see
+/// [`Client::coalesce`]).
+pub const DEFAULT_COALESCED_IN_FLIGHT: usize = 4;
 
 /// A random client id: std's randomly keyed hasher over the time and the process id (no
 /// dependency for one number; two clients must not share one, not guess each other's).
@@ -291,233 +295,47 @@ impl Client {
         let nodes: Vec<String> = nodes.into_iter().map(Into::into).collect();
         assert!(!nodes.is_empty(), "a client needs a node's address");
         Client {
-            http: reqwest::Client::builder()
-                .connect_timeout(retry.timeout)
-                .build()
-                .unwrap_or_default(),
-            nodes,
-            leader: Mutex::new(None),
-            next: AtomicUsize::new(0),
-            id: random_id(),
+            conn: Arc::new(Conn {
+                http: reqwest::Client::builder()
+                    .connect_timeout(retry.timeout)
+                    .build()
+                    .unwrap_or_default(),
+                nodes,
+                leader: Mutex::new(None),
+                next: AtomicUsize::new(0),
+                id: random_id(),
+                retry,
+            }),
             seq: AtomicU64::new(0),
-            retry,
+            writes: Arc::new(Coalescer::new(DEFAULT_COALESCED_IN_FLIGHT)),
         }
+    }
+
+    /// Sends this client's concurrent small writes together, at most `in_flight` requests at
+    /// once (0: every write on its own, as `PUT`/`DELETE /kv/...`): see [`coalesce`]. On by
+    /// default ([`DEFAULT_COALESCED_IN_FLIGHT`]).
+    pub fn coalesce(mut self, in_flight: usize) -> Client {
+        self.writes = Arc::new(Coalescer::new(in_flight));
+        self
     }
 
     /// This client's id (the first half of its request ids).
     pub fn id(&self) -> u64 {
-        self.id
+        self.conn.id
     }
 
     /// The address of the node last found leading, if any.
     pub fn leader(&self) -> Option<String> {
-        self.leader
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        self.conn.leader()
     }
 
     /// A new request id of this client's (the next sequence number), for [`Client::put_with`]
     /// and [`Client::delete_with`]. Each write must have its own; its retries share it.
     pub fn request_id(&self) -> RequestId {
         RequestId {
-            client: self.id,
+            client: self.conn.id,
             seq: self.seq.fetch_add(1, Ordering::Relaxed) + 1,
         }
-    }
-
-    /// The node to try: the leader if known, else the next in turn.
-    fn target(&self) -> String {
-        if let Some(l) = self.leader() {
-            return l;
-        }
-        let i = self.next.fetch_add(1, Ordering::Relaxed);
-        self.nodes[i % self.nodes.len()].clone()
-    }
-
-    fn set_leader(&self, leader: Option<String>) {
-        *self.leader.lock().unwrap_or_else(|e| e.into_inner()) = leader;
-    }
-
-    /// Sends the request `build` makes for a node's base URL (`http://host:port`) to the
-    /// leader, following redirects and retrying (see the module docs), until a node answers
-    /// something other than `421` or `503`.
-    ///
-    /// `body`: a write's body (`Some` even when empty: a write's exchange is bounded whole, a
-    /// read's only until its answer's head).
-    async fn send(
-        &self,
-        body: Option<Bytes>,
-        build: impl Fn(&reqwest::Client, &str) -> reqwest::RequestBuilder,
-    ) -> Result<reqwest::Response, Error> {
-        let start = Instant::now();
-        // A write's deadline grows with its body (see `SLOWEST_UPLOAD`); a read has no limit in
-        // all, only the client's on connecting and on each read.
-        let upload = body
-            .as_ref()
-            .map(|b| Duration::from_secs_f64(b.len() as f64 / SLOWEST_UPLOAD as f64));
-        let deadline = self.retry.deadline + upload.unwrap_or_default();
-        let mut backoff = self.retry.first_backoff;
-        let mut last = String::from("no attempt made");
-        // Whether the last attempt was sent where a 421 said: a second redirect in a row (two
-        // nodes each naming the other while leadership moves) waits like a failure.
-        let mut redirected = false;
-        for _ in 0..self.retry.attempts.max(1) {
-            let addr = self.target();
-            let request = build(&self.http, &format!("http://{addr}"));
-            // `Err`: the failure, to say if the request gives up.
-            let sent: Result<reqwest::Response, String> = match (&body, upload) {
-                // A write: its whole exchange, limited by its progress (`write_attempt`).
-                (Some(body), Some(upload)) => self.write_attempt(request, body, upload).await,
-                // A read: until its answer's head; its body is read with a limit per piece
-                // (`body`), as long as it streams.
-                _ => match tokio::time::timeout(self.retry.timeout, request.send()).await {
-                    Ok(sent) => sent.map_err(|e| e.to_string()),
-                    Err(_) => Err(format!("no answer in {:?}", self.retry.timeout)),
-                },
-            };
-            match sent {
-                Ok(r) if r.status() == StatusCode::MISDIRECTED_REQUEST => {
-                    let named = r
-                        .headers()
-                        .get("x-leader")
-                        .and_then(|v| v.to_str().ok())
-                        .map(String::from);
-                    match named {
-                        // The leader is known: go there at once.
-                        Some(l) if l != addr && !redirected => {
-                            self.set_leader(Some(l));
-                            redirected = true;
-                            continue;
-                        }
-                        Some(l) if l != addr => {
-                            last = format!("{addr}: not the leader, {l} is");
-                            self.set_leader(Some(l));
-                        }
-                        _ => {
-                            last = format!("{addr}: not the leader, and no leader known");
-                            self.set_leader(None);
-                        }
-                    }
-                }
-                Ok(r) if r.status() == StatusCode::SERVICE_UNAVAILABLE => {
-                    // Leadership changed under the request, or Raft is stopping: another node,
-                    // later (a write under the same request id is applied once at most).
-                    let e = refusal(r).await;
-                    last = format!("{addr}: {e}");
-                    self.set_leader(None);
-                }
-                Ok(r) => {
-                    self.set_leader(Some(addr));
-                    return Ok(r);
-                }
-                Err(e) => {
-                    // Down, or the answer lost: the same, to a client.
-                    last = format!("{addr}: {e}");
-                    self.set_leader(None);
-                }
-            }
-            redirected = false;
-            if start.elapsed() + backoff > deadline {
-                break;
-            }
-            tokio::time::sleep(self.jittered(backoff)).await;
-            backoff = (backoff * 2).min(self.retry.max_backoff);
-        }
-        tracing::debug!(client = self.id, %last, "giving up");
-        Err(Error::Unavailable(last))
-    }
-
-    /// One attempt of a write: `request` with `body`, sent in pieces of [`UPLOAD_PIECE`] bytes
-    /// whose taking by the connection is noted. It fails only when the node stops making
-    /// progress, never because the machine (or the link) is slower than some rate: while the
-    /// node takes the body, the attempt waits on; it fails when no piece has been taken for
-    /// [`Retry::timeout`] and the time the body takes at [`SLOWEST_UPLOAD`] (`upload`) has
-    /// passed too (so a quiet machine's limits are the same as before), or when, the whole body
-    /// taken, no answer came within [`Retry::timeout`] and the time the node takes to read
-    /// [`UPLOAD_IN_FLIGHT`] bytes at the pace it read the rest (what the connection's buffers
-    /// may still hold for it).
-    async fn write_attempt(
-        &self,
-        request: reqwest::RequestBuilder,
-        body: &Bytes,
-        upload: Duration,
-    ) -> Result<reqwest::Response, String> {
-        let start = Instant::now();
-        // The time of the last piece taken (since `start`), and whether it was the last.
-        let taken = std::sync::Arc::new(Mutex::new((Duration::ZERO, body.is_empty())));
-        let pieces = {
-            let (body, taken) = (body.clone(), taken.clone());
-            let n = body.len().div_ceil(UPLOAD_PIECE);
-            futures::stream::iter((0..n).map(move |i| {
-                let end = ((i + 1) * UPLOAD_PIECE).min(body.len());
-                *taken.lock().unwrap_or_else(|e| e.into_inner()) =
-                    (start.elapsed(), end == body.len());
-                Ok::<Bytes, std::io::Error>(body.slice(i * UPLOAD_PIECE..end))
-            }))
-        };
-        // The length said, as for a body sent whole (the node streams a long one in, and
-        // refuses one over its limit before reading it).
-        let request = request
-            .header(reqwest::header::CONTENT_LENGTH, body.len())
-            .body(reqwest::Body::wrap_stream(pieces))
-            .send();
-        tokio::pin!(request);
-        let floor = self.retry.timeout + upload;
-        loop {
-            let (last, done) = *taken.lock().unwrap_or_else(|e| e.into_inner());
-            let limit = if done {
-                // The last piece went once all but what the buffers hold was read: the rest
-                // is read at that pace (at most 4 times as long as the rest took: a body the
-                // buffers hold nearly whole says little of the pace, and has the floor).
-                let read = body.len().saturating_sub(UPLOAD_IN_FLIGHT).max(1) as f64;
-                let in_flight = (UPLOAD_IN_FLIGHT as f64 / read).min(4.0);
-                floor.max(last + self.retry.timeout + last.mul_f64(in_flight))
-            } else {
-                floor.max(last + self.retry.timeout)
-            };
-            let now = start.elapsed();
-            if now >= limit {
-                return Err(if done {
-                    format!("no answer {:?} after the body was sent", now - last)
-                } else {
-                    format!("the body not read for {:?}", now - last)
-                });
-            }
-            tokio::select! {
-                sent = &mut request => return sent.map_err(|e| e.to_string()),
-                // Checked again then: a piece taken meanwhile moves the limit on.
-                () = tokio::time::sleep(limit - now) => {}
-            }
-        }
-    }
-
-    /// The body of `r`, each piece of it within [`Retry::timeout`] of the one before: a large
-    /// value takes as long as it streams, a node that stops sending fails the read.
-    async fn body(&self, mut r: reqwest::Response) -> Result<Bytes, Error> {
-        let mut body = bytes::BytesMut::with_capacity(r.content_length().unwrap_or(0) as usize);
-        loop {
-            match tokio::time::timeout(self.retry.timeout, r.chunk()).await {
-                Ok(Ok(Some(piece))) => body.extend_from_slice(&piece),
-                Ok(Ok(None)) => return Ok(body.freeze()),
-                Ok(Err(e)) => return Err(Error::Unavailable(format!("the value's body: {e}"))),
-                Err(_) => {
-                    return Err(Error::Unavailable(format!(
-                        "the value's body: nothing for {:?}",
-                        self.retry.timeout
-                    )));
-                }
-            }
-        }
-    }
-
-    /// `backoff` less up to half of it, so that clients that failed together do not all come
-    /// back together.
-    fn jittered(&self, backoff: Duration) -> Duration {
-        let mut h = std::hash::RandomState::new().build_hasher();
-        h.write_u64(self.id);
-        let cut = h.finish() % (backoff.as_micros() as u64 / 2 + 1);
-        backoff - Duration::from_micros(cut)
     }
 
     /// Sets `key` to `value`.
@@ -548,9 +366,22 @@ impl Client {
         expect: Option<Expect>,
         id: RequestId,
     ) -> Result<Written, Error> {
-        let (path, value) = (format!("/kv/{}", encode(key)), value.into());
+        let value = value.into();
+        if self.writes.on() && value.len() <= coalesce::MAX_COALESCED_VALUE {
+            let (key, value) = (key.to_vec(), value.to_vec());
+            let write = match expect {
+                None => Request::Put { key, value },
+                Some(expect) => Request::PutIf { key, value, expect },
+            };
+            return match self.coalesced(write, id).await? {
+                (written, Response::Done) => Ok(written),
+                (_, other) => Err(refused(other)),
+            };
+        }
+        let path = format!("/kv/{}", encode(key));
         let request_id = format!("{}:{}", id.client, id.seq);
         let r = self
+            .conn
             .send(Some(value.clone()), |http, base| {
                 let mut b = http
                     .put(format!("{base}{path}"))
@@ -578,6 +409,44 @@ impl Client {
         }
     }
 
+    /// `write` under request id `id`, coalesced with this client's other writes: what it wrote
+    /// (its version) and answered (the first attempt's, if it was replayed).
+    async fn coalesced(&self, write: Request, id: RequestId) -> Result<(Written, Response), Error> {
+        let key = coalesce::key_of(&write);
+        if key.is_empty() || key.len() > crate::MAX_KEY_LEN {
+            // As `/kv/{key}` refuses it.
+            return Err(Error::Refused {
+                status: StatusCode::BAD_REQUEST.as_u16(),
+                code: "bad_key".into(),
+                message: format!(
+                    "a key of {} bytes: keys are 1 to {} bytes",
+                    key.len(),
+                    crate::MAX_KEY_LEN
+                ),
+            });
+        }
+        let write = Request::Once {
+            id,
+            request: Box::new(write),
+        };
+        Ok(match self.writes.write(&self.conn, write).await? {
+            (_, Response::Replayed { index, response }) => (
+                Written {
+                    version: index,
+                    replayed: true,
+                },
+                *response,
+            ),
+            (index, response) => (
+                Written {
+                    version: index,
+                    replayed: false,
+                },
+                response,
+            ),
+        })
+    }
+
     /// Removes `key`; returns whether it had a value.
     pub async fn delete(&self, key: &[u8]) -> Result<bool, Error> {
         self.delete_with(key, None, self.request_id()).await
@@ -599,9 +468,21 @@ impl Client {
         version: Option<u64>,
         id: RequestId,
     ) -> Result<bool, Error> {
+        if self.writes.on() {
+            let key = key.to_vec();
+            let write = match version {
+                None => Request::Delete { key },
+                Some(version) => Request::DeleteIf { key, version },
+            };
+            return match self.coalesced(write, id).await? {
+                (_, Response::Existed(existed)) => Ok(existed),
+                (_, other) => Err(refused(other)),
+            };
+        }
         let path = format!("/kv/{}", encode(key));
         let request_id = format!("{}:{}", id.client, id.seq);
         let r = self
+            .conn
             .send(Some(Bytes::new()), |http, base| {
                 let b = http
                     .delete(format!("{base}{path}"))
@@ -649,6 +530,7 @@ impl Client {
             }
         }
         let r = self
+            .conn
             .send(None, |http, base| http.get(format!("{base}{path}")))
             .await?;
         match r.status() {
@@ -664,7 +546,7 @@ impl Client {
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.rsplit_once('/'))
             .and_then(|(_, len)| len.parse::<u64>().ok());
-        let bytes = self.body(r).await?;
+        let bytes = self.conn.body(r).await?;
         let len = match (whole, range) {
             (Some(len), _) => len,
             (None, None) => bytes.len() as u64,
@@ -692,6 +574,7 @@ impl Client {
             path.push_str(&format!("&after={}", encode(after.as_bytes())));
         }
         let r = self
+            .conn
             .send(None, |http, base| http.get(format!("{base}{path}")))
             .await?;
         if !r.status().is_success() {
@@ -728,6 +611,28 @@ impl Client {
             keys,
             next: listing.next,
         })
+    }
+}
+
+/// The error a write's answer from the state machine means (one that did not write).
+fn refused(response: Response) -> Error {
+    match response {
+        Response::ConditionFailed { current } => Error::ConditionFailed { current },
+        Response::Rejected(message) => Error::Refused {
+            status: StatusCode::BAD_REQUEST.as_u16(),
+            code: "bad_request".into(),
+            message,
+        },
+        Response::RequestIdRefused(message) => Error::Refused {
+            status: StatusCode::CONFLICT.as_u16(),
+            code: "request_id_refused".into(),
+            message,
+        },
+        other => Error::Refused {
+            status: StatusCode::INTERNAL_SERVER_ERROR.as_u16(),
+            code: "unknown".into(),
+            message: format!("an answer the client does not know: {other:?}"),
+        },
     }
 }
 

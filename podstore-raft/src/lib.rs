@@ -126,6 +126,7 @@ impl Request {
             Request::Chunk { bytes, .. } => bytes.len(),
             Request::Commit { key, .. } => key.len(),
             Request::Abort { .. } => 0,
+            Request::Many(writes) => writes.iter().map(Request::payload_len).sum(),
         }
     }
 }
@@ -273,6 +274,17 @@ pub enum Request {
         /// The upload.
         upload: UploadId,
     },
+    /// Independent writes in one log entry, each applied (or refused) on its own, in order;
+    /// answers [`Response::Many`], one answer per write. Unlike [`Request::Batch`], one write's
+    /// failure (a condition, a refused request id) does not undo the others. Every write in it
+    /// that writes gets the entry's log index as its version, so no two of them may name the
+    /// same key: a write to a key an earlier write of the same `Many` names is refused
+    /// ([`Response::Rejected`]). Each is a put, a delete or a conditional one, or such a write
+    /// under a request id ([`Request::Once`]); anything else (a batch, a chunk, a commit, a
+    /// `Many`) is refused. The client's coalesced writes ([`crate::client`], `POST /writes`).
+    ///
+    /// (Last of the variants: a log written before it existed still decodes.)
+    Many(Vec<Request>),
 }
 
 /// The id of a streamed upload ([`Request::Chunk`]): the term of the leader that streams it
@@ -386,6 +398,7 @@ impl fmt::Display for Request {
             Request::Abort { upload } => {
                 write!(f, "abort upload {}:{}", upload.term, upload.nonce)
             }
+            Request::Many(writes) => write!(f, "{} writes", writes.len()),
         }
     }
 }
@@ -420,6 +433,10 @@ pub enum Response {
     /// A [`Request::Once`] refused, nothing applied: its id was used for a different request,
     /// or is older than the state machine remembers ([`REQUEST_ID_WINDOW`]).
     RequestIdRefused(String),
+    /// A [`Request::Many`]: what each of its writes answered, in order.
+    ///
+    /// (Last of the variants: a request-id record written before it existed still decodes.)
+    Many(Vec<Response>),
 }
 
 /// An I/O error from a podstore error (openraft's storage traits speak `io::Error`).

@@ -386,6 +386,19 @@ impl Node {
         Ok((r.log_id.index(), r.data))
     }
 
+    /// Replicates `writes` in one log entry ([`Request::Many`]): returns the entry's index (the
+    /// version of every value they wrote) and what each write answered, in order. An error is
+    /// the whole entry's (none of them was applied, or, `NodeError::Unknown`, it is not known).
+    pub async fn write_many(
+        &self,
+        writes: Vec<Request>,
+    ) -> Result<(u64, Vec<Response>), NodeError> {
+        match self.write_indexed(Request::Many(writes)).await? {
+            (index, Response::Many(answers)) => Ok((index, answers)),
+            (_, other) => Err(unexpected(other)),
+        }
+    }
+
     /// Replicates `request`, under request id `id` if given ([`Request::Once`]): returns the
     /// write's log index and answer, those of the first request under `id` if it was one.
     async fn write_once(

@@ -44,6 +44,7 @@ use crate::fsutil::{
 use crate::snapshot::{SnapshotDir, Snapshots};
 use crate::{Expect, Op, Request, Response, TypeConfig, decode, encode, io_err};
 
+mod many;
 mod once;
 mod step;
 mod uploads;
@@ -410,7 +411,8 @@ fn applies_inline(items: &[EntryResponder<TypeConfig>]) -> bool {
                 | Request::DeleteIf { .. }
                 | Request::Once { .. }
                 | Request::Commit { .. }
-                | Request::Abort { .. },
+                | Request::Abort { .. }
+                | Request::Many(_),
             ) => {
                 return false;
             }
@@ -451,6 +453,7 @@ fn apply_entries(store: &Store, entries: Vec<Entry>) -> io::Result<Vec<Response>
                     | Request::DeleteIf { .. }
                     | Request::Once { .. }
                     | Request::Commit { .. }
+                    | Request::Many(_)
             )
         )
     });
@@ -642,6 +645,7 @@ impl Writes<'_> {
                 expect,
             } => self.commit(upload, &key, chunks, len, crc, expect)?,
             Request::Abort { upload } => self.abort(upload)?,
+            Request::Many(writes) => self.apply_many(writes)?,
             Request::Batch(ops) => {
                 let bad = ops.iter().find_map(|op| match op {
                     Op::Put { key, value } => check(key, Some(value)).err(),

@@ -191,6 +191,9 @@ fn apply_one(data: &mut HashMap<Vec<u8>, Vec<u8>>, req: Request) -> Response {
             }
             Response::Done
         }
+        Request::Many(writes) => {
+            Response::Many(writes.into_iter().map(|w| apply_one(data, w)).collect())
+        }
         // The benches compare puts and gets; this store keeps no versions to compare, nor
         // request ids, nor streamed uploads.
         Request::PutIf { .. }

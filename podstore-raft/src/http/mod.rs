@@ -30,6 +30,7 @@
 //! | `DELETE /kv/{key}` | `204`; `404 not_found` if the key had no value |
 //! | `DELETE` with `If-Match: "42"` (or `*`) | `204`; `412 precondition_failed` if the value has another version or none |
 //! | `PUT` or `DELETE` with `x-podstore-request-id: <client>:<seq>` ([`REQUEST_ID_HEADER`]) | as without it the first time; a retry under the same id with the same request is not applied again and answers as the first did (its `ETag` too), with `x-podstore-replayed: true` ([`REPLAYED_HEADER`]); `409 request_id_refused` if the id was used for another request or is older than the state machine remembers ([`crate::REQUEST_ID_WINDOW`]) |
+//! | `POST /writes` (body: the writes in postcard, [`WRITES_CONTENT_TYPE`]) | `200` postcard `(index, answers)`: up to [`MAX_WRITES`] puts and deletes (conditional, under request ids) in one log entry, each with its own answer (the client's coalesced writes); `400 bad_request` (not postcard writes, none, or too many); `413 too_large` over [`MAX_WRITES_BYTES`] |
 //! | `GET /kv?prefix=P&limit=N&after=T[&linearizable=1]` | `200` `{"keys": [{"key": "photo/42", "len": 5}, ...], "next": T2}`: up to `N` keys (default 1000, at most 10 000) starting with `P`, in byte order, after token `T`; `next` is the token of the next page, `null` after the last; a key that is not UTF-8 is given as `"key_hex"` |
 //! | `POST /cluster/init` | JSON `{"1": "127.0.0.1:21001", ...}`: start a cluster of these; `200` this node's status; `409 conflict` if it already is one |
 //! | `POST /cluster/learner` | JSON `{"id": 4, "addr": "..."}`: add a learner and wait until it has caught up; `200` status |
@@ -79,10 +80,12 @@ use crate::{Node, NodeId, SnapshotDir, TypeConfig, decode, encode};
 mod api;
 mod metrics;
 mod query;
+mod writes;
 
 pub use api::{
     DEFAULT_LIST_LIMIT, DEFAULT_MAX_VALUE, MAX_LIST_LIMIT, REPLAYED_HEADER, REQUEST_ID_HEADER,
 };
+pub use writes::{MAX_WRITES, MAX_WRITES_BYTES, WRITES_CONTENT_TYPE};
 
 /// The header of a Raft RPC that names the node it is meant for (its id, in decimal).
 pub const TARGET_HEADER: &str = "x-podstore-raft-target";
@@ -133,6 +136,11 @@ pub fn router_with_max_value(node: Node, max_value: usize) -> axum::Router {
         .route("/raft/vote", post(raft_vote).layer(unlimited))
         .route("/raft/snapshot", post(raft_snapshot).layer(unlimited))
         .merge(api::routes(max_value))
+        .route(
+            "/writes",
+            // The handler enforces its own limit (a JSON `413`, not axum's plain text).
+            post(writes::writes).layer(DefaultBodyLimit::disable()),
+        )
         .route(
             "/metrics",
             axum::routing::get(move || metrics::serve(scrape.clone())),

@@ -212,6 +212,7 @@ pub(super) fn digest(request: &Request) -> u64 {
         }
         // Refused before a digest is taken.
         Request::Once { .. } => field(b"once"),
+        Request::Many(_) => field(b"many"),
     }
     (u64::from(h.finalize()) << 32) ^ len
 }
@@ -243,6 +244,9 @@ impl Writes<'_> {
     pub(super) fn apply_once(&mut self, id: RequestId, request: Request) -> io::Result<Response> {
         if matches!(request, Request::Once { .. }) {
             return Ok(Response::Rejected("a request id on a request id".into()));
+        }
+        if matches!(request, Request::Many(_)) {
+            return Ok(Response::Rejected("a request id on a Many".into()));
         }
         let digest = digest(&request);
         let head = self.head(id.client)?;

@@ -440,6 +440,53 @@ async fn every_route_answers_its_documented_status_codes() {
         w.await.unwrap();
     }
 
+    // `POST /writes`: independent writes in one log entry, each with its own answer.
+    let writes = |w: Vec<podstore_raft::Request>| postcard::to_stdvec(&w).unwrap();
+    let put = |k: &str, v: &str| podstore_raft::Request::Put {
+        key: k.as_bytes().to_vec(),
+        value: v.as_bytes().to_vec(),
+    };
+    let batch = vec![
+        put("w/1", "one"),
+        podstore_raft::Request::PutIf {
+            key: b"w/1x".to_vec(),
+            value: b"x".to_vec(),
+            expect: podstore_raft::Expect::Present,
+        },
+        put("w/2", "two"),
+    ];
+    let r = http
+        .post(url("/writes"))
+        .body(writes(batch.clone()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let (index, answers): (u64, Vec<podstore_raft::Response>) =
+        postcard::from_bytes(&r.bytes().await.unwrap()).unwrap();
+    use podstore_raft::Response as A;
+    let failed = A::ConditionFailed { current: None };
+    assert_eq!(answers, [A::Done, failed, A::Done]);
+    for (key, value) in [("w/1", "one"), ("w/2", "two")] {
+        let r = http.get(url(&format!("/kv/{key}"))).send().await.unwrap();
+        assert_eq!(etag_of(&r), format!("\"{index}\""), "{key}");
+        assert_eq!(r.bytes().await.unwrap(), value);
+    }
+    let r = http
+        .post(format!("{follower}/writes"))
+        .body(writes(batch))
+        .send()
+        .await
+        .unwrap();
+    error(r, StatusCode::MISDIRECTED_REQUEST, "not_leader").await;
+    for bad in [b"\xff\xff\xff".to_vec(), writes(Vec::new())] {
+        let r = http.post(url("/writes")).body(bad).send().await.unwrap();
+        error(r, StatusCode::BAD_REQUEST, "bad_request").await;
+    }
+    let huge = writes(vec![put("w/huge", &"h".repeat(5 << 20))]);
+    let r = http.post(url("/writes")).body(huge).send().await.unwrap();
+    error(r, StatusCode::PAYLOAD_TOO_LARGE, "too_large").await;
+
     // No such route, no such method.
     let r = http.get(url("/nothing")).send().await.unwrap();
     error(r, StatusCode::NOT_FOUND, "no_route").await;

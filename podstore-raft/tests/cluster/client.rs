@@ -133,6 +133,91 @@ async fn the_client_rides_out_a_leader_killed_and_applies_retries_once() {
         client.get(b"p").await.unwrap().unwrap().version,
         first.version
     );
+
+    // Concurrent writes through one client are coalesced: they share requests and log
+    // entries (so versions), each with its own answer; writes of one key never share an
+    // entry, so a version still names one value of a key.
+    let tasks: Vec<_> = (0..32u32)
+        .map(|t| {
+            let client = client.clone();
+            tokio::spawn(async move {
+                let mut own = Vec::new();
+                for i in 0..16u32 {
+                    let key = format!("m/{t}/{i}");
+                    let w = client
+                        .put(key.as_bytes(), value(t * 100 + i))
+                        .await
+                        .unwrap();
+                    own.push((key, t * 100 + i, w.version));
+                }
+                own
+            })
+        })
+        .collect();
+    let mut own = Vec::new();
+    for t in tasks {
+        own.extend(t.await.unwrap());
+    }
+    let versions: std::collections::BTreeSet<u64> = own.iter().map(|o| o.2).collect();
+    assert!(
+        versions.len() * 2 <= own.len(),
+        "{} writes of distinct keys in {} log entries: not coalesced",
+        own.len(),
+        versions.len()
+    );
+    for (key, i, version) in &own {
+        let v = client.get(key.as_bytes()).await.unwrap().unwrap();
+        assert_eq!(
+            (v.bytes.as_ref(), v.version),
+            (&value(*i)[..], *version),
+            "{key}"
+        );
+    }
+    // One key written by many at once (each write then a conditional one that fails, in the
+    // same requests as the others' writes): every write has a version of its own, and the
+    // value read is the one written last.
+    let tasks: Vec<_> = (0..8u32)
+        .map(|t| {
+            let client = client.clone();
+            tokio::spawn(async move {
+                let mut shared = Vec::new();
+                for i in 0..8u32 {
+                    let v = format!("{t}:{i}");
+                    let w = client.put(b"m/shared", v.clone()).await.unwrap();
+                    shared.push((v, w.version));
+                    match client.put_if(b"m/shared", "x", Expect::Absent).await {
+                        Err(Error::ConditionFailed { current: Some(_) }) => {}
+                        other => panic!("put_if absent over a value: {other:?}"),
+                    }
+                }
+                shared
+            })
+        })
+        .collect();
+    let mut shared = Vec::new();
+    for t in tasks {
+        shared.extend(t.await.unwrap());
+    }
+    let shared_versions: std::collections::BTreeSet<u64> = shared.iter().map(|s| s.1).collect();
+    assert_eq!(
+        shared_versions.len(),
+        shared.len(),
+        "two writes of one key in one entry"
+    );
+    let last = shared.iter().max_by_key(|s| s.1).unwrap();
+    let v = client.get(b"m/shared").await.unwrap().unwrap();
+    assert_eq!((v.bytes.as_ref(), v.version), (last.0.as_bytes(), last.1));
+
+    // Without coalescing, each write is a request of its own (`PUT`/`DELETE /kv/...`).
+    let single = Client::new(cluster.addrs.clone()).coalesce(0);
+    let w = single.put(b"s/1", "one").await.unwrap();
+    match single.put_if(b"s/1", "two", Expect::Absent).await {
+        Err(Error::ConditionFailed { current }) => assert_eq!(current, Some(w.version)),
+        other => panic!("put_if absent over a value: {other:?}"),
+    }
+    assert!(single.delete(b"s/1").await.unwrap());
+    assert!(!single.delete(b"s/1").await.unwrap());
+    assert_eq!(client.get(b"s/1").await.unwrap(), None);
 }
 
 /// A node restarted while its leader is down keeps that leader in its Raft vote; it must not

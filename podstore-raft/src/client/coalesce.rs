@@ -1,0 +1,245 @@
+//! Coalesced writes: a client's concurrent small writes sent together, as one `POST /writes`
+//! that the leader proposes as one log entry ([`crate::Request::Many`]).
+//!
+//! Each write of a [`Client`](super::Client) would otherwise cost its own HTTP exchange at both
+//! ends and its own Raft entry, which on a loaded machine is most of a small write's CPU
+//! (docs/benchmarks.md, "Where a request's CPU goes"). Here a write joins a queue; at most
+//! [`Client::coalesce`](super::Client::coalesce)'s number of requests are in flight, each sent
+//! by a task that takes what the queue holds (up to [`MAX_WRITES_PER_REQUEST`] writes and
+//! [`MAX_BYTES_PER_REQUEST`] bytes), sends it, hands each write its own answer, and takes again
+//! until the queue is empty. There is no timer: a write waits only while every request slot is
+//! busy, so a lone write leaves at once and writes gather only under load (the group commit
+//! of podstore's own writer, at the client). The tasks are tokio tasks, not the callers'
+//! futures: a caller that stops waiting (a timeout around the call) does not take the other
+//! writes of its request with it.
+//!
+//! A request carries no two writes of one key (its writes share a version, the entry's index):
+//! a write whose key is already in the request waits for the next, behind it, so the writes of
+//! one key leave in the order they were made. Every write keeps its own request id, so a retry
+//! of the whole request after a lost answer replays each write's first outcome.
+
+use std::collections::{HashSet, VecDeque};
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use reqwest::header::CONTENT_TYPE;
+use tokio::sync::oneshot;
+
+use super::conn::Conn;
+use super::{Error, refusal};
+use crate::http::WRITES_CONTENT_TYPE;
+use crate::{Request, Response};
+
+/// The most writes one request carries.
+pub const MAX_WRITES_PER_REQUEST: usize = 256;
+/// The most bytes of keys and values one request carries (a single larger write goes alone).
+pub const MAX_BYTES_PER_REQUEST: usize = 1 << 20;
+/// The largest value a put sends through the queue: a larger one takes `PUT /kv/...` on its
+/// own (streamed, and not worth gathering: its body is the cost, not the exchange).
+pub const MAX_COALESCED_VALUE: usize = 64 << 10;
+
+/// One write's answer: the entry's index and the write's own response.
+type Answer = Result<(u64, Response), Error>;
+
+struct Pending {
+    write: Request,
+    bytes: usize,
+    answer: oneshot::Sender<Answer>,
+}
+
+#[derive(Default)]
+struct Queue {
+    waiting: VecDeque<Pending>,
+    /// The bytes of the writes waiting.
+    bytes: usize,
+    /// Tasks sending (at most `Coalescer::in_flight`); while any is, the queue is emptied.
+    senders: usize,
+}
+
+/// The queue of a client's coalesced writes.
+pub(super) struct Coalescer {
+    in_flight: usize,
+    queue: Mutex<Queue>,
+}
+
+impl std::fmt::Debug for Coalescer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Coalescer")
+            .field("in_flight", &self.in_flight)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The key a write names (every write that enters the queue names one).
+pub(super) fn key_of(write: &Request) -> &[u8] {
+    match write {
+        Request::Put { key, .. }
+        | Request::Delete { key }
+        | Request::PutIfAbsent { key, .. }
+        | Request::PutIf { key, .. }
+        | Request::DeleteIf { key, .. } => key,
+        Request::Once { request, .. } => key_of(request),
+        _ => &[],
+    }
+}
+
+/// A sender task's slot: given back when the queue is found empty (with the lock held, so a
+/// write queued after sees a free slot), or when the task ends otherwise (a panic).
+struct Slot {
+    coalescer: Arc<Coalescer>,
+    held: bool,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        if self.held {
+            self.coalescer.lock().senders -= 1;
+        }
+    }
+}
+
+impl Slot {
+    /// The next request's writes, in the order they came; `None` when none is waiting (the
+    /// slot given back).
+    fn take(&mut self) -> Option<Vec<Pending>> {
+        let mut q = self.coalescer.lock();
+        if q.waiting.is_empty() {
+            q.senders -= 1;
+            self.held = false;
+            return None;
+        }
+        let mut taken = Vec::new();
+        let mut keys: HashSet<Vec<u8>> = HashSet::new();
+        let mut bytes = 0;
+        let mut left = VecDeque::new();
+        while let Some(p) = q.waiting.pop_front() {
+            let full = taken.len() == MAX_WRITES_PER_REQUEST
+                || (!taken.is_empty() && bytes + p.bytes > MAX_BYTES_PER_REQUEST);
+            if full {
+                left.push_back(p);
+                left.extend(q.waiting.drain(..));
+                break;
+            }
+            if keys.insert(key_of(&p.write).to_vec()) {
+                bytes += p.bytes;
+                q.bytes -= p.bytes;
+                taken.push(p);
+            } else {
+                left.push_back(p);
+            }
+        }
+        q.waiting = left;
+        // In the order of their request ids (taken in the order the writes came, which may
+        // differ by a little from the order their ids were given): applied in order, each id
+        // moves its client's highest up by one (src/state_machine/once.rs). No two name one
+        // key, so their order is no one's promise.
+        taken.sort_by_key(|p| match &p.write {
+            Request::Once { id, .. } => (id.client, id.seq),
+            _ => (0, 0),
+        });
+        Some(taken)
+    }
+}
+
+impl Coalescer {
+    /// A queue sending at most `in_flight` requests at once (0: none; see [`Coalescer::on`]).
+    pub(super) fn new(in_flight: usize) -> Coalescer {
+        Coalescer {
+            in_flight,
+            queue: Mutex::new(Queue::default()),
+        }
+    }
+
+    /// Whether writes are coalesced at all.
+    pub(super) fn on(&self) -> bool {
+        self.in_flight > 0
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Queue> {
+        self.queue.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Sends `write` with whatever other writes are waiting; its answer.
+    pub(super) async fn write(self: &Arc<Self>, conn: &Arc<Conn>, write: Request) -> Answer {
+        let (tx, rx) = oneshot::channel();
+        let bytes = write.payload_len();
+        let start = {
+            let mut q = self.lock();
+            q.waiting.push_back(Pending {
+                write,
+                bytes,
+                answer: tx,
+            });
+            q.bytes += bytes;
+            // A second request only when more is waiting than the requests in flight will
+            // take: requests sent together may be applied in either order, and a client's
+            // request ids applied out of order cost the state machine more (older slots read
+            // and cleared, src/state_machine/once.rs).
+            let more = q.waiting.len() > q.senders * MAX_WRITES_PER_REQUEST
+                || q.bytes > q.senders * MAX_BYTES_PER_REQUEST;
+            let start = q.senders < self.in_flight && (q.senders == 0 || more);
+            if start {
+                q.senders += 1;
+            }
+            start
+        };
+        if start {
+            let slot = Slot {
+                coalescer: self.clone(),
+                held: true,
+            };
+            tokio::spawn(send_all(slot, conn.clone()));
+        }
+        rx.await.unwrap_or_else(|_| {
+            Err(Error::Unavailable(
+                "the task sending this write ended without an answer".into(),
+            ))
+        })
+    }
+}
+
+/// A sender task: requests until the queue is empty.
+async fn send_all(mut slot: Slot, conn: Arc<Conn>) {
+    while let Some(taken) = slot.take() {
+        let (writes, answers): (Vec<Request>, Vec<oneshot::Sender<Answer>>) =
+            taken.into_iter().map(|p| (p.write, p.answer)).unzip();
+        match send(&conn, &writes).await {
+            Ok((index, responses)) => {
+                for (answer, response) in answers.into_iter().zip(responses) {
+                    let _ = answer.send(Ok((index, response)));
+                }
+            }
+            Err(e) => {
+                for answer in answers {
+                    let _ = answer.send(Err(e.clone()));
+                }
+            }
+        }
+    }
+}
+
+/// One `POST /writes` of `writes` (retried, redirected: [`Conn::send`]): the entry's index and
+/// each write's answer.
+async fn send(conn: &Conn, writes: &[Request]) -> Result<(u64, Vec<Response>), Error> {
+    let body = Bytes::from(crate::encode(&writes).map_err(|e| Error::Unavailable(e.to_string()))?);
+    let r = conn
+        .send(Some(body), |http, base| {
+            http.post(format!("{base}/writes"))
+                .header(CONTENT_TYPE, WRITES_CONTENT_TYPE)
+        })
+        .await?;
+    if !r.status().is_success() {
+        return Err(refusal(r).await);
+    }
+    let bytes = conn.body(r).await?;
+    let (index, responses): (u64, Vec<Response>) = crate::decode(&bytes)
+        .map_err(|e| Error::Unavailable(format!("a /writes answer not in postcard: {e}")))?;
+    if responses.len() != writes.len() {
+        return Err(Error::Unavailable(format!(
+            "{} answers to {} writes",
+            responses.len(),
+            writes.len()
+        )));
+    }
+    Ok((index, responses))
+}

@@ -54,7 +54,39 @@ mod upgrade;
 pub(super) use upgrade::upgrade;
 
 /// The request-id records written by a chunk, ahead of the store (`None`: deleted).
-pub(super) type Remembered = HashMap<Vec<u8>, Option<Vec<u8>>>;
+///
+/// A client's head is rewritten by each of its writes; in the chunk's batch it is put once,
+/// at the end ([`Remembered::put_heads`]): a chunk of 50 writes from one client (a coalesced
+/// request, [`Request::Many`]) overwrites its head once, not 50 times. Each overwrite costs
+/// podstore a look at the record it replaces (a read, unless cached); the batch is written
+/// whole or not at all, so what it leaves is the same.
+#[derive(Default)]
+pub(super) struct Remembered {
+    records: HashMap<Vec<u8>, Option<Vec<u8>>>,
+    /// Heads written by the chunk and not yet put in its batch.
+    heads: std::collections::HashSet<Vec<u8>>,
+}
+
+impl Remembered {
+    pub(super) fn new() -> Remembered {
+        Remembered::default()
+    }
+
+    fn get(&self, key: &[u8]) -> Option<&Option<Vec<u8>>> {
+        self.records.get(key)
+    }
+
+    /// Puts the heads written since the last call in `batch`, as they are now: before the
+    /// batch is written.
+    pub(super) fn put_heads(&mut self, batch: &mut podstore::Batch) {
+        for key in self.heads.drain() {
+            match self.records.get(&key) {
+                Some(Some(v)) => batch.put(&key, v),
+                _ => batch.delete(&key),
+            };
+        }
+    }
+}
 
 /// A client's head: `r/h` + client.
 const HEAD: &[u8] = b"r/h";
@@ -231,7 +263,14 @@ impl Writes<'_> {
             Some(v) => self.batch.put(&key, v),
             None => self.batch.delete(&key),
         };
-        self.remembered.insert(key, value);
+        self.remembered.records.insert(key, value);
+    }
+
+    /// A client's head, put in the batch once, when it is written ([`Remembered`]).
+    fn remember_head(&mut self, client: u64, value: Option<Vec<u8>>) {
+        let key = head_key(client);
+        self.remembered.heads.insert(key.clone());
+        self.remembered.records.insert(key, value);
     }
 
     fn head(&self, client: u64) -> io::Result<Option<Head>> {
@@ -304,7 +343,7 @@ impl Writes<'_> {
             highest,
             latest: Some(self.version),
         };
-        self.remember(head_key(id.client), Some(head.encode()?));
+        self.remember_head(id.client, Some(head.encode()?));
         Ok(response)
     }
 
@@ -335,6 +374,7 @@ impl Writes<'_> {
     fn oldest_order_key(&self, after: Option<&[u8]>) -> io::Result<Option<Vec<u8>>> {
         let mut oldest = self
             .remembered
+            .records
             .iter()
             .filter(|(k, v)| k.starts_with(ORDER) && v.is_some())
             .map(|(k, _)| k)
@@ -389,7 +429,7 @@ impl Writes<'_> {
                     );
                 }
                 Some(Head { highest, .. }) => {
-                    self.remember(head_key(client), None);
+                    self.remember_head(client, None);
                     for seq in (highest + 1).saturating_sub(REQUEST_ID_WINDOW).max(1)..=highest {
                         let key = slot_key(client, seq);
                         if self.remembered(&key)?.is_some() {

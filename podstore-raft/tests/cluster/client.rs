@@ -133,10 +133,16 @@ async fn the_client_rides_out_a_leader_killed_and_applies_retries_once() {
         client.get(b"p").await.unwrap().unwrap().version,
         first.version
     );
+}
 
-    // Concurrent writes through one client are coalesced: they share requests and log
-    // entries (so versions), each with its own answer; writes of one key never share an
-    // entry, so a version still names one value of a key.
+/// Concurrent writes through one client are coalesced: they share requests and log entries
+/// (so versions), each with its own answer; writes of one key never share an entry, so a
+/// version still names one value of a key. Without coalescing, each write goes on its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_writes_through_one_client_share_requests_and_log_entries() {
+    let root = tempfile::tempdir().unwrap();
+    let cluster = Cluster::start(root.path(), &[]).await;
+    let client = Arc::new(Client::new(cluster.addrs.clone()));
     let tasks: Vec<_> = (0..32u32)
         .map(|t| {
             let client = client.clone();

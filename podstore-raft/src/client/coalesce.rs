@@ -209,6 +209,14 @@ async fn send_all(mut slot: Slot, conn: Arc<Conn>) {
                     let _ = answer.send(Ok((index, response)));
                 }
             }
+            // A value over the node's limit refuses the whole request: each write alone, so
+            // that only the ones too large are refused.
+            Err(Error::Refused { status: 413, .. }) if writes.len() > 1 => {
+                for (write, answer) in writes.into_iter().zip(answers) {
+                    let alone = send(&conn, std::slice::from_ref(&write)).await;
+                    let _ = answer.send(alone.map(|(index, mut r)| (index, r.remove(0))));
+                }
+            }
             Err(e) => {
                 for answer in answers {
                     let _ = answer.send(Err(e.clone()));

@@ -30,7 +30,7 @@
 //! | `DELETE /kv/{key}` | `204`; `404 not_found` if the key had no value |
 //! | `DELETE` with `If-Match: "42"` (or `*`) | `204`; `412 precondition_failed` if the value has another version or none |
 //! | `PUT` or `DELETE` with `x-podstore-request-id: <client>:<seq>` ([`REQUEST_ID_HEADER`]) | as without it the first time; a retry under the same id with the same request is not applied again and answers as the first did (its `ETag` too), with `x-podstore-replayed: true` ([`REPLAYED_HEADER`]); `409 request_id_refused` if the id was used for another request or is older than the state machine remembers ([`crate::REQUEST_ID_WINDOW`]) |
-//! | `POST /writes` (body: the writes in postcard, [`WRITES_CONTENT_TYPE`]) | `200` postcard `(index, answers)`: up to [`MAX_WRITES`] puts and deletes (conditional, under request ids) in one log entry, each with its own answer (the client's coalesced writes); `400 bad_request` (not postcard writes, none, or too many); `413 too_large` over [`MAX_WRITES_BYTES`] |
+//! | `POST /writes` (body: the writes in postcard, [`WRITES_CONTENT_TYPE`]) | `200` postcard `(index, answers)`: up to [`MAX_WRITES`] puts and deletes (conditional, under request ids) in one log entry, each with its own answer (the client's coalesced writes); `400 bad_request` (not postcard writes, none, or too many); `413 too_large` over [`MAX_WRITES_BYTES`], or a value over `--max-value` (nothing written) |
 //! | `GET /kv?prefix=P&limit=N&after=T[&linearizable=1]` | `200` `{"keys": [{"key": "photo/42", "len": 5}, ...], "next": T2}`: up to `N` keys (default 1000, at most 10 000) starting with `P`, in byte order, after token `T`; `next` is the token of the next page, `null` after the last; a key that is not UTF-8 is given as `"key_hex"` |
 //! | `POST /cluster/init` | JSON `{"1": "127.0.0.1:21001", ...}`: start a cluster of these; `200` this node's status; `409 conflict` if it already is one |
 //! | `POST /cluster/learner` | JSON `{"id": 4, "addr": "..."}`: add a learner and wait until it has caught up; `200` status |
@@ -139,7 +139,8 @@ pub fn router_with_max_value(node: Node, max_value: usize) -> axum::Router {
         .route(
             "/writes",
             // The handler enforces its own limit (a JSON `413`, not axum's plain text).
-            post(writes::writes).layer(DefaultBodyLimit::disable()),
+            post(move |node, body| writes::writes(node, body, max_value))
+                .layer(DefaultBodyLimit::disable()),
         )
         .route(
             "/metrics",

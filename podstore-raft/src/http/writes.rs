@@ -8,7 +8,9 @@
 //! postcard's encoding of `(u64, Vec<`[`crate::Response`]`>)`: the entry's log index (the
 //! version of each value written) and each write's own answer, in order. A write the state
 //! machine refuses (a condition that does not hold, a request id refused, a key too long, a
-//! key named twice) has its refusal there; the others are applied all the same.
+//! key named twice) has its refusal there; the others are applied all the same. A value over
+//! the node's `--max-value` refuses the whole request (`413 too_large`, nothing written), as
+//! `PUT /kv/...` refuses it; the client then sends each of its writes alone.
 //!
 //! postcard is the encoding of the node's own types, not a published format: the client of the
 //! same version of this crate speaks it. Any HTTP client can use the `/kv` routes instead.
@@ -29,8 +31,20 @@ pub const MAX_WRITES: usize = 1024;
 /// The largest `POST /writes` body (4 MiB): larger values take `PUT /kv/...`, streamed.
 pub const MAX_WRITES_BYTES: usize = 4 << 20;
 
-/// Answers `POST /writes` (see the module docs).
-pub(super) async fn writes(State(node): State<Node>, body: Body) -> Response {
+/// The length of the value `write` carries, if any.
+fn value_len(write: &Request) -> usize {
+    match write {
+        Request::Put { value, .. }
+        | Request::PutIfAbsent { value, .. }
+        | Request::PutIf { value, .. } => value.len(),
+        Request::Once { request, .. } => value_len(request),
+        _ => 0,
+    }
+}
+
+/// Answers `POST /writes` (see the module docs); `413 too_large` if a value is longer than
+/// `max_value` (the node's `--max-value`, as `PUT /kv/...` would: nothing is written).
+pub(super) async fn writes(State(node): State<Node>, body: Body, max_value: usize) -> Response {
     let too_large = || {
         error(
             StatusCode::PAYLOAD_TOO_LARGE,
@@ -64,6 +78,16 @@ pub(super) async fn writes(State(node): State<Node>, body: Body) -> Response {
             format!(
                 "{} writes: a request carries 1 to {MAX_WRITES}",
                 writes.len()
+            ),
+        );
+    }
+    if let Some(long) = writes.iter().map(value_len).find(|&n| n > max_value) {
+        return error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "too_large",
+            format!(
+                "a value of {long} bytes, larger than this node takes (--max-value {max_value} \
+                 bytes): nothing written"
             ),
         );
     }

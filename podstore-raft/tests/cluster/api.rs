@@ -486,6 +486,15 @@ async fn every_route_answers_its_documented_status_codes() {
     let huge = writes(vec![put("w/huge", &"h".repeat(5 << 20))]);
     let r = http.post(url("/writes")).body(huge).send().await.unwrap();
     error(r, StatusCode::PAYLOAD_TOO_LARGE, "too_large").await;
+    // Under the request's limit, but a value over the node's: nothing written.
+    let over = writes(vec![
+        put("w/3", "three"),
+        put("w/long", &"h".repeat(MAX_VALUE + 1)),
+    ]);
+    let r = http.post(url("/writes")).body(over).send().await.unwrap();
+    error(r, StatusCode::PAYLOAD_TOO_LARGE, "too_large").await;
+    let r = http.get(url("/kv/w/3")).send().await.unwrap();
+    error(r, StatusCode::NOT_FOUND, "not_found").await;
 
     // No such route, no such method.
     let r = http.get(url("/nothing")).send().await.unwrap();

@@ -141,7 +141,7 @@ async fn the_client_rides_out_a_leader_killed_and_applies_retries_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_writes_through_one_client_share_requests_and_log_entries() {
     let root = tempfile::tempdir().unwrap();
-    let cluster = Cluster::start(root.path(), &[]).await;
+    let cluster = Cluster::start(root.path(), &["--max-value", "50000"]).await;
     let client = Arc::new(Client::new(cluster.addrs.clone()));
     let tasks: Vec<_> = (0..32u32)
         .map(|t| {
@@ -213,6 +213,29 @@ async fn concurrent_writes_through_one_client_share_requests_and_log_entries() {
     let last = shared.iter().max_by_key(|s| s.1).unwrap();
     let v = client.get(b"m/shared").await.unwrap().unwrap();
     assert_eq!((v.bytes.as_ref(), v.version), (last.0.as_bytes(), last.1));
+
+    // A value over the node's limit, in a request with others: refused alone (as `PUT /kv`
+    // refuses it), the others written.
+    let tasks: Vec<_> = (0..16usize)
+        .map(|t| {
+            let client = client.clone();
+            tokio::spawn(async move {
+                let len = if t % 2 == 0 { 100 } else { 60_000 };
+                let key = format!("l/{t}");
+                (t, client.put(key.as_bytes(), vec![b'l'; len]).await)
+            })
+        })
+        .collect();
+    for task in tasks {
+        match task.await.unwrap() {
+            (t, Ok(_)) if t % 2 == 0 => {}
+            (t, Err(Error::Refused { status, code, .. })) if t % 2 == 1 => {
+                assert_eq!((status, code.as_str()), (413, "too_large"), "l/{t}");
+                assert_eq!(client.get(format!("l/{t}").as_bytes()).await.unwrap(), None);
+            }
+            (t, other) => panic!("l/{t}: {other:?}"),
+        }
+    }
 
     // Without coalescing, each write is a request of its own (`PUT`/`DELETE /kv/...`).
     let single = Client::new(cluster.addrs.clone()).coalesce(0);

@@ -126,6 +126,11 @@ async fn put(client: &Client, key: &str, value: Vec<u8>) {
 /// node processes `pids` and of this process over the run, per operation, in `cpu_us` (all of
 /// them together).
 async fn drive(addrs: &[String], leader: &str, pids: &[u32], work: Work, clients: usize) -> Sample {
+    // Every run's puts write keys of their own (as the in-process bench's, one fresh cluster
+    // per run, do): inserts, not overwrites of an earlier run's keys, which podstore must
+    // identify by reading the records back (its resolver).
+    static RUNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let run_id = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let run = run_time();
     let shared = std::sync::Arc::new(Client::new(addrs.to_vec()));
     let clients: Vec<std::sync::Arc<Client>> = (0..clients)
@@ -154,11 +159,11 @@ async fn drive(addrs: &[String], leader: &str, pids: &[u32], work: Work, clients
                     let op = Instant::now();
                     match work {
                         Work::Put | Work::PutShared => {
-                            put(&client, &format!("k{t}-{i}"), vec![7u8; 1024]).await
+                            put(&client, &format!("k{run_id}-{t}-{i}"), vec![7u8; 1024]).await
                         }
                         Work::PutRaw => {
                             let r = http
-                                .put(format!("http://{leader}/kv/r{t}-{i}"))
+                                .put(format!("http://{leader}/kv/r{run_id}-{t}-{i}"))
                                 .body(vec![7u8; 1024])
                                 .send()
                                 .await

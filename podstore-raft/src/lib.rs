@@ -281,7 +281,7 @@ pub enum Request {
     /// same key: a write to a key an earlier write of the same `Many` names is refused
     /// ([`Response::Rejected`]). Each is a put, a delete or a conditional one, or such a write
     /// under a request id ([`Request::Once`]); anything else (a batch, a chunk, a commit, a
-    /// `Many`) is refused. The client's coalesced writes ([`crate::client`], `POST /writes`).
+    /// `Many`) is refused. The client's coalesced writes (`podstore_raft::client`, `POST /writes`).
     ///
     /// (Last of the variants: a log written before it existed still decodes.)
     Many(Vec<Request>),

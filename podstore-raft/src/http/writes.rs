@@ -1,5 +1,5 @@
 //! `POST /writes`: several independent writes in one request and one log entry (the route the
-//! client's coalesced writes take, [`crate::client`]).
+//! client's coalesced writes take, `podstore_raft::client`).
 //!
 //! The body is the writes as postcard encodes a `Vec<`[`crate::Request`]`>`, each a put, a
 //! delete or a conditional one, under a request id ([`crate::Request::Once`]) or not, at most

@@ -412,7 +412,7 @@ impl Client {
     /// `write` under request id `id`, coalesced with this client's other writes: what it wrote
     /// (its version) and answered (the first attempt's, if it was replayed).
     async fn coalesced(&self, write: Request, id: RequestId) -> Result<(Written, Response), Error> {
-        let key = coalesce::key_of(&write);
+        let key = write.key().unwrap_or_default();
         if key.is_empty() || key.len() > crate::MAX_KEY_LEN {
             // As `/kv/{key}` refuses it.
             return Err(Error::Refused {

@@ -108,6 +108,20 @@ pub use snapshot::SnapshotDir;
 pub use state_machine::{Listed, MAX_KEY_LEN, Read, StateMachine, ValueRead};
 
 impl Request {
+    /// The key a single-key write names (a put or a delete, conditional or not, under a
+    /// request id or not); `None` for a batch, a streamed value's entries, a `Many`.
+    pub(crate) fn key(&self) -> Option<&[u8]> {
+        match self {
+            Request::Put { key, .. }
+            | Request::Delete { key }
+            | Request::PutIfAbsent { key, .. }
+            | Request::PutIf { key, .. }
+            | Request::DeleteIf { key, .. } => Some(key),
+            Request::Once { request, .. } => request.key(),
+            _ => None,
+        }
+    }
+
     /// The bytes of keys and values it carries (what it costs to hold in memory, roughly).
     pub(crate) fn payload_len(&self) -> usize {
         match self {

@@ -70,19 +70,6 @@ impl std::fmt::Debug for Coalescer {
     }
 }
 
-/// The key a write names (every write that enters the queue names one).
-pub(super) fn key_of(write: &Request) -> &[u8] {
-    match write {
-        Request::Put { key, .. }
-        | Request::Delete { key }
-        | Request::PutIfAbsent { key, .. }
-        | Request::PutIf { key, .. }
-        | Request::DeleteIf { key, .. } => key,
-        Request::Once { request, .. } => key_of(request),
-        _ => &[],
-    }
-}
-
 /// A sender task's slot: given back when the queue is found empty (with the lock held, so a
 /// write queued after sees a free slot), or when the task ends otherwise (a panic).
 struct Slot {
@@ -120,7 +107,7 @@ impl Slot {
                 left.extend(q.waiting.drain(..));
                 break;
             }
-            if keys.insert(key_of(&p.write).to_vec()) {
+            if keys.insert(p.write.key().unwrap_or_default().to_vec()) {
                 bytes += p.bytes;
                 q.bytes -= p.bytes;
                 taken.push(p);

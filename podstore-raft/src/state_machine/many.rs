@@ -13,39 +13,22 @@ use std::io;
 use super::Writes;
 use crate::{Request, Response};
 
-/// The key a write of a `Many` names, or why it may not be in one.
-fn key_of(request: &Request) -> Result<&[u8], &'static str> {
-    match request {
-        Request::Put { key, .. }
-        | Request::Delete { key }
-        | Request::PutIfAbsent { key, .. }
-        | Request::PutIf { key, .. }
-        | Request::DeleteIf { key, .. } => Ok(key),
-        Request::Once { request, .. } if !matches!(**request, Request::Once { .. }) => {
-            key_of(request)
-        }
-        Request::Once { .. } => Err("a request id on a request id"),
-        Request::Batch(_) => Err("a batch in a Many"),
-        Request::Many(_) => Err("a Many in a Many"),
-        Request::Chunk { .. } | Request::Commit { .. } | Request::Abort { .. } => {
-            Err("a streamed value's entry in a Many")
-        }
-    }
-}
-
 impl Writes<'_> {
     /// Applies each of `writes` on its own, in order (see the module docs).
     pub(super) fn apply_many(&mut self, writes: Vec<Request>) -> io::Result<Response> {
         let mut named: HashSet<Vec<u8>> = HashSet::with_capacity(writes.len());
         let mut out = Vec::with_capacity(writes.len());
         for write in writes {
-            let refused = match key_of(&write) {
-                Err(e) => Some(e.to_string()),
-                Ok(key) if !named.insert(key.to_vec()) => Some(format!(
+            // (A request id on a request id, or on a `Many`, is refused by `apply_once`.)
+            let refused = match write.key() {
+                None => Some(
+                    "only puts and deletes, under a request id or not, go in a Many".to_string(),
+                ),
+                Some(key) if !named.insert(key.to_vec()) => Some(format!(
                     "{} named by an earlier write of the same entry",
                     key.escape_ascii()
                 )),
-                Ok(_) => None,
+                Some(_) => None,
             };
             out.push(match refused {
                 Some(e) => Response::Rejected(e),

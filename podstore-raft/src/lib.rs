@@ -87,6 +87,7 @@
 #![deny(missing_docs)]
 
 use std::fmt;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -297,8 +298,12 @@ pub enum Request {
     /// under a request id ([`Request::Once`]); anything else (a batch, a chunk, a commit, a
     /// `Many`) is refused. The client's coalesced writes (`podstore_raft::client`, `POST /writes`).
     ///
+    /// Shared, not owned: the log's in-memory tail hands the entry out once per follower it
+    /// is replicated to and once more to be applied, and a copy of a `Many` would be one
+    /// allocation per key and per value (the state machine applies it by reference).
+    ///
     /// (Last of the variants: a log written before it existed still decodes.)
-    Many(Vec<Request>),
+    Many(Arc<[Request]>),
 }
 
 /// The id of a streamed upload ([`Request::Chunk`]): the term of the leader that streams it

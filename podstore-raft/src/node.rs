@@ -393,7 +393,7 @@ impl Node {
         &self,
         writes: Vec<Request>,
     ) -> Result<(u64, Vec<Response>), NodeError> {
-        match self.write_indexed(Request::Many(writes)).await? {
+        match self.write_indexed(Request::Many(writes.into())).await? {
             (index, Response::Many(answers)) => Ok((index, answers)),
             (_, other) => Err(unexpected(other)),
         }

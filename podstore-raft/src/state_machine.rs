@@ -501,7 +501,7 @@ fn apply_entries(store: &Store, entries: Vec<Entry>) -> io::Result<Vec<Response>
                 membership = Some(Membership::new(Some(log_id), m));
                 Response::Done
             }
-            EntryPayload::Normal(req) => w.apply(req)?,
+            EntryPayload::Normal(req) => w.apply(&req)?,
         };
         out.push(response);
     }
@@ -576,7 +576,7 @@ impl Writes<'_> {
         }
     }
 
-    fn apply(&mut self, req: Request) -> io::Result<Response> {
+    fn apply(&mut self, req: &Request) -> io::Result<Response> {
         Ok(match req {
             Request::Put { key, value } => match check(&key, Some(&value)) {
                 Ok(()) => {
@@ -605,13 +605,13 @@ impl Writes<'_> {
                 }
                 Err(e) => Response::Rejected(e),
             },
-            Request::PutIf { key, value, expect } => match check(&key, Some(&value)) {
+            Request::PutIf { key, value, expect } => match check(key, Some(value)) {
                 Ok(()) => {
                     let current = self.current(&data_key(&key))?;
                     let holds = match expect {
                         Expect::Absent => current.is_none(),
                         Expect::Present => current.is_some(),
-                        Expect::Version(v) => current == Some(v),
+                        Expect::Version(v) => current == Some(*v),
                     };
                     if holds {
                         self.put(&key, &value);
@@ -625,7 +625,7 @@ impl Writes<'_> {
             Request::DeleteIf { key, version } => match check(&key, None) {
                 Ok(()) => {
                     let current = self.current(&data_key(&key))?;
-                    if current == Some(version) {
+                    if current == Some(*version) {
                         self.delete(&key);
                         Response::Existed(true)
                     } else {
@@ -634,12 +634,12 @@ impl Writes<'_> {
                 }
                 Err(e) => Response::Rejected(e),
             },
-            Request::Once { id, request } => self.apply_once(id, *request)?,
+            Request::Once { id, request } => self.apply_once(*id, request)?,
             Request::Chunk {
                 upload,
                 index,
                 bytes,
-            } => self.chunk(upload, index, &bytes),
+            } => self.chunk(*upload, *index, bytes),
             Request::Commit {
                 upload,
                 key,
@@ -647,8 +647,8 @@ impl Writes<'_> {
                 len,
                 crc,
                 expect,
-            } => self.commit(upload, &key, chunks, len, crc, expect)?,
-            Request::Abort { upload } => self.abort(upload)?,
+            } => self.commit(*upload, key, *chunks, *len, *crc, *expect)?,
+            Request::Abort { upload } => self.abort(*upload)?,
             Request::Many(writes) => self.apply_many(writes)?,
             Request::Batch(ops) => {
                 let bad = ops.iter().find_map(|op| match op {
@@ -660,8 +660,8 @@ impl Writes<'_> {
                     None => {
                         for op in ops {
                             match op {
-                                Op::Put { key, value } => self.put(&key, &value),
-                                Op::Delete { key } => self.delete(&key),
+                                Op::Put { key, value } => self.put(key, value),
+                                Op::Delete { key } => self.delete(key),
                             }
                         }
                         Response::Done

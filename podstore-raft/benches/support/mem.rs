@@ -192,7 +192,7 @@ fn apply_one(data: &mut HashMap<Vec<u8>, Vec<u8>>, req: Request) -> Response {
             Response::Done
         }
         Request::Many(writes) => {
-            Response::Many(writes.into_iter().map(|w| apply_one(data, w)).collect())
+            Response::Many(writes.iter().map(|w| apply_one(data, w.clone())).collect())
         }
         // The benches compare puts and gets; this store keeps no versions to compare, nor
         // request ids, nor streamed uploads.

@@ -6,8 +6,9 @@
 //! (docs/benchmarks.md, "Where a request's CPU goes"). Here a write joins a queue; at most
 //! [`Client::coalesce`](super::Client::coalesce)'s number of requests are in flight, each sent
 //! by a task that takes what the queue holds (up to [`MAX_WRITES_PER_REQUEST`] writes and
-//! [`MAX_BYTES_PER_REQUEST`] bytes), sends it, hands each write its own answer, and takes again
-//! until the queue is empty. There is no timer: a write waits only while every request slot is
+//! [`MAX_BYTES_PER_REQUEST`] bytes), sends it, hands each write its own answer, lets those
+//! writers run (so that their next writes join the next request), and takes again until the
+//! queue is empty. There is no timer: a write waits only while every request slot is
 //! busy, so a lone write leaves at once and writes gather only under load (the group commit
 //! of podstore's own writer, at the client). The tasks are tokio tasks, not the callers'
 //! futures: a caller that stops waiting (a timeout around the call) does not take the other
@@ -198,6 +199,13 @@ async fn send_all(mut slot: Slot, conn: Arc<Conn>) {
                 for (answer, response) in answers.into_iter().zip(responses) {
                     let _ = answer.send(Ok((index, response)));
                 }
+                // Let the writers just answered run before taking again: each writes its
+                // next at once, and taken now the queue would hold only the few that were
+                // already waiting. The next request would then leave with those few and the
+                // rest wait a whole round behind it: requests of alternately a few writes
+                // and nearly all, a round each. Measured (64 and 16 writers, three node
+                // processes): +34 % and +51 % writes per second (docs/benchmarks.md).
+                tokio::task::yield_now().await;
             }
             // A value over the node's limit refuses the whole request: each write alone, so
             // that only the ones too large are refused.

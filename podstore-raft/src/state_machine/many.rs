@@ -15,7 +15,7 @@ use crate::{Request, Response};
 
 impl Writes<'_> {
     /// Applies each of `writes` on its own, in order (see the module docs).
-    pub(super) fn apply_many(&mut self, writes: Vec<Request>) -> io::Result<Response> {
+    pub(super) fn apply_many(&mut self, writes: &[Request]) -> io::Result<Response> {
         let mut named: HashSet<Vec<u8>> = HashSet::with_capacity(writes.len());
         let mut out = Vec::with_capacity(writes.len());
         for write in writes {
@@ -103,10 +103,10 @@ mod tests {
                 key: b"d".to_vec(),
                 value: b"d1".to_vec(),
             }]),
-            Request::Many(vec![put("e", "e1")]),
-            once(2, Request::Many(vec![put("f", "f1")])),
+            Request::Many(vec![put("e", "e1")].into()),
+            once(2, Request::Many(vec![put("f", "f1")].into())),
             put("", "empty key"),
-        ]);
+        ].into());
         let answers = apply(&sm, vec![entry(1, put("b", "b0")), entry(2, many)]);
         let Response::Many(each) = &answers[1] else {
             panic!("{answers:?}");
@@ -139,7 +139,7 @@ mod tests {
                 value: b"a3".to_vec(),
                 expect: Expect::Version(2),
             },
-        ]);
+        ].into());
         let answers = apply(&sm, vec![entry(3, again)]);
         assert_eq!(
             answers,

@@ -280,7 +280,7 @@ impl Writes<'_> {
     }
 
     /// Applies `request` under request id `id` (see the module docs).
-    pub(super) fn apply_once(&mut self, id: RequestId, request: Request) -> io::Result<Response> {
+    pub(super) fn apply_once(&mut self, id: RequestId, request: &Request) -> io::Result<Response> {
         if matches!(request, Request::Once { .. }) {
             return Ok(Response::Rejected("a request id on a request id".into()));
         }

@@ -578,28 +578,28 @@ impl Writes<'_> {
 
     fn apply(&mut self, req: &Request) -> io::Result<Response> {
         Ok(match req {
-            Request::Put { key, value } => match check(&key, Some(&value)) {
+            Request::Put { key, value } => match check(key, Some(value)) {
                 Ok(()) => {
-                    self.put(&key, &value);
+                    self.put(key, value);
                     Response::Done
                 }
                 Err(e) => Response::Rejected(e),
             },
-            Request::Delete { key } => match check(&key, None) {
+            Request::Delete { key } => match check(key, None) {
                 Ok(()) => {
-                    let existed = self.present(&data_key(&key))?;
+                    let existed = self.present(&data_key(key))?;
                     if existed {
-                        self.delete(&key);
+                        self.delete(key);
                     }
                     Response::Existed(existed)
                 }
                 Err(e) => Response::Rejected(e),
             },
-            Request::PutIfAbsent { key, value } => match check(&key, Some(&value)) {
+            Request::PutIfAbsent { key, value } => match check(key, Some(value)) {
                 Ok(()) => {
-                    let inserted = !self.present(&data_key(&key))?;
+                    let inserted = !self.present(&data_key(key))?;
                     if inserted {
-                        self.put(&key, &value);
+                        self.put(key, value);
                     }
                     Response::Inserted(inserted)
                 }
@@ -607,14 +607,14 @@ impl Writes<'_> {
             },
             Request::PutIf { key, value, expect } => match check(key, Some(value)) {
                 Ok(()) => {
-                    let current = self.current(&data_key(&key))?;
+                    let current = self.current(&data_key(key))?;
                     let holds = match expect {
                         Expect::Absent => current.is_none(),
                         Expect::Present => current.is_some(),
                         Expect::Version(v) => current == Some(*v),
                     };
                     if holds {
-                        self.put(&key, &value);
+                        self.put(key, value);
                         Response::Done
                     } else {
                         Response::ConditionFailed { current }
@@ -622,11 +622,11 @@ impl Writes<'_> {
                 }
                 Err(e) => Response::Rejected(e),
             },
-            Request::DeleteIf { key, version } => match check(&key, None) {
+            Request::DeleteIf { key, version } => match check(key, None) {
                 Ok(()) => {
-                    let current = self.current(&data_key(&key))?;
+                    let current = self.current(&data_key(key))?;
                     if current == Some(*version) {
-                        self.delete(&key);
+                        self.delete(key);
                         Response::Existed(true)
                     } else {
                         Response::ConditionFailed { current }

@@ -87,26 +87,29 @@ mod tests {
     fn each_write_of_a_many_is_applied_or_refused_on_its_own() {
         let dir = tempfile::tempdir().unwrap();
         let sm = StateMachine::open(dir.path().join("sm"), dir.path().join("snapshots")).unwrap();
-        let many = Request::Many(vec![
-            put("a", "a1"),
-            Request::PutIf {
-                key: b"b".to_vec(),
-                value: b"b1".to_vec(),
-                expect: Expect::Version(99),
-            },
-            put("a", "a2"),
-            once(1, put("c", "c1")),
-            Request::Delete {
-                key: b"zz".to_vec(),
-            },
-            Request::Batch(vec![Op::Put {
-                key: b"d".to_vec(),
-                value: b"d1".to_vec(),
-            }]),
-            Request::Many(vec![put("e", "e1")].into()),
-            once(2, Request::Many(vec![put("f", "f1")].into())),
-            put("", "empty key"),
-        ].into());
+        let many = Request::Many(
+            vec![
+                put("a", "a1"),
+                Request::PutIf {
+                    key: b"b".to_vec(),
+                    value: b"b1".to_vec(),
+                    expect: Expect::Version(99),
+                },
+                put("a", "a2"),
+                once(1, put("c", "c1")),
+                Request::Delete {
+                    key: b"zz".to_vec(),
+                },
+                Request::Batch(vec![Op::Put {
+                    key: b"d".to_vec(),
+                    value: b"d1".to_vec(),
+                }]),
+                Request::Many(vec![put("e", "e1")].into()),
+                once(2, Request::Many(vec![put("f", "f1")].into())),
+                put("", "empty key"),
+            ]
+            .into(),
+        );
         let answers = apply(&sm, vec![entry(1, put("b", "b0")), entry(2, many)]);
         let Response::Many(each) = &answers[1] else {
             panic!("{answers:?}");
@@ -132,14 +135,17 @@ mod tests {
 
         // A retry of the whole request (an answer lost): the write under a request id
         // answers its first outcome, at its first index; the others apply again.
-        let again = Request::Many(vec![
-            once(1, put("c", "c1")),
-            Request::PutIf {
-                key: b"a".to_vec(),
-                value: b"a3".to_vec(),
-                expect: Expect::Version(2),
-            },
-        ].into());
+        let again = Request::Many(
+            vec![
+                once(1, put("c", "c1")),
+                Request::PutIf {
+                    key: b"a".to_vec(),
+                    value: b"a3".to_vec(),
+                    expect: Expect::Version(2),
+                },
+            ]
+            .into(),
+        );
         let answers = apply(&sm, vec![entry(3, again)]);
         assert_eq!(
             answers,

@@ -287,7 +287,7 @@ impl Writes<'_> {
         if matches!(request, Request::Many(_)) {
             return Ok(Response::Rejected("a request id on a Many".into()));
         }
-        let digest = digest(&request);
+        let digest = digest(request);
         let head = self.head(id.client)?;
         if let Some(Head { highest: h, .. }) = head {
             if id.seq.saturating_add(REQUEST_ID_WINDOW) <= h {

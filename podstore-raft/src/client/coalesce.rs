@@ -204,7 +204,8 @@ async fn send_all(mut slot: Slot, conn: Arc<Conn>) {
                 // already waiting. The next request would then leave with those few and the
                 // rest wait a whole round behind it: requests of alternately a few writes
                 // and nearly all, a round each. Measured (64 and 16 writers, three node
-                // processes): +34 % and +51 % writes per second (docs/benchmarks.md).
+                // processes on one disk): +29 to +34 % and +41 to +69 % writes per second
+                // (docs/benchmarks.md).
                 tokio::task::yield_now().await;
             }
             // A value over the node's limit refuses the whole request: each write alone, so

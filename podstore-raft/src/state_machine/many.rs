@@ -16,7 +16,8 @@ use crate::{Request, Response};
 impl Writes<'_> {
     /// Applies each of `writes` on its own, in order (see the module docs).
     pub(super) fn apply_many(&mut self, writes: &[Request]) -> io::Result<Response> {
-        let mut named: HashSet<Vec<u8>> = HashSet::with_capacity(writes.len());
+        // The keys named so far, borrowed from the entry (applied by reference: no copy).
+        let mut named: HashSet<&[u8]> = HashSet::with_capacity(writes.len());
         let mut out = Vec::with_capacity(writes.len());
         for write in writes {
             // (A request id on a request id, or on a `Many`, is refused by `apply_once`.)
@@ -24,7 +25,7 @@ impl Writes<'_> {
                 None => Some(
                     "only puts and deletes, under a request id or not, go in a Many".to_string(),
                 ),
-                Some(key) if !named.insert(key.to_vec()) => Some(format!(
+                Some(key) if !named.insert(key) => Some(format!(
                     "{} named by an earlier write of the same entry",
                     key.escape_ascii()
                 )),

@@ -161,4 +161,19 @@ mod tests {
         assert_eq!(read(&sm, "a"), Some(("a3".into(), 3)));
         assert_eq!(read(&sm, "c"), Some(("c1".into(), 2)));
     }
+
+    /// A `Many` is shared in memory (`Arc<[Request]>`) but encoded as the `Vec<Request>` it
+    /// was: its variant's index, then the writes as a sequence. Logs and request bodies written
+    /// either way read the same.
+    #[test]
+    fn a_many_is_encoded_as_a_sequence_of_its_writes() {
+        let writes = vec![put("a", "a1"), once(7, put("b", "b1"))];
+        let bytes = crate::encode(&Request::Many(writes.clone().into())).unwrap();
+        let tag = crate::encode(&Request::Many(Vec::new().into())).unwrap()[0];
+        let mut expected = vec![tag];
+        expected.extend(crate::encode(&writes).unwrap());
+        assert_eq!(bytes, expected);
+        let back: Request = crate::decode(&bytes).unwrap();
+        assert_eq!(back, Request::Many(writes.into()));
+    }
 }

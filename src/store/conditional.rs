@@ -172,9 +172,9 @@ impl Store {
     /// ```
     pub fn write_with_versions(&self, batch: &Batch) -> Result<Vec<Version>> {
         self.writable()?;
-        for op in &batch.ops {
-            check_key(&op.key)?;
-            if let Some(v) = &op.value {
+        for op in batch.ops() {
+            check_key(op.key)?;
+            if let Some(v) = op.value {
                 check_value(v)?;
             }
         }
@@ -182,24 +182,23 @@ impl Store {
             return Ok(Vec::new());
         }
         let durability = batch.durability.unwrap_or(self.inner.opts.durability);
-        let mut values: Vec<Option<StoredValue<'_>>> = Vec::with_capacity(batch.ops.len());
-        for op in &batch.ops {
-            values.push(match op.value.as_deref() {
+        let mut values: Vec<Option<StoredValue<'_>>> = Vec::with_capacity(batch.len());
+        for op in batch.ops() {
+            values.push(match op.value {
                 Some(v) => {
-                    let expires_at = self.expiry_of(&op.options)?;
+                    let expires_at = self.expiry_of(op.options)?;
                     Some(StoredValue::encode(v, &self.inner.opts).expiring(expires_at))
                 }
                 None => None,
             });
         }
         let ops: Vec<Op<'_>> = batch
-            .ops
-            .iter()
+            .ops()
             .zip(&values)
-            .map(|(op, v)| (op.key.as_slice(), v.as_ref()))
+            .map(|(op, v)| (op.key, v.as_ref()))
             .collect();
-        let conditions: Vec<Option<Condition>> = batch.ops.iter().map(|op| op.condition).collect();
-        let raw: Vec<Option<&[u8]>> = batch.ops.iter().map(|op| op.value.as_deref()).collect();
+        let conditions: Vec<Option<Condition>> = batch.ops().map(|op| op.condition).collect();
+        let raw: Vec<Option<&[u8]>> = batch.ops().map(|op| op.value).collect();
         let seqs = self.write_on(&ops, &raw, &conditions, durability, false)?;
         Ok(seqs.into_iter().map(Version).collect())
     }

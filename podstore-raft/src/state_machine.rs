@@ -52,7 +52,7 @@ mod values;
 
 pub(crate) use step::Step;
 
-use values::{HEADER_LEN, stored_in, version_in};
+use values::{HEADER_LEN, room_for, stored_in, version_in};
 pub use values::{Listed, Read, ValueRead};
 pub(crate) use values::{OpenValue, Whole};
 
@@ -439,7 +439,8 @@ fn apply_chunk(
 
 /// Applies `entries` as one batch; returns what each answered.
 fn apply_entries(store: &Store, entries: Vec<Entry>) -> io::Result<Vec<Response>> {
-    let mut batch = Batch::new();
+    let (ops, bytes) = room_for(&entries);
+    let mut batch = Batch::with_capacity(ops, bytes);
     // The version of keys this batch has written (`None`: deleted), ahead of the store.
     // Kept only when the chunk has a look-up to answer (a delete, put_if_absent or conditional
     // write): a chunk of puts does not pay a copy of each key into it.

@@ -345,3 +345,25 @@ fn a_state_machine_without_the_value_layout_is_refused() {
     let e = StateMachine::open(dir.path().join("sm"), dir.path().join("snapshots")).unwrap_err();
     assert!(e.to_string().contains("earlier podstore-raft"), "{e}");
 }
+
+/// A chunk's batch is sized for its small writes (each with room for its version header and
+/// request-id record), while a long value counts for at most `ROOM_PER_WRITE`: it is kept in a
+/// buffer of its own, and reserving its size again would double a node's memory for it.
+#[test]
+fn a_chunks_batch_has_room_for_small_writes_not_for_long_values() {
+    let small = || Request::Put {
+        key: b"k".to_vec(),
+        value: vec![1; 1000],
+    };
+    let many = Request::Many((0..50).map(|_| small()).collect::<Vec<_>>().into());
+    let (ops, bytes) = values::room_for(&[normal(1, many), normal(2, small())]);
+    assert_eq!(ops, 2 + 2 * 51);
+    assert!(bytes >= 51 * (1001 + 1 + HEADER_LEN), "{bytes}");
+    let long = Request::Put {
+        key: b"k".to_vec(),
+        value: vec![1; 8 << 20],
+    };
+    let (ops, bytes) = values::room_for(&[normal(3, long), put(4, "a")]);
+    assert_eq!(ops, 2 + 2 * 2);
+    assert!(bytes <= 2 * (values::ROOM_PER_WRITE + 128), "{bytes}");
+}

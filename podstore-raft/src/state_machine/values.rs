@@ -14,8 +14,11 @@ use std::io;
 use bytes::Bytes;
 use podstore::Store;
 
-use super::{StateMachine, check, data_key};
+use openraft::EntryPayload;
+
+use super::{Entry, StateMachine, check, data_key};
 use crate::io_err;
+use crate::{Op, Request};
 
 /// The length of a stored value's header (its version).
 pub(crate) const HEADER_LEN: usize = 8;
@@ -29,6 +32,40 @@ pub(crate) fn stored_in<'a>(buf: &'a mut Vec<u8>, version: u64, value: &[u8]) ->
     buf.extend_from_slice(value);
     buf
 }
+
+/// The operations and bytes that `entries` write, about: their keys and values (each value
+/// with its version header) and, for each write under a request id, its request-id record
+/// (about 64 bytes). The chunk's batch is made with room for them, so that adding its writes
+/// allocates nothing. A write counts for at most [`ROOM_PER_WRITE`] bytes: a `Batch` keeps
+/// longer values in buffers of their own.
+pub(super) fn room_for(entries: &[Entry]) -> (usize, usize) {
+    // A write's bytes in the batch's buffer: its data key's prefix and version header, its
+    // request-id record.
+    let room = |payload: usize| payload.min(ROOM_PER_WRITE) + 1 + HEADER_LEN + 64;
+    let (mut ops, mut bytes) = (2, 64);
+    let mut add = |payload: usize| {
+        ops += 2;
+        bytes += room(payload);
+    };
+    for entry in entries {
+        match &entry.payload {
+            EntryPayload::Normal(Request::Many(w)) => w.iter().for_each(|r| add(r.payload_len())),
+            EntryPayload::Normal(Request::Batch(w)) => w.iter().for_each(|op| {
+                add(match op {
+                    Op::Put { key, value } => key.len() + value.len(),
+                    Op::Delete { key } => key.len(),
+                })
+            }),
+            EntryPayload::Normal(r) => add(r.payload_len()),
+            EntryPayload::Blank | EntryPayload::Membership(_) => {}
+        }
+    }
+    (ops, bytes)
+}
+
+/// The most bytes a write is counted for in [`room_for`]: a `Batch` keeps values up to 4 KiB
+/// in its shared buffer (`Batch::with_capacity`).
+pub(super) const ROOM_PER_WRITE: usize = 4 << 10;
 
 /// The version in a stored value's header.
 fn version_of(header: &[u8]) -> io::Result<u64> {

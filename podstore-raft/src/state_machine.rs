@@ -477,7 +477,7 @@ fn apply_entries(store: &Store, entries: Vec<Entry>) -> io::Result<Vec<Response>
             EntryPayload::Membership(_) => false,
         };
         if reads_staged {
-            remembered.put_heads(&mut batch);
+            remembered.put_heads(&mut batch)?;
         }
         if reads_staged && !batch.is_empty() {
             write_batch(store, &mut batch, last_applied.as_ref(), membership.take())?;
@@ -506,7 +506,7 @@ fn apply_entries(store: &Store, entries: Vec<Entry>) -> io::Result<Vec<Response>
         };
         out.push(response);
     }
-    remembered.put_heads(&mut batch);
+    remembered.put_heads(&mut batch)?;
     write_batch(store, &mut batch, last_applied.as_ref(), membership)?;
     Ok(out)
 }

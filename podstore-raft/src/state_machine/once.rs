@@ -60,11 +60,15 @@ pub(super) use upgrade::upgrade;
 /// request, [`Request::Many`]) overwrites its head once, not 50 times. Each overwrite costs
 /// podstore a look at the record it replaces (a read, unless cached); the batch is written
 /// whole or not at all, so what it leaves is the same.
+///
+/// Heads are kept decoded, by client: a write under a request id reads its client's head and
+/// writes it back, and the keys and encodings were four allocations a write.
 #[derive(Default)]
 pub(super) struct Remembered {
     records: HashMap<Vec<u8>, Option<Vec<u8>>>,
-    /// Heads written by the chunk and not yet put in its batch.
-    heads: std::collections::HashSet<Vec<u8>>,
+    /// The heads the chunk wrote, by client (`None`: deleted), each with whether it is yet to
+    /// be put in the chunk's batch.
+    heads: HashMap<u64, (Option<Head>, bool)>,
 }
 
 impl Remembered {
@@ -78,13 +82,16 @@ impl Remembered {
 
     /// Puts the heads written since the last call in `batch`, as they are now: before the
     /// batch is written.
-    pub(super) fn put_heads(&mut self, batch: &mut podstore::Batch) {
-        for key in self.heads.drain() {
-            match self.records.get(&key) {
-                Some(Some(v)) => batch.put(&key, v),
-                _ => batch.delete(&key),
-            };
+    pub(super) fn put_heads(&mut self, batch: &mut podstore::Batch) -> io::Result<()> {
+        for (client, (head, unput)) in &mut self.heads {
+            if std::mem::take(unput) {
+                match head {
+                    Some(h) => batch.put(head_key(*client), h.encode()?),
+                    None => batch.delete(head_key(*client)),
+                };
+            }
         }
+        Ok(())
     }
 }
 
@@ -267,14 +274,17 @@ impl Writes<'_> {
     }
 
     /// A client's head, put in the batch once, when it is written ([`Remembered`]).
-    fn remember_head(&mut self, client: u64, value: Option<Vec<u8>>) {
-        let key = head_key(client);
-        self.remembered.heads.insert(key.clone());
-        self.remembered.records.insert(key, value);
+    fn remember_head(&mut self, client: u64, head: Option<Head>) {
+        self.remembered.heads.insert(client, (head, true));
     }
 
     fn head(&self, client: u64) -> io::Result<Option<Head>> {
-        self.remembered(&head_key(client))?
+        if let Some((head, _)) = self.remembered.heads.get(&client) {
+            return Ok(*head);
+        }
+        self.store
+            .get(head_key(client))
+            .map_err(io_err)?
             .map(|b| Head::decode(&b))
             .transpose()
     }
@@ -343,7 +353,7 @@ impl Writes<'_> {
             highest,
             latest: Some(self.version),
         };
-        self.remember_head(id.client, Some(head.encode()?));
+        self.remember_head(id.client, Some(head));
         Ok(response)
     }
 

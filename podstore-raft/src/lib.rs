@@ -130,13 +130,7 @@ impl Request {
             | Request::PutIfAbsent { key, value }
             | Request::PutIf { key, value, .. } => key.len() + value.len(),
             Request::Delete { key } | Request::DeleteIf { key, .. } => key.len(),
-            Request::Batch(ops) => ops
-                .iter()
-                .map(|op| match op {
-                    Op::Put { key, value } => key.len() + value.len(),
-                    Op::Delete { key } => key.len(),
-                })
-                .sum(),
+            Request::Batch(ops) => ops.iter().map(Op::payload_len).sum(),
             Request::Once { request, .. } => request.payload_len(),
             Request::Chunk { bytes, .. } => bytes.len(),
             Request::Commit { key, .. } => key.len(),
@@ -180,6 +174,16 @@ pub enum Op {
         #[serde(with = "serde_bytes")]
         key: Vec<u8>,
     },
+}
+
+impl Op {
+    /// The bytes of its key and value.
+    pub(crate) fn payload_len(&self) -> usize {
+        match self {
+            Op::Put { key, value } => key.len() + value.len(),
+            Op::Delete { key } => key.len(),
+        }
+    }
 }
 
 /// A write to the replicated key-value store: what a log entry carries.

@@ -397,12 +397,7 @@ fn applies_inline(items: &[EntryResponder<TypeConfig>]) -> bool {
             EntryPayload::Normal(Request::Put { key, value }) => bytes += key.len() + value.len(),
             EntryPayload::Normal(Request::Chunk { bytes: b, .. }) => bytes += b.len(),
             EntryPayload::Normal(Request::Batch(ops)) => {
-                for op in ops {
-                    bytes += match op {
-                        Op::Put { key, value } => key.len() + value.len(),
-                        Op::Delete { key } => key.len(),
-                    };
-                }
+                bytes += ops.iter().map(Op::payload_len).sum::<usize>();
             }
             EntryPayload::Normal(
                 Request::Delete { .. }

@@ -17,8 +17,8 @@ use podstore::Store;
 use openraft::EntryPayload;
 
 use super::{Entry, StateMachine, check, data_key};
+use crate::Request;
 use crate::io_err;
-use crate::{Op, Request};
 
 /// The length of a stored value's header (its version).
 pub(crate) const HEADER_LEN: usize = 8;
@@ -50,12 +50,9 @@ pub(super) fn room_for(entries: &[Entry]) -> (usize, usize) {
     for entry in entries {
         match &entry.payload {
             EntryPayload::Normal(Request::Many(w)) => w.iter().for_each(|r| add(r.payload_len())),
-            EntryPayload::Normal(Request::Batch(w)) => w.iter().for_each(|op| {
-                add(match op {
-                    Op::Put { key, value } => key.len() + value.len(),
-                    Op::Delete { key } => key.len(),
-                })
-            }),
+            EntryPayload::Normal(Request::Batch(w)) => {
+                w.iter().for_each(|op| add(op.payload_len()))
+            }
             EntryPayload::Normal(r) => add(r.payload_len()),
             EntryPayload::Blank | EntryPayload::Membership(_) => {}
         }

@@ -36,7 +36,7 @@
 //! ```
 
 use std::hash::{BuildHasher, Hasher};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -51,7 +51,7 @@ use crate::{Expect, Request, RequestId, Response};
 pub mod coalesce;
 mod conn;
 
-use coalesce::Coalescer;
+use coalesce::{Coalescer, Ids};
 use conn::Conn;
 
 /// How a [`Client`] retries a request.
@@ -203,7 +203,8 @@ pub struct Page {
 #[derive(Debug)]
 pub struct Client {
     conn: Arc<Conn>,
-    seq: AtomicU64,
+    /// Its request ids (its own id, and the next sequence number).
+    ids: Ids,
     writes: Arc<Coalescer>,
 }
 
@@ -294,6 +295,8 @@ impl Client {
     pub fn with_retry<S: Into<String>>(nodes: impl IntoIterator<Item = S>, retry: Retry) -> Client {
         let nodes: Vec<String> = nodes.into_iter().map(Into::into).collect();
         assert!(!nodes.is_empty(), "a client needs a node's address");
+        let id = random_id();
+        let ids = Ids::new(id, Arc::new(AtomicU64::new(0)));
         Client {
             conn: Arc::new(Conn {
                 http: reqwest::Client::builder()
@@ -303,11 +306,11 @@ impl Client {
                 nodes,
                 leader: Mutex::new(None),
                 next: AtomicUsize::new(0),
-                id: random_id(),
+                id,
                 retry,
             }),
-            seq: AtomicU64::new(0),
-            writes: Arc::new(Coalescer::new(DEFAULT_COALESCED_IN_FLIGHT)),
+            writes: Arc::new(Coalescer::new(DEFAULT_COALESCED_IN_FLIGHT, ids.clone())),
+            ids,
         }
     }
 
@@ -315,7 +318,7 @@ impl Client {
     /// once (0: every write on its own, as `PUT`/`DELETE /kv/...`): see [`coalesce`]. On by
     /// default ([`DEFAULT_COALESCED_IN_FLIGHT`]).
     pub fn coalesce(mut self, in_flight: usize) -> Client {
-        self.writes = Arc::new(Coalescer::new(in_flight));
+        self.writes = Arc::new(Coalescer::new(in_flight, self.ids.clone()));
         self
     }
 
@@ -332,15 +335,12 @@ impl Client {
     /// A new request id of this client's (the next sequence number), for [`Client::put_with`]
     /// and [`Client::delete_with`]. Each write must have its own; its retries share it.
     pub fn request_id(&self) -> RequestId {
-        RequestId {
-            client: self.conn.id,
-            seq: self.seq.fetch_add(1, Ordering::Relaxed) + 1,
-        }
+        self.ids.next()
     }
 
     /// Sets `key` to `value`.
     pub async fn put(&self, key: &[u8], value: impl Into<Bytes>) -> Result<Written, Error> {
-        self.put_with(key, value, None, self.request_id()).await
+        self.put_as(key, value.into(), None, None).await
     }
 
     /// Sets `key` to `value` only if `expect` holds for its value; else
@@ -351,8 +351,7 @@ impl Client {
         value: impl Into<Bytes>,
         expect: Expect,
     ) -> Result<Written, Error> {
-        self.put_with(key, value, Some(expect), self.request_id())
-            .await
+        self.put_as(key, value.into(), Some(expect), None).await
     }
 
     /// A put (conditional if `expect` is given) under request id `id`: a second call with the
@@ -366,7 +365,18 @@ impl Client {
         expect: Option<Expect>,
         id: RequestId,
     ) -> Result<Written, Error> {
-        let value = value.into();
+        self.put_as(key, value.into(), expect, Some(id)).await
+    }
+
+    /// A put under request id `id`, or, coalesced, under its request's id only (see
+    /// [`coalesce`]), or else under a new one.
+    async fn put_as(
+        &self,
+        key: &[u8],
+        value: Bytes,
+        expect: Option<Expect>,
+        id: Option<RequestId>,
+    ) -> Result<Written, Error> {
         if self.writes.on() && value.len() <= coalesce::MAX_COALESCED_VALUE {
             let (key, value) = (key.to_vec(), value.to_vec());
             let write = match expect {
@@ -378,6 +388,7 @@ impl Client {
                 (_, other) => Err(refused(other)),
             };
         }
+        let id = id.unwrap_or_else(|| self.request_id());
         let path = format!("/kv/{}", encode(key));
         let request_id = format!("{}:{}", id.client, id.seq);
         let r = self
@@ -409,9 +420,14 @@ impl Client {
         }
     }
 
-    /// `write` under request id `id`, coalesced with this client's other writes: what it wrote
-    /// (its version) and answered (the first attempt's, if it was replayed).
-    async fn coalesced(&self, write: Request, id: RequestId) -> Result<(Written, Response), Error> {
+    /// `write`, under request id `id` if given, coalesced with this client's other writes
+    /// (under their request's id): what it wrote (its version) and answered (the first
+    /// attempt's, if it was replayed).
+    async fn coalesced(
+        &self,
+        write: Request,
+        id: Option<RequestId>,
+    ) -> Result<(Written, Response), Error> {
         let key = write.key().unwrap_or_default();
         if key.is_empty() || key.len() > crate::MAX_KEY_LEN {
             // As `/kv/{key}` refuses it.
@@ -425,9 +441,12 @@ impl Client {
                 ),
             });
         }
-        let write = Request::Once {
-            id,
-            request: Box::new(write),
+        let write = match id {
+            Some(id) => Request::Once {
+                id,
+                request: Box::new(write),
+            },
+            None => write,
         };
         Ok(match self.writes.write(&self.conn, write).await? {
             (_, Response::Replayed { index, response }) => (
@@ -449,15 +468,13 @@ impl Client {
 
     /// Removes `key`; returns whether it had a value.
     pub async fn delete(&self, key: &[u8]) -> Result<bool, Error> {
-        self.delete_with(key, None, self.request_id()).await
+        self.delete_as(key, None, None).await
     }
 
     /// Removes `key` only if its value has version `version`; else
     /// [`Error::ConditionFailed`].
     pub async fn delete_if(&self, key: &[u8], version: u64) -> Result<(), Error> {
-        self.delete_with(key, Some(version), self.request_id())
-            .await
-            .map(drop)
+        self.delete_as(key, Some(version), None).await.map(drop)
     }
 
     /// A delete (conditional if `version` is given) under request id `id` (see
@@ -467,6 +484,17 @@ impl Client {
         key: &[u8],
         version: Option<u64>,
         id: RequestId,
+    ) -> Result<bool, Error> {
+        self.delete_as(key, version, Some(id)).await
+    }
+
+    /// A delete under request id `id`, or, coalesced, under its request's id only (see
+    /// [`coalesce`]), or else under a new one.
+    async fn delete_as(
+        &self,
+        key: &[u8],
+        version: Option<u64>,
+        id: Option<RequestId>,
     ) -> Result<bool, Error> {
         if self.writes.on() {
             let key = key.to_vec();
@@ -479,6 +507,7 @@ impl Client {
                 (_, other) => Err(refused(other)),
             };
         }
+        let id = id.unwrap_or_else(|| self.request_id());
         let path = format!("/kv/{}", encode(key));
         let request_id = format!("{}:{}", id.client, id.seq);
         let r = self

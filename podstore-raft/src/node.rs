@@ -386,15 +386,52 @@ impl Node {
         Ok((r.log_id.index(), r.data))
     }
 
-    /// Replicates `writes` in one log entry ([`Request::Many`]): returns the entry's index (the
-    /// version of every value they wrote) and what each write answered, in order. An error is
-    /// the whole entry's (none of them was applied, or, `NodeError::Unknown`, it is not known).
+    /// Replicates `writes` in one log entry ([`Request::Many`]), under request id `id` if given
+    /// (the whole `Many` applied at most once: [`Request::Once`]): returns the entry's index
+    /// (the version of every value they wrote) and what each write answered, in order. A
+    /// request id already applied answers each write [`Response::Replayed`] with the first
+    /// request's index and the write's first answer (unless that was itself a replay); a
+    /// request id refused refuses every write ([`Response::RequestIdRefused`]). An error is the
+    /// whole entry's (none of them was applied, or, `NodeError::Unknown`, it is not known).
     pub async fn write_many(
         &self,
         writes: Vec<Request>,
+        id: Option<RequestId>,
     ) -> Result<(u64, Vec<Response>), NodeError> {
-        match self.write_indexed(Request::Many(writes.into())).await? {
+        let count = writes.len();
+        let many = Request::Many(writes.into());
+        let request = match id {
+            Some(id) => Request::Once {
+                id,
+                request: Box::new(many),
+            },
+            None => many,
+        };
+        match self.write_indexed(request).await? {
             (index, Response::Many(answers)) => Ok((index, answers)),
+            (
+                index,
+                Response::Replayed {
+                    index: first,
+                    response,
+                },
+            ) => match *response {
+                Response::Many(answers) => Ok((
+                    index,
+                    answers
+                        .into_iter()
+                        .map(|a| match a {
+                            a @ Response::Replayed { .. } => a,
+                            a => Response::Replayed {
+                                index: first,
+                                response: Box::new(a),
+                            },
+                        })
+                        .collect(),
+                )),
+                other => Err(unexpected(other)),
+            },
+            (index, refused @ Response::RequestIdRefused(_)) => Ok((index, vec![refused; count])),
             (_, other) => Err(unexpected(other)),
         }
     }

@@ -165,7 +165,7 @@ fn parse_etag(v: &HeaderValue) -> Result<Option<u64>, ApiError> {
 }
 
 /// The request id of a write ([`REQUEST_ID_HEADER`]), if it has one.
-fn request_id(headers: &HeaderMap) -> Result<Option<RequestId>, ApiError> {
+pub(super) fn request_id(headers: &HeaderMap) -> Result<Option<RequestId>, ApiError> {
     let Some(v) = headers.get(REQUEST_ID_HEADER) else {
         return Ok(None);
     };

@@ -139,7 +139,7 @@ pub fn router_with_max_value(node: Node, max_value: usize) -> axum::Router {
         .route(
             "/writes",
             // The handler enforces its own limit (a JSON `413`, not axum's plain text).
-            post(move |node, body| writes::writes(node, body, max_value))
+            post(move |node, headers, body| writes::writes(node, headers, body, max_value))
                 .layer(DefaultBodyLimit::disable()),
         )
         .route(

@@ -12,16 +12,24 @@
 //! the node's `--max-value` refuses the whole request (`413 too_large`, nothing written), as
 //! `PUT /kv/...` refuses it; the client then sends each of its writes alone.
 //!
+//! With a request id (`x-podstore-request-id: <client>:<seq>`, as on `PUT /kv/...`), the
+//! request is applied at most once as a whole: a retry of the same writes under the same id
+//! applies nothing and answers the first request's, each write's answer a
+//! [`crate::Response::Replayed`] (the first index and answer); the same id on other writes
+//! answers every write [`crate::Response::RequestIdRefused`]. One request-id record for the
+//! request, where a request id on each write ([`crate::Request::Once`] in the body) costs one
+//! record a write: the client puts its own ids on the writes given one by its caller only.
+//!
 //! postcard is the encoding of the node's own types, not a published format: the client of the
 //! same version of this crate speaks it. Any HTTP client can use the `/kv` routes instead.
 
 use axum::body::Body;
 use axum::extract::State;
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 
-use super::api::{error, node_error};
+use super::api::{error, node_error, request_id};
 use crate::{Node, Request, decode, encode};
 
 /// The content type of a `POST /writes` body and answer.
@@ -44,7 +52,16 @@ fn value_len(write: &Request) -> usize {
 
 /// Answers `POST /writes` (see the module docs); `413 too_large` if a value is longer than
 /// `max_value` (the node's `--max-value`, as `PUT /kv/...` would: nothing is written).
-pub(super) async fn writes(State(node): State<Node>, body: Body, max_value: usize) -> Response {
+pub(super) async fn writes(
+    State(node): State<Node>,
+    headers: HeaderMap,
+    body: Body,
+    max_value: usize,
+) -> Response {
+    let id = match request_id(&headers) {
+        Ok(id) => id,
+        Err(e) => return e.into_response(),
+    };
     let too_large = || {
         error(
             StatusCode::PAYLOAD_TOO_LARGE,
@@ -91,7 +108,7 @@ pub(super) async fn writes(State(node): State<Node>, body: Body, max_value: usiz
             ),
         );
     }
-    match node.write_many(writes).await {
+    match node.write_many(writes, id).await {
         Ok(answer) => match encode(&answer) {
             Ok(bytes) => ([(header::CONTENT_TYPE, WRITES_CONTENT_TYPE)], bytes).into_response(),
             Err(e) => node_error(crate::NodeError::Io(e)),

@@ -20,7 +20,8 @@ impl Writes<'_> {
         let mut named: HashSet<&[u8]> = HashSet::with_capacity(writes.len());
         let mut out = Vec::with_capacity(writes.len());
         for write in writes {
-            // (A request id on a request id, or on a `Many`, is refused by `apply_once`.)
+            // (A `Many`, or a request id on one, has no key: refused here, so a `Many` under a
+            // request id holds no other `Many`.)
             let refused = match write.key() {
                 None => Some(
                     "only puts and deletes, under a request id or not, go in a Many".to_string(),

@@ -29,6 +29,13 @@
 //! whose latest write is the oldest, as if the order were updated at every write. (Clients
 //! recorded before the order existed are counted when they next write.)
 //!
+//! A request id may cover a [`Request::Many`] (the writes of a client's coalesced request,
+//! `POST /writes` with a request id): the `Many` is applied at most once as a whole, and its
+//! record holds every write's answer ([`Response::Many`]). One record for the request where
+//! each write under its own id wrote one: a put then costs one record in the store, not two.
+//! Its writes may carry request ids of their own (the client's `Client::put_with`),
+//! each recorded as any other when the `Many` is applied.
+//!
 //! Every decision reads only what the entries before it left (the chunk's own writes through
 //! [`Remembered`], ahead of the store), so it does not depend on how a node's entries were cut
 //! into chunks: every node decides alike.
@@ -158,102 +165,130 @@ const CLIENTS_KEY: &[u8] = b"r/n";
 /// both its length and its crc32 collide. Computed over the fields, not an encoding of the
 /// request (which would copy the value).
 pub(super) fn digest(request: &Request) -> u64 {
-    let mut h = crc32fast::Hasher::new();
-    let mut len = 0u64;
-    let mut field = |bytes: &[u8]| {
-        h.update(&(bytes.len() as u64).to_le_bytes());
-        h.update(bytes);
-        len += bytes.len() as u64 + 8;
+    let mut d = Digest {
+        h: crc32fast::Hasher::new(),
+        len: 0,
     };
-    match request {
-        Request::Put { key, value } => {
-            field(b"put");
-            field(key);
-            field(value);
-        }
-        Request::Delete { key } => {
-            field(b"delete");
-            field(key);
-        }
-        Request::PutIfAbsent { key, value } => {
-            field(b"put_if_absent");
-            field(key);
-            field(value);
-        }
-        Request::PutIf { key, value, expect } => {
-            field(b"put_if");
-            field(key);
-            field(value);
-            match expect {
-                Expect::Absent => field(b"absent"),
-                Expect::Present => field(b"present"),
-                Expect::Version(v) => field(&v.to_le_bytes()),
+    d.request(request);
+    (u64::from(d.h.finalize()) << 32) ^ d.len
+}
+
+/// The state of a [`digest`]: the crc32 so far and the bytes fed.
+struct Digest {
+    h: crc32fast::Hasher,
+    len: u64,
+}
+
+impl Digest {
+    fn field(&mut self, bytes: &[u8]) {
+        self.h.update(&(bytes.len() as u64).to_le_bytes());
+        self.h.update(bytes);
+        self.len += bytes.len() as u64 + 8;
+    }
+
+    fn request(&mut self, request: &Request) {
+        match request {
+            Request::Put { key, value } => {
+                self.field(b"put");
+                self.field(key);
+                self.field(value);
             }
-        }
-        Request::DeleteIf { key, version } => {
-            field(b"delete_if");
-            field(key);
-            field(&version.to_le_bytes());
-        }
-        Request::Batch(ops) => {
-            field(b"batch");
-            for op in ops {
-                match op {
-                    Op::Put { key, value } => {
-                        field(b"put");
-                        field(key);
-                        field(value);
-                    }
-                    Op::Delete { key } => {
-                        field(b"delete");
-                        field(key);
+            Request::Delete { key } => {
+                self.field(b"delete");
+                self.field(key);
+            }
+            Request::PutIfAbsent { key, value } => {
+                self.field(b"put_if_absent");
+                self.field(key);
+                self.field(value);
+            }
+            Request::PutIf { key, value, expect } => {
+                self.field(b"put_if");
+                self.field(key);
+                self.field(value);
+                match expect {
+                    Expect::Absent => self.field(b"absent"),
+                    Expect::Present => self.field(b"present"),
+                    Expect::Version(v) => self.field(&v.to_le_bytes()),
+                }
+            }
+            Request::DeleteIf { key, version } => {
+                self.field(b"delete_if");
+                self.field(key);
+                self.field(&version.to_le_bytes());
+            }
+            Request::Batch(ops) => {
+                self.field(b"batch");
+                for op in ops {
+                    match op {
+                        Op::Put { key, value } => {
+                            self.field(b"put");
+                            self.field(key);
+                            self.field(value);
+                        }
+                        Op::Delete { key } => {
+                            self.field(b"delete");
+                            self.field(key);
+                        }
                     }
                 }
             }
-        }
-        // Of the upload's value, not of its id: a retry streams the value again, as another
-        // upload.
-        Request::Commit {
-            key,
-            chunks,
-            len,
-            crc,
-            expect,
-            ..
-        } => {
-            field(b"commit");
-            field(key);
-            field(&chunks.to_le_bytes());
-            field(&len.to_le_bytes());
-            field(&crc.to_le_bytes());
-            match expect {
-                None => field(b"always"),
-                Some(Expect::Absent) => field(b"absent"),
-                Some(Expect::Present) => field(b"present"),
-                Some(Expect::Version(v)) => field(&v.to_le_bytes()),
+            // Of the upload's value, not of its id: a retry streams the value again, as another
+            // upload.
+            Request::Commit {
+                key,
+                chunks,
+                len,
+                crc,
+                expect,
+                ..
+            } => {
+                self.field(b"commit");
+                self.field(key);
+                self.field(&chunks.to_le_bytes());
+                self.field(&len.to_le_bytes());
+                self.field(&crc.to_le_bytes());
+                match expect {
+                    None => self.field(b"always"),
+                    Some(Expect::Absent) => self.field(b"absent"),
+                    Some(Expect::Present) => self.field(b"present"),
+                    Some(Expect::Version(v)) => self.field(&v.to_le_bytes()),
+                }
+            }
+            Request::Chunk {
+                upload,
+                index,
+                bytes,
+            } => {
+                self.field(b"chunk");
+                self.field(&upload.term.to_le_bytes());
+                self.field(&upload.nonce.to_le_bytes());
+                self.field(&index.to_le_bytes());
+                self.field(bytes);
+            }
+            Request::Abort { upload } => {
+                self.field(b"abort");
+                self.field(&upload.term.to_le_bytes());
+                self.field(&upload.nonce.to_le_bytes());
+            }
+            // In a `Many` (a `Once` directly on a `Once` is refused before a digest is taken).
+            Request::Once { id, request } => {
+                self.field(b"once");
+                self.field(&id.client.to_le_bytes());
+                self.field(&id.seq.to_le_bytes());
+                self.request(request);
+            }
+            // Under a request id, the writes of a coalesced request (each with its own fields:
+            // its lengths are in the digest, so no two lists of writes feed it the same bytes).
+            Request::Many(writes) => {
+                self.field(b"many");
+                self.field(&(writes.len() as u64).to_le_bytes());
+                for write in writes.iter() {
+                    self.request(write);
+                }
             }
         }
-        Request::Chunk {
-            upload,
-            index,
-            bytes,
-        } => {
-            field(b"chunk");
-            field(&upload.term.to_le_bytes());
-            field(&upload.nonce.to_le_bytes());
-            field(&index.to_le_bytes());
-            field(bytes);
-        }
-        Request::Abort { upload } => {
-            field(b"abort");
-            field(&upload.term.to_le_bytes());
-            field(&upload.nonce.to_le_bytes());
-        }
-        // Refused before a digest is taken.
-        Request::Once { .. } => field(b"once"),
-        Request::Many(_) => field(b"many"),
     }
-    (u64::from(h.finalize()) << 32) ^ len
 }
 
 impl Writes<'_> {
@@ -294,9 +329,6 @@ impl Writes<'_> {
         if matches!(request, Request::Once { .. }) {
             return Ok(Response::Rejected("a request id on a request id".into()));
         }
-        if matches!(request, Request::Many(_)) {
-            return Ok(Response::Rejected("a request id on a Many".into()));
-        }
         let digest = digest(request);
         let head = self.head(id.client)?;
         if let Some(Head { highest: h, .. }) = head {
@@ -327,10 +359,17 @@ impl Writes<'_> {
                 }
             }
         }
+        let response = self.apply(request)?;
+        // The writes of a `Many` under ids of their own, of this client's, have moved its head
+        // (and counted it, if new): what follows starts from where they left it, else their
+        // records would be taken for ids jumped over, and the client counted twice.
+        let head = match request {
+            Request::Many(_) => self.head(id.client)?,
+            _ => head,
+        };
         if head.is_none_or(|h| h.latest.is_none()) {
             self.count_new_client_order(id.client)?;
         }
-        let response = self.apply(request)?;
         let record = encode(&(id.seq, self.version, digest, &response))?;
         self.remember(slot_key(id.client, id.seq), Some(record));
         let highest = match head {

@@ -50,6 +50,12 @@ pub(super) fn room_for(entries: &[Entry]) -> (usize, usize) {
     for entry in entries {
         match &entry.payload {
             EntryPayload::Normal(Request::Many(w)) => w.iter().for_each(|r| add(r.payload_len())),
+            // A coalesced request under a request id.
+            EntryPayload::Normal(Request::Once { request, .. })
+                if let Request::Many(w) = &**request =>
+            {
+                w.iter().for_each(|r| add(r.payload_len()))
+            }
             EntryPayload::Normal(Request::Batch(w)) => {
                 w.iter().for_each(|op| add(op.payload_len()))
             }

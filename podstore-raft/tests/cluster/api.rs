@@ -496,6 +496,51 @@ async fn every_route_answers_its_documented_status_codes() {
     let r = http.get(url("/kv/w/3")).send().await.unwrap();
     error(r, StatusCode::NOT_FOUND, "not_found").await;
 
+    // `POST /writes` under a request id: applied once as a whole; the same writes again
+    // answer each write's first outcome, replayed; other writes under the id are refused.
+    let id_header = podstore_raft::http::REQUEST_ID_HEADER;
+    let once = vec![
+        put("w/4", "four"),
+        podstore_raft::Request::Delete {
+            key: b"w/1".to_vec(),
+        },
+    ];
+    let send = |w: Vec<podstore_raft::Request>, id: &'static str| {
+        http.post(url("/writes"))
+            .header(id_header, id)
+            .body(writes(w))
+            .send()
+    };
+    let answer = |b: bytes::Bytes| -> (u64, Vec<A>) { postcard::from_bytes(&b).unwrap() };
+    let r = send(once.clone(), "91:1").await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let (first, answers) = answer(r.bytes().await.unwrap());
+    assert_eq!(answers, [A::Done, A::Existed(true)]);
+    // Meanwhile w/4 is written again: the replay must not write it back.
+    let r = http.put(url("/kv/w/4")).body("later").send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let r = send(once.clone(), "91:1").await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let (_, replayed) = answer(r.bytes().await.unwrap());
+    let replay = |a: A| A::Replayed {
+        index: first,
+        response: Box::new(a),
+    };
+    assert_eq!(replayed, [replay(A::Done), replay(A::Existed(true))]);
+    let r = http.get(url("/kv/w/4")).send().await.unwrap();
+    assert_eq!(r.bytes().await.unwrap(), "later");
+    let r = send(vec![put("w/5", "five")], "91:1").await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let (_, refused) = answer(r.bytes().await.unwrap());
+    assert!(
+        matches!(refused.as_slice(), [A::RequestIdRefused(_)]),
+        "{refused:?}"
+    );
+    let r = http.get(url("/kv/w/5")).send().await.unwrap();
+    error(r, StatusCode::NOT_FOUND, "not_found").await;
+    let r = send(once, "91").await.unwrap();
+    error(r, StatusCode::BAD_REQUEST, "bad_request").await;
+
     // No such route, no such method.
     let r = http.get(url("/nothing")).send().await.unwrap();
     error(r, StatusCode::NOT_FOUND, "no_route").await;

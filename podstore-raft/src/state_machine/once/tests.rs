@@ -431,3 +431,138 @@ fn ids_out_of_order_and_jumps_keep_the_slots_to_the_window() {
     );
     assert_eq!(records_in(&store), w as usize);
 }
+
+/// A `Many` under a request id (a client's coalesced request) is applied once as a whole and
+/// leaves one record for all its writes, plus one for each write under an id of its own (of
+/// its client's too: that record is not taken for an id the `Many`'s jumped over, nor is a new
+/// client counted twice); a retry answers every write's first outcome (a write under its own
+/// id, sent again in another request, replays its own); other writes under the id are refused.
+#[test]
+fn a_many_under_a_request_id_is_applied_once_with_one_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let sm = open(dir.path());
+    let inner = |client: u64, seq: u64, request: Request| Request::Once {
+        id: RequestId { client, seq },
+        request: Box::new(request),
+    };
+    let delete = Request::Delete {
+        key: b"zz".to_vec(),
+    };
+    let writes = |a: &str| {
+        Request::Many(
+            vec![put("a", a), inner(3, 2, put("b", "b1")), delete.clone()]
+                .into_iter()
+                .chain((0..20).map(|i| put(&format!("m{i}"), "v")))
+                .collect::<Vec<_>>()
+                .into(),
+        )
+    };
+    let plain = |index: u64, request: Request| {
+        EntryOf::<TypeConfig>::new_normal(
+            LogIdOf::<TypeConfig>::new(
+                <TypeConfig as RaftTypeConfig>::LeaderId::new_committed(1, 1),
+                index,
+            ),
+            request,
+        )
+    };
+    let store = sm.store();
+    // Client 3 has written under id 1; its coalesced request takes id 3, a write in it id 2.
+    // Client 4's first request holds a write under its own id.
+    let first_entries = vec![
+        entry(1, 3, 1, put("x", "x1")),
+        entry(2, 3, 3, writes("a1")),
+        entry(
+            3,
+            4,
+            9,
+            Request::Many(vec![inner(4, 8, put("y", "y1"))].into()),
+        ),
+    ];
+    let answers = apply_entries(&store, first_entries).unwrap();
+    let Response::Many(first) = &answers[1] else {
+        panic!("{answers:?}");
+    };
+    assert_eq!(first.len(), 23);
+    assert_eq!(
+        &first[..3],
+        [Response::Done, Response::Done, Response::Existed(false)]
+    );
+    assert_eq!(answers[2], Response::Many(vec![Response::Done]));
+    let slots = |client: u64| {
+        let mut p = SLOT.to_vec();
+        p.extend_from_slice(&client.to_be_bytes());
+        store.prefix(p).count()
+    };
+    assert_eq!(slots(3), 3, "ids 1 and 3, and 2 of the write in the Many");
+    assert_eq!(slots(4), 2);
+    let clients: u64 = decode(&store.get(CLIENTS_KEY).unwrap().unwrap()).unwrap();
+    assert_eq!(clients, 2);
+
+    let later = vec![
+        // Written again since; the retry writes nothing back.
+        plain(4, put("a", "a2")),
+        entry(5, 3, 3, writes("a1")),
+        // The same id on other writes.
+        entry(6, 3, 3, writes("other")),
+        // The inner write again, in another request.
+        entry(
+            7,
+            3,
+            4,
+            Request::Many(vec![inner(3, 2, put("b", "b1"))].into()),
+        ),
+    ];
+    let answers = apply_entries(&store, later).unwrap();
+    assert_eq!(
+        answers[1],
+        Response::Replayed {
+            index: 2,
+            response: Box::new(Response::Many(first.clone())),
+        }
+    );
+    assert!(
+        matches!(answers[2], Response::RequestIdRefused(_)),
+        "{answers:?}"
+    );
+    assert_eq!(
+        answers[3],
+        Response::Many(vec![Response::Replayed {
+            index: 2,
+            response: Box::new(Response::Done),
+        }])
+    );
+    let a = sm.get_versioned(b"a").unwrap().unwrap();
+    assert_eq!((&a.0[..], a.1), (&b"a2"[..], 4));
+    assert_eq!(slots(3), 4);
+}
+
+/// The digest of a request is fed its fields as before a `Many` could have one (records
+/// written then still match their retries), and tells apart `Many`s whose writes differ only
+/// in where one ends and the next begins, or in their order.
+#[test]
+fn digests_are_unchanged_and_tell_manies_apart() {
+    let mut h = crc32fast::Hasher::new();
+    let mut len = 0u64;
+    for f in [&b"put"[..], b"k", b"value"] {
+        h.update(&(f.len() as u64).to_le_bytes());
+        h.update(f);
+        len += f.len() as u64 + 8;
+    }
+    assert_eq!(
+        digest(&put("k", "value")),
+        (u64::from(h.finalize()) << 32) ^ len
+    );
+    let many = |w: Vec<Request>| Request::Many(w.into());
+    let a = many(vec![put("ab", "c"), put("d", "e")]);
+    let b = many(vec![put("a", "bc"), put("d", "e")]);
+    let c = many(vec![put("d", "e"), put("ab", "c")]);
+    let d = many(vec![put("ab", "c")]);
+    let all = [digest(&a), digest(&b), digest(&c), digest(&d)];
+    for i in 0..all.len() {
+        for j in i + 1..all.len() {
+            assert_ne!(all[i], all[j], "{i} and {j}");
+        }
+    }
+    assert_eq!(digest(&a), digest(&a.clone()));
+}

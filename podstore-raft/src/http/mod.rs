@@ -314,15 +314,31 @@ pub(crate) fn status_of(node: &Node) -> Status {
 
 /// openraft's network over HTTP: one [`HttpPeer`] per target node, at the address in its
 /// membership entry.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct HttpNetwork {
     client: reqwest::Client,
 }
 
 impl HttpNetwork {
     /// A network with its own connection pool.
+    ///
+    /// Its requests go straight to the peers: no proxy (a node started with `HTTP_PROXY` in
+    /// its environment would otherwise send its Raft traffic through it) and no redirect
+    /// followed (a peer answers, or the call fails: a Raft message is never sent on to
+    /// another address). Each request also skips the proxy and redirect checks it would make.
     pub fn new() -> HttpNetwork {
-        HttpNetwork::default()
+        let client = reqwest::Client::builder()
+            .no_proxy()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap_or_default();
+        HttpNetwork { client }
+    }
+}
+
+impl Default for HttpNetwork {
+    fn default() -> HttpNetwork {
+        HttpNetwork::new()
     }
 }
 

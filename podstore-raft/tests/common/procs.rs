@@ -138,6 +138,11 @@ pub fn spawn_in(
     if std::env::var_os("RUST_LOG").is_none() {
         command.env("RUST_LOG", "error");
     }
+    // A proxy in the environment that refuses every connection: the nodes' Raft traffic must
+    // not go through one (src/http/mod.rs, `HttpNetwork::new`), so every cluster test checks it.
+    for proxy in ["HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"] {
+        command.env(proxy, "http://127.0.0.1:9");
+    }
     let child = command
         .args(["--id", &id.to_string(), "--dir"])
         .arg(dir)

@@ -247,7 +247,7 @@ pub enum Request {
     Once {
         /// The request's id.
         id: RequestId,
-        /// The write (not itself a `Once`).
+        /// The write (not itself a `Once`), or a [`Request::Many`] of them.
         request: Box<Request>,
     },
     /// One piece of a value streamed in by the leader ([`Node::put_stream`]): staged in the
@@ -300,7 +300,9 @@ pub enum Request {
     /// same key: a write to a key an earlier write of the same `Many` names is refused
     /// ([`Response::Rejected`]). Each is a put, a delete or a conditional one, or such a write
     /// under a request id ([`Request::Once`]); anything else (a batch, a chunk, a commit, a
-    /// `Many`) is refused. The client's coalesced writes (`podstore_raft::client`, `POST /writes`).
+    /// `Many`) is refused. The client's coalesced writes (`podstore_raft::client`, `POST /writes`),
+    /// which are sent as a `Many` under one request id ([`Request::Once`] on the `Many`: applied
+    /// at most once as a whole, one request-id record for all its writes).
     ///
     /// Shared, not owned: the log's in-memory tail hands the entry out once per follower it
     /// is replicated to and once more to be applied, and a copy of a `Many` would be one

@@ -524,10 +524,11 @@ fn a_key_given_twice_is_named_once_by_its_newest_entry() {
 }
 
 proptest! {
-    /// The seal's sort by a word of each key (`newest_by_key`) keeps what a plain sort by key
-    /// and sequence number, then the last entry of each key, keeps: keys with a long shared
-    /// prefix, keys that are prefixes of others, keys ending in zero bytes (equal words,
-    /// different keys), an empty key, and keys several times with other sequence numbers.
+    /// The seal's sort by a word of each key (`newest_by_key`) keeps what a plain sort by key,
+    /// sequence number and place in the input, then the last entry of each key, keeps: keys
+    /// with a long shared prefix, keys that are prefixes of others, keys ending in zero bytes
+    /// (equal words, different keys), an empty key, and keys several times with other
+    /// sequence numbers or the same (the later kept: what a seal of records as written needs).
     #[test]
     fn the_sort_by_words_is_the_sort_by_keys(
         prefix in proptest::collection::vec(prop_oneof![Just(0u8), Just(b'a'), Just(0xff)], 0..12),
@@ -538,22 +539,24 @@ proptest! {
     ) {
         let entries: Vec<FooterEntry> = tails
             .into_iter()
-            .map(|(tail, seq)| FooterEntry {
+            .enumerate()
+            .map(|(i, (tail, seq))| FooterEntry {
                 key: [prefix.as_slice(), &tail].concat(),
                 kind: RecordKind::Put,
                 flags: 0,
-                offset: 64,
+                offset: 64 + i as u64,
                 stored_len: 1,
                 value_len: 1,
                 seq,
                 expires_at: None,
             })
             .collect();
-        let got: Vec<(Vec<u8>, u64)> = newest_by_key(entries.iter().collect())
+        let got: Vec<(Vec<u8>, u64, u64)> = newest_by_key(entries.iter().collect())
             .into_iter()
-            .map(|e| (e.key.clone(), e.seq))
+            .map(|e| (e.key.clone(), e.seq, e.offset))
             .collect();
-        let mut want: Vec<(Vec<u8>, u64)> = entries.iter().map(|e| (e.key.clone(), e.seq)).collect();
+        let mut want: Vec<(Vec<u8>, u64, u64)> =
+            entries.iter().map(|e| (e.key.clone(), e.seq, e.offset)).collect();
         want.sort();
         // The newest of each key: the last of its run.
         want.dedup_by(|later, earlier| {

@@ -698,7 +698,8 @@ impl AppendGuard<'_> {
             Err(TryLockError::Poisoned(p)) => *p.into_inner() = ViewSlot::default(),
             Err(TryLockError::WouldBlock) => {}
         }
-        let entries = segment::last_per_key(active.records.iter().collect());
+        // Every record, in the order written: the footer's sort keeps each key's last.
+        let entries: Vec<_> = active.records.iter().collect();
         let (footer, blocks) = encode_footer_with_blocks(
             active.id,
             active.data_end,

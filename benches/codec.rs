@@ -114,6 +114,41 @@ fn footer_encode(bencher: Bencher, n: u64) {
         .bench(|| encode_footer(1, data_end, data_end, 4096, black_box(&shuffled)).len());
 }
 
+/// [`footer_encode`] with keys as applications name them: paths whose parts vary early and
+/// late (`tenant-{t}/photos/{album}/{i}.jpg`), so that the 8 bytes after the prefix all keys
+/// share often tie, and a key a replicated store adds to each write (podstore-raft's state
+/// machine: `d` + the key, and `r/s` + a client's slot).
+#[divan::bench(args = [1_000, 100_000])]
+fn footer_encode_paths(bencher: Bencher, n: u64) {
+    let entries: Vec<FooterEntry> = (0..n)
+        .map(|i| {
+            let h = i.wrapping_mul(2_654_435_761) % n;
+            let key = if i % 8 == 7 {
+                let mut k = b"r/s".to_vec();
+                k.extend_from_slice(&(h % 64).to_be_bytes());
+                k.extend_from_slice(&((h % 1024) as u16).to_be_bytes());
+                k
+            } else {
+                format!("dtenant-{}/photos/{}/{h}.jpg", h % 7, h % 1000).into_bytes()
+            };
+            FooterEntry {
+                key,
+                kind: RecordKind::Put,
+                flags: 0,
+                offset: 64 + i * 1100,
+                stored_len: 1024,
+                value_len: 1024,
+                seq: i + 1,
+                expires_at: None,
+            }
+        })
+        .collect();
+    let data_end = 64 + n * 1100;
+    bencher
+        .counter(divan::counter::ItemsCount::new(n as usize))
+        .bench(|| encode_footer(1, data_end, data_end, 4096, black_box(&entries)).len());
+}
+
 /// Decoding a footer of n entries: what opening a store does per segment.
 #[divan::bench(args = [1_000, 100_000])]
 fn footer_decode(bencher: Bencher, n: u64) {

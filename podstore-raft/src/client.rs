@@ -9,7 +9,8 @@
 //!
 //! **Writes are retried safely.** Each write carries a request id (this client's random id and
 //! a sequence number, in the `x-podstore-request-id` header), and every attempt of one write
-//! carries the same id. The state machine remembers the outcome of each client's last
+//! carries the same id; coalesced writes share their request's id (see [`coalesce`]), and a
+//! write given an id ([`Client::put_with`]) keeps its own too. The state machine remembers the outcome of each client's last
 //! [`crate::REQUEST_ID_WINDOW`] ids: a retry whose first attempt was applied (the answer was
 //! lost: the leader died after the commit, the connection was cut) is not applied again and
 //! answers the first attempt's outcome, version included ([`Written::replayed`] says so). It

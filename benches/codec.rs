@@ -82,19 +82,24 @@ fn chunk_checksums(bencher: Bencher, len: usize) {
         });
 }
 
+/// The footer entry of the `i`th record of a segment of 1 KiB values, its key `key`.
+fn footer_entry(key: Vec<u8>, i: u64) -> FooterEntry {
+    FooterEntry {
+        key,
+        kind: RecordKind::Put,
+        flags: 0,
+        offset: 64 + i * 1100,
+        stored_len: 1024,
+        value_len: 1024,
+        seq: i + 1,
+        expires_at: None,
+    }
+}
+
 /// `n` footer entries of 1 KiB values, keys `{prefix}{i:012}`.
 fn footer_entries(n: u64, prefix: &str) -> Vec<FooterEntry> {
     (0..n)
-        .map(|i| FooterEntry {
-            key: format!("{prefix}{i:012}").into_bytes(),
-            kind: RecordKind::Put,
-            flags: 0,
-            offset: 64 + i * 1100,
-            stored_len: 1024,
-            value_len: 1024,
-            seq: i + 1,
-            expires_at: None,
-        })
+        .map(|i| footer_entry(format!("{prefix}{i:012}").into_bytes(), i))
         .collect()
 }
 
@@ -131,16 +136,7 @@ fn footer_encode_paths(bencher: Bencher, n: u64) {
             } else {
                 format!("dtenant-{}/photos/{}/{h}.jpg", h % 7, h % 1000).into_bytes()
             };
-            FooterEntry {
-                key,
-                kind: RecordKind::Put,
-                flags: 0,
-                offset: 64 + i * 1100,
-                stored_len: 1024,
-                value_len: 1024,
-                seq: i + 1,
-                expires_at: None,
-            }
+            footer_entry(key, i)
         })
         .collect();
     let data_end = 64 + n * 1100;

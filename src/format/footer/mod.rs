@@ -257,8 +257,9 @@ pub fn encode_footer(
 /// one key and one sequence number (two writes of one key in one batch), the later in
 /// `entries`. So a seal passes its segment's records as they were written, duplicates and all:
 /// this sort, which the footer needs anyway, keeps each key's last record, where a pass over
-/// a hash map of the keys did before it (a third of a seal's time on a segment of small
-/// values). A seal sorts under the append lock: the sort is unstable (half the time of a
+/// a hash map of the keys did before it (a fifth of a seal's time over 100 000 records in
+/// `cargo bench --bench codec`, a third of the seal's samples in a profile of podstore-raft's
+/// followers). A seal sorts under the append lock: the sort is unstable (half the time of a
 /// stable one; the position is in the order, so nothing depends on stability), and by a word
 /// of each key.
 ///

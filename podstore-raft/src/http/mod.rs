@@ -63,13 +63,16 @@ use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use futures::StreamExt;
+use futures::{Stream, StreamExt};
+use openraft::OptionalSend;
 use openraft::alias::{SnapshotOf, VoteOf};
 use openraft::async_runtime::watch::WatchReceiver;
+use openraft::base::{BoxFuture, BoxStream};
 use openraft::error::{NetworkError, RPCError, ReplicationClosed, StreamingError, Unreachable};
 use openraft::network::{RPCOption, RaftNetworkFactory};
 use openraft::raft::{
-    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse,
+    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, StreamAppendResult, VoteRequest,
+    VoteResponse,
 };
 use openraft::{BasicNode, RaftNetworkV2};
 use serde::{Deserialize, Serialize};
@@ -80,7 +83,10 @@ use crate::{Node, NodeId, SnapshotDir, TypeConfig, decode, encode};
 mod api;
 mod metrics;
 mod query;
+mod replication;
 mod writes;
+
+pub use replication::COMMIT_LINGER;
 
 pub use api::{
     DEFAULT_LIST_LIMIT, DEFAULT_MAX_VALUE, MAX_LIST_LIMIT, REPLAYED_HEADER, REQUEST_ID_HEADER,
@@ -317,6 +323,7 @@ pub(crate) fn status_of(node: &Node) -> Status {
 #[derive(Clone, Debug)]
 pub struct HttpNetwork {
     client: reqwest::Client,
+    commit_linger: Duration,
 }
 
 impl HttpNetwork {
@@ -332,7 +339,18 @@ impl HttpNetwork {
             .redirect(reqwest::redirect::Policy::none())
             .build()
             .unwrap_or_default();
-        HttpNetwork { client }
+        HttpNetwork {
+            client,
+            commit_linger: COMMIT_LINGER,
+        }
+    }
+
+    /// How long an AppendEntries request that carries only a commit index waits for the next
+    /// request to a follower, which carries it instead ([`COMMIT_LINGER`] by default; zero:
+    /// each sent at once, as openraft makes them). See src/http/replication.rs.
+    pub fn commit_linger(mut self, linger: Duration) -> HttpNetwork {
+        self.commit_linger = linger;
+        self
     }
 }
 
@@ -350,9 +368,13 @@ impl RaftNetworkFactory<TypeConfig> for HttpNetwork {
             target,
             base: format!("http://{}", node.addr),
             client: self.client.clone(),
+            commit_linger: self.commit_linger,
         }
     }
 }
+
+/// An answer in the stream of AppendEntries to a follower.
+type StreamAnswer = Result<StreamAppendResult<TypeConfig>, RPCError<TypeConfig>>;
 
 /// The connection to one peer.
 #[derive(Debug)]
@@ -360,6 +382,7 @@ pub struct HttpPeer {
     target: NodeId,
     base: String,
     client: reqwest::Client,
+    commit_linger: Duration,
 }
 
 fn rpc_error(e: impl std::fmt::Display, connect: bool) -> RPCError<TypeConfig> {
@@ -411,6 +434,23 @@ impl RaftNetworkV2<TypeConfig> for HttpPeer {
         option: RPCOption,
     ) -> Result<AppendEntriesResponse<TypeConfig>, RPCError<TypeConfig>> {
         self.call("/raft/append", &rpc, option.soft_ttl()).await
+    }
+
+    fn stream_append<'s, S>(
+        &'s mut self,
+        input: S,
+        option: RPCOption,
+    ) -> BoxFuture<'s, Result<BoxStream<'s, StreamAnswer>, RPCError<TypeConfig>>>
+    where
+        S: Stream<Item = AppendEntriesRequest<TypeConfig>> + OptionalSend + Unpin + 'static,
+    {
+        let peer: &HttpPeer = self;
+        let ttl = option.soft_ttl();
+        let answers =
+            replication::append_stream(input, peer.commit_linger, move |rpc| async move {
+                peer.call("/raft/append", &rpc, ttl).await
+            });
+        Box::pin(async move { Ok(Box::pin(answers) as BoxStream<'s, StreamAnswer>) })
     }
 
     async fn vote(

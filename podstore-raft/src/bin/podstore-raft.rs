@@ -168,7 +168,7 @@ async fn run(
     // Caught before the node opens: a signal during the open (a long log replay) is not lost.
     let mut signals = Signals::catch()?;
     let listener = tokio::net::TcpListener::bind(addr).await?;
-    let node = Node::open(id, dir, config, HttpNetwork::new()).await?;
+    let node = Node::open(id, dir, config, HttpNetwork::new().source(id)).await?;
     tracing::info!(node = id, dir, "serving on http://{addr}");
     let (drained_tx, drained_rx) = tokio::sync::oneshot::channel::<()>();
     let app = router_with_max_value(node.clone(), max_value);

@@ -52,7 +52,9 @@
 //! an RPC meant for another (`421`), or one that names none (`400`), before Raft sees it: a
 //! membership that gives two nodes one address (a mistyped address, a port reused by another
 //! node) would otherwise feed a node its own leader's messages, which Raft's engine treats as
-//! a broken invariant and panics on. The sender takes the refusal as "unreachable".
+//! a broken invariant and panics on. The sender takes the refusal as "unreachable". The node
+//! binary's RPCs also name their sender, in [`SOURCE_HEADER`] (for what stands between nodes:
+//! the partition test's proxy cuts links by it).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::future::Future;
@@ -95,6 +97,12 @@ pub use writes::{MAX_WRITES, MAX_WRITES_BYTES, WRITES_CONTENT_TYPE};
 
 /// The header of a Raft RPC that names the node it is meant for (its id, in decimal).
 pub const TARGET_HEADER: &str = "x-podstore-raft-target";
+
+/// The header in which a Raft RPC names the node that sends it, when its [`HttpNetwork`] was
+/// given one ([`HttpNetwork::source`]; the node binary's is). Nodes do not read it: it is for
+/// what stands between them (a proxy, a packet capture; the partition test's proxy cuts
+/// links by it).
+pub const SOURCE_HEADER: &str = "x-podstore-raft-source";
 
 // ---- server ----
 
@@ -324,6 +332,7 @@ pub(crate) fn status_of(node: &Node) -> Status {
 pub struct HttpNetwork {
     client: reqwest::Client,
     commit_linger: Duration,
+    source: Option<NodeId>,
 }
 
 impl HttpNetwork {
@@ -342,7 +351,14 @@ impl HttpNetwork {
         HttpNetwork {
             client,
             commit_linger: COMMIT_LINGER,
+            source: None,
         }
+    }
+
+    /// Names node `id` as the sender of every RPC, in [`SOURCE_HEADER`].
+    pub fn source(mut self, id: NodeId) -> HttpNetwork {
+        self.source = Some(id);
+        self
     }
 
     /// How long an AppendEntries request that carries only a commit index waits for the next
@@ -369,6 +385,7 @@ impl RaftNetworkFactory<TypeConfig> for HttpNetwork {
             base: format!("http://{}", node.addr),
             client: self.client.clone(),
             commit_linger: self.commit_linger,
+            source: self.source.map(reqwest::header::HeaderValue::from),
         }
     }
 }
@@ -383,6 +400,8 @@ pub struct HttpPeer {
     base: String,
     client: reqwest::Client,
     commit_linger: Duration,
+    /// The sender's id, for [`SOURCE_HEADER`].
+    source: Option<reqwest::header::HeaderValue>,
 }
 
 fn rpc_error(e: impl std::fmt::Display, connect: bool) -> RPCError<TypeConfig> {
@@ -394,6 +413,18 @@ fn rpc_error(e: impl std::fmt::Display, connect: bool) -> RPCError<TypeConfig> {
 }
 
 impl HttpPeer {
+    /// A POST to `path` of the target, naming it (and the sender, if known).
+    fn post(&self, path: &str) -> reqwest::RequestBuilder {
+        let post = self
+            .client
+            .post(format!("{}{path}", self.base))
+            .header(TARGET_HEADER, self.target);
+        match &self.source {
+            Some(source) => post.header(SOURCE_HEADER, source.clone()),
+            None => post,
+        }
+    }
+
     async fn call<Req: Serialize, Resp: for<'de> Deserialize<'de>>(
         &self,
         path: &str,
@@ -402,9 +433,7 @@ impl HttpPeer {
     ) -> Result<Resp, RPCError<TypeConfig>> {
         let body = encode(req).map_err(|e| rpc_error(e, false))?;
         let resp = self
-            .client
-            .post(format!("{}{path}", self.base))
-            .header(TARGET_HEADER, self.target)
+            .post(path)
             .timeout(timeout)
             .body(body)
             .send()
@@ -475,9 +504,7 @@ impl RaftNetworkV2<TypeConfig> for HttpPeer {
         );
         let stream = framed(frames(snapshot.snapshot, vote, snapshot.meta));
         let send = self
-            .client
-            .post(format!("{}/raft/snapshot", self.base))
-            .header(TARGET_HEADER, self.target)
+            .post("/raft/snapshot")
             .body(reqwest::Body::wrap_stream(stream))
             .send();
         let resp = tokio::select! {

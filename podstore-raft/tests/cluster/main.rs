@@ -24,6 +24,8 @@ mod leader_kill;
 mod memory;
 /// `/metrics` follows requests and replication.
 mod metrics;
+/// The client across a partition of real processes (the leader cut off by proxies).
+mod partition;
 /// README.md's Replication section, every command run with `sh` as written.
 mod readme;
 /// SIGTERM and SIGINT stop a node cleanly under writes.

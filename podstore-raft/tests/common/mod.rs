@@ -25,6 +25,7 @@ use podstore_raft::{Node, NodeId, SnapshotDir, TypeConfig, transfer};
 #[path = "../../../tests/common/long.rs"]
 pub mod long;
 pub mod procs;
+pub mod proxy;
 
 type Snapshot = openraft::alias::SnapshotOf<TypeConfig, SnapshotDir>;
 type Vote = openraft::alias::VoteOf<TypeConfig>;

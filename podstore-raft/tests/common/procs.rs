@@ -269,7 +269,10 @@ pub fn value(i: u32) -> Vec<u8> {
 
 /// Three nodes in `root`, each started with `args`, made a cluster.
 pub struct Cluster {
+    /// The nodes' addresses in the membership, where clients reach them.
     pub addrs: Vec<String>,
+    /// The addresses the nodes listen on: their `addrs`, or behind proxies another.
+    pub binds: Vec<String>,
     pub dirs: Vec<PathBuf>,
     pub procs: BTreeMap<u64, Proc>,
     pub args: Vec<String>,
@@ -291,9 +294,37 @@ impl Cluster {
             .into_iter()
             .map(|p| format!("127.0.0.1:{p}"))
             .collect();
+        Cluster::start_at(root, args, cgroups, addrs.clone(), addrs).await
+    }
+
+    /// [`Cluster::start`] with each node behind a proxy ([`crate::common::proxy`]), whose
+    /// address is the node's in the membership and the clients': `links` cuts them apart.
+    pub async fn start_behind_proxies(
+        root: &Path,
+        links: Arc<crate::common::proxy::Links>,
+    ) -> Cluster {
+        let ports = free_ports(6);
+        let addr = |p: &u16| format!("127.0.0.1:{p}");
+        let binds: Vec<String> = ports[..3].iter().map(addr).collect();
+        let addrs: Vec<String> = ports[3..].iter().map(addr).collect();
+        for (i, (a, b)) in addrs.iter().zip(&binds).enumerate() {
+            let listener = TcpListener::bind(a).unwrap();
+            crate::common::proxy::spawn(i as u64 + 1, listener, b.clone(), links.clone());
+        }
+        Cluster::start_at(root, &[], BTreeMap::new(), addrs, binds).await
+    }
+
+    async fn start_at(
+        root: &Path,
+        args: &[&str],
+        cgroups: BTreeMap<u64, PathBuf>,
+        addrs: Vec<String>,
+        binds: Vec<String>,
+    ) -> Cluster {
         let dirs: Vec<PathBuf> = (1..=3).map(|i| root.join(format!("n{i}"))).collect();
         let mut cluster = Cluster {
             addrs,
+            binds,
             dirs,
             procs: BTreeMap::new(),
             args: args.iter().map(|s| s.to_string()).collect(),
@@ -393,7 +424,7 @@ impl Cluster {
         let args: Vec<&str> = self.args.iter().map(String::as_str).collect();
         let i = id as usize - 1;
         let cgroup = self.cgroups.get(&id).map(PathBuf::as_path);
-        let proc = spawn_in(id, &self.dirs[i], &self.addrs[i], &args, env, cgroup);
+        let proc = spawn_in(id, &self.dirs[i], &self.binds[i], &args, env, cgroup);
         self.procs.insert(id, proc);
     }
 

@@ -378,11 +378,12 @@ impl Node {
     /// [`Response::Replayed`], with the index of the first request in it.
     pub async fn write_indexed(&self, request: Request) -> Result<(u64, Response), NodeError> {
         self.await_lease().await;
-        let r = self
-            .raft
-            .client_write(request)
-            .await
-            .map_err(|e| write_error(self, e))?;
+        // A leader cut off from its quorum holds the write until it hears of another leader:
+        // answered "unknown" once its lease has lapsed (src/node/lease.rs).
+        let r = tokio::select! {
+            r = self.raft.client_write(request) => r.map_err(|e| write_error(self, e))?,
+            why = self.lease_lost() => return Err(NodeError::Unknown(why)),
+        };
         Ok((r.log_id.index(), r.data))
     }
 

@@ -41,7 +41,8 @@
 //! The cluster routes read their body as JSON whatever its `Content-Type` (a bare `curl -d`
 //! says `application/x-www-form-urlencoded`). Every route may also answer `400 bad_request`
 //! (a malformed query, header or JSON body), `421 not_leader`, `503 outcome_unknown` (the
-//! leader changed before the write was acknowledged: it may or may not have been applied),
+//! leader changed before the write was acknowledged, or the leader has heard from no quorum
+//! for a lease, 2 s by default, since it took it: it may or may not have been applied),
 //! `503 unavailable` (Raft is shutting down) and `500 internal` (the store failed: the node's
 //! log has the error). A path no route takes answers `404 no_route`, a method a route does not
 //! take `405 method_not_allowed`.

@@ -105,6 +105,45 @@ impl Node {
     }
 }
 
+/// Whether node `id`, by `m`, leads but has heard from no quorum for a lease or longer: cut
+/// off, it cannot commit what it holds, and openraft keeps it leading (and the writes it took
+/// waiting) until it hears of another leader.
+fn lease_lost(id: NodeId, m: &RaftMetrics<TypeConfig>, lease: Duration) -> bool {
+    if !m.state.is_leader() || m.current_leader != Some(id) {
+        return false;
+    }
+    let mut voters = m.membership_config.membership().voter_ids();
+    if voters.next() == Some(id) && voters.next().is_none() {
+        return false;
+    }
+    m.last_quorum_acked
+        .as_ref()
+        .is_none_or(|acked| acked.elapsed() >= lease)
+}
+
+impl Node {
+    /// Returns when this node leads and has heard from no quorum for a lease or longer (see
+    /// [`lease_lost`]); never while it does not lead. A write taken before waits on such a
+    /// leader until the partition heals: [`Node::write_indexed`] answers it "outcome unknown"
+    /// instead, so that its client goes on to another node (and retries under the same
+    /// request id, which the state machine applies once). It looks first after one lease (a
+    /// write answered sooner never looks), then every heartbeat interval.
+    pub(crate) async fn lease_lost(&self) -> String {
+        let config = self.raft.config();
+        let lease = Duration::from_millis(config.election_timeout_max);
+        let every = Duration::from_millis(config.heartbeat_interval);
+        tokio::time::sleep(lease).await;
+        while !lease_lost(self.id, &self.raft.metrics().borrow_watched(), lease) {
+            tokio::time::sleep(every).await;
+        }
+        format!(
+            "node {} leads but has heard from no quorum for {lease:?}: the write may be applied \
+             or not (send it again under its request id)",
+            self.id
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -157,5 +196,22 @@ mod tests {
         follower.state = ServerState::Follower;
         follower.current_leader = Some(2);
         assert_eq!(state(&follower), Lease::Go);
+    }
+
+    #[test]
+    fn a_leader_loses_its_writes_to_unknown_only_when_cut_off() {
+        let ms = Duration::from_millis;
+        let lost = |m: &RaftMetrics<TypeConfig>| lease_lost(1, m, LEASE);
+        assert!(!lost(&leading(&[1, 2, 3], Some(ms(100)))));
+        assert!(lost(&leading(&[1, 2, 3], Some(ms(700)))));
+        assert!(lost(&leading(&[1, 2, 3], None)));
+        assert!(
+            !lost(&leading(&[1], None)),
+            "a lone voter is its own quorum"
+        );
+        let mut follower = leading(&[1, 2, 3], Some(ms(700)));
+        follower.state = ServerState::Follower;
+        follower.current_leader = Some(2);
+        assert!(!lost(&follower), "a follower's writes end by themselves");
     }
 }

@@ -1,10 +1,12 @@
 //! Three real node processes (the `podstore-raft` binary) on 127.0.0.1 under continuous
 //! writes: the leader stopped with `SIGTERM` and a follower with `SIGINT` each exit with 0
-//! (cleanly, not killed by the signal), and once restarted from their directories every
-//! acknowledged write is on every node.
+//! (cleanly, not killed by the signal), having closed their stores (the log's and the state
+//! machine's open again with no recovery scan: every segment sealed), and once restarted from
+//! their directories every acknowledged write is on every node.
 
 use crate::common;
 
+use std::path::Path;
 use std::time::Duration;
 
 use common::procs::{Cluster, Writer};
@@ -28,6 +30,7 @@ async fn sigterm_and_sigint_stop_a_node_cleanly_under_writes() {
         .await
         .expect("the leader exits after SIGTERM");
     assert_eq!(status.code(), Some(0), "SIGTERM: {status}");
+    closed_cleanly(&cluster.dirs[leader as usize - 1]);
     writer
         .wait_more(50, "writes acknowledged by a new leader")
         .await;
@@ -43,10 +46,34 @@ async fn sigterm_and_sigint_stop_a_node_cleanly_under_writes() {
         .await
         .expect("the follower exits after SIGINT");
     assert_eq!(status.code(), Some(0), "SIGINT: {status}");
+    closed_cleanly(&cluster.dirs[follower as usize - 1]);
     writer.wait_more(50, "writes with a follower down").await;
     cluster.restart(follower, &[]);
     writer.wait_more(50, "writes after its restart").await;
 
     let acked = writer.stop().await;
     cluster.check_acknowledged(&acked).await;
+}
+
+/// Asserts that node directory `dir`'s stores (its Raft log and its state machine's current
+/// generation) were closed: opened read-only, neither recovers a segment by scanning.
+fn closed_cleanly(dir: &Path) {
+    let current = std::fs::read_to_string(dir.join("sm/CURRENT")).unwrap_or("sm-0".into());
+    for store in [dir.join("log"), dir.join("sm").join(current.trim())] {
+        let opts = podstore::Options::default().read_only(true);
+        let s = podstore::Store::open_with(&store, opts)
+            .unwrap_or_else(|e| panic!("{}: {e}", store.display()));
+        let recovery = s.recovery();
+        assert!(
+            recovery.recovered.is_empty(),
+            "{}: not closed cleanly, open scanned {:?}",
+            store.display(),
+            recovery.recovered
+        );
+        assert!(
+            recovery.sealed_segments > 0,
+            "{}: no segment",
+            store.display()
+        );
+    }
 }

@@ -5,9 +5,9 @@
 //! Under load every entry costs each follower two requests: the entry, and, once a majority has
 //! it, an entry-less request that tells the follower the new commit index (openraft sends one
 //! whenever the commit moves and no new entry is there to carry it). Measured with three node
-//! processes and 64 writers: 2.0 requests a follower for each entry, the entry-less half as
-//! dear as the other in the HTTP layers of both ends (a request's cost there is its system
-//! calls and wake-ups, not its bytes; docs/benchmarks.md).
+//! processes and 64 writers: 2.0 requests a follower for each entry. An exchange costs both
+//! ends mostly by the request (system calls, wake-ups of the threads that take it), not by
+//! its bytes: without the entry-less half, 46 → 42 µs of CPU a put (docs/benchmarks.md).
 //!
 //! So a request without entries is held for at most [`COMMIT_LINGER`]: if the stream gives the
 //! next request meanwhile, from the same point of the follower's log (`prev_log_id`) under the

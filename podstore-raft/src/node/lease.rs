@@ -45,6 +45,16 @@ enum Lease {
     Wait,
 }
 
+/// Whether node `id`, by `m`, leads voters other than itself: only such a leader has a lease
+/// to wait for or to lose (a lone voter is its own quorum: openraft never refuses it).
+fn leads_others(id: NodeId, m: &RaftMetrics<TypeConfig>) -> bool {
+    if !m.state.is_leader() || m.current_leader != Some(id) {
+        return false;
+    }
+    let mut voters = m.membership_config.membership().voter_ids();
+    !(voters.next() == Some(id) && voters.next().is_none())
+}
+
 /// Whether a write on node `id` should wait for its lease, by `m` (see the module docs).
 /// `margin` is a heartbeat interval: a lease about to lapse is renewed by the next heartbeat's
 /// answer, and waiting for it costs less than the refusal.
@@ -54,12 +64,7 @@ fn lease_state(
     lease: Duration,
     margin: Duration,
 ) -> Lease {
-    if !m.state.is_leader() || m.current_leader != Some(id) {
-        return Lease::Go;
-    }
-    let mut voters = m.membership_config.membership().voter_ids();
-    if voters.next() == Some(id) && voters.next().is_none() {
-        // A lone voter is its own quorum: openraft never refuses it.
+    if !leads_others(id, m) {
         return Lease::Go;
     }
     match &m.last_quorum_acked {
@@ -109,16 +114,10 @@ impl Node {
 /// off, it cannot commit what it holds, and openraft keeps it leading (and the writes it took
 /// waiting) until it hears of another leader.
 fn lease_lost(id: NodeId, m: &RaftMetrics<TypeConfig>, lease: Duration) -> bool {
-    if !m.state.is_leader() || m.current_leader != Some(id) {
-        return false;
-    }
-    let mut voters = m.membership_config.membership().voter_ids();
-    if voters.next() == Some(id) && voters.next().is_none() {
-        return false;
-    }
-    m.last_quorum_acked
-        .as_ref()
-        .is_none_or(|acked| acked.elapsed() >= lease)
+    leads_others(id, m)
+        && m.last_quorum_acked
+            .as_ref()
+            .is_none_or(|acked| acked.elapsed() >= lease)
 }
 
 impl Node {

@@ -126,12 +126,70 @@ pub(super) fn verify_model(store: &Store, model: &HashMap<String, KeyState>, ctx
         assert_key_state(store, key, *s, ctx);
     }
     let live = live_keys(model);
-    let keys: HashSet<String> = store
+    let keys = listed_keys(store);
+    if keys != live {
+        panic!(
+            "{ctx}: the store's keys:{}",
+            listing_diagnosis(store, &keys, &live)
+        );
+    }
+    assert_eq!(store.len(), live.len(), "{ctx}: len");
+}
+
+fn listed_keys(store: &Store) -> HashSet<String> {
+    store
         .keys()
         .map(|k| String::from_utf8(k.unwrap()).unwrap())
-        .collect();
-    assert_eq!(keys, live, "{ctx}: the store's keys");
-    assert_eq!(store.len(), live.len(), "{ctx}: len");
+        .collect()
+}
+
+/// What a listing that disagrees with the model is told with: each key listed and not live, or
+/// live and not listed, with whether a second listing agrees, what `get` finds, and every record
+/// of it in the store's files (footers and records as the files hold them now); then what the
+/// background compaction had done. A listing that is wrong only while compaction runs and one
+/// whose footers disagree with the index then read differently.
+fn listing_diagnosis(store: &Store, keys: &HashSet<String>, live: &HashSet<String>) -> String {
+    let again = listed_keys(store);
+    let mut out = String::new();
+    let odd = keys.symmetric_difference(live);
+    for key in odd {
+        out += &format!(
+            "\n  {key}: listed {}, live {}, listed again {}, get {}",
+            keys.contains(key),
+            live.contains(key),
+            again.contains(key),
+            describe_found(store.get(key.as_bytes()).ok().flatten().as_deref()),
+        );
+        let mut files: Vec<_> = std::fs::read_dir(store.path())
+            .map(|d| d.filter_map(|e| e.ok()).map(|e| e.path()).collect())
+            .unwrap_or_default();
+        files.sort();
+        for path in files
+            .iter()
+            .filter(|p| p.extension().is_some_and(|e| e == "pod"))
+        {
+            let Ok(records) = podstore::inspect::file_records(path) else {
+                continue;
+            };
+            let sealed = podstore::inspect::inspect_file(path).map(|i| i.sealed);
+            for r in records.records.iter().filter(|r| r.key == key.as_bytes()) {
+                out += &format!(
+                    "\n    {} (sealed {sealed:?}): offset {} seq {} {:?} len {} batch_continues {}",
+                    path.file_name().unwrap().to_string_lossy(),
+                    r.offset,
+                    r.seq,
+                    r.kind,
+                    r.value_len,
+                    r.batch_continues
+                );
+            }
+        }
+    }
+    let s = store.stats();
+    out + &format!(
+        "\n  compaction since open: {} segments, {} files removed, {} bytes written",
+        s.segments_compacted, s.files_removed, s.compaction_bytes_written
+    )
 }
 
 pub(super) fn live_keys(model: &HashMap<String, KeyState>) -> HashSet<String> {

@@ -185,6 +185,21 @@ fn listing_diagnosis(store: &Store, keys: &HashSet<String>, live: &HashSet<Strin
             }
         }
     }
+    // The files as they are now (the store's directory is a temporary one), to open again.
+    let kept = tempfile::Builder::new()
+        .prefix("podstore-kill9-listing-")
+        .tempdir()
+        .map(|d| d.keep());
+    if let Ok(kept) = &kept {
+        for e in std::fs::read_dir(store.path())
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let _ = std::fs::copy(e.path(), kept.join(e.file_name()));
+        }
+    }
+    out += &format!("\n  the store's files copied to {kept:?}");
     let s = store.stats();
     out + &format!(
         "\n  compaction since open: {} segments, {} files removed, {} bytes written",

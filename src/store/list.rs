@@ -3,13 +3,16 @@
 //! segment and keeping a key only if the index says it is current. `entries.rs` adds the values
 //! ([`Entries`](super::Entries)) and the `Store` methods that start a listing.
 //!
-//! **Sources.** Taken at the start (the *snapshot*), in this order: under the append lock, the
-//! active segment's id, the end of its records, the keys in the range of its records in the
-//! chunk being filled, the frozen chunks its sorted view does not cover yet, and the id the
-//! next new file will get; the view, extended with those chunks if there are any (outside the
-//! append lock; `store::active_keys`), gives each of its runs as a source; then the table of
-//! open files. Each sealed file with an id below
-//! that one is read through its footer ([`SortedKeys`]: a descent of its fence-key tree to the
+//! **Sources.** Taken at the start (the *snapshot*): under the append lock, at one instant, the
+//! table of open files, the active segment's id, the end of its records, the keys in the range
+//! of its records in the chunk being filled, the frozen chunks its sorted view does not cover
+//! yet, and the id the next new file will get; then the view, extended with those chunks if
+//! there are any (outside the append lock; `store::active_keys`), gives each of its runs as a
+//! source. The table is taken with the keys, not after them: compaction appends a key's copy
+//! under the append lock before it switches the index and removes the old file, so at that
+//! instant each live key is in the table's files or in the active segment's records (taken
+//! after, a compaction in between could leave a key in neither: `src/tests/list_race.rs`).
+//! Each sealed file with an id below that one is read through its footer ([`SortedKeys`]: a descent of its fence-key tree to the
 //! start of the range, then its blocks in order; a file of version 1 reads its table whole). A
 //! file whose footer a seal has submitted but not yet made durable is waited for (a sync), so that
 //! its footer is on disk; a file open without a footer (a read-only store's unsealed segment, or
@@ -66,6 +69,14 @@ use crate::index::IndexEntry;
 use crate::io::aligned::BufPool;
 use crate::io::file::SegmentFile;
 use crate::segment::{FooterSource, KeySeq, SortedKeys, corruption, last_per_key, read_error};
+
+#[cfg(test)]
+thread_local! {
+    /// Run once, on the listing's thread, right after the snapshot's files and active keys are
+    /// taken: a test's way to make compaction happen at that point (`src/tests/list_race.rs`).
+    pub(crate) static AFTER_ACTIVE_KEYS: std::cell::RefCell<Option<Box<dyn FnOnce()>>> =
+        const { std::cell::RefCell::new(None) };
+}
 
 /// A file's bytes through its shared handle, for [`SortedKeys`] and the scan; its footer's
 /// verified blocks kept in the read cache, so that a listing of keys listed before reads
@@ -412,7 +423,11 @@ impl<'a> Keys<'a> {
     /// Takes the snapshot: the active segment's keys, then every file's footer (its trailer).
     fn snapshot(&mut self) -> Result<()> {
         let inner = &self.store.inner;
-        let (next_id, active) = inner.log.active_keys(|k| self.in_range(k));
+        let (next_id, mut handles, active) = inner.log.active_keys(|k| self.in_range(k));
+        #[cfg(test)]
+        if let Some(hook) = AFTER_ACTIVE_KEYS.with(|h| h.borrow_mut().take()) {
+            hook();
+        }
         let shared = &inner.shared;
         if let Some(mut a) = active {
             a.keys.sort_unstable();
@@ -426,7 +441,6 @@ impl<'a> Keys<'a> {
             self.add(a.id, Origin::Memory(Arc::new(a.keys)), file);
         }
         let syncs_done = inner.log.progress().lock().syncs_done;
-        let mut handles = shared.segments.snapshot();
         if handles
             .iter()
             .any(|(_, h)| h.sealed_at.is_some_and(|t| t > syncs_done))

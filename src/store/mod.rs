@@ -61,6 +61,8 @@ mod conditional;
 mod hotset;
 mod inner;
 mod list;
+#[cfg(test)]
+pub(crate) use list::AFTER_ACTIVE_KEYS;
 mod open;
 mod read;
 mod remote;

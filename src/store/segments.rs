@@ -116,6 +116,16 @@ impl SegmentHandle {
     }
 }
 
+/// The table of files held for reading ([`SegmentTable::hold`]).
+pub(super) struct HeldTable<'a>(RwLockReadGuard<'a, HashMap<u64, SegmentHandle>>);
+
+impl HeldTable<'_> {
+    /// Every file, in no order.
+    pub(super) fn all(&self) -> Vec<(u64, SegmentHandle)> {
+        self.0.iter().map(|(&id, h)| (id, h.clone())).collect()
+    }
+}
+
 /// Every open segment and blob file, by id.
 #[derive(Default)]
 pub(super) struct SegmentTable {
@@ -178,10 +188,19 @@ impl SegmentTable {
 
     /// Every file, by id.
     pub(super) fn snapshot(&self) -> Vec<(u64, SegmentHandle)> {
-        let mut all: Vec<(u64, SegmentHandle)> =
-            self.read().iter().map(|(&id, h)| (id, h.clone())).collect();
+        let mut all = self.all();
         all.sort_unstable_by_key(|(id, _)| *id);
         all
+    }
+
+    /// Every file, in no order.
+    fn all(&self) -> Vec<(u64, SegmentHandle)> {
+        self.hold().all()
+    }
+
+    /// The table held for reading: no file is added or removed while the result lives.
+    pub(super) fn hold(&self) -> HeldTable<'_> {
+        HeldTable(self.read())
     }
 
     /// The files whose footer is durable once `syncs_done` syncs have completed.

@@ -12,6 +12,7 @@ mod footer;
 mod group_commit;
 mod hotset;
 mod lazy;
+mod list_race;
 /// The long-test switch (`PODSTORE_TEST_LONG`) and the seeds of sampled sweeps: one file, shared
 /// with the integration tests.
 #[path = "../../tests/common/long.rs"]

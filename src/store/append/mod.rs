@@ -208,17 +208,31 @@ impl Log {
         })
     }
 
-    /// The id the next new file will get and the active segment's keys for ordered listing,
-    /// those in the chunk being filled filtered by `keep`, the others through the segment's
-    /// sorted view, extended first (outside the append lock) if chunks were frozen since it was
-    /// built, or, for a large backlog no listing met before, passed over and filtered by `keep`
-    /// too (see `store::active_keys`). `None` when no segment is active.
-    pub(super) fn active_keys(&self, keep: impl Fn(&[u8]) -> bool) -> (u64, Option<ActiveKeys>) {
+    /// What an ordered listing starts from, taken at one instant (under the append lock): the
+    /// id the next new file will get, every open file (unsorted), and the active segment's
+    /// keys, those in the chunk being filled filtered by `keep`, the others through the
+    /// segment's sorted view, extended first (outside the append lock) if chunks were frozen
+    /// since it was built, or, for a large backlog no listing met before, passed over and
+    /// filtered by `keep` too (see `store::active_keys`); `None` when no segment is active.
+    ///
+    /// The files are taken as they were under the append lock with the keys, not after them, so
+    /// that every key is in one or the other: compaction appends its copies (under this lock)
+    /// before it switches the index to them and removes their old file, so a file missing from
+    /// the table at this instant had its live records copied, before it, into a file in the
+    /// table or into the active segment's records. Taken after, a compaction could append a
+    /// key's copy past the keys taken and remove its old file in between: the key in no file the
+    /// listing read. (The table is held under the append lock and copied after it is released:
+    /// writers do not wait for a copy of every file's handle.)
+    pub(super) fn active_keys(
+        &self,
+        keep: impl Fn(&[u8]) -> bool,
+    ) -> (u64, Vec<(u64, SegmentHandle)>, Option<ActiveKeys>) {
         // Held while the view is extended: listings that want it wait for one build.
         let mut slot = self.view.lock().unwrap_or_else(|p| p.into_inner());
-        let (next_id, found) = {
+        let (next_id, table, found) = {
             let app = self.lock();
             let next_id = app.next_file_id();
+            let table = self.shared.segments.hold();
             let found = app.app.active.as_ref().map(|a| {
                 let from = slot
                     .view
@@ -234,10 +248,12 @@ impl Log {
                     .collect();
                 (a.id, a.data_end, a.records.frozen_from(from), keys)
             });
-            (next_id, found)
+            (next_id, table, found)
         };
+        let files = table.all();
+        drop(table);
         let Some((id, data_end, new, mut keys)) = found else {
-            return (next_id, None);
+            return (next_id, files, None);
         };
         let base = slot.view.clone().filter(|v| v.segment() == id);
         let frozen = base.as_ref().map_or(0, |v| v.chunk_count()) + new.len();
@@ -267,7 +283,7 @@ impl Log {
             view,
             keys,
         };
-        (next_id, Some(active))
+        (next_id, files, Some(active))
     }
 
     /// Takes the append lock.

@@ -106,6 +106,20 @@ pub fn copy_store(dir: &Path) -> TempDir {
     copy
 }
 
+/// A copy of every file of store directory `dir` (its catalog and other files too, not its
+/// subdirectories), in a new temporary directory.
+pub fn copy_dir(dir: &Path) -> TempDir {
+    let copy = TempDir::new().unwrap();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_file() {
+            std::fs::copy(e.path(), copy.path().join(e.file_name()))
+                .unwrap_or_else(|err| panic!("copy {}: {err}", e.path().display()));
+        }
+    }
+    copy
+}
+
 /// Copies the store files of `from` into the directory `to`.
 pub fn copy_store_to(from: &Path, to: &Path) {
     for (id, kind) in store_files(from) {

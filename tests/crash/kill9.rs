@@ -12,7 +12,7 @@ use podstore::{Durability, Error, IoMode, Options, Store};
 use tempfile::TempDir;
 
 use crate::child::{ChildProc, emit};
-use crate::common::files::{FileKind, copy_store, read_segments, store_files};
+use crate::common::files::{FileKind, copy_dir, copy_store, read_segments, store_files};
 use crate::common::store::{env_u64, mode_name};
 use crate::common::{Random, SplitMix};
 use crate::support::{BLOCK, describe, fnv1a, options, value_for};
@@ -553,11 +553,28 @@ fn kill9_rounds(mix: Mix, mode: IoMode) {
         let job = format!("workload {} {} {seed} {round}", mix.name(), mode_name(mode));
         let acked = run_until_killed(dir.path(), &job, kill_after, &mut stats);
         let ctx = format!(
-            "{label} seed {seed} round {round} (killed after {} acks)",
-            acked.iter().map(Vec::len).sum::<usize>()
+            "{label} seed {seed} round {round} (killed after {} acks; {})",
+            acked.iter().map(Vec::len).sum::<usize>(),
+            if round % 2 == 0 {
+                "opened with its catalog"
+            } else {
+                "opened without a catalog"
+            }
         );
         // Check a copy, so that the next round's child recovers the crashed directory itself.
-        let copy = copy_store(dir.path());
+        // Even rounds copy the whole directory, catalog and all, and open it as a restart
+        // does; odd rounds copy the segment and blob files alone, a store without a catalog
+        // whose files are judged by their bytes (the salvage path, and a store of a version
+        // before the catalog). The files the catalog lists as removed (compaction had proven
+        // them garbage and was about to unlink them) are removed by the first kind of open,
+        // and loaded by the second.
+        let with_catalog = round % 2 == 0;
+        let copy = if with_catalog {
+            copy_dir(dir.path())
+        } else {
+            copy_store(dir.path())
+        };
+        let garbage = removed_in_catalog(copy.path());
         let found = store_files(copy.path());
         let images = read_segments(copy.path());
         let store = open_mix(copy.path(), mix, mode);
@@ -571,7 +588,7 @@ fn kill9_rounds(mix: Mix, mode: IoMode) {
         check_kill_report(
             &store,
             &before,
-            &found,
+            (&found, &garbage),
             &store_files(copy.path()),
             &mut stats,
             &ctx,
@@ -597,8 +614,8 @@ fn kill9_rounds(mix: Mix, mode: IoMode) {
     println!(
         "crash-summary: test={} seed={seed} rounds={} kills={} acks={} in_flight_applied={} \
          in_flight_absent={} in_flight_either={} batches_applied={} batches_absent={} \
-         torn_batches={} recovered_segments={} removed_blobs={} segments_compacted={} \
-         blobs_removed_by_compaction={} live_keys={} secs={:.1}",
+         torn_batches={} recovered_segments={} removed_blobs={} garbage_removed={} \
+         segments_compacted={} blobs_removed_by_compaction={} live_keys={} secs={:.1}",
         label.replace(' ', "-"),
         stats.rounds,
         stats.rounds,
@@ -611,6 +628,7 @@ fn kill9_rounds(mix: Mix, mode: IoMode) {
         stats.torn_batches,
         stats.recovered_segments,
         stats.removed_blobs,
+        stats.garbage_removed,
         stats.segments_compacted,
         stats.blobs_removed_by_compaction,
         live_keys(&model).len(),

@@ -34,6 +34,9 @@ pub(super) struct KillStats {
     pub(super) torn_batches: usize,
     pub(super) recovered_segments: usize,
     pub(super) removed_blobs: usize,
+    /// Files removed by an open with the catalog because it listed them as removed (compaction
+    /// was killed between recording their removal and unlinking them).
+    pub(super) garbage_removed: usize,
     /// Log segments compacted and dead blob files removed by the child ([`Mix::Compact`]).
     pub(super) segments_compacted: usize,
     pub(super) blobs_removed_by_compaction: usize,
@@ -233,15 +236,19 @@ pub(super) fn batch_cut_after(segment: u64, bytes: &[u8], data_end: u64) -> bool
     })
 }
 
+/// Store files by id and kind.
+type Files = [(u64, FileKind)];
+
 /// What opening a killed store may find and do, all in files new in this round: at most one log
 /// segment left unsealed (the footer of the previous one is written before anything of the next
 /// one), recovered; at most one log segment without a whole record and one unsealed blob file
-/// per writing thread, removed. `before`: the files when the round started; `found`: when the
+/// per writing thread, removed; and, opened with its catalog, the files it lists as removed
+/// (`garbage`), removed too. `before`: the files when the round started; `found`: when the
 /// store was opened; `after`: once it was.
 pub(super) fn check_kill_report(
     store: &Store,
     before: &[(u64, FileKind)],
-    found: &[(u64, FileKind)],
+    (found, garbage): (&Files, &Files),
     after: &[(u64, FileKind)],
     stats: &mut KillStats,
     ctx: &str,
@@ -271,11 +278,16 @@ pub(super) fn check_kill_report(
         );
         assert!(r.data_end >= SEGMENT_HEADER_LEN as u64, "{ctx}: {report:?}");
     }
+    // The files the catalog lists as removed go as its open finds them; no other old file.
     let removed: Vec<(u64, FileKind)> = found
         .iter()
-        .filter(|f| !after.contains(f))
+        .filter(|f| !after.contains(f) && !garbage.contains(f))
         .copied()
         .collect();
+    let garbage_removed = found
+        .iter()
+        .filter(|f| !after.contains(f) && garbage.contains(f))
+        .count();
     assert!(
         after.iter().all(|f| found.contains(f)),
         "{ctx}: open created files: found {found:?}, after {after:?}"
@@ -296,7 +308,7 @@ pub(super) fn check_kill_report(
     // segment) or set aside in quarantine/ (a torn put's bytes), never unlinked.
     assert_eq!(
         report.removed_segments + report.quarantined.len(),
-        removed.len(),
+        removed.len() + garbage_removed,
         "{ctx}: {report:?}"
     );
     for q in &report.quarantined {
@@ -319,4 +331,23 @@ pub(super) fn check_kill_report(
     );
     stats.recovered_segments += report.recovered.len();
     stats.removed_blobs += removed_blobs;
+    stats.garbage_removed += garbage_removed;
+}
+
+/// The store files that the catalog of `dir` lists as removed (none without a catalog).
+pub(super) fn removed_in_catalog(dir: &Path) -> Vec<(u64, FileKind)> {
+    let listed = podstore::inspect::read_catalog(dir)
+        .unwrap_or_else(|e| panic!("read the catalog of {}: {e}", dir.display()));
+    listed
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|f| f.listed == podstore::inspect::Listed::Removed)
+        .map(|f| {
+            let kind = match f.kind {
+                podstore::FileKind::Blob => FileKind::Blob,
+                _ => FileKind::Log,
+            };
+            (f.id, kind)
+        })
+        .collect()
 }

@@ -12,11 +12,12 @@
 //! under the append lock before it switches the index and removes the old file, so at that
 //! instant each live key is in the table's files or in the active segment's records (taken
 //! after, a compaction in between could leave a key in neither: `src/tests/list_race.rs`).
-//! Each sealed file with an id below that one is read through its footer ([`SortedKeys`]: a descent of its fence-key tree to the
-//! start of the range, then its blocks in order; a file of version 1 reads its table whole). A
-//! file whose footer a seal has submitted but not yet made durable is waited for (a sync), so that
-//! its footer is on disk; a file open without a footer (a read-only store's unsealed segment, or
-//! one whose recovery found the disk full) is scanned. The keys of records not yet published
+//! Each sealed file with an id below that one is read through its footer ([`SortedKeys`]: a
+//! descent of its fence-key tree to the start of the range, then its blocks in order; a file
+//! of version 1 reads its table whole). A file whose footer a seal has submitted but not yet
+//! made durable is waited for (a sync), so that its footer is on disk; a file open without a
+//! footer (a read-only store's unsealed segment, or one whose recovery found the disk full) is
+//! scanned. The keys of records not yet published
 //! (written, not acknowledged) are not listed, as `get` does not see them.
 //!
 //! **Both ends.** Each end of the listing is a merge of its own over the snapshot's sources

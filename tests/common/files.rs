@@ -110,14 +110,27 @@ pub fn copy_store(dir: &Path) -> TempDir {
 /// subdirectories), in a new temporary directory.
 pub fn copy_dir(dir: &Path) -> TempDir {
     let copy = TempDir::new().unwrap();
-    for e in std::fs::read_dir(dir).unwrap() {
-        let e = e.unwrap();
-        if e.file_type().unwrap().is_file() {
-            std::fs::copy(e.path(), copy.path().join(e.file_name()))
-                .unwrap_or_else(|err| panic!("copy {}: {err}", e.path().display()));
+    copy_dir_to(dir, copy.path())
+        .unwrap_or_else(|e| panic!("copy {} to {}: {e}", dir.display(), copy.path().display()));
+    copy
+}
+
+/// Copies every file of directory `from` (not its subdirectories) into the directory `to`,
+/// passing over a file removed meanwhile (a live store's compaction).
+pub fn copy_dir_to(from: &Path, to: &Path) -> std::io::Result<()> {
+    for e in std::fs::read_dir(from)? {
+        let e = e?;
+        if !e.file_type()?.is_file() {
+            continue;
+        }
+        match std::fs::copy(e.path(), to.join(e.file_name())) {
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
+            r => {
+                r?;
+            }
         }
     }
-    copy
+    Ok(())
 }
 
 /// Copies the store files of `from` into the directory `to`.

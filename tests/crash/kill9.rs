@@ -12,7 +12,9 @@ use podstore::{Durability, Error, IoMode, Options, Store};
 use tempfile::TempDir;
 
 use crate::child::{ChildProc, emit};
-use crate::common::files::{FileKind, copy_dir, copy_store, read_segments, store_files};
+use crate::common::files::{
+    FileKind, copy_dir, copy_dir_to, copy_store, read_segments, store_files, store_paths,
+};
 use crate::common::store::{env_u64, mode_name};
 use crate::common::{Random, SplitMix};
 use crate::support::{BLOCK, describe, fnv1a, options, value_for};

@@ -155,6 +155,7 @@ fn listing_diagnosis(store: &Store, keys: &HashSet<String>, live: &HashSet<Strin
     let again = listed_keys(store);
     let mut out = String::new();
     let odd = keys.symmetric_difference(live);
+    let files = store_paths(store.path());
     for key in odd {
         out += &format!(
             "\n  {key}: listed {}, live {}, listed again {}, get {}",
@@ -163,14 +164,7 @@ fn listing_diagnosis(store: &Store, keys: &HashSet<String>, live: &HashSet<Strin
             again.contains(key),
             describe_found(store.get(key.as_bytes()).ok().flatten().as_deref()),
         );
-        let mut files: Vec<_> = std::fs::read_dir(store.path())
-            .map(|d| d.filter_map(|e| e.ok()).map(|e| e.path()).collect())
-            .unwrap_or_default();
-        files.sort();
-        for path in files
-            .iter()
-            .filter(|p| p.extension().is_some_and(|e| e == "pod"))
-        {
+        for path in &files {
             let Ok(records) = podstore::inspect::file_records(path) else {
                 continue;
             };
@@ -192,16 +186,8 @@ fn listing_diagnosis(store: &Store, keys: &HashSet<String>, live: &HashSet<Strin
     let kept = tempfile::Builder::new()
         .prefix("podstore-kill9-listing-")
         .tempdir()
-        .map(|d| d.keep());
-    if let Ok(kept) = &kept {
-        for e in std::fs::read_dir(store.path())
-            .into_iter()
-            .flatten()
-            .flatten()
-        {
-            let _ = std::fs::copy(e.path(), kept.join(e.file_name()));
-        }
-    }
+        .map(|d| d.keep())
+        .and_then(|kept| copy_dir_to(store.path(), &kept).map(|()| kept));
     out += &format!("\n  the store's files copied to {kept:?}");
     let s = store.stats();
     out + &format!(

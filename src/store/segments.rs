@@ -188,14 +188,9 @@ impl SegmentTable {
 
     /// Every file, by id.
     pub(super) fn snapshot(&self) -> Vec<(u64, SegmentHandle)> {
-        let mut all = self.all();
+        let mut all = self.hold().all();
         all.sort_unstable_by_key(|(id, _)| *id);
         all
-    }
-
-    /// Every file, in no order.
-    fn all(&self) -> Vec<(u64, SegmentHandle)> {
-        self.hold().all()
     }
 
     /// The table held for reading: no file is added or removed while the result lives.

@@ -222,7 +222,8 @@ impl Log {
     /// table or into the active segment's records. Taken after, a compaction could append a
     /// key's copy past the keys taken and remove its old file in between: the key in no file the
     /// listing read. (The table is held under the append lock and copied after it is released:
-    /// writers do not wait for a copy of every file's handle.)
+    /// a write waits for the copy of every file's handle only if it opens a new file, which
+    /// needs the table, as before.)
     pub(super) fn active_keys(
         &self,
         keep: impl Fn(&[u8]) -> bool,

@@ -96,7 +96,7 @@ pub mod testing {
 #[doc(hidden)]
 pub use failpoint::{COMPACTION_FAILPOINTS, EVICTION_FAILPOINTS, arm_failpoint};
 pub use meta::{Condition, ParseVersionError, ValueMeta, Version};
-pub use options::{Compression, Durability, IoMode, Options, OptionsView, RecoveryMode};
+pub use options::{Admission, Compression, Durability, IoMode, Options, OptionsView, RecoveryMode};
 pub use range::ValueRange;
 pub use store::{
     CheckpointReport, CompactOptions, CompactionReport, Entries, Entry, Keys, QuarantineReason,

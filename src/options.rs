@@ -7,10 +7,14 @@ use crate::error::{Error, Result};
 pub use crate::io::file::IoMode;
 pub use view::OptionsView;
 
+/// The options of a store used as a cache: the size cap, second chances, admission.
+mod cache;
 /// [`Options::remote`]: the remote tier's settings.
 mod remote;
 /// Reading an `Options` back ([`Options::view`]), apart from the setters.
 mod view;
+
+pub use cache::Admission;
 
 pub(crate) use remote::RemoteConfig;
 
@@ -138,6 +142,8 @@ pub struct Options {
     pub(crate) second_chance: bool,
     /// See [`Options::second_chance_budget`].
     pub(crate) second_chance_budget: f64,
+    /// See [`Options::admission`].
+    pub(crate) admission: Admission,
     /// See [`Options::background_compaction`].
     pub(crate) background_compaction: bool,
     /// See [`Options::compaction_rate`].
@@ -189,6 +195,7 @@ impl Default for Options {
             size_cap: None,
             second_chance: false,
             second_chance_budget: 0.5,
+            admission: Admission::All,
             background_compaction: true,
             compaction_rate: Some(64 << 20),
             create: true,
@@ -207,7 +214,7 @@ impl Default for Options {
 }
 
 /// [`Options::segment_size`]'s default without a size cap.
-const DEFAULT_SEGMENT_SIZE: u64 = 256 << 20;
+pub(super) const DEFAULT_SEGMENT_SIZE: u64 = 256 << 20;
 
 /// With a size cap and no [`Options::segment_size`] of the user's, segments are this fraction
 /// of the cap (within 1 MiB and the default), so that an eviction drops a thirty-second of the
@@ -216,7 +223,7 @@ const DEFAULT_SEGMENT_SIZE: u64 = 256 << 20;
 /// written), and a cache's hit ratio grows with what it holds (issue 39's trace: 0.290 to
 /// 0.302-0.305 at 64 KiB with eight threads, +0.004 to +0.005 elsewhere; a sixty-fourth added
 /// under 0.003 and cost up to half the rate at 64 KiB: docs/benchmarks.md).
-const CAP_SEGMENTS: u64 = 32;
+pub(super) const CAP_SEGMENTS: u64 = 32;
 
 impl Options {
     /// Largest log segment file, in bytes: the active segment is sealed, and a new one started,
@@ -371,70 +378,6 @@ impl Options {
     /// ```
     pub fn compaction_threshold(mut self, fraction: f64) -> Self {
         self.compaction_threshold = fraction;
-        self
-    }
-
-    /// Keeps the store within `bytes` on disk by forgetting its oldest values (default: no cap;
-    /// a store without one never drops a value). When the store's files pass the cap, the
-    /// oldest log segments and blob files are dropped whole, first in first out, with every
-    /// value in them: a `get` of such a value returns `None` from then on. The store stays
-    /// within the cap plus one segment (the one being written, which is never dropped), and a
-    /// write never fails for want of room while the cap is below the disk's free space. For a
-    /// cache; [`Stats::evicted_bytes`](crate::Stats::evicted_bytes) counts what it dropped.
-    /// At least twice the [`segment_size`](Options::segment_size). Unless `segment_size` is
-    /// set too, a cap makes segments a thirty-second of it (within 1 MiB and the default 256 MiB):
-    /// a segment is what one eviction drops and what the store may pass the cap by. How it
-    /// stays safe under concurrent reads and crashes: docs/design.md, "Eviction".
-    ///
-    /// ```
-    /// let opts = podstore::Options::default().segment_size(8 << 20).size_cap(Some(64 << 20));
-    /// assert_eq!(opts.view().size_cap(), Some(64 << 20));
-    /// // The segment size follows the cap unless it is set.
-    /// let opts = podstore::Options::default().size_cap(Some(1 << 30));
-    /// assert_eq!(opts.view().segment_size(), 32 << 20);
-    /// let opts = podstore::Options::default().size_cap(Some(10 << 30));
-    /// assert_eq!(opts.view().segment_size(), 256 << 20);
-    /// ```
-    pub fn size_cap(mut self, bytes: Option<u64>) -> Self {
-        self.size_cap = bytes;
-        if !self.segment_size_set {
-            self.segment_size = bytes.map_or(DEFAULT_SEGMENT_SIZE, |cap| {
-                (cap / CAP_SEGMENTS / (1 << 20) * (1 << 20)).clamp(1 << 20, DEFAULT_SEGMENT_SIZE)
-            });
-        }
-        self
-    }
-
-    /// With a [`size_cap`](Options::size_cap): values read (by `get`, `get_into` or `get_bytes`) since they
-    /// were written are appended again before eviction drops their file (default `false`), so
-    /// that hot values stay, the way S3-FIFO keeps a FIFO cache's hot items. An eviction writes
-    /// at most [`second_chance_budget`](Options::second_chance_budget) of the bytes it frees
-    /// (half by default). A value kept this way gets a new [`Version`](crate::Version). Whether
-    /// it pays: docs/design.md, "Eviction".
-    ///
-    /// ```
-    /// let opts = podstore::Options::default().second_chance(true);
-    /// assert!(opts.view().second_chance());
-    /// ```
-    pub fn second_chance(mut self, on: bool) -> Self {
-        self.second_chance = on;
-        self
-    }
-
-    /// With [`second_chance`](Options::second_chance): the most an eviction step appends again,
-    /// as a fraction of the bytes it drops (default 0.5; above 0.0, at most 1.0). Lower writes
-    /// less and keeps fewer of the values read: on issue 39's cache trace (64 KiB values, one
-    /// thread, refills by offers) a half gave a hit ratio of 0.331 at 9,400-9,600 gets a
-    /// second, a sixteenth 0.318 at 11,500-12,700, no second chance 0.302 at 13,900-15,000
-    /// (docs/benchmarks.md). A cache whose misses cost more than its writes keeps the
-    /// default; one bound by its disk lowers it.
-    ///
-    /// ```
-    /// let opts = podstore::Options::default().second_chance(true).second_chance_budget(0.0625);
-    /// assert_eq!(opts.view().second_chance_budget(), 0.0625);
-    /// ```
-    pub fn second_chance_budget(mut self, fraction: f64) -> Self {
-        self.second_chance_budget = fraction;
         self
     }
 

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use super::{Compression, Durability, IoMode, Options, RecoveryMode};
+use super::{Admission, Compression, Durability, IoMode, Options, RecoveryMode};
 
 /// The values an [`Options`] holds, read back by name: `opts.view().cache_capacity()`.
 ///
@@ -96,6 +96,11 @@ impl OptionsView<'_> {
     /// The value set by [`Options::second_chance_budget`].
     pub fn second_chance_budget(&self) -> f64 {
         self.opts.second_chance_budget
+    }
+
+    /// The value set by [`Options::admission`].
+    pub fn admission(&self) -> Admission {
+        self.opts.admission
     }
 
     /// The value set by [`Options::background_compaction`].

@@ -141,6 +141,12 @@ impl Store {
     /// always written. Dropped offers are counted in
     /// [`Stats::offers_dropped`](crate::Stats::offers_dropped).
     ///
+    /// With [`Options::admission`](crate::Options::admission) set to
+    /// [`Admission::SecondOffer`](crate::Admission::SecondOffer), a store that has evicted also
+    /// turns away (`Ok(None)`, counted in
+    /// [`Stats::offers_not_admitted`](crate::Stats::offers_not_admitted)) an offer whose key
+    /// was not offered recently, large values included: the key's next offer is written.
+    ///
     /// ```
     /// # fn main() -> podstore::Result<()> {
     /// # let dir = tempfile::tempdir().unwrap();
@@ -163,15 +169,18 @@ impl Store {
     ) -> Result<Option<Version>> {
         let (key, value) = (key.as_ref(), value.as_ref());
         let durability = self.inner.opts.durability;
+        self.writable()?;
+        check_key(key)?;
+        check_value(value)?;
+        let expires_at = self.expiry_of(options)?;
+        if !self.admitted(key) {
+            return Ok(None);
+        }
         if durability == Durability::Sync
             && value.len() as u64 >= self.inner.opts.large_value_threshold
         {
             return self.put_with(key, value, options).map(Some);
         }
-        self.writable()?;
-        check_key(key)?;
-        check_value(value)?;
-        let expires_at = self.expiry_of(options)?;
         let stored = StoredValue::encode(value, &self.inner.opts).expiring(expires_at);
         let seen = self.inner.seen(key, self.inner.put_look())?;
         let appended = {
@@ -189,6 +198,21 @@ impl Store {
         };
         self.finish_put(key, value, &stored, &seen, &appended, durability)
             .map(Some)
+    }
+
+    /// Whether [`Options::admission`](crate::Options::admission) lets an offer of `key` be
+    /// written (counted in `Stats::offers_not_admitted` if not).
+    fn admitted(&self, key: &[u8]) -> bool {
+        let shared = &self.inner.shared;
+        let admit = self.inner.admission.admit(
+            crate::format::footer::key_hash(key),
+            || shared.counters.has_evicted(),
+            || shared.index.len(),
+        );
+        if !admit {
+            shared.counters.offer_not_admitted();
+        }
+        admit
     }
 
     /// Resolves what `append_ops` left unresolved of `ops`, then waits for the writes to be

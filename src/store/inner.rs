@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
+use super::admission::Doorkeeper;
 use super::append::Log;
 use super::background::Ticker;
 use super::blob::Blobs;
@@ -45,6 +46,8 @@ pub(super) struct Inner {
     pub(super) warmed: Arc<WarmFigures>,
     /// The remote tier ([`Options::remote`]), attached after `start`.
     pub(super) remote: Option<super::remote::RemoteTier>,
+    /// Which offers are written ([`Options::admission`]).
+    pub(super) admission: Doorkeeper,
 }
 
 pub(super) use super::resolve::Presence;
@@ -127,7 +130,9 @@ impl Inner {
             reader.clone(),
             &opts,
         );
+        let admission = Doorkeeper::new(opts.admission, shared.catalog.evicted_through() > 0);
         Ok(Inner {
+            admission,
             opts,
             shared,
             log,

@@ -47,6 +47,7 @@ mod data;
 mod entries;
 #[rustfmt::skip]
 mod admin;
+mod admission;
 
 mod active_keys;
 mod append;

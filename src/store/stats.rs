@@ -112,6 +112,10 @@ pub struct Stats {
     /// [`Store::offer`](crate::Store::offer)s dropped since open because the write would have
     /// waited for the disk.
     pub offers_dropped: u64,
+    /// [`Store::offer`](crate::Store::offer)s turned away since open by
+    /// [`Admission::SecondOffer`](crate::Admission::SecondOffer): their key had not been
+    /// offered recently.
+    pub offers_not_admitted: u64,
     /// `get`s, `get_into`s and `get_bytes` of a store with a size cap since open: with
     /// [`capped_get_hits`](Stats::capped_get_hits), the cache's hit ratio
     /// ([`Stats::hit_ratio`]).
@@ -302,6 +306,8 @@ pub(super) struct Counters {
     second_chance_bytes: AtomicU64,
     /// Offers dropped because the writer was behind.
     offers_dropped: AtomicU64,
+    /// Offers turned away by the admission policy.
+    offers_not_admitted: AtomicU64,
     /// Gets of a store with a size cap, and those that found a value.
     capped_gets: AtomicU64,
     capped_get_hits: AtomicU64,
@@ -351,6 +357,16 @@ impl Counters {
     /// An offer dropped: its write would have waited for the disk.
     pub(super) fn offer_dropped(&self) {
         self.offers_dropped.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// An offer turned away by the admission policy.
+    pub(super) fn offer_not_admitted(&self) {
+        self.offers_not_admitted.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Whether eviction has dropped a file since open.
+    pub(super) fn has_evicted(&self) -> bool {
+        self.evicted_files.load(Ordering::Relaxed) > 0
     }
 
     /// A get of a store with a size cap; `hit`: it found a value.
@@ -450,6 +466,7 @@ pub(super) fn collect(
         second_chances: c.second_chances.load(Ordering::Relaxed),
         second_chance_bytes: c.second_chance_bytes.load(Ordering::Relaxed),
         offers_dropped: c.offers_dropped.load(Ordering::Relaxed),
+        offers_not_admitted: c.offers_not_admitted.load(Ordering::Relaxed),
         capped_gets: c.capped_gets.load(Ordering::Relaxed),
         capped_get_hits: c.capped_get_hits.load(Ordering::Relaxed),
         cache_hits: cache.hits,

@@ -106,3 +106,68 @@ fn offers_are_dropped_only_while_the_writer_waits_for_the_disk() {
     }
     assert_eq!(store.get("kept").unwrap().unwrap(), b"before");
 }
+
+/// [`Admission::SecondOffer`](crate::Admission::SecondOffer): a store that has not evicted
+/// writes every offer; once it has, an offer of a key not offered recently is turned away
+/// (nothing written, counted) and the key's next offer is written; a put is never turned away;
+/// the store remembers across a reopen that it has evicted (the catalog's watermark). A store
+/// without a cap writes every offer.
+#[test]
+fn second_offer_admission_turns_away_a_key_seen_once_after_eviction() {
+    let sim = new_sim(SimConfig::default());
+    let opts = opts()
+        .size_cap(Some(8 << 20))
+        .admission(crate::Admission::SecondOffer);
+    let store = open(&sim, opts.clone()).unwrap();
+    let value = |i: u32| vec![(i % 251) as u8; 8 << 10];
+    // Filling: every offer is written, until the store passes its cap and evicts.
+    let mut i = 0u32;
+    while store.stats().evicted_files == 0 {
+        assert!(
+            store
+                .offer(format!("fill/{i}"), value(i))
+                .unwrap()
+                .is_some(),
+            "fill {i}"
+        );
+        i += 1;
+        assert!(
+            i < 4096,
+            "no eviction after {i} offers of 8 KiB under an 8 MiB cap"
+        );
+    }
+    assert_eq!(store.stats().offers_not_admitted, 0);
+    // Now a key must be offered twice.
+    assert_eq!(store.offer("new/1", value(1)).unwrap(), None);
+    assert_eq!(store.get("new/1").unwrap(), None);
+    assert_eq!(store.stats().offers_not_admitted, 1);
+    assert!(store.offer("new/1", value(1)).unwrap().is_some());
+    assert_eq!(store.get("new/1").unwrap().unwrap(), value(1));
+    // A put is written the first time.
+    store.put("put/1", value(2)).unwrap();
+    assert_eq!(store.get("put/1").unwrap().unwrap(), value(2));
+    assert_eq!(store.stats().offers_not_admitted, 1);
+    store.close().unwrap();
+    // After a reopen nothing has been evicted since open, but the catalog says it was.
+    let store = open(&sim, opts).unwrap();
+    assert_eq!(store.stats().evicted_files, 0);
+    assert_eq!(store.offer("new/2", value(3)).unwrap(), None);
+    assert!(store.offer("new/2", value(3)).unwrap().is_some());
+    assert_eq!(store.get("new/2").unwrap().unwrap(), value(3));
+    assert_eq!(store.get("new/1").unwrap().unwrap(), value(1));
+    store.close().unwrap();
+    // Without a cap nothing is ever turned away.
+    let sim = new_sim(SimConfig::default());
+    let store = open(&sim, opts_uncapped()).unwrap();
+    for i in 0..1500u32 {
+        // (An offer may still be dropped for a writer behind the simulated disk.)
+        store.offer(format!("k/{i}"), value(i)).unwrap();
+    }
+    let stats = store.stats();
+    assert_eq!(stats.live_keys + stats.offers_dropped, 1500);
+    assert_eq!(stats.offers_not_admitted, 0);
+}
+
+fn opts_uncapped() -> Options {
+    opts().admission(crate::Admission::SecondOffer)
+}

@@ -52,7 +52,8 @@ pub fn open(name: &str, spec: &CacheSpec) -> Res<Box<dyn CacheEngine>> {
 /// cap of the disk capacity less one segment (the cap keeps the store within the cap plus the
 /// segment being written, so the whole stays within the capacity the other engines get), and
 /// buffered durability (a cache refills what a crash loses). `--second-chance` turns on
-/// `Options::second_chance`; `--offer` fills misses with `Store::offer`.
+/// `Options::second_chance`; `--offer` fills misses with `Store::offer`, and `--admission` with it
+/// turns on `Options::admission(Admission::SecondOffer)`.
 struct Pod {
     store: Store,
     offer: bool,
@@ -74,6 +75,9 @@ impl Pod {
             .durability(Durability::Buffered);
         if let Some(budget) = spec.chance_budget {
             opts = opts.second_chance_budget(budget);
+        }
+        if spec.admission {
+            opts = opts.admission(podstore::Admission::SecondOffer);
         }
         Ok(Pod {
             store: Store::open_with(&spec.dir, opts)?,
@@ -119,6 +123,7 @@ impl CacheEngine for Pod {
             "second_chances": s.second_chances,
             "second_chance_bytes": s.second_chance_bytes,
             "offers_dropped": s.offers_dropped,
+            "offers_not_admitted": s.offers_not_admitted,
             "disk_bytes": s.disk_bytes,
             "user_bytes_written": s.user_bytes_written,
             "compaction_bytes_written": s.compaction_bytes_written,

@@ -22,7 +22,9 @@
 //! Engines: `podstore` (`Options::default()` with the cache's memory budget as
 //! `cache_capacity`, its disk capacity less one segment as the size cap, puts at
 //! `Durability::Buffered`: a cache refills what a crash loses; `--second-chance` for
-//! `Options::second_chance`, `--chance-budget F` for `Options::second_chance_budget`) and
+//! `Options::second_chance`, `--chance-budget F` for `Options::second_chance_budget`,
+//! `--offer` for refills by `Store::offer`, `--admission` with it for
+//! `Options::admission(Admission::SecondOffer)`) and
 //! `foyer` (cargo feature `foyer`: a `HybridCache` of that memory with its block engine on a
 //! file device of that capacity, at its defaults but for direct I/O: its file device is
 //! buffered by default, and the page cache then holds its whole capacity in memory beside its
@@ -60,6 +62,9 @@ pub struct CacheSpec {
     /// podstore: misses are filled by `Store::offer` (dropped when the writer is behind the
     /// disk, as foyer's flushers drop entries), not `Store::put` (`--offer`).
     pub offer: bool,
+    /// podstore: `Options::admission(Admission::SecondOffer)` (`--admission`, with `--offer`:
+    /// a key's first offer after the store evicted is turned away, its second written).
+    pub admission: bool,
     /// foyer: its file device buffered (its default: the page cache holds what it writes),
     /// not direct (`--foyer-buffered`).
     pub foyer_buffered: bool,
@@ -141,9 +146,14 @@ pub fn run(args: &Args) -> Result<String, String> {
             .map(|_| args.secs("chance-budget", 0.5))
             .transpose()?,
         offer: args.flag("offer"),
+        admission: args.flag("admission"),
         foyer_buffered: args.flag("foyer-buffered"),
     };
+    if spec.admission && !spec.offer {
+        return Err("--admission applies to offers: give --offer too".into());
+    }
     let (spec_second_chance, spec_offer) = (spec.second_chance, spec.offer);
+    let spec_admission = spec.admission;
     let spec_chance_budget = spec.chance_budget;
     let foyer_direct = engine == "foyer" && !spec.foyer_buffered;
     let cache = engines::open(&engine, &spec).map_err(|e| format!("open {engine}: {e}"))?;
@@ -215,6 +225,7 @@ pub fn run(args: &Args) -> Result<String, String> {
         "second_chance": spec_second_chance,
         "chance_budget": spec_chance_budget,
         "offer": spec_offer,
+        "admission": spec_admission,
         "foyer_direct": foyer_direct,
         "value_size": value_size,
         "threads": threads,

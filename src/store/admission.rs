@@ -15,7 +15,8 @@
 //! writes them). A generation holds half as many keys as the store holds (at least
 //! [`MIN_WINDOW`]): when the current one has taken that many, it becomes the previous one and
 //! the oldest is forgotten, so a key is remembered for between one and two generations of
-//! refusals. A store that has never evicted admits everything: while there is room, a refill
+//! refusals. A key the store holds (its value expired, or an overwrite) is admitted without
+//! the doorkeeper: it was admitted before. A store that has never evicted admits everything: while there is room, a refill
 //! costs no other value its place.
 
 use std::sync::Mutex;
@@ -68,12 +69,14 @@ impl Doorkeeper {
 
     /// Whether an offer of the key with hash `hash` is written. `evicted`: whether the store
     /// has evicted since open (read only until the doorkeeper is engaged); `keys`: how many
-    /// keys the store holds (sizes a new generation).
+    /// keys the store holds (sizes a new generation); `held`: whether the store holds the key
+    /// (an expired value's refill, an overwrite: admitted before, admitted again).
     pub(super) fn admit(
         &self,
         hash: u64,
         evicted: impl Fn() -> bool,
         keys: impl Fn() -> u64,
+        held: impl Fn() -> bool,
     ) -> bool {
         match self.policy {
             Admission::All => true,
@@ -83,6 +86,9 @@ impl Doorkeeper {
                         return true;
                     }
                     self.engaged.store(true, Ordering::Relaxed);
+                }
+                if held() {
+                    return true;
                 }
                 self.gens
                     .lock()
@@ -165,33 +171,44 @@ mod tests {
     #[test]
     fn all_admits_everything() {
         let d = Doorkeeper::new(Admission::All, true);
-        assert!((0..100).all(|k| d.admit(hash(k), || true, || 0)));
+        assert!((0..100).all(|k| d.admit(hash(k), || true, || 0, || false)));
     }
 
     #[test]
     fn a_store_that_never_evicted_admits_everything() {
         let d = Doorkeeper::new(Admission::SecondOffer, false);
-        assert!((0..100).all(|k| d.admit(hash(k), || false, || 0)));
+        assert!((0..100).all(|k| d.admit(hash(k), || false, || 0, || false)));
         // The first offer after an eviction is turned away, its second taken.
-        assert!(!d.admit(hash(1), || true, || 0));
-        assert!(d.admit(hash(1), || false, || 0), "engaged for good");
+        assert!(!d.admit(hash(1), || true, || 0, || false));
+        assert!(
+            d.admit(hash(1), || false, || 0, || false),
+            "engaged for good"
+        );
+    }
+
+    #[test]
+    fn a_key_the_store_holds_is_admitted_and_not_remembered() {
+        let d = Doorkeeper::new(Admission::SecondOffer, true);
+        assert!(d.admit(hash(5), || true, || 0, || true));
+        assert!(!d.admit(hash(5), || true, || 0, || false), "remembered");
     }
 
     #[test]
     fn second_offer_within_two_generations() {
         let d = Doorkeeper::new(Admission::SecondOffer, true);
         let keys = || 2 * MIN_WINDOW; // a window of MIN_WINDOW keys
-        assert!(!d.admit(hash(7), || true, keys));
-        assert!(d.admit(hash(7), || true, keys));
+        assert!(!d.admit(hash(7), || true, keys, || false));
+        assert!(d.admit(hash(7), || true, keys, || false));
         // One generation of other refusals later, 7 is still remembered (previous generation).
-        let fresh = (1000..1000 + MIN_WINDOW).filter(|&k| !d.admit(hash(k), || true, keys));
+        let fresh =
+            (1000..1000 + MIN_WINDOW).filter(|&k| !d.admit(hash(k), || true, keys, || false));
         assert!(fresh.count() as u64 >= MIN_WINDOW * 9 / 10);
-        assert!(d.admit(hash(7), || true, keys));
+        assert!(d.admit(hash(7), || true, keys, || false));
         // Two more generations: forgotten.
         for k in 10_000..10_000 + 2 * MIN_WINDOW {
-            d.admit(hash(k), || true, keys);
+            d.admit(hash(k), || true, keys, || false);
         }
-        assert!(!d.admit(hash(7), || true, keys));
+        assert!(!d.admit(hash(7), || true, keys, || false));
     }
 
     #[test]

@@ -204,10 +204,17 @@ impl Store {
     /// written (counted in `Stats::offers_not_admitted` if not).
     fn admitted(&self, key: &[u8]) -> bool {
         let shared = &self.inner.shared;
+        let full = crate::format::footer::key_hash(key);
         let admit = self.inner.admission.admit(
-            crate::format::footer::key_hash(key),
+            full,
             || shared.counters.has_evicted(),
             || shared.index.len(),
+            // The store holds the key (its value expired, or is being replaced): it was
+            // admitted before. (A fingerprint shared with another key admits too.)
+            || {
+                let h = shared.index.hash_of(full);
+                !shared.index.candidates(h, key.len() as u32).as_slice().is_empty()
+            },
         );
         if !admit {
             shared.counters.offer_not_admitted();

@@ -79,6 +79,9 @@ impl Pod {
         if spec.admission {
             opts = opts.admission(podstore::Admission::SecondOffer);
         }
+        if let Some(bytes) = spec.write_buffer {
+            opts = opts.write_buffer_size(bytes as usize);
+        }
         Ok(Pod {
             store: Store::open_with(&spec.dir, opts)?,
             offer: spec.offer,

@@ -14,7 +14,9 @@
 //! The TTL trace (`--ttl-fraction F`, e.g. 0.5): that fraction of the keys (by key) are put
 //! with a time to live of a sixtieth of the run, 60 s of a simulated hour. The run's length is
 //! calibrated per engine: the first tenth of the warm-up runs without expiry, and its rate gives
-//! the time the measured run will take. podstore expires values itself (`PutOptions::ttl`);
+//! the time the measured run will take; the warm-up's last tenth, with expiry, measures the
+//! rate again and sets the run's time to live (`ttl_ops` in the line: what it came to in
+//! operations, a sixtieth of the run's the aim). podstore expires values itself (`PutOptions::ttl`);
 //! foyer has no expiry, so its values carry their expiry time (bytes 8..16) and a get checks
 //! it, as an application would, an expired value counting as a miss. Every value an engine
 //! returns is checked against its expiry: an expired value served is an error.
@@ -65,6 +67,9 @@ pub struct CacheSpec {
     /// podstore: `Options::admission(Admission::SecondOffer)` (`--admission`, with `--offer`:
     /// a key's first offer after the store evicted is turned away, its second written).
     pub admission: bool,
+    /// podstore: `Options::write_buffer_size` (`--write-buffer SIZE`; its default, 1 MiB, when
+    /// not given).
+    pub write_buffer: Option<u64>,
     /// foyer: its file device buffered (its default: the page cache holds what it writes),
     /// not direct (`--foyer-buffered`).
     pub foyer_buffered: bool,
@@ -147,13 +152,17 @@ pub fn run(args: &Args) -> Result<String, String> {
             .transpose()?,
         offer: args.flag("offer"),
         admission: args.flag("admission"),
+        write_buffer: args
+            .str("write-buffer")
+            .map(|_| args.size("write-buffer", 1 << 20))
+            .transpose()?,
         foyer_buffered: args.flag("foyer-buffered"),
     };
     if spec.admission && !spec.offer {
         return Err("--admission applies to offers: give --offer too".into());
     }
     let (spec_second_chance, spec_offer) = (spec.second_chance, spec.offer);
-    let spec_admission = spec.admission;
+    let (spec_admission, spec_write_buffer) = (spec.admission, spec.write_buffer);
     let spec_chance_budget = spec.chance_budget;
     let foyer_direct = engine == "foyer" && !spec.foyer_buffered;
     let cache = engines::open(&engine, &spec).map_err(|e| format!("open {engine}: {e}"))?;
@@ -165,36 +174,37 @@ pub fn run(args: &Args) -> Result<String, String> {
     }
     // The warm-up: as many operations as the run, uncounted. With the TTL trace, its first
     // tenth (without expiry) gives the engine's rate, hence the run's length, whose sixtieth
-    // is the time to live (60 s of a simulated hour).
+    // is the time to live (60 s of a simulated hour). That rate is an empty cache's, which can
+    // differ from the full one's by 2× either way (a store that admits every refill until it
+    // first evicts, foyer's memory tier filling): the warm-up's last tenth, with expiry,
+    // measures it again and sets the run's time to live, so that a value lives a sixtieth of
+    // the run in operations whatever the engine (`ttl_ops` reports what it came to).
     let warm = Counts::default();
     let mut ttl = None;
-    let mut warm_ops = ops;
-    if ttl_fraction > 0.0 {
-        let first = (ops / 10).max(1);
-        let began = Instant::now();
-        let p = Phase {
-            cache: &cache,
-            zipf: &zipf,
-            threads,
-            value_size,
-            ttl: None,
-        };
-        p.run(first, 1, &warm, &mut Vec::new())?;
-        let run_secs = began.elapsed().as_secs_f64() * ops as f64 / first as f64;
-        ttl = Some(Ttl {
-            per_mille: (ttl_fraction * 1000.0).round() as u64,
-            ttl: Duration::from_secs_f64((run_secs / 60.0).max(0.001)),
-        });
-        warm_ops = ops - first;
-    }
-    let p = Phase {
+    let phase = |ttl| Phase {
         cache: &cache,
         zipf: &zipf,
         threads,
         value_size,
         ttl,
     };
-    p.run(warm_ops, 3, &warm, &mut Vec::new())?;
+    let ttl_for = |secs: f64, done: u64| Ttl {
+        per_mille: (ttl_fraction * 1000.0).round() as u64,
+        ttl: Duration::from_secs_f64((secs * ops as f64 / done as f64 / 60.0).max(0.001)),
+    };
+    if ttl_fraction > 0.0 {
+        let tenth = (ops / 10).max(1);
+        let began = Instant::now();
+        phase(None).run(tenth, 1, &warm, &mut Vec::new())?;
+        let first = ttl_for(began.elapsed().as_secs_f64(), tenth);
+        phase(Some(first)).run(ops.saturating_sub(2 * tenth), 3, &warm, &mut Vec::new())?;
+        let began = Instant::now();
+        phase(Some(first)).run(tenth, 4, &warm, &mut Vec::new())?;
+        ttl = Some(ttl_for(began.elapsed().as_secs_f64(), tenth));
+    } else {
+        phase(None).run(ops, 3, &warm, &mut Vec::new())?;
+    }
+    let p = phase(ttl);
     let counts = Counts::default();
     let io0 = sys::io_counters();
     let device0 = device_sectors_written(&dir);
@@ -226,6 +236,7 @@ pub fn run(args: &Args) -> Result<String, String> {
         "chance_budget": spec_chance_budget,
         "offer": spec_offer,
         "admission": spec_admission,
+        "write_buffer": spec_write_buffer,
         "foyer_direct": foyer_direct,
         "value_size": value_size,
         "threads": threads,
@@ -246,6 +257,8 @@ pub fn run(args: &Args) -> Result<String, String> {
         "dir_bytes_end": on_disk,
         "ttl_fraction": ttl_fraction,
         "ttl_ms": ttl.map(|t| t.ttl.as_secs_f64() * 1000.0),
+        // The time to live in operations of the measured run (a sixtieth of them is the aim).
+        "ttl_ops": ttl.map(|t| t.ttl.as_secs_f64() * gets as f64 / secs),
         "expired_gets": counts.expired.load(Ordering::Relaxed),
         "engine_stats": stats,
         "loadavg": sys::loadavg(),

@@ -67,6 +67,11 @@ impl Doorkeeper {
         }
     }
 
+    /// Whether offers are screened at all (not [`Admission::All`]).
+    pub(super) fn screens(&self) -> bool {
+        self.policy != Admission::All
+    }
+
     /// Whether an offer of the key with hash `hash` is written. `evicted`: whether the store
     /// has evicted since open (read only until the doorkeeper is engaged); `keys`: how many
     /// keys the store holds (sizes a new generation); `held`: whether the store holds the key

@@ -203,6 +203,9 @@ impl Store {
     /// Whether [`Options::admission`](crate::Options::admission) lets an offer of `key` be
     /// written (counted in `Stats::offers_not_admitted` if not).
     fn admitted(&self, key: &[u8]) -> bool {
+        if !self.inner.admission.screens() {
+            return true; // `Admission::All`: not even the key's hash is computed.
+        }
         let shared = &self.inner.shared;
         let full = crate::format::footer::key_hash(key);
         let admit = self.inner.admission.admit(

@@ -57,7 +57,7 @@ usage:
                  fio 4 KiB random O_DIRECT reads (skipped when fio is missing)
         reopen   [--keys 1000000] [--size 100] [--key-len 16]
   compare cache --engine podstore|foyer --dir DIR [--value-size 16K] [--threads 1]
-        [--memory 64M] [--disk 1G] [--ops 4*disk/value-size] [--second-chance] [--chance-budget F] [--offer [--admission]] [--write-buffer 1M]
+        [--memory 64M] [--disk 1G] [--ops 4*disk/value-size] [--second-chance] [--chance-budget F] [--offer [--admission]] [--write-buffer 1M] [--compaction-rate 64M, 0: none]
         [--foyer-buffered] (foyer's file device buffered, its default; direct otherwise)
       (a read-through disk cache, issue 39: zipfian gets over 10x the disk capacity, each miss
       filled by an insert; a warm-up of --ops, then --ops measured; hit ratio, ops/s, p50/p99,

@@ -79,6 +79,9 @@ impl Pod {
         if spec.admission {
             opts = opts.admission(podstore::Admission::SecondOffer);
         }
+        if let Some(rate) = spec.compaction_rate {
+            opts = opts.compaction_rate((rate > 0).then_some(rate));
+        }
         if let Some(bytes) = spec.write_buffer {
             opts = opts.write_buffer_size(bytes as usize);
         }

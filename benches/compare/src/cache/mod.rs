@@ -70,6 +70,9 @@ pub struct CacheSpec {
     /// podstore: `Options::write_buffer_size` (`--write-buffer SIZE`; its default, 1 MiB, when
     /// not given).
     pub write_buffer: Option<u64>,
+    /// podstore: `Options::compaction_rate` in bytes a second, 0 for no limit
+    /// (`--compaction-rate SIZE`; its default, 64 MiB, when not given).
+    pub compaction_rate: Option<u64>,
     /// foyer: its file device buffered (its default: the page cache holds what it writes),
     /// not direct (`--foyer-buffered`).
     pub foyer_buffered: bool,
@@ -152,6 +155,10 @@ pub fn run(args: &Args) -> Result<String, String> {
             .transpose()?,
         offer: args.flag("offer"),
         admission: args.flag("admission"),
+        compaction_rate: args
+            .str("compaction-rate")
+            .map(|_| args.size("compaction-rate", 64 << 20))
+            .transpose()?,
         write_buffer: args
             .str("write-buffer")
             .map(|_| args.size("write-buffer", 1 << 20))
@@ -163,6 +170,7 @@ pub fn run(args: &Args) -> Result<String, String> {
     }
     let (spec_second_chance, spec_offer) = (spec.second_chance, spec.offer);
     let (spec_admission, spec_write_buffer) = (spec.admission, spec.write_buffer);
+    let spec_compaction_rate = spec.compaction_rate;
     let spec_chance_budget = spec.chance_budget;
     let foyer_direct = engine == "foyer" && !spec.foyer_buffered;
     let cache = engines::open(&engine, &spec).map_err(|e| format!("open {engine}: {e}"))?;
@@ -237,6 +245,7 @@ pub fn run(args: &Args) -> Result<String, String> {
         "offer": spec_offer,
         "admission": spec_admission,
         "write_buffer": spec_write_buffer,
+        "compaction_rate": spec_compaction_rate,
         "foyer_direct": foyer_direct,
         "value_size": value_size,
         "threads": threads,

@@ -16,8 +16,8 @@
 //! [`MIN_WINDOW`]): when the current one has taken that many, it becomes the previous one and
 //! the oldest is forgotten, so a key is remembered for between one and two generations of
 //! refusals. A key the store holds (its value expired, or an overwrite) is admitted without
-//! the doorkeeper: it was admitted before. A store that has never evicted admits everything: while there is room, a refill
-//! costs no other value its place.
+//! the doorkeeper: it was admitted before. A store that has never evicted admits everything:
+//! while there is room, a refill costs no other value its place.
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -145,21 +145,21 @@ impl Bloom {
         }
     }
 
-    fn probes(&self, hash: u64) -> impl Iterator<Item = u64> + '_ {
+    /// The bits of `hash` in a filter of `mask + 1` bits (borrowing nothing, so that `insert`
+    /// sets them as they come: no allocation on an offer's path).
+    fn probes(hash: u64, mask: u64) -> impl Iterator<Item = u64> {
         let (h1, h2) = (hash & 0xffff_ffff, (hash >> 32) | 1);
-        (0..PROBES as u64).map(move |i| h1.wrapping_add(i.wrapping_mul(h2)) & self.mask)
+        (0..PROBES as u64).map(move |i| h1.wrapping_add(i.wrapping_mul(h2)) & mask)
     }
 
     fn contains(&self, hash: u64) -> bool {
         !self.words.is_empty()
-            && self
-                .probes(hash)
+            && Bloom::probes(hash, self.mask)
                 .all(|b| self.words[(b / 64) as usize] & (1 << (b % 64)) != 0)
     }
 
     fn insert(&mut self, hash: u64) {
-        let bits: Vec<u64> = self.probes(hash).collect();
-        for b in bits {
+        for b in Bloom::probes(hash, self.mask) {
             self.words[(b / 64) as usize] |= 1 << (b % 64);
         }
     }

@@ -57,6 +57,9 @@ pub fn open(name: &str, spec: &CacheSpec) -> Res<Box<dyn CacheEngine>> {
 struct Pod {
     store: Store,
     offer: bool,
+    /// Offers not written (turned away, or dropped), of keys that expire and of the others.
+    refused_ttl: std::sync::atomic::AtomicU64,
+    refused_plain: std::sync::atomic::AtomicU64,
 }
 
 impl Pod {
@@ -88,6 +91,8 @@ impl Pod {
         Ok(Pod {
             store: Store::open_with(&spec.dir, opts)?,
             offer: spec.offer,
+            refused_ttl: Default::default(),
+            refused_plain: Default::default(),
         })
     }
 }
@@ -99,7 +104,9 @@ impl CacheEngine for Pod {
 
     fn insert(&self, key: &[u8], value: &[u8]) -> Res<()> {
         if self.offer {
-            self.store.offer(key, value)?;
+            if self.store.offer(key, value)?.is_none() {
+                self.refused_plain.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
         } else {
             self.store.put(key, value)?;
         }
@@ -113,7 +120,9 @@ impl CacheEngine for Pod {
     fn insert_for(&self, key: &[u8], value: &[u8], ttl: std::time::Duration) -> Res<()> {
         let opts = podstore::PutOptions::new().ttl(ttl);
         if self.offer {
-            self.store.offer_with(key, value, &opts)?;
+            if self.store.offer_with(key, value, &opts)?.is_none() {
+                self.refused_ttl.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
         } else {
             self.store.put_with(key, value, &opts)?;
         }
@@ -142,6 +151,8 @@ impl CacheEngine for Pod {
             "below_threshold_bytes": s.below_threshold_bytes,
             "expired_keys": s.expired_keys,
             "live_keys": s.live_keys,
+            "offers_refused_ttl": self.refused_ttl.load(std::sync::atomic::Ordering::Relaxed),
+            "offers_refused_plain": self.refused_plain.load(std::sync::atomic::Ordering::Relaxed),
         })
     }
 }

@@ -19,7 +19,10 @@
 //! operations, a sixtieth of the run's the aim). podstore expires values itself (`PutOptions::ttl`);
 //! foyer has no expiry, so its values carry their expiry time (bytes 8..16) and a get checks
 //! it, as an application would, an expired value counting as a miss. Every value an engine
-//! returns is checked against its expiry: an expired value served is an error.
+//! returns is checked against its expiry: an expired value served is an error. Each line
+//! carries `ttl_gets` and `ttl_hits`, the gets of the keys that expire and their hits, so
+//! that the two halves' hit ratios can be told apart (and podstore's `offers_refused_ttl` and
+//! `offers_refused_plain`: offers not written, of each half, warm-up included).
 //!
 //! Engines: `podstore` (`Options::default()` with the cache's memory budget as
 //! `cache_capacity`, its disk capacity less one segment as the size cap, puts at
@@ -104,6 +107,10 @@ struct Counts {
     /// Gets that found a value past its expiry (the application-level check, for engines
     /// without expiry of their own).
     expired: AtomicU64,
+    /// Gets of the keys that expire (the TTL trace), and how many of them hit: the hit ratio
+    /// of the two halves apart.
+    ttl_gets: AtomicU64,
+    ttl_hits: AtomicU64,
 }
 
 /// The TTL trace: which keys expire, and after how long.
@@ -269,6 +276,8 @@ pub fn run(args: &Args) -> Result<String, String> {
         // The time to live in operations of the measured run (a sixtieth of them is the aim).
         "ttl_ops": ttl.map(|t| t.ttl.as_secs_f64() * gets as f64 / secs),
         "expired_gets": counts.expired.load(Ordering::Relaxed),
+        "ttl_gets": counts.ttl_gets.load(Ordering::Relaxed),
+        "ttl_hits": counts.ttl_hits.load(Ordering::Relaxed),
         "engine_stats": stats,
         "loadavg": sys::loadavg(),
     })
@@ -344,6 +353,12 @@ impl Phase<'_> {
                                             hit = false;
                                         }
                                     }
+                                }
+                            }
+                            if expires.is_some() {
+                                counts.ttl_gets.fetch_add(1, Ordering::Relaxed);
+                                if hit {
+                                    counts.ttl_hits.fetch_add(1, Ordering::Relaxed);
                                 }
                             }
                             if hit {

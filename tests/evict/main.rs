@@ -11,8 +11,11 @@
 //!   second chance.
 //! * `resurrection`: the case that needs the catalog's watermark: a key's newest record
 //!   evicted while a file that stays holds an older one.
+//! * `cache`: the read-through cache README recommends (offers behind the doorkeeper, second
+//!   chances) with values that expire, under concurrency: right values only, within the cap.
 
 mod beside;
+mod cache;
 mod cap;
 #[path = "../common/mod.rs"]
 mod common;

@@ -16,7 +16,7 @@ use podstore::{Admission, Durability, Options, PutOptions, Store};
 
 use crate::common::long::sized;
 use crate::common::{Random, XorShift};
-use crate::values::{check, dir_bytes, make};
+use crate::values::{check, dir_bytes, make, watch_dir_bytes};
 
 const SEGMENT: u64 = 1 << 20;
 const CAP: u64 = 4 * SEGMENT;
@@ -40,7 +40,7 @@ fn key(id: u64) -> Vec<u8> {
 }
 
 fn expires(id: u64) -> bool {
-    id % 2 == 0
+    id.is_multiple_of(2)
 }
 
 /// What the threads share: for each key, the newest acknowledged write (0: none); for each
@@ -126,17 +126,7 @@ fn a_read_through_cache_with_admission_second_chances_and_expiry_serves_only_rig
     });
     let done = Arc::new(AtomicBool::new(false));
 
-    let watcher = {
-        let (done, path) = (done.clone(), dir.path().to_path_buf());
-        std::thread::spawn(move || {
-            let mut most = 0;
-            while !done.load(Ordering::Acquire) {
-                most = most.max(dir_bytes(&path));
-                std::thread::sleep(Duration::from_micros(300));
-            }
-            most
-        })
-    };
+    let watcher = watch_dir_bytes(dir.path().to_path_buf(), done.clone());
     let reader = {
         let (shared, done) = (shared.clone(), done.clone());
         std::thread::spawn(move || {

@@ -4,12 +4,11 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::Duration;
 
 use podstore::{Durability, Options, Store};
 
 use crate::common::{Random, XorShift, long};
-use crate::values::{check, dir_bytes, make};
+use crate::values::{check, dir_bytes, make, watch_dir_bytes};
 
 const SEGMENT: u64 = 1 << 20;
 
@@ -48,17 +47,7 @@ fn run(w: Workload) {
     let keys = Arc::new(AtomicU64::new(0));
     let done = Arc::new(AtomicBool::new(false));
 
-    let watcher = {
-        let (done, path) = (done.clone(), dir.path().to_path_buf());
-        std::thread::spawn(move || {
-            let mut most = 0;
-            while !done.load(Ordering::Acquire) {
-                most = most.max(dir_bytes(&path));
-                std::thread::sleep(Duration::from_micros(200));
-            }
-            most
-        })
-    };
+    let watcher = watch_dir_bytes(dir.path().to_path_buf(), done.clone());
     let reader = {
         let (store, latest, keys, done) =
             (store.clone(), latest.clone(), keys.clone(), done.clone());

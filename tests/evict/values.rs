@@ -1,7 +1,10 @@
 //! Self-describing values: a value names its key and its write, and carries a checksum, so that
 //! a reader can tell a right value from another key's bytes, a torn one or an older one.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 /// The value of write number `counter` of key `key`, `len` bytes long (at least 24):
 /// `counter` (8 bytes), the key's length (4), the key, filler derived from both, and a crc32 of
@@ -60,4 +63,17 @@ pub fn dir_bytes(dir: &Path) -> u64 {
         }
     }
     total
+}
+
+/// A thread that sums `dir`'s file sizes every 200 µs until `done`, and returns the most it
+/// saw: the file system's view of a cap, throughout a run.
+pub fn watch_dir_bytes(dir: PathBuf, done: Arc<AtomicBool>) -> std::thread::JoinHandle<u64> {
+    std::thread::spawn(move || {
+        let mut most = 0;
+        while !done.load(Ordering::Acquire) {
+            most = most.max(dir_bytes(&dir));
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        most
+    })
 }
